@@ -1,0 +1,100 @@
+# Latency tracing for Ceph OSDs - the one entry point.
+#
+#   make demo       setup + build + lab + workload + osdstage report
+#   make test       setup + build + every test tier
+#   make setup      install what is missing (Debian packages), mount tracefs
+#   make / build    compile probes/*.bpf.c (CO-RE, clang -target bpf)
+#   make lab        start the single-node Ceph lab (LAB_OSD_OPTS='k=v ...')
+#   make -s lab-env print export lines for CEPH_CONF and OSD_PID
+#   make lab-down   stop the lab's daemons, detach its loop device
+#   make workload   rados bench writes then random reads (SECS=, THREADS=)
+#   make clean      remove build/
+
+# One interpreter everywhere: Debian's, which sees Debian's python3-* packages
+# (pyelftools, pytest). The pyenv python3 on PATH does not.
+PYTHON := /usr/bin/python3
+export PYTHON
+
+BUILD := build
+CLANG ?= clang
+BPFTOOL ?= bpftool
+ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+BPF_CFLAGS := -target bpf -D__TARGET_ARCH_$(ARCH) -g -O2 -Wall -Werror \
+	-I$(BUILD) -Iprobes
+BPF_SRCS := $(wildcard probes/*.bpf.c)
+BPF_OBJS := $(patsubst probes/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
+
+LAB := vagrant/lab.sh
+SECS ?= 10
+THREADS ?= 16
+DEMO_SECS ?= 10
+export LAB_OSD_OPTS SECS THREADS
+
+# Debian packages for building, testing and the lab's tooling. The Ceph
+# daemons themselves are installed by $(LAB) install (shared with vagrant/).
+PKGS := clang llvm libbpf1 libbpf-dev bpftool bpftrace lttng-tools \
+	babeltrace2 fio g++ binutils ruby util-linux procps \
+	python3-pytest python3-pyelftools ceph-osd-dbg
+
+.PHONY: all build setup lab lab-env lab-down workload demo test \
+	test-unit test-bpf test-cluster clean
+
+all build: $(BPF_OBJS)
+
+$(BUILD)/vmlinux.h:
+	@mkdir -p $(BUILD)
+	@test -r /sys/kernel/btf/vmlinux || { echo "no kernel BTF at /sys/kernel/btf/vmlinux" >&2; exit 1; }
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp
+	@mv $@.tmp $@
+
+$(BUILD)/%.bpf.o: probes/%.bpf.c $(wildcard probes/*.h) $(BUILD)/vmlinux.h
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+setup:
+	@missing=""; for p in $(PKGS); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' \
+	    || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "setup: installing$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@$(LAB) install
+	@mountpoint -q /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing
+	@mountpoint -q /sys/kernel/debug || mount -t debugfs debugfs /sys/kernel/debug
+
+lab:
+	@$(LAB) up
+
+lab-env:
+	@$(LAB) env
+
+lab-down:
+	@$(LAB) down
+
+workload:
+	@$(LAB) workload $(SECS) $(THREADS)
+
+# The demo leaves the lab running (stop it with: make lab-down).
+demo: setup build lab
+	@eval "$$($(LAB) env)"; \
+	echo "demo: driving 4 KiB random reads for $$(( $(DEMO_SECS) + 10 ))s and tracing ceph-osd $$OSD_PID for $(DEMO_SECS)s"; \
+	rados -p rbd bench 5 write -b 4096 -t $(THREADS) --no-cleanup >/dev/null; \
+	( rados -p rbd bench $$(( $(DEMO_SECS) + 10 )) rand -t $(THREADS) >/dev/null 2>&1 & ); \
+	sleep 3; \
+	$(PYTHON) tools/osdstage.py -p $$OSD_PID $(DEMO_SECS) 1
+
+test: setup build
+	CI=$${CI:-} $(PYTHON) -m pytest -v tests/unit tests/bpf tests/cluster
+
+test-unit:
+	$(PYTHON) -m pytest -v tests/unit
+
+test-bpf: build
+	$(PYTHON) -m pytest -v tests/bpf
+
+test-cluster: build
+	$(PYTHON) -m pytest -v tests/cluster
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,310 @@
+"""Minimal ctypes binding to libbpf.so.1 (Debian's libbpf1).
+
+Only what the tools need: open a compiled BPF object, set read-only globals
+before load, load, attach uprobes (with a cookie) and tracepoints, read and
+clear maps. libbpf's own log lines are captured and surfaced in errors.
+
+Why ctypes: libbpf is the reference loader for CO-RE objects and ships as a
+shared library on every distribution; binding a dozen functions keeps the
+run-time dependency to libbpf1 alone (no compiler, no kernel headers, no BCC).
+"""
+import ctypes
+import ctypes.util
+import errno
+import os
+
+from .errors import UserError
+
+_LIBBPF_NAMES = ("libbpf.so.1", "libbpf.so")
+
+LIBBPF_WARN, LIBBPF_INFO, LIBBPF_DEBUG = 0, 1, 2
+
+_log = []          # recent libbpf messages, newest last
+_LOG_KEEP = 50
+
+_PRINT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
+                             ctypes.c_void_p)
+
+
+class _UprobeOpts(ctypes.Structure):
+    # struct bpf_uprobe_opts (libbpf >= 0.8); sz lets newer libbpf accept it.
+    _fields_ = [("sz", ctypes.c_size_t),
+                ("ref_ctr_offset", ctypes.c_size_t),
+                ("bpf_cookie", ctypes.c_uint64),
+                ("retprobe", ctypes.c_bool),
+                ("func_name", ctypes.c_char_p)]
+
+
+_lib = None
+_libc = None
+_printer = None
+
+
+def _load():
+    global _lib, _libc, _printer
+    if _lib is not None:
+        return _lib
+    last = None
+    for name in _LIBBPF_NAMES:
+        try:
+            _lib = ctypes.CDLL(name, use_errno=True)
+            break
+        except OSError as e:
+            last = e
+    if _lib is None:
+        raise UserError("libbpf.so.1 not found (%s); install it: apt-get install "
+                        "libbpf1" % last)
+    _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    _libc.vsnprintf.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
+                                ctypes.c_char_p, ctypes.c_void_p]
+    L = _lib
+    vp, cp, i, u32, u64, sz = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int,
+                               ctypes.c_uint32, ctypes.c_uint64, ctypes.c_size_t)
+    sigs = {
+        "libbpf_set_print": (vp, [_PRINT_FN]),
+        "libbpf_get_error": (ctypes.c_long, [vp]),
+        "bpf_object__open_file": (vp, [cp, vp]),
+        "bpf_object__load": (i, [vp]),
+        "bpf_object__close": (None, [vp]),
+        "bpf_object__find_map_by_name": (vp, [vp, cp]),
+        "bpf_object__find_program_by_name": (vp, [vp, cp]),
+        "bpf_object__next_program": (vp, [vp, vp]),
+        "bpf_program__name": (cp, [vp]),
+        "bpf_program__fd": (i, [vp]),
+        "bpf_program__set_autoload": (i, [vp, ctypes.c_bool]),
+        "bpf_map__fd": (i, [vp]),
+        "bpf_map__initial_value": (vp, [vp, ctypes.POINTER(sz)]),
+        "bpf_map__set_max_entries": (i, [vp, u32]),
+        "bpf_map__value_size": (u32, [vp]),
+        "bpf_map__key_size": (u32, [vp]),
+        "bpf_map__max_entries": (u32, [vp]),
+        "bpf_program__attach_uprobe_opts": (vp, [vp, ctypes.c_int, cp, sz,
+                                                 ctypes.POINTER(_UprobeOpts)]),
+        "bpf_program__attach_tracepoint": (vp, [vp, cp, cp]),
+        "bpf_link__destroy": (i, [vp]),
+        "bpf_map_lookup_elem": (i, [i, vp, vp]),
+        "bpf_map_update_elem": (i, [i, vp, vp, u64]),
+        "bpf_map_delete_elem": (i, [i, vp]),
+        "bpf_map_get_next_key": (i, [i, vp, vp]),
+        "libbpf_num_possible_cpus": (i, []),
+    }
+    for name, (res, args) in sigs.items():
+        f = getattr(L, name)
+        f.restype = res
+        f.argtypes = args
+
+    def printer(level, fmt, ap):
+        buf = ctypes.create_string_buffer(65536)
+        _libc.vsnprintf(buf, len(buf), fmt, ap)
+        msg = buf.value.decode("utf-8", "replace").rstrip()
+        if level <= LIBBPF_INFO and msg:
+            _log.append(msg)
+            del _log[:-_LOG_KEEP]
+        if os.environ.get("CEPHLAT_LIBBPF_DEBUG"):
+            import sys
+            sys.stderr.write("libbpf: %s\n" % msg)
+        return 0
+
+    _printer = _PRINT_FN(printer)
+    L.libbpf_set_print(_printer)
+    return L
+
+
+def _ptr_error(ptr):
+    """libbpf 1.x returns NULL and sets errno on error."""
+    if not ptr:
+        return ctypes.get_errno() or errno.EINVAL
+    return 0
+
+
+def last_log(n=3):
+    """The last few warnings libbpf printed, for error messages."""
+    lines = [l for l in _log if l]
+    return "; ".join(lines[-n:])
+
+
+def num_possible_cpus():
+    return _load().libbpf_num_possible_cpus()
+
+
+class Map:
+    def __init__(self, obj, ptr, name):
+        L = _load()
+        self.name = name
+        self._ptr = ptr
+        self.obj = obj
+        self.fd = L.bpf_map__fd(ptr)
+        self.key_size = L.bpf_map__key_size(ptr)
+        self.value_size = L.bpf_map__value_size(ptr)
+        self.max_entries = L.bpf_map__max_entries(ptr)
+
+    def lookup(self, key_bytes, value_size):
+        buf = ctypes.create_string_buffer(value_size)
+        kb = ctypes.create_string_buffer(key_bytes, len(key_bytes))
+        if _load().bpf_map_lookup_elem(self.fd, kb, buf) != 0:
+            return None
+        return buf.raw
+
+    def update(self, key_bytes, value_bytes):
+        kb = ctypes.create_string_buffer(key_bytes, len(key_bytes))
+        vb = ctypes.create_string_buffer(value_bytes, len(value_bytes))
+        if _load().bpf_map_update_elem(self.fd, kb, vb, 0) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "bpf_map_update_elem(%s): %s" % (self.name,
+                                                               os.strerror(e)))
+
+    def delete(self, key_bytes):
+        kb = ctypes.create_string_buffer(key_bytes, len(key_bytes))
+        return _load().bpf_map_delete_elem(self.fd, kb) == 0
+
+    def keys(self):
+        L = _load()
+        out = []
+        cur = None
+        nxt = ctypes.create_string_buffer(self.key_size)
+        while True:
+            if L.bpf_map_get_next_key(self.fd, cur, nxt) != 0:
+                break
+            out.append(nxt.raw)
+            cur = ctypes.create_string_buffer(nxt.raw, self.key_size)
+        return out
+
+
+class Link:
+    def __init__(self, ptr, what):
+        self._ptr = ptr
+        self.what = what
+
+    def destroy(self):
+        if self._ptr:
+            _load().bpf_link__destroy(self._ptr)
+            self._ptr = None
+
+
+class BPFObject:
+    """A compiled BPF object file: open, set rodata, load, attach."""
+
+    def __init__(self, path):
+        L = _load()
+        if not os.path.exists(path):
+            raise UserError("BPF object %s not found; run 'make' first" % path)
+        self.path = path
+        ctypes.set_errno(0)
+        self._ptr = L.bpf_object__open_file(path.encode(), None)
+        err = _ptr_error(self._ptr)
+        if err:
+            self._ptr = None
+            raise UserError("cannot open BPF object %s: %s %s" % (
+                path, os.strerror(err), last_log(1)))
+        self.links = []
+        self.loaded = False
+
+    # --- before load ---------------------------------------------------
+    def set_rodata(self, ctype_struct):
+        """Copy a ctypes.Structure over the object's .rodata (const volatile
+        globals) before load. The structure's layout must match the globals'
+        order in the C source."""
+        L = _load()
+        m = self._find_map_ptr(".rodata")
+        size = ctypes.c_size_t(0)
+        addr = L.bpf_map__initial_value(m, ctypes.byref(size))
+        if not addr:
+            raise UserError("BPF object %s has no .rodata" % self.path)
+        n = ctypes.sizeof(ctype_struct)
+        if n > size.value:
+            raise UserError("internal: rodata struct %d > %d bytes" %
+                            (n, size.value))
+        ctypes.memmove(addr, ctypes.addressof(ctype_struct), n)
+
+    def set_max_entries(self, map_name, n):
+        if _load().bpf_map__set_max_entries(self._find_map_ptr(map_name), n):
+            raise UserError("cannot resize map %s" % map_name)
+
+    def set_autoload(self, prog_name, on):
+        _load().bpf_program__set_autoload(self._find_prog_ptr(prog_name), on)
+
+    def load(self):
+        L = _load()
+        ctypes.set_errno(0)
+        r = L.bpf_object__load(self._ptr)
+        if r != 0:
+            err = -r if r < 0 else (ctypes.get_errno() or errno.EINVAL)
+            hint = ""
+            if err == errno.EPERM:
+                hint = " (need root or CAP_BPF+CAP_PERFMON)"
+            raise UserError("cannot load BPF programs: %s%s %s" % (
+                os.strerror(err), hint, last_log(2)))
+        self.loaded = True
+
+    # --- lookup --------------------------------------------------------
+    def _find_map_ptr(self, name):
+        m = _load().bpf_object__find_map_by_name(self._ptr, name.encode())
+        if not m:
+            raise UserError("internal: map %s not in %s" % (name, self.path))
+        return m
+
+    def _find_prog_ptr(self, name):
+        p = _load().bpf_object__find_program_by_name(self._ptr, name.encode())
+        if not p:
+            raise UserError("internal: program %s not in %s" % (name, self.path))
+        return p
+
+    def map(self, name):
+        return Map(self, self._find_map_ptr(name), name)
+
+    def programs(self):
+        L = _load()
+        out = []
+        p = L.bpf_object__next_program(self._ptr, None)
+        while p:
+            out.append((L.bpf_program__name(p).decode(), L.bpf_program__fd(p)))
+            p = L.bpf_object__next_program(self._ptr, p)
+        return out
+
+    # --- attach --------------------------------------------------------
+    def attach_uprobe(self, prog, binary, offset, pid=-1, retprobe=False,
+                      cookie=0, what=None):
+        """Attach program `prog` at file offset `offset` of `binary`."""
+        L = _load()
+        opts = _UprobeOpts(sz=ctypes.sizeof(_UprobeOpts), ref_ctr_offset=0,
+                           bpf_cookie=cookie, retprobe=retprobe, func_name=None)
+        ctypes.set_errno(0)
+        link = L.bpf_program__attach_uprobe_opts(
+            self._find_prog_ptr(prog), pid, binary.encode(), offset,
+            ctypes.byref(opts))
+        err = _ptr_error(link)
+        if err:
+            raise UserError("cannot attach %s to %s+0x%x: %s %s" % (
+                "uretprobe" if retprobe else "uprobe", what or binary, offset,
+                os.strerror(err), last_log(1)))
+        self.links.append(Link(link, what))
+        return self.links[-1]
+
+    def attach_tracepoint(self, prog, category, name):
+        L = _load()
+        ctypes.set_errno(0)
+        link = L.bpf_program__attach_tracepoint(
+            self._find_prog_ptr(prog), category.encode(), name.encode())
+        err = _ptr_error(link)
+        if err:
+            raise UserError("cannot attach tracepoint %s:%s: %s %s" % (
+                category, name, os.strerror(err), last_log(1)))
+        self.links.append(Link(link, "%s:%s" % (category, name)))
+        return self.links[-1]
+
+    def detach(self):
+        for l in self.links:
+            l.destroy()
+        self.links = []
+
+    def close(self):
+        self.detach()
+        if self._ptr:
+            _load().bpf_object__close(self._ptr)
+            self._ptr = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,128 @@
+"""The traced process: pre-flight checks, ceph-osd discovery and release."""
+import os
+import re
+import subprocess
+
+from .errors import UserError
+
+TRACEFS_PATHS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+BTF_PATH = "/sys/kernel/btf/vmlinux"
+
+
+def require_root(tool):
+    if os.geteuid() != 0:
+        raise UserError("%s: must run as root (BPF needs CAP_BPF, CAP_PERFMON "
+                        "and CAP_SYS_ADMIN); try: sudo %s" % (tool, tool))
+
+
+def tracefs_dir():
+    """The mounted tracefs (needed to attach tracepoints), or None."""
+    for d in TRACEFS_PATHS:
+        if os.path.isdir(os.path.join(d, "events")):
+            return d
+    return None
+
+
+def require_tracefs():
+    d = tracefs_dir()
+    if d is None:
+        raise UserError("tracefs is not mounted; mount it with: "
+                        "mount -t tracefs tracefs /sys/kernel/tracing")
+    return d
+
+
+def require_btf():
+    if not os.path.exists(BTF_PATH):
+        raise UserError("kernel BTF (%s) is missing; a kernel built with "
+                        "CONFIG_DEBUG_INFO_BTF=y is needed" % BTF_PATH)
+
+
+def read_comm(pid):
+    with open("/proc/%d/comm" % pid) as f:
+        return f.read().strip()
+
+
+def read_cmdline(pid):
+    with open("/proc/%d/cmdline" % pid, "rb") as f:
+        return [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie still answers kill(0): check its state
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def osd_id_of(pid):
+    """The OSD id from a ceph-osd command line (-i N / --id N / --id=N)."""
+    args = read_cmdline(pid)
+    for i, a in enumerate(args):
+        if a in ("-i", "--id") and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith("--id="):
+            return a.split("=", 1)[1]
+    return None
+
+
+class Target:
+    """A running ceph-osd (or, with allow_any, any process)."""
+
+    def __init__(self, pid, allow_any=False, expect="ceph-osd"):
+        self.pid = pid
+        if pid <= 0 or not os.path.isdir("/proc/%d" % pid) or not pid_alive(pid):
+            raise UserError("no such process: %d" % pid)
+        try:
+            self.comm = read_comm(pid)
+            self.exe = os.readlink("/proc/%d/exe" % pid)
+        except PermissionError:
+            raise UserError("cannot inspect process %d: permission denied" % pid)
+        except OSError as e:
+            raise UserError("cannot inspect process %d: %s" % (pid, e.strerror))
+        base = os.path.basename(self.exe.replace(" (deleted)", ""))
+        if not allow_any and expect not in (self.comm, base):
+            raise UserError("process %d is %s (%s), not a %s; find the OSD's "
+                            "pid with: pgrep -a %s" % (pid, self.comm, self.exe,
+                                                       expect, expect))
+        # Read and probe the binary through /proc/PID/exe so that an OSD in a
+        # container (other mount namespace) resolves to its own file.
+        self.exe_path = "/proc/%d/exe" % pid
+        self.osd_id = osd_id_of(pid) if not allow_any else None
+        self._version = None
+
+    def alive(self):
+        return pid_alive(self.pid)
+
+    def ceph_version(self):
+        """'16.2.15' or None: asks the binary itself (`--version`), run
+        inside the target's root so a containerised OSD uses its own libs."""
+        if self._version is not None:
+            return self._version or None
+        self._version = ""
+        root = "/proc/%d/root" % self.pid
+        exe_in_root = self.exe.replace(" (deleted)", "")
+        cmds = []
+        if os.path.exists(os.path.join(root, exe_in_root.lstrip("/"))) and \
+                os.path.realpath(root) != "/":
+            cmds.append(["chroot", root, exe_in_root, "--version"])
+        cmds.append([self.exe_path, "--version"])
+        for cmd in cmds:
+            try:
+                out = subprocess.run(cmd, capture_output=True, timeout=10,
+                                     text=True).stdout
+            except (OSError, subprocess.SubprocessError):
+                continue
+            m = re.search(r"ceph version (\d+\.\d+\.\d+)", out)
+            if m:
+                self._version = m.group(1)
+                break
+        return self._version or None

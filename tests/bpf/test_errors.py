@@ -1,0 +1,90 @@
+"""Bad input: one clear line on stderr, non-zero exit, never a traceback."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import OSDSTAGE, PYTHON, assert_one_line_error, run_tool
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(scope="module")
+def sleeper(cxx):
+    return cxx(os.path.join(HERE, "progs", "sleeper.cc"), "sleeper")
+
+
+@pytest.fixture
+def running(sleeper, tmp_path):
+    """start(name) -> pid of a sleeper whose executable is called `name`."""
+    procs = []
+
+    def start(name="sleeper"):
+        exe = str(tmp_path / name)
+        shutil.copy(sleeper, exe)
+        p = subprocess.Popen([exe, "1000", "1"], stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL)
+        procs.append(p)
+        return p.pid
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def test_not_root(bpf_ready):
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534",
+                        "--clear-groups", PYTHON, OSDSTAGE, "-p", "1", "1", "1"],
+                       capture_output=True, text=True)
+    assert_one_line_error(p, "must run as root", status=1)
+
+
+def test_no_such_pid(bpf_ready):
+    pid = 4194303          # above any pid_max default in use
+    while os.path.exists("/proc/%d" % pid):
+        pid -= 1
+    p = run_tool([OSDSTAGE, "-p", str(pid), "1", "1"])
+    assert_one_line_error(p, "no such process: %d" % pid, status=1)
+
+
+def test_not_a_ceph_osd(bpf_ready, running):
+    pid = running("sleeper")
+    p = run_tool([OSDSTAGE, "-p", str(pid), "1", "1"])
+    assert_one_line_error(p, "process %d is sleeper" % pid, "not a ceph-osd")
+
+
+def test_function_missing_in_binary(bpf_ready, running):
+    # named ceph-osd, but none of the OSD's functions are in it
+    pid = running("ceph-osd")
+    p = run_tool([OSDSTAGE, "-p", str(pid), "--release", "16.2", "1", "1"])
+    assert_one_line_error(p, "stage dequeue_op unavailable",
+                          "OSD::dequeue_op", "not found")
+    p = run_tool([OSDSTAGE, "-p", str(pid), "--release", "16.2", "-S", "do_op",
+                  "1", "1"])
+    assert_one_line_error(p, "stage do_op unavailable",
+                          "PrimaryLogPG::do_op", "not found")
+
+
+def test_unknown_release(bpf_ready, running):
+    pid = running("ceph-osd")
+    p = run_tool([OSDSTAGE, "-p", str(pid), "--release", "9.2.1", "1", "1"])
+    assert_one_line_error(p, "Ceph 9.2.1 has no probe table",
+                          "known releases: 16.2 (pacific)")
+
+
+def test_release_undetectable(bpf_ready, running):
+    pid = running("ceph-osd")          # its --version prints no ceph version
+    p = run_tool([OSDSTAGE, "-p", str(pid), "1", "1"])
+    assert_one_line_error(p, "cannot tell the Ceph release", "--release")
+
+
+def test_tracefs_missing(bpf_ready, running):
+    pid = running("ceph-osd")
+    script = ("umount /sys/kernel/tracing; umount -l /sys/kernel/debug "
+              "2>/dev/null; exec %s %s -p %d --release 16.2 1 1"
+              % (PYTHON, OSDSTAGE, pid))
+    p = subprocess.run(["unshare", "--mount", "--propagation", "private",
+                        "sh", "-c", script], capture_output=True, text=True)
+    assert_one_line_error(p, "tracefs is not mounted",
+                          "mount -t tracefs tracefs /sys/kernel/tracing")

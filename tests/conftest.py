@@ -1,0 +1,177 @@
+"""Shared test helpers and fixtures for every tier.
+
+Tiers: tests/unit (no root), tests/bpf (root, controlled programs, exact
+ground truth), tests/cluster (root, the real single-node Ceph lab).
+Under CI=true a tier that cannot run FAILS instead of skipping.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "lib"))
+
+PYTHON = sys.executable
+OSDSTAGE = os.path.join(REPO, "tools", "osdstage.py")
+LAB = os.path.join(REPO, "vagrant", "lab.sh")
+BUILD = os.path.join(REPO, "build")
+IN_CI = os.environ.get("CI") == "true"
+
+
+def need(ok, why):
+    """Skip when `ok` is false, except under CI where it is a failure."""
+    if ok:
+        return
+    if IN_CI:
+        pytest.fail("CI=true and this tier cannot run: " + why)
+    pytest.skip(why)
+
+
+def run_tool(args, timeout=120, **kw):
+    return subprocess.run([PYTHON] + args, capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+def assert_one_line_error(proc, *fragments, status=None):
+    """The bad-input contract: non-zero exit, one line on stderr, no
+    traceback, nothing on stdout."""
+    assert proc.returncode != 0, proc
+    if status is not None:
+        assert proc.returncode == status, proc
+    err = proc.stderr.strip()
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert len(err.splitlines()) == 1, "expected one line on stderr: %r" % err
+    for f in fragments:
+        assert f in err, "%r not in %r" % (f, err)
+    assert proc.stdout == "", proc.stdout
+
+
+@pytest.fixture(scope="session")
+def bpf_ready():
+    need(os.geteuid() == 0, "BPF tier needs root")
+    need(os.path.exists("/sys/kernel/btf/vmlinux"), "kernel has no BTF")
+    need(os.path.isdir("/sys/kernel/tracing/events"),
+         "tracefs not mounted (run: make setup)")
+    need(os.path.exists(os.path.join(BUILD, "osdstage.bpf.o")),
+         "BPF objects not built (run: make)")
+    return True
+
+
+@pytest.fixture(scope="session")
+def cxx():
+    """Compile a C++ source into a tmp dir: cxx(src_path_or_text, name)."""
+    import shutil
+    import tempfile
+    need(shutil.which("g++") is not None, "g++ missing (run: make setup)")
+    d = tempfile.mkdtemp(prefix="cephlat-test-")
+
+    def build(source, name, flags=("-O2", "-g")):
+        src = source
+        if "\n" in source:
+            src = os.path.join(d, name + ".cc")
+            with open(src, "w") as f:
+                f.write(source)
+        out = os.path.join(d, name)
+        subprocess.run(["g++"] + list(flags) + ["-o", out, src], check=True)
+        return out
+    yield build
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def lab_env():
+    """{'CEPH_CONF':…, 'OSD_PID':…} of the running lab, or None."""
+    p = subprocess.run(["bash", LAB, "env"], capture_output=True, text=True)
+    if p.returncode != 0:
+        return None
+    env = {}
+    for line in p.stdout.splitlines():
+        if line.startswith("export ") and "=" in line:
+            k, v = line[len("export "):].split("=", 1)
+            env[k] = v.strip("'\"")
+    return env
+
+
+@pytest.fixture(scope="session")
+def lab(bpf_ready):
+    """The real single-node Ceph lab, started by the project's own script
+    if it is not up. Left as found: stopped at the end if we started it."""
+    need(os.path.exists("/usr/bin/ceph-osd"), "ceph-osd not installed "
+         "(run: make setup)")
+    started = False
+    env = lab_env()
+    if env is None:
+        p = subprocess.run(["bash", LAB, "up"], capture_output=True, text=True,
+                           timeout=300)
+        assert p.returncode == 0, "lab up failed:\n" + p.stdout + p.stderr
+        started = True
+        env = lab_env()
+    assert env and "OSD_PID" in env and "CEPH_CONF" in env, env
+    info = dict(env)
+    info["pid"] = int(env["OSD_PID"])
+    from cephlat.adminsock import find_osd_socket
+    info["asok"] = find_osd_socket(info["pid"], "0")
+    assert info["asok"], "no admin socket for ceph-osd %d" % info["pid"]
+    yield info
+    if started and not os.environ.get("KEEP_LAB"):
+        subprocess.run(["bash", LAB, "down"], capture_output=True, timeout=120)
+
+
+class Bench:
+    """A rados bench running in the background against the lab."""
+
+    def __init__(self, env, mode, secs, threads=16):
+        e = dict(os.environ, CEPH_CONF=env["CEPH_CONF"])
+        args = ["rados", "-p", "rbd", "bench", str(secs), mode, "-t",
+                str(threads)]
+        if mode == "write":
+            args += ["-b", "4096", "--no-cleanup"]
+        self.proc = subprocess.Popen(args, env=e, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+
+    def wait(self, timeout=120):
+        out, _ = self.proc.communicate(timeout=timeout)
+        return out
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def prefill(env, secs=5):
+    """Write 4 KiB objects so that `rand` reads find data."""
+    b = Bench(env, "write", secs)
+    out = b.wait()
+    assert b.proc.returncode == 0, out
+    return out
+
+
+def perf_counters(asok):
+    from cephlat.adminsock import perf_dump
+    return perf_dump(asok)
+
+
+def wait_for_line(stream, needle, timeout):
+    """Read lines from a text stream until one contains `needle`."""
+    t0 = time.time()
+    seen = []
+    while time.time() - t0 < timeout:
+        line = stream.readline()
+        if not line:
+            break
+        seen.append(line)
+        if needle in line:
+            return line
+    raise AssertionError("%r not seen within %ss; got: %r" % (needle, timeout,
+                                                              seen))
+
+
+def parse_json_lines(text):
+    return [json.loads(l) for l in text.splitlines() if l.strip()]

@@ -1,0 +1,55 @@
+"""Argument parsing of osdstage.py (no root needed)."""
+import subprocess
+
+import pytest
+
+from cephlat import osdstage
+from cephlat.errors import UserError
+
+from conftest import OSDSTAGE, PYTHON, assert_one_line_error
+
+
+def test_interval_and_count():
+    a = osdstage.parse_args(["-p", "42", "5", "3"])
+    assert (a.pid, a.interval, a.count) == (42, 5.0, 3)
+    assert a.json is False and a.milliseconds is False
+
+
+def test_defaults_one_report_at_ctrl_c():
+    a = osdstage.parse_args(["-p", "42"])
+    assert a.interval is None and a.count is None and a.stages is None
+
+
+def test_flags():
+    a = osdstage.parse_args(["-p", "7", "-m", "-T", "-j", "-S",
+                             "do_op,bluestore_read", "0.5"])
+    assert a.milliseconds and a.timestamp and a.json
+    assert a.stages == ["do_op", "bluestore_read"] and a.interval == 0.5
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    ([], "-p/--pid"),
+    (["-p", "abc"], "not a pid"),
+    (["-p", "-3"], "not a pid"),
+    (["-p", "1", "0"], "must be > 0"),
+    (["-p", "1", "1", "x"], "not an integer"),
+    (["-p", "1", "-S", "nope"], "unknown stage nope"),
+])
+def test_bad_arguments_raise_usererror(argv, fragment):
+    with pytest.raises(UserError) as e:
+        osdstage.parse_args(argv)
+    assert fragment in str(e.value) and e.value.status == 2
+
+
+def test_bad_argument_cli_one_line():
+    p = subprocess.run([PYTHON, OSDSTAGE, "-p", "1", "-S", "nope"],
+                       capture_output=True, text=True)
+    assert_one_line_error(p, "osdstage: ", "unknown stage nope", status=2)
+
+
+def test_help_has_examples():
+    p = subprocess.run([PYTHON, OSDSTAGE, "--help"], capture_output=True,
+                       text=True)
+    assert p.returncode == 0
+    assert "examples:" in p.stdout and "osdstage.py -p 1234 5 3" in p.stdout
+    assert all(len(l) <= 80 for l in p.stdout.splitlines())
