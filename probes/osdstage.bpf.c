@@ -9,9 +9,14 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "osdstage.h"
 
+/* Set by the loader before load (keep the order: lib/cephlat/osdstage.py) */
 const volatile __u32 targ_tgid = 0;	/* 0 = any process */
+const volatile __u32 rmw_flags_off = 0;	/* OpRequest -> rmw flags; 0 = unknown */
+const volatile __u32 rmw_read_bit = 0;
+const volatile __u32 rmw_write_bit = 0;
 
 struct start_key {
 	__u32 tid;
@@ -27,6 +32,16 @@ struct {
 	__type(key, struct start_key);
 	__type(value, __u64);
 } starts SEC(".maps");
+
+/* Ops between enqueue and completion. A plain hash (not LRU): when it is
+ * full the insert fails and is counted; user space ages out ops that never
+ * complete. Sized by the loader. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct op_state);
+} ops SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -133,6 +148,102 @@ int stage_return(struct pt_regs *ctx)
 		record(key.stage, now - *tsp);
 	}
 	bpf_map_delete_elem(&starts, &key);
+	return 0;
+}
+
+/* Argument n (1-based) of a uprobe. The _CORE accessors read through a
+ * helper: clang turns a switch over direct ctx loads into a computed ctx
+ * offset, which the verifier rejects. */
+static __always_inline __u64 arg_n(struct pt_regs *ctx, __u32 n)
+{
+	switch (n) {
+	case 1: return PT_REGS_PARM1_CORE(ctx);
+	case 2: return PT_REGS_PARM2_CORE(ctx);
+	case 3: return PT_REGS_PARM3_CORE(ctx);
+	case 4: return PT_REGS_PARM4_CORE(ctx);
+	case 5: return PT_REGS_PARM5_CORE(ctx);
+	default: return 0;
+	}
+}
+
+static __always_inline __u32 op_class(__u64 op)
+{
+	__u32 flags = 0;
+
+	if (!rmw_flags_off ||
+	    bpf_probe_read_user(&flags, sizeof(flags), (void *)(op + rmw_flags_off)))
+		return OPC_OTHER;
+	if (flags & rmw_write_bit)
+		return OPC_WRITE;
+	if (flags & rmw_read_bit)
+		return OPC_READ;
+	return OPC_OTHER;
+}
+
+/* Op-keyed events: enqueue, dequeue and completion of one OpRequest. */
+SEC("uprobe")
+int op_event(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 cookie, op, now;
+	struct op_state *st;
+	__u32 ev, cls;
+
+	if (targ_tgid && (id >> 32) != targ_tgid)
+		return 0;
+	cookie = bpf_get_attach_cookie(ctx);
+	ev = cookie & 0xff;
+	op = arg_n(ctx, (cookie >> 8) & 0xf);
+	if (cookie & (1 << 12)) {
+		__u64 ptr = op;
+
+		if (!ptr || bpf_probe_read_user(&op, sizeof(op), (void *)ptr)) {
+			count(CNT_BAD_ARG);
+			return 0;
+		}
+	}
+	if (!op)
+		return 0;
+	now = bpf_ktime_get_ns();
+	st = bpf_map_lookup_elem(&ops, &op);
+
+	if (ev == OPEV_ENQUEUE) {
+		/* OSD::enqueue_op sees each op once (requeues go through
+		 * _enqueue_front), so an existing entry is a stale op whose
+		 * OpRequest was freed and its address reused. */
+		struct op_state n = { .enq_ns = now };
+
+		if (st) {
+			count(CNT_OP_REPLACED);
+			*st = n;
+		} else if (bpf_map_update_elem(&ops, &op, &n, BPF_NOEXIST)) {
+			count(CNT_OP_MAP_FULL);
+		}
+		return 0;
+	}
+	if (!st) {
+		count(CNT_OP_UNKNOWN);
+		return 0;
+	}
+	if (ev == OPEV_DEQUEUE) {
+		/* a requeued op is dequeued again: its first wait is queue_wait */
+		if (!st->deq_ns && now >= st->enq_ns) {
+			st->qwait_ns = now - st->enq_ns;
+			st->deq_ns = now;
+			record(ST_QUEUE_WAIT, st->qwait_ns);
+		}
+		return 0;
+	}
+	if (ev == OPEV_DONE) {
+		cls = op_class(op);
+		if (now >= st->enq_ns) {
+			record(ST_OP_TOTAL, now - st->enq_ns);
+			record(ST_OP_TOTAL_READ + cls, now - st->enq_ns);
+		}
+		if (st->deq_ns)
+			record(ST_QUEUE_WAIT_READ + cls, st->qwait_ns);
+		bpf_map_delete_elem(&ops, &op);
+	}
 	return 0;
 }
 

@@ -160,6 +160,10 @@ class ElfSymbols:
             if hint not in name or addr in seen:
                 continue
             dm = demangle(name)
+            if " [clone " in dm:
+                # a compiler-made part (.cold, .isra, .constprop): not the
+                # function's entry point
+                continue
             if function_name(dm) != qualified:
                 continue
             if param_pattern is not None and not param_pattern.search(params(dm)):

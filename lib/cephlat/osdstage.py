@@ -1,44 +1,36 @@
 """osdstage: per-stage latency of ops inside a running ceph-osd.
 
-The logic behind tools/osdstage.py. Stages come from the probe table
-(probetable.py) for the OSD's Ceph release; each is timed in the kernel by
-probes/osdstage.bpf.c and aggregated into per-CPU histograms that this
-module reads every interval.
+The command-line logic behind tools/osdstage.py: target selection, the
+report loop and output. The engine is stagetrace.py; stages and functions
+come from probetable.py.
 """
 import argparse
-import array
 import json
 import os
 import signal
 import sys
 import time
 
-from . import bpf, probetable
+from . import probetable
 from .elfsym import ElfSymbols
 from .errors import UserError
-from .hist import HIST_SLOTS, Hist, render_log2
-from .target import Target, require_btf, require_root, require_tracefs
+from .hist import render_log2
+from .stagetrace import (DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S, StageTracer,
+                         hist_delta, resolve)
+from .target import (Target, find_ceph_osds, require_btf, require_root,
+                     require_tracefs)
 
 TOOL = "osdstage"
-MAX_STAGES = 16                      # probes/osdstage.h
-COUNTER_NAMES = ["start_map_full", "no_start", "negative"]
 
 EXAMPLES = """examples:
   osdstage.py -p 1234          # trace ceph-osd 1234 until Ctrl-C, then report
-  osdstage.py -p 1234 5 3      # three 5-second reports
+  osdstage.py --osd 0 5 3      # osd.0: three 5-second reports
   osdstage.py -p 1234 -m 10 1  # one 10-second report, histograms in msecs
   osdstage.py -p 1234 -j 1     # one JSON object per second on stdout
   osdstage.py -p 1234 -T 1     # timestamp each report
   osdstage.py -p 1234 -S do_op,bluestore_read 5  # only these stages
+  osdstage.py --list           # every ceph-osd here and what can be probed
 """
-
-
-def default_bpf_dir():
-    env = os.environ.get("CEPHLAT_BPF_DIR")
-    if env:
-        return env
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.normpath(os.path.join(here, "..", "..", "build"))
 
 
 def positive_float(s):
@@ -95,8 +87,14 @@ def build_parser():
                     "aggregated in the kernel).",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-p", "--pid", type=pid_arg, required=True,
+    t = p.add_mutually_exclusive_group(required=True)
+    t.add_argument("-p", "--pid", type=pid_arg,
                    help="trace this ceph-osd process")
+    t.add_argument("--osd", metavar="ID",
+                   help="trace the ceph-osd started with --id/-i ID")
+    t.add_argument("--list", action="store_true",
+                   help="list every ceph-osd on this host: id, pid, release "
+                        "and which stages can be probed")
     p.add_argument("-m", "--milliseconds", action="store_true",
                    help="histograms in milliseconds")
     p.add_argument("-T", "--timestamp", action="store_true",
@@ -107,12 +105,20 @@ def build_parser():
                    help="comma-separated stages to trace (default: all); "
                         "known: " + ", ".join(probetable.STAGES))
     p.add_argument("--release", default=None, metavar="X.Y",
-                   help="Ceph release to use the probe table of (default: "
-                        "asked from the binary)")
+                   help="use this Ceph release's probe table (default: asked "
+                        "from the binary)")
     p.add_argument("--strict", action="store_true",
                    help="fail if any requested stage cannot be probed")
+    p.add_argument("--max-ops", type=positive_int, default=DEFAULT_MAX_OPS,
+                   metavar="N", help="ops tracked at once between enqueue and "
+                   "completion (default %d)" % DEFAULT_MAX_OPS)
+    p.add_argument("--op-timeout", type=positive_float,
+                   default=DEFAULT_OP_TIMEOUT_S, metavar="SECS",
+                   help="forget (and count) ops idle this long (default %g)"
+                   % DEFAULT_OP_TIMEOUT_S)
     p.add_argument("interval", nargs="?", type=positive_float, default=None,
-                   help="seconds between reports (default: one report at Ctrl-C)")
+                   help="seconds between reports (default: one report at "
+                        "Ctrl-C)")
     p.add_argument("count", nargs="?", type=positive_int, default=None,
                    help="number of reports (default: until Ctrl-C)")
     return p
@@ -123,93 +129,92 @@ def parse_args(argv=None):
 
 
 # --------------------------------------------------------------------------
-# probe resolution
+# target and release
 
-def resolve_stages(elf, table, wanted):
-    """-> ([(stage, Symbol)], {stage: reason})"""
-    found, unavailable = [], {}
-    for stage in wanted:
-        probe = table.get(stage)
-        if probe is None:
-            unavailable[stage] = "not in the probe table for this release"
-            continue
-        syms = elf.find(probe.func, probe.params)
-        if not syms:
-            unavailable[stage] = "function %s(%s) not found in %s" % (
-                probe.func, probe.params.pattern.strip("^$"), elf.path)
-            continue
-        if len(syms) > 1:
-            unavailable[stage] = "%s matches %d functions" % (probe.func,
-                                                              len(syms))
-            continue
-        found.append((stage, syms[0]))
-    return found, unavailable
+def release_of(target, override=None):
+    version = override or target.ceph_version()
+    if not version:
+        raise UserError("cannot tell the Ceph release of ceph-osd %d (its "
+                        "--version gave nothing); pass --release X.Y "
+                        "(known: %s)" % (target.pid, probetable.known_releases()))
+    rel = probetable.release_for(version)
+    if rel is None:
+        raise UserError("Ceph %s has no probe table; known releases: %s" % (
+            version, probetable.known_releases()))
+    return version, rel
 
 
-# --------------------------------------------------------------------------
-# reading the kernel side
-
-class StatsReader:
-    """Reads the per-CPU `stats` map and returns cumulative Hists."""
-
-    def __init__(self, stats_map):
-        self.map = stats_map
-        self.ncpu = bpf.num_possible_cpus()
-        self.stride = (stats_map.value_size + 7) // 8 * 8
-        self.words = self.stride // 8
-
-    def read(self, stage_id):
-        import struct
-        key = struct.pack("<I", stage_id)
-        raw = self.map.lookup(key, self.stride * self.ncpu)
-        h = Hist()
-        if raw is None:
-            return h
-        a = array.array("Q")
-        a.frombytes(raw)
-        w = self.words
-        slots = [0] * HIST_SLOTS
-        for cpu in range(self.ncpu):
-            base = cpu * w
-            h.count += a[base]
-            h.sum_ns += a[base + 1]
-            h.max_ns = max(h.max_ns, a[base + 2])
-            seg = a[base + 3:base + 3 + HIST_SLOTS]
-            for i, c in enumerate(seg):
-                if c:
-                    slots[i] += c
-        h.slots = slots
-        return h
+def pick_target(args):
+    if args.pid is not None:
+        return Target(args.pid)
+    osds = [o for o in find_ceph_osds() if o[1] == str(args.osd)]
+    if not osds:
+        raise UserError("no running ceph-osd with id %s (see: osdstage.py "
+                        "--list)" % args.osd)
+    if len(osds) > 1:
+        raise UserError("several ceph-osd processes have id %s: pids %s; use "
+                        "-p" % (args.osd, ", ".join(str(o[0]) for o in osds)))
+    return Target(osds[0][0])
 
 
-def hist_delta(cur, prev):
-    """cur - prev for cumulative histograms (max is the interval's if it grew,
-    else the cumulative max, which is an upper bound)."""
-    if prev is None:
-        return cur
-    d = Hist(cur.count - prev.count, cur.sum_ns - prev.sum_ns, cur.max_ns,
-             [a - b for a, b in zip(cur.slots, prev.slots)])
-    return d
-
-
-def read_counters(cmap):
-    import struct
-    ncpu = bpf.num_possible_cpus()
-    out = {}
-    for i, name in enumerate(COUNTER_NAMES):
-        raw = cmap.lookup(struct.pack("<I", i), 8 * ncpu)
-        out[name] = sum(struct.unpack("<%dQ" % ncpu, raw)) if raw else 0
-    return out
+def list_osds(args, out):
+    rows = []
+    for pid, osd_id in find_ceph_osds():
+        row = {"pid": pid, "osd": osd_id, "ceph_version": None,
+               "release": None, "stages": {}}
+        try:
+            t = Target(pid)
+            version = args.release or t.ceph_version()
+            row["ceph_version"] = version
+            rel = probetable.release_for(version)
+            if rel is None:
+                row["error"] = "no probe table for Ceph %s" % version
+            else:
+                row["release"] = rel.name
+                with ElfSymbols(t.exe_path) as elf:
+                    plan = resolve(elf, rel, list(probetable.STAGES))
+                for s in probetable.STAGES:
+                    row["stages"][s] = "ok" if s in plan.stages else \
+                        plan.unavailable.get(s, "?")
+        except UserError as e:
+            row["error"] = str(e)
+        rows.append(row)
+    if args.json:
+        out.write(json.dumps({"type": "list", "osds": rows}) + "\n")
+        return 0
+    if not rows:
+        out.write("no ceph-osd process is running\n")
+        return 0
+    out.write("%-6s %-8s %-10s %-9s %s\n" % ("OSD", "PID", "VERSION",
+                                             "RELEASE", "STAGES"))
+    for r in rows:
+        ok = [s for s, v in r["stages"].items() if v == "ok"]
+        stages = "all %d" % len(ok) if ok and len(ok) == len(r["stages"]) \
+            else (",".join(ok) or "-")
+        out.write("%-6s %-8d %-10s %-9s %s\n" % (
+            r["osd"] or "?", r["pid"], r["ceph_version"] or "?",
+            r["release"] or "?", stages))
+        if r.get("error"):
+            out.write("       %s\n" % r["error"])
+        for s, v in r["stages"].items():
+            if v != "ok":
+                out.write("       %s: %s\n" % (s, v))
+    return 0
 
 
 # --------------------------------------------------------------------------
 # output
 
-def interval_record(args, target, version, hists, unavailable, lost, ts, secs):
+def interval_record(target, version, plan, hists, classes, lost, ts, secs,
+                    in_flight):
     stages = {}
-    for stage, h in hists.items():
+    for stage in plan.stages:
+        h = hists[stage]
         s = h.summary()
         s["hist"] = [[lo, hi, c] for lo, hi, c in h.log2_buckets(1)]
+        if stage in classes:
+            s["by_class"] = {c: hists["%s.%s" % (stage, c)].summary()
+                             for c in probetable.OP_CLASSES}
         stages[stage] = s
     return {
         "type": "interval",
@@ -218,8 +223,9 @@ def interval_record(args, target, version, hists, unavailable, lost, ts, secs):
         "pid": target.pid,
         "ceph_version": version,
         "stages": stages,
-        "unavailable": unavailable,
+        "unavailable": dict(plan.unavailable),
         "lost": lost,
+        "in_flight": in_flight,
     }
 
 
@@ -227,24 +233,27 @@ def print_text(out, args, rec, hists):
     unit, unit_us = ("msecs", 1000) if args.milliseconds else ("usecs", 1)
     if args.timestamp:
         out.write("%s\n" % time.strftime("%H:%M:%S", time.localtime(rec["ts"])))
-    for stage, h in hists.items():
+    for stage in rec["stages"]:
         out.write("\nstage = %s\n" % stage)
-        lines = render_log2(h.log2_buckets(unit_us), unit)
+        lines = render_log2(hists[stage].log2_buckets(unit_us), unit)
         out.write("\n".join(lines) + "\n" if lines else "     (no events)\n")
     div = 1000.0 if args.milliseconds else 1.0
     out.write("\n%-20s %9s %9s %9s %9s %9s %9s\n" % (
         "STAGE", "COUNT", "MEAN", "P50", "P90", "P99", "MAX"))
     fmt = "%-20s %9d %9.3f %9.3f %9.3f %9.3f %9.3f\n" if args.milliseconds \
         else "%-20s %9d %9.1f %9.1f %9.1f %9.1f %9.1f\n"
-    for stage in hists:
-        s = rec["stages"][stage]
-        out.write(fmt % (stage, s["count"], s["mean_us"] / div,
+
+    def row(name, s):
+        out.write(fmt % (name, s["count"], s["mean_us"] / div,
                          s["p50_us"] / div, s["p90_us"] / div,
                          s["p99_us"] / div, s["max_us"] / div))
-    out.write("(%s; %d ops over %.1f s)\n" % (
-        "ms" if args.milliseconds else "us",
-        max([s["count"] for s in rec["stages"].values()] or [0]),
-        rec["interval_s"]))
+    for stage, s in rec["stages"].items():
+        row(stage, s)
+        for cls, cs in s.get("by_class", {}).items():
+            if cs["count"]:
+                row("  " + cls, cs)
+    out.write("(%s; interval %.1f s)\n" % ("ms" if args.milliseconds else "us",
+                                           rec["interval_s"]))
     for stage, why in rec["unavailable"].items():
         out.write("unavailable: %s: %s\n" % (stage, why))
     lost = {k: v for k, v in rec["lost"].items() if v}
@@ -257,28 +266,24 @@ def print_text(out, args, rec, hists):
 # main
 
 def run(args, out=sys.stdout, err=sys.stderr):
+    if args.list:
+        require_root(TOOL)
+        return list_osds(args, out)
     require_root(TOOL)
-    target = Target(args.pid)
+    target = pick_target(args)
     require_btf()
     require_tracefs()
-    version = args.release or target.ceph_version()
-    if not version:
-        raise UserError("cannot tell the Ceph release of ceph-osd %d (its "
-                        "--version gave nothing); pass --release X.Y "
-                        "(known: %s)" % (target.pid, probetable.known_releases()))
-    table = probetable.table_for(version)
-    if table is None:
-        raise UserError("Ceph %s has no probe table; known releases: %s" % (
-            version, probetable.known_releases()))
-
+    version, rel = release_of(target, args.release)
     wanted = args.stages or list(probetable.STAGES)
     with ElfSymbols(target.exe_path) as elf:
-        found, unavailable = resolve_stages(elf, table, wanted)
-    if unavailable and (args.strict or not found):
-        stage, why = next(iter(unavailable.items()))
+        plan = resolve(elf, rel, wanted)
+    if plan.unavailable and (args.strict or not plan.stages):
+        stage, why = next(iter(plan.unavailable.items()))
         raise UserError("stage %s unavailable: %s" % (stage, why))
 
-    tracer = StageTracer(target.pid, target.exe_path, found)
+    tracer = StageTracer(target.pid, target.exe_path, plan, rmw=rel.rmw,
+                         max_ops=args.max_ops)
+    classes = set(probetable.CLASS_SPLIT) if rel.rmw else set()
     stopping = []
 
     def on_signal(signum, frame):
@@ -289,59 +294,25 @@ def run(args, out=sys.stdout, err=sys.stderr):
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         tracer.start()
-        err.write("Tracing %d stage%s of ceph-osd %d (Ceph %s)... %s\n" % (
-            len(found), "" if len(found) == 1 else "s", target.pid, version,
-            "Hit Ctrl-C to end." if args.count is None else
-            "%d report%s." % (args.count, "" if args.count == 1 else "s")))
+        n = len(plan.stages)
+        err.write("Tracing %d stage%s of ceph-osd %d (Ceph %s, %d probes)... "
+                  "%s\n" % (n, "" if n == 1 else "s", target.pid, version,
+                            plan.probe_count(),
+                            "Hit Ctrl-C to end." if args.count is None else
+                            "%d report%s." % (args.count,
+                                              "" if args.count == 1 else "s")))
         err.flush()
-        return _loop(args, out, err, target, version, tracer, unavailable,
-                     stopping)
+        return _loop(args, out, err, target, version, tracer, classes, stopping)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
         tracer.close()
 
 
-class StageTracer:
-    """Loads probes/osdstage.bpf.o and times `found` = [(stage, Symbol)] in
-    process `pid` (whose executable is readable at `exe_path`)."""
-
-    def __init__(self, pid, exe_path, found, bpf_dir=None):
-        self.pid, self.exe_path, self.found = pid, exe_path, found
-        self.obj = bpf.BPFObject(os.path.join(bpf_dir or default_bpf_dir(),
-                                              "osdstage.bpf.o"))
-        self.reader = None
-
-    def start(self):
-        import ctypes
-
-        class Rodata(ctypes.Structure):
-            _fields_ = [("targ_tgid", ctypes.c_uint32)]
-        self.obj.set_rodata(Rodata(targ_tgid=self.pid))
-        self.obj.load()
-        for stage, sym in self.found:
-            sid = probetable.STAGE_IDS[stage]
-            for ret in (False, True):
-                self.obj.attach_uprobe(
-                    "stage_return" if ret else "stage_entry", self.exe_path,
-                    sym.offset, pid=self.pid, retprobe=ret, cookie=sid,
-                    what=sym.demangled)
-        self.reader = StatsReader(self.obj.map("stats"))
-        self.counters = self.obj.map("counters")
-
-    def snapshot(self):
-        """Cumulative ({stage: Hist}, {counter: n}) since start()."""
-        hists = {stage: self.reader.read(probetable.STAGE_IDS[stage])
-                 for stage, _ in self.found}
-        return hists, read_counters(self.counters)
-
-    def close(self):
-        self.obj.close()
-
-
-def _loop(args, out, err, target, version, tracer, unavailable, stopping):
+def _loop(args, out, err, target, version, tracer, classes, stopping):
     prev, prev_lost = {}, {}
     t_last = time.time()
+    next_age = time.monotonic() + min(10.0, args.op_timeout)
     reports = 0
     ended = None
     while True:
@@ -353,14 +324,18 @@ def _loop(args, out, err, target, version, tracer, unavailable, stopping):
             if not target.alive():
                 ended = "ceph-osd %d exited" % target.pid
                 break
+            if time.monotonic() >= next_age:
+                tracer.age_out(args.op_timeout)
+                next_age = time.monotonic() + min(10.0, args.op_timeout)
             time.sleep(min(0.2, max(0.0, deadline - time.time())))
         now = time.time()
         cur, lost_cur = tracer.snapshot()
-        hists = {stage: hist_delta(h, prev.get(stage)) for stage, h in cur.items()}
+        hists = {k: hist_delta(h, prev.get(k)) for k, h in cur.items()}
         lost = {k: v - prev_lost.get(k, 0) for k, v in lost_cur.items()}
         prev, prev_lost = cur, lost_cur
-        rec = interval_record(args, target, version, hists, unavailable, lost,
-                              now, now - t_last)
+        rec = interval_record(target, version, tracer.plan, hists, classes,
+                              lost, now, now - t_last,
+                              tracer.in_flight() if not ended else None)
         t_last = now
         try:
             if args.json:

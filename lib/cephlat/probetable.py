@@ -1,60 +1,133 @@
 """The Ceph probe table: stage -> function(s) per Ceph release.
 
-One table, one place. Each stage is matched by demangled qualified name plus
-a regular expression over the demangled parameter list, so overloads and
-signature changes between releases are explicit.
+One table, one place. A release lists the OSD functions the stages use,
+each matched by demangled qualified name plus a regular expression over the
+demangled parameter list (so overloads and signature changes between
+releases are explicit), and for op-keyed functions where the OpRequest*
+is among the arguments.
 
 Stage kinds:
-  call - entry -> return of one function on the same thread (uprobe + uretprobe)
+  call - entry -> return of one function on the same thread
+         (uprobe + uretprobe, keyed by thread)
+  op   - between events of the same op, keyed by its OpRequest address
+         (enqueue -> dequeue, enqueue -> completion)
 """
 import re
 from collections import OrderedDict
 
-# Stage names are a contract (JSON keys, report rows, tests): design.md §3.
-STAGES = OrderedDict([
-    ("dequeue_op", "OSD::dequeue_op entry -> return"),
-    ("do_op", "PrimaryLogPG::do_op entry -> return"),
-    ("get_object_context", "PrimaryLogPG::get_object_context entry -> return"),
-    ("bluestore_read", "BlueStore::read entry -> return"),
-    ("bluestore_submit", "BlueStore::queue_transactions entry -> return"),
+# --- stages (names are a contract: design.md §3) ---------------------------
+# Order = the stage ids of probes/osdstage.h (enum stage_id).
+STAGE_NAMES = ["queue_wait", "dequeue_op", "do_op", "get_object_context",
+               "bluestore_read", "bluestore_submit", "op_total"]
+OP_CLASSES = ["read", "write", "other"]
+# class-split variants follow in the id space: queue_wait.read, ...
+CLASS_SPLIT = ["queue_wait", "op_total"]
+
+STAGE_IDS = {name: i for i, name in enumerate(STAGE_NAMES)}
+_next = len(STAGE_NAMES)
+for _stage in CLASS_SPLIT:
+    for _cls in OP_CLASSES:
+        STAGE_IDS["%s.%s" % (_stage, _cls)] = _next
+        _next += 1
+N_STAGE_IDS = _next
+
+# op events (enum op_event)
+ENQUEUE, DEQUEUE, DONE = 1, 2, 3
+
+
+class Stage:
+    def __init__(self, name, kind, doc, func=None, events=()):
+        self.name, self.kind, self.doc = name, kind, doc
+        self.func = func              # call: the function role
+        self.events = events          # op: [(function role, event)]
+
+    def roles(self):
+        return [self.func] if self.kind == "call" else [r for r, _ in self.events]
+
+
+STAGES = OrderedDict((s.name, s) for s in [
+    Stage("queue_wait", "op", "OSD::enqueue_op -> OSD::dequeue_op (same op)",
+          events=[("enqueue_op", ENQUEUE), ("dequeue_op", DEQUEUE)]),
+    Stage("dequeue_op", "call", "OSD::dequeue_op entry -> return",
+          func="dequeue_op"),
+    Stage("do_op", "call", "PrimaryLogPG::do_op entry -> return", func="do_op"),
+    Stage("get_object_context", "call",
+          "PrimaryLogPG::get_object_context entry -> return",
+          func="get_object_context"),
+    Stage("bluestore_read", "call", "BlueStore::read entry -> return",
+          func="bluestore_read"),
+    Stage("bluestore_submit", "call",
+          "BlueStore::queue_transactions entry -> return",
+          func="bluestore_submit"),
+    Stage("op_total", "op",
+          "OSD::enqueue_op -> PrimaryLogPG::log_op_stats (same op)",
+          events=[("enqueue_op", ENQUEUE), ("dequeue_op", DEQUEUE),
+                  ("log_op_stats", DONE)]),
 ])
-STAGE_IDS = {name: i for i, name in enumerate(STAGES)}
+assert list(STAGES) == STAGE_NAMES
 
 
-class Probe:
-    """Where a stage is in one release: function + parameter pattern."""
+class Func:
+    """One function in one release. `op_arg` = (argument number counting
+    `this` as 1, dereference once?) for functions that carry the op."""
 
-    def __init__(self, func, params, kind="call"):
-        self.func = func
+    def __init__(self, qualified, params, op_arg=None):
+        self.qualified = qualified
         self.params = re.compile(params)
-        self.kind = kind
+        self.op_arg = op_arg
 
     def __repr__(self):
-        return "Probe(%s(%s))" % (self.func, self.params.pattern)
+        return "Func(%s(%s))" % (self.qualified, self.params.pattern)
+
+
+class Release:
+    def __init__(self, key, name, funcs, rmw=None, verified=False):
+        self.key, self.name, self.funcs = key, name, funcs
+        self.rmw = rmw                # (offset of rmw_flags in OpRequest, read bit, write bit)
+        self.verified = verified      # checked against a real binary here
 
 
 _BUF = r"ceph::buffer::(v\d+_\d+_\d+::)?list"
 _COLL = r"boost::intrusive_ptr<ObjectStore::CollectionImpl>&"
+_OPREF = r"boost::intrusive_ptr<OpRequest>"
+_TPH = r"ThreadPool::TPHandle"
 
-# Pacific 16.2 (checked on Debian's 16.2.15 binary).
-_PACIFIC = {
-    "dequeue_op": Probe("OSD::dequeue_op",
-                        r"^boost::intrusive_ptr<PG>, boost::intrusive_ptr<OpRequest>,"
-                        r" ThreadPool::TPHandle&$"),
-    "do_op": Probe("PrimaryLogPG::do_op", r"^boost::intrusive_ptr<OpRequest>&$"),
-    "get_object_context": Probe("PrimaryLogPG::get_object_context",
-                                r"^hobject_t const&, bool, std::map<.*> const\*$"),
-    "bluestore_read": Probe("BlueStore::read",
-                            r"^" + _COLL + r", ghobject_t const&, unsigned long, "
-                            r"unsigned long, " + _BUF + r"&, unsigned int$"),
-    "bluestore_submit": Probe("BlueStore::queue_transactions",
-                              r"^" + _COLL + r", std::vector<ceph::os::Transaction"
-                              r".*>&, boost::intrusive_ptr<TrackedOp>, "
-                              r"ThreadPool::TPHandle\*$"),
-}
 
-RELEASES = OrderedDict([
-    ("16.2", ("pacific", _PACIFIC)),
+def _funcs(**over):
+    """The functions as of Pacific, with per-release overrides."""
+    f = {
+        # x86-64: `this` is argument 1. enqueue_op's spg_t (24 bytes,
+        # trivially copyable) goes on the stack, so the OpRequestRef&& is
+        # argument 2; dequeue_op's by-value intrusive_ptrs are passed by
+        # invisible reference (pointer to the smart pointer: dereference).
+        "enqueue_op": Func("OSD::enqueue_op",
+                           r"^spg_t, " + _OPREF + r"&&, unsigned int$",
+                           op_arg=(2, True)),
+        "dequeue_op": Func("OSD::dequeue_op",
+                           r"^boost::intrusive_ptr<PG>, " + _OPREF + ", " +
+                           _TPH + r"&$", op_arg=(3, True)),
+        "do_op": Func("PrimaryLogPG::do_op", r"^" + _OPREF + r"&$"),
+        "get_object_context": Func("PrimaryLogPG::get_object_context",
+                                   r"^hobject_t const&, bool, std::map<.*> "
+                                   r"const\*$"),
+        "log_op_stats": Func("PrimaryLogPG::log_op_stats",
+                             r"^OpRequest const&, unsigned long, unsigned long$",
+                             op_arg=(2, False)),
+        "bluestore_read": Func("BlueStore::read",
+                               r"^" + _COLL + r", ghobject_t const&, unsigned "
+                               r"long, unsigned long, " + _BUF +
+                               r"&, unsigned int$"),
+        "bluestore_submit": Func("BlueStore::queue_transactions",
+                                 r"^" + _COLL + r", std::vector<ceph::os::"
+                                 r"Transaction.*>&, boost::intrusive_ptr<"
+                                 r"TrackedOp>, " + _TPH + r"\*$"),
+    }
+    f.update(over)
+    return f
+
+
+RELEASES = OrderedDict((r.key, r) for r in [
+    Release("16.2", "pacific", _funcs(), rmw=None, verified=True),
 ])
 
 
@@ -67,12 +140,9 @@ def release_key(version):
 
 
 def known_releases():
-    return ", ".join("%s (%s)" % (k, v[0]) for k, v in RELEASES.items())
+    return ", ".join("%s (%s)" % (k, r.name) for k, r in RELEASES.items())
 
 
-def table_for(version):
-    """The probe table for a Ceph version string, or None."""
-    key = release_key(version)
-    if key in RELEASES:
-        return RELEASES[key][1]
-    return None
+def release_for(version):
+    """The Release for a Ceph version string, or None."""
+    return RELEASES.get(release_key(version))

@@ -83,11 +83,16 @@ class Target:
             raise UserError("no such process: %d" % pid)
         try:
             self.comm = read_comm(pid)
+        except OSError:
+            raise UserError("no such process: %d" % pid)
+        try:
             self.exe = os.readlink("/proc/%d/exe" % pid)
         except PermissionError:
             raise UserError("cannot inspect process %d: permission denied" % pid)
-        except OSError as e:
-            raise UserError("cannot inspect process %d: %s" % (pid, e.strerror))
+        except OSError:
+            # kernel threads have no executable
+            raise UserError("process %d is %s (a kernel thread), not a %s" % (
+                pid, self.comm, expect))
         base = os.path.basename(self.exe.replace(" (deleted)", ""))
         if not allow_any and expect not in (self.comm, base):
             raise UserError("process %d is %s (%s), not a %s; find the OSD's "
@@ -126,3 +131,20 @@ class Target:
                 self._version = m.group(1)
                 break
         return self._version or None
+
+
+def find_ceph_osds():
+    """[(pid, osd id or None)] of every ceph-osd process on the host
+    (containers included: /proc shows them all)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        try:
+            if read_comm(pid) != "ceph-osd":
+                continue
+            out.append((pid, osd_id_of(pid)))
+        except OSError:
+            continue
+    return sorted(out)

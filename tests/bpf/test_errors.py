@@ -58,8 +58,8 @@ def test_function_missing_in_binary(bpf_ready, running):
     # named ceph-osd, but none of the OSD's functions are in it
     pid = running("ceph-osd")
     p = run_tool([OSDSTAGE, "-p", str(pid), "--release", "16.2", "1", "1"])
-    assert_one_line_error(p, "stage dequeue_op unavailable",
-                          "OSD::dequeue_op", "not found")
+    assert_one_line_error(p, "stage queue_wait unavailable",
+                          "OSD::enqueue_op(spg_t, ", "not found")
     p = run_tool([OSDSTAGE, "-p", str(pid), "--release", "16.2", "-S", "do_op",
                   "1", "1"])
     assert_one_line_error(p, "stage do_op unavailable",

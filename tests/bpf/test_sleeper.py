@@ -12,7 +12,7 @@ import pytest
 
 from cephlat.elfsym import ElfSymbols
 from cephlat.hist import slot_bounds_us
-from cephlat.osdstage import StageTracer
+from cephlat.stagetrace import Plan, StageTracer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SLEEPER_SRC = os.path.join(HERE, "progs", "sleeper.cc")
@@ -31,7 +31,9 @@ def trace_sleeper(exe, us, n):
         with ElfSymbols(exe_path) as elf:
             syms = elf.find("work::Sleeper::nap")
         assert len(syms) == 1
-        tracer = StageTracer(p.pid, exe_path, [("do_op", syms[0])])
+        plan = Plan()
+        plan.stages, plan.calls = ["do_op"], [("do_op", syms[0])]
+        tracer = StageTracer(p.pid, exe_path, plan)
         tracer.start()
         try:
             out, _ = p.communicate("go\n", timeout=60)
@@ -45,7 +47,7 @@ def trace_sleeper(exe, us, n):
     return hists["do_op"], counters
 
 
-@pytest.mark.parametrize("us,bucket", [(1500, (1024, 2048)), (300, (256, 512))])
+@pytest.mark.parametrize("us,bucket", [(1500, (1024, 2048)), (5000, (4096, 8192))])
 def test_fixed_sleep_lands_in_its_bucket(bpf_ready, sleeper, us, bucket):
     n = 200
     h, counters = trace_sleeper(sleeper, us, n)

@@ -28,7 +28,8 @@ def test_flags():
 
 
 @pytest.mark.parametrize("argv,fragment", [
-    ([], "-p/--pid"),
+    ([], "one of the arguments -p/--pid --osd --list is required"),
+    (["-p", "1", "--osd", "0"], "not allowed with argument"),
     (["-p", "abc"], "not a pid"),
     (["-p", "-3"], "not a pid"),
     (["-p", "1", "0"], "must be > 0"),
@@ -51,5 +52,5 @@ def test_help_has_examples():
     p = subprocess.run([PYTHON, OSDSTAGE, "--help"], capture_output=True,
                        text=True)
     assert p.returncode == 0
-    assert "examples:" in p.stdout and "osdstage.py -p 1234 5 3" in p.stdout
+    assert "examples:" in p.stdout and "osdstage.py -p 1234 -m 10 1" in p.stdout
     assert all(len(l) <= 80 for l in p.stdout.splitlines())

@@ -1,0 +1,226 @@
+"""The stage-timing engine: resolve the probe table against a binary, load
+probes/osdstage.bpf.o, attach, and read the in-kernel aggregates.
+
+Used by tools/osdstage.py and by the BPF test tier (which points it at a
+small controlled program instead of ceph-osd).
+"""
+import array
+import ctypes
+import os
+import struct
+import time
+
+from . import bpf, probetable
+from .hist import HIST_SLOTS, Hist, slot_bounds_us
+
+COUNTER_NAMES = ["start_map_full", "no_start", "negative", "op_map_full",
+                 "op_unknown", "bad_arg", "op_replaced"]
+DEFAULT_MAX_OPS = 65536
+DEFAULT_OP_TIMEOUT_S = 120.0
+
+
+def default_bpf_dir():
+    env = os.environ.get("CEPHLAT_BPF_DIR")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.normpath(os.path.join(here, "..", "..", "build"))
+
+
+def opcookie(event, arg, deref):
+    return event | (arg << 8) | ((1 if deref else 0) << 12)
+
+
+class Plan:
+    """What to attach: resolved from a release's table and a binary."""
+
+    def __init__(self):
+        self.calls = []          # [(stage, Symbol)]
+        self.op_events = []      # [(role, event, Symbol, (arg, deref))]
+        self.stages = []         # available stages, in table order
+        self.unavailable = {}    # stage -> reason
+        self.symbols = {}        # role -> Symbol
+
+    def probe_count(self):
+        return 2 * len(self.calls) + len(self.op_events)
+
+
+def resolve(elf, release, wanted):
+    """Match the release's functions in `elf` for the `wanted` stages."""
+    plan = Plan()
+    missing = {}
+    for stage in wanted:
+        for role in probetable.STAGES[stage].roles():
+            if role in plan.symbols or role in missing:
+                continue
+            func = release.funcs.get(role)
+            if func is None:
+                missing[role] = "no %s in the probe table for Ceph %s" % (
+                    role, release.key)
+                continue
+            syms = elf.find(func.qualified, func.params)
+            if len(syms) == 1:
+                plan.symbols[role] = syms[0]
+            elif not syms:
+                missing[role] = "function %s(%s) not found in %s" % (
+                    func.qualified, func.params.pattern.strip("^$"), elf.path)
+            else:
+                missing[role] = "%s(%s) matches %d functions" % (
+                    func.qualified, func.params.pattern.strip("^$"), len(syms))
+    seen_events = set()
+    for stage in probetable.STAGE_NAMES:
+        if stage not in wanted:
+            continue
+        st = probetable.STAGES[stage]
+        gone = [r for r in st.roles() if r in missing]
+        if gone:
+            plan.unavailable[stage] = missing[gone[0]]
+            continue
+        plan.stages.append(stage)
+        if st.kind == "call":
+            plan.calls.append((stage, plan.symbols[st.func]))
+        else:
+            for role, ev in st.events:
+                if (role, ev) in seen_events:
+                    continue
+                seen_events.add((role, ev))
+                plan.op_events.append((role, ev, plan.symbols[role],
+                                       release.funcs[role].op_arg))
+    return plan
+
+
+class _Rodata(ctypes.Structure):
+    # order of the const volatile globals in probes/osdstage.bpf.c
+    _fields_ = [("targ_tgid", ctypes.c_uint32),
+                ("rmw_flags_off", ctypes.c_uint32),
+                ("rmw_read_bit", ctypes.c_uint32),
+                ("rmw_write_bit", ctypes.c_uint32)]
+
+
+class StageTracer:
+    """Times the plan's stages in process `pid`, whose executable is
+    readable (and probed) at `exe_path`."""
+
+    def __init__(self, pid, exe_path, plan, rmw=None, max_ops=DEFAULT_MAX_OPS,
+                 bpf_dir=None):
+        self.pid, self.exe_path, self.plan, self.rmw = pid, exe_path, plan, rmw
+        self.max_ops = max_ops
+        self.obj = bpf.BPFObject(os.path.join(bpf_dir or default_bpf_dir(),
+                                              "osdstage.bpf.o"))
+        self.reader = None
+        self.aged_out = 0
+        self.attach_s = None
+
+    def start(self):
+        t0 = time.monotonic()
+        ro = _Rodata(targ_tgid=self.pid)
+        if self.rmw:
+            ro.rmw_flags_off, ro.rmw_read_bit, ro.rmw_write_bit = self.rmw
+        self.obj.set_rodata(ro)
+        self.obj.set_max_entries("ops", self.max_ops)
+        self.obj.load()
+        for stage, sym in self.plan.calls:
+            sid = probetable.STAGE_IDS[stage]
+            for ret in (False, True):
+                self.obj.attach_uprobe(
+                    "stage_return" if ret else "stage_entry", self.exe_path,
+                    sym.offset, pid=self.pid, retprobe=ret, cookie=sid,
+                    what=sym.demangled)
+        for role, ev, sym, (arg, deref) in self.plan.op_events:
+            self.obj.attach_uprobe("op_event", self.exe_path, sym.offset,
+                                   pid=self.pid, cookie=opcookie(ev, arg, deref),
+                                   what=sym.demangled)
+        self.reader = StatsReader(self.obj.map("stats"))
+        self.counters = self.obj.map("counters")
+        self.ops = self.obj.map("ops")
+        self.attach_s = time.monotonic() - t0
+
+    def snapshot(self):
+        """Cumulative ({stage id name: Hist}, {counter: n}) since start()."""
+        hists = {name: self.reader.read(sid)
+                 for name, sid in probetable.STAGE_IDS.items()}
+        counters = read_counters(self.counters)
+        counters["op_aged_out"] = self.aged_out
+        return hists, counters
+
+    def age_out(self, timeout_s=DEFAULT_OP_TIMEOUT_S):
+        """Drop ops idle for longer than timeout_s (never completed: client
+        gone, op dropped); they are counted in `op_aged_out`."""
+        now = time.monotonic_ns()     # same clock as bpf_ktime_get_ns()
+        limit = int(timeout_s * 1e9)
+        n = 0
+        for key in self.ops.keys():
+            raw = self.ops.lookup(key, 32)
+            if raw is None:
+                continue
+            enq, deq, _, _ = struct.unpack("<4Q", raw)
+            if now - max(enq, deq) > limit and self.ops.delete(key):
+                n += 1
+        self.aged_out += n
+        return n
+
+    def in_flight(self):
+        return len(self.ops.keys())
+
+    def program_names(self):
+        return [n for n, _ in self.obj.programs()]
+
+    def close(self):
+        self.obj.close()
+
+
+class StatsReader:
+    """Reads the per-CPU `stats` map into cumulative Hists."""
+
+    def __init__(self, stats_map):
+        self.map = stats_map
+        self.ncpu = bpf.num_possible_cpus()
+        self.stride = (stats_map.value_size + 7) // 8 * 8
+        self.words = self.stride // 8
+
+    def read(self, stage_id):
+        raw = self.map.lookup(struct.pack("<I", stage_id),
+                              self.stride * self.ncpu)
+        h = Hist()
+        if raw is None:
+            return h
+        a = array.array("Q")
+        a.frombytes(raw)
+        w = self.words
+        slots = [0] * HIST_SLOTS
+        for cpu in range(self.ncpu):
+            base = cpu * w
+            if not a[base]:
+                continue
+            h.count += a[base]
+            h.sum_ns += a[base + 1]
+            h.max_ns = max(h.max_ns, a[base + 2])
+            for i, c in enumerate(a[base + 3:base + 3 + HIST_SLOTS]):
+                if c:
+                    slots[i] += c
+        h.slots = slots
+        return h
+
+
+def read_counters(cmap):
+    ncpu = bpf.num_possible_cpus()
+    out = {}
+    for i, name in enumerate(COUNTER_NAMES):
+        raw = cmap.lookup(struct.pack("<I", i), 8 * ncpu)
+        out[name] = sum(struct.unpack("<%dQ" % ncpu, raw)) if raw else 0
+    return out
+
+
+def hist_delta(cur, prev):
+    """cur - prev of cumulative histograms. The interval's max is exact when
+    the cumulative max grew in it; otherwise it is bounded by the top of the
+    highest non-empty slot."""
+    if prev is None:
+        return cur
+    slots = [a - b for a, b in zip(cur.slots, prev.slots)]
+    mx = cur.max_ns
+    if cur.max_ns == prev.max_ns:
+        top = max((i for i, c in enumerate(slots) if c), default=None)
+        mx = 0 if top is None else min(
+            cur.max_ns, int(slot_bounds_us(top)[1] * 1000))
+    return Hist(cur.count - prev.count, cur.sum_ns - prev.sum_ns, mx, slots)
