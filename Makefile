@@ -39,7 +39,7 @@ PKGS := clang llvm libbpf1 libbpf-dev bpftool bpftrace lttng-tools \
 .PHONY: all build setup lab lab-env lab-down workload demo test \
 	test-unit test-bpf test-cluster clean
 
-all build: $(BPF_OBJS)
+all build: $(BPF_OBJS) $(BUILD)/libcephlat_calib.so
 
 $(BUILD)/vmlinux.h:
 	@mkdir -p $(BUILD)
@@ -49,6 +49,12 @@ $(BUILD)/vmlinux.h:
 
 $(BUILD)/%.bpf.o: probes/%.bpf.c $(wildcard probes/*.h) $(BUILD)/vmlinux.h
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+# user-space function for probe-cost calibration (see probes/calib.c)
+$(BUILD)/libcephlat_calib.so: probes/calib.c
+	@mkdir -p $(BUILD)
+	$(CC) -O0 -fno-omit-frame-pointer -fcf-protection=none -Wall -Werror \
+		-shared -fPIC -o $@ $<
 
 setup:
 	@missing=""; for p in $(PKGS); do \

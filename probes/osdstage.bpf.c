@@ -17,20 +17,25 @@ const volatile __u32 targ_tgid = 0;	/* 0 = any process */
 const volatile __u32 rmw_flags_off = 0;	/* OpRequest -> rmw flags; 0 = unknown */
 const volatile __u32 rmw_read_bit = 0;
 const volatile __u32 rmw_write_bit = 0;
+const volatile __u32 calib_tgid = 0;	/* the loader itself, calibrating */
 
-struct start_key {
-	__u32 tid;
-	__u32 stage;
+/* What a uprobe + uretprobe pair adds to an entry -> return time on this
+ * machine, measured by the loader after load (calibration) and written
+ * here; subtracted from "call" stages. */
+__u64 call_bias_ns = 0;
+
+/* Entry timestamps of "call" stages, one slot per stage, in the thread's
+ * own task storage: no hash lookup on the probe path, and freed by the
+ * kernel when the thread exits (nothing can leak). */
+struct task_starts {
+	__u64 ts[MAX_STAGES];
 };
 
-/* Entry timestamps per (thread, stage). A thread can be inside at most a few
- * stages at once, so this is bounded by threads x stages; LRU so that a
- * thread that died mid-call cannot pin an entry forever. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct start_key);
-	__type(value, __u64);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_starts);
 } starts SEC(".maps");
 
 /* Ops between enqueue and completion. A plain hash (not LRU): when it is
@@ -114,46 +119,52 @@ SEC("uprobe")
 int stage_entry(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	struct start_key key = { .tid = (__u32)id,
-				 .stage = (__u32)bpf_get_attach_cookie(ctx) };
-	__u64 ts;
+	__u32 stage = bpf_get_attach_cookie(ctx) & (MAX_STAGES - 1);
+	struct task_starts *t;
 
-	if (targ_tgid && (id >> 32) != targ_tgid)
+	if (targ_tgid && (id >> 32) != targ_tgid && (id >> 32) != calib_tgid)
 		return 0;
-	ts = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(&starts, &key, &ts, BPF_ANY))
+	t = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), 0,
+				 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!t) {
 		count(CNT_START_MAP_FULL);
+		return 0;
+	}
+	/* last thing: what follows the timestamp is probe cost, not the call */
+	t->ts[stage] = bpf_ktime_get_ns();
 	return 0;
 }
 
 SEC("uretprobe")
 int stage_return(struct pt_regs *ctx)
 {
+	__u64 now = bpf_ktime_get_ns();	/* first thing, for the same reason */
 	__u64 id = bpf_get_current_pid_tgid();
-	struct start_key key = { .tid = (__u32)id,
-				 .stage = (__u32)bpf_get_attach_cookie(ctx) };
-	__u64 *tsp, now;
+	__u32 stage = bpf_get_attach_cookie(ctx) & (MAX_STAGES - 1);
+	struct task_starts *t;
+	__u64 d, bias;
 
-	if (targ_tgid && (id >> 32) != targ_tgid)
+	if (targ_tgid && (id >> 32) != targ_tgid && (id >> 32) != calib_tgid)
 		return 0;
-	tsp = bpf_map_lookup_elem(&starts, &key);
-	if (!tsp) {
+	t = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), 0, 0);
+	if (!t || !t->ts[stage]) {
 		count(CNT_NO_START);
 		return 0;
 	}
-	now = bpf_ktime_get_ns();
-	if (now < *tsp) {
+	if (now < t->ts[stage]) {
 		count(CNT_NEGATIVE);
-	} else if (key.stage < MAX_STAGES) {
-		record(key.stage, now - *tsp);
+		t->ts[stage] = 0;
+		return 0;
 	}
-	bpf_map_delete_elem(&starts, &key);
+	d = now - t->ts[stage];
+	t->ts[stage] = 0;
+	bias = call_bias_ns;
+	if (stage != ST_CALIB)
+		d = d > bias ? d - bias : 0;
+	record(stage, d);
 	return 0;
 }
 
-/* Argument n (1-based) of a uprobe. The _CORE accessors read through a
- * helper: clang turns a switch over direct ctx loads into a computed ctx
- * offset, which the verifier rejects. */
 static __always_inline __u64 arg_n(struct pt_regs *ctx, __u32 n)
 {
 	switch (n) {

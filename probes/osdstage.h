@@ -25,6 +25,7 @@ enum stage_id {
 	ST_OP_TOTAL_READ,
 	ST_OP_TOTAL_WRITE,
 	ST_OP_TOTAL_OTHER,
+	ST_CALIB,		/* probe-cost calibration (our own process) */
 	ST__COUNT,
 };
 

@@ -206,7 +206,7 @@ def list_osds(args, out):
 # output
 
 def interval_record(target, version, plan, hists, classes, lost, ts, secs,
-                    in_flight):
+                    in_flight, call_bias_ns=0):
     stages = {}
     for stage in plan.stages:
         h = hists[stage]
@@ -226,6 +226,7 @@ def interval_record(target, version, plan, hists, classes, lost, ts, secs,
         "unavailable": dict(plan.unavailable),
         "lost": lost,
         "in_flight": in_flight,
+        "call_bias_us": round(call_bias_ns / 1000.0, 3),
     }
 
 
@@ -295,9 +296,10 @@ def run(args, out=sys.stdout, err=sys.stderr):
     try:
         tracer.start()
         n = len(plan.stages)
-        err.write("Tracing %d stage%s of ceph-osd %d (Ceph %s, %d probes)... "
-                  "%s\n" % (n, "" if n == 1 else "s", target.pid, version,
-                            plan.probe_count(),
+        err.write("Tracing %d stage%s of ceph-osd %d (Ceph %s, %d probes, "
+                  "probe cost %.1f us/call subtracted)... %s\n" % (
+                      n, "" if n == 1 else "s", target.pid, version,
+                      plan.probe_count(), tracer.call_bias_ns / 1000.0,
                             "Hit Ctrl-C to end." if args.count is None else
                             "%d report%s." % (args.count,
                                               "" if args.count == 1 else "s")))
@@ -335,7 +337,8 @@ def _loop(args, out, err, target, version, tracer, classes, stopping):
         prev, prev_lost = cur, lost_cur
         rec = interval_record(target, version, tracer.plan, hists, classes,
                               lost, now, now - t_last,
-                              tracer.in_flight() if not ended else None)
+                              tracer.in_flight() if not ended else None,
+                              tracer.call_bias_ns)
         t_last = now
         try:
             if args.json:

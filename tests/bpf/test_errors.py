@@ -70,7 +70,7 @@ def test_unknown_release(bpf_ready, running):
     pid = running("ceph-osd")
     p = run_tool([OSDSTAGE, "-p", str(pid), "--release", "9.2.1", "1", "1"])
     assert_one_line_error(p, "Ceph 9.2.1 has no probe table",
-                          "known releases: 16.2 (pacific)")
+                          "known releases: 15.2 (octopus), 16.2 (pacific), 17.2 (quincy), 18.2 (reef), 19.2 (squid)")
 
 
 def test_release_undetectable(bpf_ready, running):

@@ -16,18 +16,20 @@ def ops(dump):
 
 
 def traced_window(lab, args, timeout=120):
-    """Run osdstage with `args`; take perf dumps when it reports that probes
-    are attached and when it exits. -> (stdout, stderr, before, after)"""
+    """Run osdstage with `args` (one report); take perf dumps when it says
+    the probes are attached and as soon as its report arrives (before it
+    detaches and exits). -> (stdout, stderr, before, after)"""
     p = subprocess.Popen([PYTHON, OSDSTAGE, "-p", str(lab["pid"])] + args,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     try:
         banner = wait_for_line(p.stderr, "Tracing", 30)
         before = perf_counters(lab["asok"])
-        out = p.stdout.read()
+        first = p.stdout.readline()
+        after = perf_counters(lab["asok"])
+        out = first + p.stdout.read()
         rest = p.stderr.read()
         p.wait(timeout)
-        after = perf_counters(lab["asok"])
     finally:
         if p.poll() is None:
             p.kill()

@@ -1,0 +1,11 @@
+/* calib.c - a function for measuring what a uprobe + uretprobe pair adds
+ * to a timed call on this machine (lib/cephlat/stagetrace.py calibrate()).
+ *
+ * Built without optimisation and without CET so that, like Ceph's
+ * functions, it starts with `push %rbp`, which the kernel emulates instead
+ * of single-stepping: the same probe path as the traced OSD functions.
+ */
+__attribute__((noinline)) long cephlat_calib_target(long x)
+{
+	return x + 1;
+}

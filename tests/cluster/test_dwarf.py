@@ -1,0 +1,103 @@
+"""The argument positions and OpRequest offsets osdstage relies on, checked
+against the real ceph-osd's DWARF (Debian's ceph-osd-dbg) with gdb."""
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from cephlat import probetable
+from cephlat.elfsym import ElfSymbols
+
+from conftest import need
+
+OSD = "/usr/bin/ceph-osd"
+ARG_REGS = ["rdi", "rsi", "rdx", "rcx", "r8", "r9"]
+# x86-64 DWARF register numbers used in DW_OP_bregN
+BREG = {5: "rdi", 4: "rsi", 1: "rdx", 2: "rcx", 8: "r8", 9: "r9"}
+
+
+def _build_id(path):
+    out = subprocess.run(["readelf", "-n", path], capture_output=True,
+                         text=True).stdout
+    m = re.search(r"Build ID: ([0-9a-f]+)", out)
+    return m.group(1) if m else None
+
+
+@pytest.fixture(scope="module")
+def gdb_out():
+    need(os.path.exists(OSD), "ceph-osd not installed (make setup)")
+    need(shutil.which("gdb") is not None, "gdb not installed (make setup)")
+    bid = _build_id(OSD)
+    dbg = "/usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:])
+    need(os.path.exists(dbg), "no debug info for ceph-osd (apt-get install "
+         "ceph-osd-dbg)")
+    rel = probetable.RELEASES["16.2"]
+    addrs = {}
+    with ElfSymbols(OSD) as elf:
+        for role, f in rel.funcs.items():
+            if f.op_arg:
+                addrs[role] = elf.find(f.qualified, f.params)[0].addr
+    cmds = ["ptype /o OpRequest", "print (int)CEPH_OSD_RMW_FLAG_READ",
+            "print (int)CEPH_OSD_RMW_FLAG_WRITE"]
+    for role, a in addrs.items():
+        cmds += ["echo @@%s\\n" % role, "info scope *0x%x" % a]
+    args = ["gdb", "-batch", "-nx"]
+    for c in cmds:
+        args += ["-ex", c]
+    p = subprocess.run(args + [OSD], capture_output=True, text=True,
+                       timeout=600)
+    return p.stdout
+
+
+def _entry_location(scope_text, symbol):
+    """Location of `symbol` at the function's first address."""
+    m = re.search(r"Symbol %s is (.*?)(?=\nSymbol |\Z)" % symbol, scope_text,
+                  re.S)
+    assert m, "no symbol %s in:\n%s" % (symbol, scope_text[:2000])
+    body = m.group(1)
+    if body.startswith("a variable in $"):
+        return ("reg", body.split("$")[1].split(",")[0].split()[0])
+    first = re.search(r"Range 0x[0-9a-f]+-0x[0-9a-f]+: (.*?)(?=\n  (Range|Base)|\Z)",
+                      body, re.S).group(1)
+    r = re.match(r"a variable in \$(\w+)", first)
+    if r:
+        return ("reg", r.group(1))
+    b = re.search(r"DW_OP_breg(\d+) 0 \[\$(\w+)\]", first)
+    if b:
+        return ("at", b.group(2))       # object lives at the address in reg
+    raise AssertionError("unexpected location for %s: %s" % (symbol, first))
+
+
+def test_rmw_flags_offset_and_bits(gdb_out):
+    off, rd, wr = probetable.RELEASES["16.2"].rmw
+    m = re.search(r"/\*\s+(\d+)\s+\|\s+(\d+) \*/\s+uint64_t rmw_flags;", gdb_out)
+    assert m, gdb_out[:3000]
+    assert int(m.group(1)) == off
+    assert int(m.group(2)) == 8          # read as its low 32 bits (LE)
+    assert "$1 = %d" % rd in gdb_out and "$2 = %d" % wr in gdb_out
+
+
+def test_op_argument_positions(gdb_out):
+    rel = probetable.RELEASES["16.2"]
+    sections = dict(re.findall(r"@@(\w+)\n(.*?)(?=@@|\Z)", gdb_out, re.S))
+    checked = 0
+    for role, f in rel.funcs.items():
+        if not f.op_arg:
+            continue
+        arg, deref = f.op_arg
+        kind, reg = _entry_location(sections[role], "op")
+        assert reg == ARG_REGS[arg - 1], (role, kind, reg)
+        if kind == "at":
+            # a by-value smart pointer passed by invisible reference: the
+            # register points at the intrusive_ptr, whose first word is the
+            # OpRequest*
+            assert deref, role
+        else:
+            # a reference parameter: to the smart pointer (deref) or to the
+            # OpRequest itself (no deref)
+            params = f.params.pattern
+            assert deref == ("intrusive_ptr<OpRequest>" in params), role
+        checked += 1
+    assert checked == 3

@@ -1,0 +1,699 @@
+#!/usr/bin/env bash
+# lab.sh - provision the Ceph test bed for osdstage (see vagrant/README.md).
+#
+# One script for both labs:
+#   single node (this machine): one mon (a), one mgr (x), one BlueStore OSD (0) whose
+#     block device is a loop device over a sparse file, pool "rbd" (16 PGs, size 1) and
+#     image rbd/img1.  Everything lives under $LAB_DIR (default /var/tmp/osdstage-lab).
+#   multi node (Vagrant): "vagrant-mon IP" on the mon node (mon a + mgr x), and
+#     "vagrant-osd MON_IP DISK" on each OSD node (one OSD on a spare disk).  The
+#     single-node lab is the special case: every address is 127.0.0.1, the disk is a loop
+#     device, and all roles run on one host.  The same config generator and the same
+#     daemon start/stop code serve both.
+#
+# Subcommands:
+#   install                 install the missing Debian packages (silent when none missing)
+#   up                      build/start the single-node lab, or leave it if healthy;
+#                           LAB_OSD_OPTS="k=v k=v" goes into [osd]; a change restarts the OSD
+#   env                     print "export CEPH_CONF=..." and "export OSD_PID=..."
+#   down                    stop the lab's daemons, detach its loop device and DELETE the
+#                           lab state: the next "up" builds a fresh cluster (reproducible)
+#   workload [SECS] [THREADS]  rados bench 4 KiB writes, then random reads, on pool rbd
+#   status                  one-line summary
+#   vagrant-mon IP          multi-node: mon + mgr node
+#   vagrant-osd MON_IP DISK multi-node: OSD node; DISK is a block device or "auto"
+#
+# Daemons are started directly (no systemd) and run as root.  Auth is off: lab only.
+#
+# Environment:
+#   LAB_DIR            lab state directory           (default /var/tmp/osdstage-lab)
+#   LAB_OSD_OPTS       extra [osd] options, space-separated key=value pairs
+#   LAB_DISK_SIZE      size of the sparse OSD file    (default 4G, single node)
+#   LAB_POOL_SIZE      replicas of pool rbd           (default 1)
+#   LAB_LOOP_DIRECT_IO on|off: loop device bypasses the page cache (default off)
+#   LAB_FSID           cluster fsid (multi node; else read from $LAB_SHARED/fsid)
+#   LAB_SHARED         folder shared by the Vagrant nodes (default /vagrant/.lab)
+#   LAB_PACKAGES       packages "install" ensures     (default below)
+#   SECS, THREADS      workload defaults              (10, 16)
+set -euo pipefail
+
+LAB_DIR=${LAB_DIR:-/var/tmp/osdstage-lab}
+LAB_SHARED=${LAB_SHARED:-/vagrant/.lab}
+LAB_DISK_SIZE=${LAB_DISK_SIZE:-4G}
+LAB_POOL_SIZE=${LAB_POOL_SIZE:-1}
+LAB_LOOP_DIRECT_IO=${LAB_LOOP_DIRECT_IO:-off}
+LAB_PACKAGES=${LAB_PACKAGES:-ceph-mon ceph-osd ceph-mgr ceph-common ceph-osd-dbg fio util-linux python3}
+READY_TIMEOUT=${LAB_READY_TIMEOUT:-60}     # seconds to wait for a healthy cluster
+STOP_TIMEOUT=${LAB_STOP_TIMEOUT:-20}       # seconds between SIGTERM and SIGKILL
+
+CONF=$LAB_DIR/ceph.conf
+RUN_DIR=$LAB_DIR/run
+LOG_DIR=$LAB_DIR/log
+IMG=$LAB_DIR/disk/osd-block.img            # outside the OSD data dir (BlueStore needs that)
+MARKER=$LAB_DIR/.osdstage-lab              # "this directory is ours": down may delete it
+MON_ID=a
+MGR_ID=x
+POOL=rbd
+PG_NUM=16
+IMAGE=img1
+
+export CEPH_CONF=$CONF
+
+# ---------------------------------------------------------------------------- helpers
+
+msg() { echo "lab.sh: $*" >&2; }
+die() { echo "lab.sh: error: $*" >&2; exit 1; }
+
+need_root() { [[ $(id -u) -eq 0 ]] || die "must run as root"; }
+
+check_lab_dir() {
+    [[ $LAB_DIR == /* && $LAB_DIR != / && $LAB_DIR != *$'\n'* ]] ||
+        die "LAB_DIR must be an absolute path other than / (got '$LAB_DIR')"
+}
+
+# ceph CLI that cannot hang: bounded connect and bounded total time.
+cephc() { timeout "${CEPH_CMD_TIMEOUT:-20}" ceph --connect-timeout 5 "$@"; }
+
+log_of() { echo "$LOG_DIR/ceph-$1.log"; }       # $1 = mon.a | mgr.x | osd.N
+pidfile_of() { echo "$RUN_DIR/ceph-$1.pid"; }
+
+# PID of daemon $1 (mon.a ...) if its pid file names a live process of the right kind.
+daemon_pid() {
+    local name=$1 pf pid comm
+    pf=$(pidfile_of "$name")
+    [[ -r $pf ]] || return 1
+    pid=$(<"$pf")
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
+    [[ $comm == "ceph-${name%%.*}" ]] || return 1
+    alive "$pid" || return 1
+    echo "$pid"
+}
+
+# alive PID: the process exists and is not a zombie waiting to be reaped.
+alive() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    [[ ${stat:0:1} != [ZX] ]]
+}
+
+osd_id() { [[ -r $LAB_DIR/osd-id ]] && cat "$LAB_DIR/osd-id"; }
+
+# LAB_OSD_OPTS -> one "key=value" per line; rejects anything that is not key=value.
+normalize_opts() {
+    local tok
+    for tok in ${LAB_OSD_OPTS:-}; do
+        [[ $tok =~ ^[A-Za-z0-9_.-]+=[^=[:space:]]+$ ]] ||
+            die "LAB_OSD_OPTS: '$tok' is not key=value"
+        echo "$tok"
+    done
+}
+
+# write_conf FSID MON_IP PUBLIC_NETWORK BLOCK_PATH CHOOSELEAF_TYPE
+# Same file for every node and role; BLOCK_PATH may be empty (mon-only node).
+write_conf() {
+    local fsid=$1 mon_ip=$2 net=$3 block=$4 chooseleaf=$5 tmp kv
+    tmp=$(mktemp "$LAB_DIR/.ceph.conf.XXXXXX")
+    {
+        cat <<EOF
+# Generated by vagrant/lab.sh - rewritten by "lab.sh up"; edit LAB_OSD_OPTS instead.
+[global]
+fsid = $fsid
+mon host = v2:$mon_ip:3300
+public network = $net
+cluster network = $net
+auth cluster required = none
+auth service required = none
+auth client required = none
+osd pool default size = $LAB_POOL_SIZE
+osd pool default min size = 1
+osd pool default pg autoscale mode = off
+osd crush chooseleaf type = $chooseleaf
+mon allow pool size one = true
+mon allow pool delete = true
+mon warn on pool no redundancy = false
+mon warn on insecure global id reclaim = false
+mon warn on insecure global id reclaim allowed = false
+run dir = $RUN_DIR
+crash dir = $LAB_DIR/crash
+mon cluster log file = $LOG_DIR/\$cluster.\$channel.log
+ms bind ipv6 = false
+
+[mon]
+mon data = $LAB_DIR/mon/\$cluster-\$id
+mgr initial modules = iostat
+admin socket = \$run_dir/\$cluster-\$name.asok
+log file = $LOG_DIR/\$cluster-\$name.log
+pid file = \$run_dir/\$cluster-\$name.pid
+
+[mgr]
+mgr data = $LAB_DIR/mgr/\$cluster-\$id
+admin socket = \$run_dir/\$cluster-\$name.asok
+log file = $LOG_DIR/\$cluster-\$name.log
+pid file = \$run_dir/\$cluster-\$name.pid
+
+[osd]
+osd data = $LAB_DIR/osd/\$cluster-\$id
+osd objectstore = bluestore
+admin socket = \$run_dir/\$cluster-\$name.asok
+log file = $LOG_DIR/\$cluster-\$name.log
+pid file = \$run_dir/\$cluster-\$name.pid
+EOF
+        if [[ -n $block ]]; then
+            echo "bluestore block path = $block"
+            echo "bluestore block create = false"
+        fi
+        if [[ -n ${OPTS:-} ]]; then
+            echo "# LAB_OSD_OPTS"
+            while IFS= read -r kv; do
+                echo "${kv%%=*} = ${kv#*=}"
+            done <<<"$OPTS"
+        fi
+    } >"$tmp"
+    chmod 644 "$tmp"
+    if cmp -s "$tmp" "$CONF"; then rm -f "$tmp"; else mv -f "$tmp" "$CONF"; fi
+    chmod 644 "$CONF"
+}
+
+make_dirs() {
+    mkdir -p "$LAB_DIR"
+    touch "$MARKER"
+    mkdir -p "$RUN_DIR" "$LOG_DIR" "$LAB_DIR/crash" "$LAB_DIR/mon" "$LAB_DIR/mgr" \
+        "$LAB_DIR/osd" "$LAB_DIR/disk"
+}
+
+# ----------------------------------------------------------------------------- daemons
+
+# start_daemon TYPE ID: no-op when already running.  The daemon forks and its parent
+# exits once the daemon has initialised, so a non-zero status means it failed to start.
+start_daemon() {
+    local type=$1 id=$2
+    daemon_pid "$type.$id" >/dev/null && return 0
+    msg "starting $type.$id"
+    # 9<&- : the daemon must not inherit (and keep) the lab.sh lock.
+    "ceph-$type" -c "$CONF" -i "$id" >>"$LOG_DIR/ceph-$type.$id.start.log" 2>&1 9<&- ||
+        die "ceph-$type -i $id failed to start; see $(log_of "$type.$id") and $LOG_DIR/ceph-$type.$id.start.log"
+    local i
+    for ((i = 0; i < 50; i++)); do
+        daemon_pid "$type.$id" >/dev/null && return 0
+        sleep 0.1
+    done
+    die "$type.$id did not write its pid file; see $(log_of "$type.$id")"
+}
+
+# stop_pid PID: SIGTERM, wait up to STOP_TIMEOUT, then SIGKILL.
+STOPPED=()
+stop_pid() {
+    local pid=$1 i
+    kill -TERM "$pid" 2>/dev/null || return 0
+    STOPPED+=("$pid")
+    for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
+        alive "$pid" || return 0
+        sleep 0.1
+    done
+    msg "pid $pid ignored SIGTERM for ${STOP_TIMEOUT}s, sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+        alive "$pid" || return 0
+        sleep 0.1
+    done
+    msg "warning: pid $pid still exists after SIGKILL"
+}
+
+# Exited daemons were re-parented to PID 1; give it a moment to reap them so that no
+# <defunct> entry is left behind either (bounded: 10 s).
+wait_reaped() {
+    local pid i
+    for pid in "${STOPPED[@]}"; do
+        for ((i = 0; i < 100; i++)); do
+            [[ -e /proc/$pid ]] || break
+            sleep 0.1
+        done
+    done
+}
+
+stop_daemon() {   # stop_daemon mon.a
+    local pid
+    if pid=$(daemon_pid "$1"); then
+        msg "stopping $1 (pid $pid)"
+        stop_pid "$pid"
+    fi
+    rm -f "$(pidfile_of "$1")"
+}
+
+# Daemons of this lab without a usable pid file (e.g. a crash between fork and pid
+# file): found by their command line naming this lab's ceph.conf - never by name alone.
+stray_pids() {
+    local p cmd
+    for p in /proc/[0-9]*; do
+        [[ $(cat "$p/comm" 2>/dev/null) =~ ^ceph-(mon|mgr|osd)$ ]] || continue
+        alive "${p#/proc/}" || continue
+        cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+        [[ " $cmd " == *" $CONF "* ]] && echo "${p#/proc/}"
+    done
+    return 0
+}
+
+# ------------------------------------------------------------------------ cluster state
+
+# Prints nothing and succeeds when the cluster looks ready: N OSDs up and in, every PG
+# active+clean, pool rbd present.  Otherwise prints the reason and fails.
+cluster_not_ready_reason() {
+    local want_osds=$1 json
+    json=$(CEPH_CMD_TIMEOUT=10 cephc status -f json 2>/dev/null) || { echo "ceph status failed"; return 1; }
+    python3 -c '
+import json, sys
+s = json.loads(sys.argv[1]); want = int(sys.argv[2])
+om = s.get("osdmap", {}); om = om.get("osdmap", om)
+pm = s.get("pgmap", {})
+n, up, inn = om.get("num_osds", 0), om.get("num_up_osds", 0), om.get("num_in_osds", 0)
+if n < want or up < n or inn < n:
+    sys.exit("osds: %d total, %d up, %d in (want %d)" % (n, up, inn, want))
+total = pm.get("num_pgs", 0)
+clean = sum(x["count"] for x in pm.get("pgs_by_state", []) if x["state_name"] == "active+clean")
+if total == 0 or clean != total:
+    states = ", ".join("%d %s" % (x["count"], x["state_name"]) for x in pm.get("pgs_by_state", []))
+    sys.exit("pgs: %d/%d active+clean (%s)" % (clean, total, states or "no stats yet"))
+' "$json" "$want_osds" 2>&1 || return 1
+}
+
+# wait_ready N_OSDS: bounded poll until ready and the pool answers a rados listing.
+wait_ready() {
+    local want=$1 deadline reason=""
+    deadline=$((SECONDS + READY_TIMEOUT))
+    while ((SECONDS < deadline)); do
+        if reason=$(cluster_not_ready_reason "$want"); then
+            if timeout 10 rados -p "$POOL" ls >/dev/null 2>&1; then
+                return 0
+            fi
+            reason="rados -p $POOL ls failed"
+        fi
+        sleep 1
+    done
+    die "cluster not ready after ${READY_TIMEOUT}s: $reason; logs: $LOG_DIR/ (OSD log $(log_of "osd.$(osd_id || echo 0)"))"
+}
+
+wait_mon() {   # wait_mon SECS
+    local deadline=$((SECONDS + $1))
+    while ((SECONDS < deadline)); do
+        CEPH_CMD_TIMEOUT=8 cephc mon stat >/dev/null 2>&1 && return 0
+        sleep 1
+    done
+    return 1
+}
+
+# Wait until the OSD process reports "active" on its admin socket (it has booted and
+# seen itself up in the osdmap), i.e. a freshly (re)started OSD is really serving.
+wait_osd_active() {
+    local id=$1 deadline=$((SECONDS + READY_TIMEOUT))
+    while ((SECONDS < deadline)); do
+        if timeout 5 ceph daemon "osd.$id" status 2>/dev/null | grep -q '"state": "active"'; then
+            return 0
+        fi
+        daemon_pid "osd.$id" >/dev/null || die "osd.$id exited; see $(log_of "osd.$id")"
+        sleep 0.5
+    done
+    die "osd.$id not active after ${READY_TIMEOUT}s; see $(log_of "osd.$id")"
+}
+
+# --------------------------------------------------------------- building blocks shared
+# by the single-node and the multi-node paths
+
+# create_mon FSID MON_IP: monmap + mkfs + start mon.a and mgr.x.
+create_mon() {
+    local fsid=$1 ip=$2
+    monmaptool --create --clobber --add "$MON_ID" "v2:$ip:3300" --fsid "$fsid" \
+        "$LAB_DIR/monmap" >/dev/null
+    ceph-mon -c "$CONF" --mkfs -i "$MON_ID" --monmap "$LAB_DIR/monmap" ||
+        die "ceph-mon --mkfs failed; see $(log_of "mon.$MON_ID")"
+    mkdir -p "$LAB_DIR/mgr/ceph-$MGR_ID"
+    start_daemon mon "$MON_ID"
+    wait_mon 30 || die "mon.$MON_ID not answering; see $(log_of "mon.$MON_ID")"
+    start_daemon mgr "$MGR_ID"
+}
+
+# create_pool: pool rbd with PG_NUM PGs and LAB_POOL_SIZE replicas (no OSD needed yet).
+create_pool() {
+    if ! cephc osd pool ls | grep -qx "$POOL"; then
+        cephc osd pool create "$POOL" "$PG_NUM" "$PG_NUM" >/dev/null 2>&1 ||
+            die "ceph osd pool create $POOL failed"
+    fi
+    cephc osd pool set "$POOL" size "$LAB_POOL_SIZE" --yes-i-really-mean-it >/dev/null 2>&1 ||
+        die "ceph osd pool set $POOL size $LAB_POOL_SIZE failed"
+    cephc osd pool application enable "$POOL" rbd >/dev/null 2>&1 || true
+}
+
+# create_osd DEVICE: a new OSD id, BlueStore mkfs on DEVICE, crush entry, start.
+create_osd() {
+    local dev=$1 uuid id host
+    uuid=$(cat /proc/sys/kernel/random/uuid)
+    id=$(cephc osd new "$uuid") || die "ceph osd new failed"
+    [[ $id =~ ^[0-9]+$ ]] || die "ceph osd new returned '$id'"
+    echo "$id" >"$LAB_DIR/osd-id"
+    mkdir -p "$LAB_DIR/osd/ceph-$id"
+    msg "mkfs osd.$id on $dev"
+    ceph-osd -c "$CONF" -i "$id" --mkfs --osd-uuid "$uuid" >/dev/null 2>&1 ||
+        die "ceph-osd --mkfs failed; see $(log_of "osd.$id")"
+    host=$(hostname -s)
+    cephc osd crush add "osd.$id" 1 root=default "host=$host" >/dev/null 2>&1 ||
+        die "ceph osd crush add osd.$id failed"
+    start_daemon osd "$id"
+}
+
+# rbd pool init + image, once enough OSDs are up for the pool to accept writes.
+init_rbd() {
+    if ! timeout 30 rbd pool init "$POOL" >/dev/null 2>&1; then
+        msg "warning: 'rbd pool init $POOL' failed; enabled the rbd application instead"
+        cephc osd pool application enable "$POOL" rbd >/dev/null 2>&1 || true
+    fi
+    if ! timeout 20 rbd info "$POOL/$IMAGE" >/dev/null 2>&1; then
+        timeout 30 rbd create --size 1024 "$POOL/$IMAGE" 2>/dev/null ||
+            timeout 20 rbd info "$POOL/$IMAGE" >/dev/null 2>&1 ||   # another node won the race
+            die "rbd create $POOL/$IMAGE failed"
+    fi
+}
+
+# Restart the OSD when the conf it was started with differs from the current one.
+# $LAB_DIR/osd-opts.applied holds the LAB_OSD_OPTS set the running OSD was started with.
+apply_osd_opts() {
+    local id=$1 applied=""
+    [[ -r $LAB_DIR/osd-opts.applied ]] && applied=$(<"$LAB_DIR/osd-opts.applied")
+    if [[ $applied != "$OPTS" ]] && daemon_pid "osd.$id" >/dev/null; then
+        msg "LAB_OSD_OPTS changed ('${applied//$'\n'/ }' -> '${OPTS//$'\n'/ }'): restarting osd.$id"
+        stop_daemon "osd.$id"
+    fi
+    if ! daemon_pid "osd.$id" >/dev/null; then
+        start_daemon osd "$id"
+        printf '%s' "$OPTS" >"$LAB_DIR/osd-opts.applied"
+        wait_osd_active "$id"
+    fi
+}
+
+# Release this lab's loop devices: the recorded one and any other backed by our file.
+detach_loops() {
+    local dev back
+    {
+        [[ -r $LAB_DIR/loopdev ]] && cat "$LAB_DIR/loopdev"
+        [[ -e $IMG ]] && losetup -j "$IMG" -nO NAME 2>/dev/null
+        true
+    } | sort -u | while read -r dev; do
+        [[ -n $dev ]] || continue
+        back=$(losetup -nO BACK-FILE "$dev" 2>/dev/null) || continue
+        back=${back%% (deleted)}
+        if [[ $(readlink -f "$back") == "$(readlink -f "$IMG")" ]]; then
+            msg "detaching $dev"
+            losetup -d "$dev"
+        fi
+    done
+    rm -f "$LAB_DIR/loopdev"
+}
+
+# Loop device over IMG that this lab attached (and recorded), else empty.
+lab_loopdev() {
+    local dev back
+    [[ -r $LAB_DIR/loopdev ]] || return 1
+    dev=$(<"$LAB_DIR/loopdev")
+    back=$(losetup -nO BACK-FILE "$dev" 2>/dev/null) || return 1
+    [[ $(readlink -f "${back%% (deleted)}") == "$(readlink -f "$IMG")" ]] || return 1
+    echo "$dev"
+}
+
+# ------------------------------------------------------------------------- subcommands
+
+cmd_install() {
+    local p missing=()
+    for p in $LAB_PACKAGES; do
+        [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null) == installed ]] ||
+            missing+=("$p")
+    done
+    ((${#missing[@]})) || return 0
+    need_root
+    msg "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+cmd_down() {
+    need_root
+    check_lab_dir
+    local id pid
+    if [[ -d $LAB_DIR ]]; then
+        id=$(osd_id || true)
+        [[ -n $id ]] && stop_daemon "osd.$id"
+        stop_daemon "mgr.$MGR_ID"
+        stop_daemon "mon.$MON_ID"
+        for pid in $(stray_pids); do
+            msg "stopping stray lab daemon pid $pid ($(cat "/proc/$pid/comm" 2>/dev/null))"
+            stop_pid "$pid"
+        done
+        detach_loops
+        wait_reaped
+        if [[ -e $MARKER ]]; then
+            rm -rf -- "$LAB_DIR"
+        elif [[ -n $(ls -A "$LAB_DIR") ]]; then
+            die "$LAB_DIR has no $MARKER file; not deleting it"
+        else
+            rmdir -- "$LAB_DIR"
+        fi
+    fi
+    return 0
+}
+
+# Build a fresh single-node cluster in an empty LAB_DIR.
+build_single() {
+    local fsid loop
+    make_dirs
+    fsid=$(cat /proc/sys/kernel/random/uuid)
+    echo "$fsid" >"$LAB_DIR/fsid"
+    truncate -s "$LAB_DISK_SIZE" "$IMG"
+    loop=$(losetup --direct-io="$LAB_LOOP_DIRECT_IO" -f --show "$IMG") ||
+        die "losetup failed (is the loop module available?)"
+    echo "$loop" >"$LAB_DIR/loopdev"
+    msg "OSD block device: $loop (sparse $LAB_DISK_SIZE file $IMG)"
+    write_conf "$fsid" 127.0.0.1 127.0.0.0/8 "$loop" 0
+    create_mon "$fsid" 127.0.0.1
+    create_pool
+    create_osd "$loop"
+    printf '%s' "$OPTS" >"$LAB_DIR/osd-opts.applied"
+    wait_ready 1
+    init_rbd
+    touch "$LAB_DIR/built"
+}
+
+cmd_up() {
+    need_root
+    check_lab_dir
+    command -v ceph-osd >/dev/null || die "ceph-osd not found; run 'lab.sh install' first"
+    local start=$SECONDS id loop
+    OPTS=$(normalize_opts)
+    if [[ -e $LAB_DIR/built ]] && loop=$(lab_loopdev) && id=$(osd_id); then
+        # Existing lab: (re)start what is not running, apply option changes, check health.
+        write_conf "$(<"$LAB_DIR/fsid")" 127.0.0.1 127.0.0.0/8 "$loop" 0
+        start_daemon mon "$MON_ID"
+        start_daemon mgr "$MGR_ID"
+        apply_osd_opts "$id"
+        wait_ready 1
+    else
+        [[ -e $LAB_DIR ]] && msg "no usable lab in $LAB_DIR: rebuilding from scratch"
+        cmd_down
+        build_single
+    fi
+    msg "lab up in $((SECONDS - start))s: CEPH_CONF=$CONF osd.$(osd_id) pid $(daemon_pid "osd.$(osd_id)")"
+}
+
+cmd_env() {
+    local id pid
+    if ! id=$(osd_id 2>/dev/null) || ! pid=$(daemon_pid "osd.$id"); then
+        echo "lab.sh: lab is not up (LAB_DIR=$LAB_DIR); run 'make lab' or 'vagrant/lab.sh up'" >&2
+        exit 1
+    fi
+    printf 'export CEPH_CONF=%q\n' "$CONF"
+    printf 'export OSD_PID=%s\n' "$pid"
+}
+
+cmd_status() {
+    local id name pid parts=() health
+    id=$(osd_id 2>/dev/null) || id=""
+    for name in ${id:+osd.$id} "mon.$MON_ID" "mgr.$MGR_ID"; do
+        pid=$(daemon_pid "$name") && parts+=("$name pid $pid")
+    done
+    if ((${#parts[@]} == 0)); then
+        echo "down ($LAB_DIR)"
+        return 0
+    fi
+    health=$(CEPH_CMD_TIMEOUT=8 cephc health 2>/dev/null | head -n1) || health="cluster not answering"
+    local joined
+    printf -v joined '%s, ' "${parts[@]}"
+    if [[ -n $id ]] && daemon_pid "osd.$id" >/dev/null; then
+        echo "up: $joined${health:-?} ($LAB_DIR)"
+    else
+        echo "partial: ${joined}no OSD running, ${health:-?} ($LAB_DIR)"
+    fi
+}
+
+cmd_workload() {
+    local secs=${1:-${SECS:-10}} threads=${2:-${THREADS:-16}}
+    [[ $secs =~ ^[0-9]+$ && $threads =~ ^[0-9]+$ ]] || die "usage: lab.sh workload [SECS] [THREADS]"
+    [[ -r $CONF ]] || die "lab is not up (no $CONF); run 'lab.sh up'"
+    cephc -s >/dev/null 2>&1 || die "cluster not answering (CEPH_CONF=$CONF)"
+    # --no-cleanup leaves ~100 MB of objects per 10 s run; drop them before the disk
+    # gets anywhere near full (only then, so that a traced run normally has no deletes).
+    local used
+    used=$(cephc df -f json | python3 -c 'import json,sys; print(int(100 * json.load(sys.stdin)["stats"]["total_used_raw_ratio"]))')
+    if ((used >= ${LAB_CLEANUP_PCT:-50})); then
+        echo "== OSD ${used}% full: removing old benchmark objects (rados -p $POOL cleanup)"
+        rados -p "$POOL" cleanup --prefix benchmark_data >/dev/null
+    fi
+    echo "== rados bench -p $POOL $secs write -b 4096 -t $threads --no-cleanup"
+    rados bench -p "$POOL" "$secs" write -b 4096 -t "$threads" --no-cleanup
+    echo "== rados bench -p $POOL $secs rand -t $threads"
+    rados bench -p "$POOL" "$secs" rand -t "$threads"
+}
+
+# ------------------------------------------------------------------------- multi-node
+
+# Cluster fsid shared by all Vagrant nodes: LAB_FSID (set by the Vagrantfile, generated
+# on the host) or the file $LAB_SHARED/fsid in the synced folder; the mon node creates
+# the file if neither exists (works when /vagrant is a two-way share).
+shared_fsid() {
+    local create=${1:-}
+    if [[ -n ${LAB_FSID:-} ]]; then
+        echo "$LAB_FSID"
+    elif [[ -s $LAB_SHARED/fsid ]]; then
+        cat "$LAB_SHARED/fsid"
+    elif [[ $create == create ]]; then
+        mkdir -p "$LAB_SHARED"
+        tee "$LAB_SHARED/fsid" </proc/sys/kernel/random/uuid
+    else
+        die "no fsid: set LAB_FSID or provide $LAB_SHARED/fsid"
+    fi
+}
+
+net_of() { echo "${LAB_PUBLIC_NETWORK:-${1%.*}.0/24}"; }   # 192.168.56.10 -> 192.168.56.0/24
+
+valid_ip() { [[ $1 =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "not an IPv4 address: '$1'"; }
+
+cmd_vagrant_mon() {
+    local ip=${1:-} fsid
+    [[ -n $ip ]] || die "usage: lab.sh vagrant-mon IP"
+    valid_ip "$ip"
+    need_root
+    check_lab_dir
+    cmd_install
+    OPTS=$(normalize_opts)
+    fsid=$(shared_fsid create)
+    if [[ -e $LAB_DIR/built && $(cat "$LAB_DIR/fsid" 2>/dev/null) == "$fsid" ]]; then
+        write_conf "$fsid" "$ip" "$(net_of "$ip")" "" 1
+        start_daemon mon "$MON_ID"      # after a reboot: restart from the kept data
+        start_daemon mgr "$MGR_ID"
+    else
+        cmd_down
+        make_dirs
+        echo "$fsid" >"$LAB_DIR/fsid"
+        write_conf "$fsid" "$ip" "$(net_of "$ip")" "" 1
+        create_mon "$fsid" "$ip"
+        create_pool                     # PGs go active once enough OSD nodes join
+        touch "$LAB_DIR/built"
+    fi
+    # Copy of the conf for the host's convenience (only if the shared folder is writable).
+    if mkdir -p "$LAB_SHARED" 2>/dev/null; then
+        cp "$CONF" "$LAB_SHARED/ceph.conf" 2>/dev/null || true
+    fi
+    msg "mon.$MON_ID and mgr.$MGR_ID up at $ip (fsid $fsid)"
+}
+
+# DISK "auto": the only whole disk with no partitions, not mounted, not in use and
+# either blank or holding a BlueStore label.  An explicit DISK gets the same checks.
+pick_disk() {
+    local want=$1 d cands=()
+    for d in $(lsblk -dnpo NAME,TYPE | awk '$2 == "disk" && $1 !~ /zram|nbd|\/ram/ {print $1}'); do
+        if [[ $want != auto && $(readlink -f "$want") != "$d" ]]; then continue; fi
+        [[ $(lsblk -no RO -d "$d" | tr -d ' ') == 0 ]] || continue
+        [[ $(lsblk -nro NAME "$d" | wc -l) -eq 1 ]] || continue          # no partitions
+        [[ -z $(lsblk -nro MOUNTPOINT "$d" | tr -d '[:space:]') ]] || continue
+        if blkid -p "$d" >/dev/null 2>&1; then                             # has a signature
+            [[ $(head -c 22 "$d" 2>/dev/null | tr -d '\0') == "bluestore block device" ]] || continue
+        fi
+        cands+=("$d")
+    done
+    ((${#cands[@]} == 1)) ||
+        die "DISK '$want': expected exactly one blank unpartitioned disk, found ${#cands[@]} (${cands[*]:-none}); see lsblk"
+    echo "${cands[0]}"
+}
+
+cmd_vagrant_osd() {
+    local mon_ip=${1:-} want=${2:-} fsid disk id n_up
+    [[ -n $mon_ip && -n $want ]] || die "usage: lab.sh vagrant-osd MON_IP DISK|auto"
+    valid_ip "$mon_ip"
+    need_root
+    check_lab_dir
+    cmd_install
+    OPTS=$(normalize_opts)
+    fsid=$(shared_fsid)
+    if [[ -e $LAB_DIR/built && $(cat "$LAB_DIR/fsid" 2>/dev/null) == "$fsid" ]] && id=$(osd_id); then
+        disk=$(<"$LAB_DIR/disk-path")
+        write_conf "$fsid" "$mon_ip" "$(net_of "$mon_ip")" "$disk" 1
+        wait_mon 300 || die "mon at $mon_ip not reachable"
+        apply_osd_opts "$id"            # restarts after a reboot or an option change
+    else
+        cmd_down
+        disk=$(pick_disk "$want")
+        make_dirs
+        touch "$LAB_DIR/role-osd"
+        echo "$fsid" >"$LAB_DIR/fsid"
+        echo "$disk" >"$LAB_DIR/disk-path"
+        write_conf "$fsid" "$mon_ip" "$(net_of "$mon_ip")" "$disk" 1
+        msg "waiting for the mon at $mon_ip"
+        wait_mon 300 || die "mon at $mon_ip not reachable after 300s"
+        msg "wiping the start of $disk"
+        dd if=/dev/zero of="$disk" bs=1M count=100 oflag=direct status=none
+        create_osd "$disk"
+        id=$(osd_id)
+        printf '%s' "$OPTS" >"$LAB_DIR/osd-opts.applied"
+        wait_osd_active "$id"
+        touch "$LAB_DIR/built"
+    fi
+    # The last OSD node to join makes the pool writable: initialise rbd there.
+    n_up=$(cephc osd stat -f json | python3 -c 'import json,sys; print(json.load(sys.stdin)["num_up_osds"])')
+    if ((n_up >= LAB_POOL_SIZE)); then
+        READY_TIMEOUT=${LAB_READY_TIMEOUT:-180} wait_ready "$n_up"
+        init_rbd
+    else
+        msg "$n_up OSD(s) up, pool size $LAB_POOL_SIZE: rbd init left to the next OSD node"
+    fi
+    msg "osd.$id up on $disk"
+}
+
+usage() {
+    sed -n '/^# Subcommands:/,/^# Daemons/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+}
+
+# Serialize the commands that change the lab (two "up"s at once would fight).
+lock() {
+    exec 9<"$0"
+    flock -n 9 && return 0
+    msg "waiting for another lab.sh to finish"
+    flock -w 300 9 || die "another lab.sh is still running after 300s"
+}
+
+main() {
+    local cmd=${1:-}
+    (($#)) && shift
+    case $cmd in up | down | vagrant-mon | vagrant-osd) lock ;; esac
+    case $cmd in
+    install) cmd_install ;;
+    up) cmd_up ;;
+    env) cmd_env ;;
+    down) cmd_down ;;
+    workload) cmd_workload "$@" ;;
+    status) cmd_status ;;
+    vagrant-mon) cmd_vagrant_mon "$@" ;;
+    vagrant-osd) cmd_vagrant_osd "$@" ;;
+    *) usage ;;
+    esac
+}
+
+main "$@"
