@@ -284,7 +284,9 @@ def run(args, out=sys.stdout, err=sys.stderr):
 
     tracer = StageTracer(target.pid, target.exe_path, plan, rmw=rel.rmw,
                          max_ops=args.max_ops)
-    classes = set(probetable.CLASS_SPLIT) if rel.rmw else set()
+    # the op class is read at completion: split only when that is probed
+    done = any(ev == probetable.DONE for _, ev, _, _ in plan.op_events)
+    classes = set(probetable.CLASS_SPLIT) if rel.rmw and done else set()
     stopping = []
 
     def on_signal(signum, frame):

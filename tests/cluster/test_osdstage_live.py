@@ -107,3 +107,50 @@ def test_ctrl_c_prints_what_was_collected(prefilled):
     rec = json.loads(out)
     assert rec["stages"]["do_op"]["count"] > 100
     assert 2.5 < rec["interval_s"] < 5
+
+
+def test_osd_id_selects_the_lab_osd(prefilled):
+    lab = prefilled
+    p = subprocess.Popen([PYTHON, OSDSTAGE, "--osd", "0", "-j", "-S", "do_op",
+                          "0.5", "1"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert json.loads(out)["pid"] == lab["pid"]
+
+
+def test_osd_id_missing(lab):
+    p = subprocess.run([PYTHON, OSDSTAGE, "--osd", "77", "1", "1"],
+                       capture_output=True, text=True)
+    from conftest import assert_one_line_error
+    assert_one_line_error(p, "no running ceph-osd with id 77", "--list")
+
+
+def test_list_shows_the_lab_osd(lab):
+    p = subprocess.run([PYTHON, OSDSTAGE, "--list"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].split() == ["OSD", "PID", "VERSION", "RELEASE", "STAGES"]
+    row = next(l.split() for l in lines[1:] if l.split()[1] == str(lab["pid"]))
+    assert row[0] == "0" and row[2].startswith("16.2.") and \
+        row[3] == "pacific" and row[4:] == ["all", "7"]
+    p = subprocess.run([PYTHON, OSDSTAGE, "--list", "-j"], capture_output=True,
+                       text=True, timeout=60)
+    osds = json.loads(p.stdout)["osds"]
+    me = next(o for o in osds if o["pid"] == lab["pid"])
+    assert set(me["stages"].values()) == {"ok"} and len(me["stages"]) == 7
+
+
+def test_closed_pipe_exits_quietly(lab):
+    """osdstage -j ... | head -1: no traceback, no error, exit 0."""
+    p = subprocess.run("%s %s -p %d -j -S do_op 0.3 20 | head -1" % (
+        PYTHON, OSDSTAGE, lab["pid"]), shell=True, capture_output=True,
+        text=True, timeout=60, executable="/bin/bash")
+    assert json.loads(p.stdout)["type"] == "interval"
+    assert "Traceback" not in p.stderr and "Error" not in p.stderr, p.stderr
+    p = subprocess.run("set -o pipefail; %s %s -p %d -j -S do_op 0.3 20 | "
+                       "head -1 >/dev/null" % (PYTHON, OSDSTAGE, lab["pid"]),
+                       shell=True, capture_output=True, text=True, timeout=60,
+                       executable="/bin/bash")
+    assert p.returncode == 0, p.stderr

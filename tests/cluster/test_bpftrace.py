@@ -1,0 +1,64 @@
+"""probes/*.bt: compiled without attaching, and run for real on the lab OSD."""
+import glob
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import REPO, Bench, need, prefill
+
+BT = sorted(glob.glob(os.path.join(REPO, "probes", "*.bt")))
+
+
+def bpftrace_compile(path, out):
+    """bpftrace >= 0.18 has --dry-run; Debian's 0.17 compiles to an ELF
+    object with --emit-elf without attaching anything."""
+    help_text = subprocess.run(["bpftrace", "--help"], capture_output=True,
+                               text=True)
+    flags = ["--dry-run"] if "--dry-run" in help_text.stdout + \
+        help_text.stderr else ["--emit-elf", out]
+    return subprocess.run(["bpftrace"] + flags + [path], capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize("path", BT, ids=[os.path.basename(p) for p in BT])
+def test_bt_compiles(bpf_ready, tmp_path, path):
+    need(shutil.which("bpftrace") is not None, "bpftrace missing (make setup)")
+    p = bpftrace_compile(path, str(tmp_path / "out.o"))
+    assert p.returncode == 0, p.stderr
+    head = open(path).read(4000)
+    assert "USAGE:" in head and "Example" in head
+
+
+def test_osdstages_bt_on_the_lab(lab):
+    need(shutil.which("bpftrace") is not None, "bpftrace missing (make setup)")
+    prefill(lab, 3)
+    bench = Bench(lab, "rand", 20)
+    try:
+        time.sleep(1)
+        p = subprocess.Popen(["bpftrace", "-p", str(lab["pid"]),
+                              os.path.join(REPO, "probes", "osdstages.bt")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        t0 = time.time()
+        line = ""
+        while "Hit Ctrl-C" not in line and time.time() - t0 < 60:
+            line = p.stdout.readline()
+        assert "Hit Ctrl-C" in line
+        time.sleep(4)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        bench.stop()
+    assert p.returncode == 0, err
+    maps = dict(re.findall(r"^@(\w+):\s*\n((?:\[.*\n)+)", out, re.M))
+    for stage in ("queue_wait", "dequeue_op", "do_op", "get_object_context",
+                  "bluestore_read", "op_total"):
+        rows = maps.get(stage + "_us", "")
+        total = sum(int(m) for m in re.findall(
+            r"^\[[^\])]*[\])]\s+(\d+)\s+\|", rows, re.M))
+        assert total > 1000, (stage, rows)
