@@ -135,6 +135,7 @@ mon allow pool delete = true
 mon warn on pool no redundancy = false
 mon warn on insecure global id reclaim = false
 mon warn on insecure global id reclaim allowed = false
+mon data avail warn = 2
 run dir = $RUN_DIR
 crash dir = $LAB_DIR/crash
 mon cluster log file = $LOG_DIR/\$cluster.\$channel.log
