@@ -1,10 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
-/* osdstage.bpf.c - per-stage latency of functions inside a ceph-osd.
+/* osdstage.bpf.c - where an op's time goes inside a ceph-osd (or any
+ * producer/consumer program described by a probe spec).
  *
- * One pair of generic programs serves every "function entry -> return" stage:
- * the user space loader attaches stage_entry/stage_return to each function of
- * the probe table with the stage id as the BPF cookie. Aggregation happens
- * here (per-CPU histograms, no per-event output).
+ *  - "call" stages: function entry -> return on one thread (uprobe +
+ *    uretprobe; the stage id is the BPF cookie);
+ *  - "op" stages: enqueue -> dequeue -> completion of one op, keyed by its
+ *    address (one program, the cookie says which event and argument);
+ *  - kernel stages of the target's threads from tracepoints: sleep (offcpu),
+ *    wake-up -> on CPU, futex waits, syncfs, block requests;
+ *  - queue-wait attribution: when a worker dequeues an op, the op's wait is
+ *    split by the worker's state since the enqueue (busy / asleep / waiting
+ *    for a CPU / picking up), with who woke it.
+ * Everything is aggregated here; nothing is sent per event.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -12,12 +19,23 @@
 #include <bpf/bpf_core_read.h>
 #include "osdstage.h"
 
-/* Set by the loader before load (keep the order: lib/cephlat/osdstage.py) */
+#define ETIMEDOUT	110
+#define FUTEX_CMD_MASK	0x7f	/* without FUTEX_PRIVATE_FLAG / CLOCK_REALTIME */
+#define FUTEX_WAIT	0
+#define FUTEX_LOCK_PI	6
+#define FUTEX_WAIT_BITSET 9
+#define FUTEX_WAIT_REQUEUE_PI 11
+#define FUTEX_LOCK_PI2	13
+#define TASK_DEAD_STATE	0x80	/* TASK_DEAD: the thread's last switch-out */
+
+/* Set by the loader before load (order: lib/cephlat/stagetrace.py) */
 const volatile __u32 targ_tgid = 0;	/* 0 = any process */
 const volatile __u32 rmw_flags_off = 0;	/* OpRequest -> rmw flags; 0 = unknown */
 const volatile __u32 rmw_read_bit = 0;
 const volatile __u32 rmw_write_bit = 0;
 const volatile __u32 calib_tgid = 0;	/* the loader itself, calibrating */
+const volatile __u32 worker_role = 1;	/* role of the queue's workers */
+const volatile struct role_prefix roles[MAX_ROLES] = {};
 
 /* What a uprobe + uretprobe pair adds to an entry -> return time on this
  * machine, measured by the loader after load (calibration) and written
@@ -47,6 +65,45 @@ struct {
 	__type(key, __u64);
 	__type(value, struct op_state);
 } ops SEC(".maps");
+
+/* The target's threads; user space reads it for per-role time shares and
+ * deletes threads that have exited. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 2048);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} threads SEC(".maps");
+
+/* scratch space for a new thread_state (too big for the BPF stack) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} tscratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, struct shard_stats);
+} shards SEC(".maps");
+
+/* Block requests in flight that the target issued: rq -> issue time. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u64);
+	__type(value, __u64);
+} rqs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, struct dev_stats);
+} devs SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -100,9 +157,11 @@ static __always_inline __u32 hist_slot(__u64 ns)
 
 static __always_inline void record(__u32 stage, __u64 delta)
 {
-	struct stage_stats *s = bpf_map_lookup_elem(&stats, &stage);
+	struct stage_stats *s;
 	__u32 slot;
 
+	stage &= MAX_STAGES - 1;
+	s = bpf_map_lookup_elem(&stats, &stage);
 	if (!s)
 		return;
 	s->count++;
@@ -114,6 +173,9 @@ static __always_inline void record(__u32 stage, __u64 delta)
 	slot = hist_slot(delta) & (HIST_SLOTS - 1);
 	s->slots[slot]++;
 }
+
+/* ------------------------------------------------------------------------
+ * "call" stages */
 
 SEC("uprobe")
 int stage_entry(struct pt_regs *ctx)
@@ -165,6 +227,328 @@ int stage_return(struct pt_regs *ctx)
 	return 0;
 }
 
+/* ------------------------------------------------------------------------
+ * thread state (scheduler) */
+
+static __always_inline __u32 classify(const char *comm)
+{
+	/* roles[] is read-only: the verifier knows every byte */
+	for (int r = 0; r < MAX_ROLES; r++) {
+		__u32 len = roles[r].len;
+		int ok = len > 0;
+
+		for (int i = 0; i < ROLE_PREFIX_LEN; i++) {
+			if (i >= len)
+				break;
+			if (comm[i] != roles[r].prefix[i]) {
+				ok = 0;
+				break;
+			}
+		}
+		if (ok)
+			return roles[r].role;
+	}
+	return 0;
+}
+
+/* The state of target thread p, created on first sight. */
+static __always_inline struct thread_state *thread_of(struct task_struct *p,
+						      __u64 now)
+{
+	__u32 tid = p->pid;
+	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	char comm[16];
+	__u64 comm8;
+
+	__builtin_memcpy(&comm8, p->comm, sizeof(comm8));
+	if (t) {
+		if (t->comm8 != comm8) {	/* renamed itself */
+			bpf_probe_read_kernel(comm, sizeof(comm), p->comm);
+			t->role = classify(comm);
+			t->comm8 = comm8;
+		}
+		return t;
+	}
+	{
+		__u32 zero = 0;
+		struct thread_state *n = bpf_map_lookup_elem(&tscratch, &zero);
+
+		if (!n)
+			return 0;
+		__builtin_memset(n, 0, sizeof(*n));
+		bpf_probe_read_kernel(comm, sizeof(comm), p->comm);
+		n->comm8 = comm8;
+		n->role = classify(comm);
+		n->state = TS_RUN;
+		n->since = now;
+		n->born = now;
+		if (bpf_map_update_elem(&threads, &tid, n, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(&threads, &tid)) {
+			count(CNT_THREAD_MAP_FULL);
+			return 0;
+		}
+	}
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+/* Leave the current state at `now`, enter `state`, remember it. */
+static __always_inline void transition(struct thread_state *t, __u32 state,
+				       __u64 now)
+{
+	__u32 h;
+
+	if (now > t->since) {
+		if (t->state == TS_SLEEP)
+			t->cum_sleep += now - t->since;
+		else if (t->state == TS_RUNQ)
+			t->cum_runq += now - t->since;
+	}
+	t->state = state;
+	t->since = now;
+	h = t->ring_head & (TRING - 1);
+	t->ring[h].ts = now;
+	t->ring[h].cum_sleep = t->cum_sleep;
+	t->ring[h].cum_runq = t->cum_runq;
+	t->ring[h].state = state;
+	t->ring_head = h + 1;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
+	     struct task_struct *next, unsigned int prev_state)
+{
+	__u64 now = 0;
+	struct thread_state *t;
+
+	if (targ_tgid && prev->tgid == targ_tgid) {
+		now = bpf_ktime_get_ns();
+		t = thread_of(prev, now);
+		if (t && (prev_state & TASK_DEAD_STATE)) {
+			transition(t, TS_DEAD, now);
+			t->died = now;
+		} else if (t) {
+			transition(t, prev_state ? TS_SLEEP : TS_RUNQ, now);
+		}
+	}
+	if (targ_tgid && next->tgid == targ_tgid) {
+		if (!now)
+			now = bpf_ktime_get_ns();
+		t = thread_of(next, now);
+		if (!t)
+			return 0;
+		if (t->state == TS_RUNQ && t->wake_ts && t->wake_ts >= t->since) {
+			/* first time on CPU since its wake-up */
+			record(ST_ROLE_WAKEUP + (t->role & (MAX_ROLES - 1)),
+			       now - t->wake_ts);
+			t->oncpu_after_wake = now;
+		}
+		transition(t, TS_RUN, now);
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_waking, struct task_struct *p)
+{
+	struct task_struct *cur;
+	struct thread_state *t;
+	__u64 now;
+
+	if (!targ_tgid || p->tgid != targ_tgid)
+		return 0;
+	now = bpf_ktime_get_ns();
+	t = thread_of(p, now);
+	if (!t || t->state != TS_SLEEP)
+		return 0;
+	if (now > t->since)
+		record(ST_ROLE_OFFCPU + (t->role & (MAX_ROLES - 1)), now - t->since);
+	transition(t, TS_RUNQ, now);
+	t->wake_ts = now;
+	t->wakeups++;
+	cur = bpf_get_current_task_btf();
+	t->waker_tid = cur->tgid == targ_tgid ? cur->pid : 0;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * futex waits and syncfs (syscall tracepoints) */
+
+static __always_inline int futex_is_wait(__u64 op)
+{
+	op &= FUTEX_CMD_MASK;
+	return op == FUTEX_WAIT || op == FUTEX_WAIT_BITSET ||
+	       op == FUTEX_LOCK_PI || op == FUTEX_LOCK_PI2 ||
+	       op == FUTEX_WAIT_REQUEUE_PI;
+}
+
+SEC("tracepoint/syscalls/sys_enter_futex")
+int on_futex_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct thread_state *t;
+	__u64 op = ctx->args[1], now;
+	__u32 tid = (__u32)id;
+
+	if (!targ_tgid || (id >> 32) != targ_tgid || !futex_is_wait(op))
+		return 0;
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (!t) {
+		now = bpf_ktime_get_ns();
+		t = thread_of(bpf_get_current_task_btf(), now);
+		if (!t)
+			return 0;
+	}
+	t->futex_start = bpf_ktime_get_ns();
+	if ((op & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET)
+		/* glibc condition variables wait with FUTEX_WAIT_BITSET on one of
+		 * two adjacent words: the 8-byte-aligned address names the cv */
+		t->cv_uaddr = ctx->args[0] & ~7ULL;
+	else
+		t->cv_uaddr |= 1;	/* mark: last wait was not on the cv */
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex")
+int on_futex_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct thread_state *t;
+	__u32 tid = (__u32)id;
+	__u64 now, d;
+
+	if (!targ_tgid || (id >> 32) != targ_tgid)
+		return 0;
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (!t || !t->futex_start)
+		return 0;
+	now = bpf_ktime_get_ns();
+	d = now > t->futex_start ? now - t->futex_start : 0;
+	t->futex_start = 0;
+	t->cum_futex += d;
+	record(ST_ROLE_FUTEX + (t->role & (MAX_ROLES - 1)), d);
+	if (!(t->cv_uaddr & 1))
+		t->cv_timedout = ctx->ret == -ETIMEDOUT;
+	t->cv_uaddr &= ~1ULL;
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_syncfs")
+int on_syncfs_enter(struct trace_event_raw_sys_enter *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct thread_state *t;
+
+	if (!targ_tgid || (id >> 32) != targ_tgid)
+		return 0;
+	t = thread_of(bpf_get_current_task_btf(), bpf_ktime_get_ns());
+	if (t)
+		t->syncfs_start = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_syncfs")
+int on_syncfs_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct thread_state *t;
+	__u32 tid = (__u32)id;
+	__u64 now;
+
+	if (!targ_tgid || (id >> 32) != targ_tgid)
+		return 0;
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (!t || !t->syncfs_start)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (now > t->syncfs_start)
+		record(ST_SYNCFS, now - t->syncfs_start);
+	t->syncfs_start = 0;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * block requests issued by the target */
+
+static __always_inline void rq_start(struct request *rq)
+{
+	__u64 key = (__u64)rq, now;
+
+	if (!targ_tgid || (bpf_get_current_pid_tgid() >> 32) != targ_tgid) {
+		/* issued by someone else (e.g. kblockd): ours if inserted by us */
+		__u64 *v = bpf_map_lookup_elem(&rqs, &key);
+
+		if (v && *v == 1)
+			*v = bpf_ktime_get_ns();
+		return;
+	}
+	now = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&rqs, &key, &now, BPF_ANY))
+		count(CNT_RQ_MAP_FULL);
+}
+
+SEC("tp_btf/block_rq_insert")
+int BPF_PROG(on_rq_insert, struct request *rq)
+{
+	__u64 key = (__u64)rq, mark = 1;
+
+	if (!targ_tgid || (bpf_get_current_pid_tgid() >> 32) != targ_tgid)
+		return 0;
+	if (bpf_map_update_elem(&rqs, &key, &mark, BPF_ANY))
+		count(CNT_RQ_MAP_FULL);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(on_rq_issue, struct request *rq)
+{
+	rq_start(rq);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(on_rq_complete, struct request *rq, blk_status_t error,
+	     unsigned int nr_bytes)
+{
+	__u64 key = (__u64)rq, now, d;
+	__u64 *tsp = bpf_map_lookup_elem(&rqs, &key);
+	struct dev_stats *ds, z = {};
+	struct gendisk *disk;
+	__u32 dev;
+
+	if (!tsp)
+		return 0;
+	if (*tsp <= 1) {		/* inserted, never issued */
+		bpf_map_delete_elem(&rqs, &key);
+		return 0;
+	}
+	now = bpf_ktime_get_ns();
+	d = now > *tsp ? now - *tsp : 0;
+	bpf_map_delete_elem(&rqs, &key);
+	record(ST_BLOCK_RQ, d);
+	disk = BPF_CORE_READ(rq, q, disk);
+	dev = disk ? (BPF_CORE_READ(disk, major) << 20 |
+		      BPF_CORE_READ(disk, first_minor)) : 0;
+	ds = bpf_map_lookup_elem(&devs, &dev);
+	if (!ds) {
+		bpf_map_update_elem(&devs, &dev, &z, BPF_NOEXIST);
+		ds = bpf_map_lookup_elem(&devs, &dev);
+		if (!ds)
+			return 0;
+	}
+	__sync_fetch_and_add(&ds->count, 1);
+	__sync_fetch_and_add(&ds->sum_ns, d);
+	__sync_fetch_and_add(&ds->bytes, nr_bytes);
+	if (d > ds->max_ns)
+		ds->max_ns = d;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * op stages and the queue-wait attribution */
+
+/* Argument n (1-based) of a uprobe. The _CORE accessors read through a
+ * helper: clang turns a switch over direct ctx loads into a computed ctx
+ * offset, which the verifier rejects. */
 static __always_inline __u64 arg_n(struct pt_regs *ctx, __u32 n)
 {
 	switch (n) {
@@ -191,7 +575,121 @@ static __always_inline __u32 op_class(__u64 op)
 	return OPC_OTHER;
 }
 
-/* Op-keyed events: enqueue, dequeue and completion of one OpRequest. */
+/* Cumulative sleep / run-queue time of thread t at time `at` (in the past),
+ * from its ring of state transitions. Returns 0 if `at` is older than the
+ * ring (then cs and cr hold the oldest known values). */
+static __always_inline int cum_at(struct thread_state *t, __u64 at,
+				  __u64 *cs, __u64 *cr)
+{
+	__u64 best_ts = 0;
+	int found = 0;
+
+	*cs = 0;
+	*cr = 0;
+	for (int i = 0; i < TRING; i++) {
+		struct tring *e = &t->ring[i];
+		__u64 ts = e->ts;
+
+		if (!ts || ts > at || ts < best_ts)
+			continue;
+		/* the latest transition at or before `at` */
+		best_ts = ts;
+		found = 1;
+		*cs = e->cum_sleep + (e->state == TS_SLEEP ? at - ts : 0);
+		*cr = e->cum_runq + (e->state == TS_RUNQ ? at - ts : 0);
+	}
+	if (!found) {
+		/* older than the ring: use its oldest entry */
+		__u64 oldest = ~0ULL;
+
+		for (int i = 0; i < TRING; i++) {
+			struct tring *e = &t->ring[i];
+
+			if (e->ts && e->ts < oldest) {
+				oldest = e->ts;
+				*cs = e->cum_sleep;
+				*cr = e->cum_runq;
+			}
+		}
+	}
+	return found;
+}
+
+static __always_inline void attribute(struct op_state *st, __u64 now,
+				      __u32 tid)
+{
+	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+	__u64 qw = st->qwait_ns, cs = 0, cr = 0, sig = 0, rq = 0, pick = 0, busy;
+	struct shard_stats *sh, z = {};
+	__u64 key;
+	int woke = 0, timedout;
+
+	if (!t)
+		return;
+	if (st->enq_ns >= t->since && t->state == TS_RUN) {
+		/* running since before the enqueue: all of it was busy */
+	} else {
+		if (!cum_at(t, st->enq_ns, &cs, &cr))
+			count(CNT_ATTR_TRUNCATED);
+		/* now the worker is running: its totals are current */
+		sig = t->cum_sleep > cs ? t->cum_sleep - cs : 0;
+		rq = t->cum_runq > cr ? t->cum_runq - cr : 0;
+		if (sig > qw)
+			sig = qw;
+		if (rq > qw - sig)
+			rq = qw - sig;
+		if (sig && t->oncpu_after_wake > st->enq_ns &&
+		    now > t->oncpu_after_wake)
+			pick = now - t->oncpu_after_wake;
+		if (pick > qw - sig - rq)
+			pick = qw - sig - rq;
+		woke = sig > 0;
+	}
+	busy = qw - sig - rq - pick;
+	record(ST_ATTR_BUSY, busy);
+	record(ST_ATTR_SIGNAL, sig);
+	record(ST_ATTR_RUNQ, rq);
+	record(ST_ATTR_PICKUP, pick);
+
+	key = t->cv_uaddr & ~1ULL;
+	sh = bpf_map_lookup_elem(&shards, &key);
+	if (!sh) {
+		bpf_map_update_elem(&shards, &key, &z, BPF_NOEXIST);
+		sh = bpf_map_lookup_elem(&shards, &key);
+		if (!sh)
+			return;
+	}
+	__sync_fetch_and_add(&sh->ops, 1);
+	__sync_fetch_and_add(&sh->qwait_ns, qw);
+	__sync_fetch_and_add(&sh->busy_ns, busy);
+	__sync_fetch_and_add(&sh->signal_ns, sig);
+	__sync_fetch_and_add(&sh->runq_ns, rq);
+	__sync_fetch_and_add(&sh->pickup_ns, pick);
+	if (qw > sh->qwait_max_ns)
+		sh->qwait_max_ns = qw;
+	/* the worker's last condition-variable wait expired and this is the
+	 * first op it takes since: queued work was found by the timeout */
+	timedout = t->cv_timedout;
+	t->cv_timedout = 0;
+	if (timedout) {
+		count(CNT_TIMEOUTS_WITH_WORK);
+		__sync_fetch_and_add(&sh->timeouts_with_work, 1);
+	}
+	if (!woke)
+		return;
+	if (timedout) {
+		count(CNT_WAKE_TIMEOUT);
+		__sync_fetch_and_add(&sh->wake_timeout, 1);
+	} else if (t->waker_tid && t->waker_tid == st->enq_tid) {
+		count(CNT_WAKE_ENQUEUER);
+		__sync_fetch_and_add(&sh->wake_enqueuer, 1);
+	} else {
+		count(CNT_WAKE_OTHER);
+		__sync_fetch_and_add(&sh->wake_other, 1);
+	}
+}
+
+/* Op-keyed events: enqueue, dequeue and completion of one op. */
 SEC("uprobe")
 int op_event(struct pt_regs *ctx)
 {
@@ -222,7 +720,7 @@ int op_event(struct pt_regs *ctx)
 		/* OSD::enqueue_op sees each op once (requeues go through
 		 * _enqueue_front), so an existing entry is a stale op whose
 		 * OpRequest was freed and its address reused. */
-		struct op_state n = { .enq_ns = now };
+		struct op_state n = { .enq_ns = now, .enq_tid = (__u32)id };
 
 		if (st) {
 			count(CNT_OP_REPLACED);
@@ -242,6 +740,7 @@ int op_event(struct pt_regs *ctx)
 			st->qwait_ns = now - st->enq_ns;
 			st->deq_ns = now;
 			record(ST_QUEUE_WAIT, st->qwait_ns);
+			attribute(st, now, (__u32)id);
 		}
 		return 0;
 	}

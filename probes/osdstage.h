@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* osdstage.h - structures shared by osdstage.bpf.c and lib/cephlat/ (ctypes).
- *
- * Keep in sync with lib/cephlat/layout.py; tests/unit/test_layout.py checks
- * the constants against this file.
+/* osdstage.h - structures shared by osdstage.bpf.c and lib/cephlat/
+ * (read through ctypes/struct). tests/unit/test_probetable.py and
+ * tests/unit/test_hist.py check the constants against lib/cephlat.
  */
 #ifndef OSDSTAGE_H
 #define OSDSTAGE_H
 
-#define MAX_STAGES	16
+#define MAX_STAGES	64	/* a power of two: ids are masked with it */
+#define MAX_ROLES	8	/* thread roles; 0 = other */
+#define ROLE_PREFIX_LEN	16
 
-/* Stage ids (cookie of the "call" probes, index of the stats map). The
- * names are in lib/cephlat/probetable.py, in this order. */
+/* Stage ids: the cookie of "call" probes and the index of the stats map.
+ * Names are in lib/cephlat/probetable.py, in this order. */
 enum stage_id {
 	ST_QUEUE_WAIT = 0,	/* OSD::enqueue_op -> OSD::dequeue_op, same op */
 	ST_DEQUEUE_OP,
@@ -26,24 +27,18 @@ enum stage_id {
 	ST_OP_TOTAL_WRITE,
 	ST_OP_TOTAL_OTHER,
 	ST_CALIB,		/* probe-cost calibration (our own process) */
-	ST__COUNT,
-};
-
-enum op_class { OPC_READ = 0, OPC_WRITE, OPC_OTHER };
-
-/* "op" probes: the cookie says which event and where the op key is.
- *   bits 0-7  event (enum op_event)
- *   bits 8-11 argument number holding the key (1-6)
- *   bit 12    the argument points at a smart pointer: dereference once */
-enum op_event { OPEV_ENQUEUE = 1, OPEV_DEQUEUE = 2, OPEV_DONE = 3 };
-#define OPCOOKIE(ev, arg, deref) ((ev) | ((arg) << 8) | ((deref) << 12))
-
-/* Per-op state, keyed by the OpRequest address. */
-struct op_state {
-	__u64 enq_ns;		/* OSD::enqueue_op: queue_wait and op_total start */
-	__u64 deq_ns;		/* first dequeue, 0 = still queued */
-	__u64 qwait_ns;		/* queue_wait, kept for the class split */
-	__u64 spare;
+	ST_ATTR_BUSY,		/* queue_wait split: worker busy */
+	ST_ATTR_SIGNAL,		/* worker asleep with the op queued */
+	ST_ATTR_RUNQ,		/* worker runnable, waiting for a CPU */
+	ST_ATTR_PICKUP,		/* worker on CPU after its wake-up -> dequeue */
+	ST_SYNCFS,		/* syncfs(2) entry -> exit */
+	ST_BLOCK_RQ,		/* block request issue -> complete */
+	ST__FIXED,
+	/* per thread role r (0..MAX_ROLES-1): */
+	ST_ROLE_OFFCPU = 24,	/* switched out while not runnable */
+	ST_ROLE_WAKEUP = 32,	/* sched_waking -> back on CPU */
+	ST_ROLE_FUTEX = 40,	/* futex wait syscall entry -> exit */
+	ST__COUNT = 48,
 };
 
 /* Latency histogram: log-linear over units of 1/16 us (62.5 ns).
@@ -66,7 +61,7 @@ struct stage_stats {
 
 /* Counters in the "counters" array map. */
 enum counter_id {
-	CNT_START_MAP_FULL = 0,	/* a start timestamp could not be stored */
+	CNT_START_MAP_FULL = 0,	/* no task storage for a thread */
 	CNT_NO_START,		/* a return without a matching entry (attached mid-call) */
 	CNT_NEGATIVE,		/* end before start (should not happen) */
 	CNT_OP_MAP_FULL,	/* an enqueued op could not be tracked */
@@ -74,7 +69,99 @@ enum counter_id {
 	CNT_BAD_ARG,		/* the op key could not be read */
 	CNT_OP_REPLACED,	/* enqueue of an address still tracked: the old op
 				 * never completed (freed, address reused) */
-	CNT__MAX = 8,
+	CNT_THREAD_MAP_FULL,	/* a target thread could not be tracked */
+	CNT_ATTR_TRUNCATED,	/* the op waited longer than the worker's
+				 * state history: the older part counts as busy */
+	CNT_WAKE_ENQUEUER,	/* the dequeuing worker slept with the op queued and
+				 * was woken by the enqueuing thread, */
+	CNT_WAKE_OTHER,		/* by another thread, */
+	CNT_WAKE_TIMEOUT,	/* or by its timed wait expiring (missed wake-up) */
+	CNT_RQ_MAP_FULL,	/* a block request could not be tracked */
+	CNT_TIMEOUTS_WITH_WORK,	/* a worker's timed wait expired and it then took
+				 * queued work (counted once per expired wait) */
+	CNT__MAX = 16,
+};
+
+enum op_class { OPC_READ = 0, OPC_WRITE, OPC_OTHER };
+
+/* "op" probes: the cookie says which event and where the op key is.
+ *   bits 0-7  event (enum op_event)
+ *   bits 8-11 argument number holding the key (1-6)
+ *   bit 12    the argument points at a smart pointer: dereference once */
+enum op_event { OPEV_ENQUEUE = 1, OPEV_DEQUEUE = 2, OPEV_DONE = 3 };
+
+/* Per-op state, keyed by the op's address (the OpRequest for Ceph). */
+struct op_state {
+	__u64 enq_ns;		/* enqueue: queue_wait and op_total start */
+	__u64 deq_ns;		/* first dequeue, 0 = still queued */
+	__u64 qwait_ns;		/* queue_wait, kept for the class split */
+	__u32 enq_tid;		/* the enqueuing thread */
+	__u32 pad;
+};
+
+/* Thread states for the attribution. */
+enum tstate_kind { TS_RUN = 0, TS_SLEEP = 1, TS_RUNQ = 2, TS_DEAD = 3 };
+
+#define TRING	16		/* state transitions remembered per thread */
+
+struct tring {
+	__u64 ts;		/* when the thread entered `state` */
+	__u64 cum_sleep;	/* cumulative sleep / run-queue ns at ts */
+	__u64 cum_runq;
+	__u32 state;
+	__u32 pad;
+};
+
+/* Per-thread state of the target's threads ("threads" hash, key = tid). */
+struct thread_state {
+	__u64 comm8;		/* first 8 bytes of comm when role was set */
+	__u32 role;
+	__u32 state;		/* enum tstate_kind */
+	__u64 since;		/* when `state` began */
+	__u64 cum_sleep;	/* ns asleep (off CPU, not runnable) */
+	__u64 cum_runq;		/* ns runnable but not running */
+	__u64 cum_futex;	/* ns inside futex waits */
+	__u64 wake_ts;		/* last wake-up (sched_waking) */
+	__u64 oncpu_after_wake;	/* first switch-in after the last wake-up */
+	__u64 futex_start;
+	__u64 cv_uaddr;		/* last condition-variable futex (& ~7): shard */
+	__u64 syncfs_start;
+	__u32 waker_tid;	/* who woke it last (0 = not a target thread) */
+	__u32 cv_timedout;	/* last condition-variable wait timed out */
+	__u32 wakeups;
+	__u32 ring_head;	/* next slot in ring */
+	__u64 born;		/* first seen */
+	__u64 died;		/* switched out for the last time, 0 = alive */
+	struct tring ring[TRING];
+};
+
+/* Per-shard attribution, key = condition variable address (& ~7). */
+struct shard_stats {
+	__u64 ops;
+	__u64 qwait_ns;
+	__u64 busy_ns;
+	__u64 signal_ns;
+	__u64 runq_ns;
+	__u64 pickup_ns;
+	__u64 wake_enqueuer;
+	__u64 wake_other;
+	__u64 wake_timeout;
+	__u64 qwait_max_ns;
+	__u64 timeouts_with_work;
+};
+
+/* Block requests per device, key = dev_t. */
+struct dev_stats {
+	__u64 count;
+	__u64 sum_ns;
+	__u64 bytes;
+	__u64 max_ns;
+};
+
+struct role_prefix {
+	char prefix[ROLE_PREFIX_LEN];
+	__u32 len;		/* 0 = unused */
+	__u32 role;
 };
 
 #endif /* OSDSTAGE_H */

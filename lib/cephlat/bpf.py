@@ -81,6 +81,7 @@ def _load():
         "bpf_program__attach_uprobe_opts": (vp, [vp, ctypes.c_int, cp, sz,
                                                  ctypes.POINTER(_UprobeOpts)]),
         "bpf_program__attach_tracepoint": (vp, [vp, cp, cp]),
+        "bpf_program__attach": (vp, [vp]),
         "bpf_link__destroy": (i, [vp]),
         "bpf_map_lookup_elem": (i, [i, vp, vp]),
         "bpf_map_update_elem": (i, [i, vp, vp, u64]),
@@ -290,6 +291,18 @@ class BPFObject:
             raise UserError("cannot attach tracepoint %s:%s: %s %s" % (
                 category, name, os.strerror(err), last_log(1)))
         self.links.append(Link(link, "%s:%s" % (category, name)))
+        return self.links[-1]
+
+    def attach(self, prog, what=None):
+        """Attach by the program's section (tp_btf/..., tracepoint/...)."""
+        L = _load()
+        ctypes.set_errno(0)
+        link = L.bpf_program__attach(self._find_prog_ptr(prog))
+        err = _ptr_error(link)
+        if err:
+            raise UserError("cannot attach %s: %s %s" % (
+                what or prog, os.strerror(err), last_log(1)))
+        self.links.append(Link(link, what or prog))
         return self.links[-1]
 
     def detach(self):

@@ -8,15 +8,16 @@ import argparse
 import json
 import os
 import signal
+import textwrap
 import sys
 import time
 
-from . import probetable
+from . import probetable, report, spec
 from .elfsym import ElfSymbols
 from .errors import UserError
 from .hist import render_log2
-from .stagetrace import (DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S, StageTracer,
-                         hist_delta, resolve)
+from .stagetrace import (CEPH_ROLES, DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S,
+                         StageTracer, resolve)
 from .target import (Target, find_ceph_osds, require_btf, require_root,
                      require_tracefs)
 
@@ -30,6 +31,8 @@ EXAMPLES = """examples:
   osdstage.py -p 1234 -T 1     # timestamp each report
   osdstage.py -p 1234 -S do_op,bluestore_read 5  # only these stages
   osdstage.py --list           # every ceph-osd here and what can be probed
+  osdstage.py -p 1234 --no-kernel 5   # user-space stages only (cheaper)
+  osdstage.py -p 4321 --probes myqueue.json 5  # any producer/consumer program
 """
 
 
@@ -116,6 +119,13 @@ def build_parser():
                    default=DEFAULT_OP_TIMEOUT_S, metavar="SECS",
                    help="forget (and count) ops idle this long (default %g)"
                    % DEFAULT_OP_TIMEOUT_S)
+    p.add_argument("--no-kernel", action="store_true",
+                   help="no scheduler/futex/block/syncfs tracepoints: user-"
+                        "space stages only, no queue-wait attribution")
+    p.add_argument("--probes", metavar="FILE",
+                   help="trace any program (not only ceph-osd) from a probe "
+                        "spec: enqueue/dequeue functions and worker threads "
+                        "(see osdstage(8), PROBE SPEC)")
     p.add_argument("interval", nargs="?", type=positive_float, default=None,
                    help="seconds between reports (default: one report at "
                         "Ctrl-C)")
@@ -205,29 +215,74 @@ def list_osds(args, out):
 # --------------------------------------------------------------------------
 # output
 
-def interval_record(target, version, plan, hists, classes, lost, ts, secs,
-                    in_flight, call_bias_ns=0):
+def interval_record(ctx, cur, prev, ts, secs, in_flight):
+    """One interval's JSON object from two snapshots."""
+    tracer, plan = ctx["tracer"], ctx["tracer"].plan
+    hists, counters = report.interval_deltas(cur, prev)
     stages = {}
     for stage in plan.stages:
         h = hists[stage]
         s = h.summary()
         s["hist"] = [[lo, hi, c] for lo, hi, c in h.log2_buckets(1)]
-        if stage in classes:
+        if stage in ctx["classes"]:
             s["by_class"] = {c: hists["%s.%s" % (stage, c)].summary()
                              for c in probetable.OP_CLASSES}
         stages[stage] = s
-    return {
+    rec = {
         "type": "interval",
         "ts": round(ts, 6),
         "interval_s": round(secs, 3),
-        "pid": target.pid,
-        "ceph_version": version,
+        "pid": ctx["pid"],
+        "ceph_version": ctx["version"],
         "stages": stages,
         "unavailable": dict(plan.unavailable),
-        "lost": lost,
+        "lost": report.split_counters(counters),
         "in_flight": in_flight,
-        "call_bias_us": round(call_bias_ns / 1000.0, 3),
+        "call_bias_us": round(tracer.call_bias_ns / 1000.0, 3),
     }
+    if not tracer.kernel:
+        return rec, hists
+    roles = tracer.roles
+    kst, per_role = report.kernel_stages(hists, roles)
+    kernel = {}
+    for name in probetable.KERNEL_STAGES:
+        h = kst[name]
+        s = h.summary()
+        s["hist"] = [[lo, hi, c] for lo, hi, c in h.log2_buckets(1)]
+        if name in per_role:
+            s["by_role"] = {r: rh.summary() for r, rh in per_role[name].items()}
+        kernel[name] = s
+    kernel["block_rq"]["by_device"] = {
+        dev: {"count": d["count"] - p.get("count", 0),
+              "mean_us": round((d["sum_ns"] - p.get("sum_ns", 0)) /
+                               max(1, d["count"] - p.get("count", 0)) / 1000,
+                               1),
+              "bytes": d["bytes"] - p.get("bytes", 0)}
+        for dev, d in cur.devs.items()
+        for p in [prev.devs.get(dev, {}) if prev else {}]
+        if d["count"] - p.get("count", 0)}
+    threads = report.thread_table(cur, prev, roles, secs)
+    rec["kernel"] = kernel
+    rec["threads"] = threads
+    worker = roles.names[roles.worker]
+    if "queue_wait" in plan.stages:
+        attr, wakers, _ = report.attribution(hists, counters)
+        rec["attribution"] = attr
+        rec["wakers"] = wakers
+        rec["shards"] = report.shard_table(cur, prev, cur.threads)
+        rec["worker_sleep_pct"] = threads.get(worker, {}).get("offcpu_pct")
+        stage_hists = {k: hists[k] for k in plan.stages}
+        cause, text = report.verdict(stage_hists, kst, attr, wakers, threads,
+                                     worker)
+        rec["cause"] = cause
+        rec["verdict"] = text
+    hists.update({"kernel." + k: v for k, v in kst.items()})
+    return rec, hists
+
+
+def _row(out, fmt, div, name, s):
+    out.write(fmt % (name, s["count"], s["mean_us"] / div, s["p50_us"] / div,
+                     s["p90_us"] / div, s["p99_us"] / div, s["max_us"] / div))
 
 
 def print_text(out, args, rec, hists):
@@ -238,23 +293,68 @@ def print_text(out, args, rec, hists):
         out.write("\nstage = %s\n" % stage)
         lines = render_log2(hists[stage].log2_buckets(unit_us), unit)
         out.write("\n".join(lines) + "\n" if lines else "     (no events)\n")
+    for stage in ("offcpu", "wakeup_delay", "block_rq", "syncfs"):
+        if "kernel" not in rec or not rec["kernel"][stage]["count"]:
+            continue
+        out.write("\nkernel stage = %s\n" % stage)
+        out.write("\n".join(render_log2(
+            hists["kernel." + stage].log2_buckets(unit_us), unit)) + "\n")
     div = 1000.0 if args.milliseconds else 1.0
     out.write("\n%-20s %9s %9s %9s %9s %9s %9s\n" % (
         "STAGE", "COUNT", "MEAN", "P50", "P90", "P99", "MAX"))
     fmt = "%-20s %9d %9.3f %9.3f %9.3f %9.3f %9.3f\n" if args.milliseconds \
         else "%-20s %9d %9.1f %9.1f %9.1f %9.1f %9.1f\n"
-
-    def row(name, s):
-        out.write(fmt % (name, s["count"], s["mean_us"] / div,
-                         s["p50_us"] / div, s["p90_us"] / div,
-                         s["p99_us"] / div, s["max_us"] / div))
     for stage, s in rec["stages"].items():
-        row(stage, s)
+        _row(out, fmt, div, stage, s)
         for cls, cs in s.get("by_class", {}).items():
             if cs["count"]:
-                row("  " + cls, cs)
+                _row(out, fmt, div, "  " + cls, cs)
+    for stage, s in rec.get("kernel", {}).items():
+        if s["count"]:
+            _row(out, fmt, div, stage, s)
     out.write("(%s; interval %.1f s)\n" % ("ms" if args.milliseconds else "us",
                                            rec["interval_s"]))
+    if rec.get("threads"):
+        out.write("\n%-16s %7s %8s %8s %12s %9s\n" % (
+            "THREAD ROLE", "THREADS", "%OFFCPU", "%RUNQ", "%FUTEX/OFF",
+            "WAKEUPS"))
+        for role, t in rec["threads"].items():
+            out.write("%-16s %7d %8.1f %8.1f %12.1f %9d\n" % (
+                role, t["threads"], t["offcpu_pct"], t["runq_pct"],
+                t["futex_pct_of_offcpu"], t["wakeups"]))
+    if rec.get("attribution"):
+        a, w = rec["attribution"], rec["wakers"]
+        out.write("\n%-26s %9s %9s %9s %7s\n" % (
+            "QUEUE_WAIT ATTRIBUTION", "MEAN", "P50", "P99", "SHARE"))
+        labels = {"busy": "worker busy", "signal": "signal delay (asleep)",
+                  "runq": "run-queue delay", "pickup": "pickup"}
+        for part in probetable.ATTR_PARTS:
+            v = a[part]
+            out.write("%-26s %9.1f %9.1f %9.1f %6.0f%%\n" % (
+                labels[part], v["mean_us"], v["p50_us"], v["p99_us"],
+                100 * v["share"]))
+        out.write("workers that slept with the op queued were woken by: the "
+                  "enqueuer %d,\nanother thread %d, their timed wait %d; "
+                  "timed waits that found work: %d\n" % (
+                      w["enqueuer"], w["other"], w["timeout"],
+                      w["timeouts_with_work"]))
+        if rec.get("shards"):
+            out.write("\n%-6s %7s %8s %9s %6s %6s %6s %6s %8s\n" % (
+                "SHARD", "WORKERS", "OPS", "QWAIT_US", "BUSY", "SIGNAL",
+                "RUNQ", "PICKUP", "TIMEOUTS"))
+            for r in rec["shards"]:
+                out.write("%-6s %7d %8d %9.1f %5.0f%% %5.0f%% %5.0f%% %5.0f%% "
+                          "%8d\n" % (
+                              r["shard"], r["workers"], r["ops"],
+                              r["queue_wait_mean_us"], 100 * r["busy"],
+                              100 * r["signal"], 100 * r["runq"],
+                              100 * r["pickup"], r["timeouts_with_work"]))
+    if rec.get("verdict"):
+        out.write("\nVERDICT (%s):\n" % report.CAUSES.get(rec["cause"],
+                                                         rec["cause"]))
+        for line in rec["verdict"].splitlines():
+            out.write(textwrap.fill(line, 78, initial_indent="  ",
+                                    subsequent_indent="    ") + "\n")
     for stage, why in rec["unavailable"].items():
         out.write("unavailable: %s: %s\n" % (stage, why))
     lost = {k: v for k, v in rec["lost"].items() if v}
@@ -271,11 +371,20 @@ def run(args, out=sys.stdout, err=sys.stderr):
         require_root(TOOL)
         return list_osds(args, out)
     require_root(TOOL)
-    target = pick_target(args)
+    if args.probes:
+        sp = spec.load(args.probes)
+        if args.pid is None:
+            raise UserError("--probes needs -p PID")
+        target = Target(args.pid, allow_any=True)
+        rel, roles, version = sp.release, sp.roles, None
+        wanted = args.stages or sp.stages()
+    else:
+        target = pick_target(args)
+        version, rel = release_of(target, args.release)
+        roles = CEPH_ROLES
+        wanted = args.stages or list(probetable.STAGES)
     require_btf()
     require_tracefs()
-    version, rel = release_of(target, args.release)
-    wanted = args.stages or list(probetable.STAGES)
     with ElfSymbols(target.exe_path) as elf:
         plan = resolve(elf, rel, wanted)
     if plan.unavailable and (args.strict or not plan.stages):
@@ -283,10 +392,13 @@ def run(args, out=sys.stdout, err=sys.stderr):
         raise UserError("stage %s unavailable: %s" % (stage, why))
 
     tracer = StageTracer(target.pid, target.exe_path, plan, rmw=rel.rmw,
-                         max_ops=args.max_ops)
+                         max_ops=args.max_ops, kernel=not args.no_kernel,
+                         roles=roles)
     # the op class is read at completion: split only when that is probed
     done = any(ev == probetable.DONE for _, ev, _, _ in plan.op_events)
     classes = set(probetable.CLASS_SPLIT) if rel.rmw and done else set()
+    ctx = {"tracer": tracer, "pid": target.pid, "version": version,
+           "classes": classes}
     stopping = []
 
     def on_signal(signum, frame):
@@ -298,23 +410,28 @@ def run(args, out=sys.stdout, err=sys.stderr):
     try:
         tracer.start()
         n = len(plan.stages)
-        err.write("Tracing %d stage%s of ceph-osd %d (Ceph %s, %d probes, "
-                  "probe cost %.1f us/call subtracted)... %s\n" % (
-                      n, "" if n == 1 else "s", target.pid, version,
-                      plan.probe_count(), tracer.call_bias_ns / 1000.0,
-                            "Hit Ctrl-C to end." if args.count is None else
-                            "%d report%s." % (args.count,
-                                              "" if args.count == 1 else "s")))
+        what = "ceph-osd %d (Ceph %s" % (target.pid, version) if version else \
+            "%s %d (%s" % (target.comm, target.pid, rel.name)
+        cost = ", probe cost %.1f us/call subtracted" % (
+            tracer.call_bias_ns / 1000.0) if plan.calls else ""
+        err.write("Tracing %d stage%s%s of %s, %d probes%s)... %s\n" % (
+                      n, "" if n == 1 else "s",
+                      "" if args.no_kernel else " + kernel", what,
+                      plan.probe_count(), cost,
+                      "Hit Ctrl-C to end." if args.count is None else
+                      "%d report%s." % (args.count,
+                                        "" if args.count == 1 else "s")))
         err.flush()
-        return _loop(args, out, err, target, version, tracer, classes, stopping)
+        return _loop(args, out, err, target, ctx, stopping)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
         tracer.close()
 
 
-def _loop(args, out, err, target, version, tracer, classes, stopping):
-    prev, prev_lost = {}, {}
+def _loop(args, out, err, target, ctx, stopping):
+    tracer = ctx["tracer"]
+    prev = tracer.snapshot()
     t_last = time.time()
     next_age = time.monotonic() + min(10.0, args.op_timeout)
     reports = 0
@@ -326,21 +443,19 @@ def _loop(args, out, err, target, version, tracer, classes, stopping):
                 ended = "interrupted"
                 break
             if not target.alive():
-                ended = "ceph-osd %d exited" % target.pid
+                ended = "%s %d exited" % (target.comm, target.pid)
                 break
             if time.monotonic() >= next_age:
                 tracer.age_out(args.op_timeout)
+                if tracer.kernel:
+                    tracer.prune_threads()
                 next_age = time.monotonic() + min(10.0, args.op_timeout)
             time.sleep(min(0.2, max(0.0, deadline - time.time())))
         now = time.time()
-        cur, lost_cur = tracer.snapshot()
-        hists = {k: hist_delta(h, prev.get(k)) for k, h in cur.items()}
-        lost = {k: v - prev_lost.get(k, 0) for k, v in lost_cur.items()}
-        prev, prev_lost = cur, lost_cur
-        rec = interval_record(target, version, tracer.plan, hists, classes,
-                              lost, now, now - t_last,
-                              tracer.in_flight() if not ended else None,
-                              tracer.call_bias_ns)
+        cur = tracer.snapshot()
+        rec, hists = interval_record(ctx, cur, prev, now, now - t_last,
+                                     tracer.in_flight() if not ended else None)
+        prev = cur
         t_last = now
         try:
             if args.json:

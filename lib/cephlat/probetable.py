@@ -30,7 +30,19 @@ for _stage in CLASS_SPLIT:
         STAGE_IDS["%s.%s" % (_stage, _cls)] = _next
         _next += 1
 STAGE_IDS["_calib"] = _next          # probe-cost calibration
-N_STAGE_IDS = _next + 1
+# queue-wait attribution parts, kernel stages (probes/osdstage.h)
+ATTR_PARTS = ["busy", "signal", "runq", "pickup"]
+for _i, _part in enumerate(ATTR_PARTS):
+    STAGE_IDS["attr." + _part] = 14 + _i
+STAGE_IDS["syncfs"] = 18
+STAGE_IDS["block_rq"] = 19
+MAX_ROLES = 8
+ROLE_STAGES = [("offcpu", 24), ("wakeup_delay", 32), ("futex_wait", 40)]
+for _name, _base in ROLE_STAGES:
+    for _r in range(MAX_ROLES):
+        STAGE_IDS["%s.%d" % (_name, _r)] = _base + _r
+N_STAGE_IDS = 48
+KERNEL_STAGES = ["syncfs", "block_rq", "futex_wait", "offcpu", "wakeup_delay"]
 
 # op events (enum op_event)
 ENQUEUE, DEQUEUE, DONE = 1, 2, 3

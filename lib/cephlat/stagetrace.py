@@ -14,7 +14,29 @@ from . import bpf, probetable
 from .hist import HIST_SLOTS, Hist, slot_bounds_us
 
 COUNTER_NAMES = ["start_map_full", "no_start", "negative", "op_map_full",
-                 "op_unknown", "bad_arg", "op_replaced"]
+                 "op_unknown", "bad_arg", "op_replaced", "thread_map_full",
+                 "attr_truncated", "wake_enqueuer", "wake_other",
+                 "wake_timeout", "rq_map_full", "timeouts_with_work"]
+# counters that are results, not losses
+RESULT_COUNTERS = ("wake_enqueuer", "wake_other", "wake_timeout",
+                   "timeouts_with_work")
+MAX_ROLES = 8
+KERNEL_PROGRAMS = {
+    # program: what it needs
+    "on_switch": "tp_btf", "on_waking": "tp_btf",
+    "on_futex_enter": "tracepoint", "on_futex_exit": "tracepoint",
+    "on_syncfs_enter": "tracepoint", "on_syncfs_exit": "tracepoint",
+    "on_rq_insert": "tp_btf", "on_rq_issue": "tp_btf",
+    "on_rq_complete": "tp_btf",
+}
+
+# struct thread_state (probes/osdstage.h) up to the ring, then 16 x tring
+_THREAD_FMT = "<QIIQQQQQQQQQIIIIQQ"
+_THREAD_SIZE = struct.calcsize(_THREAD_FMT)
+_TRING = 16
+_TRING_SIZE = 32
+_SHARD_FMT = "<11Q"
+_DEV_FMT = "<4Q"
 DEFAULT_MAX_OPS = 65536
 DEFAULT_OP_TIMEOUT_S = 120.0
 
@@ -89,13 +111,68 @@ def resolve(elf, release, wanted):
     return plan
 
 
+class _RolePrefix(ctypes.Structure):
+    _fields_ = [("prefix", ctypes.c_char * 16),
+                ("len", ctypes.c_uint32),
+                ("role", ctypes.c_uint32)]
+
+
 class _Rodata(ctypes.Structure):
-    # order of the const volatile globals in probes/osdstage.bpf.c
+    # the const volatile globals of probes/osdstage.bpf.c, at their .rodata
+    # offsets (tests/unit/test_layout.py checks them against the object's BTF)
     _fields_ = [("targ_tgid", ctypes.c_uint32),
                 ("rmw_flags_off", ctypes.c_uint32),
                 ("rmw_read_bit", ctypes.c_uint32),
                 ("rmw_write_bit", ctypes.c_uint32),
-                ("calib_tgid", ctypes.c_uint32)]
+                ("calib_tgid", ctypes.c_uint32),
+                ("worker_role", ctypes.c_uint32),
+                ("roles", _RolePrefix * MAX_ROLES)]
+
+
+class Roles:
+    """Thread roles by name prefix: [(prefix, role name)]; role 0 = other.
+    The BPF side classifies a thread when it first sees it (and when its
+    name changes) with the same first-match rule."""
+
+    def __init__(self, prefixes, worker=1):
+        if len(prefixes) > MAX_ROLES - 1:
+            raise ValueError("at most %d roles" % (MAX_ROLES - 1))
+        self.prefixes = list(prefixes)
+        self.names = ["other"] + [name for _, name in prefixes]
+        self.worker = worker
+
+    def classify(self, comm):
+        for i, (prefix, _) in enumerate(self.prefixes):
+            if comm.startswith(prefix):
+                return i + 1
+        return 0
+
+    def fill(self, ro):
+        for i, (prefix, _) in enumerate(self.prefixes):
+            b = prefix.encode()[:15]
+            ro.roles[i].prefix = b
+            ro.roles[i].len = len(b)
+            ro.roles[i].role = i + 1
+        ro.worker_role = self.worker
+
+
+# Ceph's threads (design.md §4); role 1 are the shard workers.
+CEPH_ROLES = Roles([("tp_osd_tp", "tp_osd_tp"), ("msgr-worker-", "msgr-worker"),
+                    ("ms_dispatch", "ms_dispatch"),
+                    ("bstore_kv_sync", "bstore_kv_sync"),
+                    ("bstore_aio", "bstore_aio"), ("rocksdb:", "rocksdb")])
+
+
+class Snapshot:
+    """Cumulative state read from the kernel at one moment."""
+
+    def __init__(self, hists, counters, threads, shards, devs, mono_ns):
+        self.hists, self.counters = hists, counters
+        self.threads, self.shards, self.devs = threads, shards, devs
+        self.mono_ns = mono_ns
+
+    def __iter__(self):             # hists, counters = tracer.snapshot()
+        return iter((self.hists, self.counters))
 
 
 class StageTracer:
@@ -103,8 +180,10 @@ class StageTracer:
     readable (and probed) at `exe_path`."""
 
     def __init__(self, pid, exe_path, plan, rmw=None, max_ops=DEFAULT_MAX_OPS,
-                 bpf_dir=None, calibrate=True):
+                 bpf_dir=None, calibrate=True, kernel=False, roles=None):
         self.pid, self.exe_path, self.plan, self.rmw = pid, exe_path, plan, rmw
+        self.kernel = kernel
+        self.roles = roles or CEPH_ROLES
         self.max_ops = max_ops
         self.bpf_dir = bpf_dir or default_bpf_dir()
         self.want_calibration = calibrate
@@ -119,9 +198,20 @@ class StageTracer:
         ro = _Rodata(targ_tgid=self.pid, calib_tgid=os.getpid())
         if self.rmw:
             ro.rmw_flags_off, ro.rmw_read_bit, ro.rmw_write_bit = self.rmw
+        self.roles.fill(ro)
         self.obj.set_rodata(ro)
         self.obj.set_max_entries("ops", self.max_ops)
+        if not self.kernel:
+            for prog in KERNEL_PROGRAMS:
+                self.obj.set_autoload(prog, False)
         self.obj.load()
+        self.threads = self.obj.map("threads")
+        self.shards = self.obj.map("shards")
+        self.devs = self.obj.map("devs")
+        if self.kernel:
+            self._seed_threads()
+            for prog in KERNEL_PROGRAMS:
+                self.obj.attach(prog)
         self.reader = StatsReader(self.obj.map("stats"))
         if self.want_calibration and self.plan.calls:
             self.call_bias_ns = self._calibrate()
@@ -181,14 +271,101 @@ class StageTracer:
             return 0
         return int(h.percentile_us(0.5) * 1000)
 
+    def _seed_threads(self):
+        """Enter the target's existing threads with their current state, so
+        that a thread asleep for the whole run is counted as asleep."""
+        now = time.monotonic_ns()
+        task_dir = "/proc/%d/task" % self.pid
+        for tid in os.listdir(task_dir):
+            try:
+                with open(os.path.join(task_dir, tid, "comm"), "rb") as f:
+                    comm = f.read().rstrip(b"\n")
+                with open(os.path.join(task_dir, tid, "stat")) as f:
+                    st = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            state = 0 if st == "R" else 1
+            c8 = (comm + b"\0" * 8)[:8]
+            head = struct.pack(_THREAD_FMT, struct.unpack("<Q", c8)[0],
+                               self.roles.classify(comm.decode("utf-8",
+                                                               "replace")),
+                               state, now, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
+                               now, 0)
+            ring = struct.pack("<QQQII", now, 0, 0, state, 0)
+            ring += b"\0" * (_TRING_SIZE * (_TRING - 1))
+            try:
+                self.threads.update(struct.pack("<I", int(tid)), head + ring)
+            except OSError:
+                pass
+
+    def read_threads(self):
+        """{tid: dict} of the threads map, with in-progress time added."""
+        now = time.monotonic_ns()
+        out = {}
+        size = self.threads.value_size
+        for key in self.threads.keys():
+            raw = self.threads.lookup(key, size)
+            if raw is None:
+                continue
+            (comm8, role, state, since, cum_sleep, cum_runq, cum_futex, wake_ts,
+             _oncpu, futex_start, cv, _sync, _waker, _to, wakeups,
+             _head, born, died) = struct.unpack_from(_THREAD_FMT, raw)
+            if now > since:
+                if state == 1:
+                    cum_sleep += now - since
+                elif state == 2:
+                    cum_runq += now - since
+            if futex_start and now > futex_start:
+                cum_futex += now - futex_start
+            out[struct.unpack("<I", key)[0]] = {
+                "role": role, "state": state, "sleep_ns": cum_sleep,
+                "runq_ns": cum_runq, "futex_ns": cum_futex,
+                "wakeups": wakeups, "cv": cv & ~1, "born": born,
+                "died": died}
+        return out
+
+    def prune_threads(self):
+        """Forget threads that have exited."""
+        for key in self.threads.keys():
+            tid = struct.unpack("<I", key)[0]
+            if not os.path.exists("/proc/%d/task/%d" % (self.pid, tid)):
+                self.threads.delete(key)
+
+    def read_shards(self):
+        out = {}
+        for key in self.shards.keys():
+            raw = self.shards.lookup(key, struct.calcsize(_SHARD_FMT))
+            if raw is not None:
+                v = struct.unpack(_SHARD_FMT, raw)
+                out[struct.unpack("<Q", key)[0]] = dict(zip(
+                    ("ops", "qwait_ns", "busy_ns", "signal_ns", "runq_ns",
+                     "pickup_ns", "wake_enqueuer", "wake_other",
+                     "wake_timeout", "qwait_max_ns", "timeouts_with_work"), v))
+        return out
+
+    def read_devs(self):
+        out = {}
+        for key in self.devs.keys():
+            raw = self.devs.lookup(key, struct.calcsize(_DEV_FMT))
+            if raw is not None:
+                c, s_ns, b, mx = struct.unpack(_DEV_FMT, raw)
+                dev = struct.unpack("<I", key)[0]
+                out["%d:%d" % (dev >> 20, dev & 0xFFFFF)] = {
+                    "count": c, "sum_ns": s_ns, "bytes": b, "max_ns": mx}
+        return out
+
     def snapshot(self):
-        """Cumulative ({stage id name: Hist}, {counter: n}) since start()."""
+        """Cumulative state since start()."""
+        mono = time.monotonic_ns()
         hists = {name: self.reader.read(sid)
                  for name, sid in probetable.STAGE_IDS.items()
                  if not name.startswith("_")}
         counters = read_counters(self.counters)
         counters["op_aged_out"] = self.aged_out
-        return hists, counters
+        if not self.kernel:
+            return Snapshot(hists, counters, {}, self.read_shards(), {}, mono)
+        return Snapshot(hists, counters, self.read_threads(),
+                        self.read_shards(), self.read_devs(), mono)
 
     def age_out(self, timeout_s=DEFAULT_OP_TIMEOUT_S):
         """Drop ops idle for longer than timeout_s (never completed: client

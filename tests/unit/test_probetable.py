@@ -22,17 +22,30 @@ def _enum(name):
 
 
 def test_stage_ids_match_header():
-    names = _enum("stage_id")
-    assert names[-1] == "ST__COUNT"
-    expect = ["ST_" + n.lstrip("_").upper().replace(".", "_") for n, _ in
-              sorted(probetable.STAGE_IDS.items(), key=lambda kv: kv[1])]
-    assert names[:-1] == expect
-    assert probetable.N_STAGE_IDS <= 16          # MAX_STAGES
+    """Every id of probetable.STAGE_IDS is the header's enum value."""
+    body = re.search(r"enum stage_id \{(.*?)\};", HEADER, re.S).group(1)
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    ids, n = {}, -1
+    for e in [e.strip() for e in body.split(",") if e.strip()]:
+        name, _, val = e.partition("=")
+        n = int(val) if val.strip() else n + 1
+        ids[name.strip()] = n
+    by_id = {v: k for k, v in probetable.STAGE_IDS.items()}
+    fixed = {k: v for k, v in ids.items() if v < ids["ST__FIXED"]}
+    for name, v in fixed.items():
+        want = "ST_" + by_id[v].lstrip("_").upper().replace(".", "_")
+        assert name == want, (name, want)
+    for stage, base in probetable.ROLE_STAGES:
+        enum = {"offcpu": "ST_ROLE_OFFCPU", "wakeup_delay": "ST_ROLE_WAKEUP",
+                "futex_wait": "ST_ROLE_FUTEX"}[stage]
+        assert ids[enum] == base == probetable.STAGE_IDS[stage + ".0"]
+    assert ids["ST__COUNT"] == probetable.N_STAGE_IDS
+    max_stages = int(re.search(r"#define MAX_STAGES\s+(\d+)", HEADER).group(1))
+    assert probetable.N_STAGE_IDS <= max_stages
 
 
 def test_counter_names_match_header():
-    names = [n for n in _enum("counter_id") if n != "CNT__MAX = 8"]
-    names = [n for n in names if n != "CNT__MAX"]
+    names = [n for n in _enum("counter_id") if n != "CNT__MAX"]
     assert [n.lower() for n in names] == ["cnt_" + c for c in COUNTER_NAMES]
 
 

@@ -1,0 +1,224 @@
+"""From two kernel snapshots to what an operator reads: kernel stages per
+thread role, the queue-wait attribution, per-shard numbers and a verdict
+in plain words."""
+from . import probetable
+from .hist import Hist
+from .stagetrace import RESULT_COUNTERS, hist_delta
+
+
+def _merge(hists):
+    out = Hist()
+    for h in hists:
+        out.merge(h)
+    return out
+
+
+def thread_table(cur, prev, roles, secs):
+    """Per role: threads, % of time asleep off-CPU, % waiting for a CPU,
+    % of the off-CPU time in futex waits, wake-ups."""
+    rows = {}
+    end = cur.mono_ns
+    start = prev.mono_ns if prev else end - int(secs * 1e9)
+    for tid, t in cur.threads.items():
+        p = prev.threads.get(tid) if prev else None
+        if t["died"] and t["died"] < start:
+            continue
+        name = roles.names[t["role"]] if t["role"] < len(roles.names) else "other"
+        r = rows.setdefault(name, {"threads": 0, "sleep_ns": 0, "runq_ns": 0,
+                                   "futex_ns": 0, "wakeups": 0, "span_ns": 0})
+        r["threads"] += 1
+        # the part of the interval this thread existed in
+        r["span_ns"] += max(0, min(end, t["died"] or end) - max(start, t["born"]))
+        for k in ("sleep_ns", "runq_ns", "futex_ns", "wakeups"):
+            r[k] += t[k] - (p[k] if p else 0)
+    out = {}
+    for name in roles.names:
+        r = rows.get(name)
+        if not r:
+            continue
+        denom = max(r["span_ns"], 1)
+        out[name] = {
+            "threads": r["threads"],
+            "offcpu_pct": round(min(100.0, 100.0 * r["sleep_ns"] / denom), 1),
+            "runq_pct": round(min(100.0, 100.0 * r["runq_ns"] / denom), 1),
+            "futex_pct_of_offcpu": round(min(100.0, 100.0 * r["futex_ns"] /
+                                             r["sleep_ns"]), 1)
+            if r["sleep_ns"] else 0.0,
+            "wakeups": r["wakeups"],
+        }
+    return out
+
+
+def kernel_stages(hists, roles):
+    """Overall kernel stages, and per role."""
+    out, per_role = {}, {}
+    for stage, _base in probetable.ROLE_STAGES:
+        per = {}
+        for r, name in enumerate(roles.names):
+            h = hists.get("%s.%d" % (stage, r))
+            if h is not None and h.count:
+                per[name] = h
+        out[stage] = _merge(per.values())
+        per_role[stage] = per
+    out["syncfs"] = hists["syncfs"]
+    out["block_rq"] = hists["block_rq"]
+    return out, per_role
+
+
+def attribution(hists, counters):
+    parts = {p: hists["attr." + p] for p in probetable.ATTR_PARTS}
+    total = sum(h.sum_ns for h in parts.values())
+    out = {}
+    for p, h in parts.items():
+        s = h.summary()
+        out[p] = {"mean_us": s["mean_us"], "p50_us": s["p50_us"],
+                  "p99_us": s["p99_us"],
+                  "share": round(h.sum_ns / total, 3) if total else 0.0}
+    wakers = {"enqueuer": counters.get("wake_enqueuer", 0),
+              "other": counters.get("wake_other", 0),
+              "timeout": counters.get("wake_timeout", 0),
+              "timeouts_with_work": counters.get("timeouts_with_work", 0)}
+    return out, wakers, parts["busy"].count
+
+
+def shard_table(cur, prev, threads):
+    """Per shard (the set of workers sharing a condition variable)."""
+    rows = []
+    keys = sorted(k for k in cur.shards if k)
+    workers = {}
+    for t in threads.values():
+        if t.get("cv"):
+            workers[t["cv"]] = workers.get(t["cv"], 0) + 1
+    for i, key in enumerate(keys + ([0] if 0 in cur.shards else [])):
+        c = cur.shards[key]
+        p = prev.shards.get(key, {}) if prev else {}
+        d = {k: v - p.get(k, 0) for k, v in c.items() if k != "qwait_max_ns"}
+        if not d["ops"]:
+            continue
+        q = d["qwait_ns"] or 1
+        rows.append({
+            "shard": i if key else "?",
+            "cv": "0x%x" % key,
+            "workers": workers.get(key, 0),
+            "ops": d["ops"],
+            "queue_wait_mean_us": round(d["qwait_ns"] / d["ops"] / 1000, 1),
+            "busy": round(d["busy_ns"] / q, 3),
+            "signal": round(d["signal_ns"] / q, 3),
+            "runq": round(d["runq_ns"] / q, 3),
+            "pickup": round(d["pickup_ns"] / q, 3),
+            "wake_enqueuer": d["wake_enqueuer"],
+            "wake_other": d["wake_other"],
+            "wake_timeout": d["wake_timeout"],
+            "timeouts_with_work": d["timeouts_with_work"],
+        })
+    return rows
+
+
+def _ms(us):
+    return "%.2f ms" % (us / 1000.0) if us >= 100 else "%.0f us" % us
+
+
+CAUSES = {
+    "busy": "workers saturated",
+    "signal": "wake-ups late",
+    "missed": "wake-ups missed",
+    "runq": "CPU contention",
+    "storage": "storage",
+    "syncfs": "syncfs stalls",
+    "idle": "no queueing",
+    "none": "no ops",
+}
+
+
+def verdict(stages, kstages, attr, wakers, threads, worker_role):
+    """-> (cause, text): the dominant reason ops waited, in plain words,
+    with the numbers behind it."""
+    qw = stages.get("queue_wait")
+    lines = []
+    cause = "none"
+    wk = threads.get(worker_role, {})
+    sleep_pct = wk.get("offcpu_pct")
+    woke = wakers["enqueuer"] + wakers["other"] + wakers["timeout"]
+    if qw is None or qw.count == 0:
+        lines.append("no ops were dequeued in this interval.")
+    else:
+        shares = {p: attr[p]["share"] for p in attr}
+        top = max(("busy", "signal", "runq"), key=lambda p: shares[p])
+        qs = qw.summary()
+        head = "ops waited %s in shard queues (p99 %s)" % (
+            _ms(qs["mean_us"]), _ms(qs["p99_us"]))
+        to_pct = 100.0 * wakers["timeout"] / woke if woke else 0.0
+        if top == "signal" or (to_pct >= 50 and shares["signal"] >= 0.25):
+            cause = "missed" if to_pct >= 50 else "signal"
+            lines.append(
+                "%s; %d %% of it was workers asleep with work queued (signal "
+                "delay p50 %s; %d %% of wake-ups came only from the timed "
+                "wait expiring, %d times with work queued)." % (
+                    head, round(100 * shares["signal"]),
+                    _ms(attr["signal"]["p50_us"]), round(to_pct),
+                    wakers["timeouts_with_work"]))
+            if cause == "missed":
+                lines.append("wake-ups are being missed: queued work is "
+                             "found only when the workers' timed wait "
+                             "expires.")
+        elif top == "runq":
+            cause = "runq"
+            lines.append(
+                "%s; %d %% of it workers were runnable but waiting for a CPU "
+                "(run-queue delay p99 %s): CPU contention." % (
+                    head, round(100 * shares["runq"]),
+                    _ms(attr["runq"]["p99_us"])))
+        else:
+            cause = "busy"
+            lines.append(
+                "%s; %d %% of it the worker was busy with earlier ops: the "
+                "shard workers are saturated." % (
+                    head, round(100 * shares["busy"])))
+        if qs["mean_us"] < 20 and cause != "missed":
+            cause = "idle"
+            lines[-1] += " (short: queueing is not the problem)"
+        # storage versus queueing, when the op's whole life is known
+        tot = stages.get("op_total")
+        storage = sum(stages[s].sum_ns for s in ("bluestore_read",
+                                                  "bluestore_submit")
+                      if s in stages)
+        if tot is not None and tot.sum_ns:
+            st_share = storage / tot.sum_ns
+            q_share = qw.sum_ns / tot.sum_ns
+            if st_share > max(q_share, 0.3):
+                cause = "storage"
+                lines.insert(0, "storage dominates: the object store took "
+                             "%d %% of op time, the queues %d %%." % (
+                                 round(100 * st_share), round(100 * q_share)))
+        lines.append("CPU run-queue delay %s; workers slept %s of the time." %
+                     (_ms(attr["runq"]["mean_us"]),
+                      "%d %%" % round(sleep_pct) if sleep_pct is not None
+                      else "an unknown share"))
+    br = kstages.get("block_rq")
+    if br is not None and br.count:
+        bs = br.summary()
+        lines.append("block requests: %d, mean %s, p99 %s." % (
+            bs["count"], _ms(bs["mean_us"]), _ms(bs["p99_us"])))
+    sf = kstages.get("syncfs")
+    if sf is not None and sf.count:
+        ss = sf.summary()
+        stall = ss["p99_us"] >= 50000
+        lines.append("syncfs: %d calls, mean %s, p99 %s%s." % (
+            ss["count"], _ms(ss["mean_us"]), _ms(ss["p99_us"]),
+            " - syncfs stalls" if stall else ""))
+        if stall and cause in ("none", "idle"):
+            cause = "syncfs"
+    return cause, "\n".join(lines)
+
+
+def interval_deltas(cur, prev):
+    hists = {k: hist_delta(h, prev.hists.get(k) if prev else None)
+             for k, h in cur.hists.items()}
+    counters = {k: v - (prev.counters.get(k, 0) if prev else 0)
+                for k, v in cur.counters.items()}
+    return hists, counters
+
+
+def split_counters(counters):
+    lost = {k: v for k, v in counters.items() if k not in RESULT_COUNTERS}
+    return lost

@@ -1,0 +1,90 @@
+"""Probe specs: trace any producer/consumer program, not only ceph-osd.
+
+A spec is a small JSON file naming the function that queues an item, the
+one that takes it off the queue (and optionally the one that completes
+it), which argument holds the item's key, and the worker threads' name:
+
+  {
+    "name": "shardq",
+    "enqueue": {"function": "sim::enqueue", "key_arg": 2},
+    "dequeue": {"function": "sim::dequeue", "key_arg": 1},
+    "done":    {"function": "sim::finish", "key_arg": 1},
+    "workers": "shardq-w",
+    "roles":   {"shardq-hog": "hog"}
+  }
+
+function: the demangled qualified name; "params" (optional) a regular
+expression the demangled parameter list must match. key_arg counts
+arguments from 1 (`this` is 1 for a member function); "deref": true when
+the argument points at a smart pointer holding the key. workers: the
+thread-name prefix of the queue's workers; roles: more prefixes to name.
+Ceph's built-in table (probetable.py) is the same thing for ceph-osd.
+"""
+import json
+
+from .errors import UserError
+from .probetable import Func, Release
+from .stagetrace import MAX_ROLES, Roles
+
+_ROLE_OF = {"enqueue": "enqueue_op", "dequeue": "dequeue_op",
+            "done": "log_op_stats"}
+
+
+class Spec:
+    def __init__(self, name, release, roles):
+        self.name, self.release, self.roles = name, release, roles
+
+    def stages(self):
+        out = ["queue_wait"]
+        if "log_op_stats" in self.release.funcs:
+            out.append("op_total")
+        return out
+
+
+def _func(path, what, d):
+    if not isinstance(d, dict) or not isinstance(d.get("function"), str):
+        raise UserError("%s: \"%s\" needs a \"function\" name" % (path, what))
+    arg = d.get("key_arg")
+    if not isinstance(arg, int) or not 1 <= arg <= 5:
+        raise UserError("%s: \"%s\".key_arg must be an argument number 1-5"
+                        % (path, what))
+    params = d.get("params", ".*")
+    try:
+        return Func(d["function"], params, op_arg=(arg, bool(d.get("deref"))))
+    except Exception as e:       # re.error
+        raise UserError("%s: \"%s\".params is not a regular expression: %s"
+                        % (path, what, e))
+
+
+def parse(text, path="<spec>"):
+    try:
+        d = json.loads(text)
+    except ValueError as e:
+        raise UserError("%s is not a JSON probe spec: %s" % (path, e))
+    if not isinstance(d, dict):
+        raise UserError("%s: a probe spec is a JSON object" % path)
+    for key in ("enqueue", "dequeue", "workers"):
+        if key not in d:
+            raise UserError("%s: missing \"%s\"" % (path, key))
+    funcs = {}
+    for key, role in _ROLE_OF.items():
+        if key in d:
+            funcs[role] = _func(path, key, d[key])
+    if not isinstance(d["workers"], str) or not d["workers"]:
+        raise UserError("%s: \"workers\" is a thread-name prefix" % path)
+    extra = d.get("roles", {})
+    if not isinstance(extra, dict) or len(extra) > MAX_ROLES - 2:
+        raise UserError("%s: \"roles\" maps at most %d name prefixes to role "
+                        "names" % (path, MAX_ROLES - 2))
+    roles = Roles([(d["workers"], "worker")] + sorted(extra.items()))
+    name = str(d.get("name", "spec"))
+    return Spec(name, Release("spec", name, funcs), roles)
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        raise UserError("cannot read probe spec %s: %s" % (path, e.strerror))
+    return parse(text, path)

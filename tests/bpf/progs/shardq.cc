@@ -1,0 +1,228 @@
+// shardq - a controlled sharded work queue with known wake-up behaviour:
+// ground truth for osdstage's queue-wait attribution.
+//
+// USAGE: shardq SHARDS WORKERS ITEMS MODE [GAP_US [DELAY_US [TIMEOUT_MS
+//               [BURST [WORK_US]]]]]
+//   MODE normal   the producer notifies the shard's condition variable
+//        forget   it never notifies: items wait for the workers' timed
+//                 wait (TIMEOUT_MS) to expire - a missed wake-up
+//        delay    it notifies DELAY_US after queueing
+//        contend  as normal, but every CPU runs busy threads and the
+//                 workers are pinned to CPU 0 (CPU contention)
+// Each shard is a queue with a mutex and a condition variable; its WORKERS
+// threads (named "shardq-w<shard>") wait with a timeout. One producer
+// pushes ITEMS items round-robin over the shards, BURST at a time into one
+// shard, GAP_US apart, through sim::enqueue(Shard*, Item*); a worker takes
+// an item, calls sim::dequeue(Item*) (the probe points) and then works on
+// it for WORK_US (busy CPU), so the later items of a burst wait for busy
+// workers. Waits for one line on stdin
+// first, so a tracer can attach. At the end it prints its own
+// measurements as one JSON line:
+//   queue_wait_mean_us  enqueue -> dequeue, all items
+//   asleep_items        items enqueued while every worker of the shard was
+//                       waiting on the condition variable
+//   wake_mean_us        for those: enqueue -> the first worker resumed
+//                       from its wait (signal delay + run-queue delay)
+//   timeouts_with_work  timed waits that expired after which the worker
+//                       took an item (counted once per expired wait)
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <iostream>
+#include <mutex>
+#include <pthread.h>
+#include <sched.h>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sim {
+static inline unsigned long now_ns()
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000UL + t.tv_nsec;
+}
+
+struct Item {
+    unsigned long t_enq = 0, t_resume = 0, t_deq = 0;
+    bool asleep_at_enq = false;
+};
+
+struct Shard {
+    std::mutex m;
+    std::condition_variable cv;
+    std::deque<Item *> q;
+    int waiting = 0;          // workers inside cv.wait_for
+    int workers = 0;
+    unsigned long resumed_at = 0;   // when a worker last came out of a wait
+};
+
+// The item's timestamps are taken as close as possible to where a tracer's
+// probes take theirs: t_enq first thing inside enqueue() (a uprobe fires
+// just before it), t_deq just before the call to dequeue().
+__attribute__((noinline)) void enqueue(Shard *s, Item *it)
+{
+    it->t_enq = now_ns();
+    std::lock_guard<std::mutex> l(s->m);
+    it->asleep_at_enq = s->waiting == s->workers;
+    s->q.push_back(it);
+    asm volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void dequeue(Item *it)
+{
+    asm volatile("" :: "r"(it) : "memory");
+}
+}  // namespace sim
+
+static std::atomic<bool> stop{false};
+static std::atomic<long> done_items{0};
+static std::atomic<long> timeouts_with_work{0};
+
+static void pin_cpu0()
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(0, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+static unsigned work_us = 0;
+
+static void spin_us(unsigned us)
+{
+    unsigned long end = sim::now_ns() + us * 1000UL;
+    while (sim::now_ns() < end)
+        asm volatile("" ::: "memory");
+}
+
+static void worker(sim::Shard *s, int shard, unsigned timeout_ms, bool pin)
+{
+    char name[16];
+    std::snprintf(name, sizeof(name), "shardq-w%d", shard);
+    pthread_setname_np(pthread_self(), name);
+    if (pin)
+        pin_cpu0();
+    bool timed_out = false;     // the last wait expired
+    std::unique_lock<std::mutex> l(s->m);
+    while (!stop) {
+        if (s->q.empty()) {
+            s->waiting++;
+            auto st = s->cv.wait_for(l, std::chrono::milliseconds(timeout_ms));
+            s->waiting--;
+            unsigned long t = sim::now_ns();
+            timed_out = st == std::cv_status::timeout;
+            for (auto *it : s->q)
+                if (!it->t_resume)
+                    it->t_resume = t;
+            continue;
+        }
+        sim::Item *it = s->q.front();
+        s->q.pop_front();
+        if (timed_out)
+            timeouts_with_work++;
+        timed_out = false;
+        l.unlock();
+        it->t_deq = sim::now_ns();
+        sim::dequeue(it);
+        spin_us(work_us);
+        done_items++;
+        l.lock();
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 5) {
+        std::fprintf(stderr, "usage: shardq SHARDS WORKERS ITEMS "
+                     "normal|forget|delay|contend [GAP_US [DELAY_US "
+                     "[TIMEOUT_MS]]]\n");
+        return 2;
+    }
+    int nshards = std::atoi(argv[1]), nworkers = std::atoi(argv[2]);
+    long nitems = std::atol(argv[3]);
+    std::string mode = argv[4];
+    unsigned gap_us = argc > 5 ? std::atoi(argv[5]) : 2000;
+    unsigned delay_us = argc > 6 ? std::atoi(argv[6]) : 1000;
+    unsigned timeout_ms = argc > 7 ? std::atoi(argv[7]) : 20;
+    long burst = argc > 8 ? std::atol(argv[8]) : 1;
+    work_us = argc > 9 ? std::atoi(argv[9]) : 0;
+    if (burst < 1)
+        burst = 1;
+    bool contend = mode == "contend";
+
+    std::vector<sim::Shard> shards(nshards);
+    std::vector<std::thread> threads;
+    for (int s = 0; s < nshards; s++) {
+        shards[s].workers = nworkers;
+        for (int w = 0; w < nworkers; w++)
+            threads.emplace_back(worker, &shards[s], s, timeout_ms, contend);
+    }
+    std::vector<std::thread> hogs;
+    std::atomic<bool> hog_stop{false};
+    std::string line;
+    std::getline(std::cin, line);
+    if (contend) {
+        unsigned n = std::thread::hardware_concurrency();
+        for (unsigned c = 0; c < 2 * n; c++)
+            hogs.emplace_back([&hog_stop] {
+                pthread_setname_np(pthread_self(), "shardq-hog");
+                pin_cpu0();
+                while (!hog_stop)
+                    asm volatile("" ::: "memory");
+            });
+    }
+    // let every worker reach its wait
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+
+    std::vector<sim::Item> items(nitems);
+    for (long i = 0; i < nitems; i += burst) {
+        sim::Shard *s = &shards[(i / burst) % nshards];
+        long n = std::min(burst, nitems - i);
+        for (long j = 0; j < n; j++) {
+            sim::enqueue(s, &items[i + j]);
+            if (mode == "delay")
+                std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+            if (mode != "forget")
+                s->cv.notify_one();
+        }
+        // wait for them, then leave a gap so the workers go back to sleep
+        while (done_items < i + n)
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
+    }
+    stop = true;
+    for (auto &s : shards) {
+        std::lock_guard<std::mutex> l(s.m);
+        s.cv.notify_all();
+    }
+    for (auto &t : threads)
+        t.join();
+    hog_stop = true;
+    for (auto &t : hogs)
+        t.join();
+
+    double qw = 0, wake = 0;
+    long asleep = 0;
+    for (auto &it : items) {
+        qw += it.t_deq - it.t_enq;
+        if (it.asleep_at_enq && it.t_resume) {
+            asleep++;
+            wake += it.t_resume - it.t_enq;
+        }
+    }
+    std::printf("{\"items\": %ld, \"queue_wait_mean_us\": %.3f, "
+                "\"asleep_items\": %ld, \"wake_mean_us\": %.3f, "
+                "\"timeouts_with_work\": %ld}\n",
+                nitems, qw / nitems / 1000.0, asleep,
+                asleep ? wake / asleep / 1000.0 : 0.0,
+                (long)timeouts_with_work);
+    return 0;
+}
