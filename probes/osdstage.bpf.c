@@ -35,6 +35,8 @@ const volatile __u32 rmw_read_bit = 0;
 const volatile __u32 rmw_write_bit = 0;
 const volatile __u32 calib_tgid = 0;	/* the loader itself, calibrating */
 const volatile __u32 worker_role = 1;	/* role of the queue's workers */
+const volatile __u32 track_in_op = 0;	/* the dequeue function's return is
+					 * probed: sleeps inside it are work */
 const volatile struct role_prefix roles[MAX_ROLES] = {};
 
 /* What a uprobe + uretprobe pair adds to an entry -> return time on this
@@ -75,13 +77,14 @@ struct {
 	__type(value, struct thread_state);
 } threads SEC(".maps");
 
-/* scratch space for a new thread_state (too big for the BPF stack) */
+/* an all-zero thread_state to insert new threads from (too big for the BPF
+ * stack, too big to memset); never written */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct thread_state);
-} tscratch SEC(".maps");
+} tzero SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -174,6 +177,14 @@ static __always_inline void record(__u32 stage, __u64 delta)
 	s->slots[slot]++;
 }
 
+static __always_inline void mark_in_op(__u32 tid, __u32 on)
+{
+	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+
+	if (t)
+		t->in_op = on;
+}
+
 /* ------------------------------------------------------------------------
  * "call" stages */
 
@@ -220,6 +231,8 @@ int stage_return(struct pt_regs *ctx)
 	}
 	d = now - t->ts[stage];
 	t->ts[stage] = 0;
+	if (stage == ST_DEQUEUE_OP)	/* the worker is done with its op */
+		mark_in_op((__u32)id, 0);
 	bias = call_bias_ns;
 	if (stage != ST_CALIB)
 		d = d > bias ? d - bias : 0;
@@ -271,24 +284,26 @@ static __always_inline struct thread_state *thread_of(struct task_struct *p,
 	}
 	{
 		__u32 zero = 0;
-		struct thread_state *n = bpf_map_lookup_elem(&tscratch, &zero);
+		struct thread_state *z = bpf_map_lookup_elem(&tzero, &zero);
 
-		if (!n)
+		if (!z)
 			return 0;
-		__builtin_memset(n, 0, sizeof(*n));
-		bpf_probe_read_kernel(comm, sizeof(comm), p->comm);
-		n->comm8 = comm8;
-		n->role = classify(comm);
-		n->state = TS_RUN;
-		n->since = now;
-		n->born = now;
-		if (bpf_map_update_elem(&threads, &tid, n, BPF_NOEXIST) &&
+		if (bpf_map_update_elem(&threads, &tid, z, BPF_NOEXIST) &&
 		    !bpf_map_lookup_elem(&threads, &tid)) {
 			count(CNT_THREAD_MAP_FULL);
 			return 0;
 		}
+		t = bpf_map_lookup_elem(&threads, &tid);
+		if (!t)
+			return 0;
+		bpf_probe_read_kernel(comm, sizeof(comm), p->comm);
+		t->comm8 = comm8;
+		t->role = classify(comm);
+		t->state = TS_RUN;
+		t->since = now;
+		t->born = now;
 	}
-	return bpf_map_lookup_elem(&threads, &tid);
+	return t;
 }
 
 /* Leave the current state at `now`, enter `state`, remember it. */
@@ -298,16 +313,19 @@ static __always_inline void transition(struct thread_state *t, __u32 state,
 	__u32 h;
 
 	if (now > t->since) {
-		if (t->state == TS_SLEEP)
+		if (t->state == TS_SLEEP) {
 			t->cum_sleep += now - t->since;
-		else if (t->state == TS_RUNQ)
+			if (!t->in_op)	/* in_op cannot change while asleep */
+				t->cum_isleep += now - t->since;
+		} else if (t->state == TS_RUNQ) {
 			t->cum_runq += now - t->since;
+		}
 	}
 	t->state = state;
 	t->since = now;
 	h = t->ring_head & (TRING - 1);
 	t->ring[h].ts = now;
-	t->ring[h].cum_sleep = t->cum_sleep;
+	t->ring[h].cum_isleep = t->cum_isleep;
 	t->ring[h].cum_runq = t->cum_runq;
 	t->ring[h].state = state;
 	t->ring_head = h + 1;
@@ -575,7 +593,7 @@ static __always_inline __u32 op_class(__u64 op)
 	return OPC_OTHER;
 }
 
-/* Cumulative sleep / run-queue time of thread t at time `at` (in the past),
+/* Cumulative idle-sleep / run-queue time of thread t at time `at` (past),
  * from its ring of state transitions. Returns 0 if `at` is older than the
  * ring (then cs and cr hold the oldest known values). */
 static __always_inline int cum_at(struct thread_state *t, __u64 at,
@@ -595,7 +613,8 @@ static __always_inline int cum_at(struct thread_state *t, __u64 at,
 		/* the latest transition at or before `at` */
 		best_ts = ts;
 		found = 1;
-		*cs = e->cum_sleep + (e->state == TS_SLEEP ? at - ts : 0);
+		*cs = e->cum_isleep + (e->state == TS_SLEEP && !t->in_op ?
+				       at - ts : 0);
 		*cr = e->cum_runq + (e->state == TS_RUNQ ? at - ts : 0);
 	}
 	if (!found) {
@@ -607,7 +626,7 @@ static __always_inline int cum_at(struct thread_state *t, __u64 at,
 
 			if (e->ts && e->ts < oldest) {
 				oldest = e->ts;
-				*cs = e->cum_sleep;
+				*cs = e->cum_isleep;
 				*cr = e->cum_runq;
 			}
 		}
@@ -631,8 +650,10 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	} else {
 		if (!cum_at(t, st->enq_ns, &cs, &cr))
 			count(CNT_ATTR_TRUNCATED);
-		/* now the worker is running: its totals are current */
-		sig = t->cum_sleep > cs ? t->cum_sleep - cs : 0;
+		/* now the worker is running: its totals are current. Sleeping
+		 * inside an earlier op (I/O, locks) is work: only idle sleep
+		 * is signal delay. */
+		sig = t->cum_isleep > cs ? t->cum_isleep - cs : 0;
 		rq = t->cum_runq > cr ? t->cum_runq - cr : 0;
 		if (sig > qw)
 			sig = qw;
@@ -651,7 +672,11 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	record(ST_ATTR_RUNQ, rq);
 	record(ST_ATTR_PICKUP, pick);
 
-	key = t->cv_uaddr & ~1ULL;
+	/* woken from an idle wait on a condition variable: that cv is the
+	 * queue's, and names the worker's shard */
+	if (sig && !(t->cv_uaddr & 1) && t->cv_uaddr)
+		t->queue_cv = t->cv_uaddr;
+	key = t->queue_cv;
 	sh = bpf_map_lookup_elem(&shards, &key);
 	if (!sh) {
 		bpf_map_update_elem(&shards, &key, &z, BPF_NOEXIST);
@@ -741,6 +766,8 @@ int op_event(struct pt_regs *ctx)
 			st->deq_ns = now;
 			record(ST_QUEUE_WAIT, st->qwait_ns);
 			attribute(st, now, (__u32)id);
+			if (track_in_op)
+				mark_in_op((__u32)id, 1);
 		}
 		return 0;
 	}

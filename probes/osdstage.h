@@ -102,11 +102,11 @@ struct op_state {
 /* Thread states for the attribution. */
 enum tstate_kind { TS_RUN = 0, TS_SLEEP = 1, TS_RUNQ = 2, TS_DEAD = 3 };
 
-#define TRING	16		/* state transitions remembered per thread */
+#define TRING	32		/* state transitions remembered per thread */
 
 struct tring {
 	__u64 ts;		/* when the thread entered `state` */
-	__u64 cum_sleep;	/* cumulative sleep / run-queue ns at ts */
+	__u64 cum_isleep;	/* cumulative idle-sleep / run-queue ns at ts */
 	__u64 cum_runq;
 	__u32 state;
 	__u32 pad;
@@ -120,6 +120,7 @@ struct thread_state {
 	__u64 since;		/* when `state` began */
 	__u64 cum_sleep;	/* ns asleep (off CPU, not runnable) */
 	__u64 cum_runq;		/* ns runnable but not running */
+	__u64 cum_isleep;	/* ns asleep while idle (not inside an op) */
 	__u64 cum_futex;	/* ns inside futex waits */
 	__u64 wake_ts;		/* last wake-up (sched_waking) */
 	__u64 oncpu_after_wake;	/* first switch-in after the last wake-up */
@@ -132,6 +133,10 @@ struct thread_state {
 	__u32 ring_head;	/* next slot in ring */
 	__u64 born;		/* first seen */
 	__u64 died;		/* switched out for the last time, 0 = alive */
+	__u64 queue_cv;		/* the cv it sleeps on when idle: its shard */
+	__u32 in_op;		/* between dequeue and the dequeue function's
+				 * return: a sleep now is work, not idleness */
+	__u32 pad2;
 	struct tring ring[TRING];
 };
 

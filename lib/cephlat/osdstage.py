@@ -265,17 +265,18 @@ def interval_record(ctx, cur, prev, ts, secs, in_flight):
     rec["kernel"] = kernel
     rec["threads"] = threads
     worker = roles.names[roles.worker]
+    attr = wakers = None
     if "queue_wait" in plan.stages:
         attr, wakers, _ = report.attribution(hists, counters)
         rec["attribution"] = attr
         rec["wakers"] = wakers
         rec["shards"] = report.shard_table(cur, prev, cur.threads)
         rec["worker_sleep_pct"] = threads.get(worker, {}).get("offcpu_pct")
-        stage_hists = {k: hists[k] for k in plan.stages}
-        cause, text = report.verdict(stage_hists, kst, attr, wakers, threads,
-                                     worker)
-        rec["cause"] = cause
-        rec["verdict"] = text
+    stage_hists = {k: hists[k] for k in plan.stages}
+    cause, text = report.verdict(stage_hists, kst, attr, wakers, threads,
+                                 worker)
+    rec["cause"] = cause
+    rec["verdict"] = text
     hists.update({"kernel." + k: v for k, v in kst.items()})
     return rec, hists
 
@@ -390,6 +391,9 @@ def run(args, out=sys.stdout, err=sys.stderr):
     if plan.unavailable and (args.strict or not plan.stages):
         stage, why = next(iter(plan.unavailable.items()))
         raise UserError("stage %s unavailable: %s" % (stage, why))
+    if not plan.stages and args.no_kernel:
+        raise UserError("nothing to trace: the probe spec has no enqueue/"
+                        "dequeue and --no-kernel is set")
 
     tracer = StageTracer(target.pid, target.exe_path, plan, rmw=rel.rmw,
                          max_ops=args.max_ops, kernel=not args.no_kernel,

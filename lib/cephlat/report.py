@@ -138,10 +138,12 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role):
     cause = "none"
     wk = threads.get(worker_role, {})
     sleep_pct = wk.get("offcpu_pct")
-    woke = wakers["enqueuer"] + wakers["other"] + wakers["timeout"]
-    if qw is None or qw.count == 0:
+    if attr is None:                  # kernel stages only
+        pass
+    elif qw is None or qw.count == 0:
         lines.append("no ops were dequeued in this interval.")
     else:
+        woke = wakers["enqueuer"] + wakers["other"] + wakers["timeout"]
         shares = {p: attr[p]["share"] for p in attr}
         top = max(("busy", "signal", "runq"), key=lambda p: shares[p])
         qs = qw.summary()
@@ -174,7 +176,7 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role):
                 "%s; %d %% of it the worker was busy with earlier ops: the "
                 "shard workers are saturated." % (
                     head, round(100 * shares["busy"])))
-        if qs["mean_us"] < 20 and cause != "missed":
+        if qs["mean_us"] < 50 and cause != "missed":
             cause = "idle"
             lines[-1] += " (short: queueing is not the problem)"
         # storage versus queueing, when the op's whole life is known

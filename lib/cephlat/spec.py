@@ -13,6 +13,9 @@ it), which argument holds the item's key, and the worker threads' name:
     "roles":   {"shardq-hog": "hog"}
   }
 
+Without "enqueue" and "dequeue" only the kernel stages of the process are
+traced (its threads named by "workers" and "roles").
+
 function: the demangled qualified name; "params" (optional) a regular
 expression the demangled parameter list must match. key_arg counts
 arguments from 1 (`this` is 1 for a member function); "deref": true when
@@ -35,6 +38,8 @@ class Spec:
         self.name, self.release, self.roles = name, release, roles
 
     def stages(self):
+        if "enqueue_op" not in self.release.funcs:
+            return []
         out = ["queue_wait"]
         if "log_op_stats" in self.release.funcs:
             out.append("op_total")
@@ -63,9 +68,10 @@ def parse(text, path="<spec>"):
         raise UserError("%s is not a JSON probe spec: %s" % (path, e))
     if not isinstance(d, dict):
         raise UserError("%s: a probe spec is a JSON object" % path)
-    for key in ("enqueue", "dequeue", "workers"):
-        if key not in d:
-            raise UserError("%s: missing \"%s\"" % (path, key))
+    if "workers" not in d:
+        raise UserError("%s: missing \"workers\"" % path)
+    if ("enqueue" in d) != ("dequeue" in d):
+        raise UserError("%s: \"enqueue\" and \"dequeue\" go together" % path)
     funcs = {}
     for key, role in _ROLE_OF.items():
         if key in d:

@@ -31,9 +31,9 @@ KERNEL_PROGRAMS = {
 }
 
 # struct thread_state (probes/osdstage.h) up to the ring, then 16 x tring
-_THREAD_FMT = "<QIIQQQQQQQQQIIIIQQ"
+_THREAD_FMT = "<QIIQQQQQQQQQQIIIIQQQII"
 _THREAD_SIZE = struct.calcsize(_THREAD_FMT)
-_TRING = 16
+_TRING = 32
 _TRING_SIZE = 32
 _SHARD_FMT = "<11Q"
 _DEV_FMT = "<4Q"
@@ -126,6 +126,7 @@ class _Rodata(ctypes.Structure):
                 ("rmw_write_bit", ctypes.c_uint32),
                 ("calib_tgid", ctypes.c_uint32),
                 ("worker_role", ctypes.c_uint32),
+                ("track_in_op", ctypes.c_uint32),
                 ("roles", _RolePrefix * MAX_ROLES)]
 
 
@@ -199,6 +200,10 @@ class StageTracer:
         if self.rmw:
             ro.rmw_flags_off, ro.rmw_read_bit, ro.rmw_write_bit = self.rmw
         self.roles.fill(ro)
+        # with the dequeue function's return probed, a worker's sleep inside
+        # it (I/O, locks) is work on an op, not idleness
+        ro.track_in_op = int(any(st == "dequeue_op" for st, _ in
+                                 self.plan.calls))
         self.obj.set_rodata(ro)
         self.obj.set_max_entries("ops", self.max_ops)
         if not self.kernel:
@@ -289,8 +294,8 @@ class StageTracer:
             head = struct.pack(_THREAD_FMT, struct.unpack("<Q", c8)[0],
                                self.roles.classify(comm.decode("utf-8",
                                                                "replace")),
-                               state, now, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
-                               now, 0)
+                               state, now, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                               1, now, 0, 0, 0, 0)
             ring = struct.pack("<QQQII", now, 0, 0, state, 0)
             ring += b"\0" * (_TRING_SIZE * (_TRING - 1))
             try:
@@ -307,9 +312,10 @@ class StageTracer:
             raw = self.threads.lookup(key, size)
             if raw is None:
                 continue
-            (comm8, role, state, since, cum_sleep, cum_runq, cum_futex, wake_ts,
-             _oncpu, futex_start, cv, _sync, _waker, _to, wakeups,
-             _head, born, died) = struct.unpack_from(_THREAD_FMT, raw)
+            (comm8, role, state, since, cum_sleep, cum_runq, _cum_isleep,
+             cum_futex, wake_ts, _oncpu, futex_start, cv, _sync, _waker, _to,
+             wakeups, _head, born, died, queue_cv, _in_op,
+             _pad) = struct.unpack_from(_THREAD_FMT, raw)
             if now > since:
                 if state == 1:
                     cum_sleep += now - since
@@ -320,7 +326,7 @@ class StageTracer:
             out[struct.unpack("<I", key)[0]] = {
                 "role": role, "state": state, "sleep_ns": cum_sleep,
                 "runq_ns": cum_runq, "futex_ns": cum_futex,
-                "wakeups": wakeups, "cv": cv & ~1, "born": born,
+                "wakeups": wakeups, "cv": queue_cv, "born": born,
                 "died": died}
         return out
 

@@ -61,7 +61,8 @@ def test_fixed_sleep_lands_in_its_bucket(bpf_ready, sleeper, us, bucket):
     # scheduling noise only adds; on a busy 2-core VM allow 10 % stragglers
     buckets = {(lo, hi): c for lo, hi, c in h.log2_buckets(1)}
     assert buckets.get(bucket, 0) >= 0.9 * n, buckets
-    assert us <= h.percentile_us(0.5) <= bucket[1]
+    # percentiles are interpolated inside 12.5 %-wide slots
+    assert us * 0.875 <= h.percentile_us(0.5) <= bucket[1]
 
 
 def test_only_the_target_process_is_counted(bpf_ready, sleeper):

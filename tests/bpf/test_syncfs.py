@@ -1,0 +1,47 @@
+"""BPF tier: the syncfs and block_rq kernel stages on a program that calls
+syncfs(2) on a busy file system (BlueStore itself never calls syncfs), with
+the program's own timing as ground truth; a kernel-stages-only probe spec."""
+import json
+import os
+import subprocess
+import tempfile
+
+from conftest import OSDSTAGE, PYTHON, wait_for_line
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def test_syncfs_measured(bpf_ready, tmp_path):
+    exe = str(tmp_path / "syncer")
+    subprocess.run(["gcc", "-O2", "-o", exe,
+                    os.path.join(HERE, "progs", "syncer.c")], check=True)
+    data = tempfile.mkdtemp(prefix="syncer-", dir="/var/tmp")
+    prog = subprocess.Popen([exe, data, "20", "8"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    tool = subprocess.Popen([PYTHON, OSDSTAGE, "-p", str(prog.pid), "--probes",
+                             os.path.join(HERE, "progs", "syncer.json"), "-j"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        wait_for_line(tool.stderr, "Tracing 0 stages + kernel", 30)
+        prog.stdin.write("go\n")
+        prog.stdin.flush()
+        truth = json.loads(prog.stdout.readline())
+        prog.wait(60)
+        out, err = tool.communicate(timeout=60)
+    finally:
+        for p in (prog, tool):
+            if p.poll() is None:
+                p.kill()
+        os.rmdir(data)
+    assert tool.returncode == 0, err
+    rec = json.loads(out)
+    sf = rec["kernel"]["syncfs"]
+    assert sf["count"] == truth["calls"] == 20
+    assert abs(sf["mean_us"] - truth["mean_us"]) <= 0.10 * truth["mean_us"]
+    # syncfs wrote the dirty data: block requests issued by this process
+    br = rec["kernel"]["block_rq"]
+    assert br["count"] > 0 and br["by_device"]
+    assert sum(d["bytes"] for d in br["by_device"].values()) >= 8 << 20
+    assert rec["threads"]["worker"]["threads"] == 1
+    assert "syncfs: 20 calls" in rec["verdict"]
