@@ -672,9 +672,11 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	record(ST_ATTR_RUNQ, rq);
 	record(ST_ATTR_PICKUP, pick);
 
-	/* woken from an idle wait on a condition variable: that cv is the
-	 * queue's, and names the worker's shard */
-	if (sig && !(t->cv_uaddr & 1) && t->cv_uaddr)
+	/* woken from an idle wait on a condition variable by this op's
+	 * enqueuer (or by the wait's timeout): that cv is the queue's and
+	 * names the worker's shard. Wake-ups by others may be on other cvs. */
+	if (sig && !(t->cv_uaddr & 1) && t->cv_uaddr &&
+	    (t->cv_timedout || (t->waker_tid && t->waker_tid == st->enq_tid)))
 		t->queue_cv = t->cv_uaddr;
 	key = t->queue_cv;
 	sh = bpf_map_lookup_elem(&shards, &key);

@@ -82,23 +82,35 @@ def attribution(hists, counters):
 
 
 def shard_table(cur, prev, threads):
-    """Per shard (the set of workers sharing a condition variable)."""
-    rows = []
-    keys = sorted(k for k in cur.shards if k)
+    """Per shard: the set of workers whose queue is one condition variable
+    (the cv they are woken from by enqueuers). Ops attributed to a cv that
+    no worker calls its queue now, or before a worker's queue was known,
+    are summed in a last row with shard "?"."""
     workers = {}
     for t in threads.values():
         if t.get("cv"):
             workers[t["cv"]] = workers.get(t["cv"], 0) + 1
-    for i, key in enumerate(keys + ([0] if 0 in cur.shards else [])):
-        c = cur.shards[key]
+    fields = ("ops", "qwait_ns", "busy_ns", "signal_ns", "runq_ns",
+              "pickup_ns", "wake_enqueuer", "wake_other", "wake_timeout",
+              "timeouts_with_work")
+    deltas = {}
+    for key, c in cur.shards.items():
         p = prev.shards.get(key, {}) if prev else {}
-        d = {k: v - p.get(k, 0) for k, v in c.items() if k != "qwait_max_ns"}
+        row = "?" if key not in workers else key
+        d = deltas.setdefault(row, dict.fromkeys(fields, 0))
+        for k in fields:
+            d[k] += c[k] - p.get(k, 0)
+    rows = []
+    keys = sorted(k for k in deltas if k != "?") + \
+        (["?"] if "?" in deltas else [])
+    for i, key in enumerate(keys):
+        d = deltas[key]
         if not d["ops"]:
             continue
         q = d["qwait_ns"] or 1
         rows.append({
-            "shard": i if key else "?",
-            "cv": "0x%x" % key,
+            "shard": i if key != "?" else "?",
+            "cv": "0x%x" % key if key != "?" else None,
             "workers": workers.get(key, 0),
             "ops": d["ops"],
             "queue_wait_mean_us": round(d["qwait_ns"] / d["ops"] / 1000, 1),

@@ -45,3 +45,36 @@ def test_syncfs_measured(bpf_ready, tmp_path):
     assert sum(d["bytes"] for d in br["by_device"].values()) >= 8 << 20
     assert rec["threads"]["worker"]["threads"] == 1
     assert "syncfs: 20 calls" in rec["verdict"]
+
+
+def test_syncfs_bt(bpf_ready, tmp_path):
+    import shutil
+    import signal
+    import time
+    from conftest import REPO, need
+    need(shutil.which("bpftrace") is not None, "bpftrace missing")
+    exe = str(tmp_path / "syncer")
+    subprocess.run(["gcc", "-O2", "-o", exe,
+                    os.path.join(HERE, "progs", "syncer.c")], check=True)
+    data = tempfile.mkdtemp(prefix="syncer-", dir="/var/tmp")
+    prog = subprocess.Popen([exe, data, "5", "4"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    bt = subprocess.Popen(["bpftrace", os.path.join(REPO, "probes",
+                                                    "syncfs.bt"),
+                           str(prog.pid)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_line(bt.stdout, "Hit Ctrl-C", 60)
+        prog.stdin.write("go\n")
+        prog.stdin.flush()
+        prog.wait(60)
+        time.sleep(0.5)
+        bt.send_signal(signal.SIGINT)
+        out, _ = bt.communicate(timeout=60)
+    finally:
+        for p in (prog, bt):
+            if p.poll() is None:
+                p.kill()
+        os.rmdir(data)
+    assert "syncfs calls: 5" in out
+    assert "@syncfs_us[syncer]:" in out

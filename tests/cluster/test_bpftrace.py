@@ -62,3 +62,61 @@ def test_osdstages_bt_on_the_lab(lab):
         total = sum(int(m) for m in re.findall(
             r"^\[[^\])]*[\])]\s+(\d+)\s+\|", rows, re.M))
         assert total > 1000, (stage, rows)
+
+
+def run_bt(script, pid, secs, args=()):
+    p = subprocess.Popen(["bpftrace", os.path.join(REPO, "probes", script)] +
+                         [str(pid)] + list(args), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    t0 = time.time()
+    line = ""
+    while "Hit Ctrl-C" not in line and time.time() - t0 < 60:
+        line = p.stdout.readline()
+        if not line and p.poll() is not None:
+            break
+    assert "Hit Ctrl-C" in line, p.stderr.read()
+    time.sleep(secs)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    return out
+
+
+def hist_total(out, name):
+    """Sum of one bpftrace histogram map's counts, all keys matching."""
+    total = 0
+    for m in re.finditer(r"^@%s(\[[^\]]*\])?:\s*\n((?:\[.*\n)+)" % name, out,
+                         re.M):
+        total += sum(int(c) for c in re.findall(
+            r"^\[[^\])]*[\])]\s+(\d+)\s+\|", m.group(2), re.M))
+    return total
+
+
+def test_kernel_bt_scripts_on_the_lab(lab):
+    need(shutil.which("bpftrace") is not None, "bpftrace missing (make setup)")
+    prefill(lab, 3)
+    bench = Bench(lab, "rand", 30, threads=4)
+    try:
+        time.sleep(2)
+        out = run_bt("futexwait.bt", lab["pid"], 3)
+        assert re.search(r"^@futex_wait_us\[tp_osd_tp\]:", out, re.M), out
+        assert hist_total(out, r"futex_wait_us\[tp_osd_tp\]") > 500
+        out = run_bt("shardwake.bt", lab["pid"], 3)
+        assert hist_total(out, "wakeup_delay_us") > 500, out
+        assert hist_total(out, "sleep_us") > 500, out
+        out = run_bt("syncfs.bt", lab["pid"], 2)
+        # BlueStore never calls syncfs
+        assert "syncfs calls: 0" in out
+    finally:
+        bench.stop()
+    bench = Bench(lab, "write", 15, threads=8)
+    try:
+        time.sleep(2)
+        out = run_bt("blockrq.bt", lab["pid"], 3)
+    finally:
+        bench.stop()
+    loop = subprocess.run(["losetup", "-j", "/var/tmp/osdstage-lab/disk/"
+                           "osd-block.img", "-O", "MAJ:MIN", "-n"],
+                          capture_output=True, text=True).stdout.split()
+    maj, mnr = loop[0].split(":")
+    assert hist_total(out, r"block_rq_us\[%s, %s\]" % (maj, mnr)) > 100, out
