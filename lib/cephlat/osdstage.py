@@ -313,8 +313,10 @@ def print_text(out, args, rec, hists):
     for stage, s in rec.get("kernel", {}).items():
         if s["count"]:
             _row(out, fmt, div, stage, s)
-    out.write("(%s; interval %.1f s)\n" % ("ms" if args.milliseconds else "us",
-                                           rec["interval_s"]))
+    out.write("(%s; interval %.1f s%s)\n" % (
+        "ms" if args.milliseconds else "us", rec["interval_s"],
+        "; probe cost %.1f us/call subtracted" % rec["call_bias_us"]
+        if rec["call_bias_us"] else ""))
     if rec.get("threads"):
         out.write("\n%-16s %7s %8s %8s %12s %9s\n" % (
             "THREAD ROLE", "THREADS", "%OFFCPU", "%RUNQ", "%FUTEX/OFF",
@@ -416,12 +418,10 @@ def run(args, out=sys.stdout, err=sys.stderr):
         n = len(plan.stages)
         what = "ceph-osd %d (Ceph %s" % (target.pid, version) if version else \
             "%s %d (%s" % (target.comm, target.pid, rel.name)
-        cost = ", probe cost %.1f us/call subtracted" % (
-            tracer.call_bias_ns / 1000.0) if plan.calls else ""
-        err.write("Tracing %d stage%s%s of %s, %d probes%s)... %s\n" % (
+        err.write("Tracing %d stage%s%s of %s, %d probes)... %s\n" % (
                       n, "" if n == 1 else "s",
                       "" if args.no_kernel else " + kernel", what,
-                      plan.probe_count(), cost,
+                      plan.probe_count(),
                       "Hit Ctrl-C to end." if args.count is None else
                       "%d report%s." % (args.count,
                                         "" if args.count == 1 else "s")))

@@ -191,19 +191,28 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role):
         if qs["mean_us"] < 50 and cause != "missed":
             cause = "idle"
             lines[-1] += " (short: queueing is not the problem)"
-        # storage versus queueing, when the op's whole life is known
+        # storage versus queueing, when the op's whole life is known: the
+        # object store's share is its calls plus the wait after the worker
+        # handed the op off (a write's commit), measured as op_total minus
+        # the queue and the worker's own time
         tot = stages.get("op_total")
-        storage = sum(stages[s].sum_ns for s in ("bluestore_read",
-                                                  "bluestore_submit")
-                      if s in stages)
-        if tot is not None and tot.sum_ns:
-            st_share = storage / tot.sum_ns
-            q_share = qw.sum_ns / tot.sum_ns
+        if tot is not None and tot.count:
+            def mean(name):
+                h = stages.get(name)
+                return h.mean_us() if h is not None and h.count else 0.0
+            worker_us = mean("dequeue_op") or mean("do_op")
+            after = max(0.0, tot.mean_us() - qw.mean_us() - worker_us)
+            storage = after + mean("bluestore_read") + mean("bluestore_submit")
+            st_share = storage / tot.mean_us()
+            q_share = qw.mean_us() / tot.mean_us()
             if st_share > max(q_share, 0.3):
                 cause = "storage"
-                lines.insert(0, "storage dominates: the object store took "
-                             "%d %% of op time, the queues %d %%." % (
-                                 round(100 * st_share), round(100 * q_share)))
+                lines.insert(0, "storage dominates: ops spent %d %% of their "
+                             "time in the object store (%s waiting after the "
+                             "worker handed them off, e.g. for the commit), "
+                             "%d %% in shard queues." % (
+                                 round(100 * st_share), _ms(after),
+                                 round(100 * q_share)))
         lines.append("CPU run-queue delay %s; workers slept %s of the time." %
                      (_ms(attr["runq"]["mean_us"]),
                       "%d %%" % round(sleep_pct) if sleep_pct is not None

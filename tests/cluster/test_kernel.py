@@ -82,6 +82,10 @@ def test_block_requests_of_writes(lab):
                            "osd-block.img", "-O", "MAJ:MIN", "-n"],
                           capture_output=True, text=True).stdout.split()[0]
     assert br["by_device"][loop.strip()]["count"] > 100
+    # 4 KiB writes on a loop device wait for the commit far longer than in
+    # the queues
+    assert rec["cause"] == "storage", rec["verdict"]
+    assert rec["verdict"].startswith("storage dominates")
 
 
 def test_cpu_hog_shows_as_run_queue_delay(lab, tmp_path):
