@@ -250,7 +250,11 @@ def interval_record(ctx, cur, prev, ts, secs, in_flight):
         s = h.summary()
         s["hist"] = [[lo, hi, c] for lo, hi, c in h.log2_buckets(1)]
         if name in per_role:
-            s["by_role"] = {r: rh.summary() for r, rh in per_role[name].items()}
+            s["by_role"] = {}
+            for r, rh in per_role[name].items():
+                rs = rh.summary()
+                rs["hist"] = [[lo, hi, c] for lo, hi, c in rh.log2_buckets(1)]
+                s["by_role"][r] = rs
         kernel[name] = s
     kernel["block_rq"]["by_device"] = {
         dev: {"count": d["count"] - p.get("count", 0),
@@ -278,6 +282,9 @@ def interval_record(ctx, cur, prev, ts, secs, in_flight):
     rec["cause"] = cause
     rec["verdict"] = text
     hists.update({"kernel." + k: v for k, v in kst.items()})
+    for stage, per in per_role.items():
+        hists.update({"role.%s.%s" % (stage, r): h for r, h in per.items()})
+    rec["worker_role"] = worker
     return rec, hists
 
 
@@ -294,12 +301,19 @@ def print_text(out, args, rec, hists):
         out.write("\nstage = %s\n" % stage)
         lines = render_log2(hists[stage].log2_buckets(unit_us), unit)
         out.write("\n".join(lines) + "\n" if lines else "     (no events)\n")
+    worker = rec.get("worker_role")
     for stage in ("offcpu", "wakeup_delay", "block_rq", "syncfs"):
         if "kernel" not in rec or not rec["kernel"][stage]["count"]:
             continue
         out.write("\nkernel stage = %s\n" % stage)
         out.write("\n".join(render_log2(
             hists["kernel." + stage].log2_buckets(unit_us), unit)) + "\n")
+        wh = hists.get("role.%s.%s" % (stage, worker))
+        if wh is not None and wh.count:
+            out.write("\nkernel stage = %s, %s threads only\n" % (stage,
+                                                                  worker))
+            out.write("\n".join(render_log2(wh.log2_buckets(unit_us),
+                                             unit)) + "\n")
     div = 1000.0 if args.milliseconds else 1.0
     out.write("\n%-20s %9s %9s %9s %9s %9s %9s\n" % (
         "STAGE", "COUNT", "MEAN", "P50", "P90", "P99", "MAX"))

@@ -31,6 +31,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <deque>
@@ -115,10 +116,20 @@ static void worker(sim::Shard *s, int shard, unsigned timeout_ms, bool pin)
     while (!stop) {
         if (s->q.empty()) {
             s->waiting++;
-            auto st = s->cv.wait_for(l, std::chrono::milliseconds(timeout_ms));
+            // pthread directly: its ETIMEDOUT means the futex wait expired,
+            // whereas std::condition_variable::wait_for also reports a
+            // timeout when a notified thread ran after the deadline
+            struct timespec dl;
+            clock_gettime(CLOCK_MONOTONIC, &dl);
+            dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+            dl.tv_sec += timeout_ms / 1000 + dl.tv_nsec / 1000000000L;
+            dl.tv_nsec %= 1000000000L;
+            int rc = pthread_cond_clockwait(s->cv.native_handle(),
+                                            l.mutex()->native_handle(),
+                                            CLOCK_MONOTONIC, &dl);
             s->waiting--;
             unsigned long t = sim::now_ns();
-            timed_out = st == std::cv_status::timeout;
+            timed_out = rc == ETIMEDOUT;
             for (auto *it : s->q)
                 if (!it->t_resume)
                     it->t_resume = t;
