@@ -8,6 +8,7 @@
 #   make -s lab-env print export lines for CEPH_CONF and OSD_PID
 #   make lab-down   stop the lab's daemons, detach its loop device
 #   make workload   rados bench writes then random reads (SECS=, THREADS=)
+#   make bench      what tracing costs the OSD (BENCHMARKS.md; ~15 min)
 #   make clean      remove build/
 
 # One interpreter everywhere: Debian's, which sees Debian's python3-* packages
@@ -37,7 +38,7 @@ PKGS := clang llvm libbpf1 libbpf-dev bpftool bpftrace lttng-tools \
 	python3-pytest python3-pyelftools ceph-osd-dbg
 
 .PHONY: all build setup lab lab-env lab-down workload demo test \
-	test-unit test-bpf test-cluster clean
+	test-unit test-bpf test-cluster bench clean
 
 all build: $(BPF_OBJS) $(BUILD)/libcephlat_calib.so
 
@@ -101,6 +102,11 @@ test-bpf: build
 
 test-cluster: build
 	$(PYTHON) -m pytest -v tests/cluster
+
+BENCH_PAIRS ?= 5
+BENCH_SECS ?= 8
+bench: setup build lab
+	$(PYTHON) bench/run.py --pairs $(BENCH_PAIRS) --secs $(BENCH_SECS)
 
 clean:
 	rm -rf $(BUILD)

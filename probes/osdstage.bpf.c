@@ -197,6 +197,7 @@ int stage_entry(struct pt_regs *ctx)
 
 	if (targ_tgid && (id >> 32) != targ_tgid && (id >> 32) != calib_tgid)
 		return 0;
+	count(CNT_HIT_ENTRY);
 	t = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), 0,
 				 BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!t) {
@@ -219,6 +220,7 @@ int stage_return(struct pt_regs *ctx)
 
 	if (targ_tgid && (id >> 32) != targ_tgid && (id >> 32) != calib_tgid)
 		return 0;
+	count(CNT_HIT_RETURN);
 	t = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), 0, 0);
 	if (!t || !t->ts[stage]) {
 		count(CNT_NO_START);
@@ -338,6 +340,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 	__u64 now = 0;
 	struct thread_state *t;
 
+	count(CNT_HIT_SCHED);
 	if (targ_tgid && prev->tgid == targ_tgid) {
 		now = bpf_ktime_get_ns();
 		t = thread_of(prev, now);
@@ -372,6 +375,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	struct thread_state *t;
 	__u64 now;
 
+	count(CNT_HIT_SCHED);
 	if (!targ_tgid || p->tgid != targ_tgid)
 		return 0;
 	now = bpf_ktime_get_ns();
@@ -409,6 +413,7 @@ int on_futex_enter(struct trace_event_raw_sys_enter *ctx)
 
 	if (!targ_tgid || (id >> 32) != targ_tgid || !futex_is_wait(op))
 		return 0;
+	count(CNT_HIT_SYSCALL);
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t) {
 		now = bpf_ktime_get_ns();
@@ -727,6 +732,7 @@ int op_event(struct pt_regs *ctx)
 
 	if (targ_tgid && (id >> 32) != targ_tgid)
 		return 0;
+	count(CNT_HIT_ENTRY);
 	cookie = bpf_get_attach_cookie(ctx);
 	ev = cookie & 0xff;
 	op = arg_n(ctx, (cookie >> 8) & 0xf);

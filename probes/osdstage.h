@@ -79,7 +79,11 @@ enum counter_id {
 	CNT_RQ_MAP_FULL,	/* a block request could not be tracked */
 	CNT_TIMEOUTS_WITH_WORK,	/* a worker's timed wait expired and it then took
 				 * queued work (counted once per expired wait) */
-	CNT__MAX = 16,
+	CNT_HIT_ENTRY,		/* uprobe hits (stage entries, op events) */
+	CNT_HIT_RETURN,		/* uretprobe hits */
+	CNT_HIT_SCHED,		/* scheduler tracepoint runs (all tasks) */
+	CNT_HIT_SYSCALL,	/* futex/syncfs tracepoint runs of the target */
+	CNT__MAX = 24,
 };
 
 enum op_class { OPC_READ = 0, OPC_WRITE, OPC_OTHER };

@@ -12,7 +12,7 @@ import textwrap
 import sys
 import time
 
-from . import probetable, report, spec
+from . import duty, probetable, report, spec
 from .elfsym import ElfSymbols
 from .errors import UserError
 from .hist import render_log2
@@ -122,6 +122,10 @@ def build_parser():
     p.add_argument("--no-kernel", action="store_true",
                    help="no scheduler/futex/block/syncfs tracepoints: user-"
                         "space stages only, no queue-wait attribution")
+    p.add_argument("--max-overhead", type=positive_float, metavar="PCT",
+                   help="keep the estimated cost under PCT %% of the "
+                        "machine's CPU time by attaching only part of the "
+                        "time (duty cycles; see osdstage(8), OVERHEAD)")
     p.add_argument("--probes", metavar="FILE",
                    help="trace any program (not only ceph-osd) from a probe "
                         "spec: enqueue/dequeue functions and worker threads "
@@ -330,7 +334,14 @@ def print_text(out, args, rec, hists):
     out.write("(%s; interval %.1f s%s)\n" % (
         "ms" if args.milliseconds else "us", rec["interval_s"],
         "; probe cost %.1f us/call subtracted" % rec["call_bias_us"]
-        if rec["call_bias_us"] else ""))
+        if rec["call_bias_us"] and rec["stages"] else ""))
+    ov = rec.get("overhead")
+    if ov:
+        out.write("estimated tracing cost: %.2f %% of CPU time%s\n" % (
+            ov["estimated_pct"],
+            " (bound %g %%: attached %d %% of the time, %.2f %% at full "
+            "rate)" % (ov["bound_pct"], round(100 * ov["attached_fraction"]),
+                       ov["full_rate_pct"]) if ov["bound_pct"] else ""))
     if rec.get("threads"):
         out.write("\n%-16s %7s %8s %8s %12s %9s\n" % (
             "THREAD ROLE", "THREADS", "%OFFCPU", "%RUNQ", "%FUTEX/OFF",
@@ -414,6 +425,8 @@ def run(args, out=sys.stdout, err=sys.stderr):
     tracer = StageTracer(target.pid, target.exe_path, plan, rmw=rel.rmw,
                          max_ops=args.max_ops, kernel=not args.no_kernel,
                          roles=roles)
+    # the cost estimate needs the measured cost of a uprobe hit
+    tracer.calibrate_always = True
     # the op class is read at completion: split only when that is probed
     done = any(ev == probetable.DONE for _, ev, _, _ in plan.op_events)
     classes = set(probetable.CLASS_SPLIT) if rel.rmw and done else set()
@@ -451,6 +464,13 @@ def _loop(args, out, err, target, ctx, stopping):
     tracer = ctx["tracer"]
     prev = tracer.snapshot()
     t_last = time.time()
+    meter = duty.CostMeter(tracer)
+    cycle = None
+    if args.max_overhead:
+        cycle = duty.DutyCycle(tracer, args.max_overhead)
+        cycle.start(prev.counters)
+    att_last = 0.0
+    t_start, first = time.time(), prev
     next_age = time.monotonic() + min(10.0, args.op_timeout)
     reports = 0
     ended = None
@@ -463,6 +483,8 @@ def _loop(args, out, err, target, ctx, stopping):
             if not target.alive():
                 ended = "%s %d exited" % (target.comm, target.pid)
                 break
+            if cycle is not None:
+                cycle.tick(tracer.snapshot_counters())
             if time.monotonic() >= next_age:
                 tracer.age_out(args.op_timeout)
                 if tracer.kernel:
@@ -473,6 +495,29 @@ def _loop(args, out, err, target, ctx, stopping):
         cur = tracer.snapshot()
         rec, hists = interval_record(ctx, cur, prev, now, now - t_last,
                                      tracer.in_flight() if not ended else None)
+        att = cycle.attached_seconds() if cycle else 0.0
+        attached = (att - att_last) if cycle else (now - t_last)
+        att_last = att
+        hits = {k: cur.counters.get(k, 0) - prev.counters.get(k, 0)
+                for k in ("hit_entry", "hit_return", "hit_sched",
+                          "hit_syscall")}
+        frac = min(1.0, attached / max(now - t_last, 1e-9))
+        # since the start: duty cycles are seconds long, an interval may
+        # hold only part of one
+        total = {k: cur.counters.get(k, 0) - first.counters.get(k, 0)
+                 for k in hits}
+        elapsed = max(now - t_start, 1e-9)
+        total_att = cycle.attached_seconds() if cycle else elapsed
+        full = meter.pct(total, total_att) if total_att > 0 else 0.0
+        rec["overhead"] = {
+            "bound_pct": args.max_overhead,
+            "attached_fraction": round(min(1.0, total_att / elapsed), 3),
+            "interval_attached_fraction": round(frac, 3),
+            "full_rate_pct": round(full, 3),
+            "estimated_pct": round(full * min(1.0, total_att / elapsed), 3),
+            "uprobe_cost_ns": meter.uprobe_ns,
+            "hits": hits,
+        }
         prev = cur
         t_last = now
         try:

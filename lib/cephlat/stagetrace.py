@@ -16,10 +16,12 @@ from .hist import HIST_SLOTS, Hist, slot_bounds_us
 COUNTER_NAMES = ["start_map_full", "no_start", "negative", "op_map_full",
                  "op_unknown", "bad_arg", "op_replaced", "thread_map_full",
                  "attr_truncated", "wake_enqueuer", "wake_other",
-                 "wake_timeout", "rq_map_full", "timeouts_with_work"]
+                 "wake_timeout", "rq_map_full", "timeouts_with_work",
+                 "hit_entry", "hit_return", "hit_sched", "hit_syscall"]
 # counters that are results, not losses
 RESULT_COUNTERS = ("wake_enqueuer", "wake_other", "wake_timeout",
-                   "timeouts_with_work")
+                   "timeouts_with_work", "hit_entry", "hit_return",
+                   "hit_sched", "hit_syscall")
 MAX_ROLES = 8
 KERNEL_PROGRAMS = {
     # program: what it needs
@@ -188,6 +190,7 @@ class StageTracer:
         self.max_ops = max_ops
         self.bpf_dir = bpf_dir or default_bpf_dir()
         self.want_calibration = calibrate
+        self.calibrate_always = False
         self.call_bias_ns = 0
         self.obj = bpf.BPFObject(os.path.join(self.bpf_dir, "osdstage.bpf.o"))
         self.reader = None
@@ -215,27 +218,43 @@ class StageTracer:
         self.devs = self.obj.map("devs")
         if self.kernel:
             self._seed_threads()
-            for prog in KERNEL_PROGRAMS:
-                self.obj.attach(prog)
         self.reader = StatsReader(self.obj.map("stats"))
-        if self.want_calibration and self.plan.calls:
+        if self.want_calibration and (self.plan.calls or self.calibrate_always):
             self.call_bias_ns = self._calibrate()
             bss = self.obj.map(".bss")
             bss.update(struct.pack("<I", 0), struct.pack("<Q", self.call_bias_ns))
+        self.counters = self.obj.map("counters")
+        self.ops = self.obj.map("ops")
+        self.attach()
+        self.attach_s = time.monotonic() - t0
+
+    def attach(self):
+        """Attach every probe of the plan (and the kernel programs)."""
+        links = []
+        if self.kernel:
+            for prog in KERNEL_PROGRAMS:
+                links.append(self.obj.attach(prog))
         for stage, sym in self.plan.calls:
             sid = probetable.STAGE_IDS[stage]
             for ret in (False, True):
-                self.obj.attach_uprobe(
+                links.append(self.obj.attach_uprobe(
                     "stage_return" if ret else "stage_entry", self.exe_path,
                     sym.offset, pid=self.pid, retprobe=ret, cookie=sid,
-                    what=sym.demangled)
+                    what=sym.demangled))
         for role, ev, sym, (arg, deref) in self.plan.op_events:
-            self.obj.attach_uprobe("op_event", self.exe_path, sym.offset,
-                                   pid=self.pid, cookie=opcookie(ev, arg, deref),
-                                   what=sym.demangled)
-        self.counters = self.obj.map("counters")
-        self.ops = self.obj.map("ops")
-        self.attach_s = time.monotonic() - t0
+            links.append(self.obj.attach_uprobe(
+                "op_event", self.exe_path, sym.offset, pid=self.pid,
+                cookie=opcookie(ev, arg, deref), what=sym.demangled))
+        self.target_links = links
+        self.attached = True
+
+    def detach(self):
+        """Detach the plan's probes (maps and calibration stay): nothing of
+        ours runs in the target until attach() again."""
+        for link in getattr(self, "target_links", []):
+            link.destroy()
+        self.target_links = []
+        self.attached = False
 
     def _calibrate(self, calls=100, gap_s=0.0005):
         """What a uprobe + uretprobe pair adds to an entry -> return time
@@ -359,6 +378,9 @@ class StageTracer:
                 out["%d:%d" % (dev >> 20, dev & 0xFFFFF)] = {
                     "count": c, "sum_ns": s_ns, "bytes": b, "max_ns": mx}
         return out
+
+    def snapshot_counters(self):
+        return read_counters(self.counters)
 
     def snapshot(self):
         """Cumulative state since start()."""

@@ -1,0 +1,331 @@
+#!/usr/bin/python3
+# bench/run.py - what tracing costs the OSD, measured side by side (make bench).
+#
+# USAGE: bench/run.py [--pairs N] [--secs S] [--smoke] [--out FILE] [--md FILE]
+#
+# On the lab OSD (started if needed): 4 KiB random reads and 4 KiB writes
+# from fio's rbd engine (a real librbd client; it reports latency
+# percentiles, which rados bench does not), untraced and traced runs
+# interleaved A B A B ..., for each tracing mode; then the cost per op from
+# the BPF programs' own run counters (kernel.bpf_stats_enabled, restored
+# afterwards), the tracer's CPU time, start-up time and peak RSS. Writes
+# bench/results/latest.json and regenerates BENCHMARKS.md from it.
+import argparse
+import json
+import os
+import platform
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "lib"))
+
+from cephlat import adminsock  # noqa: E402
+
+PY = "/usr/bin/python3"
+OSDSTAGE = os.path.join(REPO, "tools", "osdstage.py")
+LAB = os.path.join(REPO, "vagrant", "lab.sh")
+
+MODES = {
+    # mode: command (PID substituted) or None when not available yet
+    "default": [PY, OSDSTAGE, "-p", "{pid}", "-j"],
+    "userspace": [PY, OSDSTAGE, "-p", "{pid}", "-j", "--no-kernel"],
+    "record": None,      # capture to a file: not implemented yet (issue 5)
+    "bounded": [PY, OSDSTAGE, "-p", "{pid}", "-j", "--max-overhead", "2"],
+    "bpftrace": ["bpftrace", "-p", "{pid}",
+                 os.path.join(REPO, "probes", "osdstages.bt")],
+}
+TARGETS = {
+    "default": 0.95, "userspace": 0.96, "bounded": 0.98,
+    "avg_ns": 200, "startup_s": 0.5, "peak_rss_mb": 60,
+    "recorder_events_per_s": 100000,
+}
+OUR_PROGRAMS = ("stage_entry", "stage_return", "op_event", "on_switch",
+                "on_waking", "on_futex_enter", "on_futex_exit",
+                "on_syncfs_enter", "on_syncfs_exit", "on_rq_insert",
+                "on_rq_issue", "on_rq_complete")
+
+
+def sh(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, **kw)
+
+
+def lab_env():
+    up = sh(["bash", LAB, "up"])
+    if up.returncode:
+        sys.exit("bench: lab did not come up:\n" + up.stdout + up.stderr)
+    env = {}
+    for line in sh(["bash", LAB, "env"]).stdout.splitlines():
+        k, v = line[len("export "):].split("=", 1)
+        env[k] = v
+    return env
+
+
+def fio(env, rw, secs):
+    """One fio run against rbd/img1: (iops, p99_us)."""
+    args = ["fio", "--name=bench", "--ioengine=rbd", "--clientname=admin",
+            "--pool=rbd", "--rbdname=img1", "--rw=" + rw, "--bs=4k",
+            "--iodepth=16", "--runtime=%d" % secs, "--time_based",
+            "--direct=1", "--output-format=json", "--randseed=1"]
+    p = sh(args, env=dict(os.environ, CEPH_CONF=env["CEPH_CONF"]),
+           timeout=secs + 120)
+    if p.returncode:
+        sys.exit("bench: fio failed: " + p.stderr.strip()[-500:])
+    job = json.loads(p.stdout[p.stdout.index("{"):])["jobs"][0]
+    side = job["read"] if "read" in rw else job["write"]
+    return side["iops"], side["clat_ns"]["percentile"]["99.000000"] / 1000.0
+
+
+def prefill(env):
+    """Write the whole image once so reads hit allocated data."""
+    args = ["fio", "--name=fill", "--ioengine=rbd", "--clientname=admin",
+            "--pool=rbd", "--rbdname=img1", "--rw=write", "--bs=4M",
+            "--iodepth=4", "--size=100%"]
+    p = sh(args, env=dict(os.environ, CEPH_CONF=env["CEPH_CONF"]),
+           timeout=600)
+    if p.returncode:
+        sys.exit("bench: prefill failed: " + p.stderr.strip()[-500:])
+
+
+class Tracer:
+    """A tracing tool running against the OSD: start-up time, CPU, RSS."""
+
+    def __init__(self, cmd, pid):
+        self.cmd = [c.replace("{pid}", str(pid)) for c in cmd]
+        self.t0 = time.monotonic()
+        self.p = subprocess.Popen(self.cmd, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        stream = self.p.stdout if self.cmd[0] == "bpftrace" else self.p.stderr
+        while True:
+            line = stream.readline()
+            if not line:
+                sys.exit("bench: %s ended: %s" % (self.cmd[:3],
+                                                   self.p.stderr.read()))
+            if "Tracing" in line:
+                break
+        self.startup_s = time.monotonic() - self.t0
+
+
+def run_traced(cmd, pid, env, rw, secs):
+    """fio under a tracer. The tracer is our child: its CPU time and peak
+    RSS come from wait4()."""
+    tr = Tracer(cmd, pid)
+    iops, p99 = fio(env, rw, secs)
+    tr.p.send_signal(signal.SIGINT)
+    try:
+        out = tr.p.stdout.read()
+        tr.p.stderr.read()
+    finally:
+        _, status, ru = os.wait4(tr.p.pid, 0)
+    last = None
+    for line in out.splitlines():
+        if line.startswith("{"):
+            last = json.loads(line)
+    return {"iops": iops, "p99_us": p99, "startup_s": tr.startup_s,
+            "cpu_s": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024,
+            "report": last}
+
+
+def ceph_ops(asok):
+    d = adminsock.perf_dump(asok)
+    return d["osd"]["op_r"] + d["osd"]["op_w"]
+
+
+def bpf_prog_stats():
+    p = sh(["bpftool", "prog", "show", "-j"])
+    out = {}
+    for prog in json.loads(p.stdout or "[]"):
+        name = prog.get("name", "")
+        for ours in OUR_PROGRAMS:
+            if ours[:15] == name:
+                s = out.setdefault(ours, {"run_cnt": 0, "run_time_ns": 0})
+                s["run_cnt"] += prog.get("run_cnt", 0)
+                s["run_time_ns"] += prog.get("run_time_ns", 0)
+    return out
+
+
+def cost_per_op(env, pid, asok, rw, secs):
+    """Run the default mode with BPF run statistics on."""
+    old = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
+    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+        f.write("1")
+    try:
+        tr = Tracer(MODES["default"], pid)
+        ops0 = ceph_ops(asok)
+        fio(env, rw, secs)
+        ops1 = ceph_ops(asok)
+        stats = bpf_prog_stats()
+        tr.p.send_signal(signal.SIGINT)
+        tr.p.stdout.read()
+        tr.p.stderr.read()
+        _, _, ru = os.wait4(tr.p.pid, 0)
+    finally:
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write(old)
+    ops = max(1, ops1 - ops0)
+    progs = {n: {"runs": s["run_cnt"],
+                 "avg_ns": round(s["run_time_ns"] / s["run_cnt"], 1)
+                 if s["run_cnt"] else 0.0,
+                 "runs_per_op": round(s["run_cnt"] / ops, 2)}
+             for n, s in stats.items()}
+    uprobe_hits = sum(progs.get(n, {}).get("runs", 0)
+                      for n in ("stage_entry", "stage_return", "op_event"))
+    return {"ops": ops, "programs": progs,
+            "hits_per_op": round(uprobe_hits / ops, 2),
+            "all_runs_per_op": round(sum(p["runs"] for p in progs.values())
+                                     / ops, 2),
+            "tracer_cpu_s_per_10k_ops": round((ru.ru_utime + ru.ru_stime)
+                                              / ops * 1e4, 4)}
+
+
+def machine(env, pid):
+    cpu = ""
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    ver = sh(["/proc/%d/exe" % pid, "--version"]).stdout
+    m = re.search(r"ceph version (\S+)", ver)
+    return {"cpu_model": cpu, "cores": os.cpu_count(),
+            "kernel": platform.release(), "ceph": m.group(1) if m else None}
+
+
+def summarize(pairs):
+    ratios = [b["iops"] / a["iops"] for a, b in pairs]
+    p99 = [b["p99_us"] / a["p99_us"] for a, b in pairs if a["p99_us"]]
+    return {"iops_ratio_median": round(statistics.median(ratios), 4),
+            "iops_ratio_min": round(min(ratios), 4),
+            "iops_ratio_max": round(max(ratios), 4),
+            "p99_ratio_median": round(statistics.median(p99), 4) if p99 else None,
+            "untraced_iops_median": round(statistics.median(
+                a["iops"] for a, _ in pairs)),
+            "traced_iops_median": round(statistics.median(
+                b["iops"] for _, b in pairs)),
+            "pairs": len(pairs)}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--secs", type=int, default=10)
+    ap.add_argument("--smoke", action="store_true",
+                    help="one pair of 3 s runs, read only: for the test suite")
+    ap.add_argument("--out", default=os.path.join(REPO, "bench", "results",
+                                                  "latest.json"))
+    ap.add_argument("--md", default=os.path.join(REPO, "BENCHMARKS.md"))
+    a = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        sys.exit("bench: must run as root")
+    if a.smoke:
+        a.pairs, a.secs = 1, 3
+    env = lab_env()
+    pid = int(env["OSD_PID"])
+    asok = adminsock.find_osd_socket(pid, "0")
+    prefill(env)
+    res = {"machine": machine(env, pid), "pairs": a.pairs, "secs": a.secs,
+           "client": "fio rbd engine, 4 KiB, iodepth 16", "modes": {}}
+    workloads = [("randread", "randread")] + ([] if a.smoke else
+                                              [("write", "randwrite")])
+    startup, rss, cpu = [], [], []
+    for mode, cmd in MODES.items():
+        res["modes"][mode] = {}
+        if cmd is None:
+            res["modes"][mode]["available"] = False
+            continue
+        for wl, rw in workloads:
+            pairs = []
+            for i in range(a.pairs):
+                iops, p99 = fio(env, rw, a.secs)
+                base = {"iops": iops, "p99_us": p99}
+                traced = run_traced(cmd, pid, env, rw, a.secs)
+                pairs.append((base, traced))
+                if mode == "default":
+                    startup.append(traced["startup_s"])
+                    rss.append(traced["rss_mb"])
+                print("bench: %-9s %-8s pair %d: %.0f vs %.0f IOPS" % (
+                    mode, wl, i + 1, base["iops"], traced["iops"]),
+                    file=sys.stderr)
+            res["modes"][mode][wl] = summarize(pairs)
+            if mode == "bounded":
+                ov = (pairs[-1][1]["report"] or {}).get("overhead", {})
+                res["modes"][mode][wl]["estimated_pct"] = ov.get(
+                    "estimated_pct")
+    cost = cost_per_op(env, pid, asok, "randread", a.secs)
+    res["programs"] = cost["programs"]
+    res["hits_per_op"] = cost["hits_per_op"]
+    res["all_runs_per_op"] = cost["all_runs_per_op"]
+    res["tracer_cpu_s_per_10k_ops"] = cost["tracer_cpu_s_per_10k_ops"]
+    res["startup_s"] = round(statistics.median(startup), 3)
+    res["peak_rss_mb"] = round(max(rss), 1)
+    res["recorder"] = {"events_per_s": None, "lost": None,
+                       "note": "capture to a file is not implemented yet"}
+    res["targets"] = TARGETS
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(res, f, indent=1)
+    md = render_md(res)
+    if not a.smoke:
+        with open(a.md, "w") as f:
+            f.write(md)
+    sys.stdout.write(md)
+    return 0
+
+
+def _mark(ok):
+    return "ok" if ok else "**MISSED**"
+
+
+def render_md(res):
+    m = res["machine"]
+    lines = ["# Benchmarks", "",
+             "Generated by `make bench` from `bench/results/latest.json`; do "
+             "not edit by hand.", "",
+             "Machine: %s, %d cores, kernel %s, Ceph %s. Client: %s; %d "
+             "interleaved untraced/traced pairs of %d s per mode." % (
+                 m["cpu_model"], m["cores"], m["kernel"], m["ceph"],
+                 res["client"], res["pairs"], res["secs"]), "",
+             "| mode | workload | IOPS ratio median (min-max) | p99 ratio | "
+             "untraced / traced IOPS | target |",
+             "|---|---|---|---|---|---|"]
+    for mode, wls in res["modes"].items():
+        if wls.get("available") is False:
+            lines.append("| %s | - | not available yet | | | |" % mode)
+            continue
+        for wl, s in wls.items():
+            if not isinstance(s, dict):
+                continue
+            t = TARGETS.get(mode) if wl == "randread" else None
+            lines.append("| %s | %s | %.3f (%.3f-%.3f) | %s | %d / %d | %s |" % (
+                mode, wl, s["iops_ratio_median"], s["iops_ratio_min"],
+                s["iops_ratio_max"],
+                "%.2f" % s["p99_ratio_median"] if s["p99_ratio_median"]
+                else "-", s["untraced_iops_median"], s["traced_iops_median"],
+                "%s %s" % (">= %.2f" % t, _mark(s["iops_ratio_median"] >= t))
+                if t else ""))
+    lines += ["", "| BPF program | runs per op | avg ns per run | target |",
+              "|---|---|---|---|"]
+    for n, p in sorted(res["programs"].items()):
+        lines.append("| %s | %.2f | %.0f | <= 200 %s |" % (
+            n, p["runs_per_op"], p["avg_ns"], _mark(p["avg_ns"] <= 200)))
+    lines += ["", "| measure | value | target |", "|---|---|---|",
+              "| uprobe hits per op | %.2f | |" % res["hits_per_op"],
+              "| all BPF runs per op (incl. scheduler) | %.2f | |" %
+              res["all_runs_per_op"],
+              "| tracer CPU s per 10,000 ops | %.4f | |" %
+              res["tracer_cpu_s_per_10k_ops"],
+              "| start-up to all probes attached | %.3f s | <= 0.5 s %s |" % (
+                  res["startup_s"], _mark(res["startup_s"] <= 0.5)),
+              "| peak RSS | %.1f MB | <= 60 MB %s |" % (
+                  res["peak_rss_mb"], _mark(res["peak_rss_mb"] <= 60)),
+              "| recorder events/s | %s | >= 100,000 |" % (
+                  res["recorder"]["events_per_s"] or "not available yet"),
+              ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

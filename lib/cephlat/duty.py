@@ -1,0 +1,106 @@
+"""Bounding what tracing costs the traced process: estimate the cost from
+probe hits x cost per hit, and attach only part of the time (duty cycles)
+so that the estimate stays under a bound.
+
+Why duty cycles and not op sampling: a uprobe costs its trap (~1-2 us on
+the development VM) whether or not the BPF program then does anything, so
+the only way to pay less is to have fewer probes attached. Attaching and
+detaching take tens to hundreds of ms, so the cycle is seconds long:
+histograms come from the attached windows, representative for a steady
+workload.
+"""
+import os
+import time
+
+# What one scheduler/syscall tracepoint run costs (program plus dispatch),
+# from `make bench` on the development VM (programs' average ns per run).
+TP_COST_NS = 150
+MIN_UPROBE_COST_NS = 500
+PERIOD_S = 10.0
+MIN_ON_S = 1.0
+MARGIN = 0.8          # aim below the bound: the full-rate cost drifts
+
+
+def ncpus():
+    return os.cpu_count() or 1
+
+
+class CostMeter:
+    """Cost of the attached probes, as a % of the machine's CPU time."""
+
+    def __init__(self, tracer):
+        self.tracer = tracer
+        self.uprobe_ns = max(tracer.call_bias_ns, MIN_UPROBE_COST_NS)
+
+    def cost_ns(self, counters):
+        return ((counters.get("hit_entry", 0) + counters.get("hit_return", 0))
+                * self.uprobe_ns +
+                (counters.get("hit_sched", 0) + counters.get("hit_syscall", 0))
+                * TP_COST_NS)
+
+    def pct(self, counters, attached_s):
+        """Cost while attached, as % of all CPUs over attached_s."""
+        if attached_s <= 0:
+            return 0.0
+        return 100.0 * self.cost_ns(counters) / (attached_s * 1e9 * ncpus())
+
+
+class DutyCycle:
+    """Attach for `on` seconds, detach for `off`, with on/(on+off) chosen so
+    that full-rate cost x duty <= bound."""
+
+    def __init__(self, tracer, bound_pct):
+        self.tracer, self.bound = tracer, bound_pct
+        self.meter = CostMeter(tracer)
+        self.duty = 1.0
+        self.full_pct = None
+        self.on_s, self.off_s = MIN_ON_S, 0.0
+        now = time.monotonic()
+        self.switch_at = now + MIN_ON_S          # first window: measure
+        self.window_start = now
+        self.window_counters = None
+        self.attached_total = 0.0                # attached seconds, running
+
+    def start(self, counters):
+        self.window_counters = dict(counters)
+        self.window_start = time.monotonic()
+
+    def tick(self, counters):
+        now = time.monotonic()
+        if now < self.switch_at:
+            return
+        if self.tracer.attached:
+            span = now - self.window_start
+            self.attached_total += span
+            delta = {k: v - self.window_counters.get(k, 0)
+                     for k, v in counters.items()}
+            full = self.meter.pct(delta, span)
+            # smooth: the full-rate cost of the workload drifts slowly
+            self.full_pct = full if self.full_pct is None else \
+                0.5 * self.full_pct + 0.5 * full
+            self.duty = 1.0 if self.full_pct <= self.bound * MARGIN else \
+                self.bound * MARGIN / self.full_pct
+            if self.duty >= 1.0:
+                self.switch_at = now + PERIOD_S
+                self.window_start, self.window_counters = now, dict(counters)
+                return
+            # detaching takes a while (uprobe unregistration waits for RCU)
+            # and the probes fire until it is done: that counts as attached
+            t0 = time.monotonic()
+            self.tracer.detach()
+            detach_s = time.monotonic() - t0
+            self.attached_total += detach_s
+            self.on_s = max(MIN_ON_S, self.duty * PERIOD_S)
+            self.off_s = (self.on_s + detach_s) * (1 - self.duty) / self.duty
+            self.switch_at = time.monotonic() + self.off_s
+        else:
+            self.window_start = time.monotonic()
+            self.tracer.attach()
+            self.window_counters = dict(counters)
+            self.switch_at = self.window_start + self.on_s
+
+    def attached_seconds(self):
+        """Attached time so far, including the current window."""
+        extra = time.monotonic() - self.window_start if self.tracer.attached \
+            else 0.0
+        return self.attached_total + extra
