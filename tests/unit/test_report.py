@@ -1,0 +1,100 @@
+"""Verdict rules and probe-spec parsing (pure logic)."""
+import pytest
+
+from cephlat import report, spec
+from cephlat.errors import UserError
+from cephlat.hist import Hist
+
+
+def attr(busy, signal, runq, pickup=0.0):
+    tot = busy + signal + runq + pickup
+    return {p: {"mean_us": v, "p50_us": v, "p99_us": 2 * v,
+                "share": v / tot} for p, v in
+            (("busy", busy), ("signal", signal), ("runq", runq),
+             ("pickup", pickup))}
+
+
+WAKERS = {"enqueuer": 90, "other": 5, "timeout": 5, "timeouts_with_work": 5}
+THREADS = {"tp_osd_tp": {"offcpu_pct": 66.0}}
+
+
+def qw(us, n=1000):
+    return Hist.from_ns([int(us * 1000)] * n)
+
+
+def kst():
+    return {"block_rq": Hist(), "syncfs": Hist()}
+
+
+@pytest.mark.parametrize("parts,cause,words", [
+    ((300, 50, 50), "busy", "saturated"),
+    ((50, 300, 50), "signal", "asleep with work queued"),
+    ((50, 50, 300), "runq", "CPU contention"),
+])
+def test_dominant_part_names_the_cause(parts, cause, words):
+    c, text = report.verdict({"queue_wait": qw(400)}, kst(), attr(*parts),
+                             WAKERS, THREADS, "tp_osd_tp")
+    assert c == cause and words in text
+    assert "workers slept 66 %" in text
+
+
+def test_missed_when_timeouts_dominate():
+    w = {"enqueuer": 1, "other": 0, "timeout": 99, "timeouts_with_work": 99}
+    c, text = report.verdict({"queue_wait": qw(2000)}, kst(),
+                             attr(10, 1900, 90), w, THREADS, "tp_osd_tp")
+    assert c == "missed" and "99 %" in text and "timed wait" in text
+
+
+def test_short_waits_are_not_a_problem():
+    c, text = report.verdict({"queue_wait": qw(30)}, kst(), attr(5, 5, 20),
+                             WAKERS, THREADS, "tp_osd_tp")
+    assert c == "idle" and "not the problem" in text
+
+
+def test_storage_dominates_writes():
+    stages = {"queue_wait": qw(300), "op_total": qw(3000),
+              "do_op": qw(150), "bluestore_submit": qw(40)}
+    c, text = report.verdict(stages, kst(), attr(50, 10, 240), WAKERS,
+                             THREADS, "tp_osd_tp")
+    assert c == "storage" and text.startswith("storage dominates")
+    # 3000 - 300 - 150 = 2550 us after the hand-off, + 40 us submit
+    assert "2.55 ms waiting after" in text and "86 %" in text
+
+
+def test_syncfs_stalls_and_no_ops():
+    k = {"block_rq": Hist(), "syncfs": Hist.from_ns([200e6] * 3)}
+    c, text = report.verdict({}, k, None, None, {}, "worker")
+    assert c == "syncfs" and "syncfs stalls" in text
+    c, text = report.verdict({"queue_wait": Hist()}, kst(), attr(1, 1, 1),
+                             WAKERS, THREADS, "tp_osd_tp")
+    assert c == "none" and "no ops" in text
+
+
+def test_spec_parses():
+    s = spec.parse('{"name": "q", "enqueue": {"function": "a::push", '
+                   '"key_arg": 2, "deref": true}, "dequeue": {"function": '
+                   '"a::pop", "key_arg": 1}, "workers": "w-", '
+                   '"roles": {"io-": "io"}}')
+    assert s.stages() == ["queue_wait"]
+    assert s.release.funcs["enqueue_op"].op_arg == (2, True)
+    assert s.roles.names == ["other", "worker", "io"]
+    assert s.roles.classify("w-3") == 1 and s.roles.classify("io-1") == 2
+    assert spec.parse('{"workers": "x"}').stages() == []
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("{", "is not a JSON probe spec"),
+    ("[]", "a probe spec is a JSON object"),
+    ('{"enqueue": {}}', 'missing "workers"'),
+    ('{"workers": "w", "enqueue": {"function": "f", "key_arg": 1}}',
+     '"enqueue" and "dequeue" go together'),
+    ('{"workers": "w", "enqueue": {"function": "f", "key_arg": 9}, '
+     '"dequeue": {"function": "g", "key_arg": 1}}', "key_arg must be"),
+    ('{"workers": "w", "enqueue": {"function": "f", "key_arg": 1, '
+     '"params": "("}, "dequeue": {"function": "g", "key_arg": 1}}',
+     "not a regular expression"),
+])
+def test_spec_errors(text, fragment):
+    with pytest.raises(UserError) as e:
+        spec.parse(text, "s.json")
+    assert fragment in str(e.value) and str(e.value).startswith("s.json")
