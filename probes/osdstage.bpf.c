@@ -604,39 +604,29 @@ static __always_inline __u32 op_class(__u64 op)
 static __always_inline int cum_at(struct thread_state *t, __u64 at,
 				  __u64 *cs, __u64 *cr)
 {
-	__u64 best_ts = 0;
-	int found = 0;
+	__u32 head = t->ring_head;
 
 	*cs = 0;
 	*cr = 0;
+	/* newest first: an op usually waited for only the last few changes */
 	for (int i = 0; i < TRING; i++) {
-		struct tring *e = &t->ring[i];
+		struct tring *e = &t->ring[(head - 1 - i) & (TRING - 1)];
 		__u64 ts = e->ts;
 
-		if (!ts || ts > at || ts < best_ts)
-			continue;
-		/* the latest transition at or before `at` */
-		best_ts = ts;
-		found = 1;
-		*cs = e->cum_isleep + (e->state == TS_SLEEP && !t->in_op ?
-				       at - ts : 0);
-		*cr = e->cum_runq + (e->state == TS_RUNQ ? at - ts : 0);
-	}
-	if (!found) {
-		/* older than the ring: use its oldest entry */
-		__u64 oldest = ~0ULL;
-
-		for (int i = 0; i < TRING; i++) {
-			struct tring *e = &t->ring[i];
-
-			if (e->ts && e->ts < oldest) {
-				oldest = e->ts;
-				*cs = e->cum_isleep;
-				*cr = e->cum_runq;
-			}
+		if (!ts)
+			return 0;	/* ring not full yet: `at` predates it */
+		*cs = e->cum_isleep;
+		*cr = e->cum_runq;
+		if (ts <= at) {
+			/* the latest transition at or before `at` */
+			if (e->state == TS_SLEEP && !t->in_op)
+				*cs += at - ts;
+			else if (e->state == TS_RUNQ)
+				*cr += at - ts;
+			return 1;
 		}
 	}
-	return found;
+	return 0;			/* older than the ring: its oldest entry */
 }
 
 static __always_inline void attribute(struct op_state *st, __u64 now,

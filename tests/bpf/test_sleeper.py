@@ -7,6 +7,7 @@ bucket that holds US.
 """
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -79,3 +80,43 @@ def test_only_the_target_process_is_counted(bpf_ready, sleeper):
         other.communicate(timeout=60)
     assert h.count == 50
     assert h.percentile_us(0.01) >= 1500 * 0.87
+
+
+def test_binary_only_visible_inside_its_mount_namespace(bpf_ready, sleeper):
+    """Like an OSD in a container: the executable lives in a file system
+    mounted only in the target's own mount namespace, so its path means
+    nothing here; /proc/PID/exe still reaches it."""
+    script = ("set -e; d=$(mktemp -d); mount -t tmpfs cephlat-priv $d; "
+              "cp %s $d/priv-sleeper; exec $d/priv-sleeper 1500 40" % sleeper)
+    p = subprocess.Popen(["unshare", "--mount", "--propagation", "private",
+                          "sh", "-c", script], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                exe = os.readlink("/proc/%d/exe" % p.pid)
+            except OSError:
+                exe = ""
+            if exe.endswith("priv-sleeper"):
+                break
+            time.sleep(0.05)
+        assert exe.endswith("priv-sleeper")
+        assert not os.path.exists(exe)          # not in our namespace
+        exe_path = "/proc/%d/exe" % p.pid
+        with ElfSymbols(exe_path) as elf:
+            syms = elf.find("work::Sleeper::nap")
+        plan = Plan()
+        plan.stages, plan.calls = ["do_op"], [("do_op", syms[0])]
+        tracer = StageTracer(p.pid, exe_path, plan)
+        tracer.start()
+        try:
+            out, _ = p.communicate("go\n", timeout=60)
+            assert out.strip() == "done 40"
+            hists, _ = tracer.snapshot()
+        finally:
+            tracer.close()
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert hists["do_op"].count == 40
