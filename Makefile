@@ -8,7 +8,7 @@
 #   make -s lab-env print export lines for CEPH_CONF and OSD_PID
 #   make lab-down   stop the lab's daemons, detach its loop device
 #   make workload   rados bench writes then random reads (SECS=, THREADS=)
-#   make bench      what tracing costs the OSD (BENCHMARKS.md; ~15 min)
+#   make bench      what tracing costs the OSD (BENCHMARKS.md; ~20 min)
 #   make clean      remove build/
 
 # One interpreter everywhere: Debian's, which sees Debian's python3-* packages

@@ -1,10 +1,14 @@
 #!/usr/bin/python3
-# osdstage - per-stage latency of ops inside a running ceph-osd (eBPF).
+# osdstage - where ops spend their time inside a running ceph-osd (eBPF).
 #
-# USAGE: osdstage.py -p PID [-m] [-T] [-j] [-S STAGES] [interval [count]]
+# USAGE: osdstage.py (-p PID | --osd ID | --list) [-m] [-T] [-j] [-S STAGES]
+#                    [--no-kernel] [--max-overhead PCT] [--probes FILE]
+#                    [interval [count]]
 #
-# Attaches uprobes to the OSD's functions (probe table per Ceph release),
-# aggregates latency histograms in the kernel and prints them bcc-style.
+# Attaches uprobes to the OSD's functions (probe table per Ceph release) and
+# scheduler/futex/block/syncfs tracepoints, aggregates in the kernel, and
+# prints per-stage histograms, the OSD's threads per role, each op's queue
+# wait split by what its worker was doing, and a verdict.
 # See man/man8/osdstage.8 and tools/osdstage_example.txt.
 import os
 import sys
