@@ -1,0 +1,36 @@
+"""--max-overhead: the estimate stays near the bound, and the histograms of
+a bounded run describe the same steady workload as a full-rate run."""
+import json
+import subprocess
+import time
+
+from conftest import OSDSTAGE, PYTHON, Bench, prefill
+
+
+def run(lab, args, timeout=120):
+    p = subprocess.run([PYTHON, OSDSTAGE, "-p", str(lab["pid"]), "-j"] + args,
+                       capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_bounded_percentiles_match_full_rate(lab):
+    prefill(lab, 3)
+    bench = Bench(lab, "rand", 60)
+    try:
+        time.sleep(3)
+        full = run(lab, ["-S", "queue_wait,op_total", "10", "1"])
+        bounded = run(lab, ["-S", "queue_wait,op_total", "--max-overhead",
+                            "2", "30", "1"])
+    finally:
+        bench.stop()
+    ov = bounded["overhead"]
+    assert ov["bound_pct"] == 2
+    assert ov["attached_fraction"] < 0.9
+    assert ov["estimated_pct"] <= 2 * 1.5, ov      # first window is full rate
+    assert full["overhead"]["attached_fraction"] == 1.0
+    for stage in ("queue_wait", "op_total"):
+        f, b = full["stages"][stage], bounded["stages"][stage]
+        assert b["count"] > 1000
+        for q in ("p50_us", "p90_us"):
+            assert abs(b[q] - f[q]) <= 0.25 * f[q], (stage, q, f[q], b[q])
