@@ -145,8 +145,18 @@ class Bench:
                 self.proc.kill()
 
 
+def trim(env):
+    """Keep the lab OSD from filling up: every write run leaves its objects
+    (--no-cleanup) and a full OSD blocks all writes."""
+    p = subprocess.run(["bash", LAB, "trim"], capture_output=True, text=True,
+                       timeout=900, env=dict(os.environ,
+                                             CEPH_CONF=env["CEPH_CONF"]))
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
 def prefill(env, secs=5):
     """Write 4 KiB objects so that `rand` reads find data."""
+    trim(env)
     b = Bench(env, "write", secs)
     out = b.wait()
     assert b.proc.returncode == 0, out

@@ -19,6 +19,7 @@
 #   down                    stop the lab's daemons, detach its loop device and DELETE the
 #                           lab state: the next "up" builds a fresh cluster (reproducible)
 #   workload [SECS] [THREADS]  rados bench 4 KiB writes, then random reads, on pool rbd
+#   trim                    drop old benchmark objects when the OSD is half full
 #   status                  one-line summary
 #   vagrant-mon IP          multi-node: mon + mgr node
 #   vagrant-osd MON_IP DISK multi-node: OSD node; DISK is a block device or "auto"
@@ -28,7 +29,7 @@
 # Environment:
 #   LAB_DIR            lab state directory           (default /var/tmp/osdstage-lab)
 #   LAB_OSD_OPTS       extra [osd] options, space-separated key=value pairs
-#   LAB_DISK_SIZE      size of the sparse OSD file    (default 4G, single node)
+#   LAB_DISK_SIZE      size of the sparse OSD file    (default 16G, single node)
 #   LAB_POOL_SIZE      replicas of pool rbd           (default 1)
 #   LAB_LOOP_DIRECT_IO on|off: loop device bypasses the page cache (default off)
 #   LAB_FSID           cluster fsid (multi node; else read from $LAB_SHARED/fsid)
@@ -39,7 +40,7 @@ set -euo pipefail
 
 LAB_DIR=${LAB_DIR:-/var/tmp/osdstage-lab}
 LAB_SHARED=${LAB_SHARED:-/vagrant/.lab}
-LAB_DISK_SIZE=${LAB_DISK_SIZE:-4G}
+LAB_DISK_SIZE=${LAB_DISK_SIZE:-16G}
 LAB_POOL_SIZE=${LAB_POOL_SIZE:-1}
 LAB_LOOP_DIRECT_IO=${LAB_LOOP_DIRECT_IO:-off}
 LAB_PACKAGES=${LAB_PACKAGES:-ceph-mon ceph-osd ceph-mgr ceph-common ceph-osd-dbg fio util-linux python3}
@@ -534,19 +535,25 @@ cmd_status() {
     fi
 }
 
+# --no-cleanup leaves ~100 MB of 4 KiB objects (and as much BlueStore metadata)
+# per 10 s run; drop them before the disk gets anywhere near full (only then, so
+# that a traced run normally has no deletes). A full OSD blocks every write.
+cmd_trim() {
+    [[ -r $CONF ]] || die "lab is not up (no $CONF); run 'lab.sh up'"
+    local used
+    used=$(cephc df -f json | python3 -c 'import json,sys; print(int(100 * json.load(sys.stdin)["stats"]["total_used_raw_ratio"]))')
+    if ((used >= ${LAB_CLEANUP_PCT:-50})); then
+        echo "== OSD ${used}% full: removing old benchmark objects (rados -p $POOL cleanup)"
+        timeout 600 rados -p "$POOL" cleanup --prefix benchmark_data >/dev/null
+    fi
+}
+
 cmd_workload() {
     local secs=${1:-${SECS:-10}} threads=${2:-${THREADS:-16}}
     [[ $secs =~ ^[0-9]+$ && $threads =~ ^[0-9]+$ ]] || die "usage: lab.sh workload [SECS] [THREADS]"
     [[ -r $CONF ]] || die "lab is not up (no $CONF); run 'lab.sh up'"
     cephc -s >/dev/null 2>&1 || die "cluster not answering (CEPH_CONF=$CONF)"
-    # --no-cleanup leaves ~100 MB of objects per 10 s run; drop them before the disk
-    # gets anywhere near full (only then, so that a traced run normally has no deletes).
-    local used
-    used=$(cephc df -f json | python3 -c 'import json,sys; print(int(100 * json.load(sys.stdin)["stats"]["total_used_raw_ratio"]))')
-    if ((used >= ${LAB_CLEANUP_PCT:-50})); then
-        echo "== OSD ${used}% full: removing old benchmark objects (rados -p $POOL cleanup)"
-        rados -p "$POOL" cleanup --prefix benchmark_data >/dev/null
-    fi
+    cmd_trim
     echo "== rados bench -p $POOL $secs write -b 4096 -t $threads --no-cleanup"
     rados bench -p "$POOL" "$secs" write -b 4096 -t "$threads" --no-cleanup
     echo "== rados bench -p $POOL $secs rand -t $threads"
@@ -690,6 +697,7 @@ main() {
     env) cmd_env ;;
     down) cmd_down ;;
     workload) cmd_workload "$@" ;;
+    trim) cmd_trim ;;
     status) cmd_status ;;
     vagrant-mon) cmd_vagrant_mon "$@" ;;
     vagrant-osd) cmd_vagrant_osd "$@" ;;

@@ -33,4 +33,4 @@ def test_bounded_percentiles_match_full_rate(lab):
         f, b = full["stages"][stage], bounded["stages"][stage]
         assert b["count"] > 1000
         for q in ("p50_us", "p90_us"):
-            assert abs(b[q] - f[q]) <= 0.25 * f[q], (stage, q, f[q], b[q])
+            assert abs(b[q] - f[q]) <= 0.35 * f[q], (stage, q, f[q], b[q])
