@@ -414,14 +414,14 @@ int on_futex_enter(struct trace_event_raw_sys_enter *ctx)
 	if (!targ_tgid || (id >> 32) != targ_tgid || !futex_is_wait(op))
 		return 0;
 	count(CNT_HIT_SYSCALL);
+	now = bpf_ktime_get_ns();
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t) {
-		now = bpf_ktime_get_ns();
 		t = thread_of(bpf_get_current_task_btf(), now);
 		if (!t)
 			return 0;
 	}
-	t->futex_start = bpf_ktime_get_ns();
+	t->futex_start = now;
 	if ((op & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET)
 		/* glibc condition variables wait with FUTEX_WAIT_BITSET on one of
 		 * two adjacent words: the 8-byte-aligned address names the cv */
@@ -458,14 +458,15 @@ int on_futex_exit(struct trace_event_raw_sys_exit *ctx)
 SEC("tracepoint/syscalls/sys_enter_syncfs")
 int on_syncfs_enter(struct trace_event_raw_sys_enter *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = bpf_get_current_pid_tgid(), now;
 	struct thread_state *t;
 
 	if (!targ_tgid || (id >> 32) != targ_tgid)
 		return 0;
-	t = thread_of(bpf_get_current_task_btf(), bpf_ktime_get_ns());
+	now = bpf_ktime_get_ns();
+	t = thread_of(bpf_get_current_task_btf(), now);
 	if (t)
-		t->syncfs_start = bpf_ktime_get_ns();
+		t->syncfs_start = now;
 	return 0;
 }
 

@@ -13,10 +13,15 @@
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)),
-                                "..", "lib"))
 
-from cephlat.osdstage import main  # noqa: E402
+def main(argv=None):
+    """Run osdstage; returns the exit status."""
+    lib = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "lib")
+    if lib not in sys.path:
+        sys.path.insert(0, lib)
+    from cephlat import osdstage
+    return osdstage.main(argv)
+
 
 if __name__ == "__main__":
     sys.exit(main())

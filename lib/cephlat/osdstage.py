@@ -219,15 +219,19 @@ def list_osds(args, out):
 # --------------------------------------------------------------------------
 # output
 
+def _summary_with_hist(h):
+    s = h.summary()
+    s["hist"] = [[lo, hi, c] for lo, hi, c in h.log2_buckets(1)]
+    return s
+
+
 def interval_record(ctx, cur, prev, ts, secs, in_flight):
     """One interval's JSON object from two snapshots."""
     tracer, plan = ctx["tracer"], ctx["tracer"].plan
     hists, counters = report.interval_deltas(cur, prev)
     stages = {}
     for stage in plan.stages:
-        h = hists[stage]
-        s = h.summary()
-        s["hist"] = [[lo, hi, c] for lo, hi, c in h.log2_buckets(1)]
+        s = _summary_with_hist(hists[stage])
         if stage in ctx["classes"]:
             s["by_class"] = {c: hists["%s.%s" % (stage, c)].summary()
                              for c in probetable.OP_CLASSES}
@@ -250,15 +254,10 @@ def interval_record(ctx, cur, prev, ts, secs, in_flight):
     kst, per_role = report.kernel_stages(hists, roles)
     kernel = {}
     for name in probetable.KERNEL_STAGES:
-        h = kst[name]
-        s = h.summary()
-        s["hist"] = [[lo, hi, c] for lo, hi, c in h.log2_buckets(1)]
+        s = _summary_with_hist(kst[name])
         if name in per_role:
-            s["by_role"] = {}
-            for r, rh in per_role[name].items():
-                rs = rh.summary()
-                rs["hist"] = [[lo, hi, c] for lo, hi, c in rh.log2_buckets(1)]
-                s["by_role"][r] = rs
+            s["by_role"] = {r: _summary_with_hist(rh)
+                            for r, rh in per_role[name].items()}
         kernel[name] = s
     kernel["block_rq"]["by_device"] = {
         dev: {"count": d["count"] - p.get("count", 0),
@@ -275,7 +274,7 @@ def interval_record(ctx, cur, prev, ts, secs, in_flight):
     worker = roles.names[roles.worker]
     attr = wakers = None
     if "queue_wait" in plan.stages:
-        attr, wakers, _ = report.attribution(hists, counters)
+        attr, wakers = report.attribution(hists, counters)
         rec["attribution"] = attr
         rec["wakers"] = wakers
         rec["shards"] = report.shard_table(cur, prev, cur.threads)

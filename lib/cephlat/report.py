@@ -78,7 +78,7 @@ def attribution(hists, counters):
               "other": counters.get("wake_other", 0),
               "timeout": counters.get("wake_timeout", 0),
               "timeouts_with_work": counters.get("timeouts_with_work", 0)}
-    return out, wakers, parts["busy"].count
+    return out, wakers
 
 
 def shard_table(cur, prev, threads):

@@ -195,10 +195,8 @@ class StageTracer:
         self.obj = bpf.BPFObject(os.path.join(self.bpf_dir, "osdstage.bpf.o"))
         self.reader = None
         self.aged_out = 0
-        self.attach_s = None
 
     def start(self):
-        t0 = time.monotonic()
         ro = _Rodata(targ_tgid=self.pid, calib_tgid=os.getpid())
         if self.rmw:
             ro.rmw_flags_off, ro.rmw_read_bit, ro.rmw_write_bit = self.rmw
@@ -226,7 +224,6 @@ class StageTracer:
         self.counters = self.obj.map("counters")
         self.ops = self.obj.map("ops")
         self.attach()
-        self.attach_s = time.monotonic() - t0
 
     def attach(self):
         """Attach every probe of the plan (and the kernel programs)."""
@@ -413,9 +410,6 @@ class StageTracer:
 
     def in_flight(self):
         return len(self.ops.keys())
-
-    def program_names(self):
-        return [n for n, _ in self.obj.programs()]
 
     def close(self):
         self.obj.close()

@@ -27,6 +27,12 @@ def sleeper(cxx):
 def trace_sleeper(exe, us, n):
     p = subprocess.Popen([exe, str(us), str(n)], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
+    return trace_started(p, n)
+
+
+def trace_started(p, n):
+    """Trace a started sleeper (waiting for its "go") through /proc/PID/exe
+    while it makes its n calls -> (do_op Hist, counters)."""
     try:
         exe_path = "/proc/%d/exe" % p.pid
         with ElfSymbols(exe_path) as elf:
@@ -103,20 +109,8 @@ def test_binary_only_visible_inside_its_mount_namespace(bpf_ready, sleeper):
             time.sleep(0.05)
         assert exe.endswith("priv-sleeper")
         assert not os.path.exists(exe)          # not in our namespace
-        exe_path = "/proc/%d/exe" % p.pid
-        with ElfSymbols(exe_path) as elf:
-            syms = elf.find("work::Sleeper::nap")
-        plan = Plan()
-        plan.stages, plan.calls = ["do_op"], [("do_op", syms[0])]
-        tracer = StageTracer(p.pid, exe_path, plan)
-        tracer.start()
-        try:
-            out, _ = p.communicate("go\n", timeout=60)
-            assert out.strip() == "done 40"
-            hists, _ = tracer.snapshot()
-        finally:
-            tracer.close()
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert hists["do_op"].count == 40
+    except BaseException:
+        p.kill()
+        raise
+    h, _ = trace_started(p, 40)
+    assert h.count == 40

@@ -3,21 +3,38 @@ syncfs(2) on a busy file system (BlueStore itself never calls syncfs), with
 the program's own timing as ground truth; a kernel-stages-only probe spec."""
 import json
 import os
+import shutil
+import signal
 import subprocess
 import tempfile
+import time
 
-from conftest import OSDSTAGE, PYTHON, wait_for_line
+import pytest
+
+from conftest import OSDSTAGE, PYTHON, REPO, need, wait_for_line
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def test_syncfs_measured(bpf_ready, tmp_path):
-    exe = str(tmp_path / "syncer")
+@pytest.fixture(scope="module")
+def syncer(tmp_path_factory):
+    exe = str(tmp_path_factory.mktemp("syncer") / "syncer")
     subprocess.run(["gcc", "-O2", "-o", exe,
                     os.path.join(HERE, "progs", "syncer.c")], check=True)
+    return exe
+
+
+def start_syncer(exe, calls, mb):
+    """-> (process waiting for its "go", its data directory)"""
     data = tempfile.mkdtemp(prefix="syncer-", dir="/var/tmp")
-    prog = subprocess.Popen([exe, data, "20", "8"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    prog = subprocess.Popen([exe, data, str(calls), str(mb)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    return prog, data
+
+
+def test_syncfs_measured(bpf_ready, syncer):
+    prog, data = start_syncer(syncer, 20, 8)
     tool = subprocess.Popen([PYTHON, OSDSTAGE, "-p", str(prog.pid), "--probes",
                              os.path.join(HERE, "progs", "syncer.json"), "-j"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -47,18 +64,9 @@ def test_syncfs_measured(bpf_ready, tmp_path):
     assert "syncfs: 20 calls" in rec["verdict"]
 
 
-def test_syncfs_bt(bpf_ready, tmp_path):
-    import shutil
-    import signal
-    import time
-    from conftest import REPO, need
+def test_syncfs_bt(bpf_ready, syncer):
     need(shutil.which("bpftrace") is not None, "bpftrace missing")
-    exe = str(tmp_path / "syncer")
-    subprocess.run(["gcc", "-O2", "-o", exe,
-                    os.path.join(HERE, "progs", "syncer.c")], check=True)
-    data = tempfile.mkdtemp(prefix="syncer-", dir="/var/tmp")
-    prog = subprocess.Popen([exe, data, "5", "4"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    prog, data = start_syncer(syncer, 5, 4)
     bt = subprocess.Popen(["bpftrace", os.path.join(REPO, "probes",
                                                     "syncfs.bt"),
                            str(prog.pid)], stdout=subprocess.PIPE,

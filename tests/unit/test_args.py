@@ -54,3 +54,17 @@ def test_help_has_examples():
     assert p.returncode == 0
     assert "examples:" in p.stdout and "osdstage.py -p 1234 -m 10 1" in p.stdout
     assert all(len(l) <= 80 for l in p.stdout.splitlines())
+
+
+def test_tool_imports_without_side_effects():
+    """tools/osdstage.py: importing it runs nothing and changes no path."""
+    import importlib.util
+    import sys
+    from conftest import OSDSTAGE
+    before = list(sys.path)
+    spec = importlib.util.spec_from_file_location("osdstage_tool", OSDSTAGE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert sys.path == before
+    assert callable(mod.main)
+    assert mod.main(["-p", "1", "-S", "nope"]) == 2
