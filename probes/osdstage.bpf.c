@@ -11,7 +11,9 @@
  *  - queue-wait attribution: when a worker dequeues an op, the op's wait is
  *    split by the worker's state since the enqueue (busy / asleep / waiting
  *    for a CPU / picking up), with who woke it.
- * Everything is aggregated here; nothing is sent per event.
+ * Everything is aggregated here. With record_events set (osdstage -w),
+ * each measurement is also sent as one event to the "events" ring buffer
+ * (no wake-ups; the recorder polls), tagged with the report interval.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -38,11 +40,22 @@ const volatile __u32 worker_role = 1;	/* role of the queue's workers */
 const volatile __u32 track_in_op = 0;	/* the dequeue function's return is
 					 * probed: sleeps inside it are work */
 const volatile struct role_prefix roles[MAX_ROLES] = {};
+const volatile __u32 record_events = 0;	/* send capture events */
 
-/* What a uprobe + uretprobe pair adds to an entry -> return time on this
- * machine, measured by the loader after load (calibration) and written
- * here; subtracted from "call" stages. */
-__u64 call_bias_ns = 0;
+/* Written by the loader (the whole .bss value at once):
+ * call_bias_ns: what a uprobe + uretprobe pair adds to an entry -> return
+ *   time on this machine, measured after load (calibration); subtracted
+ *   from "call" stages;
+ * gen: the report interval. Statistics go to one of two halves of the
+ *   stats map by its parity: at a report the loader advances gen, lets
+ *   programs in flight finish, reads and clears the other half. Each
+ *   measurement is counted in exactly one report, and capture events carry
+ *   the same number. */
+struct {
+	__u64 call_bias_ns;
+	__u32 gen;
+	__u32 pad;
+} ctl = {};
 
 /* Entry timestamps of "call" stages, one slot per stage, in the thread's
  * own task storage: no hash lookup on the probe path, and freed by the
@@ -108,12 +121,19 @@ struct {
 	__type(value, struct dev_stats);
 } devs SEC(".maps");
 
+/* two halves of MAX_STAGES entries, by report-interval parity */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, MAX_STAGES);
+	__uint(max_entries, 2 * MAX_STAGES);
 	__type(key, __u32);
 	__type(value, struct stage_stats);
 } stats SEC(".maps");
+
+/* capture events; sized by the loader (a page when not recording) */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} events SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -158,13 +178,18 @@ static __always_inline __u32 hist_slot(__u64 ns)
 	return slot < HIST_SLOTS ? slot : HIST_SLOTS - 1;
 }
 
-static __always_inline void record(__u32 stage, __u64 delta)
+/* The report interval, read once per program run. */
+static __always_inline __u32 cur_gen(void)
+{
+	return *(volatile __u32 *)&ctl.gen;
+}
+
+static __always_inline void record(__u32 stage, __u64 delta, __u32 gen)
 {
 	struct stage_stats *s;
-	__u32 slot;
+	__u32 slot, key = (stage & (MAX_STAGES - 1)) | (gen & 1) * MAX_STAGES;
 
-	stage &= MAX_STAGES - 1;
-	s = bpf_map_lookup_elem(&stats, &stage);
+	s = bpf_map_lookup_elem(&stats, &key);
 	if (!s)
 		return;
 	s->count++;
@@ -176,6 +201,32 @@ static __always_inline void record(__u32 stage, __u64 delta)
 	slot = hist_slot(delta) & (HIST_SLOTS - 1);
 	s->slots[slot]++;
 }
+
+/* Reserve a capture event of `size` bytes with its header filled; NULL
+ * when not recording or the ring is full (counted). */
+static __always_inline void *ev_reserve(__u64 size, __u32 id, __u64 ts,
+					__u32 gen)
+{
+	struct ev_hdr *h;
+
+	if (!record_events)
+		return 0;
+	h = bpf_ringbuf_reserve(&events, size, 0);
+	if (!h) {
+		count(CNT_EVENTS_LOST);
+		return 0;
+	}
+	h->id = id;
+	h->ts = ts;
+	h->cpu = bpf_get_smp_processor_id();
+	h->interval = gen;
+	return h;
+}
+
+#define EV_NEW(type, id, ts, gen) \
+	((struct type *)ev_reserve(sizeof(struct type), id, ts, gen))
+/* the recorder polls: no wake-up from inside a probe */
+#define EV_SEND(e) bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP)
 
 static __always_inline void mark_in_op(__u32 tid, __u32 on)
 {
@@ -216,7 +267,9 @@ int stage_return(struct pt_regs *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 stage = bpf_get_attach_cookie(ctx) & (MAX_STAGES - 1);
 	struct task_starts *t;
+	struct ev_stage *e;
 	__u64 d, bias;
+	__u32 gen;
 
 	if (targ_tgid && (id >> 32) != targ_tgid && (id >> 32) != calib_tgid)
 		return 0;
@@ -235,10 +288,19 @@ int stage_return(struct pt_regs *ctx)
 	t->ts[stage] = 0;
 	if (stage == ST_DEQUEUE_OP)	/* the worker is done with its op */
 		mark_in_op((__u32)id, 0);
-	bias = call_bias_ns;
-	if (stage != ST_CALIB)
+	bias = ctl.call_bias_ns;
+	gen = cur_gen();
+	if (stage != ST_CALIB) {
 		d = d > bias ? d - bias : 0;
-	record(stage, d);
+		e = EV_NEW(ev_stage, EV_STAGE, now, gen);
+		if (e) {
+			e->duration_ns = d;
+			e->tid = (__u32)id;
+			e->stage = stage;
+			EV_SEND(e);
+		}
+	}
+	record(stage, d, gen);
 	return 0;
 }
 
@@ -339,29 +401,52 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 {
 	__u64 now = 0;
 	struct thread_state *t;
+	struct ev_switch_out *eo;
+	struct ev_switch_in *ei;
+	__u32 gen = 0, state, woken = 0;
 
 	count(CNT_HIT_SCHED);
 	if (targ_tgid && prev->tgid == targ_tgid) {
 		now = bpf_ktime_get_ns();
+		gen = cur_gen();
 		t = thread_of(prev, now);
-		if (t && (prev_state & TASK_DEAD_STATE)) {
-			transition(t, TS_DEAD, now);
-			t->died = now;
-		} else if (t) {
-			transition(t, prev_state ? TS_SLEEP : TS_RUNQ, now);
+		if (t) {
+			state = (prev_state & TASK_DEAD_STATE) ? TS_DEAD :
+				prev_state ? TS_SLEEP : TS_RUNQ;
+			transition(t, state, now);
+			if (state == TS_DEAD)
+				t->died = now;
+			eo = EV_NEW(ev_switch_out, EV_SWITCH_OUT, now, gen);
+			if (eo) {
+				eo->tid = prev->pid;
+				eo->state = state;
+				eo->role = t->role;
+				EV_SEND(eo);
+			}
 		}
 	}
 	if (targ_tgid && next->tgid == targ_tgid) {
-		if (!now)
+		if (!now) {
 			now = bpf_ktime_get_ns();
+			gen = cur_gen();
+		}
 		t = thread_of(next, now);
 		if (!t)
 			return 0;
 		if (t->state == TS_RUNQ && t->wake_ts && t->wake_ts >= t->since) {
 			/* first time on CPU since its wake-up */
 			record(ST_ROLE_WAKEUP + (t->role & (MAX_ROLES - 1)),
-			       now - t->wake_ts);
+			       now - t->wake_ts, gen);
 			t->oncpu_after_wake = now;
+			woken = 1;
+		}
+		ei = EV_NEW(ev_switch_in, EV_SWITCH_IN, now, gen);
+		if (ei) {
+			ei->wakeup_ns = woken ? now - t->wake_ts : 0;
+			ei->tid = next->pid;
+			ei->role = t->role;
+			ei->woken = woken;
+			EV_SEND(ei);
 		}
 		transition(t, TS_RUN, now);
 	}
@@ -373,22 +458,34 @@ int BPF_PROG(on_waking, struct task_struct *p)
 {
 	struct task_struct *cur;
 	struct thread_state *t;
-	__u64 now;
+	struct ev_waking *e;
+	__u64 now, off;
+	__u32 gen;
 
 	count(CNT_HIT_SCHED);
 	if (!targ_tgid || p->tgid != targ_tgid)
 		return 0;
 	now = bpf_ktime_get_ns();
+	gen = cur_gen();
 	t = thread_of(p, now);
 	if (!t || t->state != TS_SLEEP)
 		return 0;
-	if (now > t->since)
-		record(ST_ROLE_OFFCPU + (t->role & (MAX_ROLES - 1)), now - t->since);
+	off = now > t->since ? now - t->since : 0;
+	if (off)
+		record(ST_ROLE_OFFCPU + (t->role & (MAX_ROLES - 1)), off, gen);
 	transition(t, TS_RUNQ, now);
 	t->wake_ts = now;
 	t->wakeups++;
 	cur = bpf_get_current_task_btf();
 	t->waker_tid = cur->tgid == targ_tgid ? cur->pid : 0;
+	e = EV_NEW(ev_waking, EV_WAKING, now, gen);
+	if (e) {
+		e->offcpu_ns = off;	/* 0: not counted */
+		e->tid = p->pid;
+		e->waker_tid = t->waker_tid;
+		e->role = t->role;
+		EV_SEND(e);
+	}
 	return 0;
 }
 
@@ -436,7 +533,8 @@ int on_futex_exit(struct trace_event_raw_sys_exit *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct thread_state *t;
-	__u32 tid = (__u32)id;
+	struct ev_futex_wait *e;
+	__u32 tid = (__u32)id, gen;
 	__u64 now, d;
 
 	if (!targ_tgid || (id >> 32) != targ_tgid)
@@ -445,10 +543,21 @@ int on_futex_exit(struct trace_event_raw_sys_exit *ctx)
 	if (!t || !t->futex_start)
 		return 0;
 	now = bpf_ktime_get_ns();
+	gen = cur_gen();
 	d = now > t->futex_start ? now - t->futex_start : 0;
 	t->futex_start = 0;
 	t->cum_futex += d;
-	record(ST_ROLE_FUTEX + (t->role & (MAX_ROLES - 1)), d);
+	record(ST_ROLE_FUTEX + (t->role & (MAX_ROLES - 1)), d, gen);
+	e = EV_NEW(ev_futex_wait, EV_FUTEX_WAIT, now, gen);
+	if (e) {
+		e->uaddr = t->cv_uaddr & ~1ULL;
+		e->duration_ns = d;
+		e->ret = ctx->ret;
+		e->tid = tid;
+		e->role = t->role;
+		e->is_cv = !(t->cv_uaddr & 1);
+		EV_SEND(e);
+	}
 	if (!(t->cv_uaddr & 1))
 		t->cv_timedout = ctx->ret == -ETIMEDOUT;
 	t->cv_uaddr &= ~1ULL;
@@ -475,7 +584,8 @@ int on_syncfs_exit(struct trace_event_raw_sys_exit *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct thread_state *t;
-	__u32 tid = (__u32)id;
+	struct ev_syncfs *e;
+	__u32 tid = (__u32)id, gen;
 	__u64 now;
 
 	if (!targ_tgid || (id >> 32) != targ_tgid)
@@ -484,8 +594,16 @@ int on_syncfs_exit(struct trace_event_raw_sys_exit *ctx)
 	if (!t || !t->syncfs_start)
 		return 0;
 	now = bpf_ktime_get_ns();
-	if (now > t->syncfs_start)
-		record(ST_SYNCFS, now - t->syncfs_start);
+	gen = cur_gen();
+	if (now > t->syncfs_start) {
+		record(ST_SYNCFS, now - t->syncfs_start, gen);
+		e = EV_NEW(ev_syncfs, EV_SYNCFS, now, gen);
+		if (e) {
+			e->duration_ns = now - t->syncfs_start;
+			e->tid = tid;
+			EV_SEND(e);
+		}
+	}
 	t->syncfs_start = 0;
 	return 0;
 }
@@ -536,8 +654,9 @@ int BPF_PROG(on_rq_complete, struct request *rq, blk_status_t error,
 	__u64 key = (__u64)rq, now, d;
 	__u64 *tsp = bpf_map_lookup_elem(&rqs, &key);
 	struct dev_stats *ds, z = {};
+	struct ev_block_rq *e;
 	struct gendisk *disk;
-	__u32 dev;
+	__u32 dev, gen;
 
 	if (!tsp)
 		return 0;
@@ -546,12 +665,20 @@ int BPF_PROG(on_rq_complete, struct request *rq, blk_status_t error,
 		return 0;
 	}
 	now = bpf_ktime_get_ns();
+	gen = cur_gen();
 	d = now > *tsp ? now - *tsp : 0;
 	bpf_map_delete_elem(&rqs, &key);
-	record(ST_BLOCK_RQ, d);
+	record(ST_BLOCK_RQ, d, gen);
 	disk = BPF_CORE_READ(rq, q, disk);
 	dev = disk ? (BPF_CORE_READ(disk, major) << 20 |
 		      BPF_CORE_READ(disk, first_minor)) : 0;
+	e = EV_NEW(ev_block_rq, EV_BLOCK_RQ, now, gen);
+	if (e) {
+		e->duration_ns = d;
+		e->dev = dev;
+		e->bytes = nr_bytes;
+		EV_SEND(e);
+	}
 	ds = bpf_map_lookup_elem(&devs, &dev);
 	if (!ds) {
 		bpf_map_update_elem(&devs, &dev, &z, BPF_NOEXIST);
@@ -630,8 +757,11 @@ static __always_inline int cum_at(struct thread_state *t, __u64 at,
 	return 0;			/* older than the ring: its oldest entry */
 }
 
+/* Split the op's queue wait by the state of worker `tid` since the
+ * enqueue; `e` (the capture event, may be NULL) gets the parts. */
 static __always_inline void attribute(struct op_state *st, __u64 now,
-				      __u32 tid)
+				      __u32 tid, __u32 gen,
+				      struct ev_op_dequeue *e)
 {
 	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
 	__u64 qw = st->qwait_ns, cs = 0, cr = 0, sig = 0, rq = 0, pick = 0, busy;
@@ -644,8 +774,11 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	if (st->enq_ns >= t->since && t->state == TS_RUN) {
 		/* running since before the enqueue: all of it was busy */
 	} else {
-		if (!cum_at(t, st->enq_ns, &cs, &cr))
+		if (!cum_at(t, st->enq_ns, &cs, &cr)) {
 			count(CNT_ATTR_TRUNCATED);
+			if (e)
+				e->truncated = 1;
+		}
 		/* now the worker is running: its totals are current. Sleeping
 		 * inside an earlier op (I/O, locks) is work: only idle sleep
 		 * is signal delay. */
@@ -663,10 +796,18 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 		woke = sig > 0;
 	}
 	busy = qw - sig - rq - pick;
-	record(ST_ATTR_BUSY, busy);
-	record(ST_ATTR_SIGNAL, sig);
-	record(ST_ATTR_RUNQ, rq);
-	record(ST_ATTR_PICKUP, pick);
+	record(ST_ATTR_BUSY, busy, gen);
+	record(ST_ATTR_SIGNAL, sig, gen);
+	record(ST_ATTR_RUNQ, rq, gen);
+	record(ST_ATTR_PICKUP, pick, gen);
+	if (e) {
+		e->attributed = 1;
+		e->busy_ns = busy;
+		e->signal_ns = sig;
+		e->runq_ns = rq;
+		e->pickup_ns = pick;
+		e->waker_tid = t->waker_tid;
+	}
 
 	/* woken from an idle wait on a condition variable by this op's
 	 * enqueuer (or by the wait's timeout): that cv is the queue's and
@@ -675,6 +816,8 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	    (t->cv_timedout || (t->waker_tid && t->waker_tid == st->enq_tid)))
 		t->queue_cv = t->cv_uaddr;
 	key = t->queue_cv;
+	if (e)
+		e->shard = key;
 	sh = bpf_map_lookup_elem(&shards, &key);
 	if (!sh) {
 		bpf_map_update_elem(&shards, &key, &z, BPF_NOEXIST);
@@ -697,18 +840,26 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	if (timedout) {
 		count(CNT_TIMEOUTS_WITH_WORK);
 		__sync_fetch_and_add(&sh->timeouts_with_work, 1);
+		if (e)
+			e->timeout_with_work = 1;
 	}
 	if (!woke)
 		return;
 	if (timedout) {
 		count(CNT_WAKE_TIMEOUT);
 		__sync_fetch_and_add(&sh->wake_timeout, 1);
+		if (e)
+			e->wake = WK_TIMEOUT;
 	} else if (t->waker_tid && t->waker_tid == st->enq_tid) {
 		count(CNT_WAKE_ENQUEUER);
 		__sync_fetch_and_add(&sh->wake_enqueuer, 1);
+		if (e)
+			e->wake = WK_ENQUEUER;
 	} else {
 		count(CNT_WAKE_OTHER);
 		__sync_fetch_and_add(&sh->wake_other, 1);
+		if (e)
+			e->wake = WK_OTHER;
 	}
 }
 
@@ -719,7 +870,7 @@ int op_event(struct pt_regs *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u64 cookie, op, now;
 	struct op_state *st;
-	__u32 ev, cls;
+	__u32 ev, cls, gen;
 
 	if (targ_tgid && (id >> 32) != targ_tgid)
 		return 0;
@@ -738,6 +889,7 @@ int op_event(struct pt_regs *ctx)
 	if (!op)
 		return 0;
 	now = bpf_ktime_get_ns();
+	gen = cur_gen();
 	st = bpf_map_lookup_elem(&ops, &op);
 
 	if (ev == OPEV_ENQUEUE) {
@@ -746,11 +898,20 @@ int op_event(struct pt_regs *ctx)
 		 * OpRequest was freed and its address reused. */
 		struct op_state n = { .enq_ns = now, .enq_tid = (__u32)id };
 
+		struct ev_op_enqueue *e;
+
 		if (st) {
 			count(CNT_OP_REPLACED);
 			*st = n;
 		} else if (bpf_map_update_elem(&ops, &op, &n, BPF_NOEXIST)) {
 			count(CNT_OP_MAP_FULL);
+			return 0;
+		}
+		e = EV_NEW(ev_op_enqueue, EV_OP_ENQUEUE, now, gen);
+		if (e) {
+			e->op = op;
+			e->tid = (__u32)id;
+			EV_SEND(e);
 		}
 		return 0;
 	}
@@ -761,23 +922,50 @@ int op_event(struct pt_regs *ctx)
 	if (ev == OPEV_DEQUEUE) {
 		/* a requeued op is dequeued again: its first wait is queue_wait */
 		if (!st->deq_ns && now >= st->enq_ns) {
+			struct ev_op_dequeue *e;
+
 			st->qwait_ns = now - st->enq_ns;
 			st->deq_ns = now;
-			record(ST_QUEUE_WAIT, st->qwait_ns);
-			attribute(st, now, (__u32)id);
+			record(ST_QUEUE_WAIT, st->qwait_ns, gen);
+			e = EV_NEW(ev_op_dequeue, EV_OP_DEQUEUE, now, gen);
+			if (e) {
+				__builtin_memset((char *)e + sizeof(e->h), 0,
+						 sizeof(*e) - sizeof(e->h));
+				e->op = op;
+				e->queue_wait_ns = st->qwait_ns;
+				e->tid = (__u32)id;
+				e->enq_tid = st->enq_tid;
+			}
+			attribute(st, now, (__u32)id, gen, e);
+			if (e)
+				EV_SEND(e);
 			if (track_in_op)
 				mark_in_op((__u32)id, 1);
 		}
 		return 0;
 	}
 	if (ev == OPEV_DONE) {
+		struct ev_op_done *e;
+
 		cls = op_class(op);
 		if (now >= st->enq_ns) {
-			record(ST_OP_TOTAL, now - st->enq_ns);
-			record(ST_OP_TOTAL_READ + cls, now - st->enq_ns);
+			record(ST_OP_TOTAL, now - st->enq_ns, gen);
+			record(ST_OP_TOTAL_READ + cls, now - st->enq_ns, gen);
 		}
 		if (st->deq_ns)
-			record(ST_QUEUE_WAIT_READ + cls, st->qwait_ns);
+			record(ST_QUEUE_WAIT_READ + cls, st->qwait_ns, gen);
+		e = EV_NEW(ev_op_done, EV_OP_DONE, now, gen);
+		if (e) {
+			e->op = op;
+			e->op_total_ns = now >= st->enq_ns ? now - st->enq_ns : 0;
+			e->queue_wait_ns = st->deq_ns ? st->qwait_ns : 0;
+			e->tid = (__u32)id;
+			e->op_class = cls;
+			e->dequeued = st->deq_ns != 0;
+			e->total_valid = now >= st->enq_ns;
+			e->pad = 0;
+			EV_SEND(e);
+		}
 		bpf_map_delete_elem(&ops, &op);
 	}
 	return 0;

@@ -83,6 +83,7 @@ enum counter_id {
 	CNT_HIT_RETURN,		/* uretprobe hits */
 	CNT_HIT_SCHED,		/* scheduler tracepoint runs (all tasks) */
 	CNT_HIT_SYSCALL,	/* futex/syncfs tracepoint runs of the target */
+	CNT_EVENTS_LOST,	/* capture events the ring buffer had no room for */
 	CNT__MAX = 24,
 };
 
@@ -172,5 +173,128 @@ struct role_prefix {
 	__u32 len;		/* 0 = unused */
 	__u32 role;
 };
+
+/* ------------------------------------------------------------------------
+ * Capture events (osdstage -w): one per measurement, in the "events" ring
+ * buffer. Each record is laid out exactly as a CTF event of the capture's
+ * metadata (lib/cephlat/capture.py, which names every field): the header,
+ * then the payload, byte-packed. The recorder (lib/native/recorder.c)
+ * copies records unchanged into the stream file of `cpu`.
+ * `interval` is the report interval the measurement was counted in (the
+ * ctl.gen it read), so a capture splits into the live run's reports
+ * exactly. */
+enum ev_id {
+	EV_STAGE = 0,		/* a "call" stage: entry -> return */
+	EV_OP_ENQUEUE,
+	EV_OP_DEQUEUE,		/* with the queue-wait attribution */
+	EV_OP_DONE,
+	EV_SWITCH_OUT,		/* a target thread left the CPU */
+	EV_WAKING,		/* a sleeping target thread was woken */
+	EV_SWITCH_IN,		/* a target thread got the CPU */
+	EV_FUTEX_WAIT,
+	EV_SYNCFS,
+	EV_BLOCK_RQ,
+	EV__BPF,		/* ids from here on are written by user space */
+};
+
+enum wake_kind { WK_NONE = 0, WK_ENQUEUER, WK_OTHER, WK_TIMEOUT };
+
+#define EV_PACKED __attribute__((packed))
+
+struct ev_hdr {
+	__u32 id;
+	__u64 ts;		/* CLOCK_MONOTONIC ns */
+	__u32 cpu;
+	__u32 interval;
+} EV_PACKED;
+
+struct ev_stage {
+	struct ev_hdr h;
+	__u64 duration_ns;	/* probe cost subtracted */
+	__u32 tid;
+	__u32 stage;		/* enum stage_id */
+} EV_PACKED;
+
+struct ev_op_enqueue {
+	struct ev_hdr h;
+	__u64 op;
+	__u32 tid;
+} EV_PACKED;
+
+struct ev_op_dequeue {
+	struct ev_hdr h;
+	__u64 op;
+	__u64 queue_wait_ns;
+	__u64 busy_ns;
+	__u64 signal_ns;
+	__u64 runq_ns;
+	__u64 pickup_ns;
+	__u64 shard;		/* the worker's queue condition variable */
+	__u32 tid;		/* the worker */
+	__u32 enq_tid;
+	__u32 waker_tid;	/* who woke the worker last (0: not the target) */
+	__u8 attributed;	/* 0: the worker was unknown, no split */
+	__u8 wake;		/* enum wake_kind */
+	__u8 timeout_with_work;
+	__u8 truncated;
+} EV_PACKED;
+
+struct ev_op_done {
+	struct ev_hdr h;
+	__u64 op;
+	__u64 op_total_ns;
+	__u64 queue_wait_ns;
+	__u32 tid;
+	__u8 op_class;		/* enum op_class */
+	__u8 dequeued;		/* queue_wait_ns is valid */
+	__u8 total_valid;
+	__u8 pad;
+} EV_PACKED;
+
+struct ev_switch_out {
+	struct ev_hdr h;
+	__u32 tid;
+	__u8 state;		/* enum tstate_kind: sleep, runq (preempted), dead */
+	__u8 role;
+} EV_PACKED;
+
+struct ev_waking {
+	struct ev_hdr h;
+	__u64 offcpu_ns;
+	__u32 tid;
+	__u32 waker_tid;	/* 0: not a thread of the target */
+	__u8 role;
+} EV_PACKED;
+
+struct ev_switch_in {
+	struct ev_hdr h;
+	__u64 wakeup_ns;	/* waking -> on CPU; valid if woken */
+	__u32 tid;
+	__u8 role;
+	__u8 woken;		/* first time on CPU since a wake-up */
+} EV_PACKED;
+
+struct ev_futex_wait {
+	struct ev_hdr h;
+	__u64 uaddr;
+	__u64 duration_ns;
+	__s32 ret;
+	__u32 tid;
+	__u8 role;
+	__u8 is_cv;		/* a condition-variable wait (FUTEX_WAIT_BITSET) */
+} EV_PACKED;
+
+struct ev_syncfs {
+	struct ev_hdr h;
+	__u64 duration_ns;
+	__u32 tid;
+} EV_PACKED;
+
+struct ev_block_rq {
+	struct ev_hdr h;
+	__u64 duration_ns;	/* issue -> complete */
+	__u32 dev;		/* major << 20 | minor */
+	__u32 bytes;
+} EV_PACKED;
 
 #endif /* OSDSTAGE_H */

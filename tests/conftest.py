@@ -31,6 +31,21 @@ def need(ok, why):
     pytest.skip(why)
 
 
+def header_enum(name):
+    """{enumerator: value} of `enum name` in probes/osdstage.h"""
+    import re
+    with open(os.path.join(REPO, "probes", "osdstage.h")) as f:
+        text = f.read()
+    body = re.search(r"enum %s \{(.*?)\};" % name, text, re.S).group(1)
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    out, n = {}, -1
+    for e in [e.strip() for e in body.split(",") if e.strip()]:
+        key, _, val = e.partition("=")
+        n = int(val) if val.strip() else n + 1
+        out[key.strip()] = n
+    return out
+
+
 def run_tool(args, timeout=120, **kw):
     return subprocess.run([PYTHON] + args, capture_output=True, text=True,
                           timeout=timeout, **kw)

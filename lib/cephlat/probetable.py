@@ -42,6 +42,7 @@ for _name, _base in ROLE_STAGES:
     for _r in range(MAX_ROLES):
         STAGE_IDS["%s.%d" % (_name, _r)] = _base + _r
 N_STAGE_IDS = 48
+MAX_STAGES = 64       # probes/osdstage.h: one half of the stats map
 KERNEL_STAGES = ["syncfs", "block_rq", "futex_wait", "offcpu", "wakeup_delay"]
 
 # op events (enum op_event)

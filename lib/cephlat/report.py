@@ -235,8 +235,13 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role):
 
 
 def interval_deltas(cur, prev):
-    hists = {k: hist_delta(h, prev.hists.get(k) if prev else None)
-             for k, h in cur.hists.items()}
+    """The histograms and counters of the interval from prev to cur (a
+    snapshot that closed one report interval carries its histograms)."""
+    if cur.interval is not None:
+        hists = dict(cur.interval)
+    else:
+        hists = {k: hist_delta(h, prev.hists.get(k) if prev else None)
+                 for k, h in cur.hists.items()}
     counters = {k: v - (prev.counters.get(k, 0) if prev else 0)
                 for k, v in cur.counters.items()}
     return hists, counters

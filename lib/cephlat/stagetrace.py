@@ -17,7 +17,8 @@ COUNTER_NAMES = ["start_map_full", "no_start", "negative", "op_map_full",
                  "op_unknown", "bad_arg", "op_replaced", "thread_map_full",
                  "attr_truncated", "wake_enqueuer", "wake_other",
                  "wake_timeout", "rq_map_full", "timeouts_with_work",
-                 "hit_entry", "hit_return", "hit_sched", "hit_syscall"]
+                 "hit_entry", "hit_return", "hit_sched", "hit_syscall",
+                 "events_lost"]
 # counters that are results, not losses
 RESULT_COUNTERS = ("wake_enqueuer", "wake_other", "wake_timeout",
                    "timeouts_with_work", "hit_entry", "hit_return",
@@ -129,7 +130,8 @@ class _Rodata(ctypes.Structure):
                 ("calib_tgid", ctypes.c_uint32),
                 ("worker_role", ctypes.c_uint32),
                 ("track_in_op", ctypes.c_uint32),
-                ("roles", _RolePrefix * MAX_ROLES)]
+                ("roles", _RolePrefix * MAX_ROLES),
+                ("record_events", ctypes.c_uint32)]
 
 
 class Roles:
@@ -167,12 +169,16 @@ CEPH_ROLES = Roles([("tp_osd_tp", "tp_osd_tp"), ("msgr-worker-", "msgr-worker"),
 
 
 class Snapshot:
-    """Cumulative state read from the kernel at one moment."""
+    """Cumulative state read from the kernel at one moment; `interval`
+    holds the histograms of the report interval it closed (exact: each
+    measurement lands in one interval) and `gen` that interval's number."""
 
-    def __init__(self, hists, counters, threads, shards, devs, mono_ns):
+    def __init__(self, hists, counters, threads, shards, devs, mono_ns,
+                 interval=None, gen=None):
         self.hists, self.counters = hists, counters
         self.threads, self.shards, self.devs = threads, shards, devs
         self.mono_ns = mono_ns
+        self.interval, self.gen = interval, gen
 
     def __iter__(self):             # hists, counters = tracer.snapshot()
         return iter((self.hists, self.counters))
@@ -183,7 +189,8 @@ class StageTracer:
     readable (and probed) at `exe_path`."""
 
     def __init__(self, pid, exe_path, plan, rmw=None, max_ops=DEFAULT_MAX_OPS,
-                 bpf_dir=None, calibrate=True, kernel=False, roles=None):
+                 bpf_dir=None, calibrate=True, kernel=False, roles=None,
+                 ring_bytes=0):
         self.pid, self.exe_path, self.plan, self.rmw = pid, exe_path, plan, rmw
         self.kernel = kernel
         self.roles = roles or CEPH_ROLES
@@ -195,18 +202,25 @@ class StageTracer:
         self.obj = bpf.BPFObject(os.path.join(self.bpf_dir, "osdstage.bpf.o"))
         self.reader = None
         self.aged_out = 0
+        # capture events: ring buffer size (0 = not recording)
+        self.ring_bytes = ring_bytes
+        self.gen = 0
+        self._cum = {}
 
     def start(self):
         ro = _Rodata(targ_tgid=self.pid, calib_tgid=os.getpid())
         if self.rmw:
             ro.rmw_flags_off, ro.rmw_read_bit, ro.rmw_write_bit = self.rmw
         self.roles.fill(ro)
+        ro.record_events = 1 if self.ring_bytes else 0
         # with the dequeue function's return probed, a worker's sleep inside
         # it (I/O, locks) is work on an op, not idleness
         ro.track_in_op = int(any(st == "dequeue_op" for st, _ in
                                  self.plan.calls))
         self.obj.set_rodata(ro)
         self.obj.set_max_entries("ops", self.max_ops)
+        if self.ring_bytes:
+            self.obj.set_max_entries("events", self.ring_bytes)
         if not self.kernel:
             for prog in KERNEL_PROGRAMS:
                 self.obj.set_autoload(prog, False)
@@ -219,11 +233,15 @@ class StageTracer:
         self.reader = StatsReader(self.obj.map("stats"))
         if self.want_calibration and (self.plan.calls or self.calibrate_always):
             self.call_bias_ns = self._calibrate()
-            bss = self.obj.map(".bss")
-            bss.update(struct.pack("<I", 0), struct.pack("<Q", self.call_bias_ns))
+            self._write_ctl()
         self.counters = self.obj.map("counters")
         self.ops = self.obj.map("ops")
         self.attach()
+
+    def _write_ctl(self):
+        # struct ctl, the whole .bss (tests/unit/test_layout.py)
+        self.obj.map(".bss").update(struct.pack("<I", 0), struct.pack(
+            "<QII", self.call_bias_ns, self.gen, 0))
 
     def attach(self):
         """Attach every probe of the plan (and the kernel programs)."""
@@ -379,18 +397,37 @@ class StageTracer:
     def snapshot_counters(self):
         return read_counters(self.counters)
 
-    def snapshot(self):
-        """Cumulative state since start()."""
-        mono = time.monotonic_ns()
-        hists = {name: self.reader.read(sid)
+    def _close_interval(self):
+        """End report interval `gen`: the programs count into the other
+        half of the stats map from now on; once those that read the old
+        number have finished (they run for microseconds), read and clear
+        its half. -> (gen, {stage: Hist})"""
+        old = self.gen
+        self.gen += 1
+        self._write_ctl()
+        time.sleep(0.002)
+        half = old & 1
+        hists = {name: self.reader.read(sid, half)
                  for name, sid in probetable.STAGE_IDS.items()
                  if not name.startswith("_")}
+        self.reader.clear(half)
+        return old, hists
+
+    def snapshot(self):
+        """Cumulative state since start(); .interval holds what was counted
+        since the previous snapshot."""
+        gen, interval = self._close_interval()
+        for name, h in interval.items():
+            self._cum.setdefault(name, Hist()).merge(h)
+        hists = {name: Hist(h.count, h.sum_ns, h.max_ns, list(h.slots))
+                 for name, h in self._cum.items()}
+        mono = time.monotonic_ns()
         counters = read_counters(self.counters)
         counters["op_aged_out"] = self.aged_out
-        if not self.kernel:
-            return Snapshot(hists, counters, {}, self.read_shards(), {}, mono)
-        return Snapshot(hists, counters, self.read_threads(),
-                        self.read_shards(), self.read_devs(), mono)
+        threads = self.read_threads() if self.kernel else {}
+        devs = self.read_devs() if self.kernel else {}
+        return Snapshot(hists, counters, threads, self.read_shards(), devs,
+                        mono, interval, gen)
 
     def age_out(self, timeout_s=DEFAULT_OP_TIMEOUT_S):
         """Drop ops idle for longer than timeout_s (never completed: client
@@ -424,8 +461,9 @@ class StatsReader:
         self.stride = (stats_map.value_size + 7) // 8 * 8
         self.words = self.stride // 8
 
-    def read(self, stage_id):
-        raw = self.map.lookup(struct.pack("<I", stage_id),
+    def read(self, stage_id, half=0):
+        raw = self.map.lookup(struct.pack("<I", stage_id +
+                                          half * probetable.MAX_STAGES),
                               self.stride * self.ncpu)
         h = Hist()
         if raw is None:
@@ -446,6 +484,13 @@ class StatsReader:
                     slots[i] += c
         h.slots = slots
         return h
+
+
+    def clear(self, half):
+        zero = bytes(self.stride * self.ncpu)
+        for sid in range(probetable.N_STAGE_IDS):
+            self.map.update(struct.pack("<I", sid + half *
+                                        probetable.MAX_STAGES), zero)
 
 
 def read_counters(cmap):

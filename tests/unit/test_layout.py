@@ -34,7 +34,8 @@ def test_rodata_offsets_match_the_object():
     assert syms == fields
 
 
-def test_bss_holds_only_the_bias():
+def test_bss_holds_only_ctl():
     need(os.path.exists(OBJ), "BPF objects not built (run: make)")
-    # StageTracer writes call_bias_ns as the whole .bss value
-    assert _section_symbols(OBJ, ".bss") == {"call_bias_ns": (0, 8)}
+    # StageTracer writes struct ctl {u64 call_bias_ns; u32 gen; u32 pad}
+    # as the whole .bss value
+    assert _section_symbols(OBJ, ".bss") == {"ctl": (0, 16)}
