@@ -35,12 +35,12 @@ export LAB_OSD_OPTS SECS THREADS
 # daemons themselves are installed by $(LAB) install (shared with vagrant/).
 PKGS := clang llvm libbpf1 libbpf-dev bpftool bpftrace lttng-tools \
 	babeltrace2 fio g++ binutils gdb ruby util-linux procps \
-	python3-pytest python3-pyelftools ceph-osd-dbg
+	python3-pytest python3-pyelftools ceph-osd-dbg chromium
 
 .PHONY: all build setup lab lab-env lab-down workload demo test \
 	test-unit test-bpf test-cluster bench clean
 
-all build: $(BPF_OBJS) $(BUILD)/libcephlat_calib.so
+all build: $(BPF_OBJS) $(BUILD)/libcephlat_calib.so $(BUILD)/libcephlat_rec.so
 
 $(BUILD)/vmlinux.h:
 	@mkdir -p $(BUILD)
@@ -56,6 +56,11 @@ $(BUILD)/libcephlat_calib.so: probes/calib.c
 	@mkdir -p $(BUILD)
 	$(CC) -O0 -fno-omit-frame-pointer -fcf-protection=none -Wall -Werror \
 		-shared -fPIC -o $@ $<
+
+# the capture recorder: ring buffer -> CTF stream files (lib/native/)
+$(BUILD)/libcephlat_rec.so: lib/native/recorder.c
+	@mkdir -p $(BUILD)
+	$(CC) -O2 -Wall -Werror -shared -fPIC -o $@ $< -lbpf
 
 setup:
 	@missing=""; for p in $(PKGS); do \

@@ -7,11 +7,15 @@ written in whole packets (default 64 KiB), each with its own header and
 context, so a file cut short (kill -9, full disk) is readable up to its
 last complete packet. Files are created mode 0600.
 
-Groundwork for capture files (osdstage -w) and librbd traces (rbdrecord);
-the field types are the ones those need.
+Used for capture files (osdstage -w, lib/cephlat/capture.py) and librbd
+traces (rbdrecord). Several stream files may share the one stream class
+(like LTTng's per-CPU files): the capture's recorder (lib/native/
+recorder.c) writes one per CPU in the same packet layout.
 """
+import heapq
 import os
 import socket
+import stat
 import struct
 import uuid as uuidlib
 
@@ -40,26 +44,42 @@ typealias integer { size = 64; align = 8; signed = true; } := int64_t;
 _HDR = struct.Struct("<I16sI")
 _CTX = struct.Struct("<QQQQQI")
 _EVH = struct.Struct("<IQ")          # event id, timestamp
+PACKET_HEAD = _HDR.size + _CTX.size
+
+
+def _norm_field(f):
+    """(name, type) or (name, type, [labels]) -> (name, type, labels|None);
+    labels make an integer field a CTF enum (babeltrace2 prints them)."""
+    name, ftype = f[0], f[1]
+    labels = list(f[2]) if len(f) > 2 and f[2] is not None else None
+    if ftype not in TYPES or (labels and TYPES[ftype][1] is None):
+        raise ValueError("bad field type %s" % ftype)
+    return name, ftype, labels
+
+
+def _tsdl_field(name, ftype, labels):
+    if not labels:
+        return "%s %s;" % (TYPES[ftype][0], name)
+    items = ", ".join('"%s" = %d' % (lab, i) for i, lab in enumerate(labels))
+    return "enum : %s { %s } %s;" % (TYPES[ftype][0], items, name)
 
 
 class EventClass:
     def __init__(self, name, fields):
-        for fname, ftype in fields:
-            if ftype not in TYPES:
-                raise ValueError("unknown field type %s" % ftype)
-        self.name, self.fields = name, list(fields)
+        self.name = name
+        self.fields = [_norm_field(f) for f in fields]
+        self.names = tuple(f[0] for f in self.fields)
         self.id = None
-        fmt = "<"
-        self._fixed = all(TYPES[t][1] for _, t in fields)
+        self._fixed = all(TYPES[t][1] for _, t, _ in self.fields)
         if self._fixed:
-            fmt += "".join(TYPES[t][1][1] for _, t in fields)
-            self._struct = struct.Struct(fmt)
+            self._struct = struct.Struct(
+                "<" + "".join(TYPES[t][1][1] for _, t, _ in self.fields))
 
     def encode(self, values):
         if self._fixed:
             return self._struct.pack(*values)
         out = bytearray()
-        for (fname, ftype), v in zip(self.fields, values):
+        for (fname, ftype, _), v in zip(self.fields, values):
             fmt = TYPES[ftype][1]
             if fmt is None:
                 b = v.encode("utf-8", "replace") if isinstance(v, str) else v
@@ -68,8 +88,24 @@ class EventClass:
                 out += struct.pack(fmt, v)
         return bytes(out)
 
+    def decode(self, data, p, end):
+        """-> (values tuple, position after the event)"""
+        if self._fixed:
+            return self._struct.unpack_from(data, p), p + self._struct.size
+        vals = []
+        for _, ftype, _ in self.fields:
+            fmt = TYPES[ftype][1]
+            if fmt is None:
+                z = data.index(b"\0", p, end)
+                vals.append(data[p:z].decode("utf-8", "replace"))
+                p = z + 1
+            else:
+                vals.append(struct.unpack_from(fmt, data, p)[0])
+                p += struct.calcsize(fmt)
+        return tuple(vals), p
+
     def tsdl(self, stream_id=0):
-        body = "\n".join("\t\t%s %s;" % (TYPES[t][0], n) for n, t in self.fields)
+        body = "\n".join("\t\t" + _tsdl_field(*f) for f in self.fields)
         return ('event {\n\tname = "%s";\n\tid = %d;\n\tstream_id = %d;\n'
                 '\tfields := struct {\n%s\n\t};\n};\n' % (
                     self.name, self.id, stream_id, body))
@@ -84,23 +120,32 @@ class Writer:
 
     env: {name: str|int} stored in the metadata's env block.
     clock_offset_ns: wall-clock time at monotonic 0, so that readers can
-    show wall-clock times (the timestamps are CLOCK_MONOTONIC ns)."""
+    show wall-clock times (the timestamps are CLOCK_MONOTONIC ns).
+    event_context: fields every event carries after its header (e.g. cpu
+    and report interval), given to write() as `ctx`.
+    stream: the file name of this writer's stream (others may add more
+    files of the same layout to the directory).
+    whole_packets: pad every packet to packet_size (else a flushed packet
+    is cut to its content)."""
 
     def __init__(self, path, classes, env=None, clock_offset_ns=0,
-                 packet_size=65536, force=False, cpu_id=0):
+                 packet_size=65536, force=False, cpu_id=0,
+                 event_context=(), stream="stream_0", whole_packets=True):
         self.path = path
         if os.path.exists(path) and not force:
             raise UserError("%s exists; pass --force to overwrite it" % path)
         try:
             os.makedirs(path, mode=0o700, exist_ok=True)
         except OSError as e:
-            raise UserError("cannot create %s: %s" % (path, e.strerror))
+            raise UserError("cannot write %s: %s" % (path, e.strerror))
         self.classes = {}
         for i, c in enumerate(classes):
             c.id = i
             self.classes[c.name] = c
         self.uuid = uuidlib.uuid4()
+        self.context = EventClass("context", event_context)
         self.packet_size = packet_size
+        self.whole_packets = whole_packets
         self.cpu_id = cpu_id
         self.discarded = 0
         self.events = 0
@@ -108,7 +153,7 @@ class Writer:
         self._first_ts = None
         self._last_ts = 0
         self._write_metadata(env or {}, clock_offset_ns)
-        self._stream = self._open(os.path.join(path, "stream_0"))
+        self._stream = self._open(os.path.join(path, stream))
 
     def _open(self, p):
         try:
@@ -169,19 +214,27 @@ stream {
 	event.header := struct {
 		uint32_t id;
 		uint64_clock_monotonic_t timestamp;
-	};
+	};%s
 };
 
 """ % (self.uuid, envs, uuidlib.uuid4(), offset_ns // 10**9,
-       offset_ns % 10**9)
+       offset_ns % 10**9, self._context_tsdl())
         text += "\n".join(c.tsdl() for c in self.classes.values())
         with self._open(os.path.join(self.path, "metadata")) as f:
             f.write(text.encode())
 
-    def write(self, name, ts_ns, *values):
-        """Append one event (fields in the class's order)."""
+    def _context_tsdl(self):
+        if not self.context.fields:
+            return ""
+        return "\n\tevent.context := struct {\n%s\n\t};" % "\n".join(
+            "\t\t" + _tsdl_field(*f) for f in self.context.fields)
+
+    def write(self, name, ts_ns, *values, ctx=()):
+        """Append one event (fields in the class's order; `ctx` the event
+        context's values)."""
         c = self.classes[name]
-        payload = _EVH.pack(c.id, ts_ns) + c.encode(values)
+        payload = _EVH.pack(c.id, ts_ns) + self.context.encode(ctx) + \
+            c.encode(values)
         room = self.packet_size - _HDR.size - _CTX.size
         if len(payload) > room:
             raise ValueError("event larger than a packet")
@@ -197,12 +250,14 @@ stream {
         """Write the buffered events as one complete packet."""
         if not self._buf:
             return
-        content = _HDR.size + _CTX.size + len(self._buf)
+        content = PACKET_HEAD + len(self._buf)
+        size = self.packet_size if self.whole_packets else \
+            (content + 7) // 8 * 8
         pkt = _HDR.pack(MAGIC, self.uuid.bytes, 0) + _CTX.pack(
-            self._first_ts, self._last_ts, content * 8,
-            self.packet_size * 8, self.discarded, self.cpu_id)
+            self._first_ts, self._last_ts, content * 8, size * 8,
+            self.discarded, self.cpu_id)
         pkt += self._buf
-        pkt += b"\0" * (self.packet_size - len(pkt))
+        pkt += b"\0" * (size - len(pkt))
         self._stream.write(pkt)
         self._stream.flush()
         self._buf = bytearray()
@@ -223,6 +278,28 @@ stream {
 # reading back what Writer wrote (the offline side needs no babeltrace2)
 
 _EVENT_RE = None
+_FIELD_RE = None
+
+
+def _parse_fields(body):
+    import re
+    global _FIELD_RE
+    if _FIELD_RE is None:
+        _FIELD_RE = re.compile(
+            r'^(?:enum : (\w+) \{(.*)\}|(\w+)) (\w+);$')
+    by_type = {v[0]: k for k, v in TYPES.items()}
+    fields = []
+    for line in body.strip().splitlines():
+        m = _FIELD_RE.match(line.strip())
+        if not m:
+            raise ValueError("unreadable field %r" % line.strip())
+        base, items, plain, fname = m.groups()
+        labels = None
+        if base:
+            labels = [x.split('" =')[0].strip().strip('"')
+                      for x in items.split(",")]
+        fields.append((fname, by_type[base or plain], labels))
+    return fields
 
 
 def _parse_metadata(text):
@@ -234,54 +311,80 @@ def _parse_metadata(text):
         _EVENT_RE = re.compile(
             r'event \{\s*name = "([^"]+)";\s*id = (\d+);\s*stream_id = \d+;\s*'
             r'fields := struct \{(.*?)\};\s*\};', re.S)
-    by_type = {v[0]: k for k, v in TYPES.items()}
     classes = {}
     for name, eid, body in _EVENT_RE.findall(text):
-        fields = []
-        for line in body.strip().splitlines():
-            tname, fname = line.strip().rstrip(";").split()
-            fields.append((fname, by_type[tname]))
-        c = EventClass(name, fields)
+        c = EventClass(name, _parse_fields(body))
         c.id = int(eid)
         classes[c.id] = c
-    env = dict(re.findall(r'^\t(\w+) = "?(.*?)"?;$',
-                          text.split("env {", 1)[1].split("};", 1)[0], re.M))
+    m = re.search(r"event\.context := struct \{(.*?)\};", text, re.S)
+    context = EventClass("context", _parse_fields(m.group(1)) if m else [])
+    env = {k: re.sub(r"\\(.)", r"\1", v) for k, v in re.findall(
+        r'^\t(\w+) = "?(.*?)"?;$',
+        text.split("env {", 1)[1].split("};", 1)[0], re.M)}
     m = re.search(r"offset_s = (\d+);\s*offset = (\d+);", text)
     offset = int(m.group(1)) * 10**9 + int(m.group(2)) if m else 0
-    return classes, env, offset
+    return classes, context, env, offset
 
 
 class Trace:
-    """A trace written by Writer, read back packet by packet.
+    """A trace written by Writer (and the recorder), read back packet by
+    packet, every stream file of the directory merged in time order.
 
-    .events() yields (name, ts_ns, {field: value}); after it, .truncated
-    says whether the stream ended inside a packet (read up to the last
-    complete one)."""
+    .events() yields (name, ts_ns, {field: value}) (the event context's
+    fields included); .records() yields (class, ts_ns, context tuple,
+    values tuple), cheaper. After either, .truncated says whether a stream
+    ended inside a packet (read up to its last complete one)."""
 
     def __init__(self, path):
         self.path = path
         try:
+            st = os.stat(path)
+        except OSError as e:
+            raise UserError("cannot read %s: %s" % (path, e.strerror))
+        if not stat.S_ISDIR(st.st_mode):
+            raise UserError("%s is not a capture (a CTF trace directory)"
+                            % path)
+        try:
             with open(os.path.join(path, "metadata"), "rb") as f:
                 text = f.read().decode("utf-8")
-            self.classes, self.env, self.clock_offset_ns = \
+            self.classes, self.context, self.env, self.clock_offset_ns = \
                 _parse_metadata(text)
         except (OSError, UnicodeDecodeError, ValueError, KeyError,
                 IndexError) as e:
             raise UserError("%s is not a cephlat CTF trace (%s)" % (
                 path, getattr(e, "strerror", None) or e))
+        self.streams = sorted(f for f in os.listdir(path)
+                              if f.startswith("stream"))
         self.truncated = False
+        self.truncated_streams = []
         self.packets = 0
 
+    def records(self):
+        its = [self._stream_records(f) for f in self.streams]
+        if len(its) == 1:
+            return its[0]
+        return heapq.merge(*its, key=lambda r: r[1])
+
     def events(self):
-        stream = os.path.join(self.path, "stream_0")
+        names = self.context.names
+        for c, ts, ctx, vals in self.records():
+            d = dict(zip(names, ctx))
+            d.update(zip(c.names, vals))
+            yield c.name, ts, d
+
+    def _stream_records(self, fname):
+        stream = os.path.join(self.path, fname)
         try:
-            data = open(stream, "rb").read()
+            with open(stream, "rb") as f:
+                data = f.read()
         except OSError as e:
             raise UserError("cannot read %s: %s" % (stream, e.strerror))
+        ctx_dec, classes = self.context.decode, self.classes
+        evh = _EVH.unpack_from
         pos = 0
         while pos < len(data):
-            if len(data) - pos < _HDR.size + _CTX.size:
-                self.truncated = True
+            if len(data) - pos < PACKET_HEAD:
+                self._cut(fname)
                 return
             magic, _uuid, _sid = _HDR.unpack_from(data, pos)
             if magic != MAGIC:
@@ -290,30 +393,31 @@ class Trace:
             _b, _e, content_bits, size_bits, _d, _cpu = _CTX.unpack_from(
                 data, pos + _HDR.size)
             size, content = size_bits // 8, content_bits // 8
-            if size <= 0 or content > size or size % 8:
+            if size <= 0 or content > size or size % 8 or \
+                    content < PACKET_HEAD:
                 raise UserError("%s: corrupt packet at byte %d (bad size)"
                                 % (stream, pos))
             if pos + size > len(data):
-                self.truncated = True
+                self._cut(fname)
                 return
-            p = pos + _HDR.size + _CTX.size
+            p = pos + PACKET_HEAD
             end = pos + content
-            while p < end:
-                eid, ts = _EVH.unpack_from(data, p)
-                p += _EVH.size
-                c = self.classes.get(eid)
-                if c is None:
-                    raise UserError("%s: corrupt event at byte %d" % (stream, p))
-                vals = {}
-                for fname, ftype in c.fields:
-                    fmt = TYPES[ftype][1]
-                    if fmt is None:
-                        z = data.index(b"\0", p, end)
-                        vals[fname] = data[p:z].decode("utf-8", "replace")
-                        p = z + 1
-                    else:
-                        (vals[fname],) = struct.unpack_from(fmt, data, p)
-                        p += struct.calcsize(fmt)
-                yield c.name, ts, vals
+            try:
+                while p < end:
+                    eid, ts = evh(data, p)
+                    c = classes.get(eid)
+                    if c is None:
+                        raise ValueError
+                    ctx, p = ctx_dec(data, p + 12, end)
+                    vals, p = c.decode(data, p, end)
+                    yield c, ts, ctx, vals
+            except (ValueError, struct.error):
+                raise UserError("%s: corrupt event at byte %d" % (stream, p))
+            if p != end:
+                raise UserError("%s: corrupt event at byte %d" % (stream, p))
             self.packets += 1
             pos += size
+
+    def _cut(self, fname):
+        self.truncated = True
+        self.truncated_streams.append(fname)

@@ -1,0 +1,276 @@
+"""Capture files (osdstage -w): a CTF 1.8 trace directory.
+
+  metadata          TSDL: every event and field below, the clock (CLOCK_
+                    MONOTONIC ns with the offset to wall-clock time) and an
+                    env block (host, kernel, Ceph release, pid, stages...)
+  stream_cpuN       the BPF programs' events recorded on CPU N, written by
+                    lib/native/recorder.c straight from the ring buffer
+  stream_meta       what user space knows: threads (tid -> name, role) and,
+                    at each report, the state read from the kernel maps
+                    (per-thread times, shards, devices, counters)
+
+Every event carries `cpu` and `interval` (event context): `interval` is the
+report it was counted in, so -r can rebuild each report of the live run
+exactly. man/man8/osdstage.8 (CAPTURE FILES) documents every event.
+"""
+import ctypes
+import json
+import os
+import platform
+import socket
+import time
+
+from . import ctf, probetable
+from .errors import UserError
+
+STATES = ["run", "sleep", "runq", "dead"]          # enum tstate_kind
+WAKES = ["none", "enqueuer", "other", "timeout"]   # enum wake_kind
+CONTEXT = [("cpu", "u32"), ("interval", "u32")]    # struct ev_hdr after ts
+
+# user-space events start here (enum ev_id: EV__BPF)
+N_BPF_EVENTS = 10
+SHARD_FIELDS = ("ops", "qwait_ns", "busy_ns", "signal_ns", "runq_ns",
+                "pickup_ns", "wake_enqueuer", "wake_other", "wake_timeout",
+                "qwait_max_ns", "timeouts_with_work")
+THREAD_FIELDS = ("sleep_ns", "runq_ns", "futex_ns", "wakeups", "cv", "born",
+                 "died")
+DEV_FIELDS = ("count", "sum_ns", "bytes", "max_ns")
+
+
+def event_classes(role_names):
+    """The capture's event classes, in id order. The first N_BPF_EVENTS
+    mirror the structs of probes/osdstage.h field by field (checked by
+    tests/unit/test_capture.py against the BPF object's BTF)."""
+    role = ("role", "u8", role_names)
+    bpf_events = [
+        ("stage", [("duration_ns", "u64"), ("tid", "u32"),
+                   ("stage", "u32", probetable.STAGE_NAMES)]),
+        ("op_enqueue", [("op", "u64"), ("tid", "u32")]),
+        ("op_dequeue", [("op", "u64"), ("queue_wait_ns", "u64"),
+                        ("busy_ns", "u64"), ("signal_ns", "u64"),
+                        ("runq_ns", "u64"), ("pickup_ns", "u64"),
+                        ("shard", "u64"), ("tid", "u32"),
+                        ("enq_tid", "u32"), ("waker_tid", "u32"),
+                        ("attributed", "u8"), ("wake", "u8", WAKES),
+                        ("timeout_with_work", "u8"), ("truncated", "u8")]),
+        ("op_done", [("op", "u64"), ("op_total_ns", "u64"),
+                     ("queue_wait_ns", "u64"), ("tid", "u32"),
+                     ("op_class", "u8", probetable.OP_CLASSES),
+                     ("dequeued", "u8"), ("total_valid", "u8"),
+                     ("pad", "u8")]),
+        ("switch_out", [("tid", "u32"), ("state", "u8", STATES), role]),
+        ("waking", [("offcpu_ns", "u64"), ("tid", "u32"),
+                    ("waker_tid", "u32"), role]),
+        ("switch_in", [("wakeup_ns", "u64"), ("tid", "u32"), role,
+                       ("woken", "u8")]),
+        ("futex_wait", [("uaddr", "u64"), ("duration_ns", "u64"),
+                        ("ret", "s32"), ("tid", "u32"), role,
+                        ("is_cv", "u8")]),
+        ("syncfs", [("duration_ns", "u64"), ("tid", "u32")]),
+        ("block_rq", [("duration_ns", "u64"), ("dev", "u32"),
+                      ("bytes", "u32")]),
+    ]
+    user_events = [
+        ("thread", [("tid", "u32"), role, ("comm", "string")]),
+        ("snap_thread", [("tid", "u32"), role, ("state", "u8", STATES)] +
+         [(f, "u64") for f in THREAD_FIELDS]),
+        ("snap_shard", [("cv", "u64")] + [(f, "u64") for f in SHARD_FIELDS]),
+        ("snap_dev", [("dev", "string")] + [(f, "u64") for f in DEV_FIELDS]),
+        ("snap_counter", [("name", "string"), ("value", "u64")]),
+        ("report", [("wall_ts", "string"), ("interval_s", "string"),
+                    ("in_flight", "s64"), ("extra", "string")]),
+        ("end", [("events", "u64"), ("lost", "u64"), ("reordered", "u64"),
+                 ("reason", "string")]),
+    ]
+    assert len(bpf_events) == N_BPF_EVENTS
+    return [ctf.EventClass("osdstage:" + n, f)
+            for n, f in bpf_events + user_events]
+
+
+class Recorder:
+    """lib/native/recorder.c through ctypes: drains the "events" ring
+    buffer into stream_cpuN files, one call per batch."""
+
+    def __init__(self, bpf_dir, ring_map, path, uuid, packet_size):
+        lib_path = os.path.join(bpf_dir, "libcephlat_rec.so")
+        try:
+            lib = ctypes.CDLL(lib_path, use_errno=True)
+        except OSError as e:
+            raise UserError("cannot load %s (run: make): %s" % (lib_path, e))
+        lib.rec_open.restype = ctypes.c_void_p
+        lib.rec_open.argtypes = [ctypes.c_int, ctypes.c_char_p,
+                                 ctypes.c_char_p, ctypes.c_uint]
+        for f in (lib.rec_consume, lib.rec_flush):
+            f.restype, f.argtypes = ctypes.c_int, [ctypes.c_void_p]
+        lib.rec_stats.restype = None
+        lib.rec_stats.argtypes = [ctypes.c_void_p,
+                                  ctypes.POINTER(ctypes.c_uint64)]
+        lib.rec_close.restype, lib.rec_close.argtypes = None, [ctypes.c_void_p]
+        self.lib, self.path = lib, path
+        self.h = lib.rec_open(ring_map.fd, path.encode(), uuid, packet_size)
+        if not self.h:
+            raise UserError("cannot record to %s: %s" % (
+                path, os.strerror(ctypes.get_errno())))
+
+    def _check(self, rc):
+        if rc < 0:
+            raise UserError("writing the capture %s failed: %s" % (
+                self.path, os.strerror(-rc)))
+        return rc
+
+    def consume(self):
+        return self._check(self.lib.rec_consume(self.h))
+
+    def flush(self):
+        self._check(self.lib.rec_flush(self.h))
+
+    def stats(self):
+        out = (ctypes.c_uint64 * 5)()
+        self.lib.rec_stats(self.h, out)
+        return dict(zip(("events", "bytes", "packets", "reordered",
+                         "malformed"), out))
+
+    def close(self):
+        if self.h:
+            self.lib.rec_close(self.h)
+            self.h = None
+
+
+class CaptureWriter:
+    """A capture in progress: metadata and stream_meta from here, the BPF
+    events by the Recorder."""
+
+    PACKET = 65536
+    FLUSH_S = 1.0          # partial packets reach the disk this often
+
+    def __init__(self, path, tracer, info):
+        """path: made ready by prepare()."""
+        self.path = path
+        self.tracer = tracer
+        self.classes = event_classes(tracer.roles.names)
+        mono, wall = time.monotonic_ns(), time.time_ns()
+        env = {"tool": "osdstage", "hostname": socket.gethostname(),
+               "kernel": platform.release(), "machine": platform.machine(),
+               "pid": tracer.pid, "exe": tracer.exe_path,
+               "roles": ",".join(tracer.roles.names),
+               "worker_role": tracer.roles.names[tracer.roles.worker],
+               "kernel_stages": int(tracer.kernel),
+               "call_bias_ns": tracer.call_bias_ns,
+               "info": json.dumps(info, sort_keys=True)}
+        self.ctf = ctf.Writer(path, self.classes, env=env,
+                              clock_offset_ns=wall - mono,
+                              packet_size=self.PACKET, force=True,
+                              event_context=CONTEXT, stream="stream_meta",
+                              whole_packets=False)
+        self.rec = Recorder(tracer.bpf_dir, tracer.obj.map("events"), path,
+                            self.ctf.uuid.bytes, self.PACKET)
+        self._last_flush = time.monotonic()
+        self.seen_threads = set()
+
+    def _w(self, name, ts, gen, *vals):
+        self.ctf.write("osdstage:" + name, ts, *vals, ctx=(0, gen))
+
+    def poll(self):
+        """Move what the ring buffer holds to the files (call often)."""
+        n = self.rec.consume()
+        if time.monotonic() - self._last_flush >= self.FLUSH_S:
+            self.flush()
+        return n
+
+    def flush(self):
+        self.rec.flush()
+        self.ctf.flush()
+        self._last_flush = time.monotonic()
+
+    def threads(self, names, ts):
+        """Name the target's threads: {tid: comm} (new ones only)."""
+        roles = self.tracer.roles
+        for tid in sorted(names):
+            if tid not in self.seen_threads:
+                self.seen_threads.add(tid)
+                self._w("thread", ts, self.tracer.gen, tid,
+                        roles.classify(names[tid]), names[tid])
+
+    def snapshot(self, snap, rec):
+        """What the report of interval snap.gen used besides the
+        histograms (those are rebuilt from the events)."""
+        ts, g = snap.mono_ns, snap.gen
+        for tid, t in snap.threads.items():
+            self._w("snap_thread", ts, g, tid, t["role"], t["state"],
+                    *[t[k] for k in THREAD_FIELDS])
+        for cv, sh in snap.shards.items():
+            self._w("snap_shard", ts, g, cv, *[sh[k] for k in SHARD_FIELDS])
+        for dev, d in snap.devs.items():
+            self._w("snap_dev", ts, g, dev, *[d[k] for k in DEV_FIELDS])
+        for name, v in snap.counters.items():
+            self._w("snap_counter", ts, g, name, v)
+        if rec is not None:
+            extra = {k: rec[k] for k in ("overhead",) if k in rec}
+            self._w("report", ts, g, repr(rec["ts"]), repr(rec["interval_s"]),
+                    -1 if rec["in_flight"] is None else rec["in_flight"],
+                    json.dumps(extra))
+        self.ctf.flush()
+
+    def close(self, reason, lost):
+        """Drain, write the end marker, close. -> recorder stats"""
+        self.rec.consume()
+        st = self.rec.stats()
+        self.rec.flush()
+        self._w("end", time.monotonic_ns(), self.tracer.gen, st["events"],
+                lost, st["reordered"], reason)
+        self.ctf.close()
+        self.rec.close()
+        return st
+
+
+def thread_names(pid):
+    out = {}
+    task = "/proc/%d/task" % pid
+    try:
+        tids = os.listdir(task)
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(os.path.join(task, tid, "comm"), "rb") as f:
+                out[int(tid)] = f.read().rstrip(b"\n").decode("utf-8",
+                                                             "replace")
+        except OSError:
+            pass
+    return out
+
+
+def ring_bytes(mb):
+    """Ring buffer size: a power of two number of pages."""
+    n = max(1, int(mb * 1024 * 1024) // 4096)
+    return 4096 * (1 << (n - 1).bit_length())
+
+
+def prepare(path, force):
+    """Make `path` a new, empty capture directory (mode 0700) before
+    anything is attached, or fail with one line. -> True if it was
+    created (the caller removes it if recording never starts)."""
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise UserError("%s exists and is not a capture directory" % path)
+        if not force:
+            raise UserError("%s exists; pass --force to overwrite it" % path)
+        odd = [f for f in os.listdir(path)
+               if f != "metadata" and not f.startswith("stream")]
+        if odd:
+            raise UserError("%s is not a capture (it holds %s); not "
+                            "overwriting it" % (path, odd[0]))
+        try:
+            for f in os.listdir(path):
+                os.unlink(os.path.join(path, f))
+        except OSError as e:
+            raise UserError("cannot write %s: %s" % (path, e.strerror))
+        return False
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UserError("cannot write %s: no directory %s" % (path, parent))
+    try:
+        os.mkdir(path, 0o700)
+    except OSError as e:
+        raise UserError("cannot write %s: %s" % (path, e.strerror))
+    return True
