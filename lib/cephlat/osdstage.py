@@ -12,7 +12,7 @@ import textwrap
 import sys
 import time
 
-from . import duty, probetable, report, spec
+from . import capture, duty, offline, probetable, report, spec
 from .elfsym import ElfSymbols
 from .errors import UserError
 from .hist import render_log2
@@ -33,6 +33,16 @@ EXAMPLES = """examples:
   osdstage.py --list           # every ceph-osd here and what can be probed
   osdstage.py -p 1234 --no-kernel 5   # user-space stages only (cheaper)
   osdstage.py -p 4321 --probes myqueue.json 5  # any producer/consumer program
+
+capture now, analyse later (anywhere, no root needed to read):
+  osdstage.py -p 1234 -w incident.ctf 10 6   # record 1 minute, 6 reports
+  osdstage.py -r incident.ctf                # the same 6 reports again
+  osdstage.py -r incident.ctf -j             # ... as JSON
+  babeltrace2 incident.ctf | head            # it is a CTF trace
+  osdstage.py -r incident.ctf --from 20 --to 25 --op-class write
+  osdstage.py -r incident.ctf --slowest 5    # the 5 slowest ops, every stage
+  osdstage.py -r incident.ctf --thread-role tp_osd_tp --stage offcpu
+  osdstage.py -r incident.ctf --html report.html --perfetto trace.json
 """
 
 
@@ -56,6 +66,27 @@ def positive_int(s):
     return v
 
 
+def time_arg(s):
+    """seconds (from the capture's start) or HH:MM:SS[.f] (wall clock):
+    -> ("rel", secs) or ("wall", secs since midnight)"""
+    if ":" in s:
+        parts = s.split(":")
+        try:
+            if len(parts) != 3:
+                raise ValueError
+            h, m, sec = int(parts[0]), int(parts[1]), float(parts[2])
+        except ValueError:
+            raise argparse.ArgumentTypeError("not a time: %r (HH:MM:SS)" % s)
+        return ("wall", h * 3600 + m * 60 + sec)
+    try:
+        v = float(s.rstrip("s"))
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a time: %r" % s)
+    if v < 0:
+        raise argparse.ArgumentTypeError("must be >= 0: %r" % s)
+    return ("rel", v)
+
+
 def pid_arg(s):
     try:
         v = int(s)
@@ -68,11 +99,12 @@ def pid_arg(s):
 
 def stage_list(s):
     names = [n.strip() for n in s.split(",") if n.strip()]
-    bad = [n for n in names if n not in probetable.STAGES]
+    known = list(probetable.STAGES) + probetable.KERNEL_STAGES
+    bad = [n for n in names if n not in known]
     if bad or not names:
         raise argparse.ArgumentTypeError(
             "unknown stage %s; stages: %s" % (",".join(bad) or "''",
-                                              ", ".join(probetable.STAGES)))
+                                              ", ".join(known)))
     return names
 
 
@@ -98,15 +130,19 @@ def build_parser():
     t.add_argument("--list", action="store_true",
                    help="list every ceph-osd on this host: id, pid, release "
                         "and which stages can be probed")
+    t.add_argument("-r", "--read", metavar="CAPTURE",
+                   help="analyse a capture made with -w (no root needed)")
     p.add_argument("-m", "--milliseconds", action="store_true",
                    help="histograms in milliseconds")
     p.add_argument("-T", "--timestamp", action="store_true",
                    help="include a timestamp on each report")
     p.add_argument("-j", "--json", action="store_true",
                    help="print one JSON object per interval on stdout")
-    p.add_argument("-S", "--stages", type=stage_list, default=None,
-                   help="comma-separated stages to trace (default: all); "
-                        "known: " + ", ".join(probetable.STAGES))
+    p.add_argument("-S", "--stages", "--stage", type=stage_list,
+                   default=None,
+                   help="comma-separated stages to trace (with -r: to show; "
+                        "kernel stages too) (default: all); known: " +
+                        ", ".join(probetable.STAGES))
     p.add_argument("--release", default=None, metavar="X.Y",
                    help="use this Ceph release's probe table (default: asked "
                         "from the binary)")
@@ -130,6 +166,38 @@ def build_parser():
                    help="trace any program (not only ceph-osd) from a probe "
                         "spec: enqueue/dequeue functions and worker threads "
                         "(see osdstage(8), PROBE SPEC)")
+    w = p.add_argument_group("capture (see osdstage(8), CAPTURE FILES)")
+    w.add_argument("-w", "--write", metavar="CAPTURE",
+                   help="also record every measurement to CAPTURE (a CTF "
+                        "trace directory, mode 0600) for -r or babeltrace2")
+    w.add_argument("--force", action="store_true",
+                   help="overwrite an existing CAPTURE")
+    w.add_argument("--ring-mb", type=positive_float, default=16, metavar="MB",
+                   help="ring buffer between the probes and the recorder "
+                        "(default 16)")
+    o = p.add_argument_group("reading a capture (-r)")
+    o.add_argument("--from", dest="t_from", type=time_arg, metavar="T",
+                   help="start of the window: seconds from the capture's "
+                        "start, or wall-clock HH:MM:SS[.f]")
+    o.add_argument("--to", dest="t_to", type=time_arg, metavar="T",
+                   help="end of the window (same forms)")
+    o.add_argument("--thread-role", metavar="ROLE",
+                   help="kernel stages and thread times of this thread role "
+                        "only (e.g. tp_osd_tp)")
+    o.add_argument("--op-class", choices=probetable.OP_CLASSES,
+                   help="ops of this class only")
+    o.add_argument("--slowest", type=positive_int, metavar="N",
+                   help="list the N slowest ops: every stage, the worker, "
+                        "how it was woken")
+    o.add_argument("--html", metavar="FILE",
+                   help="write a self-contained HTML report with a timeline")
+    o.add_argument("--perfetto", metavar="FILE",
+                   help="write the timeline as Chrome trace-event JSON "
+                        "(opens in the Perfetto UI)")
+    o.add_argument("--timeline-ms", type=positive_float, default=50.0,
+                   metavar="MS",
+                   help="length of the timeline (default 50 ms: from --from, "
+                        "else around the slowest op)")
     p.add_argument("interval", nargs="?", type=positive_float, default=None,
                    help="seconds between reports (default: one report at "
                         "Ctrl-C)")
@@ -225,14 +293,38 @@ def _summary_with_hist(h):
     return s
 
 
-def interval_record(ctx, cur, prev, ts, secs, in_flight):
+class RunInfo:
+    """What a report needs to know about the run: from the live tracer, or
+    from a capture's metadata (the same fields, recorded)."""
+
+    def __init__(self, pid, version, stages, unavailable, classes,
+                 call_bias_ns, kernel, roles):
+        self.pid, self.version = pid, version
+        self.stages, self.unavailable = list(stages), dict(unavailable)
+        self.classes = set(classes)
+        self.call_bias_ns, self.kernel, self.roles = call_bias_ns, kernel, roles
+
+    def info(self):
+        """The recorded part (capture metadata)."""
+        return {"pid": self.pid, "ceph_version": self.version,
+                "stages": self.stages, "unavailable": self.unavailable,
+                "classes": sorted(self.classes)}
+
+    @classmethod
+    def from_capture(cls, cap):
+        i = cap.info
+        return cls(i["pid"], i["ceph_version"], i["stages"],
+                   i["unavailable"], i["classes"], cap.call_bias_ns,
+                   cap.kernel, cap.roles)
+
+
+def interval_record(run, cur, prev, ts, secs, in_flight):
     """One interval's JSON object from two snapshots."""
-    tracer, plan = ctx["tracer"], ctx["tracer"].plan
     hists, counters = report.interval_deltas(cur, prev)
     stages = {}
-    for stage in plan.stages:
+    for stage in run.stages:
         s = _summary_with_hist(hists[stage])
-        if stage in ctx["classes"]:
+        if stage in run.classes:
             s["by_class"] = {c: hists["%s.%s" % (stage, c)].summary()
                              for c in probetable.OP_CLASSES}
         stages[stage] = s
@@ -240,17 +332,17 @@ def interval_record(ctx, cur, prev, ts, secs, in_flight):
         "type": "interval",
         "ts": round(ts, 6),
         "interval_s": round(secs, 3),
-        "pid": ctx["pid"],
-        "ceph_version": ctx["version"],
+        "pid": run.pid,
+        "ceph_version": run.version,
         "stages": stages,
-        "unavailable": dict(plan.unavailable),
+        "unavailable": dict(run.unavailable),
         "lost": report.split_counters(counters),
         "in_flight": in_flight,
-        "call_bias_us": round(tracer.call_bias_ns / 1000.0, 3),
+        "call_bias_us": round(run.call_bias_ns / 1000.0, 3),
     }
-    if not tracer.kernel:
+    if not run.kernel:
         return rec, hists
-    roles = tracer.roles
+    roles = run.roles
     kst, per_role = report.kernel_stages(hists, roles)
     kernel = {}
     for name in probetable.KERNEL_STAGES:
@@ -273,13 +365,13 @@ def interval_record(ctx, cur, prev, ts, secs, in_flight):
     rec["threads"] = threads
     worker = roles.names[roles.worker]
     attr = wakers = None
-    if "queue_wait" in plan.stages:
+    if "queue_wait" in run.stages:
         attr, wakers = report.attribution(hists, counters)
         rec["attribution"] = attr
         rec["wakers"] = wakers
         rec["shards"] = report.shard_table(cur, prev, cur.threads)
         rec["worker_sleep_pct"] = threads.get(worker, {}).get("offcpu_pct")
-    stage_hists = {k: hists[k] for k in plan.stages}
+    stage_hists = {k: hists[k] for k in run.stages}
     cause, text = report.verdict(stage_hists, kst, attr, wakers, threads,
                                  worker)
     rec["cause"] = cause
@@ -306,7 +398,7 @@ def print_text(out, args, rec, hists):
         out.write("\n".join(lines) + "\n" if lines else "     (no events)\n")
     worker = rec.get("worker_role")
     for stage in ("offcpu", "wakeup_delay", "block_rq", "syncfs"):
-        if "kernel" not in rec or not rec["kernel"][stage]["count"]:
+        if not rec.get("kernel", {}).get(stage, {}).get("count"):
             continue
         out.write("\nkernel stage = %s\n" % stage)
         out.write("\n".join(render_log2(
@@ -393,8 +485,29 @@ def print_text(out, args, rec, hists):
 # --------------------------------------------------------------------------
 # main
 
+OFFLINE_ONLY = {"t_from": "--from", "t_to": "--to",
+                "thread_role": "--thread-role", "op_class": "--op-class",
+                "slowest": "--slowest", "html": "--html",
+                "perfetto": "--perfetto"}
+
+
 def run(args, out=sys.stdout, err=sys.stderr):
+    if args.read:
+        if args.write:
+            raise UserError("-w records and -r reads: use one of them")
+        return run_offline(args, out, err)
+    used = [opt for k, opt in OFFLINE_ONLY.items() if getattr(args, k)]
+    if used:
+        raise UserError("%s reads a capture: use it with -r CAPTURE" % used[0])
+    if args.stages:
+        kst = [s for s in args.stages if s in probetable.KERNEL_STAGES]
+        if kst:
+            raise UserError("-S %s: kernel stages are always traced (unless "
+                            "--no-kernel); -S selects user-space stages" %
+                            kst[0])
     if args.list:
+        if args.write:
+            raise UserError("--list does not record: drop -w")
         require_root(TOOL)
         return list_osds(args, out)
     require_root(TOOL)
@@ -423,24 +536,35 @@ def run(args, out=sys.stdout, err=sys.stderr):
 
     tracer = StageTracer(target.pid, target.exe_path, plan, rmw=rel.rmw,
                          max_ops=args.max_ops, kernel=not args.no_kernel,
-                         roles=roles)
+                         roles=roles,
+                         ring_bytes=capture.ring_bytes(args.ring_mb)
+                         if args.write else 0)
     # the cost estimate needs the measured cost of a uprobe hit
     tracer.calibrate_always = True
     # the op class is read at completion: split only when that is probed
     done = any(ev == probetable.DONE for _, ev, _, _ in plan.op_events)
     classes = set(probetable.CLASS_SPLIT) if rel.rmw and done else set()
-    ctx = {"tracer": tracer, "pid": target.pid, "version": version,
-           "classes": classes}
     stopping = []
+    writer = None
 
     def on_signal(signum, frame):
         # only note it: the loop notices within 0.2 s, prints what it has
         # and detaches (PEP 475 resumes the interrupted sleep)
         stopping.append(signum)
 
+    # before anything is attached: fail early on a bad output path
+    created = args.write and capture.prepare(args.write, args.force)
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         tracer.start()
+        run_info = RunInfo(target.pid, version, plan.stages, plan.unavailable,
+                           classes, tracer.call_bias_ns, tracer.kernel, roles)
+        if args.write:
+            info = dict(run_info.info(), release=rel.name,
+                        probes={st: sym.demangled for st, sym in plan.calls})
+            writer = capture.CaptureWriter(args.write, tracer, info)
+            writer.threads(capture.thread_names(target.pid),
+                           time.monotonic_ns())
         n = len(plan.stages)
         what = "ceph-osd %d (Ceph %s" % (target.pid, version) if version else \
             "%s %d (%s" % (target.comm, target.pid, rel.name)
@@ -452,16 +576,39 @@ def run(args, out=sys.stdout, err=sys.stderr):
                       "%d report%s." % (args.count,
                                         "" if args.count == 1 else "s")))
         err.flush()
-        return _loop(args, out, err, target, ctx, stopping)
+        return _loop(args, out, err, target, tracer, run_info, writer,
+                     stopping)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        if writer is not None:
+            # nothing of ours runs in the target any more: drain everything
+            tracer.detach()
+            try:
+                _close_capture(writer, tracer, args.write, err)
+            except UserError as e:
+                err.write("%s: %s\n" % (TOOL, e))
+        elif created:
+            try:
+                os.rmdir(args.write)      # nothing was recorded
+            except OSError:
+                pass
         tracer.close()
 
 
-def _loop(args, out, err, target, ctx, stopping):
-    tracer = ctx["tracer"]
+def _close_capture(writer, tracer, path, err):
+    lost = tracer.snapshot_counters().get("events_lost", 0)
+    st = writer.close("end", lost)
+    err.write("%s: capture %s: %d events, %.1f MB%s\n" % (
+        TOOL, path, st["events"], st["bytes"] / 1e6,
+        "; %d events LOST (ring buffer full: raise --ring-mb)" % lost
+        if lost else ", none lost"))
+
+
+def _loop(args, out, err, target, tracer, run_info, writer, stopping):
     prev = tracer.snapshot()
+    if writer is not None:
+        writer.snapshot(prev, None)
     t_last = time.time()
     meter = duty.CostMeter(tracer)
     cycle = None
@@ -489,10 +636,13 @@ def _loop(args, out, err, target, ctx, stopping):
                 if tracer.kernel:
                     tracer.prune_threads()
                 next_age = time.monotonic() + min(10.0, args.op_timeout)
-            time.sleep(min(0.2, max(0.0, deadline - time.time())))
+            if writer is not None:
+                writer.poll()
+            time.sleep(min(0.1 if writer else 0.2,
+                           max(0.0, deadline - time.time())))
         now = time.time()
         cur = tracer.snapshot()
-        rec, hists = interval_record(ctx, cur, prev, now, now - t_last,
+        rec, hists = interval_record(run_info, cur, prev, now, now - t_last,
                                      tracer.in_flight() if not ended else None)
         att = cycle.attached_seconds() if cycle else 0.0
         attached = (att - att_last) if cycle else (now - t_last)
@@ -517,6 +667,9 @@ def _loop(args, out, err, target, ctx, stopping):
             "uprobe_cost_ns": meter.uprobe_ns,
             "hits": hits,
         }
+        if writer is not None:
+            writer.threads(capture.thread_names(target.pid), cur.mono_ns)
+            writer.snapshot(cur, rec)
         prev = cur
         t_last = now
         try:
@@ -535,6 +688,182 @@ def _loop(args, out, err, target, ctx, stopping):
             return 0
         if args.count is not None and reports >= args.count:
             return 0
+
+
+# --------------------------------------------------------------------------
+# reading a capture
+
+def run_offline(args, out, err):
+    cap = offline.Capture(args.read)
+    if cap.trace.truncated:
+        err.write("%s: %s was cut short (%s ends inside a packet): read up "
+                  "to the last complete packet\n" % (
+                      TOOL, args.read, ", ".join(cap.trace.truncated_streams)))
+    if cap.first_ns is None:
+        raise UserError("%s holds no complete packet: nothing to read" %
+                        args.read)
+    if cap.end is None:
+        err.write("%s: %s has no end marker (the recording was killed); "
+                  "what follows its last report is rebuilt from the events"
+                  "\n" % (TOOL, args.read))
+    run_info = RunInfo.from_capture(cap)
+    if args.thread_role and args.thread_role not in cap.roles.names:
+        raise UserError("--thread-role %s: the capture's roles are %s" % (
+            args.thread_role, ", ".join(cap.roles.names)))
+    window = any(getattr(args, k) for k in OFFLINE_ONLY)
+    try:
+        if not window:
+            return _replay(args, out, cap, run_info)
+        return _window(args, out, err, cap, run_info)
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+        return 0
+
+
+def _emit(args, out, rec, hists):
+    if args.stages:
+        keep = set(args.stages)
+        rec["stages"] = {k: v for k, v in rec["stages"].items() if k in keep}
+        if "kernel" in rec:
+            rec["kernel"] = {k: v for k, v in rec["kernel"].items()
+                             if k in keep}
+    if args.json:
+        out.write(json.dumps(rec) + "\n")
+        out.flush()
+    else:
+        print_text(out, args, rec, hists)
+
+
+def _replay(args, out, cap, run_info):
+    """The live run's reports, rebuilt."""
+    for cur, prev, r in cap.replay():
+        rec, hists = interval_record(run_info, cur, prev, r.wall_ts,
+                                     r.interval_s, r.in_flight)
+        rec.update(r.extra)
+        _emit(args, out, rec, hists)
+    if cap.end is None:
+        t0 = cap.reported_until() or cap.first_ns
+        if cap.last_ns > t0:
+            cur, _ = cap.window(t0, cap.last_ns)
+            rec, hists = interval_record(run_info, cur, None,
+                                         cap.wall(cap.last_ns),
+                                         (cap.last_ns - t0) / 1e9, None)
+            rec["type"] = "window"
+            _emit(args, out, rec, hists)
+    return 0
+
+
+def _bound(cap, t, default):
+    if t is None:
+        return default
+    kind, v = t
+    if kind == "rel":
+        return cap.first_ns + int(v * 1e9)
+    # wall clock of the capture's day (local time)
+    day = time.localtime(cap.wall(cap.first_ns))
+    midnight = time.mktime((day.tm_year, day.tm_mon, day.tm_mday, 0, 0, 0,
+                            0, 0, -1))
+    return int((midnight + v) * 1e9) - cap.clock_offset_ns
+
+
+def _window(args, out, err, cap, run_info):
+    """One report over a window, with filters, slowest ops and pictures."""
+    t0 = _bound(cap, args.t_from, cap.first_ns)
+    t1 = _bound(cap, args.t_to, cap.last_ns)
+    if t1 <= t0:
+        raise UserError("empty window: --to is not after --from (the capture "
+                        "spans %.1f s)" % ((cap.last_ns - cap.first_ns) / 1e9))
+    cur, ops = cap.window(t0, t1, role=args.thread_role,
+                          op_class=args.op_class)
+    rec, hists = interval_record(run_info, cur, None, cap.wall(t1),
+                                 (t1 - t0) / 1e9, None)
+    rec["type"] = "window"
+    rec["window"] = {"from": round(cap.wall(t0), 6),
+                     "to": round(cap.wall(t1), 6),
+                     "from_s": round((t0 - cap.first_ns) / 1e9, 6),
+                     "to_s": round((t1 - cap.first_ns) / 1e9, 6)}
+    rec["filters"] = {k: getattr(args, k) for k in ("thread_role",
+                                                    "op_class")
+                      if getattr(args, k)}
+    if args.slowest:
+        rec["slowest"] = offline.slowest(cap, ops, args.slowest)
+    _emit(args, out, rec, hists)
+    if args.slowest and not args.json:
+        print_slowest(out, rec["slowest"])
+    if args.html or args.perfetto:
+        a, b = _timeline_window(args, cap, ops, t0, t1)
+        tl = cap.timeline(a, b, [o for o in ops if _overlaps(o, a, b)])
+        _write_pictures(args, err, rec, tl, run_info)
+    return 0
+
+
+def _overlaps(o, a, b):
+    end = o.done["ts"] if o.done else (o.stages[-1][2] if o.stages else
+                                       o.deq["ts"])
+    return o.enq_ns <= b and end >= a
+
+
+def _timeline_window(args, cap, ops, t0, t1):
+    span = int(args.timeline_ms * 1e6)
+    if args.t_from is None and ops:
+        o = max(ops, key=lambda o: o.key_ns())
+        mid = o.enq_ns + o.key_ns() // 2
+        a = max(t0, mid - span // 2)
+    else:
+        a = t0
+    return a, min(t1, a + span)
+
+
+def _write_pictures(args, err, rec, tl, run_info):
+    from . import htmlreport, perfetto
+    for path, what in ((args.html, "html"), (args.perfetto, "perfetto")):
+        if not path:
+            continue
+        if what == "html":
+            data = htmlreport.render(rec, tl)
+        else:
+            data = json.dumps(perfetto.render(tl, pid=run_info.pid))
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(data)
+        except OSError as e:
+            raise UserError("cannot write %s: %s" % (path, e.strerror))
+        err.write("%s: wrote %s (%d ops, %d threads in the timeline)\n" % (
+            TOOL, path, len(tl["ops"]), len(tl["lanes"])))
+
+
+def print_slowest(out, rows):
+    out.write("\nSLOWEST OPS (times in us from the enqueue)\n")
+    for i, r in enumerate(rows, 1):
+        out.write("%d. op %s %s: %s us in all, queue_wait %s us\n" % (
+            i, r["op"], r["class"] or "?",
+            r["total_us"] if r["total_us"] is not None else "?",
+            r.get("queue_wait_us", "?")))
+        out.write("   enqueued %s by %s (%d)\n" % (
+            time.strftime("%H:%M:%S", time.localtime(r["enqueue"]["ts"])) +
+            ("%.6f" % (r["enqueue"]["ts"] % 1))[1:],
+            r["enqueue"]["thread"], r["enqueue"]["tid"]))
+        if "dequeue" in r:
+            w = r["woken"]
+            how = ("was running (worker busy %s us)" % w.get("busy_us", "?")
+                   if w["by"] in (None, "none") else
+                   "woken by %s%s: signal %s us, run queue %s us, pickup %s "
+                   "us" % ({"enqueuer": "the enqueuer", "other": "another "
+                            "thread", "timeout": "its timed wait expiring "
+                            "(timeout)"}[w["by"]],
+                           " %s (%d)" % (w["waker"], w["waker_tid"])
+                           if w["waker_tid"] and w["by"] != "timeout" else "",
+                           w["signal_us"], w["runq_us"], w["pickup_us"]))
+            out.write("   +%s dequeued by %s (%d); %s\n" % (
+                r["dequeue"]["at_us"], r["dequeue"]["thread"],
+                r["dequeue"]["tid"], how))
+        for st in r["stages"]:
+            out.write("   +%s..+%s %s\n" % (st["start_us"], st["end_us"],
+                                            st["stage"]))
+        if "done_us" in r:
+            out.write("   +%s done\n" % r["done_us"])
+    out.flush()
 
 
 def _quiet_broken_pipe():

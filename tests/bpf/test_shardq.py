@@ -8,63 +8,17 @@ the workers' CPU. The program cannot see when the kernel woke a worker,
 only when the worker resumed, so its "wake" time is compared with the
 tool's signal delay + run-queue delay.
 """
-import json
-import os
-import subprocess
-import time
-
 import pytest
 
-from conftest import OSDSTAGE, PYTHON, wait_for_line
+from shardq import CASES, shardq_runs  # noqa: F401 (fixture)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SPEC = os.path.join(HERE, "progs", "shardq.json")
-
-CASES = {
-    # mode: (items, gap_us, delay_us, timeout_ms, burst, work_us)
-    "normal": (160, 2000, 0, 20, 8, 300),
-    "forget": (60, 2000, 0, 20, 1, 0),
-    "delay": (100, 2000, 2000, 50, 1, 0),
-    "contend": (100, 2000, 0, 50, 1, 0),
-}
 CAUSE = {"normal": "busy", "forget": "missed", "delay": "signal",
          "contend": "runq"}
 
 
 @pytest.fixture(scope="module")
-def shardq(cxx):
-    return cxx(os.path.join(HERE, "progs", "shardq.cc"), "shardq",
-               ("-O2", "-g", "-pthread"))
-
-
-def run_case(exe, mode):
-    items, gap, delay, timeout, burst, work = CASES[mode]
-    prog = subprocess.Popen([exe, "2", "2", str(items), mode, str(gap),
-                             str(delay), str(timeout), str(burst), str(work)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
-    tool = subprocess.Popen([PYTHON, OSDSTAGE, "-p", str(prog.pid), "--probes",
-                             SPEC, "-j"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for_line(tool.stderr, "Tracing", 30)
-        prog.stdin.write("go\n")
-        prog.stdin.flush()
-        truth = json.loads(prog.stdout.readline())
-        prog.wait(60)
-        out, err = tool.communicate(timeout=60)   # ends when shardq exits
-    finally:
-        for p in (prog, tool):
-            if p.poll() is None:
-                p.kill()
-    assert tool.returncode == 0, err
-    assert "shardq %d exited; detached." % prog.pid in err
-    return truth, json.loads(out)
-
-
-@pytest.fixture(scope="module")
-def results(bpf_ready, shardq):
-    return {mode: run_case(shardq, mode) for mode in CASES}
+def results(shardq_runs):
+    return {mode: (truth, rec) for mode, (truth, rec, _) in shardq_runs.items()}
 
 
 def within(got, want, tol=0.10):

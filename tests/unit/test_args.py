@@ -28,7 +28,7 @@ def test_flags():
 
 
 @pytest.mark.parametrize("argv,fragment", [
-    ([], "one of the arguments -p/--pid --osd --list is required"),
+    ([], "one of the arguments -p/--pid --osd --list -r/--read is required"),
     (["-p", "1", "--osd", "0"], "not allowed with argument"),
     (["-p", "abc"], "not a pid"),
     (["-p", "-3"], "not a pid"),
@@ -68,3 +68,26 @@ def test_tool_imports_without_side_effects():
     assert sys.path == before
     assert callable(mod.main)
     assert mod.main(["-p", "1", "-S", "nope"]) == 2
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["-p", "1", "--slowest", "3"], "--slowest reads a capture: use it with "
+                                    "-r CAPTURE"),
+    (["-p", "1", "--from", "2"], "--from reads a capture"),
+    (["-r", "x", "-w", "y"], "use one of them"),
+    (["-p", "1", "-S", "offcpu"], "kernel stages are always traced"),
+])
+def test_capture_options_in_the_wrong_mode(argv, fragment, capsys):
+    from cephlat.osdstage import main
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert fragment in err and len(err.strip().splitlines()) == 1
+
+
+def test_time_arguments():
+    a = osdstage.parse_args(["-r", "c", "--from", "2.5", "--to", "09:30:01.25"])
+    assert a.t_from == ("rel", 2.5)
+    assert a.t_to == ("wall", 9 * 3600 + 30 * 60 + 1.25)
+    for bad in ("12:xx:00", "-1", "soon"):
+        with pytest.raises(UserError):
+            osdstage.parse_args(["-r", "c", "--from", bad])

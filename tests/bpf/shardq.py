@@ -1,0 +1,68 @@
+"""The controlled sharded queue (progs/shardq.cc) traced by osdstage while
+recording a capture: shared by test_shardq.py (attribution against the
+program's own timestamps) and test_capture.py (the capture of the same
+runs). The four runs happen once per session.
+
+Cases: (a) normal notify with bursts of work (workers busy), (b) the
+producer never notifies (items wait for the timed wait: missed wake-ups),
+(c) it notifies late by a known delay, (d) CPU hogs pinned on the workers'
+CPU.
+"""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import OSDSTAGE, PYTHON, wait_for_line
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SPEC = os.path.join(HERE, "progs", "shardq.json")
+
+CASES = {
+    # mode: (items, gap_us, delay_us, timeout_ms, burst, work_us)
+    "normal": (160, 2000, 0, 20, 8, 300),
+    "forget": (60, 2000, 0, 20, 1, 0),
+    "delay": (100, 2000, 2000, 50, 1, 0),
+    "contend": (100, 2000, 0, 50, 1, 0),
+}
+_RUNS = {}
+
+
+def run_case(exe, mode, capture):
+    """-> (the program's truth, osdstage's JSON report, capture path)"""
+    items, gap, delay, timeout, burst, work = CASES[mode]
+    prog = subprocess.Popen([exe, "2", "2", str(items), mode, str(gap),
+                             str(delay), str(timeout), str(burst), str(work)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    tool = subprocess.Popen([PYTHON, OSDSTAGE, "-p", str(prog.pid), "--probes",
+                             SPEC, "-j", "-w", capture],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        wait_for_line(tool.stderr, "Tracing", 30)
+        prog.stdin.write("go\n")
+        prog.stdin.flush()
+        truth = json.loads(prog.stdout.readline())
+        prog.wait(60)
+        out, err = tool.communicate(timeout=60)   # ends when shardq exits
+    finally:
+        for p in (prog, tool):
+            if p.poll() is None:
+                p.kill()
+    assert tool.returncode == 0, err
+    assert "shardq %d exited; detached." % prog.pid in err
+    assert "capture %s:" % capture in err and "none lost" in err, err
+    return truth, json.loads(out), capture
+
+
+@pytest.fixture(scope="module")
+def shardq_runs(bpf_ready, cxx, tmp_path_factory):
+    if not _RUNS:
+        exe = cxx(os.path.join(HERE, "progs", "shardq.cc"), "shardq",
+                  ("-O2", "-g", "-pthread"))
+        d = tmp_path_factory.mktemp("shardq")
+        for mode in CASES:
+            _RUNS[mode] = run_case(exe, mode, str(d / (mode + ".ctf")))
+    return _RUNS

@@ -1,0 +1,222 @@
+"""BPF tier: captures (-w) of the controlled sharded queue read back (-r):
+the same report, readable by babeltrace2, the slowest ops of the
+missed-wake-up case show the timeout, cut files still read, bad files get
+one error line."""
+import collections
+import json
+import os
+import shutil
+import stat
+import struct
+import subprocess
+
+import pytest
+
+from conftest import (OSDSTAGE, PYTHON, assert_one_line_error, need,
+                      run_tool)
+from shardq import CASES, shardq_runs  # noqa: F401 (fixture)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def read(cap, *args):
+    return run_tool([OSDSTAGE, "-r", cap] + list(args))
+
+
+def babeltrace_counts(cap):
+    need(shutil.which("babeltrace2") is not None, "babeltrace2 missing "
+         "(make setup)")
+    p = subprocess.run(["babeltrace2", cap], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    counts = collections.Counter()
+    for line in p.stdout.splitlines():
+        # [time] (+delta) host osdstage:NAME: { cpu_id = N }, ...
+        name = line.split(" osdstage:", 1)[1].split(":", 1)[0]
+        counts[name] += 1
+    return counts, p.stdout
+
+
+@pytest.mark.parametrize("mode", list(CASES))
+def test_read_back_is_the_live_report(shardq_runs, mode):
+    _, live, cap = shardq_runs[mode]
+    p = read(cap, "-j")
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    lines = p.stdout.splitlines()
+    assert len(lines) == 1
+    assert json.loads(lines[0]) == live
+
+
+@pytest.mark.parametrize("mode", ["normal", "forget"])
+def test_babeltrace2_reads_it_and_counts_match(shardq_runs, mode):
+    truth, live, cap = shardq_runs[mode]
+    counts, text = babeltrace_counts(cap)
+    # every op of the run was enqueued and dequeued after the first snapshot
+    assert counts["op_enqueue"] == counts["op_dequeue"] == truth["items"]
+    assert live["stages"]["queue_wait"]["count"] == counts["op_dequeue"]
+    woken = sum(live["kernel"]["wakeup_delay"]["by_role"][r]["count"]
+                for r in live["kernel"]["wakeup_delay"]["by_role"])
+    assert counts["switch_in"] >= woken > 0
+    assert counts["snap_thread"] > 0 and counts["end"] == 1
+    # readable names: enums print their labels
+    assert 'role = ( "worker" : container = 1 )' in text
+    # the same events as our own reader sees
+    from cephlat.ctf import Trace
+    ours = collections.Counter(n.split(":", 1)[1]
+                               for n, _, _ in Trace(cap).events())
+    assert ours == counts
+
+
+def test_capture_is_private(shardq_runs):
+    _, _, cap = shardq_runs["forget"]
+    assert stat.S_IMODE(os.stat(cap).st_mode) == 0o700
+    files = os.listdir(cap)
+    assert "metadata" in files and "stream_meta" in files
+    assert any(f.startswith("stream_cpu") for f in files)
+    for f in files:
+        assert stat.S_IMODE(os.stat(os.path.join(cap, f)).st_mode) == 0o600
+
+
+def test_slowest_ops_of_missed_wakeups_show_the_timeout(shardq_runs):
+    truth, _, cap = shardq_runs["forget"]
+    p = read(cap, "--slowest", "5", "-j")
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["type"] == "window"
+    assert rec["stages"]["queue_wait"]["count"] == truth["items"]
+    rows = rec["slowest"]
+    assert len(rows) == 5
+    waits = [r["queue_wait_us"] for r in rows]
+    assert waits == sorted(waits, reverse=True)
+    for r in rows:
+        assert r["woken"]["by"] == "timeout", r
+        assert r["dequeue"]["thread"].startswith("shardq-w")
+        # asleep with the item queued until the 20 ms timed wait expired
+        assert r["woken"]["signal_us"] > 0.5 * r["queue_wait_us"] > 2000
+    text = read(cap, "--slowest", "2").stdout
+    assert "SLOWEST OPS" in text and "its timed wait expiring (timeout)" \
+        in text
+
+
+def test_window_and_filters(shardq_runs):
+    _, live, cap = shardq_runs["contend"]
+    whole = json.loads(read(cap, "-j", "--from", "0").stdout)
+    n = whole["stages"]["queue_wait"]["count"]
+    assert n == live["stages"]["queue_wait"]["count"]
+    from cephlat.ctf import Trace
+    ev = list(Trace(cap).events())
+    deq = [ts for name, ts, _ in ev if name == "osdstage:op_dequeue"]
+    mid = (deq[len(deq) // 2] - ev[0][1]) / 1e9
+    half = json.loads(read(cap, "-j", "--to", "%.6f" % mid).stdout)
+    assert abs(half["stages"]["queue_wait"]["count"] - n // 2) <= 2
+    hog = json.loads(read(cap, "-j", "--thread-role", "hog").stdout)
+    assert set(hog["threads"]) == {"hog"}
+    assert hog["kernel"]["wakeup_delay"]["by_role"].keys() <= {"hog"}
+    only = json.loads(read(cap, "-j", "--stage", "queue_wait,offcpu").stdout)
+    assert set(only["stages"]) == {"queue_wait"}
+    assert set(only["kernel"]) == {"offcpu"}
+    p = read(cap, "--thread-role", "nosuch")
+    assert_one_line_error(p, "the capture's roles are")
+    p = read(cap, "--from", "5", "--to", "1")
+    assert_one_line_error(p, "empty window")
+
+
+def _packets(path):
+    """Byte offsets where the packets of a stream file start."""
+    out, pos, data = [], 0, open(path, "rb").read()
+    while pos < len(data):
+        out.append(pos)
+        size_bits = struct.unpack_from("<Q", data, pos + 24 + 24)[0]
+        pos += size_bits // 8
+    return out
+
+
+def test_truncated_capture_reads_up_to_the_cut(shardq_runs, tmp_path):
+    _, live, cap = shardq_runs["normal"]
+    full = live["stages"]["queue_wait"]["count"]
+    big = max((f for f in os.listdir(cap) if f.startswith("stream_cpu")),
+              key=lambda f: os.path.getsize(os.path.join(cap, f)))
+    starts = _packets(os.path.join(cap, big))
+    size = os.path.getsize(os.path.join(cap, big))
+    # a short run: maybe one packet per CPU; the lab's capture (cluster
+    # tier) has many
+    cuts = [40, size // 2 + 3, size - 5] + starts[1:2]
+    for cut in cuts:
+        d = tmp_path / ("cut%d" % cut)
+        shutil.copytree(cap, d)
+        with open(d / big, "r+b") as f:
+            f.truncate(cut)
+        p = read(str(d), "-j")
+        assert p.returncode == 0, p.stderr
+        assert "Traceback" not in p.stderr
+        if cut not in starts:
+            assert "was cut short (%s ends inside a packet)" % big in p.stderr
+        rec = json.loads(p.stdout.splitlines()[-1])
+        assert rec["stages"]["queue_wait"]["count"] < full
+    # the user-space stream cut too: no end marker, reports from events
+    d = tmp_path / "nometa"
+    shutil.copytree(cap, d)
+    with open(d / "stream_meta", "r+b") as f:
+        f.truncate(_packets(str(d / "stream_meta"))[1])
+    p = read(str(d), "-j")
+    assert p.returncode == 0 and "no end marker" in p.stderr, p.stderr
+    rec = json.loads(p.stdout.splitlines()[-1])
+    assert rec["stages"]["queue_wait"]["count"] == full
+
+
+def test_bad_captures_get_one_error_line(shardq_runs, tmp_path):
+    _, _, cap = shardq_runs["forget"]
+    assert_one_line_error(read(str(tmp_path / "nope")), "cannot read",
+                          "No such file or directory")
+    f = tmp_path / "file"
+    f.write_bytes(os.urandom(4096))
+    assert_one_line_error(read(str(f)), "is not a capture")
+    d = tmp_path / "random"
+    d.mkdir()
+    (d / "metadata").write_bytes(os.urandom(4096))
+    (d / "stream_cpu0").write_bytes(os.urandom(65536))
+    assert_one_line_error(read(str(d)), "not a cephlat CTF trace")
+    d = tmp_path / "corrupt"
+    shutil.copytree(cap, d)
+    with open(d / "stream_meta", "r+b") as f:
+        f.write(os.urandom(8))
+    assert_one_line_error(read(str(d)), "stream_meta: corrupt packet at "
+                          "byte 0")
+    d = tmp_path / "foreign"
+    d.mkdir()
+    shutil.copy(os.path.join(cap, "metadata"), d / "metadata")
+    text = (d / "metadata").read_text().replace('tool = "osdstage"',
+                                                'tool = "other"')
+    (d / "metadata").write_text(text)
+    assert_one_line_error(read(str(d)), "not an osdstage capture")
+
+
+@pytest.fixture
+def sleeper(bpf_ready):
+    p = subprocess.Popen(["sleep", "60"])
+    yield p.pid
+    p.kill()
+    p.wait()
+
+
+def record(pid, cap, *extra):
+    return run_tool([OSDSTAGE, "-p", str(pid), "--probes",
+                     os.path.join(HERE, "progs", "syncer.json"), "-j", "-w",
+                     cap] + list(extra) + ["0.3", "1"])
+
+
+def test_overwrite_needs_force_and_paths_are_checked(sleeper, tmp_path):
+    cap = str(tmp_path / "c.ctf")
+    p = record(sleeper, cap)
+    assert p.returncode == 0, p.stderr
+    assert_one_line_error(record(sleeper, cap), "exists; pass --force")
+    p = record(sleeper, cap, "--force")
+    assert p.returncode == 0 and "capture %s" % cap in p.stderr, p.stderr
+    assert json.loads(read(cap, "-j").stdout) == json.loads(p.stdout)
+    assert_one_line_error(record(sleeper, "/nonexistent/dir/c.ctf"),
+                          "no directory /nonexistent/dir")
+    f = tmp_path / "plain"
+    f.write_text("x")
+    assert_one_line_error(record(sleeper, str(f), "--force"),
+                          "not a capture directory")
+    assert_one_line_error(record(sleeper, "/proc/1/c.ctf"), "cannot write")
