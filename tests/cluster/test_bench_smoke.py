@@ -16,12 +16,18 @@ def test_bench_smoke(lab, tmp_path):
     r = json.loads(out.read_text())
     assert r["machine"]["cores"] == os.cpu_count()
     assert r["machine"]["ceph"].startswith("16.2.")
-    for mode in ("default", "userspace", "bounded", "bpftrace"):
+    for mode in ("default", "userspace", "record", "bounded", "bpftrace"):
         s = r["modes"][mode]["randread"]
         assert 0.2 < s["iops_ratio_median"] < 2.0, (mode, s)
         assert s["untraced_iops_median"] > 500
         assert s["p99_ratio_median"] > 0
-    assert r["modes"]["record"] == {"available": False}
+    rec = r["modes"]["record"]["randread"]
+    assert rec["events_per_s"] > 1000 and rec["lost"] == 0, rec
+    assert 0 < rec["recorder_cpu_pct"] < 100
+    # the recorder driven hard by the controlled program
+    assert r["recorder"]["events"] > 50000 and r["recorder"]["lost"] == 0
+    assert r["recorder"]["events_per_s"] > 10000
+    assert r["recorder"]["lab_peak_cpu_pct"] == rec["recorder_cpu_pct"]
     assert r["modes"]["bounded"]["randread"]["estimated_pct"] is not None
     for name in ("stage_entry", "stage_return", "op_event", "on_switch"):
         prog = r["programs"][name]
