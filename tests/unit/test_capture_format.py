@@ -9,7 +9,7 @@ from cephlat import capture, ctf
 from conftest import BUILD, header_enum, need
 
 OBJ = os.path.join(BUILD, "osdstage.bpf.o")
-SIZES = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "s32": 4, "s64": 8}
+SIZES = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "x64": 8, "s32": 4, "s64": 8}
 
 
 def _dwarf(path):
