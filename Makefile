@@ -34,7 +34,7 @@ export LAB_OSD_OPTS SECS THREADS
 # Debian packages for building, testing and the lab's tooling. The Ceph
 # daemons themselves are installed by $(LAB) install (shared with vagrant/).
 PKGS := clang llvm libbpf1 libbpf-dev bpftool bpftrace lttng-tools \
-	babeltrace2 fio g++ binutils gdb ruby util-linux procps \
+	babeltrace2 python3-bt2 fio g++ binutils gdb ruby util-linux procps \
 	python3-pytest python3-pyelftools ceph-osd-dbg chromium
 
 .PHONY: all build setup lab lab-env lab-down workload demo test \

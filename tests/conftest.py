@@ -31,10 +31,10 @@ def need(ok, why):
     pytest.skip(why)
 
 
-def header_enum(name):
-    """{enumerator: value} of `enum name` in probes/osdstage.h"""
+def header_enum(name, header="osdstage.h"):
+    """{enumerator: value} of `enum name` in probes/`header`"""
     import re
-    with open(os.path.join(REPO, "probes", "osdstage.h")) as f:
+    with open(os.path.join(REPO, "probes", header)) as f:
         text = f.read()
     body = re.search(r"enum %s \{(.*?)\};" % name, text, re.S).group(1)
     body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)

@@ -2,8 +2,12 @@
 # osdstage - where ops spend their time inside a running ceph-osd (eBPF).
 #
 # USAGE: osdstage.py (-p PID | --osd ID | --list) [-m] [-T] [-j] [-S STAGES]
+#                    [-w CAPTURE [--force]]
 #                    [--no-kernel] [--max-overhead PCT] [--probes FILE]
 #                    [interval [count]]
+#        osdstage.py -r CAPTURE [-j] [--from T] [--to T] [--slowest N]
+#                    [--thread-role ROLE] [--op-class CLASS] [--html FILE]
+#                    [--perfetto FILE]
 #
 # Attaches uprobes to the OSD's functions (probe table per Ceph release) and
 # scheduler/futex/block/syncfs tracepoints, aggregates in the kernel, and

@@ -28,7 +28,8 @@ TYPES = {
     "u8": ("uint8_t", "<B"), "u16": ("uint16_t", "<H"),
     "u32": ("uint32_t", "<I"), "u64": ("uint64_t", "<Q"),
     "x64": ("xuint64_t", "<Q"),          # shown in hex (addresses)
-    "s32": ("int32_t", "<i"), "s64": ("int64_t", "<q"),
+    "s8": ("int8_t", "<b"), "s32": ("int32_t", "<i"),
+    "s64": ("int64_t", "<q"),
     "string": ("string", None),
 }
 
@@ -37,6 +38,7 @@ typealias integer { size = 16; align = 8; signed = false; } := uint16_t;
 typealias integer { size = 32; align = 8; signed = false; } := uint32_t;
 typealias integer { size = 64; align = 8; signed = false; } := uint64_t;
 typealias integer { size = 64; align = 8; signed = false; base = 16; } := xuint64_t;
+typealias integer { size = 8; align = 8; signed = true; } := int8_t;
 typealias integer { size = 32; align = 8; signed = true; } := int32_t;
 typealias integer { size = 64; align = 8; signed = true; } := int64_t;
 """

@@ -14,7 +14,7 @@ import time
 
 from . import capture, duty, offline, probetable, report, spec
 from .elfsym import ElfSymbols
-from .errors import UserError
+from .errors import UserError, quiet_broken_pipe, run_cli
 from .hist import render_log2
 from .stagetrace import (CEPH_ROLES, DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S,
                          StageTracer, resolve)
@@ -679,7 +679,7 @@ def _loop(args, out, err, target, tracer, run_info, writer, stopping):
             else:
                 print_text(out, args, rec, hists)
         except BrokenPipeError:
-            _quiet_broken_pipe()
+            quiet_broken_pipe()
             return 0
         reports += 1
         if ended:
@@ -716,7 +716,7 @@ def run_offline(args, out, err):
             return _replay(args, out, cap, run_info)
         return _window(args, out, err, cap, run_info)
     except BrokenPipeError:
-        _quiet_broken_pipe()
+        quiet_broken_pipe()
         return 0
 
 
@@ -866,27 +866,5 @@ def print_slowest(out, rows):
     out.flush()
 
 
-def _quiet_broken_pipe():
-    # stdout's reader went away (| head): silence the flush at exit
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except OSError:
-        pass
-
-
 def main(argv=None):
-    try:
-        args = parse_args(argv)
-        return run(args)
-    except UserError as e:
-        msg = str(e)
-        if not msg.startswith(TOOL + ":"):
-            msg = "%s: %s" % (TOOL, msg)
-        sys.stderr.write(msg + "\n")
-        return e.status
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        _quiet_broken_pipe()
-        return 0
+    return run_cli(TOOL, lambda: run(parse_args(argv)))

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-/* recorder.c - drain the BPF "events" ring buffer into CTF stream files.
+/* recorder.c - drain a BPF ring buffer: into CTF stream files (osdstage
+ * captures), or raw into one buffer (rbdrecord; see the end).
  *
  * Built into build/libcephlat_rec.so and driven by lib/cephlat/capture.py
  * through ctypes. Python pays one call per poll, not one per event: each
@@ -234,4 +235,87 @@ void rec_close(struct rec *r)
 		free(r->streams[cpu].buf);
 	}
 	free(r);
+}
+
+/* ------------------------------------------------------------------------
+ * Raw mode: the records themselves, for a consumer that decodes them
+ * (lib/cephlat/rbdtrace.py). Each record is appended to one growing
+ * buffer as u32 length + bytes, padded to 8; the caller takes the buffer
+ * after each consume and resets it.
+ */
+struct raw {
+	struct ring_buffer *rb;
+	unsigned char *buf;
+	size_t len, cap;
+	int err;
+};
+
+static int raw_event(void *ctx, void *data, size_t size)
+{
+	struct raw *q = ctx;
+	size_t need = q->len + 8 + (size + 7) / 8 * 8;
+	uint32_t n = size;
+
+	if (need > q->cap) {
+		size_t cap = q->cap ? q->cap : 1 << 20;
+		unsigned char *b;
+
+		while (cap < need)
+			cap *= 2;
+		b = realloc(q->buf, cap);
+		if (!b) {
+			q->err = ENOMEM;
+			return -ENOMEM;
+		}
+		q->buf = b;
+		q->cap = cap;
+	}
+	memcpy(q->buf + q->len, &n, 4);
+	memset(q->buf + q->len + 4, 0, 4);
+	memcpy(q->buf + q->len + 8, data, size);
+	q->len = need;
+	return 0;
+}
+
+struct raw *raw_open(int map_fd)
+{
+	struct raw *q = calloc(1, sizeof(*q));
+
+	if (!q)
+		return NULL;
+	q->rb = ring_buffer__new(map_fd, raw_event, q, NULL);
+	if (!q->rb) {
+		int e = errno;
+
+		free(q);
+		errno = e;
+		return NULL;
+	}
+	return q;
+}
+
+/* Consume what the ring holds; -> bytes buffered (raw_data), or -errno. */
+long raw_consume(struct raw *q)
+{
+	ring_buffer__consume(q->rb);
+	return q->err ? -q->err : (long)q->len;
+}
+
+const unsigned char *raw_data(struct raw *q)
+{
+	return q->buf;
+}
+
+void raw_reset(struct raw *q)
+{
+	q->len = 0;
+}
+
+void raw_close(struct raw *q)
+{
+	if (!q)
+		return;
+	ring_buffer__free(q->rb);
+	free(q->buf);
+	free(q);
 }

@@ -12,8 +12,9 @@ OBJ = os.path.join(BUILD, "osdstage.bpf.o")
 SIZES = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "x64": 8, "s32": 4, "s64": 8}
 
 
-def _dwarf(path):
-    """{struct name: (size, [(member, offset)])}"""
+def _dwarf(path, prefix=b"ev_"):
+    """{struct name: (size, [(member, offset)])} of the structs named
+    prefix*"""
     structs = {}
     with open(path, "rb") as f:
         info = ELFFile(f).get_dwarf_info(relocate_dwarf_sections=False)
@@ -21,7 +22,7 @@ def _dwarf(path):
             for die in cu.iter_DIEs():
                 name = die.attributes.get("DW_AT_name")
                 if die.tag == "DW_TAG_structure_type" and name and \
-                        name.value.startswith(b"ev_"):
+                        name.value.startswith(prefix):
                     structs[name.value.decode()] = (
                         die.attributes["DW_AT_byte_size"].value,
                         [(c.attributes["DW_AT_name"].value.decode(),
@@ -73,3 +74,46 @@ def test_ring_bytes_is_a_power_of_two_pages():
     for mb, want in ((16, 16 << 20), (1, 1 << 20), (0.001, 4096),
                      (3, 4 << 20)):
         assert capture.ring_bytes(mb) == want
+
+
+RBD_OBJ = os.path.join(BUILD, "rbdrecord.bpf.o")
+
+
+def test_rbdrecord_records_match_the_decoder():
+    """lib/cephlat/rbdtrace.py unpacks probes/rbdrecord.h's records."""
+    need(os.path.exists(RBD_OBJ), "BPF objects not built (run: make)")
+    from cephlat import rbdtrace
+    structs = _dwarf(RBD_OBJ, prefix=b"rbd_")
+    hdr = structs["rbd_hdr"][0]
+    assert hdr == rbdtrace.HDR.size
+    for name, st in (("rbd_open_rec", rbdtrace.OPEN),
+                     ("rbd_close_rec", rbdtrace.CLOSE),
+                     ("rbd_aio_rec", rbdtrace.AIO),
+                     ("rbd_complete_rec", rbdtrace.COMPLETE)):
+        assert structs[name][0] == hdr + st.size, name
+    assert structs["rbd_image_info"][0] == (rbdtrace.NAME_LEN +
+                                            rbdtrace.SNAP_LEN +
+                                            rbdtrace.POOL_LEN + 1)
+    ev = header_enum("rbd_ev", "rbdrecord.h")
+    assert [ev[k] for k in ("RBD_OPEN_IMAGE", "RBD_CLOSE_IMAGE_ENTER",
+                            "RBD_CLOSE_IMAGE_EXIT", "RBD_AIO_ENTER",
+                            "RBD_AIO_EXIT", "RBD_AIO_COMPLETE")] == [
+        rbdtrace.EV_OPEN, rbdtrace.EV_CLOSE_ENTER, rbdtrace.EV_CLOSE_EXIT,
+        rbdtrace.EV_AIO_ENTER, rbdtrace.EV_AIO_EXIT, rbdtrace.EV_COMPLETE]
+    ops = header_enum("rbd_op", "rbdrecord.h")
+    assert [k[len("RBD_OP_"):].lower() for k, v in sorted(
+        ops.items(), key=lambda kv: kv[1]) if k != "RBD_OP__COUNT"] == \
+        rbdtrace.OPS
+
+
+def test_librbd_event_names_are_the_tracepoints():
+    from cephlat import rbdtrace
+    names = {c.name for c in rbdtrace.event_classes()}
+    assert set(rbdtrace.ENTER.values()) | set(rbdtrace.EXIT.values()) <= \
+        names
+    # the fields rbd-replay-prep reads, by name
+    by = {c.name: c.names for c in rbdtrace.event_classes()}
+    assert {"name", "snap_name", "read_only", "imagectx", "offset", "length",
+            "completion"} <= set(by["librbd:aio_read_enter"])
+    assert {"off", "len", "completion"} <= set(by["librbd:aio_write_enter"])
+    assert by["librbd:aio_complete_enter"] == ("completion", "rval")

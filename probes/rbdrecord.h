@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* rbdrecord.h - records of rbdrecord.bpf.c, decoded by
+ * lib/cephlat/rbdtrace.py (field for field; tests/unit/test_rbdtrace.py
+ * checks the layout against the object's DWARF).
+ */
+#ifndef RBDRECORD_H
+#define RBDRECORD_H
+
+#define RBD_NAME_LEN	96
+#define RBD_SNAP_LEN	64
+#define RBD_POOL_LEN	64
+
+/* One record per librbd call event; names follow librbd's LTTng
+ * tracepoints (src/tracing/librbd.tp). */
+enum rbd_ev {
+	RBD_OPEN_IMAGE = 0,	/* rbd_open / rbd_open_read_only returned */
+	RBD_CLOSE_IMAGE_ENTER,
+	RBD_CLOSE_IMAGE_EXIT,
+	RBD_AIO_ENTER,		/* an aio call: op says which */
+	RBD_AIO_EXIT,
+	RBD_AIO_COMPLETE,	/* the request completed */
+};
+
+enum rbd_op {
+	RBD_OP_READ = 0, RBD_OP_READ2, RBD_OP_WRITE, RBD_OP_WRITE2, RBD_OP_DISCARD, RBD_OP_FLUSH,
+	RBD_OP_WRITESAME, RBD_OP_WRITE_ZEROES, RBD_OP__COUNT,
+};
+
+#define RBD_PACKED __attribute__((packed))
+
+struct rbd_hdr {
+	__u32 ev;		/* enum rbd_ev */
+	__u32 tid;
+	__u64 ts;		/* CLOCK_MONOTONIC ns */
+	__u64 pthread_id;	/* pthread_self() of the caller */
+} RBD_PACKED;
+
+/* an opened image */
+struct rbd_image_info {
+	char name[RBD_NAME_LEN];
+	char snap[RBD_SNAP_LEN];
+	char pool[RBD_POOL_LEN];
+	__u8 read_only;
+} RBD_PACKED;
+
+struct rbd_open_rec {
+	struct rbd_hdr h;
+	__u64 enter_ts;
+	__u64 imagectx;		/* the rbd_image_t */
+	__s32 retval;
+	struct rbd_image_info img;
+} RBD_PACKED;
+
+/* I/O and close records name the image by imagectx only: the reader
+ * knows the name from the open record (or calls it image-<imagectx> when
+ * the image was opened before the recording started) */
+struct rbd_close_rec {
+	struct rbd_hdr h;
+	__u64 imagectx;
+	__s32 retval;		/* exit only */
+} RBD_PACKED;
+
+struct rbd_aio_rec {
+	struct rbd_hdr h;
+	__u64 imagectx;
+	__u64 off;
+	__u64 len;
+	__u64 data_len;		/* writesame: the pattern's length */
+	__u64 buf;
+	__u64 completion;	/* the rbd_completion_t */
+	__s32 op_flags;
+	__s32 retval;		/* exit only */
+	__u32 op;		/* enum rbd_op */
+} RBD_PACKED;
+
+struct rbd_complete_rec {
+	struct rbd_hdr h;
+	__u64 completion;
+	__s64 rval;
+	__u8 rval_known;	/* from rbd_aio_get_return_value */
+} RBD_PACKED;
+
+#endif /* RBDRECORD_H */

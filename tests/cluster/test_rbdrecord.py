@@ -1,0 +1,230 @@
+"""Real-cluster tier: rbdrecord records a known fio rbd job against the lab
+(eBPF mode), the trace matches fio's own counts, converts to a fio job
+that replays it onto a fresh image with the same counts, bytes and
+offsets; LTTng mode runs the documented recipe against a real
+lttng-sessiond and says why nothing can be recorded here; bad input gets
+one error line."""
+import collections
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import (PYTHON, REPO, assert_one_line_error, need, run_tool,
+                      wait_for_line)
+
+RBDRECORD = os.path.join(REPO, "tools", "rbdrecord.py")
+JOB = """[global]
+ioengine=rbd
+clientname=admin
+pool=rbd
+rbdname=%s
+direct=1
+[mix]
+rw=randrw
+rwmixread=60
+bssplit=4k/50:16k/30:64k/20
+size=64m
+number_ios=%d
+iodepth=8
+randseed=42
+"""
+
+
+def rbd(lab, *args):
+    p = subprocess.run(["rbd"] + list(args), capture_output=True, text=True,
+                       env=dict(os.environ, CEPH_CONF=lab["CEPH_CONF"]),
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def fio_counts(path):
+    job = json.load(open(path))["jobs"][0]
+    assert job["error"] == 0, job
+    return {"read": (job["read"]["total_ios"], job["read"]["io_bytes"]),
+            "write": (job["write"]["total_ios"], job["write"]["io_bytes"])}
+
+
+def record(lab, out, *cmd):
+    p = run_tool([RBDRECORD, "-o", str(out), "--force", "--"] + list(cmd),
+                 timeout=300, env=dict(os.environ,
+                                       CEPH_CONF=lab["CEPH_CONF"]))
+    assert p.returncode == 0, p.stderr
+    assert "none lost" in p.stderr, p.stderr
+    return p
+
+
+def trace_requests(trace):
+    """(op -> [count, bytes], set of (op, offset, length)) from --summary's
+    reader: completed requests only."""
+    import sys
+    sys.path.insert(0, os.path.join(REPO, "lib"))
+    from cephlat.rbdrecord import RbdTrace
+    tr = RbdTrace(str(trace))
+    per = collections.defaultdict(lambda: [0, 0])
+    for r in tr.requests:
+        per[r.op][0] += 1
+        per[r.op][1] += r.len
+    return per, {(r.op, r.off, r.len) for r in tr.requests}, tr
+
+
+@pytest.fixture(scope="module")
+def recorded(lab, tmp_path_factory):
+    need(shutil.which("fio") is not None, "fio missing (make setup)")
+    d = tmp_path_factory.mktemp("rbd")
+    (d / "job.fio").write_text(JOB % ("img1", 3000))
+    record(lab, d / "trace", "fio", "--output-format=json",
+           "--output=%s" % (d / "fio.json"), str(d / "job.fio"))
+    return d
+
+
+def test_trace_has_exactly_fios_ops_and_bytes(recorded):
+    want = fio_counts(recorded / "fio.json")
+    per, _, tr = trace_requests(recorded / "trace")
+    assert want["read"][0] > 1000 and want["write"][0] > 500
+    for op in ("read", "write"):
+        assert tuple(per[op]) == want[op], (op, per[op], want[op])
+    assert tr.incomplete == 0 and tr.unmatched == 0
+    img = next(iter(tr.images.values()))
+    assert img["name"] == "img1" and img["pool"] == "rbd"
+
+
+def test_babeltrace2_and_rbd_replay_prep_read_it(recorded):
+    need(shutil.which("babeltrace2") is not None, "babeltrace2 missing")
+    p = subprocess.run(["babeltrace2", str(recorded / "trace")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-1000:]
+    names = collections.Counter(re.findall(r" (librbd:\w+|rbdrecord:\w+):",
+                                           p.stdout))
+    want = fio_counts(recorded / "fio.json")
+    assert names["librbd:aio_read_enter"] == want["read"][0]
+    assert names["librbd:aio_write_enter"] == want["write"][0]
+    assert names["librbd:aio_complete_enter"] == \
+        want["read"][0] + want["write"][0]
+    assert "pthread_id = 0x" in p.stdout and 'name = "img1"' in p.stdout
+    # Ceph's own converter for librbd LTTng traces takes it
+    out = recorded / "trace.replay"
+    p = subprocess.run(["rbd-replay-prep", str(recorded / "trace"), str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-1000:]
+    assert "warning" not in p.stderr, p.stderr[-1000:]
+    assert out.stat().st_size > 1000
+
+
+def test_summary(recorded):
+    p = run_tool([RBDRECORD, "--summary", str(recorded / "trace"), "-j",
+                  "--zones", "8"])
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)["images"]["img1"]
+    want = fio_counts(recorded / "fio.json")
+    assert s["ops"]["read"] == want["read"][0]
+    assert s["bytes"]["write"] == want["write"][1]
+    assert sum(s["sizes"].values()) == want["read"][0] + want["write"][0]
+    assert {"4096", "16384", "65536"} <= set(s["sizes"])
+    assert len(s["zones"]) == 8
+    assert sum(z["reads"] for z in s["zones"]) == want["read"][0]
+    assert 50 < s["read_pct"] < 70
+    text = run_tool([RBDRECORD, "--summary", str(recorded / "trace")]).stdout
+    assert "image img1 (pool rbd): %d ops" % (want["read"][0] +
+                                              want["write"][0]) in text
+
+
+def test_replay_matches_the_original(lab, recorded):
+    d = recorded
+    p = run_tool([RBDRECORD, "--to-fio", str(d / "trace"), "-o",
+                  str(d / "replay"), "--image", "img2", "--force"])
+    assert p.returncode == 0, p.stderr
+    job = (d / "replay" / "job.fio").read_text()
+    assert "rbdname=img2" in job and "read_iolog=" in job
+    assert (d / "replay" / "img2.iolog").read_text().startswith(
+        "fio version 3 iolog\n")
+    subprocess.run(["rbd", "rm", "rbd/img2"], capture_output=True,
+                   env=dict(os.environ, CEPH_CONF=lab["CEPH_CONF"]))
+    rbd(lab, "create", "--size", "1024", "rbd/img2")     # a fresh image
+    try:
+        record(lab, d / "replayed", "fio", "--output-format=json",
+               "--output=%s" % (d / "fio2.json"), str(d / "replay" /
+                                                    "job.fio"))
+    finally:
+        rbd(lab, "rm", "rbd/img2")
+    orig, orig_set, _ = trace_requests(d / "trace")
+    again, again_set, tr = trace_requests(d / "replayed")
+    fio2 = fio_counts(d / "fio2.json")
+    for op in ("read", "write"):
+        for i in (0, 1):               # count, bytes: what fio reports
+            assert abs(fio2[op][i] - orig[op][i]) <= 0.01 * orig[op][i], op
+        assert again[op] == orig[op]   # and what librbd was asked
+    assert again_set == orig_set       # the same offsets and sizes
+    assert next(iter(tr.images.values()))["name"] == "img2"
+
+
+def test_lttng_mode_recipe_and_diagnosis(lab, tmp_path):
+    need(shutil.which("lttng") is not None, "lttng-tools missing")
+    env = dict(os.environ, CEPH_CONF=lab["CEPH_CONF"])
+    before = subprocess.run(["pgrep", "-x", "lttng-sessiond"],
+                            capture_output=True).returncode == 0
+    p = run_tool([RBDRECORD, "--lttng", "-o", str(tmp_path / "lt"), "--",
+                  "sleep", "0.5"], env=env)
+    assert p.returncode == 3, p.stderr           # documented exit status
+    assert "librbd on this host has no LTTng tracepoints" in p.stderr
+    assert "fix:" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "lt").exists()
+    _assert_no_session()
+    # the session it makes: event rule and contexts (kept while recording)
+    tool = subprocess.Popen([PYTHON, RBDRECORD, "--lttng", "--no-checks",
+                             "-o", str(tmp_path / "lt2"), "--", "sleep",
+                             "4"], stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        # printed once the events and contexts are set
+        line = wait_for_line(tool.stderr, "LTTng session", 30)
+        session = re.search(r"(rbdrecord-\d+)", line).group(1)
+        assert session in subprocess.run(["lttng", "list"],
+                                         capture_output=True,
+                                         text=True).stdout
+        save = tmp_path / "saved"
+        subprocess.run(["lttng", "save", session, "--output-path=%s" % save],
+                       capture_output=True, check=True)
+        xml = (save / (session + ".lttng")).read_text()
+        assert "<name>librbd:*</name>" in xml
+        assert "<domain>" in xml and "<type>UST</type>" in xml
+        for ctx in ("PTHREAD_ID", "VPID", "PROCNAME"):
+            assert "<type>%s</type>" % ctx in xml, ctx
+    finally:
+        _, err = tool.communicate(timeout=60)
+    assert tool.returncode == 0, err
+    _assert_no_session()
+    after = subprocess.run(["pgrep", "-x", "lttng-sessiond"],
+                           capture_output=True).returncode == 0
+    assert after == before          # stopped only if it started it
+
+
+def _assert_no_session():
+    out = subprocess.run(["lttng", "list"], capture_output=True, text=True)
+    assert "rbdrecord-" not in out.stdout, out.stdout
+
+
+def test_bad_input(lab, recorded, tmp_path):
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        p = run_tool([RBDRECORD, "-o", str(tmp_path / "x"), "-p",
+                      str(sleeper.pid)])
+        assert_one_line_error(p, "has no librbd loaded")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    p = run_tool([RBDRECORD, "-o", str(recorded / "trace"), "--", "true"])
+    assert_one_line_error(p, "exists; pass --force")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "metadata").write_bytes(os.urandom(2000))
+    assert_one_line_error(run_tool([RBDRECORD, "--summary", str(bad)]),
+                          "cannot read")
+    assert_one_line_error(run_tool([RBDRECORD, "--to-fio", str(bad), "-o",
+                                    str(tmp_path / "j")]), "cannot read")
+    assert_one_line_error(run_tool([RBDRECORD, "-o", str(tmp_path / "y")]),
+                          "give -p PID or -- COMMAND")

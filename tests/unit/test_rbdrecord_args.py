@@ -1,0 +1,52 @@
+"""rbdrecord's command line: help with examples, one-line usage errors,
+importable without side effects; the fio conversion's concurrency."""
+import importlib.util
+import os
+import subprocess
+import sys
+
+from conftest import PYTHON, REPO, assert_one_line_error
+
+RBDRECORD = os.path.join(REPO, "tools", "rbdrecord.py")
+
+
+def test_help_has_examples():
+    p = subprocess.run([PYTHON, RBDRECORD, "--help"], capture_output=True,
+                       text=True)
+    assert p.returncode == 0
+    assert "examples:" in p.stdout and "--to-fio trace -o replay" in p.stdout
+    assert "3 (--lttng)" in p.stdout
+    assert all(len(line) <= 80 for line in p.stdout.splitlines())
+
+
+def test_usage_errors_are_one_line():
+    p = subprocess.run([PYTHON, RBDRECORD, "-p", "x"], capture_output=True,
+                       text=True)
+    assert_one_line_error(p, "rbdrecord: ", "invalid int value", status=2)
+    p = subprocess.run([PYTHON, RBDRECORD, "--summary", "a", "--to-fio",
+                        "b"], capture_output=True, text=True)
+    assert_one_line_error(p, "not allowed with argument", status=2)
+    p = subprocess.run([PYTHON, RBDRECORD, "--to-fio", "/nonexistent"],
+                       capture_output=True, text=True)
+    assert_one_line_error(p, "needs -o DIR", status=1)
+
+
+def test_tool_imports_without_side_effects():
+    before = list(sys.path)
+    spec = importlib.util.spec_from_file_location("rbdrecord_tool", RBDRECORD)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert sys.path == before and callable(mod.main)
+
+
+def test_most_in_flight():
+    from cephlat.rbdrecord import Request, _max_in_flight
+    def req(a, b):
+        r = Request("read", 1, 0, 4096, 1, a)
+        r.done = b
+        return r
+    # 0-10, 5-15, 6-7, then 20-30: at most three at once
+    assert _max_in_flight([req(0, 10), req(5, 15), req(6, 7),
+                           req(20, 30)]) == 3
+    # back to back: one ends when the next starts
+    assert _max_in_flight([req(0, 10), req(10, 20)]) == 1
