@@ -487,7 +487,7 @@ def slowest(cap, ops, n):
         row["stages"] = [{"stage": s, "start_us": round((a - o.enq_ns) / 1000,
                                                         1),
                           "end_us": round((b - o.enq_ns) / 1000, 1)}
-                         for s, a, b in o.stages]
+                         for s, a, b in sorted(o.stages, key=lambda x: x[1])]
         if o.done:
             row["done_us"] = round((o.done["ts"] - o.enq_ns) / 1000, 1)
         rows.append(row)

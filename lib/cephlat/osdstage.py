@@ -561,7 +561,8 @@ def run(args, out=sys.stdout, err=sys.stderr):
                            classes, tracer.call_bias_ns, tracer.kernel, roles)
         if args.write:
             info = dict(run_info.info(), release=rel.name,
-                        probes={st: sym.demangled for st, sym in plan.calls})
+                        probes={role: sym.demangled for role, sym in
+                                plan.symbols.items()})
             writer = capture.CaptureWriter(args.write, tracer, info)
             writer.threads(capture.thread_names(target.pid),
                            time.monotonic_ns())
@@ -836,9 +837,10 @@ def _write_pictures(args, err, rec, tl, run_info):
 def print_slowest(out, rows):
     out.write("\nSLOWEST OPS (times in us from the enqueue)\n")
     for i, r in enumerate(rows, 1):
-        out.write("%d. op %s %s: %s us in all, queue_wait %s us\n" % (
-            i, r["op"], r["class"] or "?",
-            r["total_us"] if r["total_us"] is not None else "?",
+        out.write("%d. op %s%s: %s, queue_wait %s us\n" % (
+            i, r["op"], " " + r["class"] if r["class"] else "",
+            "%s us in all" % r["total_us"] if r["total_us"] is not None
+            else "completion not probed",
             r.get("queue_wait_us", "?")))
         out.write("   enqueued %s by %s (%d)\n" % (
             time.strftime("%H:%M:%S", time.localtime(r["enqueue"]["ts"])) +
