@@ -291,7 +291,7 @@ def main(argv=None):
            "client": "fio rbd engine, 4 KiB, iodepth 16", "modes": {}}
     workloads = [("randread", "randread")] + ([] if a.smoke else
                                               [("write", "randwrite")])
-    startup, rss, cpu = [], [], []
+    startup, rss = [], []
     for mode, cmd in MODES.items():
         res["modes"][mode] = {}
         if cmd is None:

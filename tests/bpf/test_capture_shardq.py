@@ -12,8 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import (OSDSTAGE, PYTHON, assert_one_line_error, need,
-                      run_tool)
+from conftest import OSDSTAGE, assert_one_line_error, need, run_tool
 from shardq import CASES, shardq_runs  # noqa: F401 (fixture)
 
 HERE = os.path.dirname(os.path.abspath(__file__))

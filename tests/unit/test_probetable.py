@@ -3,7 +3,6 @@
 import os
 import re
 
-import pytest
 
 from cephlat import probetable
 from cephlat.elfsym import ElfSymbols
