@@ -58,10 +58,15 @@ def run_case(exe, mode, capture):
 
 
 @pytest.fixture(scope="module")
-def shardq_runs(bpf_ready, cxx, tmp_path_factory):
+def shardq_exe(bpf_ready, cxx):
+    return cxx(os.path.join(HERE, "progs", "shardq.cc"), "shardq",
+               ("-O2", "-g", "-pthread"))
+
+
+@pytest.fixture(scope="module")
+def shardq_runs(shardq_exe, tmp_path_factory):
     if not _RUNS:
-        exe = cxx(os.path.join(HERE, "progs", "shardq.cc"), "shardq",
-                  ("-O2", "-g", "-pthread"))
+        exe = shardq_exe
         d = tmp_path_factory.mktemp("shardq")
         for mode in CASES:
             _RUNS[mode] = run_case(exe, mode, str(d / (mode + ".ctf")))

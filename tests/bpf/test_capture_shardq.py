@@ -6,14 +6,17 @@ import collections
 import json
 import os
 import shutil
+import signal
 import stat
 import struct
 import subprocess
+import time
 
 import pytest
 
-from conftest import OSDSTAGE, assert_one_line_error, need, run_tool
-from shardq import CASES, shardq_runs  # noqa: F401 (fixture)
+from conftest import (OSDSTAGE, PYTHON, assert_one_line_error, need,
+                      run_tool, wait_for_line)
+from shardq import CASES, SPEC, shardq_exe, shardq_runs  # noqa: F401
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -219,3 +222,46 @@ def test_overwrite_needs_force_and_paths_are_checked(sleeper, tmp_path):
     assert_one_line_error(record(sleeper, str(f), "--force"),
                           "not a capture directory")
     assert_one_line_error(record(sleeper, "/proc/1/c.ctf"), "cannot write")
+
+
+def _start_recording(exe, cap, items):
+    prog = subprocess.Popen([exe, "2", "2", str(items), "normal", "1000",
+                             "0", "20", "1", "0"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    tool = subprocess.Popen([PYTHON, OSDSTAGE, "-p", str(prog.pid),
+                             "--probes", SPEC, "-j", "-w", cap],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    wait_for_line(tool.stderr, "Hit Ctrl-C to end", 30)
+    prog.stdin.write("go\n")
+    prog.stdin.flush()
+    return prog, tool
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_recording_until_stopped(shardq_exe, tmp_path, sig):
+    """Without a count it records until Ctrl-C, then reports and closes the
+    capture; killed with -9 the capture still reads (its last report is
+    rebuilt from the events)."""
+    cap = str(tmp_path / "c.ctf")
+    prog, tool = _start_recording(shardq_exe, cap, 3000)
+    try:
+        time.sleep(2.5)
+        tool.send_signal(sig)
+        out, err = tool.communicate(timeout=60)
+    finally:
+        prog.kill()
+        prog.wait()
+    p = read(cap, "-j")
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    rec = json.loads(p.stdout.splitlines()[-1])
+    n = rec["stages"]["queue_wait"]["count"]
+    if sig == signal.SIGINT:
+        assert tool.returncode == 0 and "none lost" in err, err
+        assert p.stderr == "" and json.loads(out) == rec
+        assert n > 500
+    else:
+        assert tool.returncode == -signal.SIGKILL
+        assert "no end marker" in p.stderr
+        # events reach the files at least every second
+        assert n > 300 and rec["type"] == "window"
