@@ -10,7 +10,7 @@ tool's signal delay + run-queue delay.
 """
 import pytest
 
-from shardq import CASES, shardq_runs  # noqa: F401 (fixture)
+from shardq import CASES, shardq_exe, shardq_runs  # noqa: F401 (fixtures)
 
 CAUSE = {"normal": "busy", "forget": "missed", "delay": "signal",
          "contend": "runq"}
