@@ -848,8 +848,10 @@ def print_slowest(out, rows):
             r["enqueue"]["thread"], r["enqueue"]["tid"]))
         if "dequeue" in r:
             w = r["woken"]
-            how = ("was running (worker busy %s us)" % w.get("busy_us", "?")
-                   if w["by"] in (None, "none") else
+            how = ("how it was woken is unknown (no kernel stages)"
+                   if w["by"] is None else
+                   "was running (worker busy %s us)" % w["busy_us"]
+                   if w["by"] == "none" else
                    "woken by %s%s: signal %s us, run queue %s us, pickup %s "
                    "us" % ({"enqueuer": "the enqueuer", "other": "another "
                             "thread", "timeout": "its timed wait expiring "
