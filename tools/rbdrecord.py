@@ -3,8 +3,9 @@
 #             trace with librbd's tracepoint names; summarize it; turn it
 #             into fio jobs that replay it.
 #
-# USAGE: rbdrecord.py -o DIR [--force] (-p PID | -- COMMAND [ARGS])
-#                     [-d SECS] [--lttng]
+# USAGE: rbdrecord.py [--lttng | --ebpf] -o DIR [--force]
+#                     (-p PID | -- COMMAND [ARGS])
+#                     [-d SECS] [--no-checks]
 #        rbdrecord.py --summary TRACE [-j] [--zones N]
 #        rbdrecord.py --to-fio TRACE -o DIR [--image NAME] [--pool NAME]
 #

@@ -29,7 +29,7 @@ TOOL = "rbdrecord"
 EXIT_NO_TRACEPOINTS = 3
 
 EXAMPLES = """examples:
-  rbdrecord.py -o trace -- fio job.fio   # record fio's librbd I/O (eBPF)
+  rbdrecord.py -o trace -- fio job.fio   # record fio's librbd I/O
   rbdrecord.py -o trace -p 4321 -d 60    # a running client, for 60 s
   babeltrace2 trace | head               # librbd:aio_write_enter ...
   rbdrecord.py --summary trace           # what the client did
@@ -56,7 +56,11 @@ def build_parser():
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     m = p.add_mutually_exclusive_group()
     m.add_argument("--lttng", action="store_true",
-                   help="record with LTTng (librbd's own tracepoints)")
+                   help="record with LTTng (librbd's own tracepoints; the "
+                        "default when they are usable here)")
+    m.add_argument("--ebpf", action="store_true",
+                   help="record with eBPF uprobes (the default when librbd "
+                        "has no usable tracepoints, as on Debian)")
     m.add_argument("--to-fio", metavar="TRACE",
                    help="convert TRACE to fio iologs and a job file in -o DIR")
     m.add_argument("--summary", metavar="TRACE",
@@ -111,6 +115,10 @@ def run(args, out=sys.stdout, err=sys.stderr):
     if bool(args.pid) == bool(args.command):
         raise UserError("record what? give -p PID or -- COMMAND")
     prepare_dir(args.output, args.force)
+    if not args.lttng and not args.ebpf:
+        # LTTng when librbd's tracepoints are usable, else eBPF
+        args.lttng = shutil.which("lttng") is not None and \
+            not lttng_checks(args)
     if args.lttng:
         return record_lttng(args, err)
     return record_ebpf(args, err)
