@@ -6,6 +6,10 @@ import time
 
 from conftest import OSDSTAGE, PYTHON, Bench, prefill
 
+# Below saturation: with 16 client threads on 2 cores the queue is at the
+# edge of saturation and its percentiles swing by half between runs.
+THREADS = 6
+
 
 def run(lab, args, timeout=120):
     p = subprocess.run([PYTHON, OSDSTAGE, "-p", str(lab["pid"]), "-j"] + args,
@@ -16,7 +20,7 @@ def run(lab, args, timeout=120):
 
 def test_bounded_percentiles_match_full_rate(lab):
     prefill(lab, 3)
-    bench = Bench(lab, "rand", 60)
+    bench = Bench(lab, "rand", 60, threads=THREADS)
     try:
         time.sleep(3)
         full = run(lab, ["-S", "queue_wait,op_total", "10", "1"])
