@@ -397,37 +397,36 @@ class StageTracer:
     def snapshot_counters(self):
         return read_counters(self.counters)
 
-    def _close_interval(self):
-        """End report interval `gen`: the programs count into the other
-        half of the stats map from now on; once those that read the old
-        number have finished (they run for microseconds), read and clear
-        its half. -> (gen, {stage: Hist})"""
-        old = self.gen
-        self.gen += 1
-        self._write_ctl()
-        time.sleep(0.002)
-        half = old & 1
-        hists = {name: self.reader.read(sid, half)
-                 for name, sid in probetable.STAGE_IDS.items()
-                 if not name.startswith("_")}
-        self.reader.clear(half)
-        return old, hists
-
     def snapshot(self):
         """Cumulative state since start(); .interval holds what was counted
-        since the previous snapshot."""
-        gen, interval = self._close_interval()
+        since the previous snapshot.
+
+        The report interval ends here: the programs count into the other
+        half of the stats map from now on. Counters and shards are read at
+        once, so they cover the same ops as the histograms; the old half is
+        read (and cleared) once the programs that read the old interval
+        number have finished (they run for microseconds)."""
+        gen = self.gen
+        self.gen += 1
+        self._write_ctl()
+        mono = time.monotonic_ns()
+        counters = read_counters(self.counters)
+        counters["op_aged_out"] = self.aged_out
+        shards = self.read_shards()
+        time.sleep(0.002)
+        half = gen & 1
+        interval = {name: self.reader.read(sid, half)
+                    for name, sid in probetable.STAGE_IDS.items()
+                    if not name.startswith("_")}
+        self.reader.clear(half)
         for name, h in interval.items():
             self._cum.setdefault(name, Hist()).merge(h)
         hists = {name: Hist(h.count, h.sum_ns, h.max_ns, list(h.slots))
                  for name, h in self._cum.items()}
-        mono = time.monotonic_ns()
-        counters = read_counters(self.counters)
-        counters["op_aged_out"] = self.aged_out
         threads = self.read_threads() if self.kernel else {}
         devs = self.read_devs() if self.kernel else {}
-        return Snapshot(hists, counters, threads, self.read_shards(), devs,
-                        mono, interval, gen)
+        return Snapshot(hists, counters, threads, shards, devs, mono,
+                        interval, gen)
 
     def age_out(self, timeout_s=DEFAULT_OP_TIMEOUT_S):
         """Drop ops idle for longer than timeout_s (never completed: client
