@@ -198,5 +198,26 @@ def wait_for_line(stream, needle, timeout):
                                                               seen))
 
 
+def trace_until_exit(prog, tool_args, banner="Tracing"):
+    """osdstage `tool_args` against `prog` (a controlled program waiting for
+    "go" on stdin, printing its own measurements as one JSON line); ends
+    when the program exits. -> (truth, tool's stdout, stderr, exit status)"""
+    tool = subprocess.Popen([PYTHON, OSDSTAGE, "-p", str(prog.pid)] +
+                            list(tool_args), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_line(tool.stderr, banner, 30)
+        prog.stdin.write("go\n")
+        prog.stdin.flush()
+        truth = json.loads(prog.stdout.readline())
+        prog.wait(60)
+        out, err = tool.communicate(timeout=60)   # ends when prog exits
+    finally:
+        for p in (prog, tool):
+            if p.poll() is None:
+                p.kill()
+    return truth, out, err, tool.returncode
+
+
 def parse_json_lines(text):
     return [json.loads(l) for l in text.splitlines() if l.strip()]

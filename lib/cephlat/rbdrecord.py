@@ -117,8 +117,7 @@ def run(args, out=sys.stdout, err=sys.stderr):
     prepare_dir(args.output, args.force)
     if not args.lttng and not args.ebpf:
         # LTTng when librbd's tracepoints are usable, else eBPF
-        args.lttng = shutil.which("lttng") is not None and \
-            not lttng_checks(args)
+        args.lttng = not lttng_checks(args)
     if args.lttng:
         return record_lttng(args, err)
     return record_ebpf(args, err)
@@ -341,7 +340,7 @@ def record_lttng(args, err):
                       % (TOOL, session))
             return EXIT_NO_TRACEPOINTS
         _lttng("start", session)
-        _run_for(args, err)
+        _run_for(args)
         _lttng("stop", session)
     finally:
         if created:
@@ -374,13 +373,13 @@ def _stop_sessiond(timeout=10):
         time.sleep(0.1)
 
 
-def _run_for(args, err):
+def _run_for(args):
+    """Until COMMAND exits (or -d), or while process -p lives (or -d)."""
     if args.command:
-        env = dict(os.environ)
-        p = subprocess.Popen(args.command, env=env)
+        p = subprocess.Popen(args.command)
         try:
             p.wait(args.duration)
-        except subprocess.TimeoutExpired:
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
             p.terminate()
             p.wait()
     else:
@@ -423,10 +422,7 @@ class RbdTrace:
     """Images and requests of a librbd trace (eBPF or LTTng)."""
 
     def __init__(self, path):
-        try:
-            import bt2
-        except ImportError:
-            raise UserError("python3-bt2 is missing (make setup)")
+        bt2 = _bt2()
         check_ctf(path)
         self.path = path
         self.images = {}        # imagectx -> {"name", "snap", "pool", "ro"}
@@ -490,6 +486,15 @@ class RbdTrace:
         return self.images.get(ictx, {}).get("name") or "image-%x" % ictx
 
 
+def _bt2():
+    """babeltrace2's Python bindings (Debian's python3-bt2)."""
+    try:
+        import bt2
+    except ImportError:
+        raise UserError("python3-bt2 is missing (make setup)")
+    return bt2
+
+
 METADATA_MAGIC = b"\x57\x1d\xd1\x75"    # packetized metadata (LTTng)
 
 
@@ -518,7 +523,7 @@ def check_ctf(path):
 
 def trace_counts(path):
     """Events per name, as babeltrace2 sees them."""
-    import bt2
+    bt2 = _bt2()
     counts = collections.Counter()
     for msg in bt2.TraceCollectionMessageIterator(path):
         if type(msg) is bt2._EventMessageConst:

@@ -36,6 +36,7 @@ import struct
 import time
 
 from . import bpf, ctf
+from .capture import native
 from .elfsym import ElfSymbols
 from .errors import UserError
 
@@ -276,16 +277,7 @@ class EbpfRecorder:
                             self.obj.attach_uprobe(
                                 p, path, found[0].offset, pid=self.pid,
                                 retprobe=is_ret, what=sym)
-        lib = ctypes.CDLL(os.path.join(self.bpf_dir, "libcephlat_rec.so"))
-        lib.raw_open.restype = ctypes.c_void_p
-        lib.raw_open.argtypes = [ctypes.c_int]
-        lib.raw_consume.restype = ctypes.c_long
-        lib.raw_consume.argtypes = [ctypes.c_void_p]
-        lib.raw_data.restype = ctypes.c_void_p
-        lib.raw_data.argtypes = [ctypes.c_void_p]
-        for f in (lib.raw_reset, lib.raw_close):
-            f.restype, f.argtypes = None, [ctypes.c_void_p]
-        self.lib = lib
+        self.lib = lib = native(self.bpf_dir)
         self.h = lib.raw_open(self.obj.map("events").fd)
         if not self.h:
             raise UserError("cannot read the ring buffer")

@@ -3,7 +3,7 @@ thread role, the queue-wait attribution, per-shard numbers and a verdict
 in plain words."""
 from . import probetable
 from .hist import Hist
-from .stagetrace import RESULT_COUNTERS, hist_delta
+from .stagetrace import RESULT_COUNTERS
 
 
 def _merge(hists):
@@ -235,13 +235,9 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role):
 
 
 def interval_deltas(cur, prev):
-    """The histograms and counters of the interval from prev to cur (a
-    snapshot that closed one report interval carries its histograms)."""
-    if cur.interval is not None:
-        hists = dict(cur.interval)
-    else:
-        hists = {k: hist_delta(h, prev.hists.get(k) if prev else None)
-                 for k, h in cur.hists.items()}
+    """The histograms and counters of the interval from prev to cur (the
+    snapshot that closed the interval carries its histograms)."""
+    hists = dict(cur.interval)
     counters = {k: v - (prev.counters.get(k, 0) if prev else 0)
                 for k, v in cur.counters.items()}
     return hists, counters

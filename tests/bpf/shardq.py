@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import OSDSTAGE, PYTHON, wait_for_line
+from conftest import trace_until_exit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = os.path.join(HERE, "progs", "shardq.json")
@@ -36,22 +36,9 @@ def run_case(exe, mode, capture):
                              str(delay), str(timeout), str(burst), str(work)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True)
-    tool = subprocess.Popen([PYTHON, OSDSTAGE, "-p", str(prog.pid), "--probes",
-                             SPEC, "-j", "-w", capture],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    try:
-        wait_for_line(tool.stderr, "Tracing", 30)
-        prog.stdin.write("go\n")
-        prog.stdin.flush()
-        truth = json.loads(prog.stdout.readline())
-        prog.wait(60)
-        out, err = tool.communicate(timeout=60)   # ends when shardq exits
-    finally:
-        for p in (prog, tool):
-            if p.poll() is None:
-                p.kill()
-    assert tool.returncode == 0, err
+    truth, out, err, status = trace_until_exit(
+        prog, ["--probes", SPEC, "-j", "-w", capture])
+    assert status == 0, err
     assert "shardq %d exited; detached." % prog.pid in err
     assert "capture %s:" % capture in err and "none lost" in err, err
     return truth, json.loads(out), capture

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import OSDSTAGE, PYTHON, REPO, need, wait_for_line
+from conftest import REPO, need, trace_until_exit, wait_for_line
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -35,23 +35,13 @@ def start_syncer(exe, calls, mb):
 
 def test_syncfs_measured(bpf_ready, syncer):
     prog, data = start_syncer(syncer, 20, 8)
-    tool = subprocess.Popen([PYTHON, OSDSTAGE, "-p", str(prog.pid), "--probes",
-                             os.path.join(HERE, "progs", "syncer.json"), "-j"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
     try:
-        wait_for_line(tool.stderr, "Tracing 0 stages + kernel", 30)
-        prog.stdin.write("go\n")
-        prog.stdin.flush()
-        truth = json.loads(prog.stdout.readline())
-        prog.wait(60)
-        out, err = tool.communicate(timeout=60)
+        truth, out, err, status = trace_until_exit(
+            prog, ["--probes", os.path.join(HERE, "progs", "syncer.json"),
+                   "-j"], banner="Tracing 0 stages + kernel")
     finally:
-        for p in (prog, tool):
-            if p.poll() is None:
-                p.kill()
         os.rmdir(data)
-    assert tool.returncode == 0, err
+    assert status == 0, err
     rec = json.loads(out)
     sf = rec["kernel"]["syncfs"]
     assert sf["count"] == truth["calls"] == 20
