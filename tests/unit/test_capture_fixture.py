@@ -1,0 +1,71 @@
+"""Captures made by an earlier version still read to the same reports:
+tests/fixtures/*-v0.ctf were written by the capture format 0 code, and
+tests/fixtures/expected/ holds what `osdstage.py -r` printed for them
+then (tests/fixtures/README.md)."""
+import json
+import os
+
+import pytest
+
+from conftest import OSDSTAGE, REPO, run_tool
+
+FIX = os.path.join(REPO, "tests", "fixtures")
+EXP = os.path.join(FIX, "expected")
+
+# (capture, expected file, arguments after -r CAPTURE)
+CASES = [
+    ("shardq", "replay.jsonl", ["-j"]),
+    ("shardq", "replay.txt", []),
+    ("shardq", "slowest.jsonl", ["--from", "0", "--slowest", "3", "-j"]),
+    ("shardq", "slowest.txt", ["--from", "0", "--slowest", "3"]),
+    ("shardq", "role.jsonl", ["--thread-role", "worker", "-j"]),
+    ("lab", "replay.jsonl", ["-j"]),
+    ("lab", "replay.txt", []),
+    ("lab", "slowest.jsonl", ["--from", "0", "--slowest", "3", "-j"]),
+    ("lab", "slowest.txt", ["--from", "0", "--slowest", "3"]),
+    ("lab", "write.jsonl", ["--from", "0.1", "--to", "0.4", "--op-class",
+                            "write", "-j"]),
+    ("lab", "role.jsonl", ["--thread-role", "tp_osd_tp", "--stage",
+                           "offcpu,queue_wait", "-j"]),
+]
+
+
+def _read(cap, args, **kw):
+    env = dict(os.environ, TZ="UTC")
+    p = run_tool([OSDSTAGE, "-r", os.path.join(FIX, cap + "-v0.ctf")] +
+                 args, env=env, **kw)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+@pytest.mark.parametrize("cap,name,args", CASES,
+                         ids=["%s.%s" % (c, n) for c, n, _ in CASES])
+def test_old_capture_reads_to_the_same_report(cap, name, args):
+    out = _read(cap, args).stdout
+    with open(os.path.join(EXP, "%s.%s" % (cap, name))) as f:
+        want = f.read()
+    if name.endswith(".jsonl"):
+        assert [json.loads(l) for l in out.splitlines()] == \
+            [json.loads(l) for l in want.splitlines()]
+    else:
+        assert out == want
+
+
+@pytest.mark.parametrize("cap,args,files", [
+    ("shardq", [], {"--perfetto": "shardq.perfetto.json",
+                    "--html": "shardq.html"}),
+    ("lab", ["--from", "0", "--timeline-ms", "20"],
+     {"--perfetto": "lab.perfetto.json"}),
+])
+def test_old_capture_draws_the_same_pictures(tmp_path, cap, args, files):
+    extra = []
+    for opt, name in files.items():
+        extra += [opt, str(tmp_path / name)]
+    _read(cap, args + extra)
+    for name in files.values():
+        got = (tmp_path / name).read_text()
+        want = open(os.path.join(EXP, name)).read()
+        if name.endswith(".json"):
+            assert json.loads(got) == json.loads(want)
+        else:
+            assert got == want
