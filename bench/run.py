@@ -26,7 +26,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
-from cephlat import adminsock  # noqa: E402
+from cephlat.ceph import adminsock  # noqa: E402
 
 PY = "/usr/bin/python3"
 OSDSTAGE = os.path.join(REPO, "tools", "osdstage.py")

@@ -127,7 +127,7 @@ def lab(bpf_ready):
     assert env and "OSD_PID" in env and "CEPH_CONF" in env, env
     info = dict(env)
     info["pid"] = int(env["OSD_PID"])
-    from cephlat.adminsock import find_osd_socket
+    from cephlat.ceph.adminsock import find_osd_socket
     info["asok"] = find_osd_socket(info["pid"], "0")
     assert info["asok"], "no admin socket for ceph-osd %d" % info["pid"]
     yield info
@@ -179,7 +179,7 @@ def prefill(env, secs=5):
 
 
 def perf_counters(asok):
-    from cephlat.adminsock import perf_dump
+    from cephlat.ceph.adminsock import perf_dump
     return perf_dump(asok)
 
 

@@ -23,7 +23,7 @@ def main(argv=None):
     lib = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "lib")
     if lib not in sys.path:
         sys.path.insert(0, lib)
-    from cephlat import osdstage
+    from cephlat.cli import osdstage
     return osdstage.main(argv)
 
 

@@ -19,7 +19,7 @@ def main(argv=None):
     lib = os.path.join(here, "..", "lib")
     if lib not in sys.path:
         sys.path.insert(0, lib)
-    from cephlat.rbdrecord import main as real_main
+    from cephlat.cli.rbdrecord import main as real_main
     return real_main(argv)
 
 

@@ -63,7 +63,7 @@ def test_babeltrace2_reads_it_and_counts_match(shardq_runs, mode):
     # readable names: enums print their labels
     assert 'role = ( "worker" : container = 1 )' in text
     # the same events as our own reader sees
-    from cephlat.ctf import Trace
+    from cephlat.capture.ctf import Trace
     ours = collections.Counter(n.split(":", 1)[1]
                                for n, _, _ in Trace(cap).events())
     assert ours == counts
@@ -105,7 +105,7 @@ def test_window_and_filters(shardq_runs):
     whole = json.loads(read(cap, "-j", "--from", "0").stdout)
     n = whole["stages"]["queue_wait"]["count"]
     assert n == live["stages"]["queue_wait"]["count"]
-    from cephlat.ctf import Trace
+    from cephlat.capture.ctf import Trace
     ev = list(Trace(cap).events())
     deq = [ts for name, ts, _ in ev if name == "osdstage:op_dequeue"]
     mid = (deq[len(deq) // 2] - ev[0][1]) / 1e9

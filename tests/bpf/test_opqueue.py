@@ -8,10 +8,10 @@ import subprocess
 
 import pytest
 
-from cephlat import probetable
-from cephlat.elfsym import ElfSymbols
-from cephlat.probetable import Func, Release
-from cephlat.stagetrace import StageTracer, resolve
+from cephlat.ceph import probetable
+from cephlat.engine.elfsym import ElfSymbols
+from cephlat.ceph.probetable import Func, Release
+from cephlat.engine.tracer import StageTracer, resolve
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

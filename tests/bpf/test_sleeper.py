@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from cephlat.elfsym import ElfSymbols
-from cephlat.hist import slot_bounds_us
-from cephlat.stagetrace import Plan, StageTracer
+from cephlat.engine.elfsym import ElfSymbols
+from cephlat.model.hist import slot_bounds_us
+from cephlat.engine.tracer import Plan, StageTracer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SLEEPER_SRC = os.path.join(HERE, "progs", "sleeper.cc")

@@ -149,7 +149,7 @@ def test_html_report_in_chromium_and_perfetto(lab_capture, tmp_path):
     assert d.classes["op"] > 10 and d.classes["stage"] > d.classes["op"]
     assert d.classes["wake"] > 0 and d.classes["bar"] > 10
     assert d.classes["cpu-run"] and d.classes["cpu-sleep"]
-    from cephlat import report
+    from cephlat.model import report
     assert report.CAUSES[rec["cause"]] in " ".join(d.verdict)
     os.makedirs(ARTEFACTS, exist_ok=True)
     png = os.path.join(ARTEFACTS, "lab-report.png")
@@ -157,7 +157,7 @@ def test_html_report_in_chromium_and_perfetto(lab_capture, tmp_path):
                   "--window-size=1400,2400", "file://%s" % html])
     assert c.returncode == 0 and os.path.getsize(png) > 10_000
     shutil.copy(html, os.path.join(ARTEFACTS, "lab-report.html"))
-    from cephlat import perfetto
+    from cephlat.render import perfetto
     trace = json.loads(pf.read_text())
     assert perfetto.validate(trace) == []
     names = collections.Counter(e["name"] for e in trace["traceEvents"])

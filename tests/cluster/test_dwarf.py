@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from cephlat import probetable
-from cephlat.elfsym import ElfSymbols
+from cephlat.ceph import probetable
+from cephlat.engine.elfsym import ElfSymbols
 
 from conftest import need
 

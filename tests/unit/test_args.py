@@ -3,7 +3,7 @@ import subprocess
 
 import pytest
 
-from cephlat import osdstage
+from cephlat.cli import osdstage
 from cephlat.errors import UserError
 
 from conftest import OSDSTAGE, PYTHON, assert_one_line_error
@@ -78,7 +78,7 @@ def test_tool_imports_without_side_effects():
     (["-p", "1", "-S", "offcpu"], "kernel stages are always traced"),
 ])
 def test_capture_options_in_the_wrong_mode(argv, fragment, capsys):
-    from cephlat.osdstage import main
+    from cephlat.cli.osdstage import main
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert fragment in err and len(err.strip().splitlines()) == 1

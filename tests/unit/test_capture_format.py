@@ -5,7 +5,8 @@ import os
 
 from elftools.elf.elffile import ELFFile
 
-from cephlat import capture, ctf
+from cephlat.capture import ctf
+from cephlat.capture import format as capture
 from conftest import BUILD, header_enum, need
 
 OBJ = os.path.join(BUILD, "osdstage.bpf.o")
@@ -82,7 +83,7 @@ RBD_OBJ = os.path.join(BUILD, "rbdrecord.bpf.o")
 def test_rbdrecord_records_match_the_decoder():
     """lib/cephlat/rbdtrace.py unpacks probes/rbdrecord.h's records."""
     need(os.path.exists(RBD_OBJ), "BPF objects not built (run: make)")
-    from cephlat import rbdtrace
+    from cephlat.rbd import trace as rbdtrace
     structs = _dwarf(RBD_OBJ, prefix=b"rbd_")
     hdr = structs["rbd_hdr"][0]
     assert hdr == rbdtrace.HDR.size
@@ -107,7 +108,7 @@ def test_rbdrecord_records_match_the_decoder():
 
 
 def test_librbd_event_names_are_the_tracepoints():
-    from cephlat import rbdtrace
+    from cephlat.rbd import trace as rbdtrace
     names = {c.name for c in rbdtrace.event_classes()}
     assert set(rbdtrace.ENTER.values()) | set(rbdtrace.EXIT.values()) <= \
         names

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from cephlat.ctf import EventClass, Trace, Writer
+from cephlat.capture.ctf import EventClass, Trace, Writer
 from cephlat.errors import UserError
 
 from conftest import need

@@ -2,7 +2,7 @@
 import re
 import subprocess
 
-from cephlat.elfsym import ElfSymbols, demangle, function_name, params
+from cephlat.engine.elfsym import ElfSymbols, demangle, function_name, params
 
 SRC = r"""
 #include <cstdio>

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from cephlat import hist
-from cephlat.hist import Hist, render_log2, slot_bounds_us, slot_of_ns
+from cephlat.model import hist
+from cephlat.model.hist import Hist, render_log2, slot_bounds_us, slot_of_ns
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -13,8 +13,10 @@ import pytest
 
 from browser import chromium, console_lines, dom
 from conftest import need
-from cephlat import htmlreport, perfetto, report
-from cephlat.hist import Hist
+from cephlat.model import report
+from cephlat.render import html as htmlreport
+from cephlat.render import perfetto
+from cephlat.model.hist import Hist
 
 T0 = 10_000_000_000
 WORKERS = [101, 102, 103]

@@ -5,7 +5,7 @@ import os
 
 from elftools.elf.elffile import ELFFile
 
-from cephlat.stagetrace import _Rodata
+from cephlat.engine.tracer import _Rodata
 
 from conftest import BUILD, need
 

@@ -4,9 +4,9 @@ import os
 import re
 
 
-from cephlat import probetable
-from cephlat.elfsym import ElfSymbols
-from cephlat.stagetrace import COUNTER_NAMES, resolve
+from cephlat.ceph import probetable
+from cephlat.engine.elfsym import ElfSymbols
+from cephlat.engine.tracer import COUNTER_NAMES, resolve
 
 from conftest import REPO, header_enum, need
 

@@ -40,7 +40,7 @@ def test_tool_imports_without_side_effects():
 
 
 def test_most_in_flight():
-    from cephlat.rbdrecord import Request, _max_in_flight
+    from cephlat.cli.rbdrecord import Request, _max_in_flight
     def req(a, b):
         r = Request("read", 1, 0, 4096, 1, a)
         r.done = b

@@ -1,9 +1,10 @@
 """Verdict rules and probe-spec parsing (pure logic)."""
 import pytest
 
-from cephlat import report, spec
+from cephlat.ceph import spec
+from cephlat.model import report
 from cephlat.errors import UserError
-from cephlat.hist import Hist
+from cephlat.model.hist import Hist
 
 
 def attr(busy, signal, runq, pickup=0.0):

@@ -10,8 +10,10 @@ import os
 import struct
 import time
 
-from . import bpf, probetable
-from .hist import HIST_SLOTS, Hist, slot_bounds_us
+from . import bpf
+
+from ..ceph import probetable
+from ..model.hist import HIST_SLOTS, Hist, slot_bounds_us
 
 COUNTER_NAMES = ["start_map_full", "no_start", "negative", "op_map_full",
                  "op_unknown", "bad_arg", "op_replaced", "thread_map_full",

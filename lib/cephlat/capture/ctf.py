@@ -19,7 +19,7 @@ import stat
 import struct
 import uuid as uuidlib
 
-from .errors import UserError
+from ..errors import UserError
 
 MAGIC = 0xC1FC1FC1
 

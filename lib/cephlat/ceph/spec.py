@@ -25,9 +25,9 @@ Ceph's built-in table (probetable.py) is the same thing for ceph-osd.
 """
 import json
 
-from .errors import UserError
+from ..errors import UserError
 from .probetable import Func, Release
-from .stagetrace import MAX_ROLES, Roles
+from ..engine.tracer import MAX_ROLES, Roles
 
 _ROLE_OF = {"enqueue": "enqueue_op", "dequeue": "dequeue_op",
             "done": "log_op_stats"}

@@ -19,7 +19,9 @@ import html
 import re
 import time
 
-from . import probetable, report
+from ..ceph import probetable
+
+from ..model import report
 from .perfetto import lanes
 
 MAX_OPS = 4000

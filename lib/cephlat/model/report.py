@@ -1,9 +1,9 @@
 """From two kernel snapshots to what an operator reads: kernel stages per
 thread role, the queue-wait attribution, per-shard numbers and a verdict
 in plain words."""
-from . import probetable
+from ..ceph import probetable
 from .hist import Hist
-from .stagetrace import RESULT_COUNTERS
+from ..engine.tracer import RESULT_COUNTERS
 
 
 def _merge(hists):

@@ -20,8 +20,11 @@ import platform
 import socket
 import time
 
-from . import ctf, probetable
-from .errors import UserError
+from . import ctf
+
+from ..ceph import probetable
+from ..engine import native
+from ..errors import UserError
 
 STATES = ["run", "sleep", "runq", "dead"]          # enum tstate_kind
 WAKES = ["none", "enqueuer", "other", "timeout"]   # enum wake_kind
@@ -87,38 +90,12 @@ def event_classes(role_names):
             for n, f in bpf_events + user_events]
 
 
-def native(bpf_dir):
-    """build/libcephlat_rec.so (lib/native/recorder.c) with its functions'
-    signatures: the capture recorder (rec_*) and the raw drain (raw_*)."""
-    lib_path = os.path.join(bpf_dir, "libcephlat_rec.so")
-    try:
-        lib = ctypes.CDLL(lib_path, use_errno=True)
-    except OSError as e:
-        raise UserError("cannot load %s (run: make): %s" % (lib_path, e))
-    vp = ctypes.c_void_p
-    for name, res, args in (
-            ("rec_open", vp, [ctypes.c_int, ctypes.c_char_p,
-                              ctypes.c_char_p, ctypes.c_uint]),
-            ("rec_consume", ctypes.c_int, [vp]),
-            ("rec_flush", ctypes.c_int, [vp]),
-            ("rec_stats", None, [vp, ctypes.POINTER(ctypes.c_uint64)]),
-            ("rec_close", None, [vp]),
-            ("raw_open", vp, [ctypes.c_int]),
-            ("raw_consume", ctypes.c_long, [vp]),
-            ("raw_data", vp, [vp]),
-            ("raw_reset", None, [vp]),
-            ("raw_close", None, [vp])):
-        f = getattr(lib, name)
-        f.restype, f.argtypes = res, args
-    return lib
-
-
 class Recorder:
     """lib/native/recorder.c through ctypes: drains the "events" ring
     buffer into stream_cpuN files, one call per batch."""
 
     def __init__(self, bpf_dir, ring_map, path, uuid, packet_size):
-        lib = native(bpf_dir)
+        lib = native.load(bpf_dir)
         self.lib, self.path = lib, path
         self.h = lib.rec_open(ring_map.fd, path.encode(), uuid, packet_size)
         if not self.h:

@@ -3,7 +3,7 @@ import os
 import re
 import subprocess
 
-from .errors import UserError
+from ..errors import UserError
 
 TRACEFS_PATHS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 BTF_PATH = "/sys/kernel/btf/vmlinux"

@@ -12,13 +12,23 @@ import textwrap
 import sys
 import time
 
-from . import capture, duty, offline, probetable, report, spec
-from .elfsym import ElfSymbols
-from .errors import UserError, quiet_broken_pipe, run_cli
-from .hist import render_log2
-from .stagetrace import (CEPH_ROLES, DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S,
+from ..capture import format as capture
+
+from ..engine import duty
+
+from ..capture import reader as offline
+
+from ..ceph import probetable
+
+from ..model import report
+
+from ..ceph import spec
+from ..engine.elfsym import ElfSymbols
+from ..errors import UserError, quiet_broken_pipe, run_cli
+from ..model.hist import render_log2
+from ..engine.tracer import (CEPH_ROLES, DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S,
                          StageTracer, resolve)
-from .target import (Target, find_ceph_osds, require_btf, require_root,
+from ..ceph.target import (Target, find_ceph_osds, require_btf, require_root,
                      require_tracefs)
 
 TOOL = "osdstage"
@@ -816,7 +826,8 @@ def _timeline_window(args, cap, ops, t0, t1):
 
 
 def _write_pictures(args, err, rec, tl, run_info):
-    from . import htmlreport, perfetto
+    from ..render import html as htmlreport
+    from ..render import perfetto
     for path, what in ((args.html, "html"), (args.perfetto, "perfetto")):
         if not path:
             continue

@@ -21,9 +21,9 @@ import subprocess
 import sys
 import time
 
-from .errors import UserError, run_cli
+from ..errors import UserError, run_cli
 from .osdstage import positive_float
-from .target import require_root
+from ..ceph.target import require_root
 
 TOOL = "rbdrecord"
 EXIT_NO_TRACEPOINTS = 3
@@ -177,9 +177,9 @@ class _Child:
 
 
 def record_ebpf(args, err):
-    from .rbdtrace import EbpfRecorder, find_libraries
-    from .stagetrace import default_bpf_dir
-    from .target import require_btf
+    from ..rbd.trace import EbpfRecorder, find_libraries
+    from ..engine.tracer import default_bpf_dir
+    from ..ceph.target import require_btf
     require_root(TOOL)
     require_btf()
     child = None
@@ -264,7 +264,7 @@ def lttng_checks(args):
     if not shutil.which("lttng"):
         probs.append(("lttng is not installed", "apt-get install "
                       "lttng-tools"))
-    from .rbdtrace import find_libraries
+    from ..rbd.trace import find_libraries
     libs = find_libraries(args.pid) if args.pid else find_libraries()
     librbd = libs.get("librbd")
     tp = None

@@ -11,7 +11,7 @@ import struct
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from .errors import UserError
+from ..errors import UserError
 
 _cxa = None
 

@@ -9,7 +9,7 @@ import os
 import socket
 import struct
 
-from .errors import UserError
+from ..errors import UserError
 
 
 def command(path, prefix, timeout=10.0, **kw):

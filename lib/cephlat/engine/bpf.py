@@ -13,7 +13,7 @@ import ctypes.util
 import errno
 import os
 
-from .errors import UserError
+from ..errors import UserError
 
 _LIBBPF_NAMES = ("libbpf.so.1", "libbpf.so")
 

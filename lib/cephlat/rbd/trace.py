@@ -35,10 +35,12 @@ import socket
 import struct
 import time
 
-from . import bpf, ctf
-from .capture import native
-from .elfsym import ElfSymbols
-from .errors import UserError
+from ..engine import bpf
+
+from ..capture import ctf
+from ..engine import native
+from ..engine.elfsym import ElfSymbols
+from ..errors import UserError
 
 # probes/rbdrecord.h
 EV_OPEN, EV_CLOSE_ENTER, EV_CLOSE_EXIT, EV_AIO_ENTER, EV_AIO_EXIT, \
@@ -277,7 +279,7 @@ class EbpfRecorder:
                             self.obj.attach_uprobe(
                                 p, path, found[0].offset, pid=self.pid,
                                 retprobe=is_ret, what=sym)
-        self.lib = lib = native(self.bpf_dir)
+        self.lib = lib = native.load(self.bpf_dir)
         self.h = lib.raw_open(self.obj.map("events").fd)
         if not self.h:
             raise UserError("cannot read the ring buffer")

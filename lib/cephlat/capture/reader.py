@@ -14,12 +14,12 @@ overlaps.
 """
 import json
 
-from . import probetable
-from .capture import DEV_FIELDS, SHARD_FIELDS, THREAD_FIELDS, WAKES
+from ..ceph import probetable
+from .format import DEV_FIELDS, SHARD_FIELDS, THREAD_FIELDS, WAKES
 from .ctf import Trace
-from .errors import UserError
-from .hist import Hist
-from .stagetrace import Roles, Snapshot
+from ..errors import UserError
+from ..model.hist import Hist
+from ..engine.tracer import Roles, Snapshot
 
 S_RUN, S_SLEEP, S_RUNQ, S_DEAD = range(4)
 
