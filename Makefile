@@ -24,6 +24,8 @@ BPF_CFLAGS := -target bpf -D__TARGET_ARCH_$(ARCH) -g -O2 -Wall -Werror \
 	-I$(BUILD) -Iprobes
 BPF_SRCS := $(wildcard probes/*.bpf.c)
 BPF_OBJS := $(patsubst probes/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
+# what each object says about itself (enums, layouts, programs), for Python
+BPF_ABIS := $(BPF_OBJS:.bpf.o=.abi.json)
 
 LAB := vagrant/lab.sh
 SECS ?= 10
@@ -40,7 +42,8 @@ PKGS := clang llvm libbpf1 libbpf-dev bpftool bpftrace lttng-tools \
 .PHONY: all build setup lab lab-env lab-down workload demo test \
 	test-unit test-bpf test-cluster bench clean
 
-all build: $(BPF_OBJS) $(BUILD)/libcephlat_calib.so $(BUILD)/libcephlat_rec.so
+all build: $(BPF_OBJS) $(BPF_ABIS) $(BUILD)/libcephlat_calib.so \
+	$(BUILD)/libcephlat_rec.so
 
 $(BUILD)/vmlinux.h:
 	@mkdir -p $(BUILD)
@@ -50,6 +53,10 @@ $(BUILD)/vmlinux.h:
 
 $(BUILD)/%.bpf.o: probes/%.bpf.c $(wildcard probes/*.h) $(BUILD)/vmlinux.h
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/%.abi.json: $(BUILD)/%.bpf.o probes/abigen.py
+	$(PYTHON) probes/abigen.py $< > $@.tmp
+	@mv $@.tmp $@
 
 # user-space function for probe-cost calibration (see probes/calib.c)
 $(BUILD)/libcephlat_calib.so: probes/calib.c
