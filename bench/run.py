@@ -26,6 +26,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
+from cephlat import abi  # noqa: E402
 from cephlat.ceph import adminsock  # noqa: E402
 
 PY = "/usr/bin/python3"
@@ -49,10 +50,8 @@ TARGETS = {
 }
 SHARDQ = os.path.join(REPO, "tests", "bpf", "progs", "shardq.cc")
 SHARDQ_SPEC = os.path.join(REPO, "tests", "bpf", "progs", "shardq.json")
-OUR_PROGRAMS = ("stage_entry", "stage_return", "op_event", "on_switch",
-                "on_waking", "on_futex_enter", "on_futex_exit",
-                "on_syncfs_enter", "on_syncfs_exit", "on_rq_insert",
-                "on_rq_issue", "on_rq_complete")
+# every program of probes/osdstage.bpf.c, as the build lists them
+OUR_PROGRAMS = tuple(abi.load("osdstage").programs)
 
 
 def sh(args, **kw):

@@ -5,7 +5,8 @@
  *  - "call" stages: function entry -> return on one thread (uprobe +
  *    uretprobe; the stage id is the BPF cookie);
  *  - "op" stages: enqueue -> dequeue -> completion of one op, keyed by its
- *    address (one program, the cookie says which event and argument);
+ *    address (op_enqueue, op_dequeue, op_done; the cookie says which
+ *    argument holds it);
  *  - kernel stages of the target's threads from tracepoints: sleep (offcpu),
  *    wake-up -> on CPU, futex waits, syncfs, block requests;
  *  - queue-wait attribution: when a worker dequeues an op, the op's wait is
@@ -30,7 +31,7 @@
 #define FUTEX_LOCK_PI2	13
 #define TASK_DEAD_STATE	0x80	/* TASK_DEAD: the thread's last switch-out */
 
-/* Set by the loader before load (order: lib/cephlat/stagetrace.py) */
+/* Set by the loader before load (lib/cephlat/engine/tracer.py) */
 const volatile __u32 targ_tgid = 0;	/* 0 = any process */
 const volatile __u32 rmw_flags_off = 0;	/* OpRequest -> rmw flags; 0 = unknown */
 const volatile __u32 rmw_read_bit = 0;
@@ -42,20 +43,8 @@ const volatile __u32 track_in_op = 0;	/* the dequeue function's return is
 const volatile struct role_prefix roles[MAX_ROLES] = {};
 const volatile __u32 record_events = 0;	/* send capture events */
 
-/* Written by the loader (the whole .bss value at once):
- * call_bias_ns: what a uprobe + uretprobe pair adds to an entry -> return
- *   time on this machine, measured after load (calibration); subtracted
- *   from "call" stages;
- * gen: the report interval. Statistics go to one of two halves of the
- *   stats map by its parity: at a report the loader advances gen, lets
- *   programs in flight finish, reads and clears the other half. Each
- *   measurement is counted in exactly one report, and capture events carry
- *   the same number. */
-struct {
-	__u64 call_bias_ns;
-	__u32 gen;
-	__u32 pad;
-} ctl = {};
+/* Written by the loader (osdstage.h explains it) */
+struct ctl ctl = {};
 
 /* Entry timestamps of "call" stages, one slot per stage, in the thread's
  * own task storage: no hash lookup on the probe path, and freed by the
@@ -290,7 +279,7 @@ int stage_return(struct pt_regs *ctx)
 		mark_in_op((__u32)id, 0);
 	bias = ctl.call_bias_ns;
 	gen = cur_gen();
-	if (stage != ST_CALIB) {
+	if (stage != ST__CALIB) {
 		d = d > bias ? d - bias : 0;
 		e = EV_NEW(ev_stage, EV_STAGE, now, gen);
 		if (e) {
@@ -435,7 +424,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 			return 0;
 		if (t->state == TS_RUNQ && t->wake_ts && t->wake_ts >= t->since) {
 			/* first time on CPU since its wake-up */
-			record(ST_ROLE_WAKEUP + (t->role & (MAX_ROLES - 1)),
+			record(ST_WAKEUP_DELAY__ROLE + (t->role & (MAX_ROLES - 1)),
 			       now - t->wake_ts, gen);
 			t->oncpu_after_wake = now;
 			woken = 1;
@@ -472,7 +461,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		return 0;
 	off = now > t->since ? now - t->since : 0;
 	if (off)
-		record(ST_ROLE_OFFCPU + (t->role & (MAX_ROLES - 1)), off, gen);
+		record(ST_OFFCPU__ROLE + (t->role & (MAX_ROLES - 1)), off, gen);
 	transition(t, TS_RUNQ, now);
 	t->wake_ts = now;
 	t->wakeups++;
@@ -547,7 +536,7 @@ int on_futex_exit(struct trace_event_raw_sys_exit *ctx)
 	d = now > t->futex_start ? now - t->futex_start : 0;
 	t->futex_start = 0;
 	t->cum_futex += d;
-	record(ST_ROLE_FUTEX + (t->role & (MAX_ROLES - 1)), d, gen);
+	record(ST_FUTEX_WAIT__ROLE + (t->role & (MAX_ROLES - 1)), d, gen);
 	e = EV_NEW(ev_futex_wait, EV_FUTEX_WAIT, now, gen);
 	if (e) {
 		e->uaddr = t->cv_uaddr & ~1ULL;
@@ -796,10 +785,10 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 		woke = sig > 0;
 	}
 	busy = qw - sig - rq - pick;
-	record(ST_ATTR_BUSY, busy, gen);
-	record(ST_ATTR_SIGNAL, sig, gen);
-	record(ST_ATTR_RUNQ, rq, gen);
-	record(ST_ATTR_PICKUP, pick, gen);
+	record(ST_ATTR__BUSY, busy, gen);
+	record(ST_ATTR__SIGNAL, sig, gen);
+	record(ST_ATTR__RUNQ, rq, gen);
+	record(ST_ATTR__PICKUP, pick, gen);
 	if (e) {
 		e->attributed = 1;
 		e->busy_ns = busy;
@@ -863,22 +852,16 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	}
 }
 
-/* Op-keyed events: enqueue, dequeue and completion of one op. */
-SEC("uprobe")
-int op_event(struct pt_regs *ctx)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-	__u64 cookie, op, now;
-	struct op_state *st;
-	__u32 ev, cls, gen;
+/* Op-keyed events: enqueue, dequeue and completion of one op, each its
+ * own program; the cookie says where the op key is (enum op_arg). */
 
-	if (targ_tgid && (id >> 32) != targ_tgid)
-		return 0;
-	count(CNT_HIT_ENTRY);
-	cookie = bpf_get_attach_cookie(ctx);
-	ev = cookie & 0xff;
-	op = arg_n(ctx, (cookie >> 8) & 0xf);
-	if (cookie & (1 << 12)) {
+/* The op key of this hit, or 0 (counted when it could not be read). */
+static __always_inline __u64 op_key(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 op = arg_n(ctx, cookie & OPARG_NUM_MASK);
+
+	if (cookie & OPARG_DEREF) {
 		__u64 ptr = op;
 
 		if (!ptr || bpf_probe_read_user(&op, sizeof(op), (void *)ptr)) {
@@ -886,88 +869,133 @@ int op_event(struct pt_regs *ctx)
 			return 0;
 		}
 	}
-	if (!op)
+	return op;
+}
+
+/* A hit of the target: counted; the op key and its state (NULL: unknown) */
+static __always_inline int op_hit(struct pt_regs *ctx, __u64 *op)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (targ_tgid && (id >> 32) != targ_tgid)
+		return 0;
+	count(CNT_HIT_ENTRY);
+	*op = op_key(ctx);
+	return *op != 0;
+}
+
+SEC("uprobe")
+int op_enqueue(struct pt_regs *ctx)
+{
+	/* OSD::enqueue_op sees each op once (requeues go through
+	 * _enqueue_front), so an existing entry is a stale op whose
+	 * OpRequest was freed and its address reused. */
+	struct ev_op_enqueue *e;
+	struct op_state *st, n = {};
+	__u64 op, now;
+	__u32 tid;
+
+	if (!op_hit(ctx, &op))
 		return 0;
 	now = bpf_ktime_get_ns();
-	gen = cur_gen();
+	tid = (__u32)bpf_get_current_pid_tgid();
+	n.enq_ns = now;
+	n.enq_tid = tid;
 	st = bpf_map_lookup_elem(&ops, &op);
-
-	if (ev == OPEV_ENQUEUE) {
-		/* OSD::enqueue_op sees each op once (requeues go through
-		 * _enqueue_front), so an existing entry is a stale op whose
-		 * OpRequest was freed and its address reused. */
-		struct op_state n = { .enq_ns = now, .enq_tid = (__u32)id };
-
-		struct ev_op_enqueue *e;
-
-		if (st) {
-			count(CNT_OP_REPLACED);
-			*st = n;
-		} else if (bpf_map_update_elem(&ops, &op, &n, BPF_NOEXIST)) {
-			count(CNT_OP_MAP_FULL);
-			return 0;
-		}
-		e = EV_NEW(ev_op_enqueue, EV_OP_ENQUEUE, now, gen);
-		if (e) {
-			e->op = op;
-			e->tid = (__u32)id;
-			EV_SEND(e);
-		}
+	if (st) {
+		count(CNT_OP_REPLACED);
+		*st = n;
+	} else if (bpf_map_update_elem(&ops, &op, &n, BPF_NOEXIST)) {
+		count(CNT_OP_MAP_FULL);
 		return 0;
 	}
+	e = EV_NEW(ev_op_enqueue, EV_OP_ENQUEUE, now, cur_gen());
+	if (e) {
+		e->op = op;
+		e->tid = tid;
+		EV_SEND(e);
+	}
+	return 0;
+}
+
+SEC("uprobe")
+int op_dequeue(struct pt_regs *ctx)
+{
+	struct ev_op_dequeue *e;
+	struct op_state *st;
+	__u64 op, now;
+	__u32 tid, gen;
+
+	if (!op_hit(ctx, &op))
+		return 0;
+	st = bpf_map_lookup_elem(&ops, &op);
 	if (!st) {
 		count(CNT_OP_UNKNOWN);
 		return 0;
 	}
-	if (ev == OPEV_DEQUEUE) {
-		/* a requeued op is dequeued again: its first wait is queue_wait */
-		if (!st->deq_ns && now >= st->enq_ns) {
-			struct ev_op_dequeue *e;
+	now = bpf_ktime_get_ns();
+	/* a requeued op is dequeued again: its first wait is queue_wait */
+	if (st->deq_ns || now < st->enq_ns)
+		return 0;
+	tid = (__u32)bpf_get_current_pid_tgid();
+	gen = cur_gen();
+	st->qwait_ns = now - st->enq_ns;
+	st->deq_ns = now;
+	record(ST_QUEUE_WAIT, st->qwait_ns, gen);
+	e = EV_NEW(ev_op_dequeue, EV_OP_DEQUEUE, now, gen);
+	if (e) {
+		__builtin_memset((char *)e + sizeof(e->h), 0,
+				 sizeof(*e) - sizeof(e->h));
+		e->op = op;
+		e->queue_wait_ns = st->qwait_ns;
+		e->tid = tid;
+		e->enq_tid = st->enq_tid;
+	}
+	attribute(st, now, tid, gen, e);
+	if (e)
+		EV_SEND(e);
+	if (track_in_op)
+		mark_in_op(tid, 1);
+	return 0;
+}
 
-			st->qwait_ns = now - st->enq_ns;
-			st->deq_ns = now;
-			record(ST_QUEUE_WAIT, st->qwait_ns, gen);
-			e = EV_NEW(ev_op_dequeue, EV_OP_DEQUEUE, now, gen);
-			if (e) {
-				__builtin_memset((char *)e + sizeof(e->h), 0,
-						 sizeof(*e) - sizeof(e->h));
-				e->op = op;
-				e->queue_wait_ns = st->qwait_ns;
-				e->tid = (__u32)id;
-				e->enq_tid = st->enq_tid;
-			}
-			attribute(st, now, (__u32)id, gen, e);
-			if (e)
-				EV_SEND(e);
-			if (track_in_op)
-				mark_in_op((__u32)id, 1);
-		}
+SEC("uprobe")
+int op_done(struct pt_regs *ctx)
+{
+	struct ev_op_done *e;
+	struct op_state *st;
+	__u64 op, now;
+	__u32 cls, gen;
+
+	if (!op_hit(ctx, &op))
+		return 0;
+	st = bpf_map_lookup_elem(&ops, &op);
+	if (!st) {
+		count(CNT_OP_UNKNOWN);
 		return 0;
 	}
-	if (ev == OPEV_DONE) {
-		struct ev_op_done *e;
-
-		cls = op_class(op);
-		if (now >= st->enq_ns) {
-			record(ST_OP_TOTAL, now - st->enq_ns, gen);
-			record(ST_OP_TOTAL_READ + cls, now - st->enq_ns, gen);
-		}
-		if (st->deq_ns)
-			record(ST_QUEUE_WAIT_READ + cls, st->qwait_ns, gen);
-		e = EV_NEW(ev_op_done, EV_OP_DONE, now, gen);
-		if (e) {
-			e->op = op;
-			e->op_total_ns = now >= st->enq_ns ? now - st->enq_ns : 0;
-			e->queue_wait_ns = st->deq_ns ? st->qwait_ns : 0;
-			e->tid = (__u32)id;
-			e->op_class = cls;
-			e->dequeued = st->deq_ns != 0;
-			e->total_valid = now >= st->enq_ns;
-			e->pad = 0;
-			EV_SEND(e);
-		}
-		bpf_map_delete_elem(&ops, &op);
+	now = bpf_ktime_get_ns();
+	gen = cur_gen();
+	cls = op_class(op);
+	if (now >= st->enq_ns) {
+		record(ST_OP_TOTAL, now - st->enq_ns, gen);
+		record(ST_OP_TOTAL__READ + cls, now - st->enq_ns, gen);
 	}
+	if (st->deq_ns)
+		record(ST_QUEUE_WAIT__READ + cls, st->qwait_ns, gen);
+	e = EV_NEW(ev_op_done, EV_OP_DONE, now, gen);
+	if (e) {
+		e->op = op;
+		e->op_total_ns = now >= st->enq_ns ? now - st->enq_ns : 0;
+		e->queue_wait_ns = st->deq_ns ? st->qwait_ns : 0;
+		e->tid = (__u32)bpf_get_current_pid_tgid();
+		e->op_class = cls;
+		e->dequeued = st->deq_ns != 0;
+		e->total_valid = now >= st->enq_ns;
+		e->pad = 0;
+		EV_SEND(e);
+	}
+	bpf_map_delete_elem(&ops, &op);
 	return 0;
 }
 

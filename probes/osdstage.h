@@ -1,18 +1,39 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* osdstage.h - structures shared by osdstage.bpf.c and lib/cephlat/
- * (read through ctypes/struct). tests/unit/test_probetable.py and
- * tests/unit/test_hist.py check the constants against lib/cephlat.
+/* osdstage.h - the contract between osdstage.bpf.c and lib/cephlat/.
+ *
+ * This header is the one source: `make` compiles it into the object and
+ * probes/abigen.py writes what the object says (enums, struct layouts,
+ * .rodata/.bss globals, program names) to build/osdstage.abi.json, which
+ * lib/cephlat/abi.py reads. Python keeps no copy of any value here.
+ * Naming rules that Python relies on:
+ *  - enum stage_id: ST_X names stage "x"; "__" becomes "." (ST_ATTR__BUSY
+ *    is "attr.busy"); ST_X__ROLE spans MAX_ROLES ids, "x.0" ... "x.7";
+ *    ST__* are markers, not stages;
+ *  - enum counter_id: CNT_X names counter "x"; those before CNT__RESULTS
+ *    count what was lost, those after it are results;
+ *  - other enums: labels are the enumerators without their prefix, in
+ *    lower case (WK_ENQUEUER is "enqueuer");
+ *  - event fields of typedef type ev_NAME_t hold values of enum NAME
+ *    (CTF enum labels in captures); ev_addr_t is an address (hex),
+ *    ev_role_t a thread role (labels: the run's role names).
  */
 #ifndef OSDSTAGE_H
 #define OSDSTAGE_H
 
-#define MAX_STAGES	64	/* a power of two: ids are masked with it */
-#define MAX_ROLES	8	/* thread roles; 0 = other */
-#define ROLE_PREFIX_LEN	16
+enum osdstage_limits {
+	MAX_STAGES = 64,	/* a power of two: ids are masked with it */
+	MAX_ROLES = 8,		/* thread roles; 0 = other */
+	ROLE_PREFIX_LEN = 16,
+	TRING = 32,		/* state transitions remembered per thread */
+	HIST_SLOTS = 512,	/* latency histogram (below): slots, */
+	HIST_FRAC_BITS = 4,	/* units of 1/16 us, */
+	HIST_SUB_BITS = 3,	/* 8 sub-buckets per power of two */
+};
 
-/* Stage ids: the cookie of "call" probes and the index of the stats map.
- * Names are in lib/cephlat/probetable.py, in this order. */
+/* Stage ids: the cookie of "call" probes and the index of the stats map. */
 enum stage_id {
+	/* the probed stages, in report order; the probe table
+	 * (lib/cephlat/ceph/probetable.py) says how each is probed */
 	ST_QUEUE_WAIT = 0,	/* OSD::enqueue_op -> OSD::dequeue_op, same op */
 	ST_DEQUEUE_OP,
 	ST_DO_OP,
@@ -20,24 +41,29 @@ enum stage_id {
 	ST_BLUESTORE_READ,
 	ST_BLUESTORE_SUBMIT,
 	ST_OP_TOTAL,		/* OSD::enqueue_op -> PrimaryLogPG::log_op_stats */
-	ST_QUEUE_WAIT_READ,	/* + op class: read, write, other */
-	ST_QUEUE_WAIT_WRITE,
-	ST_QUEUE_WAIT_OTHER,
-	ST_OP_TOTAL_READ,
-	ST_OP_TOTAL_WRITE,
-	ST_OP_TOTAL_OTHER,
-	ST_CALIB,		/* probe-cost calibration (our own process) */
-	ST_ATTR_BUSY,		/* queue_wait split: worker busy */
-	ST_ATTR_SIGNAL,		/* worker asleep with the op queued */
-	ST_ATTR_RUNQ,		/* worker runnable, waiting for a CPU */
-	ST_ATTR_PICKUP,		/* worker on CPU after its wake-up -> dequeue */
-	ST_SYNCFS,		/* syncfs(2) entry -> exit */
+	ST__PROBED,		/* end of the probed stages */
+	/* per op class (enum op_class order) */
+	ST_QUEUE_WAIT__READ = ST__PROBED,
+	ST_QUEUE_WAIT__WRITE,
+	ST_QUEUE_WAIT__OTHER,
+	ST_OP_TOTAL__READ,
+	ST_OP_TOTAL__WRITE,
+	ST_OP_TOTAL__OTHER,
+	ST__CALIB,		/* probe-cost calibration (our own process) */
+	/* queue_wait split by what the dequeuing worker was doing */
+	ST_ATTR__BUSY,		/* running other work */
+	ST_ATTR__SIGNAL,	/* asleep with the op queued */
+	ST_ATTR__RUNQ,		/* runnable, waiting for a CPU */
+	ST_ATTR__PICKUP,	/* on CPU after its wake-up -> dequeue */
+	/* kernel stages, in report order */
+	ST__KERNEL,
+	ST_SYNCFS = ST__KERNEL,	/* syncfs(2) entry -> exit */
 	ST_BLOCK_RQ,		/* block request issue -> complete */
 	ST__FIXED,
 	/* per thread role r (0..MAX_ROLES-1): */
-	ST_ROLE_OFFCPU = 24,	/* switched out while not runnable */
-	ST_ROLE_WAKEUP = 32,	/* sched_waking -> back on CPU */
-	ST_ROLE_FUTEX = 40,	/* futex wait syscall entry -> exit */
+	ST_FUTEX_WAIT__ROLE = 24, /* futex wait syscall entry -> exit */
+	ST_OFFCPU__ROLE = 32,	/* switched out while not runnable */
+	ST_WAKEUP_DELAY__ROLE = 40, /* sched_waking -> back on CPU */
 	ST__COUNT = 48,
 };
 
@@ -47,10 +73,7 @@ enum stage_id {
  * boundaries fall on slot boundaries and a bcc-style log2 histogram in usecs
  * is an exact sum of slots.
  */
-#define HIST_FRAC_BITS	4
-#define HIST_SUB_BITS	3
 #define HIST_SUB	(1 << HIST_SUB_BITS)
-#define HIST_SLOTS	512
 
 struct stage_stats {
 	__u64 count;
@@ -61,6 +84,7 @@ struct stage_stats {
 
 /* Counters in the "counters" array map. */
 enum counter_id {
+	/* what was lost or could not be measured */
 	CNT_START_MAP_FULL = 0,	/* no task storage for a thread */
 	CNT_NO_START,		/* a return without a matching entry (attached mid-call) */
 	CNT_NEGATIVE,		/* end before start (should not happen) */
@@ -72,28 +96,29 @@ enum counter_id {
 	CNT_THREAD_MAP_FULL,	/* a target thread could not be tracked */
 	CNT_ATTR_TRUNCATED,	/* the op waited longer than the worker's
 				 * state history: the older part counts as busy */
-	CNT_WAKE_ENQUEUER,	/* the dequeuing worker slept with the op queued and
-				 * was woken by the enqueuing thread, */
+	CNT_RQ_MAP_FULL,	/* a block request could not be tracked */
+	CNT_EVENTS_LOST,	/* capture events the ring buffer had no room for */
+	CNT__RESULTS,		/* results from here on */
+	CNT_WAKE_ENQUEUER = CNT__RESULTS, /* the dequeuing worker slept with
+				 * the op queued and was woken by the
+				 * enqueuing thread, */
 	CNT_WAKE_OTHER,		/* by another thread, */
 	CNT_WAKE_TIMEOUT,	/* or by its timed wait expiring (missed wake-up) */
-	CNT_RQ_MAP_FULL,	/* a block request could not be tracked */
 	CNT_TIMEOUTS_WITH_WORK,	/* a worker's timed wait expired and it then took
 				 * queued work (counted once per expired wait) */
 	CNT_HIT_ENTRY,		/* uprobe hits (stage entries, op events) */
 	CNT_HIT_RETURN,		/* uretprobe hits */
 	CNT_HIT_SCHED,		/* scheduler tracepoint runs (all tasks) */
 	CNT_HIT_SYSCALL,	/* futex/syncfs tracepoint runs of the target */
-	CNT_EVENTS_LOST,	/* capture events the ring buffer had no room for */
 	CNT__MAX = 24,
 };
 
 enum op_class { OPC_READ = 0, OPC_WRITE, OPC_OTHER };
 
-/* "op" probes: the cookie says which event and where the op key is.
- *   bits 0-7  event (enum op_event)
- *   bits 8-11 argument number holding the key (1-6)
- *   bit 12    the argument points at a smart pointer: dereference once */
-enum op_event { OPEV_ENQUEUE = 1, OPEV_DEQUEUE = 2, OPEV_DONE = 3 };
+/* Op probes (programs op_enqueue, op_dequeue, op_done): the cookie says
+ * where the op key is: the argument number (1-6), plus OPARG_DEREF when
+ * the argument points at a smart pointer holding it. */
+enum op_arg { OPARG_NUM_MASK = 0xf, OPARG_DEREF = 0x10 };
 
 /* Per-op state, keyed by the op's address (the OpRequest for Ceph). */
 struct op_state {
@@ -106,8 +131,6 @@ struct op_state {
 
 /* Thread states for the attribution. */
 enum tstate_kind { TS_RUN = 0, TS_SLEEP = 1, TS_RUNQ = 2, TS_DEAD = 3 };
-
-#define TRING	32		/* state transitions remembered per thread */
 
 struct tring {
 	__u64 ts;		/* when the thread entered `state` */
@@ -168,6 +191,17 @@ struct dev_stats {
 	__u64 max_ns;
 };
 
+/* The whole .bss (written by the loader at once, read by every program):
+ * call_bias_ns: what a uprobe + uretprobe pair adds to an entry -> return
+ *   time here, measured after load; subtracted from "call" stages;
+ * gen: the report interval: statistics go to one half of the stats map
+ *   by its parity, capture events carry it. */
+struct ctl {
+	__u64 call_bias_ns;
+	__u32 gen;
+	__u32 pad;
+};
+
 struct role_prefix {
 	char prefix[ROLE_PREFIX_LEN];
 	__u32 len;		/* 0 = unused */
@@ -201,6 +235,14 @@ enum wake_kind { WK_NONE = 0, WK_ENQUEUER, WK_OTHER, WK_TIMEOUT };
 
 #define EV_PACKED __attribute__((packed))
 
+/* Event field types (naming rules at the top of this file) */
+typedef __u64 ev_addr_t;
+typedef __u8 ev_role_t;
+typedef __u32 ev_stage_id_t;
+typedef __u8 ev_wake_kind_t;
+typedef __u8 ev_op_class_t;
+typedef __u8 ev_tstate_kind_t;
+
 struct ev_hdr {
 	__u32 id;
 	__u64 ts;		/* CLOCK_MONOTONIC ns */
@@ -212,40 +254,40 @@ struct ev_stage {
 	struct ev_hdr h;
 	__u64 duration_ns;	/* probe cost subtracted */
 	__u32 tid;
-	__u32 stage;		/* enum stage_id */
+	ev_stage_id_t stage;
 } EV_PACKED;
 
 struct ev_op_enqueue {
 	struct ev_hdr h;
-	__u64 op;
+	ev_addr_t op;
 	__u32 tid;
 } EV_PACKED;
 
 struct ev_op_dequeue {
 	struct ev_hdr h;
-	__u64 op;
+	ev_addr_t op;
 	__u64 queue_wait_ns;
 	__u64 busy_ns;
 	__u64 signal_ns;
 	__u64 runq_ns;
 	__u64 pickup_ns;
-	__u64 shard;		/* the worker's queue condition variable */
+	ev_addr_t shard;		/* the worker's queue condition variable */
 	__u32 tid;		/* the worker */
 	__u32 enq_tid;
 	__u32 waker_tid;	/* who woke the worker last (0: not the target) */
 	__u8 attributed;	/* 0: the worker was unknown, no split */
-	__u8 wake;		/* enum wake_kind */
+	ev_wake_kind_t wake;
 	__u8 timeout_with_work;
 	__u8 truncated;
 } EV_PACKED;
 
 struct ev_op_done {
 	struct ev_hdr h;
-	__u64 op;
+	ev_addr_t op;
 	__u64 op_total_ns;
 	__u64 queue_wait_ns;
 	__u32 tid;
-	__u8 op_class;		/* enum op_class */
+	ev_op_class_t op_class;
 	__u8 dequeued;		/* queue_wait_ns is valid */
 	__u8 total_valid;
 	__u8 pad;
@@ -254,8 +296,8 @@ struct ev_op_done {
 struct ev_switch_out {
 	struct ev_hdr h;
 	__u32 tid;
-	__u8 state;		/* enum tstate_kind: sleep, runq (preempted), dead */
-	__u8 role;
+	ev_tstate_kind_t state; /* sleep, runq (preempted), dead */
+	ev_role_t role;
 } EV_PACKED;
 
 struct ev_waking {
@@ -263,24 +305,24 @@ struct ev_waking {
 	__u64 offcpu_ns;
 	__u32 tid;
 	__u32 waker_tid;	/* 0: not a thread of the target */
-	__u8 role;
+	ev_role_t role;
 } EV_PACKED;
 
 struct ev_switch_in {
 	struct ev_hdr h;
 	__u64 wakeup_ns;	/* waking -> on CPU; valid if woken */
 	__u32 tid;
-	__u8 role;
+	ev_role_t role;
 	__u8 woken;		/* first time on CPU since a wake-up */
 } EV_PACKED;
 
 struct ev_futex_wait {
 	struct ev_hdr h;
-	__u64 uaddr;
+	ev_addr_t uaddr;
 	__u64 duration_ns;
 	__s32 ret;
 	__u32 tid;
-	__u8 role;
+	ev_role_t role;
 	__u8 is_cv;		/* a condition-variable wait (FUTEX_WAIT_BITSET) */
 } EV_PACKED;
 

@@ -70,6 +70,28 @@ class Struct:
     def unpack(self, raw, offset=0):
         return dict(zip(self.scalars, self._struct.unpack_from(raw, offset)))
 
+    def ctype(self):
+        """A ctypes.Structure with this layout (scalars and char arrays by
+        name, anything else as padding bytes)."""
+        fields, pos = [], 0
+        for m in self.members:
+            if m["offset"] > pos:
+                fields.append(("_pad%d" % pos, ctypes.c_uint8 *
+                               (m["offset"] - pos)))
+            if m["kind"] in _CTYPES:
+                t = _CTYPES[m["kind"]]
+            elif m["kind"] == "array" and (m["type"] or "").startswith(
+                    "char["):
+                t = ctypes.c_char * m["size"]
+            else:
+                t = ctypes.c_uint8 * m["size"]
+            fields.append((m["name"], t))
+            pos = m["offset"] + m["size"]
+        if self.size > pos:
+            fields.append(("_pad%d" % pos, ctypes.c_uint8 * (self.size - pos)))
+        return type(self.name, (ctypes.Structure,),
+                    {"_pack_": 1, "_fields_": fields})
+
     def pack(self, **values):
         """The struct's bytes: the given scalar members, zeros elsewhere."""
         unknown = set(values) - set(self.scalars)

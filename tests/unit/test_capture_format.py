@@ -5,8 +5,10 @@ import os
 
 from elftools.elf.elffile import ELFFile
 
+from cephlat import abi
 from cephlat.capture import ctf
 from cephlat.capture import format as capture
+from cephlat.model.vocab import Vocab
 from conftest import BUILD, header_enum, need
 
 OBJ = os.path.join(BUILD, "osdstage.bpf.o")
@@ -35,14 +37,18 @@ def _dwarf(path, prefix=b"ev_"):
 
 def test_event_classes_are_the_bpf_structs():
     need(os.path.exists(OBJ), "BPF objects not built (run: make)")
-    structs, enums = _dwarf(OBJ), header_enum("ev_id")
+    structs = _dwarf(OBJ)
+    a = abi.load("osdstage", BUILD)
+    enums = a.enum("ev_id")
     hdr_size, hdr = structs["ev_hdr"]
+    context = capture.event_context(a)
     # CTF: u32 id, u64 timestamp (event header), then the event context
     assert hdr == [("id", 0), ("ts", 4)] + [
-        (n, 12 + 4 * i) for i, (n, _) in enumerate(capture.CONTEXT)]
-    classes = capture.event_classes(["other", "worker"])
-    assert enums["EV__BPF"] == capture.N_BPF_EVENTS
-    for i, c in enumerate(classes[:capture.N_BPF_EVENTS]):
+        (n, 12 + 4 * i) for i, (n, _) in enumerate(context)]
+    classes = capture.event_classes(a, Vocab(a.enums), ["other", "worker"])
+    n_bpf = len(capture.bpf_event_names(a))
+    assert enums["EV__BPF"] == n_bpf
+    for i, c in enumerate(classes[:n_bpf]):
         short = c.name.split(":", 1)[1]
         assert enums["EV_" + short.upper()] == i, c.name
         size, members = structs["ev_" + short]
@@ -52,6 +58,18 @@ def test_event_classes_are_the_bpf_structs():
             off += SIZES[ftype]
         assert members == want, c.name
         assert size == off, c.name
+    # enum fields carry their labels; addresses are shown in hex
+    by = {c.name.split(":", 1)[1]: {f[0]: f for f in c.fields}
+          for c in classes}
+    assert by["op_dequeue"]["wake"][2] == ["none", "enqueuer", "other",
+                                           "timeout"]
+    assert by["op_done"]["op_class"][2] == ["read", "write", "other"]
+    assert by["switch_out"]["state"][2] == ["run", "sleep", "runq", "dead"]
+    assert by["stage"]["stage"][2][:7] == [
+        "queue_wait", "dequeue_op", "do_op", "get_object_context",
+        "bluestore_read", "bluestore_submit", "op_total"]
+    assert by["op_dequeue"]["shard"][1] == by["op_enqueue"]["op"][1] == "x64"
+    assert by["waking"]["role"][2] == ["other", "worker"]
 
 
 def test_enums_and_context_round_trip(tmp_path):

@@ -1,11 +1,12 @@
-"""The ctypes mirror of the BPF object's read-only globals matches the
-compiled object (symbol offsets in .rodata), so settings land where the
-programs read them."""
+"""The ctypes image of the BPF object's read-only globals (built from
+build/osdstage.abi.json) matches the compiled object's symbols in .rodata,
+so settings land where the programs read them."""
 import os
 
 from elftools.elf.elffile import ELFFile
 
-from cephlat.engine.tracer import _Rodata
+from cephlat import abi
+from cephlat.engine.tracer import rodata_type
 
 from conftest import BUILD, need
 
@@ -27,11 +28,14 @@ def _section_symbols(path, section):
 def test_rodata_offsets_match_the_object():
     need(os.path.exists(OBJ), "BPF objects not built (run: make)")
     syms = _section_symbols(OBJ, ".rodata")
-    fields = {name: (getattr(_Rodata, name).offset,
-                     getattr(_Rodata, name).size)
-              for name, _ in _Rodata._fields_}
+    ro = rodata_type(abi.load("osdstage", BUILD))
+    fields = {name: (getattr(ro, name).offset, getattr(ro, name).size)
+              for name, _ in ro._fields_ if not name.startswith("_pad")}
     assert set(syms) == set(fields)
     assert syms == fields
+    # the role prefixes: an array of struct role_prefix, each with its name
+    assert [n for n, _ in ro._fields_ if n == "roles"] == ["roles"]
+    assert len(ro().roles) == abi.load("osdstage", BUILD).const("MAX_ROLES")
 
 
 def test_bss_holds_only_ctl():
@@ -39,3 +43,7 @@ def test_bss_holds_only_ctl():
     # StageTracer writes struct ctl {u64 call_bias_ns; u32 gen; u32 pad}
     # as the whole .bss value
     assert _section_symbols(OBJ, ".bss") == {"ctl": (0, 16)}
+    ctl = abi.load("osdstage", BUILD).struct("ctl")
+    assert ctl.size == 16
+    assert ctl.unpack(ctl.pack(call_bias_ns=7, gen=3)) == {
+        "call_bias_ns": 7, "gen": 3, "pad": 0}

@@ -53,7 +53,8 @@ PACKET_HEAD = _HDR.size + _CTX.size
 
 def _norm_field(f):
     """(name, type) or (name, type, [labels]) -> (name, type, labels|None);
-    labels make an integer field a CTF enum (babeltrace2 prints them)."""
+    labels (by value; None for a value without one) make an integer field
+    a CTF enum (babeltrace2 prints them)."""
     name, ftype = f[0], f[1]
     labels = list(f[2]) if len(f) > 2 and f[2] is not None else None
     if ftype not in TYPES or (labels and TYPES[ftype][1] is None):
@@ -64,7 +65,8 @@ def _norm_field(f):
 def _tsdl_field(name, ftype, labels):
     if not labels:
         return "%s %s;" % (TYPES[ftype][0], name)
-    items = ", ".join('"%s" = %d' % (lab, i) for i, lab in enumerate(labels))
+    items = ", ".join('"%s" = %d' % (lab, i) for i, lab in enumerate(labels)
+                      if lab is not None)
     return "enum : %s { %s } %s;" % (TYPES[ftype][0], items, name)
 
 
@@ -300,8 +302,9 @@ def _parse_fields(body):
         base, items, plain, fname = m.groups()
         labels = None
         if base:
-            labels = [x.split('" =')[0].strip().strip('"')
-                      for x in items.split(",")]
+            pairs = [x.rsplit("=", 1) for x in items.split(",")]
+            by_value = {int(v): lab.strip().strip('"') for lab, v in pairs}
+            labels = [by_value.get(i) for i in range(max(by_value) + 1)]
         fields.append((fname, by_type[base or plain], labels))
     return fields
 

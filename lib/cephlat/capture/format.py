@@ -21,61 +21,62 @@ import socket
 import time
 
 from . import ctf
-
-from ..ceph import probetable
 from ..engine import native
 from ..errors import UserError
+from ..model.events import SHARD_FIELDS
 
-STATES = ["run", "sleep", "runq", "dead"]          # enum tstate_kind
-WAKES = ["none", "enqueuer", "other", "timeout"]   # enum wake_kind
-CONTEXT = [("cpu", "u32"), ("interval", "u32")]    # struct ev_hdr after ts
-
-# user-space events start here (enum ev_id: EV__BPF)
-N_BPF_EVENTS = 10
-SHARD_FIELDS = ("ops", "qwait_ns", "busy_ns", "signal_ns", "runq_ns",
-                "pickup_ns", "wake_enqueuer", "wake_other", "wake_timeout",
-                "qwait_max_ns", "timeouts_with_work")
+# The capture format: 0 had no version and no vocabulary in its metadata;
+# 1 stores both (env "format", env "vocab": the enums of model/vocab.py).
+FORMAT = 1
 THREAD_FIELDS = ("sleep_ns", "runq_ns", "futex_ns", "wakeups", "cv", "born",
                  "died")
 DEV_FIELDS = ("count", "sum_ns", "bytes", "max_ns")
+_CTF_TYPE = {"u8": "u8", "u16": "u16", "u32": "u32", "u64": "u64",
+             "s32": "s32", "s64": "s64"}
 
 
-def event_classes(role_names):
-    """The capture's event classes, in id order. The first N_BPF_EVENTS
-    mirror the structs of probes/osdstage.h field by field (checked by
-    tests/unit/test_capture.py against the BPF object's BTF)."""
+def bpf_event_names(abi):
+    """The BPF programs' events, in enum ev_id order: EV_OP_DONE is
+    "op_done", laid out as struct ev_op_done."""
+    return [n[3:].lower() for n, v in sorted(abi.enum("ev_id").items(),
+                                             key=lambda kv: kv[1])
+            if not n.startswith("EV__")]
+
+
+def event_context(abi):
+    """struct ev_hdr after the CTF event header (id, timestamp)."""
+    return [(m["name"], _CTF_TYPE[m["kind"]])
+            for m in abi.struct("ev_hdr").members[2:]]
+
+
+def _bpf_field(m, abi, vocab, role_names):
+    """A member of an ev_* struct as a CTF field (osdstage.h's rules for
+    the typedef names: ev_addr_t, ev_role_t, ev_ENUM_t)."""
+    t = m["type"] or ""
+    if t == "ev_addr_t":
+        return (m["name"], "x64")
+    if t == "ev_role_t":
+        return (m["name"], _CTF_TYPE[m["kind"]], role_names)
+    if t.startswith("ev_") and t.endswith("_t"):
+        enum = t[3:-2]
+        labels = vocab.stage_labels() if enum == "stage_id" else \
+            abi.labels(enum)
+        return (m["name"], _CTF_TYPE[m["kind"]], labels)
+    return (m["name"], _CTF_TYPE[m["kind"]])
+
+
+def event_classes(abi, vocab, role_names):
+    """The capture's event classes, in id order: first the BPF programs'
+    events, each the struct of probes/osdstage.h field by field (the
+    recorder copies their bytes unchanged), then those user space writes."""
     role = ("role", "u8", role_names)
-    bpf_events = [
-        ("stage", [("duration_ns", "u64"), ("tid", "u32"),
-                   ("stage", "u32", probetable.STAGE_NAMES)]),
-        ("op_enqueue", [("op", "x64"), ("tid", "u32")]),
-        ("op_dequeue", [("op", "x64"), ("queue_wait_ns", "u64"),
-                        ("busy_ns", "u64"), ("signal_ns", "u64"),
-                        ("runq_ns", "u64"), ("pickup_ns", "u64"),
-                        ("shard", "x64"), ("tid", "u32"),
-                        ("enq_tid", "u32"), ("waker_tid", "u32"),
-                        ("attributed", "u8"), ("wake", "u8", WAKES),
-                        ("timeout_with_work", "u8"), ("truncated", "u8")]),
-        ("op_done", [("op", "x64"), ("op_total_ns", "u64"),
-                     ("queue_wait_ns", "u64"), ("tid", "u32"),
-                     ("op_class", "u8", probetable.OP_CLASSES),
-                     ("dequeued", "u8"), ("total_valid", "u8"),
-                     ("pad", "u8")]),
-        ("switch_out", [("tid", "u32"), ("state", "u8", STATES), role]),
-        ("waking", [("offcpu_ns", "u64"), ("tid", "u32"),
-                    ("waker_tid", "u32"), role]),
-        ("switch_in", [("wakeup_ns", "u64"), ("tid", "u32"), role,
-                       ("woken", "u8")]),
-        ("futex_wait", [("uaddr", "x64"), ("duration_ns", "u64"),
-                        ("ret", "s32"), ("tid", "u32"), role,
-                        ("is_cv", "u8")]),
-        ("syncfs", [("duration_ns", "u64"), ("tid", "u32")]),
-        ("block_rq", [("duration_ns", "u64"), ("dev", "u32"),
-                      ("bytes", "u32")]),
-    ]
+    bpf_events = [(name, [_bpf_field(m, abi, vocab, role_names)
+                          for m in abi.struct("ev_" + name).members[1:]])
+                  for name in bpf_event_names(abi)]
+    states = vocab.states
     user_events = [
         ("thread", [("tid", "u32"), role, ("comm", "string")]),
-        ("snap_thread", [("tid", "u32"), role, ("state", "u8", STATES)] +
+        ("snap_thread", [("tid", "u32"), role, ("state", "u8", states)] +
          [(f, "x64" if f == "cv" else "u64") for f in THREAD_FIELDS]),
         ("snap_shard", [("cv", "x64")] + [(f, "u64") for f in SHARD_FIELDS]),
         ("snap_dev", [("dev", "string")] + [(f, "u64") for f in DEV_FIELDS]),
@@ -85,7 +86,6 @@ def event_classes(role_names):
         ("end", [("events", "u64"), ("lost", "u64"), ("reordered", "u64"),
                  ("reason", "string")]),
     ]
-    assert len(bpf_events) == N_BPF_EVENTS
     return [ctf.EventClass("osdstage:" + n, f)
             for n, f in bpf_events + user_events]
 
@@ -137,9 +137,12 @@ class CaptureWriter:
         """path: made ready by prepare()."""
         self.path = path
         self.tracer = tracer
-        self.classes = event_classes(tracer.roles.names)
+        self.classes = event_classes(tracer.abi, tracer.vocab,
+                                     tracer.roles.names)
         mono, wall = time.monotonic_ns(), time.time_ns()
-        env = {"tool": "osdstage", "hostname": socket.gethostname(),
+        env = {"tool": "osdstage", "format": FORMAT,
+               "vocab": json.dumps(tracer.vocab.enums, sort_keys=True),
+               "hostname": socket.gethostname(),
                "kernel": platform.release(), "machine": platform.machine(),
                "pid": tracer.pid, "exe": tracer.exe_path,
                "roles": ",".join(tracer.roles.names),
@@ -150,7 +153,8 @@ class CaptureWriter:
         self.ctf = ctf.Writer(path, self.classes, env=env,
                               clock_offset_ns=wall - mono,
                               packet_size=self.PACKET, force=True,
-                              event_context=CONTEXT, stream="stream_meta",
+                              event_context=event_context(tracer.abi),
+                              stream="stream_meta",
                               whole_packets=False)
         self.rec = Recorder(tracer.bpf_dir, tracer.obj.map("events"), path,
                             self.ctf.uuid.bytes, self.PACKET)

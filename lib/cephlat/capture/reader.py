@@ -13,15 +13,22 @@ events; loss counters are the recorded ones of the reports the window
 overlaps.
 """
 import json
+import os
 
-from ..ceph import probetable
-from .format import DEV_FIELDS, SHARD_FIELDS, THREAD_FIELDS, WAKES
 from .ctf import Trace
-from ..errors import UserError
-from ..model.hist import Hist
+from .format import DEV_FIELDS, FORMAT, THREAD_FIELDS
 from ..engine.tracer import Roles, Snapshot
+from ..errors import UserError
+from ..model.events import (SHARD_FIELDS, WAKER_COUNTERS, Rules, ThreadStates,
+                            accrue)
+from ..model.hist import Hist
+from ..model.vocab import Vocab
 
-S_RUN, S_SLEEP, S_RUNQ, S_DEAD = range(4)
+# Format 0 captures carry no vocabulary: theirs, as it was when format 1
+# came (the same names; only the ids differ, and format 0 events carry
+# stage names as CTF enum labels, never bare ids).
+_V0_VOCAB = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                         "vocab_v0.json")
 
 
 class Report:
@@ -55,8 +62,8 @@ class OpRec:
             return self.done["op_total_ns"]
         return self.deq["queue_wait_ns"] if self.deq else 0
 
-    def op_class(self):
-        return probetable.OP_CLASSES[self.done["op_class"]] \
+    def op_class(self, rules):
+        return rules.label("op_class", self.done["op_class"]) \
             if self.done else None
 
 
@@ -78,9 +85,38 @@ class Capture:
         except (KeyError, ValueError) as e:
             raise UserError("%s: capture metadata incomplete (%s)" % (path, e))
         self.env = env
+        self.format, self.vocab = self._vocab(path, env)
         self.roles = Roles([(n, n) for n in names[1:]], worker)
+        self.rules = Rules(self.vocab, self._labels())
         self.clock_offset_ns = self.trace.clock_offset_ns
         self._read()
+
+    @staticmethod
+    def _vocab(path, env):
+        """(format, vocabulary) of the capture, from its own metadata."""
+        try:
+            fmt = int(env.get("format", 0))
+            if fmt > FORMAT:
+                raise UserError(
+                    "%s is capture format %d, newer than this osdstage reads "
+                    "(%d): read it with a newer osdstage" % (path, fmt,
+                                                             FORMAT))
+            if fmt == 0:
+                with open(_V0_VOCAB) as f:
+                    return fmt, Vocab(json.load(f))
+            return fmt, Vocab(json.loads(env["vocab"]))
+        except (KeyError, ValueError, TypeError) as e:
+            raise UserError("%s: capture metadata incomplete (%s)" % (path, e))
+
+    def _labels(self):
+        """{field: labels} of the enum fields of the capture's events: what
+        its values mean, as written by the code that recorded it."""
+        out = {}
+        for c in self.trace.classes.values():
+            for name, _, labels in c.fields:
+                if labels is not None and name != "role":
+                    out.setdefault(name, labels)
+        return out
 
     # ---------------------------------------------------------------- read
     def _read(self):
@@ -92,16 +128,20 @@ class Capture:
         self.end = None
         self.first_ns = self.last_ns = None
         cur = None
+        # the BPF programs' events come before those of user space
+        n_bpf = next(c.id for c in self.trace.classes.values()
+                     if c.name == "osdstage:thread")
+        count = self.rules.count
         for c, ts, ctx, vals in self.trace.records():
-            name = c.name[9:]                  # after "osdstage:"
+            name = c.name.split(":", 1)[1]
             if self.first_ns is None:
                 self.first_ns = ts
             self.last_ns = ts
             gen = ctx[1]
-            if c.id < 10:
+            if c.id < n_bpf:
                 d = dict(zip(c.names, vals))
                 self.events.append((name, ts, d))
-                self._count(name, d, self.hists.setdefault(gen, {}))
+                count(name, d, self.hists.setdefault(gen, {}))
                 if "role" in d:
                     self.role_of.setdefault(d["tid"], d["role"])
                 continue
@@ -132,42 +172,9 @@ class Capture:
                 cur.in_flight = None if d["in_flight"] < 0 else d["in_flight"]
                 cur.extra = json.loads(d["extra"])
 
-    @staticmethod
-    def _count(name, d, h):
-        """What the BPF programs counted in the stats map for this event."""
-        def add(key, ns):
-            x = h.get(key)
-            if x is None:
-                x = h[key] = Hist()
-            x.add_ns(ns)
-        if name == "stage":
-            add(probetable.STAGE_NAMES[d["stage"]], d["duration_ns"])
-        elif name == "op_dequeue":
-            add("queue_wait", d["queue_wait_ns"])
-            if d["attributed"]:
-                for part in probetable.ATTR_PARTS:
-                    add("attr." + part, d[part + "_ns"])
-        elif name == "op_done":
-            cls = probetable.OP_CLASSES[d["op_class"]]
-            if d["total_valid"]:
-                add("op_total", d["op_total_ns"])
-                add("op_total." + cls, d["op_total_ns"])
-            if d["dequeued"]:
-                add("queue_wait." + cls, d["queue_wait_ns"])
-        elif name == "waking":
-            if d["offcpu_ns"]:
-                add("offcpu.%d" % (d["role"] & 7), d["offcpu_ns"])
-        elif name == "switch_in":
-            if d["woken"]:
-                add("wakeup_delay.%d" % (d["role"] & 7), d["wakeup_ns"])
-        elif name == "futex_wait":
-            add("futex_wait.%d" % (d["role"] & 7), d["duration_ns"])
-        elif name in ("syncfs", "block_rq"):
-            add(name, d["duration_ns"])
-
     # ------------------------------------------------------------- helpers
     def stage_keys(self):
-        return [k for k in probetable.STAGE_IDS if not k.startswith("_")]
+        return list(self.vocab.stage_ids)
 
     def full_hists(self, h):
         return {k: h.get(k) or Hist() for k in self.stage_keys()}
@@ -222,7 +229,7 @@ class Capture:
             elif name == "stage":
                 o = last_on.get(d["tid"])
                 if o is not None:
-                    o.stages.append((probetable.STAGE_NAMES[d["stage"]],
+                    o.stages.append((self.rules.label("stage", d["stage"]),
                                      ts - d["duration_ns"], ts))
             elif name == "op_done":
                 o = live.pop(d["op"], None)
@@ -241,17 +248,17 @@ class Capture:
         attribution); role: kernel stages and thread times of that thread
         role only."""
         h, devs, shards = {}, {}, {}
-        wakers = dict.fromkeys(("wake_enqueuer", "wake_other",
-                                "wake_timeout", "timeouts_with_work"), 0)
+        wakers = dict.fromkeys(WAKER_COUNTERS, 0)
+        count, shard = self.rules.count, self.rules.shard
         ops = self.ops(t0, t1)
         if op_class:
-            ops = [o for o in ops if o.op_class() == op_class]
+            ops = [o for o in ops if o.op_class(self.rules) == op_class]
             for o in ops:
                 if o.deq and t0 <= o.deq["ts"] <= t1:
-                    self._count("op_dequeue", o.deq, h)
-                    self._shard(shards, wakers, o.deq)
+                    count("op_dequeue", o.deq, h)
+                    shard(shards, wakers, o.deq)
                 if o.done and t0 <= o.done["ts"] <= t1:
-                    self._count("op_done", o.done, h)
+                    count("op_done", o.done, h)
                 for st, a, b in o.stages:
                     if t0 <= b <= t1:
                         h.setdefault(st, Hist()).add_ns(b - a)
@@ -263,15 +270,15 @@ class Capture:
                 break
             if name in ("stage", "op_dequeue", "op_done"):
                 if op_class is None:
-                    self._count(name, d, h)
+                    count(name, d, h)
                     if name == "op_dequeue":
-                        self._shard(shards, wakers, d)
+                        shard(shards, wakers, d)
             elif name in ("waking", "switch_in", "futex_wait", "syncfs"):
                 r = d["role"] if "role" in d else self.role_of.get(d["tid"])
                 if role_idx is None or r == role_idx:
-                    self._count(name, d, h)
+                    count(name, d, h)
             elif name == "block_rq":
-                self._count(name, d, h)
+                count(name, d, h)
                 dev = "%d:%d" % (d["dev"] >> 20, d["dev"] & 0xFFFFF)
                 x = devs.setdefault(dev, dict.fromkeys(DEV_FIELDS, 0))
                 x["count"] += 1
@@ -286,24 +293,6 @@ class Capture:
         counters.update(wakers)
         return Snapshot(None, counters, threads, shards, devs, t1,
                         self.full_hists(h)), ops
-
-    def _shard(self, shards, wakers, d):
-        if not d["attributed"]:
-            return
-        cv = d["shard"]
-        s = shards.setdefault(cv, dict.fromkeys(SHARD_FIELDS, 0))
-        s["ops"] += 1
-        s["qwait_ns"] += d["queue_wait_ns"]
-        for part in probetable.ATTR_PARTS:
-            s[part + "_ns"] += d[part + "_ns"]
-        s["qwait_max_ns"] = max(s["qwait_max_ns"], d["queue_wait_ns"])
-        if d["timeout_with_work"]:
-            s["timeouts_with_work"] += 1
-            wakers["timeouts_with_work"] += 1
-        wake = WAKES[d["wake"]]
-        if wake != "none":
-            s["wake_" + wake] += 1
-            wakers["wake_" + wake] += 1
 
     def _counters_over(self, t0, t1):
         """Loss counters of the recorded reports the window overlaps."""
@@ -324,10 +313,11 @@ class Capture:
         reps = self.ordered_reports()
         first = reps[0].threads if reps else {}
         last = reps[-1].threads if reps else {}
-        out, state, since = {}, {}, {}
+        states = self.rules.labels["state"]
+        ts_ = ThreadStates(states)
+        out = {}
         for tid, t in first.items():
-            state[tid] = t["state"]
-            since[tid] = reps[0].mono_ns
+            ts_.start(tid, t["state"], reps[0].mono_ns)
 
         def row(tid):
             r = out.get(tid)
@@ -335,161 +325,43 @@ class Capture:
                 t = last.get(tid) or first.get(tid) or {}
                 r = out[tid] = {
                     "role": self.role_of.get(tid, t.get("role", 0)),
-                    "state": S_RUN, "sleep_ns": 0, "runq_ns": 0,
+                    "state": ts_.run, "sleep_ns": 0, "runq_ns": 0,
                     "futex_ns": 0, "wakeups": 0, "cv": t.get("cv", 0),
                     "born": t.get("born", 0), "died": t.get("died", 0)}
             return r
 
-        def close(tid, ts):
-            st, s0 = state.get(tid), since.get(tid)
-            if st is None or s0 is None:
-                return
-            a, b = max(s0, t0), min(ts, t1)
-            if b > a:
-                if st == S_SLEEP:
-                    row(tid)["sleep_ns"] += b - a
-                elif st == S_RUNQ:
-                    row(tid)["runq_ns"] += b - a
+        def close(closed):
+            if closed is not None:
+                tid, st, a, b = closed
+                a, b = max(a, t0), min(b, t1)
+                if b > a:
+                    accrue(row(tid), states, st, a, b)
 
         for name, ts, d in self.events:
             if ts > t1 and name != "futex_wait":
                 continue
-            tid = d.get("tid")
-            if name == "switch_out":
-                close(tid, ts)
-                state[tid], since[tid] = d["state"], ts
-                if d["state"] == S_DEAD:
-                    row(tid)["died"] = ts
-            elif name == "waking":
-                if state.get(tid, S_SLEEP) == S_SLEEP:
-                    close(tid, ts)
-                    state[tid], since[tid] = S_RUNQ, ts
-                    if t0 <= ts <= t1:
-                        row(tid)["wakeups"] += 1
-            elif name == "switch_in":
-                close(tid, ts)
-                state[tid], since[tid] = S_RUN, ts
-                row(tid)
-            elif name == "futex_wait":
+            if name == "futex_wait":
                 a, b = max(ts - d["duration_ns"], t0), min(ts, t1)
                 if b > a:
-                    row(tid)["futex_ns"] += b - a
-        for tid in list(state):
-            close(tid, t1)
-            if state[tid] != S_DEAD or tid in out:
+                    row(d["tid"])["futex_ns"] += b - a
+                continue
+            applied, closed = ts_.feed(name, ts, d)
+            if not applied:
+                continue
+            close(closed)
+            tid = d["tid"]
+            if name == "switch_out" and d["state"] == ts_.dead:
+                row(tid)["died"] = ts
+            elif name == "waking" and t0 <= ts <= t1:
+                row(tid)["wakeups"] += 1
+            elif name == "switch_in":
+                row(tid)
+        for tid in list(ts_.state):
+            close((tid, ts_.state[tid], ts_.since[tid], t1))
+            if ts_.state[tid] != ts_.dead or tid in out:
                 row(tid)
         for tid, r in out.items():
-            r["state"] = state.get(tid, S_RUN)
+            r["state"] = ts_.state.get(tid, ts_.run)
             if not r["born"]:
                 r["born"] = t0
         return out
-
-    # ----------------------------------------------------------- timeline
-    def timeline(self, t0, t1, ops, max_ops=4000):
-        """The window as lanes, ops and wake-up arrows (htmlreport.py's
-        and perfetto.py's input)."""
-        worker = self.roles.worker
-        tids = {t for t, r in self.role_of.items() if r == worker}
-        for o in ops[:max_ops]:
-            tids.update(t for t in (o.tid, o.enq_tid) if t)
-        lanes, state, since, wakes, pend = {}, {}, {}, [], {}
-
-        def seg(tid, a, b, st):
-            a, b = max(a, t0), min(b, t1)
-            if b > a and tid in lanes:
-                lanes[tid]["cpu"].append([a, b, ("run", "sleep", "runq",
-                                                 "sleep")[st]])
-        for t in sorted(tids):
-            lanes[t] = {"tid": t, "name": self.comm(t),
-                        "role": self.role_name(t), "cpu": []}
-        for name, ts, d in self.events:
-            if ts > t1:
-                break
-            tid = d.get("tid")
-            if name in ("switch_out", "waking", "switch_in"):
-                if tid in since:
-                    seg(tid, since[tid], ts, state[tid])
-                if name == "switch_out":
-                    state[tid] = d["state"]
-                elif name == "waking":
-                    state[tid] = S_RUNQ
-                    if d["waker_tid"] and ts >= t0:
-                        pend[tid] = {"from_tid": d["waker_tid"],
-                                     "to_tid": tid, "ts_ns": ts,
-                                     "oncpu_ns": None}
-                else:
-                    state[tid] = S_RUN
-                    w = pend.pop(tid, None)
-                    if w is not None:
-                        w["oncpu_ns"] = ts
-                        if tid in lanes:
-                            wakes.append(w)
-                since[tid] = ts
-        for tid in list(since):
-            seg(tid, since[tid], t1, state[tid])
-        tl_ops = []
-        for o in ops:
-            if len(tl_ops) >= max_ops:
-                break
-            end = o.done["ts"] if o.done else (o.stages[-1][2] if o.stages
-                                               else o.deq["ts"])
-            if end < t0 or o.enq_ns > t1:
-                continue
-            stages = []
-            if o.deq:
-                stages.append(["queue_wait", o.enq_ns, o.deq["ts"]])
-            stages += [[n, s, e] for n, s, e in o.stages]
-            tl_ops.append({
-                "op": "0x%x" % o.op, "tid": o.tid, "enqueue_ns": o.enq_ns,
-                "enqueue_tid": o.enq_tid, "class": o.op_class(),
-                "wake": (WAKES[o.deq["wake"]] if o.deq and o.deq["wake"]
-                         else None),
-                "stages": stages})
-        for w in wakes:                 # wakers that are not lanes yet
-            t = w["from_tid"]
-            if t not in lanes:
-                lanes[t] = {"tid": t, "name": self.comm(t),
-                            "role": self.role_name(t), "cpu": []}
-        for lane in lanes.values():
-            lane["cpu"].sort()
-        order = sorted(lanes.values(), key=lambda ln: (
-            ln["role"] != self.roles.names[worker], ln["tid"]))
-        return {"window": [t0, t1], "clock_offset_ns": self.clock_offset_ns,
-                "lanes": order, "ops": tl_ops, "wakeups": wakes}
-
-
-def slowest(cap, ops, n):
-    """The n slowest ops (op_total, else queue_wait) as JSON-able dicts."""
-    rows = []
-    for o in sorted(ops, key=lambda o: o.key_ns(), reverse=True)[:n]:
-        deq = o.deq or {}
-        row = {
-            "op": "0x%x" % o.op, "class": o.op_class(),
-            "enqueue": {"ts": round(cap.wall(o.enq_ns), 6),
-                        "tid": o.enq_tid, "thread": cap.comm(o.enq_tid)},
-            "total_us": round(o.done["op_total_ns"] / 1000, 1)
-            if o.done and o.done["total_valid"] else None,
-        }
-        if o.deq:
-            row["dequeue"] = {
-                "at_us": round((deq["ts"] - o.enq_ns) / 1000, 1),
-                "tid": deq["tid"], "thread": cap.comm(deq["tid"])}
-            row["queue_wait_us"] = round(deq["queue_wait_ns"] / 1000, 1)
-            row["woken"] = {
-                "by": WAKES[deq["wake"]] if deq["attributed"] else None,
-                "waker_tid": deq["waker_tid"] or None,
-                "waker": cap.comm(deq["waker_tid"]) if deq["waker_tid"]
-                else None}
-            if deq["attributed"]:
-                for part in probetable.ATTR_PARTS:
-                    row["woken"][part + "_us"] = round(
-                        deq[part + "_ns"] / 1000, 1)
-        row["stages"] = [{"stage": s, "start_us": round((a - o.enq_ns) / 1000,
-                                                        1),
-                          "end_us": round((b - o.enq_ns) / 1000, 1)}
-                         for s, a, b in sorted(o.stages, key=lambda x: x[1])]
-        if o.done:
-            row["done_us"] = round((o.done["ts"] - o.enq_ns) / 1000, 1)
-        rows.append(row)
-    return rows
-

@@ -10,50 +10,22 @@ Stage kinds:
   call - entry -> return of one function on the same thread
          (uprobe + uretprobe, keyed by thread)
   op   - between events of the same op, keyed by its OpRequest address
-         (enqueue -> dequeue, enqueue -> completion)
+         (enqueue -> dequeue, enqueue -> completion): each event is a BPF
+         program (op_enqueue, op_dequeue, op_done) on a function
 """
 import re
 from collections import OrderedDict
 
 # --- stages (names are a contract: design.md §3) ---------------------------
-# Order = the stage ids of probes/osdstage.h (enum stage_id).
-STAGE_NAMES = ["queue_wait", "dequeue_op", "do_op", "get_object_context",
-               "bluestore_read", "bluestore_submit", "op_total"]
-OP_CLASSES = ["read", "write", "other"]
-# class-split variants follow in the id space: queue_wait.read, ...
-CLASS_SPLIT = ["queue_wait", "op_total"]
-
-STAGE_IDS = {name: i for i, name in enumerate(STAGE_NAMES)}
-_next = len(STAGE_NAMES)
-for _stage in CLASS_SPLIT:
-    for _cls in OP_CLASSES:
-        STAGE_IDS["%s.%s" % (_stage, _cls)] = _next
-        _next += 1
-STAGE_IDS["_calib"] = _next          # probe-cost calibration
-# queue-wait attribution parts, kernel stages (probes/osdstage.h)
-ATTR_PARTS = ["busy", "signal", "runq", "pickup"]
-for _i, _part in enumerate(ATTR_PARTS):
-    STAGE_IDS["attr." + _part] = 14 + _i
-STAGE_IDS["syncfs"] = 18
-STAGE_IDS["block_rq"] = 19
-MAX_ROLES = 8
-ROLE_STAGES = [("offcpu", 24), ("wakeup_delay", 32), ("futex_wait", 40)]
-for _name, _base in ROLE_STAGES:
-    for _r in range(MAX_ROLES):
-        STAGE_IDS["%s.%d" % (_name, _r)] = _base + _r
-N_STAGE_IDS = 48
-MAX_STAGES = 64       # probes/osdstage.h: one half of the stats map
-KERNEL_STAGES = ["syncfs", "block_rq", "futex_wait", "offcpu", "wakeup_delay"]
-
-# op events (enum op_event)
-ENQUEUE, DEQUEUE, DONE = 1, 2, 3
-
-
+# The probed stages: how each is measured. Their ids and report order are
+# enum stage_id of probes/osdstage.h (model/vocab.py reads them from the
+# build; tests/unit/test_probetable.py checks that both name the same
+# stages).
 class Stage:
     def __init__(self, name, kind, doc, func=None, events=()):
         self.name, self.kind, self.doc = name, kind, doc
         self.func = func              # call: the function role
-        self.events = events          # op: [(function role, event)]
+        self.events = events          # op: [(function role, BPF program)]
 
     def roles(self):
         return [self.func] if self.kind == "call" else [r for r, _ in self.events]
@@ -61,7 +33,7 @@ class Stage:
 
 STAGES = OrderedDict((s.name, s) for s in [
     Stage("queue_wait", "op", "OSD::enqueue_op -> OSD::dequeue_op (same op)",
-          events=[("enqueue_op", ENQUEUE), ("dequeue_op", DEQUEUE)]),
+          events=[("enqueue_op", "op_enqueue"), ("dequeue_op", "op_dequeue")]),
     Stage("dequeue_op", "call", "OSD::dequeue_op entry -> return",
           func="dequeue_op"),
     Stage("do_op", "call", "PrimaryLogPG::do_op entry -> return", func="do_op"),
@@ -75,10 +47,9 @@ STAGES = OrderedDict((s.name, s) for s in [
           func="bluestore_submit"),
     Stage("op_total", "op",
           "OSD::enqueue_op -> PrimaryLogPG::log_op_stats (same op)",
-          events=[("enqueue_op", ENQUEUE), ("dequeue_op", DEQUEUE),
-                  ("log_op_stats", DONE)]),
+          events=[("enqueue_op", "op_enqueue"), ("dequeue_op", "op_dequeue"),
+                  ("log_op_stats", "op_done")]),
 ])
-assert list(STAGES) == STAGE_NAMES
 
 
 class Func:

@@ -27,7 +27,8 @@ import json
 
 from ..errors import UserError
 from .probetable import Func, Release
-from ..engine.tracer import MAX_ROLES, Roles
+from ..engine.tracer import Roles
+from ..model import vocab
 
 _ROLE_OF = {"enqueue": "enqueue_op", "dequeue": "dequeue_op",
             "done": "log_op_stats"}
@@ -79,9 +80,10 @@ def parse(text, path="<spec>"):
     if not isinstance(d["workers"], str) or not d["workers"]:
         raise UserError("%s: \"workers\" is a thread-name prefix" % path)
     extra = d.get("roles", {})
-    if not isinstance(extra, dict) or len(extra) > MAX_ROLES - 2:
+    max_roles = vocab.live().max_roles
+    if not isinstance(extra, dict) or len(extra) > max_roles - 2:
         raise UserError("%s: \"roles\" maps at most %d name prefixes to role "
-                        "names" % (path, MAX_ROLES - 2))
+                        "names" % (path, max_roles - 2))
     roles = Roles([(d["workers"], "worker")] + sorted(extra.items()))
     name = str(d.get("name", "spec"))
     return Spec(name, Release("spec", name, funcs), roles)

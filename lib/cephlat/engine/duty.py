@@ -104,3 +104,42 @@ class DutyCycle:
         extra = time.monotonic() - self.window_start if self.tracer.attached \
             else 0.0
         return self.attached_total + extra
+
+
+HIT_COUNTERS = ("hit_entry", "hit_return", "hit_sched", "hit_syscall")
+
+
+class Overhead:
+    """What each report says about the cost: the estimate since the start
+    (duty cycles are seconds long, an interval may hold only part of one),
+    the attached share, and the interval's probe hits."""
+
+    def __init__(self, tracer, bound_pct, first, cycle, t_start):
+        self.meter = CostMeter(tracer)
+        self.bound_pct, self.first, self.cycle = bound_pct, first, cycle
+        self.t_start = t_start
+        self.att_last = 0.0
+
+    def record(self, cur, prev, now, t_last):
+        """The report's "overhead" object for the interval prev -> cur."""
+        cycle = self.cycle
+        att = cycle.attached_seconds() if cycle else 0.0
+        attached = (att - self.att_last) if cycle else (now - t_last)
+        self.att_last = att
+        hits = {k: cur.counters.get(k, 0) - prev.counters.get(k, 0)
+                for k in HIT_COUNTERS}
+        frac = min(1.0, attached / max(now - t_last, 1e-9))
+        total = {k: cur.counters.get(k, 0) - self.first.counters.get(k, 0)
+                 for k in hits}
+        elapsed = max(now - self.t_start, 1e-9)
+        total_att = cycle.attached_seconds() if cycle else elapsed
+        full = self.meter.pct(total, total_att) if total_att > 0 else 0.0
+        return {
+            "bound_pct": self.bound_pct,
+            "attached_fraction": round(min(1.0, total_att / elapsed), 3),
+            "interval_attached_fraction": round(frac, 3),
+            "full_rate_pct": round(full, 3),
+            "estimated_pct": round(full * min(1.0, total_att / elapsed), 3),
+            "uprobe_cost_ns": self.meter.uprobe_ns,
+            "hits": hits,
+        }

@@ -1,7 +1,9 @@
 """The stage-timing engine: resolve the probe table against a binary, load
 probes/osdstage.bpf.o, attach, and read the in-kernel aggregates.
 
-Used by tools/osdstage.py and by the BPF test tier (which points it at a
+Every id, layout and program name comes from the object itself
+(build/osdstage.abi.json through cephlat.abi and model/vocab.py).
+Used by the live tool and by the BPF test tier (which points it at a
 small controlled program instead of ceph-osd).
 """
 import array
@@ -10,52 +12,25 @@ import os
 import struct
 import time
 
+from .. import abi as abimod
+from ..ceph import probetable
+from ..model import events, vocab as vocabmod
+from ..model.hist import Hist, slot_bounds_us
 from . import bpf
 
-from ..ceph import probetable
-from ..model.hist import HIST_SLOTS, Hist, slot_bounds_us
-
-COUNTER_NAMES = ["start_map_full", "no_start", "negative", "op_map_full",
-                 "op_unknown", "bad_arg", "op_replaced", "thread_map_full",
-                 "attr_truncated", "wake_enqueuer", "wake_other",
-                 "wake_timeout", "rq_map_full", "timeouts_with_work",
-                 "hit_entry", "hit_return", "hit_sched", "hit_syscall",
-                 "events_lost"]
-# counters that are results, not losses
-RESULT_COUNTERS = ("wake_enqueuer", "wake_other", "wake_timeout",
-                   "timeouts_with_work", "hit_entry", "hit_return",
-                   "hit_sched", "hit_syscall")
-MAX_ROLES = 8
-KERNEL_PROGRAMS = {
-    # program: what it needs
-    "on_switch": "tp_btf", "on_waking": "tp_btf",
-    "on_futex_enter": "tracepoint", "on_futex_exit": "tracepoint",
-    "on_syncfs_enter": "tracepoint", "on_syncfs_exit": "tracepoint",
-    "on_rq_insert": "tp_btf", "on_rq_issue": "tp_btf",
-    "on_rq_complete": "tp_btf",
-}
-
-# struct thread_state (probes/osdstage.h) up to the ring, then 16 x tring
-_THREAD_FMT = "<QIIQQQQQQQQQQIIIIQQQII"
-_THREAD_SIZE = struct.calcsize(_THREAD_FMT)
-_TRING = 32
-_TRING_SIZE = 32
-_SHARD_FMT = "<11Q"
-_DEV_FMT = "<4Q"
 DEFAULT_MAX_OPS = 65536
 DEFAULT_OP_TIMEOUT_S = 120.0
+default_bpf_dir = abimod.default_bpf_dir
 
 
-def default_bpf_dir():
-    env = os.environ.get("CEPHLAT_BPF_DIR")
-    if env:
-        return env
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.normpath(os.path.join(here, "..", "..", "build"))
+def kernel_programs(abi):
+    """The programs on kernel tracepoints (the rest are uprobes)."""
+    return abi.programs_in("tp_btf", "tracepoint")
 
 
-def opcookie(event, arg, deref):
-    return event | (arg << 8) | ((1 if deref else 0) << 12)
+def op_cookie(abi, arg, deref):
+    """Where an op program finds the op key (enum op_arg)."""
+    return arg | (abi.const("OPARG_DEREF") if deref else 0)
 
 
 class Plan:
@@ -63,7 +38,7 @@ class Plan:
 
     def __init__(self):
         self.calls = []          # [(stage, Symbol)]
-        self.op_events = []      # [(role, event, Symbol, (arg, deref))]
+        self.op_events = []      # [(role, program, Symbol, (arg, deref))]
         self.stages = []         # available stages, in table order
         self.unavailable = {}    # stage -> reason
         self.symbols = {}        # role -> Symbol
@@ -95,7 +70,7 @@ def resolve(elf, release, wanted):
                 missing[role] = "%s(%s) matches %d functions" % (
                     func.qualified, func.params.pattern.strip("^$"), len(syms))
     seen_events = set()
-    for stage in probetable.STAGE_NAMES:
+    for stage in probetable.STAGES:
         if stage not in wanted:
             continue
         st = probetable.STAGES[stage]
@@ -116,24 +91,11 @@ def resolve(elf, release, wanted):
     return plan
 
 
-class _RolePrefix(ctypes.Structure):
-    _fields_ = [("prefix", ctypes.c_char * 16),
-                ("len", ctypes.c_uint32),
-                ("role", ctypes.c_uint32)]
-
-
-class _Rodata(ctypes.Structure):
-    # the const volatile globals of probes/osdstage.bpf.c, at their .rodata
-    # offsets (tests/unit/test_layout.py checks them against the object's BTF)
-    _fields_ = [("targ_tgid", ctypes.c_uint32),
-                ("rmw_flags_off", ctypes.c_uint32),
-                ("rmw_read_bit", ctypes.c_uint32),
-                ("rmw_write_bit", ctypes.c_uint32),
-                ("calib_tgid", ctypes.c_uint32),
-                ("worker_role", ctypes.c_uint32),
-                ("track_in_op", ctypes.c_uint32),
-                ("roles", _RolePrefix * MAX_ROLES),
-                ("record_events", ctypes.c_uint32)]
+def rodata_type(abi):
+    """The const volatile globals of probes/osdstage.bpf.c as a ctypes
+    structure, every field at its .rodata offset."""
+    return abi.ctypes_globals(".rodata", {
+        "role_prefix": abi.struct("role_prefix").ctype()})
 
 
 class Roles:
@@ -141,9 +103,9 @@ class Roles:
     The BPF side classifies a thread when it first sees it (and when its
     name changes) with the same first-match rule."""
 
-    def __init__(self, prefixes, worker=1):
-        if len(prefixes) > MAX_ROLES - 1:
-            raise ValueError("at most %d roles" % (MAX_ROLES - 1))
+    def __init__(self, prefixes, worker=1, max_roles=None):
+        if max_roles is not None and len(prefixes) > max_roles - 1:
+            raise ValueError("at most %d roles" % (max_roles - 1))
         self.prefixes = list(prefixes)
         self.names = ["other"] + [name for _, name in prefixes]
         self.worker = worker
@@ -155,8 +117,11 @@ class Roles:
         return 0
 
     def fill(self, ro):
+        if len(self.prefixes) > len(ro.roles):
+            raise ValueError("at most %d roles" % len(ro.roles))
+        room = type(ro.roles[0]).prefix.size - 1     # NUL-terminated
         for i, (prefix, _) in enumerate(self.prefixes):
-            b = prefix.encode()[:15]
+            b = prefix.encode()[:room]
             ro.roles[i].prefix = b
             ro.roles[i].len = len(b)
             ro.roles[i].role = i + 1
@@ -198,6 +163,8 @@ class StageTracer:
         self.roles = roles or CEPH_ROLES
         self.max_ops = max_ops
         self.bpf_dir = bpf_dir or default_bpf_dir()
+        self.abi = abimod.load("osdstage", self.bpf_dir)
+        self.vocab = vocabmod.live(self.bpf_dir)
         self.want_calibration = calibrate
         self.calibrate_always = False
         self.call_bias_ns = 0
@@ -210,7 +177,8 @@ class StageTracer:
         self._cum = {}
 
     def start(self):
-        ro = _Rodata(targ_tgid=self.pid, calib_tgid=os.getpid())
+        ro = rodata_type(self.abi)(targ_tgid=self.pid,
+                                   calib_tgid=os.getpid())
         if self.rmw:
             ro.rmw_flags_off, ro.rmw_read_bit, ro.rmw_write_bit = self.rmw
         self.roles.fill(ro)
@@ -224,7 +192,7 @@ class StageTracer:
         if self.ring_bytes:
             self.obj.set_max_entries("events", self.ring_bytes)
         if not self.kernel:
-            for prog in KERNEL_PROGRAMS:
+            for prog in kernel_programs(self.abi):
                 self.obj.set_autoload(prog, False)
         self.obj.load()
         self.threads = self.obj.map("threads")
@@ -232,7 +200,8 @@ class StageTracer:
         self.devs = self.obj.map("devs")
         if self.kernel:
             self._seed_threads()
-        self.reader = StatsReader(self.obj.map("stats"))
+        self.reader = StatsReader(self.obj.map("stats"), self.vocab,
+                                  self.abi)
         if self.want_calibration and (self.plan.calls or self.calibrate_always):
             self.call_bias_ns = self._calibrate()
             self._write_ctl()
@@ -242,26 +211,26 @@ class StageTracer:
 
     def _write_ctl(self):
         # struct ctl, the whole .bss (tests/unit/test_layout.py)
-        self.obj.map(".bss").update(struct.pack("<I", 0), struct.pack(
-            "<QII", self.call_bias_ns, self.gen, 0))
+        self.obj.map(".bss").update(struct.pack("<I", 0), self.abi.struct(
+            "ctl").pack(call_bias_ns=self.call_bias_ns, gen=self.gen))
 
     def attach(self):
         """Attach every probe of the plan (and the kernel programs)."""
         links = []
         if self.kernel:
-            for prog in KERNEL_PROGRAMS:
+            for prog in kernel_programs(self.abi):
                 links.append(self.obj.attach(prog))
         for stage, sym in self.plan.calls:
-            sid = probetable.STAGE_IDS[stage]
+            sid = self.vocab.stage_ids[stage]
             for ret in (False, True):
                 links.append(self.obj.attach_uprobe(
                     "stage_return" if ret else "stage_entry", self.exe_path,
                     sym.offset, pid=self.pid, retprobe=ret, cookie=sid,
                     what=sym.demangled))
-        for role, ev, sym, (arg, deref) in self.plan.op_events:
+        for role, prog, sym, (arg, deref) in self.plan.op_events:
             links.append(self.obj.attach_uprobe(
-                "op_event", self.exe_path, sym.offset, pid=self.pid,
-                cookie=opcookie(ev, arg, deref), what=sym.demangled))
+                prog, self.exe_path, sym.offset, pid=self.pid,
+                cookie=op_cookie(self.abi, arg, deref), what=sym.demangled))
         self.target_links = links
         self.attached = True
 
@@ -297,7 +266,7 @@ class StageTracer:
             sym = elf.find("cephlat_calib_target")[0]
         fn = ctypes.CDLL(lib_path).cephlat_calib_target
         fn.restype, fn.argtypes = ctypes.c_long, [ctypes.c_long]
-        sid = probetable.STAGE_IDS["_calib"]
+        sid = self.vocab.calib_id
         for ret in (False, True):
             self.obj.attach_uprobe("stage_return" if ret else "stage_entry",
                                    lib_path, sym.offset, pid=os.getpid(),
@@ -325,17 +294,18 @@ class StageTracer:
                     st = f.read().rsplit(")", 1)[1].split()[0]
             except OSError:
                 continue
-            state = 0 if st == "R" else 1
+            state = self.vocab.states.index("run" if st == "R" else "sleep")
             c8 = (comm + b"\0" * 8)[:8]
-            head = struct.pack(_THREAD_FMT, struct.unpack("<Q", c8)[0],
-                               self.roles.classify(comm.decode("utf-8",
-                                                               "replace")),
-                               state, now, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                               1, now, 0, 0, 0, 0)
-            ring = struct.pack("<QQQII", now, 0, 0, state, 0)
-            ring += b"\0" * (_TRING_SIZE * (_TRING - 1))
+            ts = self.abi.struct("thread_state")
+            raw = bytearray(ts.pack(
+                comm8=struct.unpack("<Q", c8)[0], since=now, born=now,
+                role=self.roles.classify(comm.decode("utf-8", "replace")),
+                state=state, ring_head=1))
+            ring0 = self.abi.struct("tring").pack(ts=now, state=state)
+            at = ts.offset("ring")
+            raw[at:at + len(ring0)] = ring0
             try:
-                self.threads.update(struct.pack("<I", int(tid)), head + ring)
+                self.threads.update(struct.pack("<I", int(tid)), bytes(raw))
             except OSError:
                 pass
 
@@ -343,27 +313,21 @@ class StageTracer:
         """{tid: dict} of the threads map, with in-progress time added."""
         now = time.monotonic_ns()
         out = {}
-        size = self.threads.value_size
+        ts = self.abi.struct("thread_state")
         for key in self.threads.keys():
-            raw = self.threads.lookup(key, size)
+            raw = self.threads.lookup(key, ts.size)
             if raw is None:
                 continue
-            (comm8, role, state, since, cum_sleep, cum_runq, _cum_isleep,
-             cum_futex, wake_ts, _oncpu, futex_start, cv, _sync, _waker, _to,
-             wakeups, _head, born, died, queue_cv, _in_op,
-             _pad) = struct.unpack_from(_THREAD_FMT, raw)
-            if now > since:
-                if state == 1:
-                    cum_sleep += now - since
-                elif state == 2:
-                    cum_runq += now - since
-            if futex_start and now > futex_start:
-                cum_futex += now - futex_start
-            out[struct.unpack("<I", key)[0]] = {
-                "role": role, "state": state, "sleep_ns": cum_sleep,
-                "runq_ns": cum_runq, "futex_ns": cum_futex,
-                "wakeups": wakeups, "cv": queue_cv, "born": born,
-                "died": died}
+            t = ts.unpack(raw)
+            row = {"role": t["role"], "state": t["state"],
+                   "sleep_ns": t["cum_sleep"], "runq_ns": t["cum_runq"],
+                   "futex_ns": t["cum_futex"], "wakeups": t["wakeups"],
+                   "cv": t["queue_cv"], "born": t["born"], "died": t["died"]}
+            events.accrue(row, self.vocab.states, t["state"], t["since"],
+                          now)
+            if t["futex_start"] and now > t["futex_start"]:
+                row["futex_ns"] += now - t["futex_start"]
+            out[struct.unpack("<I", key)[0]] = row
         return out
 
     def prune_threads(self):
@@ -373,31 +337,24 @@ class StageTracer:
             if not os.path.exists("/proc/%d/task/%d" % (self.pid, tid)):
                 self.threads.delete(key)
 
-    def read_shards(self):
+    def _read_hash(self, m, struct_name, key_fmt):
+        st = self.abi.struct(struct_name)
         out = {}
-        for key in self.shards.keys():
-            raw = self.shards.lookup(key, struct.calcsize(_SHARD_FMT))
+        for key in m.keys():
+            raw = m.lookup(key, st.size)
             if raw is not None:
-                v = struct.unpack(_SHARD_FMT, raw)
-                out[struct.unpack("<Q", key)[0]] = dict(zip(
-                    ("ops", "qwait_ns", "busy_ns", "signal_ns", "runq_ns",
-                     "pickup_ns", "wake_enqueuer", "wake_other",
-                     "wake_timeout", "qwait_max_ns", "timeouts_with_work"), v))
+                out[struct.unpack(key_fmt, key)[0]] = st.unpack(raw)
         return out
+
+    def read_shards(self):
+        return self._read_hash(self.shards, "shard_stats", "<Q")
 
     def read_devs(self):
-        out = {}
-        for key in self.devs.keys():
-            raw = self.devs.lookup(key, struct.calcsize(_DEV_FMT))
-            if raw is not None:
-                c, s_ns, b, mx = struct.unpack(_DEV_FMT, raw)
-                dev = struct.unpack("<I", key)[0]
-                out["%d:%d" % (dev >> 20, dev & 0xFFFFF)] = {
-                    "count": c, "sum_ns": s_ns, "bytes": b, "max_ns": mx}
-        return out
+        return {"%d:%d" % (dev >> 20, dev & 0xFFFFF): d for dev, d in
+                self._read_hash(self.devs, "dev_stats", "<I").items()}
 
     def snapshot_counters(self):
-        return read_counters(self.counters)
+        return read_counters(self.counters, self.vocab, self.abi)
 
     def snapshot(self):
         """Cumulative state since start(); .interval holds what was counted
@@ -412,14 +369,13 @@ class StageTracer:
         self.gen += 1
         self._write_ctl()
         mono = time.monotonic_ns()
-        counters = read_counters(self.counters)
+        counters = self.snapshot_counters()
         counters["op_aged_out"] = self.aged_out
         shards = self.read_shards()
         time.sleep(0.002)
         half = gen & 1
         interval = {name: self.reader.read(sid, half)
-                    for name, sid in probetable.STAGE_IDS.items()
-                    if not name.startswith("_")}
+                    for name, sid in self.vocab.stage_ids.items()}
         self.reader.clear(half)
         for name, h in interval.items():
             self._cum.setdefault(name, Hist()).merge(h)
@@ -436,11 +392,13 @@ class StageTracer:
         now = time.monotonic_ns()     # same clock as bpf_ktime_get_ns()
         limit = int(timeout_s * 1e9)
         n = 0
+        st = self.abi.struct("op_state")
         for key in self.ops.keys():
-            raw = self.ops.lookup(key, 32)
+            raw = self.ops.lookup(key, st.size)
             if raw is None:
                 continue
-            enq, deq, _, _ = struct.unpack("<4Q", raw)
+            o = st.unpack(raw)
+            enq, deq = o["enq_ns"], o["deq_ns"]
             if now - max(enq, deq) > limit and self.ops.delete(key):
                 n += 1
         self.aged_out += n
@@ -456,15 +414,19 @@ class StageTracer:
 class StatsReader:
     """Reads the per-CPU `stats` map into cumulative Hists."""
 
-    def __init__(self, stats_map):
-        self.map = stats_map
+    def __init__(self, stats_map, vocab, abi):
+        self.map, self.vocab = stats_map, vocab
         self.ncpu = bpf.num_possible_cpus()
         self.stride = (stats_map.value_size + 7) // 8 * 8
         self.words = self.stride // 8
+        st = abi.struct("stage_stats")
+        self.count, self.sum, self.max, self.slots = (
+            st.offset(m) // 8 for m in ("count", "sum_ns", "max_ns", "slots"))
+        self.nslots = st.by_name["slots"]["size"] // 8
 
     def read(self, stage_id, half=0):
-        raw = self.map.lookup(struct.pack("<I", stage_id +
-                                          half * probetable.MAX_STAGES),
+        raw = self.map.lookup(struct.pack("<I", stage_id + half *
+                                          self.vocab.max_stages),
                               self.stride * self.ncpu)
         h = Hist()
         if raw is None:
@@ -472,33 +434,35 @@ class StatsReader:
         a = array.array("Q")
         a.frombytes(raw)
         w = self.words
-        slots = [0] * HIST_SLOTS
+        slots = [0] * self.nslots
         for cpu in range(self.ncpu):
             base = cpu * w
-            if not a[base]:
+            if not a[base + self.count]:
                 continue
-            h.count += a[base]
-            h.sum_ns += a[base + 1]
-            h.max_ns = max(h.max_ns, a[base + 2])
-            for i, c in enumerate(a[base + 3:base + 3 + HIST_SLOTS]):
+            h.count += a[base + self.count]
+            h.sum_ns += a[base + self.sum]
+            h.max_ns = max(h.max_ns, a[base + self.max])
+            first = base + self.slots
+            for i, c in enumerate(a[first:first + self.nslots]):
                 if c:
                     slots[i] += c
         h.slots = slots
         return h
 
-
     def clear(self, half):
         zero = bytes(self.stride * self.ncpu)
-        for sid in range(probetable.N_STAGE_IDS):
+        for sid in range(self.vocab.n_ids):
             self.map.update(struct.pack("<I", sid + half *
-                                        probetable.MAX_STAGES), zero)
+                                        self.vocab.max_stages), zero)
 
 
-def read_counters(cmap):
+def read_counters(cmap, vocab, abi):
     ncpu = bpf.num_possible_cpus()
+    ids = abi.enum("counter_id")
     out = {}
-    for i, name in enumerate(COUNTER_NAMES):
-        raw = cmap.lookup(struct.pack("<I", i), 8 * ncpu)
+    for name in vocab.counters:
+        raw = cmap.lookup(struct.pack("<I", ids["CNT_" + name.upper()]),
+                          8 * ncpu)
         out[name] = sum(struct.unpack("<%dQ" % ncpu, raw)) if raw else 0
     return out
 

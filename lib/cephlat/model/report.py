@@ -1,9 +1,7 @@
 """From two kernel snapshots to what an operator reads: kernel stages per
 thread role, the queue-wait attribution, per-shard numbers and a verdict
 in plain words."""
-from ..ceph import probetable
 from .hist import Hist
-from ..engine.tracer import RESULT_COUNTERS
 
 
 def _merge(hists):
@@ -49,10 +47,10 @@ def thread_table(cur, prev, roles, secs):
     return out
 
 
-def kernel_stages(hists, roles):
+def kernel_stages(hists, roles, vocab):
     """Overall kernel stages, and per role."""
     out, per_role = {}, {}
-    for stage, _base in probetable.ROLE_STAGES:
+    for stage, _base in vocab.role_stages:
         per = {}
         for r, name in enumerate(roles.names):
             h = hists.get("%s.%d" % (stage, r))
@@ -60,13 +58,14 @@ def kernel_stages(hists, roles):
                 per[name] = h
         out[stage] = _merge(per.values())
         per_role[stage] = per
-    out["syncfs"] = hists["syncfs"]
-    out["block_rq"] = hists["block_rq"]
+    for stage in vocab.kernel:
+        if stage not in out:
+            out[stage] = hists[stage]
     return out, per_role
 
 
-def attribution(hists, counters):
-    parts = {p: hists["attr." + p] for p in probetable.ATTR_PARTS}
+def attribution(hists, counters, vocab):
+    parts = {p: hists["attr." + p] for p in vocab.attr_parts}
     total = sum(h.sum_ns for h in parts.values())
     out = {}
     for p, h in parts.items():
@@ -243,6 +242,7 @@ def interval_deltas(cur, prev):
     return hists, counters
 
 
-def split_counters(counters):
-    lost = {k: v for k, v in counters.items() if k not in RESULT_COUNTERS}
-    return lost
+def split_counters(counters, vocab):
+    """The counters that count losses (not results)."""
+    return {k: v for k, v in counters.items()
+            if k not in vocab.result_counters}

@@ -19,7 +19,6 @@ import html
 import re
 import time
 
-from ..ceph import probetable
 
 from ..model import report
 from .perfetto import lanes
@@ -297,7 +296,7 @@ def _attribution(rec):
     if not attr:
         return ""
     w, x, parts = 900, 0.0, []
-    for p in probetable.ATTR_PARTS:
+    for p in attr:                      # the parts, in the model's order
         share = attr[p]["share"]
         parts.append('<rect class="attr-part a-%s" x="%.1f" y="0" '
                      'width="%.1f" height="26" fill="%s"><title>%s: %.0f %%'
@@ -312,7 +311,7 @@ def _attribution(rec):
     rows = [[ATTR_LABELS[p], "%.1f" % attr[p]["mean_us"],
              "%.1f" % attr[p]["p50_us"], "%.1f" % attr[p]["p99_us"],
              "%.0f %%" % (100 * attr[p]["share"])]
-            for p in probetable.ATTR_PARTS]
+            for p in attr]
     return ('<section id="attribution"><h2>Queue-wait attribution</h2>'
             '<svg class="attr-bar" width="%d" height="26">%s</svg>%s%s%s'
             '</section>' % (w, "".join(parts), _table(
@@ -333,9 +332,10 @@ def _wakers(rec):
 
 
 def _shards(rec):
+    parts = list(rec.get("attribution") or ())
     rows = [[r["shard"], r["workers"], r["ops"],
              "%.1f" % r["queue_wait_mean_us"]] +
-            ["%.0f %%" % (100 * r[p]) for p in probetable.ATTR_PARTS] +
+            ["%.0f %%" % (100 * r[p]) for p in parts] +
             [r["timeouts_with_work"]] for r in rec.get("shards") or []]
     if not rows:
         return ""

@@ -1,0 +1,133 @@
+"""What each measurement means for a report: the one implementation of the
+per-event rules that the live run's kernel maps and a capture's events
+both follow.
+
+- accrue(): time in a thread state goes to its asleep / run-queue total
+  (live: the in-progress part of a thread's state; offline: every state
+  change replayed);
+- Rules.count(): which histograms an event lands in - what the BPF
+  programs' record() calls did with it (probes/osdstage.bpf.c);
+- Rules.shard(): a dequeue's share of its shard's totals, as attribute()
+  added it to the shards map;
+- ThreadStates: the scheduler events replayed as per-thread state
+  intervals (thread times of a window, the timeline's lanes).
+"""
+from .hist import Hist
+
+SHARD_FIELDS = ("ops", "qwait_ns", "busy_ns", "signal_ns", "runq_ns",
+                "pickup_ns", "wake_enqueuer", "wake_other", "wake_timeout",
+                "qwait_max_ns", "timeouts_with_work")
+WAKER_COUNTERS = ("wake_enqueuer", "wake_other", "wake_timeout",
+                  "timeouts_with_work")
+
+
+def accrue(row, states, state, a, b):
+    """Time [a, b) a thread spent in `state` (enum tstate_kind; states:
+    its labels)."""
+    if b <= a:
+        return
+    name = states[state]
+    if name == "sleep":
+        row["sleep_ns"] += b - a
+    elif name == "runq":
+        row["runq_ns"] += b - a
+
+
+class Rules:
+    """The rules for one run: its vocabulary (model/vocab.py) and the labels
+    of the events' enum fields ({field: [label by value]})."""
+
+    def __init__(self, vocab, labels):
+        self.vocab, self.labels = vocab, labels
+        self.role_mask = vocab.max_roles - 1
+
+    def label(self, field, value):
+        return self.labels[field][value]
+
+    def count(self, name, d, h):
+        """Add event `name` (fields d) to the histograms h {key: Hist}."""
+        def add(key, ns):
+            x = h.get(key)
+            if x is None:
+                x = h[key] = Hist()
+            x.add_ns(ns)
+        if name == "stage":
+            add(self.label("stage", d["stage"]), d["duration_ns"])
+        elif name == "op_dequeue":
+            add("queue_wait", d["queue_wait_ns"])
+            if d["attributed"]:
+                for part in self.vocab.attr_parts:
+                    add("attr." + part, d[part + "_ns"])
+        elif name == "op_done":
+            cls = self.label("op_class", d["op_class"])
+            if d["total_valid"]:
+                add("op_total", d["op_total_ns"])
+                add("op_total." + cls, d["op_total_ns"])
+            if d["dequeued"]:
+                add("queue_wait." + cls, d["queue_wait_ns"])
+        elif name == "waking":
+            if d["offcpu_ns"]:
+                add("offcpu.%d" % (d["role"] & self.role_mask),
+                    d["offcpu_ns"])
+        elif name == "switch_in":
+            if d["woken"]:
+                add("wakeup_delay.%d" % (d["role"] & self.role_mask),
+                    d["wakeup_ns"])
+        elif name == "futex_wait":
+            add("futex_wait.%d" % (d["role"] & self.role_mask),
+                d["duration_ns"])
+        elif name in ("syncfs", "block_rq"):
+            add(name, d["duration_ns"])
+
+    def shard(self, shards, wakers, d):
+        """An op_dequeue's part of its shard's row and of the wake-up
+        counters, as the BPF side's attribute() counts them."""
+        if not d["attributed"]:
+            return
+        s = shards.setdefault(d["shard"], dict.fromkeys(SHARD_FIELDS, 0))
+        s["ops"] += 1
+        s["qwait_ns"] += d["queue_wait_ns"]
+        for part in self.vocab.attr_parts:
+            s[part + "_ns"] += d[part + "_ns"]
+        s["qwait_max_ns"] = max(s["qwait_max_ns"], d["queue_wait_ns"])
+        if d["timeout_with_work"]:
+            s["timeouts_with_work"] += 1
+            wakers["timeouts_with_work"] += 1
+        wake = self.label("wake", d["wake"])
+        if wake != "none":
+            s["wake_" + wake] += 1
+            wakers["wake_" + wake] += 1
+
+
+class ThreadStates:
+    """Scheduler events replayed: each thread's state and since when."""
+
+    def __init__(self, states):
+        """states: the labels of enum tstate_kind"""
+        self.run, self.sleep, self.runq, self.dead = (
+            states.index(n) for n in ("run", "sleep", "runq", "dead"))
+        self.state, self.since = {}, {}
+
+    def start(self, tid, state, ts):
+        self.state[tid], self.since[tid] = state, ts
+
+    def feed(self, name, ts, d):
+        """Apply event `name` -> (applied, the state interval it closed:
+        (tid, state, since, ts) or None). A wake-up of a thread that is
+        not asleep changes nothing."""
+        if name not in ("switch_out", "waking", "switch_in"):
+            return False, None
+        tid = d["tid"]
+        if name == "switch_out":
+            new = d["state"]
+        elif name == "waking":
+            if self.state.get(tid, self.sleep) != self.sleep:
+                return False, None
+            new = self.runq
+        else:
+            new = self.run
+        closed = None
+        if tid in self.since:
+            closed = (tid, self.state[tid], self.since[tid], ts)
+        self.state[tid], self.since[tid] = new, ts
+        return True, closed

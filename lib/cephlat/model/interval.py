@@ -1,0 +1,114 @@
+"""The report model: what one report interval holds, built from two
+snapshots of the same run (live: read from the kernel maps; offline: read
+back from a capture). Renderers (render/) turn it into text, HTML or a
+timeline; the JSON output is the record itself."""
+from . import report
+
+
+def _summary_with_hist(h):
+    s = h.summary()
+    s["hist"] = [[lo, hi, c] for lo, hi, c in h.log2_buckets(1)]
+    return s
+
+
+class RunInfo:
+    """What a report needs to know about the run: from the live tracer, or
+    from a capture's metadata (the same fields, recorded)."""
+
+    def __init__(self, pid, version, stages, unavailable, classes,
+                 call_bias_ns, kernel, roles, vocab):
+        self.pid, self.version, self.vocab = pid, version, vocab
+        self.stages, self.unavailable = list(stages), dict(unavailable)
+        self.classes = set(classes)
+        self.call_bias_ns, self.kernel, self.roles = call_bias_ns, kernel, roles
+
+    def info(self):
+        """The recorded part (capture metadata)."""
+        return {"pid": self.pid, "ceph_version": self.version,
+                "stages": self.stages, "unavailable": self.unavailable,
+                "classes": sorted(self.classes)}
+
+    @classmethod
+    def from_capture(cls, cap):
+        i = cap.info
+        return cls(i["pid"], i["ceph_version"], i["stages"],
+                   i["unavailable"], i["classes"], cap.call_bias_ns,
+                   cap.kernel, cap.roles, cap.vocab)
+
+
+def interval_record(run, cur, prev, ts, secs, in_flight):
+    """One interval's JSON object from two snapshots -> (record, the
+    histograms it was made from, by key)."""
+    vocab = run.vocab
+    hists, counters = report.interval_deltas(cur, prev)
+    stages = {}
+    for stage in run.stages:
+        s = _summary_with_hist(hists[stage])
+        if stage in run.classes:
+            s["by_class"] = {c: hists["%s.%s" % (stage, c)].summary()
+                             for c in vocab.op_classes}
+        stages[stage] = s
+    rec = {
+        "type": "interval",
+        "ts": round(ts, 6),
+        "interval_s": round(secs, 3),
+        "pid": run.pid,
+        "ceph_version": run.version,
+        "stages": stages,
+        "unavailable": dict(run.unavailable),
+        "lost": report.split_counters(counters, vocab),
+        "in_flight": in_flight,
+        "call_bias_us": round(run.call_bias_ns / 1000.0, 3),
+    }
+    if run.kernel:
+        _kernel_part(run, rec, hists, counters, cur, prev, secs)
+    return rec, hists
+
+
+def _devices(cur, prev):
+    """Block requests per device over the interval."""
+    out = {}
+    for dev, d in cur.devs.items():
+        p = prev.devs.get(dev, {}) if prev else {}
+        n = d["count"] - p.get("count", 0)
+        if n:
+            out[dev] = {"count": n,
+                        "mean_us": round((d["sum_ns"] - p.get("sum_ns", 0)) /
+                                         max(1, n) / 1000, 1),
+                        "bytes": d["bytes"] - p.get("bytes", 0)}
+    return out
+
+
+def _kernel_part(run, rec, hists, counters, cur, prev, secs):
+    """The kernel stages, thread roles, attribution, shards and verdict;
+    the histograms they used are added to `hists`."""
+    roles, vocab = run.roles, run.vocab
+    kst, per_role = report.kernel_stages(hists, roles, vocab)
+    kernel = {}
+    for name in vocab.kernel:
+        s = _summary_with_hist(kst[name])
+        if name in per_role:
+            s["by_role"] = {r: _summary_with_hist(rh)
+                            for r, rh in per_role[name].items()}
+        kernel[name] = s
+    kernel["block_rq"]["by_device"] = _devices(cur, prev)
+    threads = report.thread_table(cur, prev, roles, secs)
+    rec["kernel"] = kernel
+    rec["threads"] = threads
+    worker = roles.names[roles.worker]
+    attr = wakers = None
+    if "queue_wait" in run.stages:
+        attr, wakers = report.attribution(hists, counters, vocab)
+        rec["attribution"] = attr
+        rec["wakers"] = wakers
+        rec["shards"] = report.shard_table(cur, prev, cur.threads)
+        rec["worker_sleep_pct"] = threads.get(worker, {}).get("offcpu_pct")
+    stage_hists = {k: hists[k] for k in run.stages}
+    cause, text = report.verdict(stage_hists, kst, attr, wakers, threads,
+                                 worker)
+    rec["cause"] = cause
+    rec["verdict"] = text
+    hists.update({"kernel." + k: v for k, v in kst.items()})
+    for stage, per in per_role.items():
+        hists.update({"role.%s.%s" % (stage, r): h for r, h in per.items()})
+    rec["worker_role"] = worker

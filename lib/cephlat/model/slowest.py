@@ -1,0 +1,40 @@
+"""The slowest ops of a capture window, each with every stage, the worker
+that dequeued it and how that worker was woken (osdstage -r --slowest)."""
+
+
+def slowest(cap, ops, n):
+    """The n slowest ops (op_total, else queue_wait) as JSON-able dicts."""
+    rows = []
+    for o in sorted(ops, key=lambda o: o.key_ns(), reverse=True)[:n]:
+        deq = o.deq or {}
+        row = {
+            "op": "0x%x" % o.op, "class": o.op_class(cap.rules),
+            "enqueue": {"ts": round(cap.wall(o.enq_ns), 6),
+                        "tid": o.enq_tid, "thread": cap.comm(o.enq_tid)},
+            "total_us": round(o.done["op_total_ns"] / 1000, 1)
+            if o.done and o.done["total_valid"] else None,
+        }
+        if o.deq:
+            row["dequeue"] = {
+                "at_us": round((deq["ts"] - o.enq_ns) / 1000, 1),
+                "tid": deq["tid"], "thread": cap.comm(deq["tid"])}
+            row["queue_wait_us"] = round(deq["queue_wait_ns"] / 1000, 1)
+            row["woken"] = {
+                "by": cap.rules.label("wake", deq["wake"])
+                if deq["attributed"] else None,
+                "waker_tid": deq["waker_tid"] or None,
+                "waker": cap.comm(deq["waker_tid"]) if deq["waker_tid"]
+                else None}
+            if deq["attributed"]:
+                for part in cap.vocab.attr_parts:
+                    row["woken"][part + "_us"] = round(
+                        deq[part + "_ns"] / 1000, 1)
+        row["stages"] = [{"stage": s, "start_us": round((a - o.enq_ns) / 1000,
+                                                        1),
+                          "end_us": round((b - o.enq_ns) / 1000, 1)}
+                         for s, a, b in sorted(o.stages, key=lambda x: x[1])]
+        if o.done:
+            row["done_us"] = round((o.done["ts"] - o.enq_ns) / 1000, 1)
+        rows.append(row)
+    return rows
+

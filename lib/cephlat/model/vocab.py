@@ -1,0 +1,94 @@
+"""The names a report is made of - stages, op classes, attribution parts,
+kernel stages, per-role stages, counters - derived from the BPF side's
+enums by the naming rules of probes/osdstage.h.
+
+Live runs take the enums from the build (build/osdstage.abi.json); a
+capture carries the enums it was recorded with, so reading it needs no
+build and no agreement with the running code.
+"""
+from .. import abi as abimod
+
+# the enums a report needs (a capture stores these)
+ENUMS = ("stage_id", "counter_id", "op_class", "wake_kind", "tstate_kind",
+         "osdstage_limits")
+
+
+def _key(enumerator, prefix):
+    return enumerator[len(prefix):].lower().replace("__", ".")
+
+
+class Vocab:
+    def __init__(self, enums):
+        """enums: {enum name: [[enumerator, value], ...]}"""
+        self.enums = {k: [list(p) for p in enums[k]] for k in ENUMS}
+        lim = dict((n, v) for n, v in enums["osdstage_limits"])
+        self.max_roles, self.max_stages = lim["MAX_ROLES"], lim["MAX_STAGES"]
+        self.op_classes = abimod.labels(enums["op_class"])
+        self.wakes = abimod.labels(enums["wake_kind"])
+        self.states = abimod.labels(enums["tstate_kind"])
+        self._stages(enums["stage_id"])
+        self.counters, self.result_counters = [], set()
+        results = False
+        for n, _ in sorted(enums["counter_id"], key=lambda p: p[1]):
+            if n == "CNT__RESULTS":
+                results = True
+            elif not n.startswith("CNT__"):
+                self.counters.append(_key(n, "CNT_"))
+                if results:
+                    self.result_counters.add(self.counters[-1])
+
+    def _stages(self, pairs):
+        self.stage_ids = {}          # report key -> stats map id
+        self.probed, self.kernel, self.class_split = [], [], []
+        self.attr_parts, self.role_stages = [], []
+        section = "probed"
+        for n, v in pairs:
+            if n.startswith("ST__"):
+                if n == "ST__PROBED":
+                    section = "derived"
+                elif n == "ST__KERNEL":
+                    section = "kernel"
+                elif n == "ST__CALIB":
+                    self.calib_id = v
+                elif n == "ST__COUNT":
+                    self.n_ids = v
+                continue
+            key = _key(n, "ST_")
+            if key.endswith(".role"):
+                base = key[:-len(".role")]
+                self.role_stages.append((base, v))
+                self.kernel.append(base)
+                for r in range(self.max_roles):
+                    self.stage_ids["%s.%d" % (base, r)] = v + r
+                continue
+            self.stage_ids[key] = v
+            if section == "probed":
+                self.probed.append(key)
+            elif section == "kernel":
+                self.kernel.append(key)
+            else:
+                base, _, part = key.partition(".")
+                if part in self.op_classes:
+                    if base not in self.class_split:
+                        self.class_split.append(base)
+                elif base == "attr":
+                    self.attr_parts.append(part)
+
+    def stage_labels(self):
+        """Labels of every stats map id (None where unused)."""
+        out = [None] * self.n_ids
+        for k, v in self.stage_ids.items():
+            out[v] = k
+        return out
+
+
+_LIVE = {}
+
+
+def live(bpf_dir=None):
+    """The vocabulary of the build (cached)."""
+    a = abimod.load("osdstage", bpf_dir)
+    v = _LIVE.get(a.path)
+    if v is None:
+        v = _LIVE[a.path] = Vocab(a.enums)
+    return v

@@ -1,0 +1,128 @@
+"""librbd client I/O recorded with eBPF: uprobes on the client's librbd
+and librados (probes/rbdrecord.bpf.c), their records drained from the
+ring buffer, decoded (records.py) and written as a CTF trace of librbd's
+own tracepoints (events.py)."""
+import collections
+import ctypes
+import os
+import socket
+import struct
+import time
+
+from . import events, records
+from .. import abi as abimod
+from ..capture import ctf
+from ..engine import bpf, native
+from ..engine.elfsym import ElfSymbols
+from ..errors import UserError
+
+# (library, symbol, programs of probes/rbdrecord.bpf.c attached to it):
+# entry or return probe as the program's section says (the build's ABI)
+PROBES = [
+    ("librados", "rados_ioctx_create", ("ioctx_create", "ioctx_create_ret")),
+    ("librbd", "rbd_open", ("open_rw", "open_ret")),
+    ("librbd", "rbd_open_read_only", ("open_ro", "open_ret")),
+    ("librbd", "rbd_close", ("close_enter", "close_ret")),
+    ("librbd", "rbd_aio_read", ("aio_read", "aio_ret")),
+    ("librbd", "rbd_aio_read2", ("aio_read2", "aio_ret")),
+    ("librbd", "rbd_aio_write", ("aio_write", "aio_ret")),
+    ("librbd", "rbd_aio_write2", ("aio_write2", "aio_ret")),
+    ("librbd", "rbd_aio_discard", ("aio_discard", "aio_ret")),
+    ("librbd", "rbd_aio_flush", ("aio_flush", "aio_ret")),
+    ("librbd", "rbd_aio_writesame", ("aio_writesame", "aio_ret")),
+    ("librbd", "rbd_aio_write_zeroes", ("aio_write_zeroes", "aio_ret")),
+    ("librbd", "rbd_aio_get_return_value", ("get_rval", "get_rval_ret")),
+    ("librbd", "rbd_aio_release", ("aio_release",)),
+]
+
+
+def open_trace(path, env, clock_offset_ns):
+    """A new eBPF-mode trace at `path` (made ready by outdir.prepare):
+    env tool = rbdrecord is what outdir recognizes as ours."""
+    return ctf.Writer(path, events.event_classes(),
+                      env=dict({"tool": "rbdrecord", "mode": "ebpf"}, **env),
+                      clock_offset_ns=clock_offset_ns, force=True,
+                      event_context=events.CONTEXT, whole_packets=False)
+
+
+class EbpfRecorder:
+    """Uprobes on the client's librbd/librados, drained into a trace."""
+
+    POLL_S = 0.1
+
+    def __init__(self, pid, out_dir, libs, bpf_dir, comm=None):
+        self.pid, self.out_dir = pid, out_dir
+        self.abi = abimod.load("rbdrecord", bpf_dir)
+        self.obj = bpf.BPFObject(os.path.join(bpf_dir, "rbdrecord.bpf.o"))
+        self.obj.set_rodata(self.abi.ctypes_globals(".rodata")(
+            targ_tgid=pid))
+        self.libs = libs
+        self.bpf_dir = bpf_dir
+        self.comm = comm
+        self.reordered = 0
+        self.counts = collections.Counter()
+        self._last_ts = 0
+
+    def start(self):
+        self.obj.load()
+        for lib, path in self.libs.items():
+            with ElfSymbols(path) as elf:
+                for plib, sym, progs in PROBES:
+                    found = elf.find(sym) if plib == lib else None
+                    if not found:
+                        continue    # e.g. rbd_aio_write_zeroes before 15.2
+                    for p in progs:
+                        self.obj.attach_uprobe(
+                            p, path, found[0].offset, pid=self.pid,
+                            retprobe=self.abi.programs[p] == "uretprobe",
+                            what=sym)
+        self.lib = lib = native.load(self.bpf_dir)
+        self.h = lib.raw_open(self.obj.map("events").fd)
+        if not self.h:
+            raise UserError("cannot read the ring buffer")
+        self.decoder = records.Decoder(self.pid, self.abi)
+        mono, wall = time.monotonic_ns(), time.time_ns()
+        env = {"hostname": socket.gethostname(), "pid": self.pid,
+               "procname": self.comm or "", "librbd": self.libs.get(
+                   "librbd", "")}
+        self.writer = open_trace(self.out_dir, env, wall - mono)
+
+    def poll(self):
+        n = self.lib.raw_consume(self.h)
+        if n < 0:
+            raise UserError("reading the ring buffer failed: %s" %
+                            os.strerror(-n))
+        if not n:
+            return 0
+        data = ctypes.string_at(self.lib.raw_data(self.h), n)
+        self.lib.raw_reset(self.h)
+        evs = self.decoder.decode(data)
+        evs.sort(key=lambda e: e[0])
+        for ts, name, ctx, vals in evs:
+            if ts < self._last_ts:       # raced the previous batch
+                ts = self._last_ts
+                self.reordered += 1
+            self._last_ts = ts
+            self.writer.write(name, ts, *vals, ctx=ctx)
+            self.counts[name] += 1
+        return len(evs)
+
+    def lost(self):
+        """{label of enum rbd_lost: count}: "ring", "completions"."""
+        m = self.obj.map("lost")
+        labels = self.abi.labels("rbd_lost")
+        out = {}
+        for i in range(self.abi.enum("rbd_lost")["RBD_LOST__COUNT"]):
+            raw = m.lookup(struct.pack("<I", i), 8)
+            out[labels[i]] = struct.unpack("<Q", raw)[0] if raw else 0
+        return out
+
+    def stop(self):
+        """Detach, drain, close the trace. -> (counts, lost, reordered)"""
+        self.obj.detach()
+        self.poll()
+        lost = self.lost()
+        self.writer.close()
+        self.lib.raw_close(self.h)
+        self.obj.close()
+        return self.counts, lost, self.reordered

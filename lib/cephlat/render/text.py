@@ -1,0 +1,184 @@
+"""Text rendering of reports (bcc-style histograms and tables), of the
+slowest ops of a capture window, and of the OSD list."""
+import textwrap
+import time
+
+from ..model import report
+from ..model.hist import render_log2
+
+
+def _row(out, fmt, div, name, s):
+    out.write(fmt % (name, s["count"], s["mean_us"] / div, s["p50_us"] / div,
+                     s["p90_us"] / div, s["p99_us"] / div, s["max_us"] / div))
+
+
+def print_text(out, args, rec, hists):
+    """One report as text: histograms, the summary table, thread roles,
+    the attribution, shards and the verdict. args: .milliseconds,
+    .timestamp."""
+    unit, unit_us = ("msecs", 1000) if args.milliseconds else ("usecs", 1)
+    if args.timestamp:
+        out.write("%s\n" % time.strftime("%H:%M:%S", time.localtime(rec["ts"])))
+    _histograms(out, rec, hists, unit, unit_us)
+    _summary_table(out, args, rec)
+    if rec.get("threads"):
+        _thread_roles(out, rec["threads"])
+    if rec.get("attribution"):
+        _attribution(out, rec)
+    if rec.get("verdict"):
+        out.write("\nVERDICT (%s):\n" % report.CAUSES.get(rec["cause"],
+                                                         rec["cause"]))
+        for line in rec["verdict"].splitlines():
+            out.write(textwrap.fill(line, 78, initial_indent="  ",
+                                    subsequent_indent="    ") + "\n")
+    for stage, why in rec["unavailable"].items():
+        out.write("unavailable: %s: %s\n" % (stage, why))
+    lost = {k: v for k, v in rec["lost"].items() if v}
+    if lost:
+        out.write("lost: %s\n" % ", ".join("%s=%d" % kv for kv in lost.items()))
+    out.flush()
+
+
+def _histograms(out, rec, hists, unit, unit_us):
+    for stage in rec["stages"]:
+        out.write("\nstage = %s\n" % stage)
+        lines = render_log2(hists[stage].log2_buckets(unit_us), unit)
+        out.write("\n".join(lines) + "\n" if lines else "     (no events)\n")
+    worker = rec.get("worker_role")
+    for stage in ("offcpu", "wakeup_delay", "block_rq", "syncfs"):
+        if not rec.get("kernel", {}).get(stage, {}).get("count"):
+            continue
+        out.write("\nkernel stage = %s\n" % stage)
+        out.write("\n".join(render_log2(
+            hists["kernel." + stage].log2_buckets(unit_us), unit)) + "\n")
+        wh = hists.get("role.%s.%s" % (stage, worker))
+        if wh is not None and wh.count:
+            out.write("\nkernel stage = %s, %s threads only\n" % (stage,
+                                                                  worker))
+            out.write("\n".join(render_log2(wh.log2_buckets(unit_us),
+                                             unit)) + "\n")
+
+
+def _summary_table(out, args, rec):
+    div = 1000.0 if args.milliseconds else 1.0
+    out.write("\n%-20s %9s %9s %9s %9s %9s %9s\n" % (
+        "STAGE", "COUNT", "MEAN", "P50", "P90", "P99", "MAX"))
+    fmt = "%-20s %9d %9.3f %9.3f %9.3f %9.3f %9.3f\n" if args.milliseconds \
+        else "%-20s %9d %9.1f %9.1f %9.1f %9.1f %9.1f\n"
+    for stage, s in rec["stages"].items():
+        _row(out, fmt, div, stage, s)
+        for cls, cs in s.get("by_class", {}).items():
+            if cs["count"]:
+                _row(out, fmt, div, "  " + cls, cs)
+    for stage, s in rec.get("kernel", {}).items():
+        if s["count"]:
+            _row(out, fmt, div, stage, s)
+    out.write("(%s; interval %.1f s%s)\n" % (
+        "ms" if args.milliseconds else "us", rec["interval_s"],
+        "; probe cost %.1f us/call subtracted" % rec["call_bias_us"]
+        if rec["call_bias_us"] and rec["stages"] else ""))
+    ov = rec.get("overhead")
+    if ov:
+        out.write("estimated tracing cost: %.2f %% of CPU time%s\n" % (
+            ov["estimated_pct"],
+            " (bound %g %%: attached %d %% of the time, %.2f %% at full "
+            "rate)" % (ov["bound_pct"], round(100 * ov["attached_fraction"]),
+                       ov["full_rate_pct"]) if ov["bound_pct"] else ""))
+
+
+def _thread_roles(out, threads):
+    out.write("\n%-16s %7s %8s %8s %12s %9s\n" % (
+        "THREAD ROLE", "THREADS", "%OFFCPU", "%RUNQ", "%FUTEX/OFF",
+        "WAKEUPS"))
+    for role, t in threads.items():
+        out.write("%-16s %7d %8.1f %8.1f %12.1f %9d\n" % (
+            role, t["threads"], t["offcpu_pct"], t["runq_pct"],
+            t["futex_pct_of_offcpu"], t["wakeups"]))
+
+
+_ATTR_LABELS = {"busy": "worker busy", "signal": "signal delay (asleep)",
+                "runq": "run-queue delay", "pickup": "pickup"}
+
+
+def _attribution(out, rec):
+    a, w = rec["attribution"], rec["wakers"]
+    out.write("\n%-26s %9s %9s %9s %7s\n" % (
+        "QUEUE_WAIT ATTRIBUTION", "MEAN", "P50", "P99", "SHARE"))
+    for part, v in a.items():
+        out.write("%-26s %9.1f %9.1f %9.1f %6.0f%%\n" % (
+            _ATTR_LABELS.get(part, part), v["mean_us"], v["p50_us"],
+            v["p99_us"], 100 * v["share"]))
+    out.write("workers that slept with the op queued were woken by: the "
+              "enqueuer %d,\nanother thread %d, their timed wait %d; "
+              "timed waits that found work: %d\n" % (
+                  w["enqueuer"], w["other"], w["timeout"],
+                  w["timeouts_with_work"]))
+    if not rec.get("shards"):
+        return
+    out.write("\n%-6s %7s %8s %9s %6s %6s %6s %6s %8s\n" % (
+        "SHARD", "WORKERS", "OPS", "QWAIT_US", "BUSY", "SIGNAL",
+        "RUNQ", "PICKUP", "TIMEOUTS"))
+    for r in rec["shards"]:
+        out.write("%-6s %7d %8d %9.1f %5.0f%% %5.0f%% %5.0f%% %5.0f%% "
+                  "%8d\n" % (
+                      r["shard"], r["workers"], r["ops"],
+                      r["queue_wait_mean_us"], 100 * r["busy"],
+                      100 * r["signal"], 100 * r["runq"],
+                      100 * r["pickup"], r["timeouts_with_work"]))
+
+
+def print_slowest(out, rows):
+    out.write("\nSLOWEST OPS (times in us from the enqueue)\n")
+    for i, r in enumerate(rows, 1):
+        out.write("%d. op %s%s: %s, queue_wait %s us\n" % (
+            i, r["op"], " " + r["class"] if r["class"] else "",
+            "%s us in all" % r["total_us"] if r["total_us"] is not None
+            else "completion not probed",
+            r.get("queue_wait_us", "?")))
+        out.write("   enqueued %s by %s (%d)\n" % (
+            time.strftime("%H:%M:%S", time.localtime(r["enqueue"]["ts"])) +
+            ("%.6f" % (r["enqueue"]["ts"] % 1))[1:],
+            r["enqueue"]["thread"], r["enqueue"]["tid"]))
+        if "dequeue" in r:
+            w = r["woken"]
+            how = ("how it was woken is unknown (no kernel stages)"
+                   if w["by"] is None else
+                   "was running (worker busy %s us)" % w["busy_us"]
+                   if w["by"] == "none" else
+                   "woken by %s%s: signal %s us, run queue %s us, pickup %s "
+                   "us" % ({"enqueuer": "the enqueuer", "other": "another "
+                            "thread", "timeout": "its timed wait expiring "
+                            "(timeout)"}[w["by"]],
+                           " %s (%d)" % (w["waker"], w["waker_tid"])
+                           if w["waker_tid"] and w["by"] != "timeout" else "",
+                           w["signal_us"], w["runq_us"], w["pickup_us"]))
+            out.write("   +%s dequeued by %s (%d); %s\n" % (
+                r["dequeue"]["at_us"], r["dequeue"]["thread"],
+                r["dequeue"]["tid"], how))
+        for st in r["stages"]:
+            out.write("   +%s..+%s %s\n" % (st["start_us"], st["end_us"],
+                                            st["stage"]))
+        if "done_us" in r:
+            out.write("   +%s done\n" % r["done_us"])
+    out.flush()
+
+
+def print_list(out, rows):
+    """The OSD list (ceph/inventory.py) as a table."""
+    if not rows:
+        out.write("no ceph-osd process is running\n")
+        return
+    out.write("%-6s %-8s %-10s %-9s %s\n" % ("OSD", "PID", "VERSION",
+                                             "RELEASE", "STAGES"))
+    for r in rows:
+        ok = [s for s, v in r["stages"].items() if v == "ok"]
+        stages = "all %d" % len(ok) if ok and len(ok) == len(r["stages"]) \
+            else (",".join(ok) or "-")
+        out.write("%-6s %-8d %-10s %-9s %s\n" % (
+            r["osd"] or "?", r["pid"], r["ceph_version"] or "?",
+            r["release"] or "?", stages))
+        if r.get("error"):
+            out.write("       %s\n" % r["error"])
+        for s, v in r["stages"].items():
+            if v != "ok":
+                out.write("       %s: %s\n" % (s, v))
