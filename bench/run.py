@@ -232,8 +232,8 @@ def cost_per_op(env, pid, asok, rw, secs):
                  if s["run_cnt"] else 0.0,
                  "runs_per_op": round(s["run_cnt"] / ops, 2)}
              for n, s in stats.items()}
-    uprobe_hits = sum(progs.get(n, {}).get("runs", 0)
-                      for n in ("stage_entry", "stage_return", "op_event"))
+    uprobe_hits = sum(progs.get(n, {}).get("runs", 0) for n in
+                      abi.load("osdstage").programs_in("uprobe", "uretprobe"))
     return {"ops": ops, "programs": progs,
             "hits_per_op": round(uprobe_hits / ops, 2),
             "all_runs_per_op": round(sum(p["runs"] for p in progs.values())

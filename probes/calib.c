@@ -1,5 +1,5 @@
 /* calib.c - a function for measuring what a uprobe + uretprobe pair adds
- * to a timed call on this machine (lib/cephlat/stagetrace.py calibrate()).
+ * to a timed call on this machine (lib/cephlat/engine/tracer.py _calibrate()).
  *
  * Built without optimisation and without CET so that, like Ceph's
  * functions, it starts with `push %rbp`, which the kernel emulates instead

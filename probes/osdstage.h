@@ -211,7 +211,8 @@ struct role_prefix {
 /* ------------------------------------------------------------------------
  * Capture events (osdstage -w): one per measurement, in the "events" ring
  * buffer. Each record is laid out exactly as a CTF event of the capture's
- * metadata (lib/cephlat/capture.py, which names every field): the header,
+ * metadata (lib/cephlat/capture/format.py names every field from this
+ * header through the build): the header,
  * then the payload, byte-packed. The recorder (lib/native/recorder.c)
  * copies records unchanged into the stream file of `cpu`.
  * `interval` is the report interval the measurement was counted in (the

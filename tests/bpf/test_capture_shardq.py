@@ -265,3 +265,13 @@ def test_recording_until_stopped(shardq_exe, tmp_path, sig):
         assert "no end marker" in p.stderr
         # events reach the files at least every second
         assert n > 300 and rec["type"] == "window"
+
+
+def test_capture_names_its_format_and_vocabulary(shardq_runs):
+    from cephlat.capture.format import FORMAT
+    from cephlat.model.vocab import live
+    _, _, cap = shardq_runs["normal"]
+    from cephlat.capture.ctf import Trace
+    env = Trace(cap).env
+    assert int(env["format"]) == FORMAT
+    assert json.loads(env["vocab"]) == live().enums

@@ -11,7 +11,8 @@ import pytest
 from cephlat.ceph import probetable
 from cephlat.engine.elfsym import ElfSymbols
 from cephlat.ceph.probetable import Func, Release
-from cephlat.engine.tracer import StageTracer, resolve
+from cephlat.engine.plan import resolve
+from cephlat.engine.tracer import StageTracer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -13,7 +13,8 @@ import pytest
 
 from cephlat.engine.elfsym import ElfSymbols
 from cephlat.model.hist import slot_bounds_us
-from cephlat.engine.tracer import Plan, StageTracer
+from cephlat.engine.plan import Plan
+from cephlat.engine.tracer import StageTracer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SLEEPER_SRC = os.path.join(HERE, "progs", "sleeper.cc")

@@ -29,7 +29,8 @@ def test_bench_smoke(lab, tmp_path):
     assert r["recorder"]["events_per_s"] > 10000
     assert r["recorder"]["lab_peak_cpu_pct"] == rec["recorder_cpu_pct"]
     assert r["modes"]["bounded"]["randread"]["estimated_pct"] is not None
-    for name in ("stage_entry", "stage_return", "op_event", "on_switch"):
+    for name in ("stage_entry", "stage_return", "op_enqueue", "op_dequeue",
+                 "op_done", "on_switch"):
         prog = r["programs"][name]
         assert prog["runs"] > 0 and 0 < prog["avg_ns"] < 100000, (name, prog)
     # 13 probes: 4 entry/return pairs + 3 op events per read

@@ -4,10 +4,14 @@ tests/fixtures/expected/ holds what `osdstage.py -r` printed for them
 then (tests/fixtures/README.md)."""
 import json
 import os
+import shutil
 
 import pytest
 
-from conftest import OSDSTAGE, REPO, run_tool
+from cephlat.capture.format import FORMAT
+from cephlat.model.vocab import live as live_vocab
+
+from conftest import OSDSTAGE, REPO, assert_one_line_error, run_tool
 
 FIX = os.path.join(REPO, "tests", "fixtures")
 EXP = os.path.join(FIX, "expected")
@@ -69,3 +73,44 @@ def test_old_capture_draws_the_same_pictures(tmp_path, cap, args, files):
             assert json.loads(got) == json.loads(want)
         else:
             assert got == want
+
+
+def _copy(tmp_path, cap, edit):
+    """A copy of fixture `cap` with its metadata text edited."""
+    dst = tmp_path / cap
+    shutil.copytree(os.path.join(FIX, cap + "-v0.ctf"), str(dst))
+    meta = dst / "metadata"
+    meta.write_text(edit(meta.read_text()))
+    return str(dst)
+
+
+def _env(text, line):
+    return text.replace("env {\n", "env {\n\t%s\n" % line, 1)
+
+
+def test_a_newer_format_is_refused_in_one_line(tmp_path):
+    cap = _copy(tmp_path, "shardq", lambda t: _env(t, "format = 99;"))
+    p = run_tool([OSDSTAGE, "-r", cap, "-j"])
+    assert_one_line_error(p, "capture format 99, newer than this osdstage "
+                             "reads (%d)" % FORMAT)
+
+
+def test_enum_values_are_read_with_the_captures_own_labels(tmp_path):
+    """A format-1 capture whose stage ids differ from this build's: the
+    reader names each stage by the capture's labels, not by the running
+    code's ids."""
+    vocab = json.dumps(live_vocab().enums, sort_keys=True)
+
+    def swap(text):
+        text = text.replace('"dequeue_op" = 1, "do_op" = 2',
+                            '"do_op" = 1, "dequeue_op" = 2')
+        text = _env(text, 'vocab = "%s";' % vocab.replace('"', '\\"'))
+        return _env(text, "format = 1;")
+    want = json.loads(_read("lab", ["-j"]).stdout.splitlines()[0])
+    p = run_tool([OSDSTAGE, "-r", _copy(tmp_path, "lab", swap), "-j"])
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout.splitlines()[0])
+    assert got["stages"]["do_op"]["count"] == \
+        want["stages"]["dequeue_op"]["count"]
+    assert got["stages"]["dequeue_op"] == want["stages"]["do_op"]
+    assert got["stages"]["queue_wait"] == want["stages"]["queue_wait"]

@@ -96,42 +96,97 @@ def test_ring_bytes_is_a_power_of_two_pages():
 
 
 RBD_OBJ = os.path.join(BUILD, "rbdrecord.bpf.o")
+RBD_RECORDS = ("rbd_open_rec", "rbd_close_rec", "rbd_aio_rec",
+               "rbd_complete_rec")
+RBD_NESTED = {"h": "rbd_hdr", "img": "rbd_image_info"}   # member -> struct
+
+
+def _rbd_abi():
+    need(os.path.exists(RBD_OBJ) and os.path.exists(
+        os.path.join(BUILD, "rbdrecord.abi.json")),
+        "BPF objects not built (run: make)")
+    from cephlat import abi
+    return abi.load("rbdrecord", BUILD)
+
+
+def _dwarf_offsets(structs, name, prefix="", base=0):
+    """{value name as records.Layout names it: offset} from the DWARF"""
+    out = {}
+    for member, off in structs[name][1]:
+        if member in RBD_NESTED:
+            out.update(_dwarf_offsets(structs, RBD_NESTED[member],
+                                      prefix + member + ".", base + off))
+        else:
+            out[prefix + member] = base + off
+    return out
 
 
 def test_rbdrecord_records_match_the_decoder():
-    """lib/cephlat/rbdtrace.py unpacks probes/rbdrecord.h's records."""
-    need(os.path.exists(RBD_OBJ), "BPF objects not built (run: make)")
-    from cephlat.rbd import trace as rbdtrace
+    """lib/cephlat/rbd/records.py unpacks probes/rbdrecord.h's records with
+    the layouts of the build's ABI: each value where the object's DWARF
+    puts it, the ids and ops of the header's enums."""
+    from cephlat.rbd import records
+    a = _rbd_abi()
     structs = _dwarf(RBD_OBJ, prefix=b"rbd_")
-    hdr = structs["rbd_hdr"][0]
-    assert hdr == rbdtrace.HDR.size
-    for name, st in (("rbd_open_rec", rbdtrace.OPEN),
-                     ("rbd_close_rec", rbdtrace.CLOSE),
-                     ("rbd_aio_rec", rbdtrace.AIO),
-                     ("rbd_complete_rec", rbdtrace.COMPLETE)):
-        assert structs[name][0] == hdr + st.size, name
-    assert structs["rbd_image_info"][0] == (rbdtrace.NAME_LEN +
-                                            rbdtrace.SNAP_LEN +
-                                            rbdtrace.POOL_LEN + 1)
+    hdr = records.Layout(a, "rbd_hdr")
+    assert structs["rbd_hdr"][0] == hdr.size
+    for name in RBD_RECORDS + ("rbd_hdr", "rbd_image_info"):
+        lay = records.Layout(a, name)
+        assert structs[name][0] == lay.size, name
+        where = _dwarf_offsets(structs, name)
+        assert sorted(lay.names) == sorted(where), name
+        for value in lay.names:
+            raw = lay.pack(**{value: b"\x01" if value in lay.strings
+                              else 1})
+            assert raw.index(1) == where[value], (name, value)
+    # the names: char arrays of the header's lengths, read as bytes
+    img = structs["rbd_image_info"][1]
+    lengths = [b - a for (_, a), (_, b) in zip(img, img[1:])]
+    name, snap, pool = records.Layout(a, "rbd_open_rec").reader(
+        "img.name", "img.snap", "img.pool")(bytes(1000), 0)
+    assert [len(name), len(snap), len(pool)] == lengths
+    assert structs["rbd_image_info"][0] == sum(lengths) + 1
     ev = header_enum("rbd_ev", "rbdrecord.h")
-    assert [ev[k] for k in ("RBD_OPEN_IMAGE", "RBD_CLOSE_IMAGE_ENTER",
-                            "RBD_CLOSE_IMAGE_EXIT", "RBD_AIO_ENTER",
-                            "RBD_AIO_EXIT", "RBD_AIO_COMPLETE")] == [
-        rbdtrace.EV_OPEN, rbdtrace.EV_CLOSE_ENTER, rbdtrace.EV_CLOSE_EXIT,
-        rbdtrace.EV_AIO_ENTER, rbdtrace.EV_AIO_EXIT, rbdtrace.EV_COMPLETE]
+    assert a.enum("rbd_ev") == ev
+    # every record kind is decoded
+    assert set(records.Decoder(1, a)._by_ev) == set(ev.values())
     ops = header_enum("rbd_op", "rbdrecord.h")
     assert [k[len("RBD_OP_"):].lower() for k, v in sorted(
         ops.items(), key=lambda kv: kv[1]) if k != "RBD_OP__COUNT"] == \
-        rbdtrace.OPS
+        records.ops(a)
+
+
+def test_rbdrecord_programs_and_settings_are_the_objects():
+    """Every program of probes/rbdrecord.bpf.c is attached (ebpf.PROBES,
+    entry or return as its section says), .rodata is laid out as the
+    object has it, the "lost" slots are enum rbd_lost."""
+    from cephlat.rbd import ebpf, events, records
+    a = _rbd_abi()
+    attached = {p for _, _, progs in ebpf.PROBES for p in progs}
+    assert attached == set(a.programs)
+    assert set(a.programs.values()) == {"uprobe", "uretprobe"}
+    with open(RBD_OBJ, "rb") as f:
+        elf = ELFFile(f)
+        sym = elf.get_section_by_name(".symtab").get_symbol_by_name(
+            "targ_tgid")[0]
+        assert elf.get_section(sym["st_shndx"]).name == ".rodata"
+        ro = a.ctypes_globals(".rodata")
+        assert (ro.targ_tgid.offset, ro.targ_tgid.size) == (
+            sym["st_value"], sym["st_size"])
+    lost = header_enum("rbd_lost", "rbdrecord.h")
+    assert a.enum("rbd_lost") == lost
+    assert a.labels("rbd_lost")[:lost["RBD_LOST__COUNT"]] == [
+        "ring", "completions"]
+    # each op of enum rbd_op has its events
+    assert set(events.ENTER) == set(events.EXIT) == set(records.ops(a))
 
 
 def test_librbd_event_names_are_the_tracepoints():
-    from cephlat.rbd import trace as rbdtrace
-    names = {c.name for c in rbdtrace.event_classes()}
-    assert set(rbdtrace.ENTER.values()) | set(rbdtrace.EXIT.values()) <= \
-        names
+    from cephlat.rbd import events
+    names = {c.name for c in events.event_classes()}
+    assert set(events.ENTER.values()) | set(events.EXIT.values()) <= names
     # the fields rbd-replay-prep reads, by name
-    by = {c.name: c.names for c in rbdtrace.event_classes()}
+    by = {c.name: c.names for c in events.event_classes()}
     assert {"name", "snap_name", "read_only", "imagectx", "offset", "length",
             "completion"} <= set(by["librbd:aio_read_enter"])
     assert {"off", "len", "completion"} <= set(by["librbd:aio_write_enter"])

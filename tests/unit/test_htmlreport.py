@@ -15,7 +15,7 @@ from browser import chromium, console_lines, dom
 from conftest import need
 from cephlat.model import report
 from cephlat.render import html as htmlreport
-from cephlat.render import perfetto
+from cephlat.render import html_timeline, perfetto
 from cephlat.model.hist import Hist
 
 T0 = 10_000_000_000
@@ -196,7 +196,7 @@ def test_html_structure_without_a_browser(capture):
 
 
 def test_html_caps_ops(capture, monkeypatch):
-    monkeypatch.setattr(htmlreport, "MAX_OPS", 50)
+    monkeypatch.setattr(html_timeline, "MAX_OPS", 50)
     page = htmlreport.render(*capture)
     assert dom(page).classes["op"] == 50
     assert "drawing the first 50 of 200 ops" in page
@@ -214,7 +214,7 @@ def test_html_merges_short_cpu_states(capture):
     page = htmlreport.render(rec, dict(tl, lanes=tl["lanes"] + [lane]))
     d = dom(page)
     drawn = d.classes.get("cpu-run", 0) + d.classes.get("cpu-sleep", 0)
-    assert drawn < 5 * htmlreport.PLOT_W
+    assert drawn < 5 * html_timeline.PLOT_W
     assert "scheduler states merged into runs" in page
     assert re.search(r"<title>[^<]*: running [67]\d %, sleeping [23]\d %<",
                      page)

@@ -5,7 +5,7 @@ import os
 
 from cephlat.ceph import probetable
 from cephlat.engine.elfsym import ElfSymbols
-from cephlat.engine.tracer import resolve
+from cephlat.engine.plan import resolve
 
 from conftest import need
 

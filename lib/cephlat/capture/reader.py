@@ -17,7 +17,8 @@ import os
 
 from .ctf import Trace
 from .format import DEV_FIELDS, FORMAT, THREAD_FIELDS
-from ..engine.tracer import Roles, Snapshot
+from ..model.roles import Roles
+from ..model.snapshot import Snapshot
 from ..errors import UserError
 from ..model.events import (SHARD_FIELDS, WAKER_COUNTERS, Rules, ThreadStates,
                             accrue)

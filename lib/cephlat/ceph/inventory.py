@@ -1,6 +1,6 @@
 """The ceph-osd processes of this host and what can be probed in each."""
 from ..engine.elfsym import ElfSymbols
-from ..engine.tracer import resolve
+from ..engine.plan import resolve
 from ..errors import UserError
 from . import probetable
 from .target import Target, find_ceph_osds

@@ -66,10 +66,23 @@ class Func:
 
 
 class Release:
-    def __init__(self, key, name, funcs, rmw=None, verified=False):
+    def __init__(self, key, name, funcs, rmw=None, offsets=None,
+                 verified=False):
         self.key, self.name, self.funcs = key, name, funcs
         self.rmw = rmw                # (offset of rmw_flags in OpRequest, read bit, write bit)
+        # more per-release settings: {.rodata global of osdstage.bpf.c:
+        # value}, e.g. a field offset a BPF program reads
+        self.offsets = dict(offsets or {})
         self.verified = verified      # checked against a real binary here
+
+    def settings(self):
+        """Every .rodata setting this release gives the BPF programs."""
+        out = {}
+        if self.rmw:
+            out.update(zip(("rmw_flags_off", "rmw_read_bit",
+                            "rmw_write_bit"), self.rmw))
+        out.update(self.offsets)
+        return out
 
 
 _BUF = r"ceph::buffer::(v\d+_\d+_\d+::)?list"

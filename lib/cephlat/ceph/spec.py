@@ -27,7 +27,7 @@ import json
 
 from ..errors import UserError
 from .probetable import Func, Release
-from ..engine.tracer import Roles
+from ..model.roles import Roles
 from ..model import vocab
 
 _ROLE_OF = {"enqueue": "enqueue_op", "dequeue": "dequeue_op",

@@ -19,7 +19,9 @@ from ..model.interval import RunInfo, interval_record
 from ..render.text import print_text
 from . import duty
 from .elfsym import ElfSymbols
-from .tracer import CEPH_ROLES, StageTracer, resolve
+from ..model.roles import CEPH_ROLES
+from .plan import resolve
+from .tracer import StageTracer
 
 TOOL = "osdstage"
 
@@ -94,7 +96,8 @@ def _banner(args, err, target, version, rel, plan):
 def run(args, out, err):
     """Trace until the count, Ctrl-C, SIGTERM or the target's exit."""
     target, version, rel, roles, plan = _plan(args)
-    tracer = StageTracer(target.pid, target.exe_path, plan, rmw=rel.rmw,
+    tracer = StageTracer(target.pid, target.exe_path, plan,
+                         settings=rel.settings(),
                          max_ops=args.max_ops, kernel=not args.no_kernel,
                          roles=roles,
                          ring_bytes=capture.ring_bytes(args.ring_mb)

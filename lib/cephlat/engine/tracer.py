@@ -6,17 +6,19 @@ Every id, layout and program name comes from the object itself
 Used by the live tool and by the BPF test tier (which points it at a
 small controlled program instead of ceph-osd).
 """
-import array
 import ctypes
 import os
 import struct
 import time
 
 from .. import abi as abimod
-from ..ceph import probetable
+from ..errors import UserError
 from ..model import events, vocab as vocabmod
-from ..model.hist import Hist, slot_bounds_us
+from ..model.hist import Hist
+from ..model.roles import CEPH_ROLES
+from ..model.snapshot import Snapshot
 from . import bpf
+from .stats import StatsReader, hist_delta, read_counters
 
 DEFAULT_MAX_OPS = 65536
 DEFAULT_OP_TIMEOUT_S = 120.0
@@ -33,64 +35,6 @@ def op_cookie(abi, arg, deref):
     return arg | (abi.const("OPARG_DEREF") if deref else 0)
 
 
-class Plan:
-    """What to attach: resolved from a release's table and a binary."""
-
-    def __init__(self):
-        self.calls = []          # [(stage, Symbol)]
-        self.op_events = []      # [(role, program, Symbol, (arg, deref))]
-        self.stages = []         # available stages, in table order
-        self.unavailable = {}    # stage -> reason
-        self.symbols = {}        # role -> Symbol
-
-    def probe_count(self):
-        return 2 * len(self.calls) + len(self.op_events)
-
-
-def resolve(elf, release, wanted):
-    """Match the release's functions in `elf` for the `wanted` stages."""
-    plan = Plan()
-    missing = {}
-    for stage in wanted:
-        for role in probetable.STAGES[stage].roles():
-            if role in plan.symbols or role in missing:
-                continue
-            func = release.funcs.get(role)
-            if func is None:
-                missing[role] = "no %s in the probe table for Ceph %s" % (
-                    role, release.key)
-                continue
-            syms = elf.find(func.qualified, func.params)
-            if len(syms) == 1:
-                plan.symbols[role] = syms[0]
-            elif not syms:
-                missing[role] = "function %s(%s) not found in %s" % (
-                    func.qualified, func.params.pattern.strip("^$"), elf.path)
-            else:
-                missing[role] = "%s(%s) matches %d functions" % (
-                    func.qualified, func.params.pattern.strip("^$"), len(syms))
-    seen_events = set()
-    for stage in probetable.STAGES:
-        if stage not in wanted:
-            continue
-        st = probetable.STAGES[stage]
-        gone = [r for r in st.roles() if r in missing]
-        if gone:
-            plan.unavailable[stage] = missing[gone[0]]
-            continue
-        plan.stages.append(stage)
-        if st.kind == "call":
-            plan.calls.append((stage, plan.symbols[st.func]))
-        else:
-            for role, ev in st.events:
-                if (role, ev) in seen_events:
-                    continue
-                seen_events.add((role, ev))
-                plan.op_events.append((role, ev, plan.symbols[role],
-                                       release.funcs[role].op_arg))
-    return plan
-
-
 def rodata_type(abi):
     """The const volatile globals of probes/osdstage.bpf.c as a ctypes
     structure, every field at its .rodata offset."""
@@ -98,67 +42,30 @@ def rodata_type(abi):
         "role_prefix": abi.struct("role_prefix").ctype()})
 
 
-class Roles:
-    """Thread roles by name prefix: [(prefix, role name)]; role 0 = other.
-    The BPF side classifies a thread when it first sees it (and when its
-    name changes) with the same first-match rule."""
-
-    def __init__(self, prefixes, worker=1, max_roles=None):
-        if max_roles is not None and len(prefixes) > max_roles - 1:
-            raise ValueError("at most %d roles" % (max_roles - 1))
-        self.prefixes = list(prefixes)
-        self.names = ["other"] + [name for _, name in prefixes]
-        self.worker = worker
-
-    def classify(self, comm):
-        for i, (prefix, _) in enumerate(self.prefixes):
-            if comm.startswith(prefix):
-                return i + 1
-        return 0
-
-    def fill(self, ro):
-        if len(self.prefixes) > len(ro.roles):
-            raise ValueError("at most %d roles" % len(ro.roles))
-        room = type(ro.roles[0]).prefix.size - 1     # NUL-terminated
-        for i, (prefix, _) in enumerate(self.prefixes):
-            b = prefix.encode()[:room]
-            ro.roles[i].prefix = b
-            ro.roles[i].len = len(b)
-            ro.roles[i].role = i + 1
-        ro.worker_role = self.worker
+def apply_settings(ro, settings):
+    """Per-release settings (probe table) into the .rodata image: each
+    names a const volatile global of probes/osdstage.bpf.c."""
+    names = {n for n, _ in ro._fields_}
+    for name, value in settings.items():
+        if name not in names or name.startswith("_pad"):
+            raise UserError("the probe table sets %s, which %s does not "
+                             "have" % (name, "probes/osdstage.bpf.c"))
+        setattr(ro, name, value)
 
 
 # Ceph's threads (design.md §4); role 1 are the shard workers.
-CEPH_ROLES = Roles([("tp_osd_tp", "tp_osd_tp"), ("msgr-worker-", "msgr-worker"),
-                    ("ms_dispatch", "ms_dispatch"),
-                    ("bstore_kv_sync", "bstore_kv_sync"),
-                    ("bstore_aio", "bstore_aio"), ("rocksdb:", "rocksdb")])
-
-
-class Snapshot:
-    """Cumulative state read from the kernel at one moment; `interval`
-    holds the histograms of the report interval it closed (exact: each
-    measurement lands in one interval) and `gen` that interval's number."""
-
-    def __init__(self, hists, counters, threads, shards, devs, mono_ns,
-                 interval=None, gen=None):
-        self.hists, self.counters = hists, counters
-        self.threads, self.shards, self.devs = threads, shards, devs
-        self.mono_ns = mono_ns
-        self.interval, self.gen = interval, gen
-
-    def __iter__(self):             # hists, counters = tracer.snapshot()
-        return iter((self.hists, self.counters))
 
 
 class StageTracer:
     """Times the plan's stages in process `pid`, whose executable is
     readable (and probed) at `exe_path`."""
 
-    def __init__(self, pid, exe_path, plan, rmw=None, max_ops=DEFAULT_MAX_OPS,
+    def __init__(self, pid, exe_path, plan, rmw=None, settings=None,
+                 max_ops=DEFAULT_MAX_OPS,
                  bpf_dir=None, calibrate=True, kernel=False, roles=None,
                  ring_bytes=0):
         self.pid, self.exe_path, self.plan, self.rmw = pid, exe_path, plan, rmw
+        self.settings = dict(settings or {})   # {.rodata name: value}
         self.kernel = kernel
         self.roles = roles or CEPH_ROLES
         self.max_ops = max_ops
@@ -181,6 +88,7 @@ class StageTracer:
                                    calib_tgid=os.getpid())
         if self.rmw:
             ro.rmw_flags_off, ro.rmw_read_bit, ro.rmw_write_bit = self.rmw
+        apply_settings(ro, self.settings)
         self.roles.fill(ro)
         ro.record_events = 1 if self.ring_bytes else 0
         # with the dequeue function's return probed, a worker's sleep inside
@@ -409,74 +317,3 @@ class StageTracer:
 
     def close(self):
         self.obj.close()
-
-
-class StatsReader:
-    """Reads the per-CPU `stats` map into cumulative Hists."""
-
-    def __init__(self, stats_map, vocab, abi):
-        self.map, self.vocab = stats_map, vocab
-        self.ncpu = bpf.num_possible_cpus()
-        self.stride = (stats_map.value_size + 7) // 8 * 8
-        self.words = self.stride // 8
-        st = abi.struct("stage_stats")
-        self.count, self.sum, self.max, self.slots = (
-            st.offset(m) // 8 for m in ("count", "sum_ns", "max_ns", "slots"))
-        self.nslots = st.by_name["slots"]["size"] // 8
-
-    def read(self, stage_id, half=0):
-        raw = self.map.lookup(struct.pack("<I", stage_id + half *
-                                          self.vocab.max_stages),
-                              self.stride * self.ncpu)
-        h = Hist()
-        if raw is None:
-            return h
-        a = array.array("Q")
-        a.frombytes(raw)
-        w = self.words
-        slots = [0] * self.nslots
-        for cpu in range(self.ncpu):
-            base = cpu * w
-            if not a[base + self.count]:
-                continue
-            h.count += a[base + self.count]
-            h.sum_ns += a[base + self.sum]
-            h.max_ns = max(h.max_ns, a[base + self.max])
-            first = base + self.slots
-            for i, c in enumerate(a[first:first + self.nslots]):
-                if c:
-                    slots[i] += c
-        h.slots = slots
-        return h
-
-    def clear(self, half):
-        zero = bytes(self.stride * self.ncpu)
-        for sid in range(self.vocab.n_ids):
-            self.map.update(struct.pack("<I", sid + half *
-                                        self.vocab.max_stages), zero)
-
-
-def read_counters(cmap, vocab, abi):
-    ncpu = bpf.num_possible_cpus()
-    ids = abi.enum("counter_id")
-    out = {}
-    for name in vocab.counters:
-        raw = cmap.lookup(struct.pack("<I", ids["CNT_" + name.upper()]),
-                          8 * ncpu)
-        out[name] = sum(struct.unpack("<%dQ" % ncpu, raw)) if raw else 0
-    return out
-
-
-def hist_delta(cur, prev):
-    """cur - prev of cumulative histograms. The interval's max is exact when
-    the cumulative max grew in it; otherwise it is bounded by the top of the
-    highest non-empty slot."""
-    if prev is None:
-        return cur
-    slots = [a - b for a, b in zip(cur.slots, prev.slots)]
-    mx = cur.max_ns
-    if cur.max_ns == prev.max_ns:
-        top = max((i for i, c in enumerate(slots) if c), default=None)
-        mx = 0 if top is None else min(
-            cur.max_ns, int(slot_bounds_us(top)[1] * 1000))
-    return Hist(cur.count - prev.count, cur.sum_ns - prev.sum_ns, mx, slots)

@@ -141,6 +141,50 @@ CAUSES = {
 }
 
 
+def _storage_line(stages, qw):
+    """Storage versus queueing, when the op's whole life is known: the
+    object store's share is its calls plus the wait after the worker
+    handed the op off (a write's commit), measured as op_total minus the
+    queue and the worker's own time. -> the verdict's line, or None."""
+    tot = stages.get("op_total")
+    if tot is None or not tot.count:
+        return None
+
+    def mean(name):
+        h = stages.get(name)
+        return h.mean_us() if h is not None and h.count else 0.0
+    worker_us = mean("dequeue_op") or mean("do_op")
+    after = max(0.0, tot.mean_us() - qw.mean_us() - worker_us)
+    storage = after + mean("bluestore_read") + mean("bluestore_submit")
+    st_share = storage / tot.mean_us()
+    q_share = qw.mean_us() / tot.mean_us()
+    if st_share <= max(q_share, 0.3):
+        return None
+    return ("storage dominates: ops spent %d %% of their time in the object "
+            "store (%s waiting after the worker handed them off, e.g. for "
+            "the commit), %d %% in shard queues." % (
+                round(100 * st_share), _ms(after), round(100 * q_share)))
+
+
+def _kernel_lines(kstages, lines, cause):
+    """Block requests and syncfs in the verdict -> the cause."""
+    br = kstages.get("block_rq")
+    if br is not None and br.count:
+        bs = br.summary()
+        lines.append("block requests: %d, mean %s, p99 %s." % (
+            bs["count"], _ms(bs["mean_us"]), _ms(bs["p99_us"])))
+    sf = kstages.get("syncfs")
+    if sf is not None and sf.count:
+        ss = sf.summary()
+        stall = ss["p99_us"] >= 50000
+        lines.append("syncfs: %d calls, mean %s, p99 %s%s." % (
+            ss["count"], _ms(ss["mean_us"]), _ms(ss["p99_us"]),
+            " - syncfs stalls" if stall else ""))
+        if stall and cause in ("none", "idle"):
+            cause = "syncfs"
+    return cause
+
+
 def verdict(stages, kstages, attr, wakers, threads, worker_role):
     """-> (cause, text): the dominant reason ops waited, in plain words,
     with the numbers behind it."""
@@ -190,46 +234,15 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role):
         if qs["mean_us"] < 50 and cause != "missed":
             cause = "idle"
             lines[-1] += " (short: queueing is not the problem)"
-        # storage versus queueing, when the op's whole life is known: the
-        # object store's share is its calls plus the wait after the worker
-        # handed the op off (a write's commit), measured as op_total minus
-        # the queue and the worker's own time
-        tot = stages.get("op_total")
-        if tot is not None and tot.count:
-            def mean(name):
-                h = stages.get(name)
-                return h.mean_us() if h is not None and h.count else 0.0
-            worker_us = mean("dequeue_op") or mean("do_op")
-            after = max(0.0, tot.mean_us() - qw.mean_us() - worker_us)
-            storage = after + mean("bluestore_read") + mean("bluestore_submit")
-            st_share = storage / tot.mean_us()
-            q_share = qw.mean_us() / tot.mean_us()
-            if st_share > max(q_share, 0.3):
-                cause = "storage"
-                lines.insert(0, "storage dominates: ops spent %d %% of their "
-                             "time in the object store (%s waiting after the "
-                             "worker handed them off, e.g. for the commit), "
-                             "%d %% in shard queues." % (
-                                 round(100 * st_share), _ms(after),
-                                 round(100 * q_share)))
+        storage = _storage_line(stages, qw)
+        if storage:
+            cause = "storage"
+            lines.insert(0, storage)
         lines.append("CPU run-queue delay %s; workers slept %s of the time." %
                      (_ms(attr["runq"]["mean_us"]),
                       "%d %%" % round(sleep_pct) if sleep_pct is not None
                       else "an unknown share"))
-    br = kstages.get("block_rq")
-    if br is not None and br.count:
-        bs = br.summary()
-        lines.append("block requests: %d, mean %s, p99 %s." % (
-            bs["count"], _ms(bs["mean_us"]), _ms(bs["p99_us"])))
-    sf = kstages.get("syncfs")
-    if sf is not None and sf.count:
-        ss = sf.summary()
-        stall = ss["p99_us"] >= 50000
-        lines.append("syncfs: %d calls, mean %s, p99 %s%s." % (
-            ss["count"], _ms(ss["mean_us"]), _ms(ss["p99_us"]),
-            " - syncfs stalls" if stall else ""))
-        if stall and cause in ("none", "idle"):
-            cause = "syncfs"
+    cause = _kernel_lines(kstages, lines, cause)
     return cause, "\n".join(lines)
 
 

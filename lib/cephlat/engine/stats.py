@@ -1,0 +1,79 @@
+"""Reading the BPF side's statistics: the per-CPU histograms of the
+`stats` map (two halves, one per report parity) and the counters."""
+import array
+import struct
+
+from ..model.hist import Hist, slot_bounds_us
+from . import bpf
+
+
+class StatsReader:
+    """Reads the per-CPU `stats` map into cumulative Hists."""
+
+    def __init__(self, stats_map, vocab, abi):
+        self.map, self.vocab = stats_map, vocab
+        self.ncpu = bpf.num_possible_cpus()
+        self.stride = (stats_map.value_size + 7) // 8 * 8
+        self.words = self.stride // 8
+        st = abi.struct("stage_stats")
+        self.count, self.sum, self.max, self.slots = (
+            st.offset(m) // 8 for m in ("count", "sum_ns", "max_ns", "slots"))
+        self.nslots = st.by_name["slots"]["size"] // 8
+
+    def read(self, stage_id, half=0):
+        raw = self.map.lookup(struct.pack("<I", stage_id + half *
+                                          self.vocab.max_stages),
+                              self.stride * self.ncpu)
+        h = Hist()
+        if raw is None:
+            return h
+        a = array.array("Q")
+        a.frombytes(raw)
+        w = self.words
+        slots = [0] * self.nslots
+        for cpu in range(self.ncpu):
+            base = cpu * w
+            if not a[base + self.count]:
+                continue
+            h.count += a[base + self.count]
+            h.sum_ns += a[base + self.sum]
+            h.max_ns = max(h.max_ns, a[base + self.max])
+            first = base + self.slots
+            for i, c in enumerate(a[first:first + self.nslots]):
+                if c:
+                    slots[i] += c
+        h.slots = slots
+        return h
+
+    def clear(self, half):
+        zero = bytes(self.stride * self.ncpu)
+        for sid in range(self.vocab.n_ids):
+            self.map.update(struct.pack("<I", sid + half *
+                                        self.vocab.max_stages), zero)
+
+
+def read_counters(cmap, vocab, abi):
+    ncpu = bpf.num_possible_cpus()
+    ids = abi.enum("counter_id")
+    out = {}
+    for name in vocab.counters:
+        raw = cmap.lookup(struct.pack("<I", ids["CNT_" + name.upper()]),
+                          8 * ncpu)
+        out[name] = sum(struct.unpack("<%dQ" % ncpu, raw)) if raw else 0
+    return out
+
+
+def hist_delta(cur, prev):
+    """cur - prev of cumulative histograms. The interval's max is exact when
+    the cumulative max grew in it; otherwise it is bounded by the top of the
+    highest non-empty slot."""
+    if prev is None:
+        return cur
+    slots = [a - b for a, b in zip(cur.slots, prev.slots)]
+    mx = cur.max_ns
+    if cur.max_ns == prev.max_ns:
+        top = max((i for i, c in enumerate(slots) if c), default=None)
+        mx = 0 if top is None else min(
+            cur.max_ns, int(slot_bounds_us(top)[1] * 1000))
+    return Hist(cur.count - prev.count, cur.sum_ns - prev.sum_ns, mx, slots)
+

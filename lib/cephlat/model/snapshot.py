@@ -1,0 +1,19 @@
+"""A snapshot: the cumulative state of one run at one moment (live: read
+from the kernel maps; offline: recorded in a capture)."""
+
+
+class Snapshot:
+    """Cumulative state read from the kernel at one moment; `interval`
+    holds the histograms of the report interval it closed (exact: each
+    measurement lands in one interval) and `gen` that interval's number."""
+
+    def __init__(self, hists, counters, threads, shards, devs, mono_ns,
+                 interval=None, gen=None):
+        self.hists, self.counters = hists, counters
+        self.threads, self.shards, self.devs = threads, shards, devs
+        self.mono_ns = mono_ns
+        self.interval, self.gen = interval, gen
+
+    def __iter__(self):             # hists, counters = tracer.snapshot()
+        return iter((self.hists, self.counters))
+

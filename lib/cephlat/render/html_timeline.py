@@ -1,0 +1,246 @@
+"""The timeline of the HTML report: one SVG with a lane per thread
+(running / runnable / asleep), ops split into their stages, and wake-up
+arrows; zoomed by the page's script (render/html.py)."""
+from .htmlbits import _cls, _dur, _e, _stage_colours
+from .perfetto import lanes
+
+MAX_OPS = 4000
+
+
+MAX_WAKEUPS = 4000
+
+
+MAX_CPU_SEGMENTS = 60000            # over all lanes, before merging
+
+
+PLOT_W, GUTTER, AXIS_H, LANE_H = 1200, 190, 22, 34
+
+
+CPU_Y, CPU_H = 2, 6                 # within a lane: scheduler states
+
+
+QUEUE_Y, QUEUE_H = 10, 6            # queue_wait / op_total
+
+
+EXEC_Y, EXEC_H = 18, 14             # the stages a worker ran, nested inside
+
+
+CPU_COLOURS = {"run": "#2ca02c", "runq": "#d62728", "sleep": "#dddddd"}
+
+
+CPU_LABELS = {"run": "running", "runq": "runnable (waiting for a CPU)",
+              "sleep": "sleeping"}
+
+
+
+class _Geometry:
+    """Monotonic ns -> plot x; tid -> lane top."""
+
+    def __init__(self, timeline, lane_list):
+        self.t0, t1 = timeline["window"]
+        self.span = max(1, t1 - self.t0)
+        self.top = {lane["tid"]: i * LANE_H for i, lane in
+                    enumerate(lane_list)}
+
+    def x(self, ns):
+        return min(PLOT_W, max(0.0, (ns - self.t0) * PLOT_W / self.span))
+
+    def rel(self, ns):
+        return _dur((ns - self.t0) / 1000.0)
+
+
+def _rect(cls, x0, x1, y, h, title=None):
+    t = "<title>%s</title>" % _e(title) if title else ""
+    return '<rect class="%s" x="%.2f" y="%.1f" width="%.2f" height="%.1f">' \
+        '%s</rect>' % (cls, x0, y, max(0.0, x1 - x0), h, t)
+
+
+def _lanes_svg(g, lane_list):
+    """Lane backgrounds (plot) and labels (gutter)."""
+    plot, labels = [], []
+    for i, lane in enumerate(lane_list):
+        y = g.top[lane["tid"]]
+        name = lane.get("name") or "tid %d" % lane["tid"]
+        plot.append(_rect("lane odd" if i % 2 else "lane", 0, PLOT_W, y,
+                          LANE_H, "%s (tid %d, role %s)" % (
+                              name, lane["tid"], lane.get("role") or "-")))
+        label = name if name == "tid %d" % lane["tid"] else "%s %d" % (
+            name[:22], lane["tid"])
+        labels.append('<text class="lane-label" x="4" y="%d">%s</text>' % (
+            AXIS_H + y + 21, _e(label)))
+    return plot, labels
+
+
+def _coalesce(segs, min_ns):
+    """Runs of scheduler states shorter than `min_ns` merged until they
+    reach it: [[start, end, {state: ns}]]."""
+    out, run = [], None
+    for s, e, state in segs:
+        short = e - s < min_ns
+        if run and (not short or s != run[1] or run[1] - run[0] >= min_ns):
+            out.append(run)
+            run = None
+        if run is None:
+            run = [s, e, {}]
+        run[1] = e
+        run[2][state] = run[2].get(state, 0) + e - s
+        if not short:
+            out.append(run)
+            run = None
+    return out + ([run] if run else [])
+
+
+def _cpu_title(g, s, e, ns):
+    if len(ns) == 1:
+        state = next(iter(ns))
+        return "%s %s at +%s" % (CPU_LABELS.get(state, state),
+                                 _dur((e - s) / 1000.0), g.rel(s))
+    return "%s at +%s: %s" % (_dur((e - s) / 1000.0), g.rel(s), ", ".join(
+        "%s %.0f %%" % (CPU_LABELS.get(k, k), 100.0 * v / max(1, e - s))
+        for k, v in sorted(ns.items(), key=lambda kv: -kv[1])))
+
+
+def _cpu_svg(g, lane_list):
+    """Scheduler states; short ones merged (drawn in the state that took
+    most of the run) so that at most ~2 * MAX_CPU_SEGMENTS are drawn.
+    Returns the rects and how many states were merged away."""
+    per_lane = min(4 * PLOT_W, MAX_CPU_SEGMENTS // max(1, len(lane_list)))
+    min_ns = g.span / max(1, per_lane)
+    out, merged = [], 0
+    for lane in lane_list:
+        segs = lane.get("cpu", [])
+        runs = _coalesce(segs, min_ns)
+        merged += len(segs) - len(runs)
+        y = g.top[lane["tid"]] + CPU_Y
+        for s, e, ns in runs:
+            state = max(ns, key=ns.get)
+            out.append(_rect("cpu-" + _cls(state), g.x(s), g.x(e), y, CPU_H,
+                             _cpu_title(g, s, e, ns)))
+    return out, merged, min_ns
+
+
+def _depths(stages):
+    """Nesting depth of each (name, start, end) stage run by the worker."""
+    out, stack = [], []
+    for name, s, e in sorted(stages, key=lambda x: (x[1], -x[2])):
+        while stack and stack[-1] <= s:
+            stack.pop()
+        out.append((len(stack), name, s, e))
+        stack.append(e)
+    return out
+
+
+def _op_title(g, op):
+    lines = ["op %s (%s) on tid %s, enqueued by tid %s at +%s; woken: %s" % (
+        op.get("op"), op.get("class") or "?", op.get("tid"),
+        op.get("enqueue_tid"), g.rel(op.get("enqueue_ns", g.t0)),
+        op.get("wake") or "was running")]
+    lines += ["%s %s" % (n, _dur((e - s) / 1000.0))
+              for n, s, e in op.get("stages", [])]
+    return "\n".join(lines)
+
+
+def _op_svg(g, op):
+    """One op: queue_wait and op_total in the queue row, the stages the
+    worker ran nested in the exec row."""
+    top = g.top[op["tid"]]
+    parts = ['<g class="op c-%s w-%s"><title>%s</title>' % (
+        _cls(op.get("class")), _cls(op.get("wake")), _e(_op_title(g, op)))]
+    run = []
+    for name, s, e in op.get("stages", []):
+        if name == "queue_wait":
+            parts.append(_rect("stage s-queue_wait", g.x(s), g.x(e),
+                               top + QUEUE_Y, QUEUE_H))
+        elif name == "op_total":
+            parts.append(_rect("stage s-op_total", g.x(s), g.x(e),
+                               top + QUEUE_Y + QUEUE_H - 1.5, 1.5))
+        else:
+            run.append((name, s, e))
+    for depth, name, s, e in _depths(run):
+        inset = min(3 * depth, EXEC_H / 2 - 2)
+        parts.append(_rect("stage s-" + _cls(name), g.x(s), g.x(e),
+                           top + EXEC_Y + inset, EXEC_H - 2 * inset))
+    parts.append("</g>")
+    return "".join(parts)
+
+
+def _wake_svg(g, w):
+    """An arrow from the waker's lane at the wake-up to the woken lane when
+    it got a CPU; a red tick for a timer wake-up (no waking thread)."""
+    to_y = g.top[w["to_tid"]] + EXEC_Y + EXEC_H / 2
+    oncpu = w.get("oncpu_ns") or w["ts_ns"]
+    delay = "on CPU %s later" % _dur((oncpu - w["ts_ns"]) / 1000.0)
+    if w.get("from_tid") is None:
+        x = g.x(w["ts_ns"])
+        return '<line class="wake wake-timer" x1="%.2f" y1="%.1f" x2="%.2f" ' \
+            'y2="%.1f"><title>timer woke tid %d at +%s, %s</title></line>' % (
+                x, to_y - EXEC_Y, x, to_y, w["to_tid"], g.rel(w["ts_ns"]),
+                delay)
+    from_y = g.top[w["from_tid"]] + EXEC_Y + EXEC_H / 2
+    return '<line class="wake" x1="%.2f" y1="%.1f" x2="%.2f" y2="%.1f" ' \
+        'marker-end="url(#arrow)"><title>tid %d woke tid %d at +%s, %s' \
+        '</title></line>' % (g.x(w["ts_ns"]), from_y, g.x(oncpu), to_y,
+                             w["from_tid"], w["to_tid"], g.rel(w["ts_ns"]),
+                             delay)
+
+
+def _legend(colours):
+    items = ['<span><i class="swatch" style="background:%s"></i>%s</span>' % (
+        CPU_COLOURS[s], _e(CPU_LABELS[s])) for s in CPU_COLOURS]
+    items += ['<span><i class="swatch" style="background:%s"></i>%s</span>' %
+              (c, _e(n)) for n, c in colours.items()]
+    items += ['<span>&#8594; wake-up (waker to woken, when it got a CPU)'
+              '</span>', '<span style="color:#c00">| timer wake-up; red '
+              'outline: op picked up after a timed wait</span>']
+    return '<div class="legend" id="legend">%s</div>' % "".join(items)
+
+
+def _notes(ops, wakeups, merged, min_ns):
+    """What the timeline leaves out or simplifies."""
+    notes = []
+    if len(ops) > MAX_OPS:
+        notes.append("drawing the first %d of %d ops" % (MAX_OPS, len(ops)))
+    if len(wakeups) > MAX_WAKEUPS:
+        notes.append("the first %d of %d wake-ups" % (MAX_WAKEUPS,
+                                                      len(wakeups)))
+    if merged:
+        notes.append("%d scheduler states merged into runs of at least %s "
+                     "(hover for the mix)" % (merged, _dur(min_ns / 1000.0)))
+    return '<p class="note" id="tl-note">%s</p>' % _e("; ".join(notes)) \
+        if notes else ""
+
+
+def _timeline(timeline):
+    if not timeline:
+        return ""
+    lane_list = lanes(timeline)
+    g = _Geometry(timeline, lane_list)
+    ops = [op for op in timeline.get("ops", []) if op.get("tid") is not None]
+    wakeups = timeline.get("wakeups", [])
+    plot, labels = _lanes_svg(g, lane_list)
+    cpu, merged, min_ns = _cpu_svg(g, lane_list)
+    plot += cpu
+    plot += [_op_svg(g, op) for op in ops[:MAX_OPS]]
+    plot += [_wake_svg(g, w) for w in wakeups[:MAX_WAKEUPS]]
+    colours = _stage_colours(n for op in ops
+                             for n, _, _ in op.get("stages", []))
+    style = "".join(".s-%s{fill:%s}" % (_cls(n), c)
+                    for n, c in colours.items())
+    style += "".join(".cpu-%s{fill:%s}" % kv for kv in CPU_COLOURS.items())
+    h = LANE_H * len(lane_list)
+    return (
+        '<section id="timeline-section"><h2>Timeline</h2><style>%s</style>'
+        '%s<p class="meta" id="tl-range">whole window, %s</p>%s'
+        '<svg id="timeline" width="%d" height="%d">'
+        '<defs><marker id="arrow" viewBox="0 0 6 6" refX="6" refY="3" '
+        'markerWidth="6" markerHeight="6" orient="auto-start-reverse">'
+        '<path d="M0,0 L6,3 L0,6 z" fill="#333"/></marker></defs>'
+        '<g id="tl-axis" class="axis" transform="translate(%d,0)"></g>%s'
+        '<svg id="tl-plot" x="%d" y="%d" width="%d" height="%d" '
+        'viewBox="0 0 %d %d" preserveAspectRatio="none" data-w="%d" '
+        'data-h="%d" data-span="%d">%s</svg></svg></section>' % (
+            style, _legend(colours), _e(_dur(g.span / 1000.0)),
+            _notes(ops, wakeups, merged, min_ns), GUTTER + PLOT_W,
+            AXIS_H + h, GUTTER, "".join(labels), GUTTER, AXIS_H, PLOT_W, h,
+            PLOT_W, h, PLOT_W, h, g.span, "".join(plot)))
+

@@ -1,0 +1,188 @@
+"""One source for the contract between probes/osdstage.bpf.c and Python:
+build/osdstage.abi.json is what the compiled object says about itself,
+the report's names follow from it by the header's naming rules, and the
+probe table agrees with it. The last tests are the worked example of
+issue 11: a new call stage, or a new per-release offset, is a change to
+the header / BPF program and the probe table, nothing else."""
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from cephlat import abi
+from cephlat.capture import format as capture
+from cephlat.ceph import probetable
+from cephlat.engine import duty, plan, tracer
+from cephlat.model.roles import Roles
+from cephlat.engine.elfsym import ElfSymbols
+from cephlat.errors import UserError
+from cephlat.model.vocab import Vocab
+
+from conftest import BUILD, PYTHON, REPO, need
+
+OBJ = os.path.join(BUILD, "osdstage.bpf.o")
+ABIGEN = os.path.join(REPO, "probes", "abigen.py")
+
+
+@pytest.fixture(scope="module")
+def built():
+    need(os.path.exists(OBJ), "BPF objects not built (run: make)")
+    return abi.load("osdstage", BUILD)
+
+
+def _generate(obj):
+    p = subprocess.run([PYTHON, ABIGEN, obj], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_abi_file_is_what_the_object_says(built):
+    for name in ("osdstage", "rbdrecord"):
+        with open(os.path.join(BUILD, name + ".abi.json")) as f:
+            assert json.load(f) == _generate(os.path.join(
+                BUILD, name + ".bpf.o")), "stale: run make"
+
+
+def test_report_names_follow_the_header(built):
+    v = Vocab(built.enums)
+    # names are a contract (design.md §3): the header must keep them
+    assert v.probed == list(probetable.STAGES)
+    assert v.kernel == ["syncfs", "block_rq", "futex_wait", "offcpu",
+                        "wakeup_delay"]
+    assert v.class_split == ["queue_wait", "op_total"]
+    assert v.op_classes == ["read", "write", "other"]
+    assert v.attr_parts == ["busy", "signal", "runq", "pickup"]
+    assert v.wakes == ["none", "enqueuer", "other", "timeout"]
+    assert v.states == ["run", "sleep", "runq", "dead"]
+    ids = list(v.stage_ids.values()) + [v.calib_id]
+    assert len(set(ids)) == len(ids)
+    assert max(ids) < v.n_ids <= v.max_stages
+    assert v.max_stages & (v.max_stages - 1) == 0       # masked with it
+    for stage, base in v.role_stages:
+        assert [v.stage_ids["%s.%d" % (stage, r)]
+                for r in range(v.max_roles)] == list(
+                    range(base, base + v.max_roles))
+
+
+def test_counters_follow_the_header(built):
+    v = Vocab(built.enums)
+    ids = built.enum("counter_id")
+    assert [ids["CNT_" + c.upper()] for c in v.counters] == \
+        sorted(ids["CNT_" + c.upper()] for c in v.counters)
+    assert max(ids.values()) == ids["CNT__MAX"]
+    assert {"events_lost", "op_map_full", "op_unknown"} <= \
+        set(v.counters) - v.result_counters
+    assert set(duty.HIT_COUNTERS) | {
+        "wake_enqueuer", "wake_other", "wake_timeout",
+        "timeouts_with_work"} == v.result_counters
+
+
+def test_every_program_is_attached_by_someone(built):
+    op_programs = {prog for s in probetable.STAGES.values()
+                   for _, prog in s.events}
+    assert op_programs == {"op_enqueue", "op_dequeue", "op_done"}
+    kernel = set(tracer.kernel_programs(built))
+    assert set(built.programs) == {"stage_entry", "stage_return"} | \
+        op_programs | kernel
+    assert {built.programs[p].split("/")[0] for p in kernel} == {
+        "tp_btf", "tracepoint"}
+
+
+def test_role_prefixes_fill_the_rodata(built):
+    ro = tracer.rodata_type(built)()
+    roles = Roles([("shardq-w", "worker"),
+                          ("a-very-long-thread-name", "long")])
+    roles.fill(ro)
+    assert (ro.roles[0].prefix, ro.roles[0].len, ro.roles[0].role) == (
+        b"shardq-w", 8, 1)
+    assert ro.roles[1].prefix == b"a-very-long-thr" and ro.roles[1].len == 15
+    assert ro.worker_role == 1
+
+
+def test_thread_state_round_trips_by_name(built):
+    ts = built.struct("thread_state")
+    raw = ts.pack(role=3, state=1, since=5, cum_sleep=7, queue_cv=0x1230,
+                  wakeups=9)
+    assert len(raw) == ts.size
+    t = ts.unpack(raw)
+    assert (t["role"], t["state"], t["since"], t["cum_sleep"],
+            t["queue_cv"], t["wakeups"], t["died"]) == (3, 1, 5, 7, 0x1230,
+                                                        9, 0)
+    with pytest.raises(KeyError):
+        ts.pack(no_such_member=1)
+
+
+# -------------------------------------------------------------------------
+# the worked example: adding a call stage
+
+NEW_FUNC = "cephlat_calib_target"       # any function of a small binary
+
+
+@pytest.fixture(scope="module")
+def object_with_a_new_stage(built, tmp_path_factory):
+    """probes/ with one enumerator added to enum stage_id, compiled."""
+    need(shutil.which("clang") is not None, "clang missing (make setup)")
+    d = tmp_path_factory.mktemp("newstage")
+    shutil.copytree(os.path.join(REPO, "probes"), str(d / "probes"))
+    h = d / "probes" / "osdstage.h"
+    text = h.read_text()
+    anchor = "\tST_OP_TOTAL,"
+    assert anchor in text
+    h.write_text(text.replace(anchor, anchor + "\n\tST_NEW_CALL,", 1))
+    obj = str(d / "osdstage.bpf.o")
+    p = subprocess.run(
+        ["clang", "-target", "bpf", "-D__TARGET_ARCH_x86", "-g", "-O2",
+         "-Wall", "-Werror", "-I" + BUILD, "-I" + str(d / "probes"), "-c",
+         str(d / "probes" / "osdstage.bpf.c"), "-o", obj],
+        capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([PYTHON, str(d / "probes" / "abigen.py"), obj],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return abi.Abi(json.loads(p.stdout))
+
+
+def test_a_new_call_stage_needs_only_the_header_and_the_table(
+        built, object_with_a_new_stage, monkeypatch):
+    new = object_with_a_new_stage
+    v, old = Vocab(new.enums), Vocab(built.enums)
+    # the header's new enumerator is a stage, after op_total, with its id
+    assert v.probed == old.probed + ["new_call"]
+    assert v.stage_ids["new_call"] == new.const("ST_NEW_CALL")
+    # ...that captures label by name
+    stage_field = [f for f in capture.event_classes(new, v, ["other"])[0]
+                   .fields if f[0] == "stage"][0]
+    assert stage_field[2][v.stage_ids["new_call"]] == "new_call"
+    # the probe table's entry: how to probe it, per release
+    monkeypatch.setitem(probetable.STAGES, "new_call", probetable.Stage(
+        "new_call", "call", "a new function entry -> return",
+        func="new_call"))
+    rel = probetable.Release("x", "example", dict(
+        probetable.RELEASES["16.2"].funcs,
+        new_call=probetable.Func(NEW_FUNC, r".*")))
+    calib = os.path.join(BUILD, "libcephlat_calib.so")
+    need(os.path.exists(calib), "build/libcephlat_calib.so missing (make)")
+    with ElfSymbols(calib) as elf:
+        p = plan.resolve(elf, rel, ["new_call"])
+    assert p.stages == ["new_call"] and not p.unavailable
+    assert [(s, sym.name) for s, sym in p.calls] == [
+        ("new_call", NEW_FUNC)]
+    # stage_entry/stage_return time it with its id as the cookie: nothing
+    # else in Python or BPF names it
+
+
+def test_a_new_per_release_offset_is_a_table_entry(built):
+    """A release's offsets go into the .rodata globals of the same name
+    (declared `const volatile` in osdstage.bpf.c and read by a program);
+    a name the object lacks is refused."""
+    rel = probetable.Release("x", "example", {}, rmw=(200, 0x2, 0x4),
+                             offsets={"rmw_flags_off": 208})
+    ro = tracer.rodata_type(built)()
+    tracer.apply_settings(ro, rel.settings())
+    assert (ro.rmw_flags_off, ro.rmw_read_bit, ro.rmw_write_bit) == (
+        208, 0x2, 0x4)
+    with pytest.raises(UserError):
+        tracer.apply_settings(ro, {"no_such_offset": 8})
