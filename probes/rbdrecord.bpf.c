@@ -61,10 +61,10 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, RBD_LOST__COUNT);
 	__type(key, __u32);
 	__type(value, __u64);
-} lost SEC(".maps");	/* 0: ring full, 1: too many completions */
+} lost SEC(".maps");	/* enum rbd_lost */
 
 static __always_inline void count_lost(__u32 i)
 {
@@ -85,7 +85,7 @@ static __always_inline void *rec_new(__u64 size, __u32 ev, __u64 ts)
 	struct rbd_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
 
 	if (!h) {
-		count_lost(0);
+		count_lost(RBD_LOST_RING);
 		return 0;
 	}
 	h->ev = ev;
@@ -363,7 +363,7 @@ static __always_inline void complete(__u64 c, __s64 rval, __u8 known)
 		return;
 	if (bpf_map_update_elem(&completed, &c, &one, BPF_NOEXIST) &&
 	    !bpf_map_lookup_elem(&completed, &c))
-		count_lost(1);
+		count_lost(RBD_LOST_COMPLETIONS);
 	r = rec_new(sizeof(*r), RBD_AIO_COMPLETE, bpf_ktime_get_ns());
 	if (!r)
 		return;

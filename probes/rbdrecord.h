@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* rbdrecord.h - records of rbdrecord.bpf.c, decoded by
- * lib/cephlat/rbdtrace.py (field for field; tests/unit/test_rbdtrace.py
- * checks the layout against the object's DWARF).
+/* rbdrecord.h - records of rbdrecord.bpf.c. Python learns every id,
+ * op and layout here from the build (make: build/rbdrecord.abi.json,
+ * read by lib/cephlat/rbd/records.py); tests/unit/test_capture_format.py
+ * checks that decoder against the object's DWARF.
  */
 #ifndef RBDRECORD_H
 #define RBDRECORD_H
@@ -24,6 +25,13 @@ enum rbd_ev {
 enum rbd_op {
 	RBD_OP_READ = 0, RBD_OP_READ2, RBD_OP_WRITE, RBD_OP_WRITE2, RBD_OP_DISCARD, RBD_OP_FLUSH,
 	RBD_OP_WRITESAME, RBD_OP_WRITE_ZEROES, RBD_OP__COUNT,
+};
+
+/* slots of the "lost" map */
+enum rbd_lost {
+	RBD_LOST_RING = 0,	/* the ring buffer was full */
+	RBD_LOST_COMPLETIONS,	/* the "completed" map was full */
+	RBD_LOST__COUNT,
 };
 
 #define RBD_PACKED __attribute__((packed))
