@@ -63,7 +63,7 @@ def trace_requests(trace):
     reader: completed requests only."""
     import sys
     sys.path.insert(0, os.path.join(REPO, "lib"))
-    from cephlat.cli.rbdrecord import RbdTrace
+    from cephlat.rbd.reader import RbdTrace
     tr = RbdTrace(str(trace))
     per = collections.defaultdict(lambda: [0, 0])
     for r in tr.requests:

@@ -22,7 +22,7 @@ def test_help_has_examples():
 def test_usage_errors_are_one_line():
     p = subprocess.run([PYTHON, RBDRECORD, "-p", "x"], capture_output=True,
                        text=True)
-    assert_one_line_error(p, "rbdrecord: ", "invalid int value", status=2)
+    assert_one_line_error(p, "rbdrecord: ", "not a pid", status=2)
     p = subprocess.run([PYTHON, RBDRECORD, "--summary", "a", "--to-fio",
                         "b"], capture_output=True, text=True)
     assert_one_line_error(p, "not allowed with argument", status=2)
@@ -40,7 +40,8 @@ def test_tool_imports_without_side_effects():
 
 
 def test_most_in_flight():
-    from cephlat.cli.rbdrecord import Request, _max_in_flight
+    from cephlat.rbd.fio import _max_in_flight
+    from cephlat.rbd.reader import Request
     def req(a, b):
         r = Request("read", 1, 0, 4096, 1, a)
         r.done = b

@@ -11,7 +11,6 @@ import time
 
 from . import events, records
 from .. import abi as abimod
-from ..capture import ctf
 from ..engine import bpf, native
 from ..engine.elfsym import ElfSymbols
 from ..errors import UserError
@@ -34,15 +33,6 @@ PROBES = [
     ("librbd", "rbd_aio_get_return_value", ("get_rval", "get_rval_ret")),
     ("librbd", "rbd_aio_release", ("aio_release",)),
 ]
-
-
-def open_trace(path, env, clock_offset_ns):
-    """A new eBPF-mode trace at `path` (made ready by outdir.prepare):
-    env tool = rbdrecord is what outdir recognizes as ours."""
-    return ctf.Writer(path, events.event_classes(),
-                      env=dict({"tool": "rbdrecord", "mode": "ebpf"}, **env),
-                      clock_offset_ns=clock_offset_ns, force=True,
-                      event_context=events.CONTEXT, whole_packets=False)
 
 
 class EbpfRecorder:
@@ -85,7 +75,7 @@ class EbpfRecorder:
         env = {"hostname": socket.gethostname(), "pid": self.pid,
                "procname": self.comm or "", "librbd": self.libs.get(
                    "librbd", "")}
-        self.writer = open_trace(self.out_dir, env, wall - mono)
+        self.writer = events.open_trace(self.out_dir, env, wall - mono)
 
     def poll(self):
         n = self.lib.raw_consume(self.h)

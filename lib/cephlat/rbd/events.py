@@ -1,0 +1,112 @@
+"""The events of an rbdrecord trace: librbd's own LTTng tracepoints
+(src/tracing/librbd.tp), names and fields, so that tools made for those
+traces (rbd-replay-prep, babeltrace2) read it.
+
+Mapping (probe -> events; every event carries the LTTng contexts
+pthread_id, vtid and vpid):
+
+  rbd_open, rbd_open_read_only   librbd:open_image_enter / _exit
+                                 (+ rbdrecord:image_pool: the pool)
+  rbd_close                      librbd:close_image_enter / _exit
+  rbd_aio_read / read2           librbd:aio_read_enter / aio_read2_enter,
+                                 librbd:aio_read_exit
+  rbd_aio_write / write2         librbd:aio_write_enter / aio_write2_enter,
+                                 librbd:aio_write_exit
+  rbd_aio_discard                librbd:aio_discard_enter / _exit
+  rbd_aio_flush                  librbd:aio_flush_enter / _exit
+  rbd_aio_writesame              librbd:aio_writesame_enter / _exit
+  rbd_aio_write_zeroes           rbdrecord:aio_write_zeroes_enter / _exit
+                                 (librbd has no such tracepoint)
+  completion                     librbd:aio_complete_enter / _exit
+
+`completion` is the application's rbd_completion_t in both the request
+and its aio_complete_enter (LTTng records librbd's internal completion
+object in both): the pairing is the same. Completion time: the first
+rbd_aio_get_return_value() on the handle (applications call it in their
+completion callback: fio does), else its rbd_aio_release(). An image
+opened before the recording started has no name: it is called
+"image-<imagectx>".
+"""
+from ..capture import ctf
+
+CONTEXT = [("pthread_id", "x64"), ("vtid", "s32"), ("vpid", "s32")]
+# read_only is a char in librbd's I/O tracepoints, a uint8_t when opening
+_IMG = [("imagectx", "x64"), ("name", "string"), ("snap_name", "string"),
+        ("read_only", "s8")]
+_SEQ = [("buf", "x64"), ("buf_isnull", "u8"), ("buf_len", "u64")]
+_RET = [("retval", "s64")]
+
+
+def event_classes():
+    """The trace's events: librbd's tracepoint names and fields."""
+    ev = [
+        ("librbd:open_image_enter", [("imagectx", "x64"), ("name", "string"),
+                                     ("id", "string"),
+                                     ("snap_name", "string"),
+                                     ("read_only", "u8")]),
+        ("librbd:open_image_exit", _RET),
+        ("rbdrecord:image_pool", [("imagectx", "x64"), ("pool", "string")]),
+        ("librbd:close_image_enter", [("imagectx", "x64"), ("name", "string"),
+                                      ("id", "string")]),
+        ("librbd:close_image_exit", _RET),
+        ("librbd:aio_read_enter", _IMG + [("offset", "u64"),
+                                          ("length", "u64"),
+                                          ("completion", "x64")]),
+        ("librbd:aio_read2_enter", _IMG + [("offset", "u64"),
+                                           ("length", "u64"),
+                                           ("completion", "x64"),
+                                           ("op_flags", "s32")]),
+        ("librbd:aio_read_exit", _RET),
+        ("librbd:aio_write_enter", _IMG + [("off", "u64"), ("len", "u64")] +
+         _SEQ + [("completion", "x64")]),
+        ("librbd:aio_write2_enter", _IMG + [("off", "u64"), ("len", "u64")] +
+         _SEQ + [("completion", "x64"), ("op_flags", "s32")]),
+        ("librbd:aio_write_exit", _RET),
+        ("librbd:aio_discard_enter", _IMG + [("off", "u64"), ("len", "u64"),
+                                             ("completion", "x64")]),
+        ("librbd:aio_discard_exit", _RET),
+        ("librbd:aio_flush_enter", _IMG + [("completion", "x64")]),
+        ("librbd:aio_flush_exit", _RET),
+        ("librbd:aio_writesame_enter", _IMG + [("off", "u64"),
+                                               ("len", "u64"),
+                                               ("data_len", "u64")] + _SEQ +
+         [("completion", "x64"), ("op_flags", "s32")]),
+        ("librbd:aio_writesame_exit", _RET),
+        ("rbdrecord:aio_write_zeroes_enter", _IMG + [
+            ("off", "u64"), ("len", "u64"), ("completion", "x64"),
+            ("op_flags", "s32")]),
+        ("rbdrecord:aio_write_zeroes_exit", _RET),
+        ("librbd:aio_complete_enter", [("completion", "x64"),
+                                       ("rval", "s64")]),
+        ("librbd:aio_complete_exit", []),
+    ]
+    return [ctf.EventClass(n, f) for n, f in ev]
+
+
+TOOL_ENV = {"tool": "rbdrecord", "mode": "ebpf"}     # outdir knows it by this
+
+
+def open_trace(path, env, clock_offset_ns):
+    """A new eBPF-mode trace at `path` (outdir.prepare made way for it):
+    these events, their context, and `env` after TOOL_ENV in the
+    metadata."""
+    return ctf.Writer(path, event_classes(), env=dict(TOOL_ENV, **env),
+                      clock_offset_ns=clock_offset_ns, force=True,
+                      event_context=CONTEXT, whole_packets=False)
+
+
+# the events of each op of enum rbd_op (by its label: RBD_OP_READ2 ->
+# "read2"; tests/unit/test_capture_format.py checks both name the same ops)
+ENTER = {"read": "librbd:aio_read_enter", "read2": "librbd:aio_read2_enter",
+         "write": "librbd:aio_write_enter",
+         "write2": "librbd:aio_write2_enter",
+         "discard": "librbd:aio_discard_enter",
+         "flush": "librbd:aio_flush_enter",
+         "writesame": "librbd:aio_writesame_enter",
+         "write_zeroes": "rbdrecord:aio_write_zeroes_enter"}
+EXIT = {"read": "librbd:aio_read_exit", "read2": "librbd:aio_read_exit",
+        "write": "librbd:aio_write_exit", "write2": "librbd:aio_write_exit",
+        "discard": "librbd:aio_discard_exit",
+        "flush": "librbd:aio_flush_exit",
+        "writesame": "librbd:aio_writesame_exit",
+        "write_zeroes": "rbdrecord:aio_write_zeroes_exit"}

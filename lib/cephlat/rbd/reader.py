@@ -1,0 +1,142 @@
+"""Traces of either mode (eBPF or LTTng) read back with babeltrace2's
+Python bindings (bt2): images and requests, paired with completions."""
+import collections
+import os
+
+from ..errors import UserError
+
+
+class Request:
+    __slots__ = ("op", "image", "off", "len", "tid", "submit", "done",
+                 "rval")
+
+    def __init__(self, op, image, off, length, tid, submit):
+        self.op, self.image, self.off, self.len = op, image, off, length
+        self.tid, self.submit = tid, submit
+        self.done = self.rval = None
+
+
+# event name -> (op, offset field, length field)
+REQUESTS = {
+    "librbd:aio_read_enter": ("read", "offset", "length"),
+    "librbd:aio_read2_enter": ("read", "offset", "length"),
+    "librbd:aio_write_enter": ("write", "off", "len"),
+    "librbd:aio_write2_enter": ("write", "off", "len"),
+    "librbd:aio_discard_enter": ("discard", "off", "len"),
+    "librbd:aio_flush_enter": ("flush", None, None),
+    "librbd:aio_writesame_enter": ("writesame", "off", "len"),
+    "rbdrecord:aio_write_zeroes_enter": ("write_zeroes", "off", "len"),
+}
+
+
+class RbdTrace:
+    """Images and requests of a librbd trace (eBPF or LTTng)."""
+
+    def __init__(self, path):
+        bt2 = _bt2()
+        check_ctf(path)
+        self.path = path
+        self.images = {}        # imagectx -> {"name", "snap", "pool", "ro"}
+        self.requests = []
+        self.unmatched = 0
+        pending = {}
+        try:
+            it = bt2.TraceCollectionMessageIterator(path)
+            for msg in it:
+                if type(msg) is not bt2._EventMessageConst:
+                    continue
+                self._event(msg, pending)
+        except Exception as e:          # bt2 raises its own error types
+            if isinstance(e, UserError):
+                raise
+            first = str(e).strip().splitlines()
+            raise UserError("cannot read %s as a CTF trace: %s" % (
+                path, first[0] if first else type(e).__name__))
+        self.incomplete = len(pending)
+        if not self.requests and not self.images:
+            raise UserError("%s holds no librbd events" % path)
+
+    def _event(self, msg, pending):
+        ev = msg.event
+        name = ev.name
+        ts = msg.default_clock_snapshot.ns_from_origin
+        f = ev.payload_field
+        if name == "librbd:open_image_enter":
+            self.images.setdefault(int(f["imagectx"]), {}).update(
+                name=str(f["name"]), snap=str(f["snap_name"]),
+                ro=int(f["read_only"]))
+        elif name == "rbdrecord:image_pool":
+            self.images.setdefault(int(f["imagectx"]), {})["pool"] = \
+                str(f["pool"])
+        elif name in REQUESTS:
+            op, fo, fl = REQUESTS[name]
+            ictx = int(f["imagectx"])
+            img = self.images.setdefault(ictx, {})
+            img.setdefault("name", str(f["name"]))
+            ctx = ev.common_context_field
+            tid = int(ctx["pthread_id"]) if ctx is not None and \
+                "pthread_id" in ctx else 0
+            r = Request(op, ictx, int(f[fo]) if fo else 0,
+                        int(f[fl]) if fl else 0, tid, ts)
+            pending[int(f["completion"])] = r
+        elif name == "librbd:aio_complete_enter":
+            r = pending.pop(int(f["completion"]), None)
+            if r is None:
+                self.unmatched += 1
+                return
+            r.done, r.rval = ts, int(f["rval"])
+            self.requests.append(r)
+
+    def by_image(self):
+        out = collections.OrderedDict()
+        for r in sorted(self.requests, key=lambda r: r.submit):
+            out.setdefault(r.image, []).append(r)
+        return out
+
+    def image_name(self, ictx):
+        return self.images.get(ictx, {}).get("name") or "image-%x" % ictx
+
+
+def _bt2():
+    """babeltrace2's Python bindings (Debian's python3-bt2)."""
+    try:
+        import bt2
+    except ImportError:
+        raise UserError("python3-bt2 is missing (make setup)")
+    return bt2
+
+
+METADATA_MAGIC = b"\x57\x1d\xd1\x75"    # packetized metadata (LTTng)
+
+
+def check_ctf(path):
+    """Fail with one line unless `path` holds CTF traces: babeltrace2's
+    Python bindings abort the process on some foreign files."""
+    if not os.path.isdir(path):
+        raise UserError("cannot read %s: not a trace directory" % path)
+    found = False
+    for root, _, files in os.walk(path):
+        if "metadata" not in files:
+            continue
+        try:
+            with open(os.path.join(root, "metadata"), "rb") as f:
+                head = f.read(16)
+        except OSError as e:
+            raise UserError("cannot read %s: %s" % (path, e.strerror))
+        if not (head.startswith(b"/* CTF 1.8") or
+                head.startswith(METADATA_MAGIC)):
+            raise UserError("cannot read %s: %s is not CTF metadata" % (
+                path, os.path.join(root, "metadata")))
+        found = True
+    if not found:
+        raise UserError("cannot read %s: no CTF trace in it" % path)
+
+
+def trace_counts(path):
+    """Events per name, as babeltrace2 sees them."""
+    bt2 = _bt2()
+    counts = collections.Counter()
+    for msg in bt2.TraceCollectionMessageIterator(path):
+        if type(msg) is bt2._EventMessageConst:
+            counts[msg.event.name] += 1
+    return counts

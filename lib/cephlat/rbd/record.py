@@ -1,0 +1,161 @@
+"""eBPF recording: the client (-p PID, or -- COMMAND started and held
+until the probes are in place), the recording loop until it ends, and
+the counts reported at the end (shared with LTTng mode)."""
+import os
+import signal
+import time
+
+from . import TOOL
+from ..abi import default_bpf_dir
+from ..ceph.target import require_btf, require_root
+from ..errors import UserError
+
+
+def find_libraries(pid=None):
+    """{"librbd": path, "librados": path} mapped by `pid`, or (no pid) the
+    ones this host's dynamic linker would load."""
+    out = {}
+    if pid is not None:
+        try:
+            with open("/proc/%d/maps" % pid) as f:
+                for line in f:
+                    path = line.split(None, 5)[-1].strip()
+                    base = os.path.basename(path)
+                    for lib in ("librbd", "librados"):
+                        if base.startswith(lib + ".so") and lib not in out:
+                            out[lib] = "/proc/%d/root%s" % (pid, path)
+        except OSError as e:
+            raise UserError("cannot read /proc/%d/maps: %s" % (pid,
+                                                              e.strerror))
+        return out
+    import ctypes.util
+    for lib, so in (("librbd", "rbd"), ("librados", "rados")):
+        name = ctypes.util.find_library(so)
+        for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"):
+            if name and os.path.exists(os.path.join(d, name)):
+                out[lib] = os.path.realpath(os.path.join(d, name))
+                break
+    return out
+
+
+class Child:
+    """COMMAND, started stopped (it waits on a pipe before exec) so the
+    probes are in place before it loads librbd."""
+
+    def __init__(self, argv):
+        r, w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:                                # child
+            try:
+                os.close(w)
+                os.read(r, 1)
+                os.execvp(argv[0], argv)
+            except OSError as e:
+                os.write(2, ("%s: cannot run %s: %s\n" % (
+                    TOOL, argv[0], e.strerror)).encode())
+            os._exit(127)
+        os.close(r)
+        self.go_fd = w
+        self.status = None
+
+    def go(self):
+        os.write(self.go_fd, b"x")
+        os.close(self.go_fd)
+
+    def poll(self):
+        """Its exit status once it has exited, else None."""
+        if self.status is None:
+            pid, st = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = os.waitstatus_to_exitcode(st)
+        return self.status
+
+    def kill(self):
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGTERM)
+            os.waitpid(self.pid, 0)
+
+
+def _client(args):
+    """-> (pid, comm, libraries, Child or None): what to record."""
+    if args.pid:
+        if not os.path.exists("/proc/%d" % args.pid):
+            raise UserError("no such process: %d" % args.pid)
+        libs = find_libraries(args.pid)
+        if "librbd" not in libs:
+            raise UserError("process %d has no librbd loaded (is it a librbd "
+                            "client? an rbd-nbd/qemu/fio process)" % args.pid)
+        with open("/proc/%d/comm" % args.pid) as f:
+            comm = f.read().strip()
+        return args.pid, comm, libs, None
+    libs = find_libraries()
+    if "librbd" not in libs:
+        raise UserError("librbd is not installed here (package librbd1)")
+    child = Child(args.command)
+    return child.pid, os.path.basename(args.command[0]), libs, child
+
+
+def record_ebpf(args, err):
+    """args: output, pid or command, duration. -> exit status"""
+    from .ebpf import EbpfRecorder
+    require_root(TOOL)
+    require_btf()
+    pid, comm, libs, child = _client(args)
+    rec = EbpfRecorder(pid, args.output, libs, default_bpf_dir(), comm)
+    stopping = []
+    old = {s: signal.signal(s, lambda n, f: stopping.append(n))
+           for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            rec.start()
+        except BaseException:
+            if child:
+                child.kill()
+                child.go()
+            raise
+        err.write("Recording librbd I/O of %s %d (eBPF) to %s... %s\n" % (
+            comm, pid, args.output, "Hit Ctrl-C to end." if not child
+            else "until it exits."))
+        err.flush()
+        if child:
+            child.go()
+        status = _until_done(rec, pid, child, args.duration, stopping)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if child and child.poll() is None and stopping:
+            child.kill()
+    counts, lost, reordered = rec.stop()
+    report_counts(err, args.output, counts, lost["ring"], reordered)
+    if status:
+        err.write("%s: %s exited with status %d\n" % (TOOL, comm, status))
+    return 0
+
+
+def _until_done(rec, pid, child, duration, stopping):
+    """Drain `rec` until the client ends, `duration` passes or a signal
+    comes. -> the child's exit status (0 if none)"""
+    deadline = time.monotonic() + duration if duration else None
+    while not stopping:
+        rec.poll()
+        if child:
+            code = child.poll()
+            if code is not None:
+                return code
+        elif not os.path.exists("/proc/%d" % pid):
+            break
+        if deadline and time.monotonic() >= deadline:
+            break
+        time.sleep(rec.POLL_S)
+    return 0
+
+
+def report_counts(err, path, counts, lost, reordered=0):
+    total = sum(counts.values())
+    err.write("%s: wrote %s: %d events%s%s\n" % (
+        TOOL, path, total, ", none lost" if not lost else
+        "; %d LOST (ring buffer full)" % lost,
+        "; %d reordered" % reordered if reordered else ""))
+    for name, n in sorted(counts.items()):
+        if name.endswith("_enter") or name.startswith("rbdrecord:"):
+            err.write("  %-36s %d\n" % (name, n))

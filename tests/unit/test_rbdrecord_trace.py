@@ -1,0 +1,116 @@
+"""rbdrecord without root: BPF records decoded with the build's layouts
+into a trace, as eBPF mode writes it (rbd/records.py, rbd/events.py),
+read back with babeltrace2, summarized and converted to fio."""
+import json
+import os
+import struct
+import subprocess
+
+import pytest
+
+from conftest import BUILD, PYTHON, REPO, need
+
+RBDRECORD = os.path.join(REPO, "tools", "rbdrecord.py")
+PID, TID, PTHREAD = 4242, 4243, 0x7f0012345600
+IMAGE, COMP = 0x55aa00, 0x66bb00
+
+
+def _abi():
+    need(os.path.exists(os.path.join(BUILD, "rbdrecord.abi.json")),
+         "BPF objects not built (run: make)")
+    from cephlat import abi
+    return abi.load("rbdrecord", BUILD)
+
+
+def client_records(a):
+    """What the ring buffer holds (lib/native/recorder.c's raw drain) for
+    a client that opens rbd/img1, reads 4 KiB at 8 KiB, writes 16 KiB at
+    1 MiB, flushes, closes."""
+    from cephlat.rbd.records import Layout
+    ev, op = a.enum("rbd_ev"), a.enum("rbd_op")
+    out = []
+
+    def rec(layout, kind, ts, **values):
+        raw = Layout(a, layout).pack(**{"h.ev": ev[kind], "h.tid": TID,
+                                        "h.ts": ts, "h.pthread_id": PTHREAD},
+                                     **values)
+        out.append(struct.pack("<II", len(raw), 0) + raw +
+                   bytes(-len(raw) % 8))
+
+    rec("rbd_open_rec", "RBD_OPEN_IMAGE", 1000, enter_ts=900,
+        imagectx=IMAGE, **{"img.name": b"img1", "img.pool": b"rbd"})
+    for i, (o, off, n) in enumerate((("RBD_OP_READ", 8192, 4096),
+                                     ("RBD_OP_WRITE", 1 << 20, 16384),
+                                     ("RBD_OP_FLUSH", 0, 0))):
+        t = 2000 + 1000 * i
+        rec("rbd_aio_rec", "RBD_AIO_ENTER", t, imagectx=IMAGE, off=off,
+            len=n, buf=0x1000, completion=COMP + i, op=op[o])
+        rec("rbd_aio_rec", "RBD_AIO_EXIT", t + 10)
+        rec("rbd_complete_rec", "RBD_AIO_COMPLETE", t + 500,
+            completion=COMP + i, rval=n, rval_known=1)
+    rec("rbd_close_rec", "RBD_CLOSE_IMAGE_ENTER", 9000, imagectx=IMAGE)
+    rec("rbd_close_rec", "RBD_CLOSE_IMAGE_EXIT", 9100)
+    return b"".join(out)
+
+
+def test_records_decode_to_librbd_events():
+    from cephlat.rbd.records import Decoder
+    evs = Decoder(PID, _abi()).decode(client_records(_abi()))
+    ctx = (PTHREAD, TID, PID)
+    assert evs[:3] == [
+        (900, "librbd:open_image_enter", ctx, (IMAGE, "img1", "", "", 0)),
+        (1000, "librbd:open_image_exit", ctx, (0,)),
+        (1000, "rbdrecord:image_pool", ctx, (IMAGE, "rbd"))]
+    img = (IMAGE, "img1", "", 0)
+    assert evs[3:6] == [
+        (2000, "librbd:aio_read_enter", ctx, img + (8192, 4096, COMP)),
+        (2010, "librbd:aio_read_exit", ctx, (0,)),
+        (2500, "librbd:aio_complete_enter", ctx, (COMP, 4096))]
+    assert evs[7][1:] == ("librbd:aio_write_enter", ctx, img + (
+        1 << 20, 16384, 0x1000, 0, 16384, COMP + 1))
+    assert evs[11][1:] == ("librbd:aio_flush_enter", ctx, img + (COMP + 2,))
+    assert evs[-2:] == [
+        (9000, "librbd:close_image_enter", ctx, (IMAGE, "img1", "")),
+        (9100, "librbd:close_image_exit", ctx, (0,))]
+
+
+@pytest.fixture
+def trace(tmp_path):
+    """A trace written the way eBPF mode writes it."""
+    pytest.importorskip("bt2", reason="python3-bt2 missing (make setup)")
+    from cephlat.rbd import events
+    from cephlat.rbd.records import Decoder
+    path = str(tmp_path / "trace")
+    w = events.open_trace(path, {"pid": PID}, 0)
+    for ts, name, ctx, vals in Decoder(PID, _abi()).decode(
+            client_records(_abi())):
+        w.write(name, ts, *vals, ctx=ctx)
+    w.close()
+    return path
+
+
+def test_trace_reads_back_summarizes_and_converts(trace, tmp_path):
+    from cephlat.rbd.reader import RbdTrace
+    tr = RbdTrace(trace)
+    assert tr.images[IMAGE]["name"] == "img1"
+    assert tr.images[IMAGE]["pool"] == "rbd"
+    assert [(r.op, r.off, r.len, r.done - r.submit, r.tid)
+            for r in tr.requests] == [
+        ("read", 8192, 4096, 500, PTHREAD),
+        ("write", 1 << 20, 16384, 500, PTHREAD), ("flush", 0, 0, 500, PTHREAD)]
+    p = subprocess.run([PYTHON, RBDRECORD, "--summary", trace, "-j"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)["images"]["img1"]
+    assert s["ops"] == {"read": 1, "write": 1, "flush": 1}
+    assert s["pool"] == "rbd" and s["read_pct"] == 50.0
+    job = str(tmp_path / "job")
+    p = subprocess.run([PYTHON, RBDRECORD, "--to-fio", trace, "-o", job],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "img1.iolog: 3 requests, iodepth 1" in p.stderr
+    with open(os.path.join(job, "img1.iolog")) as f:
+        assert f.read().splitlines() == [
+            "fio version 3 iolog", "0 rbd add", "0 rbd open",
+            "0 rbd read 8192 4096", "1 rbd write 1048576 16384",
+            "2 rbd sync 0 0", "2 rbd close"]
