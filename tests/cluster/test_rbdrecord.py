@@ -230,3 +230,28 @@ def test_bad_input(lab, recorded, tmp_path):
                                     str(tmp_path / "j")]), "cannot read")
     assert_one_line_error(run_tool([RBDRECORD, "-o", str(tmp_path / "y")]),
                           "give -p PID or -- COMMAND")
+
+
+def test_force_replaces_only_a_trace(lab, recorded, tmp_path):
+    """--force overwrites a trace rbdrecord recorded; a directory that is
+    not one survives it with one error line."""
+    import sys
+    sys.path.insert(0, os.path.join(REPO, "lib"))
+    from cephlat.capture import ctf
+    env = dict(os.environ, CEPH_CONF=lab["CEPH_CONF"])
+    old = tmp_path / "old"
+    shutil.copytree(recorded / "trace", old)           # fio's, recorded
+    assert ctf.Trace(str(old)).env["procname"] == "fio"
+    p = run_tool([RBDRECORD, "-o", str(old), "--force", "--", "true"],
+                 env=env)
+    assert p.returncode == 0, p.stderr
+    assert "wrote %s: 0 events" % old in p.stderr
+    assert ctf.Trace(str(old)).env["procname"] == "true"
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.txt").write_text("keep me")
+    p = run_tool([RBDRECORD, "-o", str(notes), "--force", "--", "true"],
+                 env=env)
+    assert_one_line_error(p, "%s is not a trace rbdrecord wrote (it holds "
+                          "todo.txt); not overwriting it" % notes, status=1)
+    assert (notes / "todo.txt").read_text() == "keep me"

@@ -1,14 +1,16 @@
 """rbdrecord without root: BPF records decoded with the build's layouts
 into a trace, as eBPF mode writes it (rbd/records.py, rbd/events.py),
-read back with babeltrace2, summarized and converted to fio."""
+read back with babeltrace2, summarized and converted to fio; --force
+replaces only what rbdrecord wrote."""
 import json
 import os
+import shutil
 import struct
 import subprocess
 
 import pytest
 
-from conftest import BUILD, PYTHON, REPO, need
+from conftest import BUILD, PYTHON, REPO, assert_one_line_error, need
 
 RBDRECORD = os.path.join(REPO, "tools", "rbdrecord.py")
 PID, TID, PTHREAD = 4242, 4243, 0x7f0012345600
@@ -74,19 +76,22 @@ def test_records_decode_to_librbd_events():
         (9100, "librbd:close_image_exit", ctx, (0,))]
 
 
-@pytest.fixture
-def trace(tmp_path):
-    """A trace written the way eBPF mode writes it."""
-    pytest.importorskip("bt2", reason="python3-bt2 missing (make setup)")
+def write_trace(path):
+    """The client's trace, written the way eBPF mode writes it."""
     from cephlat.rbd import events
     from cephlat.rbd.records import Decoder
-    path = str(tmp_path / "trace")
     w = events.open_trace(path, {"pid": PID}, 0)
     for ts, name, ctx, vals in Decoder(PID, _abi()).decode(
             client_records(_abi())):
         w.write(name, ts, *vals, ctx=ctx)
     w.close()
     return path
+
+
+@pytest.fixture
+def trace(tmp_path):
+    pytest.importorskip("bt2", reason="python3-bt2 missing (make setup)")
+    return write_trace(str(tmp_path / "trace"))
 
 
 def test_trace_reads_back_summarizes_and_converts(trace, tmp_path):
@@ -114,3 +119,90 @@ def test_trace_reads_back_summarizes_and_converts(trace, tmp_path):
             "fio version 3 iolog", "0 rbd add", "0 rbd open",
             "0 rbd read 8192 4096", "1 rbd write 1048576 16384",
             "2 rbd sync 0 0", "2 rbd close"]
+
+
+def _refused(argv, fragment):
+    p = subprocess.run([PYTHON, RBDRECORD] + argv, capture_output=True,
+                       text=True)
+    assert_one_line_error(p, "rbdrecord: ", fragment, "not overwriting it",
+                          status=1)
+
+
+def test_force_refuses_what_rbdrecord_did_not_write(trace, tmp_path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.txt").write_text("keep me")
+    capture = tmp_path / "capture"            # osdstage -w wrote it
+    shutil.copytree(os.path.join(REPO, "tests", "fixtures", "lab-v0.ctf"),
+                    capture)
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "metadata").write_bytes(os.urandom(2000))
+    for d, why in ((notes, "(it holds todo.txt)"),
+                   (capture, "(its metadata says osdstage wrote it)"),
+                   (foreign, "(its metadata is not a CTF trace's)")):
+        before = sorted(os.listdir(d))
+        for mode in ([], ["--ebpf"], ["--lttng"]):
+            _refused(["-o", str(d), "--force"] + mode + ["--", "true"],
+                     "%s is not a trace rbdrecord wrote %s" % (d, why))
+        _refused(["--to-fio", trace, "-o", str(d), "--force"],
+                 "%s is not a fio job rbdrecord wrote" % d)
+        assert sorted(os.listdir(d)) == before
+    assert (notes / "todo.txt").read_text() == "keep me"
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "job.fio").write_text("[global]\nioengine=rbd\n")
+    _refused(["--to-fio", trace, "-o", str(job), "--force"],
+             "(its job.fio is another's)")
+    assert (job / "job.fio").exists()
+
+
+def test_force_replaces_what_rbdrecord_wrote(trace, tmp_path):
+    from cephlat.rbd import outdir
+    outdir.prepare(trace, True)                   # an eBPF-mode trace
+    assert not os.path.exists(trace)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    outdir.prepare(str(empty), True)
+    assert not empty.exists()
+    job = str(tmp_path / "job")                   # a --to-fio job, twice
+    again = write_trace(str(tmp_path / "again"))
+    for argv in (["-o", job], ["-o", job, "--force"]):
+        p = subprocess.run([PYTHON, RBDRECORD, "--to-fio", again] + argv,
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+    assert sorted(os.listdir(job)) == ["img1.iolog", "job.fio"]
+
+
+def test_force_knows_an_lttng_trace_of_its_session(tmp_path):
+    """What `lttng create rbdrecord-PID --output=DIR` leaves (per-user
+    buffers): replaced; another session's, or with a stranger, kept."""
+    from cephlat.errors import UserError
+    from cephlat.rbd import outdir
+
+    def lttng_trace(name, session, extra=None):
+        top = tmp_path / name
+        d = top / "ust" / "uid" / "0" / "64-bit"
+        (d / "index").mkdir(parents=True)
+        (d / "metadata").write_bytes(
+            b"\x57\x1d\xd1\x75" + bytes(33) + b'/* CTF 1.8 */\nenv {\n'
+            b'\tdomain = "ust";\n\ttracer_name = "lttng-ust";\n'
+            b'\ttrace_name = "%s";\n};\n' % session.encode())
+        for f in ("channel0_0", "channel0_1", "index/channel0_0.idx"):
+            (d / f).write_bytes(bytes(64))
+        if extra:
+            (top / extra).write_text("x")
+        return top
+
+    ours = lttng_trace("lt", "rbdrecord-4242")
+    outdir.prepare(str(ours), True)
+    assert not ours.exists()
+    for top, why in (
+            (lttng_trace("other", "auto-20260101"),
+             "ust/uid/0/64-bit/metadata is another LTTng session's"),
+            (lttng_trace("extra", "rbdrecord-1", "ust/notes"),
+             "it holds ust/notes")):
+        with pytest.raises(UserError) as e:
+            outdir.prepare(str(top), True)
+        assert "(%s); not overwriting it" % why in str(e.value)
+        assert (top / "ust" / "uid" / "0" / "64-bit" / "metadata").exists()

@@ -64,7 +64,7 @@ def build_parser():
                    help="trace directory to write (with --to-fio: the job "
                         "directory)")
     p.add_argument("--force", action="store_true",
-                   help="overwrite an existing output directory")
+                   help="overwrite an output directory that rbdrecord wrote")
     p.add_argument("-p", "--pid", type=pid_arg,
                    help="record this running librbd client")
     p.add_argument("-d", "--duration", type=positive_float, metavar="SECS",
