@@ -51,3 +51,17 @@ def test_most_in_flight():
                            req(20, 30)]) == 3
     # back to back: one ends when the next starts
     assert _max_in_flight([req(0, 10), req(10, 20)]) == 1
+
+
+def test_command_runs_only_when_the_probes_are_in(tmp_path):
+    """-- COMMAND waits for go(); cancelled (the recording could not
+    start) it never runs."""
+    from cephlat.rbd.record import Child
+    ran = tmp_path / "ran"
+    c = Child(["touch", str(ran)])
+    c.cancel()
+    assert c.poll() == 127 and not ran.exists()
+    c = Child(["touch", str(ran)])
+    c.go()
+    os.waitpid(c.pid, 0)
+    assert ran.exists()

@@ -40,7 +40,8 @@ def find_libraries(pid=None):
 
 class Child:
     """COMMAND, started stopped (it waits on a pipe before exec) so the
-    probes are in place before it loads librbd."""
+    probes are in place before it loads librbd; it never runs unless
+    go() is called."""
 
     def __init__(self, argv):
         r, w = os.pipe()
@@ -48,8 +49,8 @@ class Child:
         if self.pid == 0:                                # child
             try:
                 os.close(w)
-                os.read(r, 1)
-                os.execvp(argv[0], argv)
+                if os.read(r, 1):       # else rbdrecord gave up (or died)
+                    os.execvp(argv[0], argv)
             except OSError as e:
                 os.write(2, ("%s: cannot run %s: %s\n" % (
                     TOOL, argv[0], e.strerror)).encode())
@@ -73,7 +74,13 @@ class Child:
     def kill(self):
         if self.poll() is None:
             os.kill(self.pid, signal.SIGTERM)
-            os.waitpid(self.pid, 0)
+            self.status = os.waitstatus_to_exitcode(
+                os.waitpid(self.pid, 0)[1])
+
+    def cancel(self):
+        """Before go(): end it without running COMMAND."""
+        os.close(self.go_fd)
+        self.status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
 
 
 def _client(args):
@@ -101,17 +108,17 @@ def record_ebpf(args, err):
     require_root(TOOL)
     require_btf()
     pid, comm, libs, child = _client(args)
-    rec = EbpfRecorder(pid, args.output, libs, default_bpf_dir(), comm)
     stopping = []
     old = {s: signal.signal(s, lambda n, f: stopping.append(n))
            for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
+            rec = EbpfRecorder(pid, args.output, libs, default_bpf_dir(),
+                               comm)
             rec.start()
         except BaseException:
             if child:
-                child.kill()
-                child.go()
+                child.cancel()
             raise
         err.write("Recording librbd I/O of %s %d (eBPF) to %s... %s\n" % (
             comm, pid, args.output, "Hit Ctrl-C to end." if not child
