@@ -659,7 +659,7 @@ int BPF_PROG(on_rq_complete, struct request *rq, blk_status_t error,
 	bpf_map_delete_elem(&rqs, &key);
 	record(ST_BLOCK_RQ, d, gen);
 	disk = BPF_CORE_READ(rq, q, disk);
-	dev = disk ? (BPF_CORE_READ(disk, major) << 20 |
+	dev = disk ? (BPF_CORE_READ(disk, major) << DEV_MINOR_BITS |
 		      BPF_CORE_READ(disk, first_minor)) : 0;
 	e = EV_NEW(ev_block_rq, EV_BLOCK_RQ, now, gen);
 	if (e) {
@@ -884,6 +884,21 @@ static __always_inline int op_hit(struct pt_regs *ctx, __u64 *op)
 	return *op != 0;
 }
 
+/* A dequeue or completion: the op's state, or NULL (not seen enqueued:
+ * counted) */
+static __always_inline struct op_state *known_op(struct pt_regs *ctx,
+						 __u64 *op)
+{
+	struct op_state *st;
+
+	if (!op_hit(ctx, op))
+		return 0;
+	st = bpf_map_lookup_elem(&ops, op);
+	if (!st)
+		count(CNT_OP_UNKNOWN);
+	return st;
+}
+
 SEC("uprobe")
 int op_enqueue(struct pt_regs *ctx)
 {
@@ -926,13 +941,9 @@ int op_dequeue(struct pt_regs *ctx)
 	__u64 op, now;
 	__u32 tid, gen;
 
-	if (!op_hit(ctx, &op))
+	st = known_op(ctx, &op);
+	if (!st)
 		return 0;
-	st = bpf_map_lookup_elem(&ops, &op);
-	if (!st) {
-		count(CNT_OP_UNKNOWN);
-		return 0;
-	}
 	now = bpf_ktime_get_ns();
 	/* a requeued op is dequeued again: its first wait is queue_wait */
 	if (st->deq_ns || now < st->enq_ns)
@@ -967,13 +978,9 @@ int op_done(struct pt_regs *ctx)
 	__u64 op, now;
 	__u32 cls, gen;
 
-	if (!op_hit(ctx, &op))
+	st = known_op(ctx, &op);
+	if (!st)
 		return 0;
-	st = bpf_map_lookup_elem(&ops, &op);
-	if (!st) {
-		count(CNT_OP_UNKNOWN);
-		return 0;
-	}
 	now = bpf_ktime_get_ns();
 	gen = cur_gen();
 	cls = op_class(op);

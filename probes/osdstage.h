@@ -28,6 +28,7 @@ enum osdstage_limits {
 	HIST_SLOTS = 512,	/* latency histogram (below): slots, */
 	HIST_FRAC_BITS = 4,	/* units of 1/16 us, */
 	HIST_SUB_BITS = 3,	/* 8 sub-buckets per power of two */
+	DEV_MINOR_BITS = 20,	/* a device is major << 20 | minor */
 };
 
 /* Stage ids: the cookie of "call" probes and the index of the stats map. */
@@ -336,7 +337,7 @@ struct ev_syncfs {
 struct ev_block_rq {
 	struct ev_hdr h;
 	__u64 duration_ns;	/* issue -> complete */
-	__u32 dev;		/* major << 20 | minor */
+	__u32 dev;		/* major << DEV_MINOR_BITS | minor */
 	__u32 bytes;
 } EV_PACKED;
 

@@ -280,7 +280,7 @@ class Capture:
                     count(name, d, h)
             elif name == "block_rq":
                 count(name, d, h)
-                dev = "%d:%d" % (d["dev"] >> 20, d["dev"] & 0xFFFFF)
+                dev = self.vocab.dev_name(d["dev"])
                 x = devs.setdefault(dev, dict.fromkeys(DEV_FIELDS, 0))
                 x["count"] += 1
                 x["sum_ns"] += d["duration_ns"]
@@ -331,34 +331,22 @@ class Capture:
                     "born": t.get("born", 0), "died": t.get("died", 0)}
             return r
 
-        def close(closed):
-            if closed is not None:
-                tid, st, a, b = closed
-                a, b = max(a, t0), min(b, t1)
-                if b > a:
-                    accrue(row(tid), states, st, a, b)
-
         for name, ts, d in self.events:
-            if ts > t1 and name != "futex_wait":
-                continue
             if name == "futex_wait":
                 a, b = max(ts - d["duration_ns"], t0), min(ts, t1)
                 if b > a:
                     row(d["tid"])["futex_ns"] += b - a
-                continue
-            applied, closed = ts_.feed(name, ts, d)
-            if not applied:
-                continue
-            close(closed)
-            tid = d["tid"]
+        for name, ts, d, closed in ts_.replay(self.events, t0, t1):
+            if closed is not None:
+                tid, st, a, b = closed
+                accrue(row(tid), states, st, a, b)
             if name == "switch_out" and d["state"] == ts_.dead:
-                row(tid)["died"] = ts
-            elif name == "waking" and t0 <= ts <= t1:
-                row(tid)["wakeups"] += 1
+                row(d["tid"])["died"] = ts
+            elif name == "waking" and t0 <= ts:
+                row(d["tid"])["wakeups"] += 1
             elif name == "switch_in":
-                row(tid)
-        for tid in list(ts_.state):
-            close((tid, ts_.state[tid], ts_.since[tid], t1))
+                row(d["tid"])
+        for tid in ts_.state:
             if ts_.state[tid] != ts_.dead or tid in out:
                 row(tid)
         for tid, r in out.items():

@@ -4,34 +4,21 @@ import argparse
 from ..errors import UserError
 
 
-def positive_float(s):
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not a number: %r" % s)
-    if v <= 0:
-        raise argparse.ArgumentTypeError("must be > 0: %r" % s)
-    return v
+def _number(convert, what, ok, why):
+    def parse(s):
+        try:
+            v = convert(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError("not %s: %r" % (what, s))
+        if not ok(v):
+            raise argparse.ArgumentTypeError(why % s)
+        return v
+    return parse
 
 
-def positive_int(s):
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not an integer: %r" % s)
-    if v <= 0:
-        raise argparse.ArgumentTypeError("must be > 0: %r" % s)
-    return v
-
-
-def pid_arg(s):
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not a pid: %r" % s)
-    if v <= 0:
-        raise argparse.ArgumentTypeError("not a pid: %r" % s)
-    return v
+positive_float = _number(float, "a number", lambda v: v > 0, "must be > 0: %r")
+positive_int = _number(int, "an integer", lambda v: v > 0, "must be > 0: %r")
+pid_arg = _number(int, "a pid", lambda v: v > 0, "not a pid: %r")
 
 
 class Parser(argparse.ArgumentParser):

@@ -221,12 +221,7 @@ class StageTracer:
         """{tid: dict} of the threads map, with in-progress time added."""
         now = time.monotonic_ns()
         out = {}
-        ts = self.abi.struct("thread_state")
-        for key in self.threads.keys():
-            raw = self.threads.lookup(key, ts.size)
-            if raw is None:
-                continue
-            t = ts.unpack(raw)
+        for key, t in self._entries(self.threads, "thread_state"):
             row = {"role": t["role"], "state": t["state"],
                    "sleep_ns": t["cum_sleep"], "runq_ns": t["cum_runq"],
                    "futex_ns": t["cum_futex"], "wakeups": t["wakeups"],
@@ -245,20 +240,24 @@ class StageTracer:
             if not os.path.exists("/proc/%d/task/%d" % (self.pid, tid)):
                 self.threads.delete(key)
 
-    def _read_hash(self, m, struct_name, key_fmt):
+    def _entries(self, m, struct_name):
+        """(key bytes, value as a dict) of each entry of hash map m, whose
+        values are struct `struct_name` of probes/osdstage.h."""
         st = self.abi.struct(struct_name)
-        out = {}
         for key in m.keys():
             raw = m.lookup(key, st.size)
             if raw is not None:
-                out[struct.unpack(key_fmt, key)[0]] = st.unpack(raw)
-        return out
+                yield key, st.unpack(raw)
+
+    def _read_hash(self, m, struct_name, key_fmt):
+        return {struct.unpack(key_fmt, key)[0]: v
+                for key, v in self._entries(m, struct_name)}
 
     def read_shards(self):
         return self._read_hash(self.shards, "shard_stats", "<Q")
 
     def read_devs(self):
-        return {"%d:%d" % (dev >> 20, dev & 0xFFFFF): d for dev, d in
+        return {self.vocab.dev_name(dev): d for dev, d in
                 self._read_hash(self.devs, "dev_stats", "<I").items()}
 
     def snapshot_counters(self):
@@ -300,12 +299,7 @@ class StageTracer:
         now = time.monotonic_ns()     # same clock as bpf_ktime_get_ns()
         limit = int(timeout_s * 1e9)
         n = 0
-        st = self.abi.struct("op_state")
-        for key in self.ops.keys():
-            raw = self.ops.lookup(key, st.size)
-            if raw is None:
-                continue
-            o = st.unpack(raw)
+        for key, o in self._entries(self.ops, "op_state"):
             enq, deq = o["enq_ns"], o["deq_ns"]
             if now - max(enq, deq) > limit and self.ops.delete(key):
                 n += 1

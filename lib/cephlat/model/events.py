@@ -99,6 +99,16 @@ class Rules:
             wakers["wake_" + wake] += 1
 
 
+def clip(closed, t0, t1):
+    """A state interval (tid, state, a, b) cut to the window [t0, t1], or
+    None when nothing of it is inside."""
+    if closed is None:
+        return None
+    tid, st, a, b = closed
+    a, b = max(a, t0), min(b, t1)
+    return (tid, st, a, b) if b > a else None
+
+
 class ThreadStates:
     """Scheduler events replayed: each thread's state and since when."""
 
@@ -131,3 +141,18 @@ class ThreadStates:
             closed = (tid, self.state[tid], self.since[tid], ts)
         self.state[tid], self.since[tid] = new, ts
         return True, closed
+
+    def replay(self, events, t0, t1):
+        """Feed `events` [(name, ts, fields)] up to t1 -> for each scheduler
+        event that changed a state: (name, ts, fields, the interval it
+        closed cut to [t0, t1] or None); at the end (None, t1, None, the
+        interval) for every thread's last state."""
+        for name, ts, d in events:
+            if ts > t1:
+                continue
+            applied, closed = self.feed(name, ts, d)
+            if applied:
+                yield name, ts, d, clip(closed, t0, t1)
+        for tid in list(self.since):
+            yield None, t1, None, clip(
+                (tid, self.state[tid], self.since[tid], t1), t0, t1)

@@ -17,33 +17,21 @@ def _lanes(cap, t0, t1, lanes):
     states = ThreadStates(labels)
     wakes, pend = [], {}
 
-    def seg(closed):
-        if closed is None:
-            return
-        tid, st, a, b = closed
-        a, b = max(a, t0), min(b, t1)
-        if b > a and tid in lanes:
+    for name, ts, d, closed in states.replay(cap.events, t0, t1):
+        if closed is not None and closed[0] in lanes:
+            tid, st, a, b = closed
             lanes[tid]["cpu"].append([a, b, shown[labels[st]]])
-    for name, ts, d in cap.events:
-        if ts > t1:
-            break
-        applied, closed = states.feed(name, ts, d)
-        if not applied:
-            continue
-        seg(closed)
-        tid = d["tid"]
         if name == "waking":
             if d["waker_tid"] and ts >= t0:
-                pend[tid] = {"from_tid": d["waker_tid"], "to_tid": tid,
-                             "ts_ns": ts, "oncpu_ns": None}
+                pend[d["tid"]] = {"from_tid": d["waker_tid"],
+                                  "to_tid": d["tid"], "ts_ns": ts,
+                                  "oncpu_ns": None}
         elif name == "switch_in":
-            w = pend.pop(tid, None)
+            w = pend.pop(d["tid"], None)
             if w is not None:
                 w["oncpu_ns"] = ts
-                if tid in lanes:
+                if d["tid"] in lanes:
                     wakes.append(w)
-    for tid in list(states.since):
-        seg((tid, states.state[tid], states.since[tid], t1))
     return wakes
 
 

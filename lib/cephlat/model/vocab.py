@@ -23,6 +23,7 @@ class Vocab:
         self.enums = {k: [list(p) for p in enums[k]] for k in ENUMS}
         lim = dict((n, v) for n, v in enums["osdstage_limits"])
         self.max_roles, self.max_stages = lim["MAX_ROLES"], lim["MAX_STAGES"]
+        self.dev_minor_bits = lim["DEV_MINOR_BITS"]
         self.op_classes = abimod.labels(enums["op_class"])
         self.wakes = abimod.labels(enums["wake_kind"])
         self.states = abimod.labels(enums["tstate_kind"])
@@ -73,6 +74,11 @@ class Vocab:
                         self.class_split.append(base)
                 elif base == "attr":
                     self.attr_parts.append(part)
+
+    def dev_name(self, dev):
+        """A block device number of the BPF side as "major:minor"."""
+        return "%d:%d" % (dev >> self.dev_minor_bits,
+                          dev & ((1 << self.dev_minor_bits) - 1))
 
     def stage_labels(self):
         """Labels of every stats map id (None where unused)."""
