@@ -43,7 +43,7 @@ PKGS := clang llvm libbpf1 libbpf-dev bpftool bpftrace lttng-tools \
 	test-unit test-bpf test-cluster bench clean
 
 all build: $(BPF_OBJS) $(BPF_ABIS) $(BUILD)/libcephlat_calib.so \
-	$(BUILD)/libcephlat_rec.so
+	$(BUILD)/libcephlat_calib_cet.so $(BUILD)/libcephlat_rec.so
 
 $(BUILD)/vmlinux.h:
 	@mkdir -p $(BUILD)
@@ -58,10 +58,16 @@ $(BUILD)/%.abi.json: $(BUILD)/%.bpf.o probes/abigen.py
 	$(PYTHON) probes/abigen.py $< > $@.tmp
 	@mv $@.tmp $@
 
-# user-space function for probe-cost calibration (see probes/calib.c)
+# user-space function for probe-cost calibration (see probes/calib.c), in
+# both flavours of the binaries we probe: without CET and with (endbr64)
 $(BUILD)/libcephlat_calib.so: probes/calib.c
 	@mkdir -p $(BUILD)
 	$(CC) -O0 -fno-omit-frame-pointer -fcf-protection=none -Wall -Werror \
+		-shared -fPIC -o $@ $<
+
+$(BUILD)/libcephlat_calib_cet.so: probes/calib.c
+	@mkdir -p $(BUILD)
+	$(CC) -O0 -fno-omit-frame-pointer -fcf-protection=full -Wall -Werror \
 		-shared -fPIC -o $@ $<
 
 # the capture recorder: ring buffer -> CTF stream files (lib/native/)

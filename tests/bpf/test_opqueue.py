@@ -32,10 +32,13 @@ SIM = Release("sim", "opqueue", {
 })
 
 
-@pytest.fixture(scope="module")
-def opqueue(cxx):
-    return cxx(os.path.join(HERE, "progs", "opqueue.cc"), "opqueue",
-               ("-O2", "-g", "-pthread"))
+@pytest.fixture(scope="module", params=["plain", "cet"])
+def opqueue(cxx, request):
+    """Built plain, and with CET like Reef's and Tentacle's binaries."""
+    return cxx(os.path.join(HERE, "progs", "opqueue.cc"),
+               "opqueue-" + request.param,
+               ("-O2", "-g", "-pthread", "-fcf-protection=%s" % (
+                   "full" if request.param == "cet" else "none")))
 
 
 def test_enqueue_signature_matches_ceph_table():
@@ -57,6 +60,7 @@ def test_queue_wait_and_op_total_ground_truth(bpf_ready, opqueue):
             plan = resolve(elf, SIM, ["queue_wait", "op_total"])
         assert plan.stages == ["queue_wait", "op_total"], plan.unavailable
         assert len(plan.op_events) == 3       # enqueue, dequeue, done
+        assert plan.cet == opqueue.endswith("-cet")
         tracer = StageTracer(p.pid, exe, plan, rmw=(rmw_off, 0x2, 0x4))
         tracer.start()
         try:

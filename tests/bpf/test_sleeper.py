@@ -20,9 +20,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SLEEPER_SRC = os.path.join(HERE, "progs", "sleeper.cc")
 
 
-@pytest.fixture(scope="module")
-def sleeper(cxx):
-    return cxx(SLEEPER_SRC, "sleeper")
+# plain, and CET-built like Reef's and Tentacle's binaries (every function
+# starts with endbr64, and the probes go right after it)
+FLAVOURS = {"plain": "-fcf-protection=none", "cet": "-fcf-protection=full"}
+
+
+@pytest.fixture(scope="module", params=list(FLAVOURS))
+def sleeper(cxx, request):
+    exe = cxx(SLEEPER_SRC, "sleeper-" + request.param,
+              ("-O2", "-g", FLAVOURS[request.param]))
+    with ElfSymbols(exe) as elf:
+        sym = elf.mark_cet(elf.find("work::Sleeper::nap")[0])
+    assert sym.cet == (request.param == "cet")
+    assert sym.probe_offset == sym.offset + (4 if sym.cet else 0)
+    return exe
 
 
 def trace_sleeper(exe, us, n):
@@ -37,7 +48,7 @@ def trace_started(p, n):
     try:
         exe_path = "/proc/%d/exe" % p.pid
         with ElfSymbols(exe_path) as elf:
-            syms = elf.find("work::Sleeper::nap")
+            syms = [elf.mark_cet(s) for s in elf.find("work::Sleeper::nap")]
         assert len(syms) == 1
         plan = Plan()
         plan.stages, plan.calls = ["do_op"], [("do_op", syms[0])]

@@ -132,15 +132,18 @@ def test_list_shows_the_lab_osd(lab):
                        text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
-    assert lines[0].split() == ["OSD", "PID", "VERSION", "RELEASE", "STAGES"]
+    assert lines[0].split() == ["OSD", "PID", "VERSION", "RELEASE", "TABLE",
+                                "CET", "STAGES"]
     row = next(l.split() for l in lines[1:] if l.split()[1] == str(lab["pid"]))
     assert row[0] == "0" and row[2].startswith("16.2.") and \
-        row[3] == "pacific" and row[4:] == ["all", "7"]
+        row[3] == "pacific" and row[4:] == ["16.2", "no", "all", "7"]
     p = subprocess.run([PYTHON, OSDSTAGE, "--list", "-j"], capture_output=True,
                        text=True, timeout=60)
     osds = json.loads(p.stdout)["osds"]
     me = next(o for o in osds if o["pid"] == lab["pid"])
     assert set(me["stages"].values()) == {"ok"} and len(me["stages"]) == 7
+    assert (me["probe_table"], me["probe_table_exact"], me["cet"]) == (
+        "16.2", True, False)
 
 
 def test_closed_pipe_exits_quietly(lab):

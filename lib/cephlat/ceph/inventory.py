@@ -1,32 +1,36 @@
 """The ceph-osd processes of this host and what can be probed in each."""
 from ..engine.elfsym import ElfSymbols
-from ..engine.plan import resolve
+from ..engine.plan import choose_release, resolve
 from ..errors import UserError
 from . import probetable
 from .target import Target, find_ceph_osds
 
 
 def osd_rows(release=None):
-    """Every ceph-osd on this host: id, pid, version, release and which
-    stages can be probed (with the reason for those that cannot)."""
+    """Every ceph-osd on this host (containers included): id, pid,
+    version, release, the probe table entry used, whether it is a CET
+    build, and which stages can be probed (with the reason for those that
+    cannot)."""
     rows = []
     for pid, osd_id in find_ceph_osds():
         row = {"pid": pid, "osd": osd_id, "ceph_version": None,
-               "release": None, "stages": {}}
+               "release": None, "probe_table": None,
+               "probe_table_exact": None, "cet": None, "stages": {}}
         try:
             t = Target(pid)
-            version = release or t.ceph_version()
-            row["ceph_version"] = version
-            rel = probetable.release_for(version)
-            if rel is None:
-                row["error"] = "no probe table for Ceph %s" % version
-            else:
-                row["release"] = rel.name
-                with ElfSymbols(t.exe_path) as elf:
-                    plan = resolve(elf, rel, list(probetable.STAGES))
-                for s in probetable.STAGES:
-                    row["stages"][s] = "ok" if s in plan.stages else \
-                        plan.unavailable.get(s, "?")
+            row["ceph_version"] = t.ceph_version()
+            with ElfSymbols(t.exe_path) as elf:
+                choice = choose_release(elf, row["ceph_version"], release,
+                                        "ceph-osd %d" % pid)
+                plan = resolve(elf, choice.release, list(probetable.STAGES))
+            row.update(release=choice.release.name,
+                       probe_table=choice.release.key,
+                       probe_table_exact=choice.exact, cet=plan.cet)
+            if choice.notice:
+                row["notice"] = choice.notice
+            for s in probetable.STAGES:
+                row["stages"][s] = "ok" if s in plan.stages else \
+                    plan.unavailable.get(s, "?")
         except UserError as e:
             row["error"] = str(e)
         rows.append(row)

@@ -126,21 +126,34 @@ def _funcs(**over):
 
 # rmw: OpRequest::op_info.rmw_flags (uint64_t; read as its low 32 bits) and
 # CEPH_OSD_RMW_FLAG_READ / _WRITE. The flags are filled in by do_op, so the
-# op class is read at completion (log_op_stats). Only 16.2 was checked
-# against DWARF here (tests/cluster/test_dwarf.py); for the others the class
-# split is off until someone verifies the offset on a real binary.
+# op class is read at completion (log_op_stats). The offset is op_info's in
+# OpRequest (rmw_flags is OpInfo's first member): PrimaryLogPG::log_op_stats
+# computes &op.op_info (`lea DISP(%reg)`) before calling OpInfo::may_read /
+# may_write, which test bits 0x2 / 0x4 (tests/cluster/test_offsets.py reads
+# both from the machine code of each lab's binary; 16.2 also against DWARF,
+# tests/cluster/test_dwarf.py). Without a checked offset the class split is
+# off for that release.
+# verified: the whole entry ran against a live OSD of that release here
+# (tests/cluster: stage counts and class counts against Ceph's counters).
 RELEASES = OrderedDict((r.key, r) for r in [
     # Octopus: signatures read from the 15.2.17 source.
     Release("15.2", "octopus", _funcs()),
-    # Pacific: checked on Debian's 16.2.15 binary and its DWARF.
+    # Pacific: Debian 12's 16.2.15, the host lab.
     Release("16.2", "pacific", _funcs(), rmw=(192, 0x2, 0x4), verified=True),
-    # Quincy, Reef, Squid: same declarations in the sources read (Reef) or
-    # on both sides (Quincy, Squid). get_object_context's attribute map uses
-    # std::less<> from Quincy on; the parameter pattern accepts both.
+    # Quincy, Squid: the declarations read in the sources. get_object_
+    # context's attribute map uses std::less<> from Quincy on; the
+    # parameter pattern accepts both.
     Release("17.2", "quincy", _funcs()),
-    Release("18.2", "reef", _funcs()),
+    # Reef: Debian 13's 18.2.7 (CET build), the reef container lab.
+    Release("18.2", "reef", _funcs(), rmw=(232, 0x2, 0x4)),
     Release("19.2", "squid", _funcs()),
+    # Tentacle: Debian sid's 20.2.4 (CET build), the tentacle container lab.
+    Release("20.2", "tentacle", _funcs(), rmw=(240, 0x2, 0x4)),
 ])
+
+
+def _vkey(key):
+    return tuple(int(x) for x in key.split("."))
 
 
 def release_key(version):
@@ -158,3 +171,17 @@ def known_releases():
 def release_for(version):
     """The Release for a Ceph version string, or None."""
     return RELEASES.get(release_key(version))
+
+
+def newer_than_table(version):
+    """A version after the table's newest release?"""
+    key = release_key(version)
+    try:
+        return _vkey(key) > _vkey(next(reversed(RELEASES)))
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
+def newest_first():
+    return sorted(RELEASES.values(), key=lambda r: _vkey(r.key),
+                  reverse=True)

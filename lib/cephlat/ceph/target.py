@@ -1,7 +1,6 @@
 """The traced process: pre-flight checks, ceph-osd discovery and release."""
 import os
 import re
-import subprocess
 
 from ..errors import UserError
 
@@ -108,29 +107,34 @@ class Target:
         return pid_alive(self.pid)
 
     def ceph_version(self):
-        """'16.2.15' or None: asks the binary itself (`--version`), run
-        inside the target's root so a containerised OSD uses its own libs."""
+        """'18.2.7' or None, never by running the binary (a container's
+        binary may need a newer libc than the host has): the version
+        string embedded in the executable, read through /proc/PID/exe
+        (the container's own file), else the OSD's admin socket, found
+        inside its mount namespace."""
         if self._version is not None:
             return self._version or None
-        self._version = ""
-        root = "/proc/%d/root" % self.pid
-        exe_in_root = self.exe.replace(" (deleted)", "")
-        cmds = []
-        if os.path.exists(os.path.join(root, exe_in_root.lstrip("/"))) and \
-                os.path.realpath(root) != "/":
-            cmds.append(["chroot", root, exe_in_root, "--version"])
-        cmds.append([self.exe_path, "--version"])
-        for cmd in cmds:
-            try:
-                out = subprocess.run(cmd, capture_output=True, timeout=10,
-                                     text=True).stdout
-            except (OSError, subprocess.SubprocessError):
-                continue
-            m = re.search(r"ceph version (\d+\.\d+\.\d+)", out)
-            if m:
-                self._version = m.group(1)
-                break
+        from ..engine.elfsym import ElfSymbols
+        try:
+            with ElfSymbols(self.exe_path) as elf:
+                self._version = elf.version_string() or ""
+        except UserError:
+            self._version = ""
+        if not self._version:
+            self._version = self._asok_version() or ""
         return self._version or None
+
+    def _asok_version(self):
+        from . import adminsock
+        try:
+            path = adminsock.find_osd_socket(self.pid, self.osd_id)
+            if path:
+                v = adminsock.command(path, "version", timeout=5.0)
+                m = re.match(r"(\d+\.\d+\.\d+)", v.get("version", ""))
+                return m.group(1) if m else None
+        except (OSError, ValueError, UserError, AttributeError):
+            pass
+        return None
 
 
 def find_ceph_osds():

@@ -20,23 +20,10 @@ from ..render.text import print_text
 from . import duty
 from .elfsym import ElfSymbols
 from ..model.roles import CEPH_ROLES
-from .plan import resolve
+from .plan import Choice, choose_release, resolve
 from .tracer import StageTracer
 
 TOOL = "osdstage"
-
-
-def release_of(target, override=None):
-    version = override or target.ceph_version()
-    if not version:
-        raise UserError("cannot tell the Ceph release of ceph-osd %d (its "
-                        "--version gave nothing); pass --release X.Y "
-                        "(known: %s)" % (target.pid, probetable.known_releases()))
-    rel = probetable.release_for(version)
-    if rel is None:
-        raise UserError("Ceph %s has no probe table; known releases: %s" % (
-            version, probetable.known_releases()))
-    return version, rel
 
 
 def pick_target(args):
@@ -52,31 +39,35 @@ def pick_target(args):
     return Target(osds[0][0])
 
 
-def _plan(args):
-    """-> (target, version, release, roles, plan) for the arguments."""
+def _plan(args, err):
+    """-> (target, release choice, roles, plan) for the arguments."""
     if args.probes:
         sp = spec.load(args.probes)
         if args.pid is None:
             raise UserError("--probes needs -p PID")
         target = Target(args.pid, allow_any=True)
-        rel, roles, version = sp.release, sp.roles, None
+        choice, roles = Choice(None, sp.release, None), sp.roles
         wanted = args.stages or sp.stages()
     else:
         target = pick_target(args)
-        version, rel = release_of(target, args.release)
         roles = CEPH_ROLES
         wanted = args.stages or list(probetable.STAGES)
     require_btf()
     require_tracefs()
     with ElfSymbols(target.exe_path) as elf:
-        plan = resolve(elf, rel, wanted)
+        if not args.probes:
+            choice = choose_release(elf, target.ceph_version(), args.release,
+                                    "ceph-osd %d" % target.pid)
+            if choice.notice:
+                err.write("%s: %s\n" % (TOOL, choice.notice))
+        plan = resolve(elf, choice.release, wanted)
     if plan.unavailable and (args.strict or not plan.stages):
         stage, why = next(iter(plan.unavailable.items()))
         raise UserError("stage %s unavailable: %s" % (stage, why))
     if not plan.stages and args.no_kernel:
         raise UserError("nothing to trace: the probe spec has no enqueue/"
                         "dequeue and --no-kernel is set")
-    return target, version, rel, roles, plan
+    return target, choice, roles, plan
 
 
 def _banner(args, err, target, version, rel, plan):
@@ -95,7 +86,8 @@ def _banner(args, err, target, version, rel, plan):
 
 def run(args, out, err):
     """Trace until the count, Ctrl-C, SIGTERM or the target's exit."""
-    target, version, rel, roles, plan = _plan(args)
+    target, choice, roles, plan = _plan(args, err)
+    version, rel = choice.version, choice.release
     tracer = StageTracer(target.pid, target.exe_path, plan,
                          settings=rel.settings(),
                          max_ops=args.max_ops, kernel=not args.no_kernel,
@@ -124,6 +116,8 @@ def run(args, out, err):
         run_info = RunInfo(target.pid, version, plan.stages, plan.unavailable,
                            classes, tracer.call_bias_ns, tracer.kernel, roles,
                            tracer.vocab)
+        if choice.exact is not None:
+            run_info.probe_table = (rel.key, choice.exact)
         if args.write:
             info = dict(run_info.info(), release=rel.name,
                         probes={role: sym.demangled for role, sym in

@@ -1,6 +1,7 @@
 """What to attach: the probe table's functions for the wanted stages,
 found in a binary (engine/elfsym.py), as uprobes for the tracer."""
 from ..ceph import probetable
+from ..errors import UserError
 
 
 class Plan:
@@ -15,6 +16,11 @@ class Plan:
 
     def probe_count(self):
         return 2 * len(self.calls) + len(self.op_events)
+
+    @property
+    def cet(self):
+        """The probed functions start with endbr64 (a CET build)."""
+        return any(s.cet for s in self.symbols.values())
 
 
 def resolve(elf, release, wanted):
@@ -32,7 +38,7 @@ def resolve(elf, release, wanted):
                 continue
             syms = elf.find(func.qualified, func.params)
             if len(syms) == 1:
-                plan.symbols[role] = syms[0]
+                plan.symbols[role] = elf.mark_cet(syms[0])
             elif not syms:
                 missing[role] = "function %s(%s) not found in %s" % (
                     func.qualified, func.params.pattern.strip("^$"), elf.path)
@@ -60,3 +66,48 @@ def resolve(elf, release, wanted):
                                        release.funcs[role].op_arg))
     return plan
 
+
+
+class Choice:
+    """The probe table entry used for a binary: `exact` when it is the
+    binary's own release; `notice` says why another one was taken."""
+
+    def __init__(self, version, release, exact, notice=None):
+        self.version, self.release = version, release
+        self.exact, self.notice = exact, notice
+
+
+def choose_release(elf, version, forced=None, what="ceph-osd"):
+    """The probe table entry for `version` (found in the binary) or the
+    one forced with --release X.Y. A release newer than the table takes
+    the newest entry whose every function resolves in the binary, with a
+    notice; an unknown older one is refused."""
+    known = probetable.known_releases()
+    if forced:
+        rel = probetable.release_for(forced) or \
+            probetable.RELEASES.get(forced)
+        if rel is None:
+            raise UserError("Ceph %s has no probe table; known releases: %s"
+                            % (forced, known))
+        return Choice(version or forced, rel, True)
+    if not version:
+        raise UserError("cannot tell the Ceph release of %s (no version "
+                        "string in its binary, no answer on its admin "
+                        "socket); pass --release X.Y (known: %s)" % (
+                            what, known))
+    rel = probetable.release_for(version)
+    if rel is not None:
+        return Choice(version, rel, True)
+    if not probetable.newer_than_table(version):
+        raise UserError("Ceph %s has no probe table; known releases: %s" % (
+            version, known))
+    for rel in probetable.newest_first():
+        if not resolve(elf, rel, list(probetable.STAGES)).unavailable:
+            return Choice(version, rel, False, (
+                "Ceph %s is newer than the probe table: using the %s (%s) "
+                "entry, whose every function resolves in this binary; "
+                "--release X.Y forces another" % (version, rel.key,
+                                                   rel.name)))
+    raise UserError("Ceph %s is newer than the probe table and no entry's "
+                    "functions all resolve in its binary; known releases: "
+                    "%s" % (version, known))

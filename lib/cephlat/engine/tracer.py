@@ -73,6 +73,7 @@ class StageTracer:
         self.abi = abimod.load("osdstage", self.bpf_dir)
         self.vocab = vocabmod.live(self.bpf_dir)
         self.want_calibration = calibrate
+        self.cet = plan.cet        # calibrate on a function of this flavour
         self.calibrate_always = False
         self.call_bias_ns = 0
         self.obj = bpf.BPFObject(os.path.join(self.bpf_dir, "osdstage.bpf.o"))
@@ -133,11 +134,11 @@ class StageTracer:
             for ret in (False, True):
                 links.append(self.obj.attach_uprobe(
                     "stage_return" if ret else "stage_entry", self.exe_path,
-                    sym.offset, pid=self.pid, retprobe=ret, cookie=sid,
+                    sym.probe_offset, pid=self.pid, retprobe=ret, cookie=sid,
                     what=sym.demangled))
         for role, prog, sym, (arg, deref) in self.plan.op_events:
             links.append(self.obj.attach_uprobe(
-                prog, self.exe_path, sym.offset, pid=self.pid,
+                prog, self.exe_path, sym.probe_offset, pid=self.pid,
                 cookie=op_cookie(self.abi, arg, deref), what=sym.demangled))
         self.target_links = links
         self.attached = True
@@ -165,19 +166,25 @@ class StageTracer:
         a few hundred ns of probe cost in, never take real time out. The
         probes stay attached (detaching costs ~0.2 s); they fire only in
         this process. In ns; 0 when the library is missing or too few calls
-        were seen."""
-        lib_path = os.path.join(self.bpf_dir, "libcephlat_calib.so")
+        were seen.
+
+        The function is of the target's flavour: built with CET (starting
+        with endbr64, probed right after it) when the target's functions
+        are, else without."""
+        lib_path = os.path.join(self.bpf_dir, "libcephlat_calib%s.so" % (
+            "_cet" if self.cet else ""))
         if not os.path.exists(lib_path):
             return 0
         from .elfsym import ElfSymbols
         with ElfSymbols(lib_path) as elf:
-            sym = elf.find("cephlat_calib_target")[0]
+            sym = elf.mark_cet(elf.find("cephlat_calib_target")[0])
         fn = ctypes.CDLL(lib_path).cephlat_calib_target
         fn.restype, fn.argtypes = ctypes.c_long, [ctypes.c_long]
         sid = self.vocab.calib_id
         for ret in (False, True):
             self.obj.attach_uprobe("stage_return" if ret else "stage_entry",
-                                   lib_path, sym.offset, pid=os.getpid(),
+                                   lib_path, sym.probe_offset,
+                                   pid=os.getpid(),
                                    retprobe=ret, cookie=sid, what=sym.name)
         fn(0)                          # first hit: page-in, not a sample
         base = self.reader.read(sid)

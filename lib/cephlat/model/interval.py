@@ -18,22 +18,30 @@ class RunInfo:
     def __init__(self, pid, version, stages, unavailable, classes,
                  call_bias_ns, kernel, roles, vocab):
         self.pid, self.version, self.vocab = pid, version, vocab
+        # (probe table entry used, is it the binary's own release?)
+        self.probe_table = None
         self.stages, self.unavailable = list(stages), dict(unavailable)
         self.classes = set(classes)
         self.call_bias_ns, self.kernel, self.roles = call_bias_ns, kernel, roles
 
     def info(self):
         """The recorded part (capture metadata)."""
-        return {"pid": self.pid, "ceph_version": self.version,
-                "stages": self.stages, "unavailable": self.unavailable,
-                "classes": sorted(self.classes)}
+        out = {"pid": self.pid, "ceph_version": self.version,
+               "stages": self.stages, "unavailable": self.unavailable,
+               "classes": sorted(self.classes)}
+        if self.probe_table:
+            out["probe_table"], out["probe_table_exact"] = self.probe_table
+        return out
 
     @classmethod
     def from_capture(cls, cap):
         i = cap.info
-        return cls(i["pid"], i["ceph_version"], i["stages"],
-                   i["unavailable"], i["classes"], cap.call_bias_ns,
-                   cap.kernel, cap.roles, cap.vocab)
+        run = cls(i["pid"], i["ceph_version"], i["stages"],
+                  i["unavailable"], i["classes"], cap.call_bias_ns,
+                  cap.kernel, cap.roles, cap.vocab)
+        if "probe_table" in i:
+            run.probe_table = (i["probe_table"], i["probe_table_exact"])
+        return run
 
 
 def interval_record(run, cur, prev, ts, secs, in_flight):
@@ -54,12 +62,16 @@ def interval_record(run, cur, prev, ts, secs, in_flight):
         "interval_s": round(secs, 3),
         "pid": run.pid,
         "ceph_version": run.version,
+    }
+    if run.probe_table:
+        rec["probe_table"], rec["probe_table_exact"] = run.probe_table
+    rec.update({
         "stages": stages,
         "unavailable": dict(run.unavailable),
         "lost": report.split_counters(counters, vocab),
         "in_flight": in_flight,
         "call_bias_us": round(run.call_bias_ns / 1000.0, 3),
-    }
+    })
     if run.kernel:
         _kernel_part(run, rec, hists, counters, cur, prev, secs)
     return rec, hists

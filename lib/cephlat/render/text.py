@@ -168,17 +168,25 @@ def print_list(out, rows):
     if not rows:
         out.write("no ceph-osd process is running\n")
         return
-    out.write("%-6s %-8s %-10s %-9s %s\n" % ("OSD", "PID", "VERSION",
-                                             "RELEASE", "STAGES"))
+    out.write("%-6s %-8s %-10s %-9s %-7s %-4s %s\n" % (
+        "OSD", "PID", "VERSION", "RELEASE", "TABLE", "CET", "STAGES"))
     for r in rows:
         ok = [s for s, v in r["stages"].items() if v == "ok"]
         stages = "all %d" % len(ok) if ok and len(ok) == len(r["stages"]) \
             else (",".join(ok) or "-")
-        out.write("%-6s %-8d %-10s %-9s %s\n" % (
+        table = "-" if not r.get("probe_table") else r["probe_table"] + (
+            "" if r["probe_table_exact"] else "*")
+        cet = "-" if r.get("cet") is None else ("yes" if r["cet"] else "no")
+        out.write("%-6s %-8d %-10s %-9s %-7s %-4s %s\n" % (
             r["osd"] or "?", r["pid"], r["ceph_version"] or "?",
-            r["release"] or "?", stages))
-        if r.get("error"):
-            out.write("       %s\n" % r["error"])
+            r["release"] or "?", table, cet, stages))
+        for note in (r.get("notice"), r.get("error")):
+            if note:
+                out.write("       %s\n" % note)
         for s, v in r["stages"].items():
             if v != "ok":
                 out.write("       %s: %s\n" % (s, v))
+    if any(r.get("probe_table") and not r["probe_table_exact"]
+           for r in rows):
+        out.write("(* the newest probe table entry whose every function "
+                  "resolves: the release is newer than the table)\n")
