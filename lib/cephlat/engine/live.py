@@ -88,8 +88,10 @@ def run(args, out, err):
     """Trace until the count, Ctrl-C, SIGTERM or the target's exit."""
     target, choice, roles, plan = _plan(args, err)
     version, rel = choice.version, choice.release
+    # an inexact table entry's offsets are unchecked for this binary
+    exact = choice.exact is not False
     tracer = StageTracer(target.pid, target.exe_path, plan,
-                         settings=rel.settings(),
+                         settings=rel.settings() if exact else {},
                          max_ops=args.max_ops, kernel=not args.no_kernel,
                          roles=roles,
                          ring_bytes=capture.ring_bytes(args.ring_mb)
@@ -98,7 +100,8 @@ def run(args, out, err):
     tracer.calibrate_always = True
     # the op class is read at completion: split only when that is probed
     done = any(prog == "op_done" for _, prog, _, _ in plan.op_events)
-    classes = set(tracer.vocab.class_split) if rel.rmw and done else set()
+    classes = set(tracer.vocab.class_split) if rel.rmw and done and exact \
+        else set()
     stopping = []
     writer = None
 

@@ -105,9 +105,9 @@ def choose_release(elf, version, forced=None, what="ceph-osd"):
         if not resolve(elf, rel, list(probetable.STAGES)).unavailable:
             return Choice(version, rel, False, (
                 "Ceph %s is newer than the probe table: using the %s (%s) "
-                "entry, whose every function resolves in this binary; "
-                "--release X.Y forces another" % (version, rel.key,
-                                                   rel.name)))
+                "entry, whose every function resolves in this binary (no "
+                "op-class split: its offset is unchecked for this release); "
+                "--release X.Y forces one" % (version, rel.key, rel.name)))
     raise UserError("Ceph %s is newer than the probe table and no entry's "
                     "functions all resolve in its binary; known releases: "
                     "%s" % (version, known))
