@@ -9,26 +9,51 @@ import time
 
 import pytest
 
-from conftest import REPO, Bench, need, prefill
+from conftest import OSDSTAGE, PYTHON, REPO, Bench, need, prefill
 
 BT = sorted(glob.glob(os.path.join(REPO, "probes", "*.bt")))
 
 
-def bpftrace_compile(path, out):
+def bpftrace_compile(path, out, args=()):
     """bpftrace >= 0.18 has --dry-run; Debian's 0.17 compiles to an ELF
     object with --emit-elf without attaching anything."""
     help_text = subprocess.run(["bpftrace", "--help"], capture_output=True,
                                text=True)
     flags = ["--dry-run"] if "--dry-run" in help_text.stdout + \
         help_text.stderr else ["--emit-elf", out]
-    return subprocess.run(["bpftrace"] + flags + [path], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(["bpftrace"] + flags + [path] + list(args),
+                          capture_output=True, text=True, timeout=120)
+
+
+def osdstages_args(pid):
+    """osdstages.bt names no function: osdstage.py gives its arguments."""
+    p = subprocess.run([PYTHON, OSDSTAGE, "-p", str(pid),
+                        "--bpftrace-args"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    args = p.stdout.split()
+    assert len(args) == 14 and args[0].startswith("/proc/%d/root/" % pid)
+    return args
+
+
+def _offline_args(binary):
+    """The same arguments for a binary that is not running (compiling)."""
+    from cephlat.engine.btargs import bt_args
+    from cephlat.engine.elfsym import ElfSymbols
+    from cephlat.engine.plan import choose_release
+    with ElfSymbols(binary) as elf:
+        return bt_args(binary, elf, choose_release(elf, elf.version_string()))
 
 
 @pytest.mark.parametrize("path", BT, ids=[os.path.basename(p) for p in BT])
 def test_bt_compiles(bpf_ready, tmp_path, path):
     need(shutil.which("bpftrace") is not None, "bpftrace missing (make setup)")
-    p = bpftrace_compile(path, str(tmp_path / "out.o"))
+    args = []
+    if os.path.basename(path) == "osdstages.bt":
+        need(os.path.exists("/usr/bin/ceph-osd"), "ceph-osd not installed")
+        args = _offline_args("/usr/bin/ceph-osd")
+        assert "_Z" not in open(path).read()     # no mangled name in it
+    p = bpftrace_compile(path, str(tmp_path / "out.o"), args)
     assert p.returncode == 0, p.stderr
     head = open(path).read(4000)
     assert "USAGE:" in head and "Example" in head
@@ -41,7 +66,8 @@ def test_osdstages_bt_on_the_lab(lab):
     try:
         time.sleep(1)
         p = subprocess.Popen(["bpftrace", "-p", str(lab["pid"]),
-                              os.path.join(REPO, "probes", "osdstages.bt")],
+                              os.path.join(REPO, "probes", "osdstages.bt")] +
+                             osdstages_args(lab["pid"]),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
         t0 = time.time()

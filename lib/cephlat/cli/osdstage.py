@@ -33,6 +33,7 @@ EXAMPLES = """examples:
   osdstage.py --list           # every ceph-osd here and what can be probed
   osdstage.py -p 1234 --no-kernel 5   # user-space stages only (cheaper)
   osdstage.py -p 4321 --probes myqueue.json 5  # any producer/consumer program
+  bpftrace -p 1234 probes/osdstages.bt $(osdstage.py -p 1234 --bpftrace-args)
 
 capture now, analyse later (anywhere, no root needed to read):
   osdstage.py -p 1234 -w incident.ctf 10 6   # record 1 minute, 6 reports
@@ -120,6 +121,9 @@ def build_parser():
     p.add_argument("--release", default=None, metavar="X.Y",
                    help="use this Ceph release's probe table (default: asked "
                         "from the binary)")
+    p.add_argument("--bpftrace-args", action="store_true",
+                   help="print the arguments of probes/osdstages.bt for this "
+                        "OSD (its binary and probe addresses) and exit")
     p.add_argument("--strict", action="store_true",
                    help="fail if any requested stage cannot be probed")
     p.add_argument("--max-ops", type=positive_int, default=DEFAULT_MAX_OPS,
@@ -221,6 +225,9 @@ def run(args, out=sys.stdout, err=sys.stderr):
             print_list(out, rows)
         return 0
     require_root(TOOL)
+    if args.bpftrace_args:
+        out.write(" ".join(live.bpftrace_args(args, err)) + "\n")
+        return 0
     return live.run(args, out, err)
 
 

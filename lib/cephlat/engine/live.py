@@ -18,6 +18,7 @@ from ..errors import UserError, quiet_broken_pipe
 from ..model.interval import RunInfo, interval_record
 from ..render.text import print_text
 from . import duty
+from .btargs import binary_of, bt_args
 from .elfsym import ElfSymbols
 from ..model.roles import CEPH_ROLES
 from .plan import Choice, choose_release, resolve
@@ -68,6 +69,19 @@ def _plan(args, err):
         raise UserError("nothing to trace: the probe spec has no enqueue/"
                         "dequeue and --no-kernel is set")
     return target, choice, roles, plan
+
+
+def bpftrace_args(args, err):
+    """The arguments of probes/osdstages.bt for the target OSD."""
+    if args.probes:
+        raise UserError("--bpftrace-args is for ceph-osd: drop --probes")
+    target = pick_target(args)
+    with ElfSymbols(target.exe_path) as elf:
+        choice = choose_release(elf, target.ceph_version(), args.release,
+                                "ceph-osd %d" % target.pid)
+        if choice.notice:
+            err.write("%s: %s\n" % (TOOL, choice.notice))
+        return bt_args(binary_of(target.pid), elf, choice)
 
 
 def _banner(args, err, target, version, rel, plan):
