@@ -8,6 +8,9 @@
 #   make -s lab-env print export lines for CEPH_CONF and OSD_PID
 #   make lab-down   stop the lab's daemons, detach its loop device
 #   make workload   rados bench writes then random reads (SECS=, THREADS=)
+#   CEPH=reef|tentacle  with setup, lab, lab-env, lab-down, workload, bench: the
+#                   lab in a container with Debian trixie's Ceph 18.2 / sid's 20.2
+#                   (vagrant/container.sh); default CEPH=pacific, the host's 16.2
 #   make bench      what tracing costs the OSD (BENCHMARKS.md; ~20 min)
 #   make clean      remove build/
 
@@ -28,6 +31,12 @@ BPF_OBJS := $(patsubst probes/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
 BPF_ABIS := $(BPF_OBJS:.bpf.o=.abi.json)
 
 LAB := vagrant/lab.sh
+CONTAINER_LAB := vagrant/container.sh
+# Which lab the lab targets act on: the host's (pacific) or a container's (reef,
+# tentacle). lab.sh hands CEPH=reef|tentacle over to container.sh.
+CEPH ?= pacific
+CONTAINER_RELEASES := reef tentacle
+LABCTL := CEPH=$(CEPH) $(LAB)
 SECS ?= 10
 THREADS ?= 16
 DEMO_SECS ?= 10
@@ -39,7 +48,7 @@ PKGS := clang llvm libbpf1 libbpf-dev bpftool bpftrace lttng-tools \
 	babeltrace2 python3-bt2 fio g++ binutils gdb ruby util-linux procps \
 	python3-pytest python3-pyelftools ceph-osd-dbg chromium
 
-.PHONY: all build setup lab lab-env lab-down workload demo test \
+.PHONY: all build setup setup-containers lab lab-env lab-down workload demo test \
 	test-unit test-bpf test-cluster bench clean
 
 all build: $(BPF_OBJS) $(BPF_ABIS) $(BUILD)/libcephlat_calib.so \
@@ -75,30 +84,32 @@ $(BUILD)/libcephlat_rec.so: lib/native/recorder.c
 	@mkdir -p $(BUILD)
 	$(CC) -O2 -Wall -Werror -shared -fPIC -o $@ $< -lbpf
 
+# Installs only what is missing, silently; a failed step is named, with apt's
+# (or mmdebstrap's) own last lines and its log in /var/log/cephlat/.
 setup:
-	@missing=""; for p in $(PKGS); do \
-	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' \
-	    || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "setup: installing$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-	    apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
-	fi
+	@$(LAB) install $(PKGS)
 	@$(LAB) install
+ifneq ($(CEPH),pacific)
+	@$(CONTAINER_LAB) $(CEPH) install
+endif
 	@mountpoint -q /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing
 	@mountpoint -q /sys/kernel/debug || mount -t debugfs debugfs /sys/kernel/debug
 
+# the container labs' tools and cached root filesystems (built when missing)
+setup-containers:
+	@for r in $(CONTAINER_RELEASES); do $(CONTAINER_LAB) $$r install || exit 1; done
+
 lab:
-	@$(LAB) up
+	@$(LABCTL) up
 
 lab-env:
-	@$(LAB) env
+	@$(LABCTL) env
 
 lab-down:
-	@$(LAB) down
+	@$(LABCTL) down
 
 workload:
-	@$(LAB) workload $(SECS) $(THREADS)
+	@$(LABCTL) workload $(SECS) $(THREADS)
 
 # The demo leaves the lab running (stop it with: make lab-down).
 demo: setup build lab
@@ -109,7 +120,7 @@ demo: setup build lab
 	sleep 3; \
 	$(PYTHON) tools/osdstage.py -p $$OSD_PID $(DEMO_SECS) 1
 
-test: setup build
+test: setup setup-containers build
 	CI=$${CI:-} $(PYTHON) -m pytest -v tests/unit tests/bpf tests/cluster
 
 test-unit:
@@ -124,7 +135,7 @@ test-cluster: build
 BENCH_PAIRS ?= 5
 BENCH_SECS ?= 8
 bench: setup build lab
-	$(PYTHON) bench/run.py --pairs $(BENCH_PAIRS) --secs $(BENCH_SECS)
+	CEPH=$(CEPH) $(PYTHON) bench/run.py --pairs $(BENCH_PAIRS) --secs $(BENCH_SECS)
 
 clean:
 	rm -rf $(BUILD)

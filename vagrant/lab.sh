@@ -12,7 +12,9 @@
 #     daemon start/stop code serve both.
 #
 # Subcommands:
-#   install                 install the missing Debian packages (silent when none missing)
+#   install [PKG...]        install the missing Debian packages (default: the lab's; silent
+#                           when none is missing; on failure names the step and shows apt's
+#                           own last lines, the whole output is in $LAB_LOG_ROOT)
 #   up                      build/start the single-node lab, or leave it if healthy;
 #                           LAB_OSD_OPTS="k=v k=v" goes into [osd]; a change restarts the OSD
 #   env                     print "export CEPH_CONF=..." and "export OSD_PID=..."
@@ -35,7 +37,14 @@
 #   LAB_FSID           cluster fsid (multi node; else read from $LAB_SHARED/fsid)
 #   LAB_SHARED         folder shared by the Vagrant nodes (default /vagrant/.lab)
 #   LAB_PACKAGES       packages "install" ensures     (default below)
+#   LAB_LOOPDEV        a loop device over the OSD's disk file that the caller attached
+#                      (the container lab, vagrant/container.sh): used as the OSD's block
+#                      device, never attached or detached here
+#   LAB_LOG_ROOT       logs of install steps          (default /var/log/cephlat)
 #   SECS, THREADS      workload defaults              (10, 16)
+#   CEPH               pacific (default): this host's Ceph; reef or tentacle: up, env,
+#                      down, workload, trim and status act on that release's lab in a
+#                      container (vagrant/container.sh)
 set -euo pipefail
 
 LAB_DIR=${LAB_DIR:-/var/tmp/osdstage-lab}
@@ -44,6 +53,8 @@ LAB_DISK_SIZE=${LAB_DISK_SIZE:-16G}
 LAB_POOL_SIZE=${LAB_POOL_SIZE:-1}
 LAB_LOOP_DIRECT_IO=${LAB_LOOP_DIRECT_IO:-off}
 LAB_PACKAGES=${LAB_PACKAGES:-ceph-mon ceph-osd ceph-mgr ceph-common ceph-osd-dbg fio util-linux python3}
+LAB_LOOPDEV=${LAB_LOOPDEV:-}
+LAB_LOG_ROOT=${LAB_LOG_ROOT:-/var/log/cephlat}
 READY_TIMEOUT=${LAB_READY_TIMEOUT:-60}     # seconds to wait for a healthy cluster
 STOP_TIMEOUT=${LAB_STOP_TIMEOUT:-20}       # seconds between SIGTERM and SIGKILL
 
@@ -62,8 +73,26 @@ export CEPH_CONF=$CONF
 
 # ---------------------------------------------------------------------------- helpers
 
-msg() { echo "lab.sh: $*" >&2; }
-die() { echo "lab.sh: error: $*" >&2; exit 1; }
+PROG=${0##*/}     # lab.sh, or the script that sources it (container.sh)
+msg() { echo "$PROG: $*" >&2; }
+die() { echo "$PROG: error: $*" >&2; exit 1; }
+
+# run_logged STEP CMD...: run CMD with its output in a log file; silent when it works.
+# On failure: the step's name, the exit status, CMD's own last lines and the log's path.
+run_logged() {
+    local step=$1 log rc=0
+    shift
+    mkdir -p "$LAB_LOG_ROOT"
+    log=$LAB_LOG_ROOT/${step//[^A-Za-z0-9._-]/_}.log
+    "$@" >"$log" 2>&1 9<&- || rc=$?
+    ((rc == 0)) && return 0
+    {
+        echo "$PROG: error: step '$step' failed (exit $rc): $*"
+        echo "$PROG: last lines of $log:"
+        tail -n "${LAB_LOG_TAIL:-25}" "$log" | sed 's/^/    /'
+    } >&2
+    exit "$rc"
+}
 
 need_root() { [[ $(id -u) -eq 0 ]] || die "must run as root"; }
 
@@ -189,12 +218,24 @@ make_dirs() {
 
 # start_daemon TYPE ID: no-op when already running.  The daemon forks and its parent
 # exits once the daemon has initialised, so a non-zero status means it failed to start.
+# no_inherited_fds CMD...: run CMD with every fd above 2 closed.
+no_inherited_fds() {
+    (
+        for fd in /proc/$BASHPID/fd/*; do
+            fd=${fd##*/}
+            ((fd > 2)) && eval "exec $fd>&-"
+        done
+        exec "$@"
+    )
+}
+
 start_daemon() {
     local type=$1 id=$2
     daemon_pid "$type.$id" >/dev/null && return 0
     msg "starting $type.$id"
-    # 9<&- : the daemon must not inherit (and keep) the lab.sh lock.
-    "ceph-$type" -c "$CONF" -i "$id" >>"$LOG_DIR/ceph-$type.$id.start.log" 2>&1 9<&- ||
+    # The daemon must not inherit (and keep) any lock: lab.sh's own, or a
+    # caller's (`flock FILE make lab` leaves its lock open on an fd).
+    no_inherited_fds "ceph-$type" -c "$CONF" -i "$id" >>"$LOG_DIR/ceph-$type.$id.start.log" 2>&1 ||
         die "ceph-$type -i $id failed to start; see $(log_of "$type.$id") and $LOG_DIR/ceph-$type.$id.start.log"
     local i
     for ((i = 0; i < 50; i++)); do
@@ -393,8 +434,13 @@ apply_osd_opts() {
 }
 
 # Release this lab's loop devices: the recorded one and any other backed by our file.
+# A device the caller passed in (LAB_LOOPDEV) is the caller's to detach.
 detach_loops() {
     local dev back
+    if [[ -n $LAB_LOOPDEV ]]; then
+        rm -f "$LAB_DIR/loopdev"
+        return 0
+    fi
     {
         [[ -r $LAB_DIR/loopdev ]] && cat "$LAB_DIR/loopdev"
         [[ -e $IMG ]] && losetup -j "$IMG" -nO NAME 2>/dev/null
@@ -414,6 +460,11 @@ detach_loops() {
 # Loop device over IMG that this lab attached (and recorded), else empty.
 lab_loopdev() {
     local dev back
+    if [[ -n $LAB_LOOPDEV ]]; then
+        [[ -b $LAB_LOOPDEV && $(cat "$LAB_DIR/loopdev" 2>/dev/null) == "$LAB_LOOPDEV" ]] || return 1
+        echo "$LAB_LOOPDEV"
+        return 0
+    fi
     [[ -r $LAB_DIR/loopdev ]] || return 1
     dev=$(<"$LAB_DIR/loopdev")
     back=$(losetup -nO BACK-FILE "$dev" 2>/dev/null) || return 1
@@ -423,9 +474,10 @@ lab_loopdev() {
 
 # ------------------------------------------------------------------------- subcommands
 
-cmd_install() {
+cmd_install() {   # cmd_install [PKG...]   (default: LAB_PACKAGES)
     local p missing=()
-    for p in $LAB_PACKAGES; do
+    (($#)) || set -- $LAB_PACKAGES
+    for p in "$@"; do
         [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null) == installed ]] ||
             missing+=("$p")
     done
@@ -433,34 +485,43 @@ cmd_install() {
     need_root
     msg "installing: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    run_logged apt-get-update apt-get update
+    run_logged apt-get-install apt-get install -y --no-install-recommends "${missing[@]}"
 }
 
 cmd_down() {
     need_root
     check_lab_dir
-    local id pid
+    local id
     if [[ -d $LAB_DIR ]]; then
         id=$(osd_id || true)
         [[ -n $id ]] && stop_daemon "osd.$id"
         stop_daemon "mgr.$MGR_ID"
         stop_daemon "mon.$MON_ID"
-        for pid in $(stray_pids); do
-            msg "stopping stray lab daemon pid $pid ($(cat "/proc/$pid/comm" 2>/dev/null))"
-            stop_pid "$pid"
-        done
-        detach_loops
-        wait_reaped
-        if [[ -e $MARKER ]]; then
-            rm -rf -- "$LAB_DIR"
-        elif [[ -n $(ls -A "$LAB_DIR") ]]; then
-            die "$LAB_DIR has no $MARKER file; not deleting it"
-        else
-            rmdir -- "$LAB_DIR"
-        fi
+        finish_down
     fi
     return 0
+}
+
+# The end of every "down": stop what is left of the lab's daemons (found by their
+# command line), detach its loop devices, wait until the daemons are reaped, delete
+# LAB_DIR (only when it is ours, MARKER, or empty).
+finish_down() {
+    local pid
+    for pid in $(stray_pids); do
+        msg "stopping stray lab daemon pid $pid ($(cat "/proc/$pid/comm" 2>/dev/null))"
+        stop_pid "$pid"
+    done
+    detach_loops
+    wait_reaped
+    [[ -d $LAB_DIR ]] || return 0
+    if [[ -e $MARKER ]]; then
+        rm -rf -- "$LAB_DIR"
+    elif [[ -n $(ls -A "$LAB_DIR") ]]; then
+        die "$LAB_DIR has no $MARKER file; not deleting it"
+    else
+        rmdir -- "$LAB_DIR"
+    fi
 }
 
 # Build a fresh single-node cluster in an empty LAB_DIR.
@@ -469,11 +530,19 @@ build_single() {
     make_dirs
     fsid=$(cat /proc/sys/kernel/random/uuid)
     echo "$fsid" >"$LAB_DIR/fsid"
-    truncate -s "$LAB_DISK_SIZE" "$IMG"
-    loop=$(losetup --direct-io="$LAB_LOOP_DIRECT_IO" -f --show "$IMG") ||
-        die "losetup failed (is the loop module available?)"
+    if [[ -n $LAB_LOOPDEV ]]; then
+        loop=$LAB_LOOPDEV
+        [[ -b $loop ]] || die "LAB_LOOPDEV=$loop is not a block device"
+        # it may hold an older lab's BlueStore: mkfs must start from a blank device
+        dd if=/dev/zero of="$loop" bs=1M count=100 oflag=direct status=none
+        msg "OSD block device: $loop (attached by the caller)"
+    else
+        truncate -s "$LAB_DISK_SIZE" "$IMG"
+        loop=$(losetup --direct-io="$LAB_LOOP_DIRECT_IO" -f --show "$IMG") ||
+            die "losetup failed (is the loop module available?)"
+        msg "OSD block device: $loop (sparse $LAB_DISK_SIZE file $IMG)"
+    fi
     echo "$loop" >"$LAB_DIR/loopdev"
-    msg "OSD block device: $loop (sparse $LAB_DISK_SIZE file $IMG)"
     write_conf "$fsid" 127.0.0.1 127.0.0.0/8 "$loop" 0
     create_mon "$fsid" 127.0.0.1
     create_pool
@@ -490,6 +559,7 @@ cmd_up() {
     command -v ceph-osd >/dev/null || die "ceph-osd not found; run 'lab.sh install' first"
     local start=$SECONDS id loop
     OPTS=$(normalize_opts)
+    stop_container_labs
     if [[ -e $LAB_DIR/built ]] && loop=$(lab_loopdev) && id=$(osd_id); then
         # Existing lab: (re)start what is not running, apply option changes, check health.
         write_conf "$(<"$LAB_DIR/fsid")" 127.0.0.1 127.0.0.0/8 "$loop" 0
@@ -503,6 +573,16 @@ cmd_up() {
         build_single
     fi
     msg "lab up in $((SECONDS - start))s: CEPH_CONF=$CONF osd.$(osd_id) pid $(daemon_pid "osd.$(osd_id)")"
+}
+
+# One lab at a time: the host lab stops the container labs (vagrant/container.sh) first.
+# Not from inside a container lab (LAB_IN_CONTAINER set), where this script runs too.
+stop_container_labs() {
+    local ctr
+    [[ -z ${LAB_IN_CONTAINER:-} ]] || return 0
+    ctr=$(dirname "${BASH_SOURCE[0]}")/container.sh
+    [[ -r $ctr ]] || return 0
+    bash "$ctr" all down-if-up
 }
 
 cmd_env() {
@@ -675,24 +755,36 @@ cmd_vagrant_osd() {
 }
 
 usage() {
-    sed -n '/^# Subcommands:/,/^# Daemons/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+    sed -n '/^# Subcommands:/,/^# Daemons/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
     exit 2
 }
 
-# Serialize the commands that change the lab (two "up"s at once would fight).
+# Serialize the commands that change a lab (two "up"s at once would fight): one lock,
+# on this file, for every lab (the container labs take it too).  LAB_LOCK_HELD=1 tells
+# the scripts that the caller already holds it (container.sh running lab.sh in its
+# container, lab.sh stopping the container labs).
 lock() {
-    exec 9<"$0"
-    flock -n 9 && return 0
-    msg "waiting for another lab.sh to finish"
-    flock -w 300 9 || die "another lab.sh is still running after 300s"
+    [[ ${LAB_LOCK_HELD:-} == 1 ]] && return 0
+    exec 9<"${BASH_SOURCE[0]}"
+    if ! flock -n 9; then
+        msg "waiting for another lab.sh to finish"
+        flock -w 300 9 || die "another lab.sh is still running after 300s"
+    fi
+    export LAB_LOCK_HELD=1
 }
 
 main() {
     local cmd=${1:-}
     (($#)) && shift
+    # CEPH=reef|tentacle: the lab in a container (container.sh), same commands.
+    if [[ ${CEPH:-pacific} != pacific && -z ${LAB_IN_CONTAINER:-} ]]; then
+        case $cmd in up | env | down | workload | trim | status)
+            exec bash "$(dirname "${BASH_SOURCE[0]}")/container.sh" "$CEPH" "$cmd" "$@" ;;
+        esac
+    fi
     case $cmd in up | down | vagrant-mon | vagrant-osd) lock ;; esac
     case $cmd in
-    install) cmd_install ;;
+    install) cmd_install "$@" ;;
     up) cmd_up ;;
     env) cmd_env ;;
     down) cmd_down ;;
@@ -705,4 +797,7 @@ main() {
     esac
 }
 
-main "$@"
+# container.sh sources this file for its helpers: run main only when executed.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+    main "$@"
+fi

@@ -1,0 +1,314 @@
+#!/usr/bin/env bash
+# container.sh - the single-node lab with a newer Ceph, in a container (vagrant/README.md).
+#
+#   container.sh RELEASE COMMAND [ARGS]      RELEASE: reef (Debian trixie, Ceph 18.2)
+#                                                     tentacle (Debian sid, Ceph 20.2)
+#
+# The same cluster as "lab.sh up" (lab.sh runs inside the container and builds it: one mon,
+# one mgr, one BlueStore OSD, pool rbd size 1, auth off), but the daemons are the release's
+# own binaries from Debian's packages, in one podman container: their own mount, PID and
+# UTS namespaces, host network and IPC, privileged, like cephadm's containers.  The OSD's
+# block device is a loop device attached on the host and passed in.  The lab directory is
+# bind-mounted at the same path, so CEPH_CONF and the admin sockets work from the host.
+#
+# Commands:
+#   install       install podman, runc, catatonit, mmdebstrap if missing; build the cached
+#                 root filesystem and import it as an image, if missing (silent otherwise)
+#   up            install, stop any other lab (the host's Pacific one too), then start or
+#                 check this one; LAB_OSD_OPTS as for lab.sh
+#   env           export lines: CEPH_CONF, OSD_PID (host PID), CEPH_RELEASE, OSD_ASOK (as
+#                 seen from the host), LAB_EXEC (prefix that runs ceph/rados in the lab),
+#                 LAB_CONTAINER
+#   down          stop it: no container, process, mount or loop device left, state deleted
+#   down-if-up    "down" when anything of it exists, silent otherwise
+#   workload [SECS] [THREADS]   lab.sh workload inside the container
+#   trim | status               lab.sh trim / status inside the container
+# RELEASE "all" with down or down-if-up: every container lab.
+#
+# Environment: LAB_OSD_OPTS, LAB_DISK_SIZE (16G), LAB_LOOP_DIRECT_IO (off),
+#   LAB_READY_TIMEOUT, CEPHLAT_ROOTFS_DIR (/var/cache/cephlat/rootfs: <release>.tar),
+#   CEPHLAT_MIRROR (Debian mirror for mmdebstrap; default: the host's, from /etc/apt),
+#   LAB_LOG_ROOT (/var/log/cephlat: logs of install steps).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+RELEASES="reef tentacle"
+HOST_LAB_DIR=${LAB_DIR:-/var/tmp/osdstage-lab}     # the host (Pacific) lab, to stop it
+ROOTFS_DIR=${CEPHLAT_ROOTFS_DIR:-/var/cache/cephlat/rootfs}
+HOST_PKGS="podman runc catatonit mmdebstrap"
+ROOTFS_PKGS="ceph-mon,ceph-osd,ceph-mgr,ceph-common"
+IN_CTR_LAB=/cephlat/lab.sh                          # $HERE, read-only in the container
+
+REL=${1:-}
+CMD=${2:-}
+(($# >= 2)) && shift 2 || set --
+
+case $REL in
+reef) SUITE=trixie VERSION=18.2 ;;
+tentacle) SUITE=sid VERSION=20.2 ;;
+all)
+    case $CMD in down | down-if-up) ;; *) echo "container.sh: 'all' takes down or down-if-up" >&2; exit 2 ;; esac
+    for r in $RELEASES; do bash "${BASH_SOURCE[0]}" "$r" "$CMD"; done
+    exit 0
+    ;;
+*)
+    echo "container.sh: unknown Ceph release '$REL': pacific (the host lab: lab.sh), reef or tentacle" >&2
+    exit 2
+    ;;
+esac
+
+CTR_NAME=cephlat-$REL
+CTR_IMAGE=localhost/cephlat-ceph:$REL
+TOP=/var/tmp/osdstage-lab-$REL
+
+# lab.sh's helpers, for the host side of this lab: its LAB_DIR is TOP (marker, loopdev,
+# disk/osd-block.img); the cluster itself lives in TOP/lab, where lab.sh in the container
+# keeps it.
+export LAB_DIR=$TOP
+LAB_LOOPDEV=""
+LAB_IN_CONTAINER=""
+# shellcheck source=lab.sh
+source "$HERE/lab.sh"
+INNER=$TOP/lab
+CONF=$INNER/ceph.conf
+RUN_DIR=$INNER/run
+export CEPH_CONF=$CONF
+
+pm() { podman "$@" 9<&-; }       # never let podman (conmon) inherit the lab lock
+
+# ------------------------------------------------------------------- install / rootfs
+
+# The Debian mirror the host's apt uses (the URI listed for the host's own suite).
+apt_mirror() {
+    [[ -n ${CEPHLAT_MIRROR:-} ]] && { echo "$CEPHLAT_MIRROR"; return 0; }
+    python3 - "$(. /etc/os-release && echo "${VERSION_CODENAME:-}")" <<'EOF'
+import glob, re, sys
+codename = sys.argv[1]
+files = ["/etc/apt/sources.list"] + sorted(glob.glob("/etc/apt/sources.list.d/*.list")) \
+    + sorted(glob.glob("/etc/apt/sources.list.d/*.sources"))
+for path in files:
+    try:
+        text = open(path).read()
+    except OSError:
+        continue
+    if path.endswith(".sources") or re.search(r"(?m)^Types:", text):
+        for block in re.split(r"\n\s*\n", text):
+            fields, key = {}, None
+            for line in block.splitlines():
+                if line.startswith("#") or not line.strip():
+                    continue
+                if line[0] in " \t" and key:
+                    fields[key] += " " + line.strip()
+                    continue
+                k, _, v = line.partition(":")
+                key = k.strip().lower()
+                fields[key] = v.strip()
+            if "deb" in fields.get("types", "").split() and \
+                    codename in fields.get("suites", "").split() and \
+                    fields.get("enabled", "yes").lower() != "no" and fields.get("uris"):
+                print(fields["uris"].split()[0])
+                sys.exit(0)
+    else:
+        for line in text.splitlines():
+            w = re.sub(r"\[[^]]*\]", "", line.split("#")[0]).split()
+            if len(w) >= 3 and w[0] == "deb" and w[2] == codename:
+                print(w[1])
+                sys.exit(0)
+sys.exit("no Debian mirror for '%s' in /etc/apt/sources.list{,.d/}; set CEPHLAT_MIRROR" % codename)
+EOF
+}
+
+# Version of package $2 in the dpkg status of root filesystem tarball $1.
+tar_pkg_version() {
+    tar -xOf "$1" ./var/lib/dpkg/status |
+        awk -v p="$2" '$0 == "Package: " p {f = 1} f && /^Version:/ {print $2; f = 0}'
+}
+
+build_rootfs() {
+    local tar=$ROOTFS_DIR/$REL.tar tmp mirror ver start=$SECONDS
+    [[ -s $tar ]] && return 0
+    mirror=$(apt_mirror) || die "cannot find the host's Debian mirror in /etc/apt; set CEPHLAT_MIRROR"
+    mkdir -p "$ROOTFS_DIR"
+    tmp=$ROOTFS_DIR/.$REL.tmp.tar
+    rm -f "$tmp"
+    trap 'rm -f "$tmp"' EXIT            # no half-built tarball after a failure
+    msg "building the $REL root filesystem (Debian $SUITE, Ceph $VERSION) in $tar (about a minute)"
+    # A mirror snapshot serves a sid Release file past its Valid-Until date: accept it.
+    run_logged "rootfs-$REL" mmdebstrap --mode=root --format=tar --variant=apt \
+        --aptopt='Acquire::Check-Valid-Until "false"' --include="$ROOTFS_PKGS" \
+        "$SUITE" "$tmp" "$mirror"
+    ver=$(tar_pkg_version "$tmp" ceph-osd)
+    if [[ $ver != "$VERSION".* ]]; then
+        rm -f "$tmp"
+        die "Debian $SUITE has ceph-osd '${ver:-none}', not $VERSION.x: CEPH=$REL cannot be built from it"
+    fi
+    mv -f "$tmp" "$tar"
+    trap - EXIT
+    pm image rm -f "$CTR_IMAGE" >/dev/null 2>&1 || true     # an image of an older tarball
+    msg "$tar: ceph-osd $ver, $(du -m "$tar" | cut -f1) MB, built in $((SECONDS - start))s"
+}
+
+import_image() {
+    pm image exists "$CTR_IMAGE" && return 0
+    run_logged "import-$REL" pm import --quiet "$ROOTFS_DIR/$REL.tar" "$CTR_IMAGE"
+}
+
+cmd_ctr_install() {
+    need_root
+    cmd_install $HOST_PKGS
+    build_rootfs
+    import_image
+}
+
+# ------------------------------------------------------------------------ state
+
+ctr_exists() { pm container exists "$CTR_NAME" 2>/dev/null; }
+ctr_running() { [[ $(pm container inspect -f '{{.State.Running}}' "$CTR_NAME" 2>/dev/null) == true ]]; }
+
+# lab.sh inside the container, with this lab's settings; we hold the lab lock.
+in_ctr() {
+    local loop
+    loop=$(cat "$TOP/loopdev" 2>/dev/null) || loop=""
+    local envs=(-e "LAB_DIR=$INNER" -e "LAB_LOOPDEV=$loop" -e "LAB_IN_CONTAINER=$REL"
+        -e "LAB_LOCK_HELD=1" -e "CEPH_CONF=$CONF" -e "LAB_OSD_OPTS=${LAB_OSD_OPTS:-}")
+    local v
+    for v in LAB_READY_TIMEOUT LAB_STOP_TIMEOUT LAB_CLEANUP_PCT CEPH_CMD_TIMEOUT SECS THREADS; do
+        [[ -n ${!v:-} ]] && envs+=(-e "$v=${!v}")
+    done
+    pm exec "${envs[@]}" "$CTR_NAME" bash "$IN_CTR_LAB" "$@"
+}
+
+# Host PID of the container's daemon $1 (osd.0, mon.a, ...): the process whose command
+# line names this lab's ceph.conf and whose innermost PID is the one in its pid file.
+host_pid_of() {
+    local name=$1 inner p ns
+    inner=$(cat "$RUN_DIR/ceph-$name.pid" 2>/dev/null) || return 1
+    [[ $inner =~ ^[0-9]+$ ]] || return 1
+    for p in /proc/[0-9]*; do
+        [[ $(cat "$p/comm" 2>/dev/null) == "ceph-${name%%.*}" ]] || continue
+        ns=$(awk '/^NSpid:/ {print $NF}' "$p/status" 2>/dev/null) || continue
+        [[ $ns == "$inner" && $p != "/proc/$inner" ]] || continue
+        [[ " $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) " == *" $CONF "* ]] || continue
+        alive "${p#/proc/}" || continue
+        echo "${p#/proc/}"
+        return 0
+    done
+    return 1
+}
+
+inner_osd_id() { [[ -r $INNER/osd-id ]] && cat "$INNER/osd-id"; }
+
+# ------------------------------------------------------------------------ commands
+
+# ulimits for the container: podman sets them explicitly (its defaults exceed this
+# machine's hard limits and runc refuses them); at most the caller's hard limits, and
+# nproc at most 32768, above which runc fails here ("error setting rlimit type 6").
+ulimit_args() {
+    local nofile nproc
+    nofile=$(ulimit -Hn); [[ $nofile == unlimited || $nofile -gt 1048576 ]] && nofile=1048576
+    nproc=$(ulimit -Hu); [[ $nproc == unlimited || $nproc -gt 32768 ]] && nproc=32768
+    echo "--ulimit nofile=$nofile:$nofile --ulimit nproc=$nproc:$nproc"
+}
+
+start_container() {
+    local loop
+    make_dirs_top
+    truncate -s "$LAB_DISK_SIZE" "$IMG"
+    loop=$(losetup --direct-io="$LAB_LOOP_DIRECT_IO" -f --show "$IMG") ||
+        die "losetup failed (is the loop module available?)"
+    echo "$loop" >"$TOP/loopdev"
+    msg "starting container $CTR_NAME ($CTR_IMAGE), OSD block device $loop"
+    # shellcheck disable=SC2046
+    run_logged "podman-run-$REL" pm run -d --name "$CTR_NAME" \
+        --runtime runc --init --network host --ipc host --privileged \
+        $(ulimit_args) --device "$loop" \
+        -v "$TOP:$TOP" -v "$HERE:${IN_CTR_LAB%/*}:ro" \
+        --label "cephlat.lab=$REL" "$CTR_IMAGE" sleep infinity
+    # "ceph -s" in the container finds the lab without CEPH_CONF
+    pm exec "$CTR_NAME" sh -c "mkdir -p /etc/ceph && ln -sf '$CONF' /etc/ceph/ceph.conf"
+}
+
+make_dirs_top() {
+    mkdir -p "$TOP/disk"
+    touch "$MARKER"
+}
+
+stop_other_labs() {
+    local r
+    if [[ -d $HOST_LAB_DIR ]]; then
+        CEPH=pacific LAB_DIR=$HOST_LAB_DIR LAB_IN_CONTAINER="" LAB_LOOPDEV="" bash "$HERE/lab.sh" down
+    fi
+    for r in $RELEASES; do
+        [[ $r == "$REL" ]] || bash "${BASH_SOURCE[0]}" "$r" down-if-up
+    done
+}
+
+cmd_ctr_up() {
+    need_root
+    lock
+    local start=$SECONDS loop pid
+    OPTS=$(normalize_opts)          # reject bad LAB_OSD_OPTS before changing anything
+    cmd_ctr_install
+    stop_other_labs
+    if ctr_running && [[ -e $INNER/built ]] && loop=$(lab_loopdev); then
+        in_ctr up                   # restart what is not running, apply LAB_OSD_OPTS
+    else
+        [[ -e $TOP ]] || ctr_exists && msg "no usable $REL lab: rebuilding from scratch"
+        cmd_ctr_down
+        start_container
+        in_ctr up
+    fi
+    pid=$(host_pid_of "osd.$(inner_osd_id)") || die "the OSD of the $REL lab is not running; see $INNER/log/"
+    msg "$REL lab up in $((SECONDS - start))s: CEPH_CONF=$CONF osd.$(inner_osd_id) host pid $pid (container $CTR_NAME)"
+}
+
+cmd_ctr_down() {
+    need_root
+    lock
+    if ctr_running && [[ -d $INNER ]]; then
+        in_ctr down || msg "warning: lab.sh down in $CTR_NAME failed; removing the container anyway"
+    fi
+    if ctr_exists; then
+        msg "removing container $CTR_NAME"
+        run_logged "podman-rm-$REL" pm rm -f -t 10 "$CTR_NAME"
+    fi
+    finish_down     # a daemon that outlived its container, the loop device, TOP
+}
+
+cmd_ctr_down_if_up() {
+    if [[ -e $TOP ]] || { command -v podman >/dev/null && ctr_exists; }; then
+        cmd_ctr_down
+    fi
+    return 0
+}
+
+cmd_ctr_env() {
+    local id pid
+    if ! id=$(inner_osd_id) || ! pid=$(host_pid_of "osd.$id"); then
+        echo "container.sh: the $REL lab is not up; run 'make lab CEPH=$REL'" >&2
+        exit 1
+    fi
+    printf 'export CEPH_CONF=%q\n' "$CONF"
+    printf 'export OSD_PID=%s\n' "$pid"
+    printf 'export CEPH_RELEASE=%s\n' "$REL"
+    printf 'export OSD_ASOK=%q\n' "/proc/$pid/root$RUN_DIR/ceph-osd.$id.asok"
+    printf 'export LAB_EXEC=%q\n' "podman exec $CTR_NAME"
+    printf 'export LAB_CONTAINER=%s\n' "$CTR_NAME"
+}
+
+need_up() {
+    ctr_running || die "the $REL lab is not up; run 'make lab CEPH=$REL'"
+}
+
+case $CMD in
+install) cmd_ctr_install ;;
+up) cmd_ctr_up ;;
+env) cmd_ctr_env ;;
+down) cmd_ctr_down ;;
+down-if-up) cmd_ctr_down_if_up ;;
+workload) need_up; in_ctr workload "$@" ;;
+trim) need_up; in_ctr trim ;;
+status)
+    if ctr_running; then echo "$REL (container $CTR_NAME): $(in_ctr status)"; else echo "$REL: down"; fi ;;
+*) sed -n '/^# Commands:/,/^# Environment/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
+esac
