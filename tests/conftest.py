@@ -6,6 +6,7 @@ Under CI=true a tier that cannot run FAILS instead of skipping.
 """
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -97,17 +98,23 @@ def cxx():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def lab_env():
-    """{'CEPH_CONF':…, 'OSD_PID':…} of the running lab, or None."""
-    p = subprocess.run(["bash", LAB, "env"], capture_output=True, text=True)
+def _exports(argv):
+    """{name: value} of the `export NAME=VALUE` lines (shell-quoted values)
+    that `argv` prints, or None when it fails."""
+    p = subprocess.run(argv, capture_output=True, text=True)
     if p.returncode != 0:
         return None
     env = {}
     for line in p.stdout.splitlines():
         if line.startswith("export ") and "=" in line:
             k, v = line[len("export "):].split("=", 1)
-            env[k] = v.strip("'\"")
+            env[k] = " ".join(shlex.split(v))
     return env
+
+
+def lab_env():
+    """{'CEPH_CONF':…, 'OSD_PID':…} of the running lab, or None."""
+    return _exports(["bash", LAB, "env"])
 
 
 @pytest.fixture(scope="session")
@@ -133,6 +140,139 @@ def lab(bpf_ready):
     yield info
     if started and not os.environ.get("KEEP_LAB"):
         subprocess.run(["bash", LAB, "down"], capture_output=True, timeout=120)
+
+
+# ------------------------------------------------------------ container labs
+
+CONTAINER_LAB = os.path.join(REPO, "vagrant", "container.sh")
+# release -> the version prefix its ceph-osd binary carries
+CONTAINER_RELEASES = {"reef": "18.2.", "tentacle": "20.2."}
+
+
+def container_lab_env(release):
+    """{'CEPH_CONF':…, 'OSD_PID':…, 'CEPH_RELEASE':…, 'OSD_ASOK':…,
+    'LAB_EXEC':…, 'LAB_CONTAINER':…} of the running container lab of
+    `release` (`container.sh RELEASE env`), or None when it is not up."""
+    return _exports(["bash", CONTAINER_LAB, release, "env"])
+
+
+def _container_lab(release):
+    need(os.geteuid() == 0, "the container labs need root")
+    started = False
+    env = container_lab_env(release)
+    if env is None:
+        # the first time also installs podman and builds the root filesystem
+        p = subprocess.run(["bash", CONTAINER_LAB, release, "up"],
+                           capture_output=True, text=True, timeout=1200)
+        assert p.returncode == 0, "%s lab up failed:\n%s%s" % (
+            release, p.stdout, p.stderr)
+        started = True
+        env = container_lab_env(release)
+    assert env and "OSD_PID" in env and "CEPH_CONF" in env, env
+    info = dict(env)
+    info["release"] = release
+    info["version"] = CONTAINER_RELEASES[release]
+    info["pid"] = int(env["OSD_PID"])
+    info["container"] = env["LAB_CONTAINER"]
+    info["exec"] = shlex.split(env["LAB_EXEC"])
+    from cephlat.ceph.adminsock import find_osd_socket
+    info["asok"] = find_osd_socket(info["pid"], "0") or env["OSD_ASOK"]
+    assert os.path.exists(info["asok"]), info
+    yield info
+    if started and not os.environ.get("KEEP_LAB"):
+        subprocess.run(["bash", CONTAINER_LAB, release, "down"],
+                       capture_output=True, timeout=300)
+
+
+def lab_run(info, *args, timeout=120, **kw):
+    """Run a Ceph command (ceph, rados, rbd, ...) with the lab's own
+    client: inside the container for a container lab, on the host (with
+    CEPH_CONF) for the host lab. -> subprocess.CompletedProcess (text)."""
+    prefix = info.get("exec") or []
+    env = dict(os.environ, CEPH_CONF=info["CEPH_CONF"])
+    return subprocess.run(list(prefix) + [str(a) for a in args],
+                          capture_output=True, text=True, timeout=timeout,
+                          env=env, **kw)
+
+
+@pytest.fixture(scope="session", params=sorted(CONTAINER_RELEASES))
+def container_lab(request):
+    """A real single-node Ceph lab of a newer release in a podman container
+    (vagrant/container.sh), once per release: a test using this fixture
+    runs against Reef (18.2, Debian trixie) and against Tentacle (20.2,
+    Debian sid). Use `lab_reef` / `lab_tentacle` for one of them.
+
+    Started if it is not up (the first time on a machine this builds the
+    release's root filesystem: about a minute); starting one stops any
+    other lab, the host's Pacific one too. Stopped at the end if the
+    fixture started it (unless KEEP_LAB is set). Tests using these fixtures
+    run after every other test, grouped by release (see
+    pytest_collection_modifyitems below), so that the host `lab` fixture
+    and each container lab are brought up once.
+
+    Returns a dict like `lab`'s:
+      pid        host PID of the ceph-osd (the tracer's -p); its binary,
+                 the release's, is /proc/PID/root/usr/bin/ceph-osd (the
+                 host's /usr/bin/ceph-osd is Pacific's: never run either)
+      asok       the OSD's admin socket as the host sees it
+                 (/proc/PID/root/…/ceph-osd.0.asok), for perf_counters()
+      CEPH_CONF  the lab's ceph.conf (same path on the host and inside)
+      OSD_PID, OSD_ASOK, LAB_EXEC, LAB_CONTAINER, CEPH_RELEASE: what
+                 `make -s lab-env CEPH=<release>` exports
+      release    "reef" or "tentacle"; version: "18.2." or "20.2."
+      container  the container's name (cephlat-<release>)
+      exec       argv prefix that runs a command in the container
+                 (["podman", "exec", "cephlat-reef"]); lab_run(info, "ceph",
+                 "-s") uses it. The host's Pacific `rados`/`ceph` talk to
+                 these clusters too, so Bench(info, …), prefill(info) and
+                 trim(info) work unchanged.
+    """
+    yield from _container_lab(request.param)
+
+
+@pytest.fixture(scope="session")
+def lab_reef():
+    """The Reef (18.2) container lab; see container_lab."""
+    yield from _container_lab("reef")
+
+
+@pytest.fixture(scope="session")
+def lab_tentacle():
+    """The Tentacle (20.2) container lab; see container_lab."""
+    yield from _container_lab("tentacle")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "lab_lifecycle: stops its lab; runs last among the "
+        "tests of that lab")
+
+
+def _container_release_of(item):
+    names = getattr(item, "fixturenames", ())
+    callspec = getattr(item, "callspec", None)
+    if "container_lab" in names and callspec is not None:
+        return callspec.params.get("container_lab")
+    for release in CONTAINER_RELEASES:
+        if "lab_" + release in names:
+            return release
+    return None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    """One lab runs at a time and starting one stops the others: run the
+    tests of each container lab after every other test (the host lab's
+    included), one release after the other, its lab_lifecycle tests last."""
+    order = sorted(CONTAINER_RELEASES)
+
+    def key(item):
+        release = _container_release_of(item)
+        if release is None:
+            return (0, 0)
+        last = item.get_closest_marker("lab_lifecycle") is not None
+        return (1 + order.index(release), int(last))
+    items[:] = sorted(items, key=key)
 
 
 class Bench:
