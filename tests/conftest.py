@@ -304,8 +304,9 @@ def trim(env):
     """Keep the lab OSD from filling up: every write run leaves its objects
     (--no-cleanup) and a full OSD blocks all writes."""
     p = subprocess.run(["bash", LAB, "trim"], capture_output=True, text=True,
-                       timeout=900, env=dict(os.environ,
-                                             CEPH_CONF=env["CEPH_CONF"]))
+                       timeout=900, env=dict(
+                           os.environ, CEPH_CONF=env["CEPH_CONF"],
+                           CEPH=env.get("release", "pacific")))
     assert p.returncode == 0, p.stdout + p.stderr
 
 

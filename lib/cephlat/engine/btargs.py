@@ -5,11 +5,13 @@ release the probe table knows, in a container or not.
   $1       the binary, as bpftrace can open it (/proc/PID/root/...)
   $2       what it is, for the banner ("ceph-18.2.7,table-18.2": one word)
   $3-$9    entry points: enqueue_op, dequeue_op, do_op, get_object_context,
-           bluestore_read, bluestore_submit, log_op_stats - addresses,
-           after endbr64 on a CET build (as osdstage.py probes them)
-  $10-$14  their function starts, for the return probes of dequeue_op,
-           do_op, get_object_context, bluestore_read, bluestore_submit
-           (bpftrace puts return probes only there)
+           bluestore_read, bluestore_submit, log_op_stats
+  $10-$14  the same functions for the return probes of dequeue_op, do_op,
+           get_object_context, bluestore_read, bluestore_submit
+All are function start addresses: Debian's bpftrace (0.17, built without
+its probe-offset support) refuses a probe anywhere else, so on a CET build
+it cannot skip endbr64 as osdstage.py does, and every hit pays the
+kernel's single-step of it (design.md §4b).
 """
 import os
 
@@ -33,8 +35,7 @@ def bt_args(binary, elf, choice):
     syms = plan.symbols
     return ([binary, "ceph-%s,table-%s" % (choice.version,
                                          choice.release.key)]
-            + ["0x%x" % (syms[r].addr + syms[r].probe_offset -
-                         syms[r].offset) for r in ENTRIES]
+            + ["0x%x" % syms[r].addr for r in ENTRIES]
             + ["0x%x" % syms[r].addr for r in RETURNS])
 
 

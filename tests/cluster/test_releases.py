@@ -1,0 +1,153 @@
+"""The tracer on Ceph as operators run it: Reef (18.2.7, Debian trixie)
+and Tentacle (20.2.4, Debian sid) OSDs in podman containers (the
+container_lab fixture: once per release). Their binaries are CET builds
+and cannot run on this Debian 12 host, whose own /usr/bin/ceph-osd at the
+same path is Pacific's: everything below is read through /proc/PID.
+
+Against each: the release is found in the binary, every stage resolves,
+the probes go after endbr64, the op-class offsets are the binary's own
+(machine code), and under 4 KiB random reads and writes the stages agree
+with Ceph's own counters as in the Pacific tests; the kernel view,
+attribution and verdict are there; -w then -r gives the identical report;
+the bpftrace scripts attach and print."""
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from cephlat.ceph import probetable
+from cephlat.engine.elfsym import ElfSymbols
+
+from conftest import (OSDSTAGE, Bench, prefill, run_tool, wait_for_line)
+from test_accuracy import lat_mean_us, run_traced
+from test_bpftrace import hist_total, osdstages_args, run_bt
+from test_offsets import _check as offsets_match
+
+
+def test_release_found_in_a_binary_that_cannot_run_here(container_lab):
+    pid, version = container_lab["pid"], container_lab["version"]
+    with ElfSymbols("/usr/bin/ceph-osd") as host:
+        assert host.version_string().startswith("16.2.")   # not this one
+    p = run_tool([OSDSTAGE, "--list", "-j"])
+    assert p.returncode == 0, p.stderr
+    row = next(o for o in json.loads(p.stdout)["osds"] if o["pid"] == pid)
+    assert row["ceph_version"].startswith(version), row
+    assert (row["probe_table"], row["probe_table_exact"], row["cet"]) == (
+        version[:-1], True, True), row
+    assert set(row["stages"].values()) == {"ok"}, row["stages"]
+    p = run_tool([OSDSTAGE, "--list"])
+    line = next(l.split() for l in p.stdout.splitlines()[1:]
+                if l.split()[1] == str(pid))
+    assert line[2].startswith(version) and line[4:6] == [version[:-1],
+                                                         "yes"]
+
+
+def test_op_class_offsets_are_the_binarys_own(container_lab):
+    assert offsets_match(container_lab["pid"]).key == \
+        container_lab["version"][:-1]
+
+
+@pytest.fixture(scope="module")
+def runs(container_lab):
+    prefill(container_lab, 5)
+    return {"read": run_traced(container_lab, "rand"),
+            "write": run_traced(container_lab, "write")}
+
+
+@pytest.mark.parametrize("mode", ["read", "write"])
+def test_every_stage_and_the_kernel_view(runs, container_lab, mode):
+    rec, _, _ = runs[mode]
+    assert rec["ceph_version"].startswith(container_lab["version"])
+    assert rec["probe_table"] == container_lab["version"][:-1]
+    assert rec["probe_table_exact"] is True
+    assert rec["unavailable"] == {}
+    assert set(rec["stages"]) == set(probetable.STAGES)
+    for k in ("start_map_full", "op_map_full", "bad_arg", "no_start"):
+        assert rec["lost"][k] == 0, rec["lost"]
+    for stage in ("offcpu", "wakeup_delay", "futex_wait", "block_rq"):
+        assert rec["kernel"][stage]["count"] > 0, stage
+    assert rec["threads"]["tp_osd_tp"]["threads"] >= 1
+    assert sum(v["share"] for v in rec["attribution"].values()) > 0.99
+    assert rec["shards"] and rec["cause"] and rec["verdict"]
+
+
+@pytest.mark.parametrize("mode", ["read", "write"])
+def test_do_op_and_class_counts_within_3_percent(runs, mode):
+    rec, before, after = runs[mode]
+
+    def delta(name):
+        return after["osd"][name] - before["osd"][name]
+    want = delta("op_r") + delta("op_w")
+    assert want > 1000, want
+    got = rec["stages"]["do_op"]["count"]
+    assert abs(got - want) <= 0.03 * want, (got, want)
+    by = rec["stages"]["op_total"]["by_class"]
+    for cls, counter in (("read", "op_r"), ("write", "op_w")):
+        n = delta(counter)
+        assert abs(by[cls]["count"] - n) <= max(0.03 * n, 3), (cls, by, n)
+
+
+@pytest.mark.parametrize("mode", ["read", "write"])
+def test_queue_wait_bounded_by_ceph(runs, mode):
+    rec, before, after = runs[mode]
+    want, _ = lat_mean_us(before, after, "osd", "op_before_dequeue_op_lat")
+    got = rec["stages"]["queue_wait"]["mean_us"]
+    assert 0.7 * want <= got <= want, (got, want)
+
+
+@pytest.mark.parametrize("mode,counter", [("read", "op_r_latency"),
+                                          ("write", "op_w_latency")])
+def test_op_total_bounded_by_ceph(runs, mode, counter):
+    rec, before, after = runs[mode]
+    want, _ = lat_mean_us(before, after, "osd", counter)
+    s = rec["stages"]["op_total"]
+    cls = s["by_class"][mode]
+    assert cls["count"] >= 0.97 * s["count"], s["by_class"]
+    assert 0.7 * want <= cls["mean_us"] <= want, (cls["mean_us"], want)
+
+
+def test_capture_reads_back_identically(container_lab, tmp_path):
+    cap = str(tmp_path / "osd.ctf")
+    bench = Bench(container_lab, "rand", 15, threads=8)
+    try:
+        time.sleep(2)
+        p = run_tool([OSDSTAGE, "-p", str(container_lab["pid"]), "-j", "-w",
+                      cap, "2", "2"], timeout=120)
+    finally:
+        bench.stop()
+    assert p.returncode == 0 and "none lost" in p.stderr, p.stderr
+    r = run_tool([OSDSTAGE, "-r", cap, "-j"])
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert r.stdout.splitlines() == p.stdout.splitlines()
+
+
+def test_bpftrace_scripts_attach_and_print(container_lab):
+    pid = container_lab["pid"]
+    bench = Bench(container_lab, "rand", 40, threads=4)
+    try:
+        time.sleep(2)
+        p = subprocess.Popen(["bpftrace", "-p", str(pid), os.path.join(
+            os.path.dirname(OSDSTAGE), "..", "probes", "osdstages.bt")] +
+            osdstages_args(pid), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for_line(p.stdout, "Hit Ctrl-C", 60)
+            time.sleep(4)
+            p.send_signal(2)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        assert p.returncode == 0, err
+        for stage in ("queue_wait", "dequeue_op", "do_op", "bluestore_read"):
+            assert hist_total(out, stage + "_us") > 100, (stage, out)
+        out = run_bt("futexwait.bt", pid, 2)
+        assert hist_total(out, r"futex_wait_us\[tp_osd_tp\]") > 50, out
+        out = run_bt("shardwake.bt", pid, 2)
+        assert hist_total(out, "wakeup_delay_us") > 50, out
+        out = run_bt("syncfs.bt", pid, 1)
+        assert "syncfs calls:" in out
+    finally:
+        bench.stop()
