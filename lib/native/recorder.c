@@ -239,7 +239,7 @@ void rec_close(struct rec *r)
 
 /* ------------------------------------------------------------------------
  * Raw mode: the records themselves, for a consumer that decodes them
- * (lib/cephlat/rbdtrace.py). Each record is appended to one growing
+ * (lib/cephlat/rbd/records.py). Each record is appended to one growing
  * buffer as u32 length + bytes, padded to 8; the caller takes the buffer
  * after each consume and resets it.
  */

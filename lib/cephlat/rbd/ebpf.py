@@ -61,9 +61,11 @@ class EbpfRecorder:
                     found = elf.find(sym) if plib == lib else None
                     if not found:
                         continue    # e.g. rbd_aio_write_zeroes before 15.2
+                    # on a CET build (Reef, Tentacle) after endbr64
+                    at = elf.mark_cet(found[0]).probe_offset
                     for p in progs:
                         self.obj.attach_uprobe(
-                            p, path, found[0].offset, pid=self.pid,
+                            p, path, at, pid=self.pid,
                             retprobe=self.abi.programs[p] == "uretprobe",
                             what=sym)
         self.lib = lib = native.load(self.bpf_dir)
