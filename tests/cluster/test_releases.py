@@ -151,3 +151,13 @@ def test_bpftrace_scripts_attach_and_print(container_lab):
         assert "syncfs calls:" in out
     finally:
         bench.stop()
+
+
+def test_osd_id_finds_the_container_osd(container_lab):
+    """--osd ID finds an OSD in another PID namespace by its -i/--id."""
+    p = run_tool([OSDSTAGE, "--osd", "0", "-S", "do_op", "--no-kernel",
+                  "-j", "0.5", "1"], timeout=60)
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["pid"] == container_lab["pid"]
+    assert rec["ceph_version"].startswith(container_lab["version"])

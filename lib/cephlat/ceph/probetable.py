@@ -134,7 +134,8 @@ def _funcs(**over):
 # tests/cluster/test_dwarf.py). Without a checked offset the class split is
 # off for that release.
 # verified: the whole entry ran against a live OSD of that release here
-# (tests/cluster: stage counts and class counts against Ceph's counters).
+# (tests/cluster/test_accuracy.py on the host lab, test_releases.py on the
+# container labs: stage and class counts against Ceph's counters).
 RELEASES = OrderedDict((r.key, r) for r in [
     # Octopus: signatures read from the 15.2.17 source.
     Release("15.2", "octopus", _funcs()),
@@ -145,10 +146,11 @@ RELEASES = OrderedDict((r.key, r) for r in [
     # parameter pattern accepts both.
     Release("17.2", "quincy", _funcs()),
     # Reef: Debian 13's 18.2.7 (CET build), the reef container lab.
-    Release("18.2", "reef", _funcs(), rmw=(232, 0x2, 0x4)),
+    Release("18.2", "reef", _funcs(), rmw=(232, 0x2, 0x4), verified=True),
     Release("19.2", "squid", _funcs()),
     # Tentacle: Debian sid's 20.2.4 (CET build), the tentacle container lab.
-    Release("20.2", "tentacle", _funcs(), rmw=(240, 0x2, 0x4)),
+    Release("20.2", "tentacle", _funcs(), rmw=(240, 0x2, 0x4),
+            verified=True),
 ])
 
 
