@@ -40,8 +40,9 @@ MODES = {
     "record": [PY, OSDSTAGE, "-p", "{pid}", "-j", "-w", "{capture}",
                "--force"],
     "bounded": [PY, OSDSTAGE, "-p", "{pid}", "-j", "--max-overhead", "2"],
+    # osdstages.bt names no function: osdstage.py gives its arguments
     "bpftrace": ["bpftrace", "-p", "{pid}",
-                 os.path.join(REPO, "probes", "osdstages.bt")],
+                 os.path.join(REPO, "probes", "osdstages.bt"), "{btargs}"],
 }
 TARGETS = {
     "default": 0.95, "userspace": 0.96, "bounded": 0.98,
@@ -98,6 +99,14 @@ def prefill(env):
         sys.exit("bench: prefill failed: " + p.stderr.strip()[-500:])
 
 
+def bpftrace_args(pid):
+    p = sh([PY, OSDSTAGE, "-p", str(pid), "--bpftrace-args"])
+    if p.returncode != 0:
+        sys.exit("bench: osdstage.py --bpftrace-args failed: " +
+                 p.stderr.strip()[-500:])
+    return p.stdout.split()
+
+
 class Tracer:
     """A tracing tool running against the OSD: start-up time, CPU, RSS."""
 
@@ -107,6 +116,9 @@ class Tracer:
             self.capture = tempfile.mkdtemp(prefix="bench-", dir="/var/tmp")
         self.cmd = [c.replace("{pid}", str(pid)).replace(
             "{capture}", str(self.capture)) for c in cmd]
+        if "{btargs}" in self.cmd:
+            at = self.cmd.index("{btargs}")
+            self.cmd[at:at + 1] = bpftrace_args(pid)
         self.t0 = time.monotonic()
         self.p = subprocess.Popen(self.cmd, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
