@@ -20,7 +20,10 @@ import pytest
 from cephlat.ceph import probetable
 from cephlat.engine.elfsym import ElfSymbols
 
-from conftest import (OSDSTAGE, Bench, prefill, run_tool, wait_for_line)
+from conftest import (OSDSTAGE, PYTHON, Bench, prefill, run_tool,
+                      wait_for_line)
+
+RBDRECORD = os.path.join(os.path.dirname(OSDSTAGE), "rbdrecord.py")
 # the Pacific lab's accuracy tests, run here on this module's `runs`
 from test_accuracy import (run_traced, test_op_total_bounded_by_ceph,  # noqa: F401
                            test_queue_wait_bounded_by_ceph)
@@ -110,6 +113,7 @@ def test_capture_reads_back_identically(container_lab, tmp_path):
 
 def test_bpftrace_scripts_attach_and_print(container_lab):
     pid = container_lab["pid"]
+    prefill(container_lab, 3)
     bench = Bench(container_lab, "rand", 40, threads=4)
     try:
         time.sleep(2)
@@ -136,6 +140,13 @@ def test_bpftrace_scripts_attach_and_print(container_lab):
         assert "syncfs calls:" in out
     finally:
         bench.stop()
+    bench = Bench(container_lab, "write", 15, threads=8)
+    try:
+        time.sleep(2)
+        out = run_bt("blockrq.bt", pid, 3)
+        assert hist_total(out, "block_rq_us") > 100, out
+    finally:
+        bench.stop()
 
 
 def test_osd_id_finds_the_container_osd(container_lab):
@@ -146,3 +157,87 @@ def test_osd_id_finds_the_container_osd(container_lab):
     rec = json.loads(p.stdout)
     assert rec["pid"] == container_lab["pid"]
     assert rec["ceph_version"].startswith(container_lab["version"])
+
+
+CLIENT = r"""
+import os, rados, rbd, sys
+N = int(sys.argv[1])
+with rados.Rados(conffile=os.environ["CEPH_CONF"]) as c, \
+        c.open_ioctx("rbd") as io:
+    try:
+        rbd.RBD().remove(io, "cetimg")
+    except rbd.ImageNotFound:
+        pass
+    rbd.RBD().create(io, "cetimg", 64 << 20)
+    print("ready", flush=True)
+    sys.stdin.readline()            # recorded from here: open, I/O, close
+    with rbd.Image(io, "cetimg") as img:
+        done = []
+        comps = [img.aio_write(b"x" * 4096, i * 4096,
+                               lambda c: done.append(c)) for i in range(N)]
+        for c in comps:
+            c.wait_for_complete_and_cb()
+        comps = [img.aio_read(i * 4096, 4096, lambda c, buf: done.append(c))
+                 for i in range(N)]
+        for c in comps:
+            c.wait_for_complete_and_cb()
+        print("done", len(done), flush=True)
+"""
+
+
+def _host_pid_of(marker):
+    """The host pid of the python3 client carrying `marker` (not the
+    `podman exec` that started it, whose command line has it too)."""
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % name, "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if marker.encode() in argv and \
+                    os.path.basename(argv[0]).startswith(b"python3"):
+                return int(name)
+    return None
+
+
+def test_rbdrecord_on_the_containers_librbd(container_lab, tmp_path):
+    """rbdrecord on a librbd client in the container (python3-rbd: librbd's
+    C API, a CET build): every aio request recorded, probes after
+    endbr64."""
+    n = 40
+    marker = "cephlat-cet-client-%d" % os.getpid()
+    # -i: podman exec passes stdin on only when asked
+    exe = container_lab["exec"]
+    exe = exe[:2] + ["-i"] + exe[2:] if exe[:2] == ["podman", "exec"] \
+        else exe
+    client = subprocess.Popen(
+        exe + ["env", "CEPH_CONF=" +
+                                 container_lab["CEPH_CONF"], "python3", "-c",
+                                 CLIENT, str(n), marker],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    rec = None
+    try:
+        assert client.stdout.readline().strip() == "ready"
+        pid = _host_pid_of(marker)
+        assert pid, "the client's host pid"
+        trace = str(tmp_path / "trace")
+        rec = subprocess.Popen([PYTHON, RBDRECORD, "-p", str(pid),
+                                "-o", trace], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        wait_for_line(rec.stderr, "Recording", 30)
+        client.stdin.write("go\n")
+        client.stdin.flush()
+        assert client.stdout.readline().split() == ["done", str(2 * n)]
+        client.stdin.close()
+        client.wait(30)
+        out, err = rec.communicate(timeout=60)     # ends with the client
+        assert rec.returncode == 0, err
+    finally:
+        for p in (client, rec):
+            if p is not None and p.poll() is None:
+                p.kill()
+    s = run_tool([RBDRECORD, "--summary", trace, "-j"])
+    assert s.returncode == 0, s.stderr
+    img = json.loads(s.stdout)["images"]["cetimg"]
+    assert img["ops"]["write"] == n and img["ops"]["read"] == n, img
