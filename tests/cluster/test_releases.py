@@ -27,7 +27,7 @@ RBDRECORD = os.path.join(os.path.dirname(OSDSTAGE), "rbdrecord.py")
 # the Pacific lab's accuracy tests, run here on this module's `runs`
 from test_accuracy import (run_traced, test_op_total_bounded_by_ceph,  # noqa: F401
                            test_queue_wait_bounded_by_ceph)
-from test_bpftrace import hist_total, osdstages_args, run_bt
+from test_bpftrace import hist_total, kernel_scripts, osdstages_args
 from test_offsets import _check as offsets_match
 
 
@@ -132,31 +132,9 @@ def test_bpftrace_scripts_attach_and_print(container_lab):
         assert p.returncode == 0, err
         for stage in ("queue_wait", "dequeue_op", "do_op", "bluestore_read"):
             assert hist_total(out, stage + "_us") > 100, (stage, out)
-        out = run_bt("futexwait.bt", pid, 2)
-        assert hist_total(out, r"futex_wait_us\[tp_osd_tp\]") > 50, out
-        out = run_bt("shardwake.bt", pid, 2)
-        assert hist_total(out, "wakeup_delay_us") > 50, out
-        out = run_bt("syncfs.bt", pid, 1)
-        assert "syncfs calls:" in out
     finally:
         bench.stop()
-    bench = Bench(container_lab, "write", 15, threads=8)
-    try:
-        time.sleep(2)
-        out = run_bt("blockrq.bt", pid, 3)
-        assert hist_total(out, "block_rq_us") > 100, out
-    finally:
-        bench.stop()
-
-
-def test_osd_id_finds_the_container_osd(container_lab):
-    """--osd ID finds an OSD in another PID namespace by its -i/--id."""
-    p = run_tool([OSDSTAGE, "--osd", "0", "-S", "do_op", "--no-kernel",
-                  "-j", "0.5", "1"], timeout=60)
-    assert p.returncode == 0, p.stderr
-    rec = json.loads(p.stdout)
-    assert rec["pid"] == container_lab["pid"]
-    assert rec["ceph_version"].startswith(container_lab["version"])
+    kernel_scripts(container_lab, 50)
 
 
 CLIENT = r"""
