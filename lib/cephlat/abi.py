@@ -129,9 +129,6 @@ class Abi:
             s = self._cache[name] = Struct(name, self._structs[name])
         return s
 
-    def has_struct(self, name):
-        return name in self._structs
-
     def programs_in(self, *prefixes):
         """Program names whose section starts with one of `prefixes`."""
         return [p for p, sec in sorted(self.programs.items())
