@@ -4,14 +4,19 @@
 #   make test       setup + build + every test tier
 #   make setup      install what is missing (Debian packages), mount tracefs
 #   make / build    compile probes/*.bpf.c (CO-RE, clang -target bpf)
-#   make lab        start the single-node Ceph lab (LAB_OSD_OPTS='k=v ...')
-#   make -s lab-env print export lines for CEPH_CONF and OSD_PID
-#   make lab-down   stop the lab's daemons, detach its loop device
+#   make lab        start the single-node Ceph lab (LAB_OSD_OPTS='k=v ...'); OSDS=3:
+#                   three OSDs, each on its own loop device, pool rbd size 3 (OSDS=1|2|3;
+#                   without OSDS=: the running lab's count, else 1; another count rebuilds)
+#   make -s lab-env print export lines for CEPH_CONF, OSD_PID (osd.0), OSD_PIDS and
+#                   OSD_ASOKS (every OSD, comma-separated)
+#   make lab-down   stop the lab's daemons, detach its loop devices
 #   make workload   rados bench writes then random reads (SECS=, THREADS=)
+#                   lab-env, lab-down and workload act on the running lab, whatever its OSDS
 #   CEPH=reef|tentacle  with setup, lab, lab-env, lab-down, workload, bench: the
 #                   lab in a container with Debian trixie's Ceph 18.2 / sid's 20.2
 #                   (vagrant/container.sh); default CEPH=pacific, the host's 16.2
-#   make bench      what tracing costs the OSD (BENCHMARKS.md; ~20 min)
+#   make bench      what tracing costs the OSD (BENCHMARKS.md; ~20 min); BENCH=osds:
+#                   only one OSD traced vs three on the 3-OSD lab (~6 min), BENCH=main: the rest
 #   make clean      remove build/
 
 # One interpreter everywhere: Debian's, which sees Debian's python3-* packages
@@ -37,6 +42,10 @@ CONTAINER_LAB := vagrant/container.sh
 CEPH ?= pacific
 CONTAINER_RELEASES := reef tentacle
 LABCTL := CEPH=$(CEPH) $(LAB)
+# OSDS=1|2|3: the lab's OSD count for `make lab` (lab.sh's LAB_OSDS); checked here
+# so that a bad value is one line on stderr (lab.sh checks LAB_OSDS the same way).
+OSDS ?=
+LAB_OSDS_ENV = $(if $(strip $(OSDS)),$(if $(filter-out 1 2 3,$(OSDS))$(filter-out 1,$(words $(OSDS))),$(error OSDS='$(OSDS)': the single-node lab runs 1 to 3 OSDs),LAB_OSDS=$(strip $(OSDS))))
 SECS ?= 10
 THREADS ?= 16
 DEMO_SECS ?= 10
@@ -100,7 +109,7 @@ setup-containers:
 	@for r in $(CONTAINER_RELEASES); do $(CONTAINER_LAB) $$r install || exit 1; done
 
 lab:
-	@$(LABCTL) up
+	@$(LAB_OSDS_ENV) $(LABCTL) up
 
 lab-env:
 	@$(LABCTL) env
@@ -134,8 +143,14 @@ test-cluster: build
 
 BENCH_PAIRS ?= 5
 BENCH_SECS ?= 8
+# BENCH=main: the tracing modes on the running lab; BENCH=osds: one OSD traced
+# vs three (switches the lab to OSDS=3); all: both
+BENCH ?= all
+BENCH_OSDS_PAIRS ?= 3
+BENCH_OSDS_SECS ?= 8
 bench: setup build lab
-	CEPH=$(CEPH) $(PYTHON) bench/run.py --pairs $(BENCH_PAIRS) --secs $(BENCH_SECS)
+	CEPH=$(CEPH) $(PYTHON) bench/run.py --part $(BENCH) --pairs $(BENCH_PAIRS) --secs $(BENCH_SECS) \
+	  --osds-pairs $(BENCH_OSDS_PAIRS) --osds-secs $(BENCH_OSDS_SECS)
 
 clean:
 	rm -rf $(BUILD)

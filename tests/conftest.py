@@ -113,24 +113,41 @@ def _exports(argv):
 
 
 def lab_env():
-    """{'CEPH_CONF':…, 'OSD_PID':…} of the running lab, or None."""
+    """{'CEPH_CONF':…, 'OSD_PID':…, 'OSD_PIDS':…, 'OSD_ASOKS':…} of the
+    running lab, or None."""
     return _exports(["bash", LAB, "env"])
+
+
+def _osd_count(env):
+    """How many OSDs the lab of `env` (lab_env()) runs; 0 for None."""
+    if not env:
+        return 0
+    return len(env.get("OSD_PIDS", env.get("OSD_PID", "")).split(","))
+
+
+def _host_lab_up(osds):
+    """Make the host lab run `osds` OSDs (`lab.sh up` with LAB_OSDS, which
+    rebuilds a lab of another count and stops the container labs).
+    -> (env, started)"""
+    env = lab_env()
+    if env is not None and _osd_count(env) == osds:
+        return env, False
+    p = subprocess.run(["bash", LAB, "up"], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, LAB_OSDS=str(osds),
+                                             CEPH="pacific"))
+    assert p.returncode == 0, "lab up (%d OSDs) failed:\n%s%s" % (
+        osds, p.stdout, p.stderr)
+    return lab_env(), True
 
 
 @pytest.fixture(scope="session")
 def lab(bpf_ready):
-    """The real single-node Ceph lab, started by the project's own script
-    if it is not up. Left as found: stopped at the end if we started it."""
+    """The real single-node Ceph lab (one OSD), started by the project's
+    own script if it is not up (a running 3-OSD lab is rebuilt with one).
+    Left as found: stopped at the end if we started it."""
     need(os.path.exists("/usr/bin/ceph-osd"), "ceph-osd not installed "
          "(run: make setup)")
-    started = False
-    env = lab_env()
-    if env is None:
-        p = subprocess.run(["bash", LAB, "up"], capture_output=True, text=True,
-                           timeout=300)
-        assert p.returncode == 0, "lab up failed:\n" + p.stdout + p.stderr
-        started = True
-        env = lab_env()
+    env, started = _host_lab_up(1)
     assert env and "OSD_PID" in env and "CEPH_CONF" in env, env
     info = dict(env)
     info["pid"] = int(env["OSD_PID"])
@@ -138,6 +155,46 @@ def lab(bpf_ready):
     info["asok"] = find_osd_socket(info["pid"], "0")
     assert info["asok"], "no admin socket for ceph-osd %d" % info["pid"]
     yield info
+    if started and not os.environ.get("KEEP_LAB"):
+        subprocess.run(["bash", LAB, "down"], capture_output=True, timeout=120)
+
+
+def _osd_info(env, osds):
+    """The per-OSD fields of lab3 / lab3_<release> from lab-env's exports."""
+    info = dict(env)
+    info["osds"] = osds
+    info["pids"] = [int(p) for p in env["OSD_PIDS"].split(",")]
+    info["asoks"] = env["OSD_ASOKS"].split(",")
+    assert len(info["pids"]) == osds and len(info["asoks"]) == osds, env
+    info["pid"], info["asok"] = info["pids"][0], info["asoks"][0]
+    assert int(env["OSD_PID"]) == info["pid"], env
+    for a in info["asoks"]:
+        assert os.path.exists(a), "no admin socket %s" % a
+    return info
+
+
+@pytest.fixture(scope="session")
+def lab3(bpf_ready):
+    """The host lab with three OSDs (`make lab OSDS=3`): osd.0-2, each on
+    its own loop device, pool rbd size 3, min_size 2. Started (or a
+    1-OSD lab rebuilt) if it is not up; stopped at the end if started
+    here (unless KEEP_LAB is set). Tests using it run after the 1-OSD
+    host lab's and before the container labs' (see
+    pytest_collection_modifyitems), so the lab is switched once.
+
+    Returns a dict:
+      osds       3
+      pids       host PIDs of ceph-osd 0, 1, 2 (OSD_PIDS), id order
+      asoks      their admin sockets (OSD_ASOKS), id order
+      pid, asok  osd.0's (as the `lab` fixture gives them)
+      CEPH_CONF, OSD_PID, OSD_PIDS, OSD_ASOKS: what `make -s lab-env`
+                 exports
+    """
+    need(os.path.exists("/usr/bin/ceph-osd"), "ceph-osd not installed "
+         "(run: make setup)")
+    env, started = _host_lab_up(3)
+    assert env and "OSD_PIDS" in env and "CEPH_CONF" in env, env
+    yield _osd_info(env, 3)
     if started and not os.environ.get("KEEP_LAB"):
         subprocess.run(["bash", LAB, "down"], capture_output=True, timeout=120)
 
@@ -156,14 +213,15 @@ def container_lab_env(release):
     return _exports(["bash", CONTAINER_LAB, release, "env"])
 
 
-def _container_lab(release):
+def _container_lab(release, osds=1):
     need(os.geteuid() == 0, "the container labs need root")
     started = False
     env = container_lab_env(release)
-    if env is None:
+    if env is None or _osd_count(env) != osds:
         # the first time also installs podman and builds the root filesystem
         p = subprocess.run(["bash", CONTAINER_LAB, release, "up"],
-                           capture_output=True, text=True, timeout=1200)
+                           capture_output=True, text=True, timeout=1200,
+                           env=dict(os.environ, LAB_OSDS=str(osds)))
         assert p.returncode == 0, "%s lab up failed:\n%s%s" % (
             release, p.stdout, p.stderr)
         started = True
@@ -178,6 +236,9 @@ def _container_lab(release):
     from cephlat.ceph.adminsock import find_osd_socket
     info["asok"] = find_osd_socket(info["pid"], "0") or env["OSD_ASOK"]
     assert os.path.exists(info["asok"]), info
+    if osds > 1:
+        info.update({k: v for k, v in _osd_info(env, osds).items()
+                     if k not in info})
     yield info
     if started and not os.environ.get("KEEP_LAB"):
         subprocess.run(["bash", CONTAINER_LAB, release, "down"],
@@ -242,6 +303,23 @@ def lab_tentacle():
     yield from _container_lab("tentacle")
 
 
+@pytest.fixture(scope="session")
+def lab3_reef():
+    """The Reef container lab with three OSDs (`make lab CEPH=reef
+    OSDS=3`): container_lab's fields plus lab3's (osds, pids, asoks; the
+    admin sockets as the host sees them, /proc/PID/root/...). Its tests
+    run after every other Reef test, the life-cycle ones included, so
+    the Reef lab is switched to 3 OSDs once and left that way only for
+    them."""
+    yield from _container_lab("reef", osds=3)
+
+
+@pytest.fixture(scope="session")
+def lab3_tentacle():
+    """The Tentacle container lab with three OSDs, like lab3_reef."""
+    yield from _container_lab("tentacle", osds=3)
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "lab_lifecycle: stops its lab; runs last among the "
@@ -251,27 +329,37 @@ def pytest_configure(config):
 def _container_release_of(item):
     names = getattr(item, "fixturenames", ())
     callspec = getattr(item, "callspec", None)
-    if "container_lab" in names and callspec is not None:
-        return callspec.params.get("container_lab")
+    if callspec is not None:
+        for name in ("container_lab", "lab3"):   # parametrized by release
+            if name in names and name in callspec.params:
+                return callspec.params[name]
     for release in CONTAINER_RELEASES:
-        if "lab_" + release in names:
+        if "lab_" + release in names or "lab3_" + release in names:
             return release
     return None
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    """One lab runs at a time and starting one stops the others: run the
-    tests of each container lab after every other test (the host lab's
-    included), one release after the other, its lab_lifecycle tests last."""
+    """One lab runs at a time and starting one stops the others: first the
+    tests of the host lab with one OSD (and every test without a lab),
+    then those of the host lab with three (lab3), then each container
+    lab's, one release after the other; in each group its lab_lifecycle
+    tests last, and in a release's group its 3-OSD tests (lab3_<release>)
+    after those, their own lab_lifecycle ones last."""
     order = sorted(CONTAINER_RELEASES)
 
     def key(item):
         release = _container_release_of(item)
-        if release is None:
-            return (0, 0)
         last = item.get_closest_marker("lab_lifecycle") is not None
-        return (1 + order.index(release), int(last))
+        if release is None:
+            if "lab3" in getattr(item, "fixturenames", ()):
+                return (1, int(last))
+            return (0, 0)
+        three = any(n.startswith("lab3")
+                    for n in getattr(item, "fixturenames", ()))
+        return (2 + order.index(release), 2 + int(last) if three
+                else int(last))
     items[:] = sorted(items, key=key)
 
 

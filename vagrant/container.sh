@@ -5,27 +5,29 @@
 #                                                     tentacle (Debian sid, Ceph 20.2)
 #
 # The same cluster as "lab.sh up" (lab.sh runs inside the container and builds it: one mon,
-# one mgr, one BlueStore OSD, pool rbd size 1, auth off), but the daemons are the release's
-# own binaries from Debian's packages, in one podman container: their own mount, PID and
-# UTS namespaces, host network and IPC, privileged, like cephadm's containers.  The OSD's
-# block device is a loop device attached on the host and passed in.  The lab directory is
-# bind-mounted at the same path, so CEPH_CONF and the admin sockets work from the host.
+# one mgr, one BlueStore OSD, pool rbd size 1, auth off; LAB_OSDS=3: three OSDs, pool rbd
+# size 3, min_size 2), but the daemons are the release's own binaries from Debian's
+# packages, in one podman container: their own mount, PID and UTS namespaces, host network
+# and IPC, privileged, like cephadm's containers.  Each OSD's block device is a loop device
+# attached on the host and passed in (LAB_LOOPDEVS).  The lab directory is bind-mounted at
+# the same path, so CEPH_CONF and the admin sockets work from the host.
 #
 # Commands:
 #   install       install podman, runc, catatonit, mmdebstrap if missing; build the cached
 #                 root filesystem and import it as an image, if missing (silent otherwise)
 #   up            install, stop any other lab (the host's Pacific one too), then start or
-#                 check this one; LAB_OSD_OPTS as for lab.sh
-#   env           export lines: CEPH_CONF, OSD_PID (host PID), CEPH_RELEASE, OSD_ASOK (as
-#                 seen from the host), LAB_EXEC (prefix that runs ceph/rados in the lab),
-#                 LAB_CONTAINER
+#                 check this one; LAB_OSD_OPTS as for lab.sh; LAB_OSDS=1-3 OSDs (default:
+#                 the running lab's count, else 1): another count rebuilds the lab
+#   env           export lines: CEPH_CONF, OSD_PID (host PID of osd.0), CEPH_RELEASE,
+#                 OSD_ASOK (as seen from the host), LAB_EXEC (prefix that runs ceph/rados in
+#                 the lab), LAB_CONTAINER, OSD_PIDS and OSD_ASOKS (every OSD, id order)
 #   down          stop it: no container, process, mount or loop device left, state deleted
 #   down-if-up    "down" when anything of it exists, silent otherwise
 #   workload [SECS] [THREADS]   lab.sh workload inside the container
 #   trim | status               lab.sh trim / status inside the container
 # RELEASE "all" with down or down-if-up: every container lab.
 #
-# Environment: LAB_OSD_OPTS, LAB_DISK_SIZE (16G), LAB_LOOP_DIRECT_IO (off),
+# Environment: LAB_OSD_OPTS, LAB_OSDS, LAB_DISK_SIZE (16G each), LAB_LOOP_DIRECT_IO (off),
 #   LAB_READY_TIMEOUT, CEPHLAT_ROOTFS_DIR (/var/cache/cephlat/rootfs: <release>.tar),
 #   CEPHLAT_MIRROR (Debian mirror for mmdebstrap; default: the host's, from /etc/apt),
 #   LAB_LOG_ROOT (/var/log/cephlat: logs of install steps).
@@ -62,10 +64,11 @@ CTR_IMAGE=localhost/cephlat-ceph:$REL
 TOP=/var/tmp/osdstage-lab-$REL
 
 # lab.sh's helpers, for the host side of this lab: its LAB_DIR is TOP (marker, loopdev,
-# disk/osd-block.img); the cluster itself lives in TOP/lab, where lab.sh in the container
-# keeps it.
+# disk/osd-block.img, disk/osd-block-N.img); the cluster itself lives in TOP/lab, where
+# lab.sh in the container keeps it.
 export LAB_DIR=$TOP
 LAB_LOOPDEV=""
+LAB_LOOPDEVS=""
 LAB_IN_CONTAINER=""
 # shellcheck source=lab.sh
 source "$HERE/lab.sh"
@@ -165,12 +168,14 @@ cmd_ctr_install() {
 ctr_exists() { pm container exists "$CTR_NAME" 2>/dev/null; }
 ctr_running() { [[ $(pm container inspect -f '{{.State.Running}}' "$CTR_NAME" 2>/dev/null) == true ]]; }
 
-# lab.sh inside the container, with this lab's settings; we hold the lab lock.
+# lab.sh inside the container, with this lab's settings; we hold the lab lock.  Its OSDs
+# are as many as the loop devices attached here (TOP/loopdev, one a line).
 in_ctr() {
-    local loop
-    loop=$(cat "$TOP/loopdev" 2>/dev/null) || loop=""
-    local envs=(-e "LAB_DIR=$INNER" -e "LAB_LOOPDEV=$loop" -e "LAB_IN_CONTAINER=$REL"
+    local loops
+    loops=$(paste -sd' ' "$TOP/loopdev" 2>/dev/null) || loops=""
+    local envs=(-e "LAB_DIR=$INNER" -e "LAB_LOOPDEVS=$loops" -e "LAB_IN_CONTAINER=$REL"
         -e "LAB_LOCK_HELD=1" -e "CEPH_CONF=$CONF" -e "LAB_OSD_OPTS=${LAB_OSD_OPTS:-}")
+    [[ -n $loops ]] && envs+=(-e "LAB_OSDS=$(wc -w <<<"$loops")")
     local v
     for v in LAB_READY_TIMEOUT LAB_STOP_TIMEOUT LAB_CLEANUP_PCT CEPH_CMD_TIMEOUT SECS THREADS; do
         [[ -n ${!v:-} ]] && envs+=(-e "$v=${!v}")
@@ -196,7 +201,29 @@ host_pid_of() {
     return 1
 }
 
-inner_osd_id() { [[ -r $INNER/osd-id ]] && cat "$INNER/osd-id"; }
+inner_osd_id() { [[ -s $INNER/osd-id ]] && head -n1 "$INNER/osd-id"; }
+inner_osd_ids() { [[ -s $INNER/osd-id ]] && cat "$INNER/osd-id"; }
+
+# "ID HOSTPID" per OSD of the running lab, in id order; fails unless every one runs.
+osd_host_pids() {
+    local id pid ids
+    ids=$(inner_osd_ids) || return 1
+    for id in $ids; do
+        pid=$(host_pid_of "osd.$id") || return 1
+        echo "$id $pid"
+    done
+}
+
+# The OSD count "up" builds or keeps: LAB_OSDS, else the running lab's (one loop device
+# per OSD), else 1; checked by lab.sh's want_osds (bad: one line, exit 1).
+ctr_want_osds() {
+    local n=${LAB_OSDS:-}
+    if [[ -z $n ]]; then
+        n=1
+        if [[ -s $TOP/loopdev ]] && ctr_running; then n=$(wc -l <"$TOP/loopdev"); fi
+    fi
+    LAB_OSDS=$n want_osds
+}
 
 # ------------------------------------------------------------------------ commands
 
@@ -210,18 +237,28 @@ ulimit_args() {
     echo "--ulimit nofile=$nofile:$nofile --ulimit nproc=$nproc:$nproc"
 }
 
-start_container() {
-    local loop
+start_container() {   # start_container N_OSDS
+    local n=$1 loop img i devices=() loops=()
     make_dirs_top
-    truncate -s "$LAB_DISK_SIZE" "$IMG"
-    loop=$(losetup --direct-io="$LAB_LOOP_DIRECT_IO" -f --show "$IMG") ||
-        die "losetup failed (is the loop module available?)"
-    echo "$loop" >"$TOP/loopdev"
-    msg "starting container $CTR_NAME ($CTR_IMAGE), OSD block device $loop"
+    : >"$TOP/loopdev"
+    for ((i = 0; i < n; i++)); do
+        img=$(img_of "$i")
+        truncate -s "$LAB_DISK_SIZE" "$img"
+        loop=$(losetup --direct-io="$LAB_LOOP_DIRECT_IO" -f --show "$img") ||
+            die "losetup failed (is the loop module available?)"
+        echo "$loop" >>"$TOP/loopdev"      # recorded at once: "down" detaches it
+        loops+=("$loop")
+        devices+=(--device "$loop")
+    done
+    if ((n == 1)); then
+        msg "starting container $CTR_NAME ($CTR_IMAGE), OSD block device $loop"
+    else
+        msg "starting container $CTR_NAME ($CTR_IMAGE), OSD block devices ${loops[*]}"
+    fi
     # shellcheck disable=SC2046
     run_logged "podman-run-$REL" pm run -d --name "$CTR_NAME" \
         --runtime runc --init --network host --ipc host --privileged \
-        $(ulimit_args) --device "$loop" \
+        $(ulimit_args) "${devices[@]}" \
         -v "$TOP:$TOP" -v "$HERE:${IN_CTR_LAB%/*}:ro" \
         --label "cephlat.lab=$REL" "$CTR_IMAGE" sleep infinity
     # "ceph -s" in the container finds the lab without CEPH_CONF
@@ -246,20 +283,33 @@ stop_other_labs() {
 cmd_ctr_up() {
     need_root
     lock
-    local start=$SECONDS loop pid
-    OPTS=$(normalize_opts)          # reject bad LAB_OSD_OPTS before changing anything
+    local start=$SECONDS loops want have="" lines id pid parts=() joined
+    OPTS=$(normalize_opts)          # reject bad LAB_OSD_OPTS and LAB_OSDS before changing anything
+    want=$(ctr_want_osds)
     cmd_ctr_install
     stop_other_labs
-    if ctr_running && [[ -e $INNER/built ]] && loop=$(lab_loopdev); then
+    [[ -s $TOP/loopdev ]] && have=$(wc -l <"$TOP/loopdev")
+    if [[ $have == "$want" ]] && ctr_running && [[ -e $INNER/built ]] && loops=$(lab_loopdevs); then
         in_ctr up                   # restart what is not running, apply LAB_OSD_OPTS
     else
-        [[ -e $TOP ]] || ctr_exists && msg "no usable $REL lab: rebuilding from scratch"
+        if [[ -n $have && $have != "$want" ]] && ctr_running; then
+            msg "the $REL lab has $have OSD(s), $want wanted: rebuilding from scratch"
+        elif [[ -e $TOP ]] || ctr_exists; then
+            msg "no usable $REL lab: rebuilding from scratch"
+        fi
         cmd_ctr_down
-        start_container
+        start_container "$want"
         in_ctr up
     fi
-    pid=$(host_pid_of "osd.$(inner_osd_id)") || die "the OSD of the $REL lab is not running; see $INNER/log/"
-    msg "$REL lab up in $((SECONDS - start))s: CEPH_CONF=$CONF osd.$(inner_osd_id) host pid $pid (container $CTR_NAME)"
+    lines=$(osd_host_pids) || die "an OSD of the $REL lab is not running; see $INNER/log/"
+    while read -r id pid; do parts+=("osd.$id host pid $pid"); done <<<"$lines"
+    if ((${#parts[@]} == 1)); then
+        joined=${parts[0]}
+    else
+        printf -v joined '%s, ' "${parts[@]}"
+        joined="${#parts[@]} OSDs: ${joined%, }"
+    fi
+    msg "$REL lab up in $((SECONDS - start))s: CEPH_CONF=$CONF $joined (container $CTR_NAME)"
 }
 
 cmd_ctr_down() {
@@ -283,17 +333,25 @@ cmd_ctr_down_if_up() {
 }
 
 cmd_ctr_env() {
-    local id pid
-    if ! id=$(inner_osd_id) || ! pid=$(host_pid_of "osd.$id"); then
+    local lines id pid pids=() asoks=() joined
+    if ! lines=$(osd_host_pids); then
         echo "container.sh: the $REL lab is not up; run 'make lab CEPH=$REL'" >&2
         exit 1
     fi
+    while read -r id pid; do
+        pids+=("$pid")
+        asoks+=("$(printf '%q' "/proc/$pid/root$RUN_DIR/ceph-osd.$id.asok")")
+    done <<<"$lines"
     printf 'export CEPH_CONF=%q\n' "$CONF"
-    printf 'export OSD_PID=%s\n' "$pid"
+    printf 'export OSD_PID=%s\n' "${pids[0]}"
     printf 'export CEPH_RELEASE=%s\n' "$REL"
-    printf 'export OSD_ASOK=%q\n' "/proc/$pid/root$RUN_DIR/ceph-osd.$id.asok"
+    printf 'export OSD_ASOK=%s\n' "${asoks[0]}"
     printf 'export LAB_EXEC=%q\n' "podman exec $CTR_NAME"
     printf 'export LAB_CONTAINER=%s\n' "$CTR_NAME"
+    printf -v joined '%s,' "${pids[@]}"
+    printf 'export OSD_PIDS=%s\n' "${joined%,}"
+    printf -v joined '%s,' "${asoks[@]}"
+    printf 'export OSD_ASOKS=%s\n' "${joined%,}"
 }
 
 need_up() {

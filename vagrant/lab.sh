@@ -5,6 +5,9 @@
 #   single node (this machine): one mon (a), one mgr (x), one BlueStore OSD (0) whose
 #     block device is a loop device over a sparse file, pool "rbd" (16 PGs, size 1) and
 #     image rbd/img1.  Everything lives under $LAB_DIR (default /var/tmp/osdstage-lab).
+#     LAB_OSDS=3 (make lab OSDS=3): three OSDs (0, 1, 2), each on its own loop device over
+#     its own sparse file, CRUSH failure domain "osd", pool rbd size 3, min_size 2
+#     (fresh: ~30 s instead of ~20 s).  LAB_OSDS=2 works too (size 2, min_size 1).
 #   multi node (Vagrant): "vagrant-mon IP" on the mon node (mon a + mgr x), and
 #     "vagrant-osd MON_IP DISK" on each OSD node (one OSD on a spare disk).  The
 #     single-node lab is the special case: every address is 127.0.0.1, the disk is a loop
@@ -16,9 +19,14 @@
 #                           when none is missing; on failure names the step and shows apt's
 #                           own last lines, the whole output is in $LAB_LOG_ROOT)
 #   up                      build/start the single-node lab, or leave it if healthy;
-#                           LAB_OSD_OPTS="k=v k=v" goes into [osd]; a change restarts the OSD
-#   env                     print "export CEPH_CONF=..." and "export OSD_PID=..."
-#   down                    stop the lab's daemons, detach its loop device and DELETE the
+#                           LAB_OSD_OPTS="k=v k=v" goes into [osd]; a change restarts the
+#                           OSDs; LAB_OSDS=N (1-3) OSDs: a lab with another count is rebuilt
+#                           (its data thrown away); without LAB_OSDS: the running lab's count,
+#                           else 1
+#   env                     print "export CEPH_CONF=...", "export OSD_PID=..." (osd.0),
+#                           "export OSD_PIDS=p0,p1,..." and "export OSD_ASOKS=a0,a1,..."
+#                           (every OSD, in id order)
+#   down                    stop the lab's daemons, detach its loop devices and DELETE the
 #                           lab state: the next "up" builds a fresh cluster (reproducible)
 #   workload [SECS] [THREADS]  rados bench 4 KiB writes, then random reads, on pool rbd
 #   trim                    drop old benchmark objects when the OSD is half full
@@ -30,16 +38,19 @@
 #
 # Environment:
 #   LAB_DIR            lab state directory           (default /var/tmp/osdstage-lab)
-#   LAB_OSD_OPTS       extra [osd] options, space-separated key=value pairs
-#   LAB_DISK_SIZE      size of the sparse OSD file    (default 16G, single node)
-#   LAB_POOL_SIZE      replicas of pool rbd           (default 1)
+#   LAB_OSD_OPTS       extra [osd] options, space-separated key=value pairs (every OSD)
+#   LAB_OSDS           OSDs of the single-node lab, 1-3 (default: the running lab's, else 1)
+#   LAB_DISK_SIZE      size of each sparse OSD file   (default 16G, single node)
+#   LAB_POOL_SIZE      replicas of pool rbd           (default: the number of OSDs, single
+#                      node; 1, multi node); min_size is size - size/2 (single node)
 #   LAB_LOOP_DIRECT_IO on|off: loop device bypasses the page cache (default off)
 #   LAB_FSID           cluster fsid (multi node; else read from $LAB_SHARED/fsid)
 #   LAB_SHARED         folder shared by the Vagrant nodes (default /vagrant/.lab)
 #   LAB_PACKAGES       packages "install" ensures     (default below)
-#   LAB_LOOPDEV        a loop device over the OSD's disk file that the caller attached
-#                      (the container lab, vagrant/container.sh): used as the OSD's block
-#                      device, never attached or detached here
+#   LAB_LOOPDEVS       loop devices over the OSDs' disk files that the caller attached
+#                      (the container lab, vagrant/container.sh), space-separated, one per
+#                      OSD in id order: the OSDs' block devices, never attached or detached
+#                      here (LAB_LOOPDEV: the older name for a single one)
 #   LAB_LOG_ROOT       logs of install steps          (default /var/log/cephlat)
 #   SECS, THREADS      workload defaults              (10, 16)
 #   CEPH               pacific (default): this host's Ceph; reef or tentacle: up, env,
@@ -50,10 +61,15 @@ set -euo pipefail
 LAB_DIR=${LAB_DIR:-/var/tmp/osdstage-lab}
 LAB_SHARED=${LAB_SHARED:-/vagrant/.lab}
 LAB_DISK_SIZE=${LAB_DISK_SIZE:-16G}
+LAB_POOL_SIZE_SET=${LAB_POOL_SIZE:+1}        # single node: unset means one replica per OSD
 LAB_POOL_SIZE=${LAB_POOL_SIZE:-1}
+POOL_MIN_SIZE=1
+LAB_OSDS=${LAB_OSDS:-}
+MAX_OSDS=3
 LAB_LOOP_DIRECT_IO=${LAB_LOOP_DIRECT_IO:-off}
 LAB_PACKAGES=${LAB_PACKAGES:-ceph-mon ceph-osd ceph-mgr ceph-common ceph-osd-dbg fio util-linux python3}
-LAB_LOOPDEV=${LAB_LOOPDEV:-}
+LAB_LOOPDEVS=${LAB_LOOPDEVS:-${LAB_LOOPDEV:-}}
+LAB_LOOPDEVS=${LAB_LOOPDEVS//,/ }
 LAB_LOG_ROOT=${LAB_LOG_ROOT:-/var/log/cephlat}
 READY_TIMEOUT=${LAB_READY_TIMEOUT:-60}     # seconds to wait for a healthy cluster
 STOP_TIMEOUT=${LAB_STOP_TIMEOUT:-20}       # seconds between SIGTERM and SIGKILL
@@ -61,7 +77,7 @@ STOP_TIMEOUT=${LAB_STOP_TIMEOUT:-20}       # seconds between SIGTERM and SIGKILL
 CONF=$LAB_DIR/ceph.conf
 RUN_DIR=$LAB_DIR/run
 LOG_DIR=$LAB_DIR/log
-IMG=$LAB_DIR/disk/osd-block.img            # outside the OSD data dir (BlueStore needs that)
+IMG=$LAB_DIR/disk/osd-block.img            # osd.0's; outside the OSD data dir (BlueStore needs that)
 MARKER=$LAB_DIR/.osdstage-lab              # "this directory is ours": down may delete it
 MON_ID=a
 MGR_ID=x
@@ -128,7 +144,36 @@ alive() {
     [[ ${stat:0:1} != [ZX] ]]
 }
 
-osd_id() { [[ -r $LAB_DIR/osd-id ]] && cat "$LAB_DIR/osd-id"; }
+# $LAB_DIR/osd-id: the lab's OSD ids, one a line (their number is the lab's OSD count).
+osd_ids() { [[ -s $LAB_DIR/osd-id ]] && cat "$LAB_DIR/osd-id"; }
+osd_id() { [[ -s $LAB_DIR/osd-id ]] && head -n1 "$LAB_DIR/osd-id"; }   # the first (osd.0)
+osd_count() { [[ -s $LAB_DIR/osd-id ]] && wc -l <"$LAB_DIR/osd-id"; }
+
+# Sparse disk file of the lab's OSD number $1 (0, 1, ...): osd.0 keeps the one-OSD name.
+img_of() { if (($1 == 0)); then echo "$IMG"; else echo "$LAB_DIR/disk/osd-block-$1.img"; fi; }
+
+# The number of OSDs "up" builds or keeps: LAB_OSDS, else as many as LAB_LOOPDEVS names,
+# else the running (built) lab's, else 1.  Bad LAB_OSDS: one line, exit 1.
+want_osds() {
+    local n=$LAB_OSDS
+    if [[ -z $n && -n $LAB_LOOPDEVS ]]; then
+        n=$(wc -w <<<"$LAB_LOOPDEVS")
+    elif [[ -z $n ]]; then
+        n=1
+        [[ -e $LAB_DIR/built ]] && n=$(osd_count) || true
+        [[ $n =~ ^[1-9]$ ]] || n=1
+    fi
+    [[ $n =~ ^[0-9]{1,4}$ ]] && ((10#$n >= 1 && 10#$n <= MAX_OSDS)) ||
+        die "OSDS='$n': the single-node lab runs 1 to $MAX_OSDS OSDs"
+    echo $((10#$n))
+}
+
+# Pool rbd's size and min_size for N OSDs on one node (LAB_POOL_SIZE overrides the size).
+set_pool_size() {
+    local n=$1
+    [[ -n $LAB_POOL_SIZE_SET ]] || LAB_POOL_SIZE=$((n < 3 ? n : 3))
+    POOL_MIN_SIZE=$((LAB_POOL_SIZE - LAB_POOL_SIZE / 2))
+}
 
 # LAB_OSD_OPTS -> one "key=value" per line; rejects anything that is not key=value.
 normalize_opts() {
@@ -140,10 +185,12 @@ normalize_opts() {
     done
 }
 
-# write_conf FSID MON_IP PUBLIC_NETWORK BLOCK_PATH CHOOSELEAF_TYPE
-# Same file for every node and role; BLOCK_PATH may be empty (mon-only node).
+# write_conf FSID MON_IP PUBLIC_NETWORK BLOCK_PATHS CHOOSELEAF_TYPE
+# Same file for every node and role; BLOCK_PATHS may be empty (mon-only node); one path
+# goes into [osd], several (space-separated, one per OSD in id order) into [osd.N].
 write_conf() {
-    local fsid=$1 mon_ip=$2 net=$3 block=$4 chooseleaf=$5 tmp kv
+    local fsid=$1 mon_ip=$2 net=$3 chooseleaf=$5 tmp kv i blocks=()
+    read -ra blocks <<<"$4"
     tmp=$(mktemp "$LAB_DIR/.ceph.conf.XXXXXX")
     {
         cat <<EOF
@@ -157,7 +204,7 @@ auth cluster required = none
 auth service required = none
 auth client required = none
 osd pool default size = $LAB_POOL_SIZE
-osd pool default min size = 1
+osd pool default min size = $POOL_MIN_SIZE
 osd pool default pg autoscale mode = off
 osd crush chooseleaf type = $chooseleaf
 mon allow pool size one = true
@@ -190,9 +237,15 @@ osd objectstore = bluestore
 admin socket = \$run_dir/\$cluster-\$name.asok
 log file = $LOG_DIR/\$cluster-\$name.log
 pid file = \$run_dir/\$cluster-\$name.pid
+# OpTracker's history (dump_historic_ops), for comparing per-op numbers (default: 20 ops)
+osd op history size = 2000
+osd op history duration = 900
+osd op history slow op size = 200
 EOF
-        if [[ -n $block ]]; then
-            echo "bluestore block path = $block"
+        if ((${#blocks[@]} == 1)); then
+            echo "bluestore block path = ${blocks[0]}"
+        fi
+        if ((${#blocks[@]})); then
             echo "bluestore block create = false"
         fi
         if [[ -n ${OPTS:-} ]]; then
@@ -200,6 +253,11 @@ EOF
             while IFS= read -r kv; do
                 echo "${kv%%=*} = ${kv#*=}"
             done <<<"$OPTS"
+        fi
+        if ((${#blocks[@]} > 1)); then
+            for i in "${!blocks[@]}"; do
+                printf '\n[osd.%d]\nbluestore block path = %s\n' "$i" "${blocks[i]}"
+            done
         fi
     } >"$tmp"
     chmod 644 "$tmp"
@@ -245,24 +303,54 @@ start_daemon() {
     die "$type.$id did not write its pid file; see $(log_of "$type.$id")"
 }
 
-# stop_pid PID: SIGTERM, wait up to STOP_TIMEOUT, then SIGKILL.
-STOPPED=()
-stop_pid() {
-    local pid=$1 i
-    kill -TERM "$pid" 2>/dev/null || return 0
-    STOPPED+=("$pid")
-    for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
-        alive "$pid" || return 0
-        sleep 0.1
+# start_daemons TYPE ID...: start_daemon for each ID, all at once (several OSDs).
+start_daemons() {
+    local type=$1 id jobs=() j failed=0
+    shift
+    if (($# == 1)); then
+        start_daemon "$type" "$1"
+        return
+    fi
+    for id; do
+        start_daemon "$type" "$id" &
+        jobs+=($!)
     done
-    msg "pid $pid ignored SIGTERM for ${STOP_TIMEOUT}s, sending SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        alive "$pid" || return 0
-        sleep 0.1
+    for j in "${jobs[@]}"; do
+        wait "$j" || failed=1
     done
-    msg "warning: pid $pid still exists after SIGKILL"
+    ((failed == 0)) || exit 1      # start_daemon has said why
 }
+
+# stop_pids PID...: SIGTERM to all, wait up to STOP_TIMEOUT, then SIGKILL.
+STOPPED=()
+stop_pids() {
+    local pid i pids=() left=()
+    for pid; do
+        kill -TERM "$pid" 2>/dev/null || continue
+        STOPPED+=("$pid")
+        pids+=("$pid")
+    done
+    for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
+        left=()
+        for pid in "${pids[@]}"; do
+            alive "$pid" && left+=("$pid")
+        done
+        ((${#left[@]})) || return 0
+        sleep 0.1
+    done
+    for pid in "${left[@]}"; do
+        msg "pid $pid ignored SIGTERM for ${STOP_TIMEOUT}s, sending SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+    done
+    for pid in "${left[@]}"; do
+        for ((i = 0; i < 50; i++)); do
+            alive "$pid" || continue 2
+            sleep 0.1
+        done
+        msg "warning: pid $pid still exists after SIGKILL"
+    done
+}
+stop_pid() { stop_pids "$1"; }
 
 # Exited daemons were re-parented to PID 1; give it a moment to reap them so that no
 # <defunct> entry is left behind either (bounded: 10 s).
@@ -276,13 +364,20 @@ wait_reaped() {
     done
 }
 
-stop_daemon() {   # stop_daemon mon.a
-    local pid
-    if pid=$(daemon_pid "$1"); then
-        msg "stopping $1 (pid $pid)"
-        stop_pid "$pid"
-    fi
-    rm -f "$(pidfile_of "$1")"
+stop_daemon() { stop_daemons "$1"; }   # stop_daemon mon.a
+
+stop_daemons() {  # stop_daemons osd.0 osd.1 ...: all at once
+    local name pid pids=()
+    for name; do
+        if pid=$(daemon_pid "$name"); then
+            msg "stopping $name (pid $pid)"
+            pids+=("$pid")
+        fi
+    done
+    ((${#pids[@]} == 0)) || stop_pids "${pids[@]}"
+    for name; do
+        rm -f "$(pidfile_of "$name")"
+    done
 }
 
 # Daemons of this lab without a usable pid file (e.g. a crash between fork and pid
@@ -384,24 +479,43 @@ create_pool() {
     fi
     cephc osd pool set "$POOL" size "$LAB_POOL_SIZE" --yes-i-really-mean-it >/dev/null 2>&1 ||
         die "ceph osd pool set $POOL size $LAB_POOL_SIZE failed"
+    if ((POOL_MIN_SIZE > 1)); then
+        cephc osd pool set "$POOL" min_size "$POOL_MIN_SIZE" >/dev/null 2>&1 ||
+            die "ceph osd pool set $POOL min_size $POOL_MIN_SIZE failed"
+    fi
     cephc osd pool application enable "$POOL" rbd >/dev/null 2>&1 || true
 }
 
-# create_osd DEVICE: a new OSD id, BlueStore mkfs on DEVICE, crush entry, start.
-create_osd() {
-    local dev=$1 uuid id host
-    uuid=$(cat /proc/sys/kernel/random/uuid)
-    id=$(cephc osd new "$uuid") || die "ceph osd new failed"
-    [[ $id =~ ^[0-9]+$ ]] || die "ceph osd new returned '$id'"
-    echo "$id" >"$LAB_DIR/osd-id"
-    mkdir -p "$LAB_DIR/osd/ceph-$id"
-    msg "mkfs osd.$id on $dev"
-    ceph-osd -c "$CONF" -i "$id" --mkfs --osd-uuid "$uuid" >/dev/null 2>&1 ||
-        die "ceph-osd --mkfs failed; see $(log_of "osd.$id")"
+# create_osds DEVICE...: per DEVICE a new OSD id (recorded in $LAB_DIR/osd-id, in order),
+# then BlueStore mkfs on every device at once, crush entries, start.
+create_osds() {
+    local dev uuid id host i ids=() uuids=() mkfs=()
+    : >"$LAB_DIR/osd-id"
+    for dev; do
+        uuid=$(cat /proc/sys/kernel/random/uuid)
+        id=$(cephc osd new "$uuid") || die "ceph osd new failed"
+        [[ $id =~ ^[0-9]+$ ]] || die "ceph osd new returned '$id'"
+        echo "$id" >>"$LAB_DIR/osd-id"
+        mkdir -p "$LAB_DIR/osd/ceph-$id"
+        ids+=("$id")
+        uuids+=("$uuid")
+    done
+    i=0
+    for dev; do
+        msg "mkfs osd.${ids[i]} on $dev"
+        ceph-osd -c "$CONF" -i "${ids[i]}" --mkfs --osd-uuid "${uuids[i]}" >/dev/null 2>&1 &
+        mkfs+=($!)
+        i=$((i + 1))
+    done
+    for i in "${!ids[@]}"; do
+        wait "${mkfs[i]}" || die "ceph-osd --mkfs failed; see $(log_of "osd.${ids[i]}")"
+    done
     host=$(hostname -s)
-    cephc osd crush add "osd.$id" 1 root=default "host=$host" >/dev/null 2>&1 ||
-        die "ceph osd crush add osd.$id failed"
-    start_daemon osd "$id"
+    for id in "${ids[@]}"; do
+        cephc osd crush add "osd.$id" 1 root=default "host=$host" >/dev/null 2>&1 ||
+            die "ceph osd crush add osd.$id failed"
+    done
+    start_daemons osd "${ids[@]}"
 }
 
 # rbd pool init + image, once enough OSDs are up for the pool to accept writes.
@@ -417,39 +531,57 @@ init_rbd() {
     fi
 }
 
-# Restart the OSD when the conf it was started with differs from the current one.
-# $LAB_DIR/osd-opts.applied holds the LAB_OSD_OPTS set the running OSD was started with.
+# apply_osd_opts ID...: restart the OSDs when the conf they were started with differs
+# from the current one; start those not running.  $LAB_DIR/osd-opts.applied holds the
+# LAB_OSD_OPTS set the running OSDs were started with.
 apply_osd_opts() {
-    local id=$1 applied=""
+    local id applied="" running=() started=()
     [[ -r $LAB_DIR/osd-opts.applied ]] && applied=$(<"$LAB_DIR/osd-opts.applied")
-    if [[ $applied != "$OPTS" ]] && daemon_pid "osd.$id" >/dev/null; then
-        msg "LAB_OSD_OPTS changed ('${applied//$'\n'/ }' -> '${OPTS//$'\n'/ }'): restarting osd.$id"
-        stop_daemon "osd.$id"
+    if [[ $applied != "$OPTS" ]]; then
+        for id; do
+            daemon_pid "osd.$id" >/dev/null || continue
+            msg "LAB_OSD_OPTS changed ('${applied//$'\n'/ }' -> '${OPTS//$'\n'/ }'): restarting osd.$id"
+            running+=("osd.$id")
+        done
+        ((${#running[@]} == 0)) || stop_daemons "${running[@]}"
     fi
-    if ! daemon_pid "osd.$id" >/dev/null; then
-        start_daemon osd "$id"
-        printf '%s' "$OPTS" >"$LAB_DIR/osd-opts.applied"
+    for id; do
+        daemon_pid "osd.$id" >/dev/null || started+=("$id")
+    done
+    ((${#started[@]})) || return 0
+    start_daemons osd "${started[@]}"
+    printf '%s' "$OPTS" >"$LAB_DIR/osd-opts.applied"
+    for id in "${started[@]}"; do
         wait_osd_active "$id"
-    fi
+    done
 }
 
-# Release this lab's loop devices: the recorded one and any other backed by our file.
-# A device the caller passed in (LAB_LOOPDEV) is the caller's to detach.
+# is_lab_img FILE: FILE is one of this lab's OSD disk files (disk/osd-block*.img).
+is_lab_img() {
+    local f
+    f=$(readlink -m "${1%% (deleted)}")
+    [[ ${f%/*} == "$(readlink -m "$LAB_DIR/disk")" && ${f##*/} == osd-block*.img ]]
+}
+
+# Release this lab's loop devices: the recorded ones ($LAB_DIR/loopdev, one a line) and
+# any other backed by one of our files.  Devices the caller passed in (LAB_LOOPDEVS) are
+# the caller's to detach.
 detach_loops() {
-    local dev back
-    if [[ -n $LAB_LOOPDEV ]]; then
+    local dev back img
+    if [[ -n $LAB_LOOPDEVS ]]; then
         rm -f "$LAB_DIR/loopdev"
         return 0
     fi
     {
         [[ -r $LAB_DIR/loopdev ]] && cat "$LAB_DIR/loopdev"
-        [[ -e $IMG ]] && losetup -j "$IMG" -nO NAME 2>/dev/null
+        for img in "$LAB_DIR"/disk/osd-block*.img; do
+            [[ -e $img ]] && losetup -j "$img" -nO NAME 2>/dev/null
+        done
         true
     } | sort -u | while read -r dev; do
         [[ -n $dev ]] || continue
         back=$(losetup -nO BACK-FILE "$dev" 2>/dev/null) || continue
-        back=${back%% (deleted)}
-        if [[ $(readlink -f "$back") == "$(readlink -f "$IMG")" ]]; then
+        if is_lab_img "$back"; then
             msg "detaching $dev"
             losetup -d "$dev"
         fi
@@ -457,19 +589,24 @@ detach_loops() {
     rm -f "$LAB_DIR/loopdev"
 }
 
-# Loop device over IMG that this lab attached (and recorded), else empty.
-lab_loopdev() {
-    local dev back
-    if [[ -n $LAB_LOOPDEV ]]; then
-        [[ -b $LAB_LOOPDEV && $(cat "$LAB_DIR/loopdev" 2>/dev/null) == "$LAB_LOOPDEV" ]] || return 1
-        echo "$LAB_LOOPDEV"
-        return 0
+# The loop devices this lab uses (space-separated, OSD id order), when each is still
+# what was recorded: over img_of N (attached here), or the caller's LAB_LOOPDEVS.
+lab_loopdevs() {
+    local devs=() i back
+    [[ -s $LAB_DIR/loopdev ]] || return 1
+    mapfile -t devs <"$LAB_DIR/loopdev"
+    if [[ -n $LAB_LOOPDEVS ]]; then
+        [[ "${devs[*]}" == "$(echo $LAB_LOOPDEVS)" ]] || return 1
+        for i in "${!devs[@]}"; do
+            [[ -b ${devs[i]} ]] || return 1
+        done
+    else
+        for i in "${!devs[@]}"; do
+            back=$(losetup -nO BACK-FILE "${devs[i]}" 2>/dev/null) || return 1
+            [[ $(readlink -f "${back%% (deleted)}") == "$(readlink -f "$(img_of "$i")")" ]] || return 1
+        done
     fi
-    [[ -r $LAB_DIR/loopdev ]] || return 1
-    dev=$(<"$LAB_DIR/loopdev")
-    back=$(losetup -nO BACK-FILE "$dev" 2>/dev/null) || return 1
-    [[ $(readlink -f "${back%% (deleted)}") == "$(readlink -f "$IMG")" ]] || return 1
-    echo "$dev"
+    echo "${devs[*]}"
 }
 
 # ------------------------------------------------------------------------- subcommands
@@ -492,10 +629,12 @@ cmd_install() {   # cmd_install [PKG...]   (default: LAB_PACKAGES)
 cmd_down() {
     need_root
     check_lab_dir
-    local id
+    local id names=()
     if [[ -d $LAB_DIR ]]; then
-        id=$(osd_id || true)
-        [[ -n $id ]] && stop_daemon "osd.$id"
+        for id in $(osd_ids || true); do
+            names+=("osd.$id")
+        done
+        ((${#names[@]} == 0)) || stop_daemons "${names[@]}"
         stop_daemon "mgr.$MGR_ID"
         stop_daemon "mon.$MON_ID"
         finish_down
@@ -524,55 +663,89 @@ finish_down() {
     fi
 }
 
-# Build a fresh single-node cluster in an empty LAB_DIR.
+# build_single N: build a fresh single-node cluster of N OSDs in an empty LAB_DIR.
 build_single() {
-    local fsid loop
+    local n=$1 fsid loop i img loops=() who
     make_dirs
     fsid=$(cat /proc/sys/kernel/random/uuid)
     echo "$fsid" >"$LAB_DIR/fsid"
-    if [[ -n $LAB_LOOPDEV ]]; then
-        loop=$LAB_LOOPDEV
-        [[ -b $loop ]] || die "LAB_LOOPDEV=$loop is not a block device"
-        # it may hold an older lab's BlueStore: mkfs must start from a blank device
-        dd if=/dev/zero of="$loop" bs=1M count=100 oflag=direct status=none
-        msg "OSD block device: $loop (attached by the caller)"
+    if [[ -n $LAB_LOOPDEVS ]]; then
+        read -ra loops <<<"$LAB_LOOPDEVS"
+        ((${#loops[@]} == n)) || die "LAB_LOOPDEVS names ${#loops[@]} devices for $n OSDs"
+        for i in "${!loops[@]}"; do
+            loop=${loops[i]}
+            [[ -b $loop ]] || die "LAB_LOOPDEVS: $loop is not a block device"
+            # it may hold an older lab's BlueStore: mkfs must start from a blank device
+            dd if=/dev/zero of="$loop" bs=1M count=100 oflag=direct status=none
+            who="OSD"; ((n == 1)) || who="osd.$i"
+            msg "$who block device: $loop (attached by the caller)"
+        done
+        printf '%s\n' "${loops[@]}" >"$LAB_DIR/loopdev"
     else
-        truncate -s "$LAB_DISK_SIZE" "$IMG"
-        loop=$(losetup --direct-io="$LAB_LOOP_DIRECT_IO" -f --show "$IMG") ||
-            die "losetup failed (is the loop module available?)"
-        msg "OSD block device: $loop (sparse $LAB_DISK_SIZE file $IMG)"
+        : >"$LAB_DIR/loopdev"
+        for ((i = 0; i < n; i++)); do
+            img=$(img_of "$i")
+            truncate -s "$LAB_DISK_SIZE" "$img"
+            loop=$(losetup --direct-io="$LAB_LOOP_DIRECT_IO" -f --show "$img") ||
+                die "losetup failed (is the loop module available?)"
+            echo "$loop" >>"$LAB_DIR/loopdev"      # recorded at once: "down" detaches it
+            loops+=("$loop")
+            who="OSD"; ((n == 1)) || who="osd.$i"
+            msg "$who block device: $loop (sparse $LAB_DISK_SIZE file $img)"
+        done
     fi
-    echo "$loop" >"$LAB_DIR/loopdev"
-    write_conf "$fsid" 127.0.0.1 127.0.0.0/8 "$loop" 0
+    write_conf "$fsid" 127.0.0.1 127.0.0.0/8 "${loops[*]}" 0
     create_mon "$fsid" 127.0.0.1
     create_pool
-    create_osd "$loop"
+    create_osds "${loops[@]}"
     printf '%s' "$OPTS" >"$LAB_DIR/osd-opts.applied"
-    wait_ready 1
+    wait_ready "$n"
     init_rbd
     touch "$LAB_DIR/built"
+}
+
+# "osd.0 pid P" or, with several OSDs, "3 OSDs: osd.0 pid P0, osd.1 pid P1, ..."
+osds_summary() {
+    local id parts=() n joined
+    for id in $(osd_ids); do
+        parts+=("osd.$id pid $(daemon_pid "osd.$id" || echo none)")
+    done
+    n=${#parts[@]}
+    if ((n == 1)); then
+        echo "${parts[0]}"
+    else
+        printf -v joined '%s, ' "${parts[@]}"
+        echo "$n OSDs: ${joined%, }"
+    fi
 }
 
 cmd_up() {
     need_root
     check_lab_dir
     command -v ceph-osd >/dev/null || die "ceph-osd not found; run 'lab.sh install' first"
-    local start=$SECONDS id loop
+    local start=$SECONDS loops want have=""
     OPTS=$(normalize_opts)
+    want=$(want_osds)
+    set_pool_size "$want"
     stop_container_labs
-    if [[ -e $LAB_DIR/built ]] && loop=$(lab_loopdev) && id=$(osd_id); then
+    [[ -e $LAB_DIR/built ]] && have=$(osd_count) || true
+    if [[ $have == "$want" ]] && loops=$(lab_loopdevs) && (($(wc -w <<<"$loops") == want)); then
         # Existing lab: (re)start what is not running, apply option changes, check health.
-        write_conf "$(<"$LAB_DIR/fsid")" 127.0.0.1 127.0.0.0/8 "$loop" 0
+        write_conf "$(<"$LAB_DIR/fsid")" 127.0.0.1 127.0.0.0/8 "$loops" 0
         start_daemon mon "$MON_ID"
         start_daemon mgr "$MGR_ID"
-        apply_osd_opts "$id"
-        wait_ready 1
+        apply_osd_opts $(osd_ids)
+        wait_ready "$want"
     else
-        [[ -e $LAB_DIR ]] && msg "no usable lab in $LAB_DIR: rebuilding from scratch"
+        if [[ -n $have && $have != "$want" ]]; then
+            msg "the lab in $LAB_DIR has $have OSD(s), $want wanted: rebuilding from scratch"
+        elif [[ -e $LAB_DIR ]]; then
+            msg "no usable lab in $LAB_DIR: rebuilding from scratch"
+        fi
         cmd_down
-        build_single
+        build_single "$want"
     fi
-    msg "lab up in $((SECONDS - start))s: CEPH_CONF=$CONF osd.$(osd_id) pid $(daemon_pid "osd.$(osd_id)")"
+    msg "lab up in $((SECONDS - start))s: CEPH_CONF=$CONF $(osds_summary)"
 }
 
 # One lab at a time: the host lab stops the container labs (vagrant/container.sh) first.
@@ -585,21 +758,38 @@ stop_container_labs() {
     bash "$ctr" all down-if-up
 }
 
+# Every OSD of the lab running: "PID ASOK" lines in id order; else fails.
+osd_pid_lines() {
+    local id pid ids
+    ids=$(osd_ids 2>/dev/null) || return 1
+    for id in $ids; do
+        pid=$(daemon_pid "osd.$id") || return 1
+        echo "$pid $RUN_DIR/ceph-osd.$id.asok"
+    done
+}
+
 cmd_env() {
-    local id pid
-    if ! id=$(osd_id 2>/dev/null) || ! pid=$(daemon_pid "osd.$id"); then
+    local lines pids asoks
+    if ! lines=$(osd_pid_lines); then
         echo "lab.sh: lab is not up (LAB_DIR=$LAB_DIR); run 'make lab' or 'vagrant/lab.sh up'" >&2
         exit 1
     fi
+    pids=$(cut -d' ' -f1 <<<"$lines" | paste -sd,)
+    asoks=$(cut -d' ' -f2- <<<"$lines" | while read -r a; do printf '%q\n' "$a"; done | paste -sd,)
     printf 'export CEPH_CONF=%q\n' "$CONF"
-    printf 'export OSD_PID=%s\n' "$pid"
+    printf 'export OSD_PID=%s\n' "${pids%%,*}"
+    printf 'export OSD_PIDS=%s\n' "$pids"
+    printf 'export OSD_ASOKS=%s\n' "$asoks"
 }
 
 cmd_status() {
-    local id name pid parts=() health
-    id=$(osd_id 2>/dev/null) || id=""
-    for name in ${id:+osd.$id} "mon.$MON_ID" "mgr.$MGR_ID"; do
-        pid=$(daemon_pid "$name") && parts+=("$name pid $pid")
+    local id name pid parts=() health ids names=() n_osd=0
+    ids=$(osd_ids 2>/dev/null) || ids=""
+    for id in $ids; do names+=("osd.$id"); done
+    for name in "${names[@]}" "mon.$MON_ID" "mgr.$MGR_ID"; do
+        pid=$(daemon_pid "$name") || continue
+        parts+=("$name pid $pid")
+        [[ $name == osd.* ]] && n_osd=$((n_osd + 1))
     done
     if ((${#parts[@]} == 0)); then
         echo "down ($LAB_DIR)"
@@ -608,10 +798,12 @@ cmd_status() {
     health=$(CEPH_CMD_TIMEOUT=8 cephc health 2>/dev/null | head -n1) || health="cluster not answering"
     local joined
     printf -v joined '%s, ' "${parts[@]}"
-    if [[ -n $id ]] && daemon_pid "osd.$id" >/dev/null; then
+    if ((n_osd > 0 && n_osd == ${#names[@]})); then
         echo "up: $joined${health:-?} ($LAB_DIR)"
-    else
+    elif ((n_osd == 0)); then
         echo "partial: ${joined}no OSD running, ${health:-?} ($LAB_DIR)"
+    else
+        echo "partial: ${joined}$((${#names[@]} - n_osd)) of ${#names[@]} OSDs not running, ${health:-?} ($LAB_DIR)"
     fi
 }
 
@@ -737,7 +929,7 @@ cmd_vagrant_osd() {
         wait_mon 300 || die "mon at $mon_ip not reachable after 300s"
         msg "wiping the start of $disk"
         dd if=/dev/zero of="$disk" bs=1M count=100 oflag=direct status=none
-        create_osd "$disk"
+        create_osds "$disk"
         id=$(osd_id)
         printf '%s' "$OPTS" >"$LAB_DIR/osd-opts.applied"
         wait_osd_active "$id"

@@ -60,7 +60,10 @@ def test_lab_lifecycle(lab):
     p = make("lab-env")
     lines = p.stdout.strip().splitlines()
     assert lines == ["export CEPH_CONF=%s" % env["CEPH_CONF"],
-                     "export OSD_PID=%d" % pid]
+                     "export OSD_PID=%d" % pid,
+                     "export OSD_PIDS=%d" % pid,
+                     "export OSD_ASOKS=%s" % env["OSD_ASOKS"]]
+    assert env["OSD_ASOKS"].endswith("/run/ceph-osd.0.asok")
 
     # the OSD goes away under a running osdstage
     tr = subprocess.Popen([PYTHON, OSDSTAGE, "-p", str(pid), "-j", "-S",
