@@ -32,7 +32,6 @@
 #define TASK_DEAD_STATE	0x80	/* TASK_DEAD: the thread's last switch-out */
 
 /* Set by the loader before load (lib/cephlat/engine/tracer.py) */
-const volatile __u32 targ_tgid = 0;	/* 0 = any process */
 const volatile __u32 rmw_flags_off = 0;	/* OpRequest -> rmw flags; 0 = unknown */
 const volatile __u32 rmw_read_bit = 0;
 const volatile __u32 rmw_write_bit = 0;
@@ -42,6 +41,18 @@ const volatile __u32 track_in_op = 0;	/* the dequeue function's return is
 					 * probed: sleeps inside it are work */
 const volatile struct role_prefix roles[MAX_ROLES] = {};
 const volatile __u32 record_events = 0;	/* send capture events */
+/* per Ceph release (probe table). reqid_off 0: unknown (captures carry
+ * no request ids); the stages that need the others are only attached
+ * where the probe table has them. */
+const volatile __u32 reqid_off = 0;	/* OpRequest -> reqid (osd_reqid_t) */
+const volatile __u32 src_num_off = 0;	/* OpRequest -> req_src_inst.name._num */
+const volatile __u32 repmod_op_off = 0;	/* ReplicatedBackend::RepModify -> op */
+const volatile __u32 inprog_op_off = 0;	/* ReplicatedBackend::InProgressOp -> op */
+const volatile __u32 enq_pg_on_stack = 0; /* the enqueue function's spg_t is
+					 * its first stack argument */
+const volatile __u32 msg_off = 0;	/* OpRequest -> request (Message*) */
+const volatile __u32 op_name_off = 0;	/* MOSDOp -> hobj.oid.name */
+const volatile __u32 repop_name_off = 0; /* MOSDRepOp -> poid.oid.name */
 
 /* Written by the loader (osdstage.h explains it) */
 struct ctl ctl = {};
@@ -51,6 +62,8 @@ struct ctl ctl = {};
  * kernel when the thread exits (nothing can leak). */
 struct task_starts {
 	__u64 ts[MAX_STAGES];
+	__u64 cur_op;		/* the op it dequeued last (raw address), until
+				 * the dequeue function returns */
 };
 
 struct {
@@ -95,22 +108,55 @@ struct {
 	__type(value, struct shard_stats);
 } shards SEC(".maps");
 
-/* Block requests in flight that the target issued: rq -> issue time. */
+/* Block requests in flight that a target issued: rq -> issue time (1:
+ * inserted, not issued yet) and the issuing target's slot. */
+struct rq_start {
+	__u64 ts;
+	__u32 slot;
+	__u32 pad;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
 	__type(key, __u64);
-	__type(value, __u64);
+	__type(value, struct rq_start);
 } rqs SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
-	__type(key, __u32);
+	__uint(max_entries, 256);
+	__type(key, __u64);
 	__type(value, struct dev_stats);
 } devs SEC(".maps");
 
-/* two halves of MAX_STAGES entries, by report-interval parity */
+/* replicated writes in flight on their primary: request id -> op key */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct reqid);
+	__type(value, __u64);
+} reqidx SEC(".maps");
+
+/* per target and peer OSD: its replies' waits (cumulative) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, struct peer_stats);
+} peers SEC(".maps");
+
+/* an all-zero peer_stats to insert new peers from (never written) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct peer_stats);
+} pzero SEC(".maps");
+
+/* per target slot, two halves of MAX_STAGES entries by report-interval
+ * parity: key (slot * 2 + parity) * MAX_STAGES + stage; sized by the
+ * loader for its targets */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 2 * MAX_STAGES);
@@ -124,6 +170,7 @@ struct {
 	__uint(max_entries, 4096);
 } events SEC(".maps");
 
+/* CNT__MAX counters per target slot; sized by the loader */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, CNT__MAX);
@@ -131,12 +178,28 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
-static __always_inline void count(__u32 id)
+static __always_inline void count(__u32 slot, __u32 id)
 {
-	__u64 *c = bpf_map_lookup_elem(&counters, &id);
+	__u32 key = slot * CNT__MAX + id;
+	__u64 *c = bpf_map_lookup_elem(&counters, &key);
 
 	if (c)
 		(*c)++;
+}
+
+/* The target slot of process tgid, or -1 when it is not traced. The list
+ * is short and packed: a few loads, no map access. */
+static __always_inline int target_of(__u32 tgid)
+{
+	for (int i = 0; i < MAX_TARGETS; i++) {
+		__u32 t = *(volatile __u32 *)&ctl.targets[i];
+
+		if (!t)
+			break;
+		if (t == tgid)
+			return i;
+	}
+	return -1;
 }
 
 /* floor(log2(v)) for v > 0, branch-light (as in bcc's log2l). */
@@ -173,14 +236,10 @@ static __always_inline __u32 cur_gen(void)
 	return *(volatile __u32 *)&ctl.gen;
 }
 
-static __always_inline void record(__u32 stage, __u64 delta, __u32 gen)
+static __always_inline void hist_add(struct stage_stats *s, __u64 delta)
 {
-	struct stage_stats *s;
-	__u32 slot, key = (stage & (MAX_STAGES - 1)) | (gen & 1) * MAX_STAGES;
+	__u32 slot;
 
-	s = bpf_map_lookup_elem(&stats, &key);
-	if (!s)
-		return;
 	s->count++;
 	s->sum_ns += delta;
 	if (delta > s->max_ns)
@@ -191,10 +250,22 @@ static __always_inline void record(__u32 stage, __u64 delta, __u32 gen)
 	s->slots[slot]++;
 }
 
+static __always_inline void record(__u32 target, __u32 stage, __u64 delta,
+				   __u32 gen)
+{
+	struct stage_stats *s;
+	__u32 key = (stage & (MAX_STAGES - 1)) |
+		    (target * 2 + (gen & 1)) * MAX_STAGES;
+
+	s = bpf_map_lookup_elem(&stats, &key);
+	if (s)
+		hist_add(s, delta);
+}
+
 /* Reserve a capture event of `size` bytes with its header filled; NULL
  * when not recording or the ring is full (counted). */
 static __always_inline void *ev_reserve(__u64 size, __u32 id, __u64 ts,
-					__u32 gen)
+					__u32 gen, __u32 target)
 {
 	struct ev_hdr *h;
 
@@ -202,18 +273,19 @@ static __always_inline void *ev_reserve(__u64 size, __u32 id, __u64 ts,
 		return 0;
 	h = bpf_ringbuf_reserve(&events, size, 0);
 	if (!h) {
-		count(CNT_EVENTS_LOST);
+		count(target, CNT_EVENTS_LOST);
 		return 0;
 	}
 	h->id = id;
 	h->ts = ts;
 	h->cpu = bpf_get_smp_processor_id();
 	h->interval = gen;
+	h->target = target;
 	return h;
 }
 
-#define EV_NEW(type, id, ts, gen) \
-	((struct type *)ev_reserve(sizeof(struct type), id, ts, gen))
+#define EV_NEW(type, id, ts, gen, target) \
+	((struct type *)ev_reserve(sizeof(struct type), id, ts, gen, target))
 /* the recorder polls: no wake-up from inside a probe */
 #define EV_SEND(e) bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP)
 
@@ -228,20 +300,32 @@ static __always_inline void mark_in_op(__u32 tid, __u32 on)
 /* ------------------------------------------------------------------------
  * "call" stages */
 
+/* The slot of a "call" probe's process: a target's, or 0 for our own
+ * calibration calls; -1 = not ours. */
+static __always_inline int call_slot(__u64 id)
+{
+	int slot = target_of(id >> 32);
+
+	if (slot < 0 && (id >> 32) == calib_tgid)
+		return 0;
+	return slot;
+}
+
 SEC("uprobe")
 int stage_entry(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 stage = bpf_get_attach_cookie(ctx) & (MAX_STAGES - 1);
 	struct task_starts *t;
+	int slot = call_slot(id);
 
-	if (targ_tgid && (id >> 32) != targ_tgid && (id >> 32) != calib_tgid)
+	if (slot < 0)
 		return 0;
-	count(CNT_HIT_ENTRY);
+	count(slot, CNT_HIT_ENTRY);
 	t = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), 0,
 				 BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!t) {
-		count(CNT_START_MAP_FULL);
+		count(slot, CNT_START_MAP_FULL);
 		return 0;
 	}
 	/* last thing: what follows the timestamp is probe cost, not the call */
@@ -257,39 +341,44 @@ int stage_return(struct pt_regs *ctx)
 	__u32 stage = bpf_get_attach_cookie(ctx) & (MAX_STAGES - 1);
 	struct task_starts *t;
 	struct ev_stage *e;
-	__u64 d, bias;
+	__u64 d, bias, op;
 	__u32 gen;
+	int slot = call_slot(id);
 
-	if (targ_tgid && (id >> 32) != targ_tgid && (id >> 32) != calib_tgid)
+	if (slot < 0)
 		return 0;
-	count(CNT_HIT_RETURN);
+	count(slot, CNT_HIT_RETURN);
 	t = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), 0, 0);
 	if (!t || !t->ts[stage]) {
-		count(CNT_NO_START);
+		count(slot, CNT_NO_START);
 		return 0;
 	}
 	if (now < t->ts[stage]) {
-		count(CNT_NEGATIVE);
+		count(slot, CNT_NEGATIVE);
 		t->ts[stage] = 0;
 		return 0;
 	}
 	d = now - t->ts[stage];
 	t->ts[stage] = 0;
-	if (stage == ST_DEQUEUE_OP)	/* the worker is done with its op */
+	op = t->cur_op;
+	if (stage == ST_DEQUEUE_OP) {	/* the worker is done with its op */
 		mark_in_op((__u32)id, 0);
+		t->cur_op = 0;
+	}
 	bias = ctl.call_bias_ns;
 	gen = cur_gen();
 	if (stage != ST__CALIB) {
 		d = d > bias ? d - bias : 0;
-		e = EV_NEW(ev_stage, EV_STAGE, now, gen);
+		e = EV_NEW(ev_stage, EV_STAGE, now, gen, slot);
 		if (e) {
 			e->duration_ns = d;
+			e->op = op;
 			e->tid = (__u32)id;
 			e->stage = stage;
 			EV_SEND(e);
 		}
 	}
-	record(stage, d, gen);
+	record(slot, stage, d, gen);
 	return 0;
 }
 
@@ -319,7 +408,7 @@ static __always_inline __u32 classify(const char *comm)
 
 /* The state of target thread p, created on first sight. */
 static __always_inline struct thread_state *thread_of(struct task_struct *p,
-						      __u64 now)
+						      __u64 now, __u32 slot)
 {
 	__u32 tid = p->pid;
 	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
@@ -343,13 +432,14 @@ static __always_inline struct thread_state *thread_of(struct task_struct *p,
 			return 0;
 		if (bpf_map_update_elem(&threads, &tid, z, BPF_NOEXIST) &&
 		    !bpf_map_lookup_elem(&threads, &tid)) {
-			count(CNT_THREAD_MAP_FULL);
+			count(slot, CNT_THREAD_MAP_FULL);
 			return 0;
 		}
 		t = bpf_map_lookup_elem(&threads, &tid);
 		if (!t)
 			return 0;
 		bpf_probe_read_kernel(comm, sizeof(comm), p->comm);
+		t->target = slot;
 		t->comm8 = comm8;
 		t->role = classify(comm);
 		t->state = TS_RUN;
@@ -393,19 +483,22 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 	struct ev_switch_out *eo;
 	struct ev_switch_in *ei;
 	__u32 gen = 0, state, woken = 0;
+	int slot;
 
-	count(CNT_HIT_SCHED);
-	if (targ_tgid && prev->tgid == targ_tgid) {
+	count(0, CNT_HIT_SCHED);
+	slot = target_of(prev->tgid);
+	if (slot >= 0) {
 		now = bpf_ktime_get_ns();
 		gen = cur_gen();
-		t = thread_of(prev, now);
+		t = thread_of(prev, now, slot);
 		if (t) {
 			state = (prev_state & TASK_DEAD_STATE) ? TS_DEAD :
 				prev_state ? TS_SLEEP : TS_RUNQ;
 			transition(t, state, now);
 			if (state == TS_DEAD)
 				t->died = now;
-			eo = EV_NEW(ev_switch_out, EV_SWITCH_OUT, now, gen);
+			eo = EV_NEW(ev_switch_out, EV_SWITCH_OUT, now, gen,
+				    slot);
 			if (eo) {
 				eo->tid = prev->pid;
 				eo->state = state;
@@ -414,22 +507,23 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 			}
 		}
 	}
-	if (targ_tgid && next->tgid == targ_tgid) {
+	slot = target_of(next->tgid);
+	if (slot >= 0) {
 		if (!now) {
 			now = bpf_ktime_get_ns();
 			gen = cur_gen();
 		}
-		t = thread_of(next, now);
+		t = thread_of(next, now, slot);
 		if (!t)
 			return 0;
 		if (t->state == TS_RUNQ && t->wake_ts && t->wake_ts >= t->since) {
 			/* first time on CPU since its wake-up */
-			record(ST_WAKEUP_DELAY__ROLE + (t->role & (MAX_ROLES - 1)),
-			       now - t->wake_ts, gen);
+			record(slot, ST_WAKEUP_DELAY__ROLE +
+			       (t->role & (MAX_ROLES - 1)), now - t->wake_ts, gen);
 			t->oncpu_after_wake = now;
 			woken = 1;
 		}
-		ei = EV_NEW(ev_switch_in, EV_SWITCH_IN, now, gen);
+		ei = EV_NEW(ev_switch_in, EV_SWITCH_IN, now, gen, slot);
 		if (ei) {
 			ei->wakeup_ns = woken ? now - t->wake_ts : 0;
 			ei->tid = next->pid;
@@ -450,24 +544,28 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	struct ev_waking *e;
 	__u64 now, off;
 	__u32 gen;
+	int slot;
 
-	count(CNT_HIT_SCHED);
-	if (!targ_tgid || p->tgid != targ_tgid)
+	count(0, CNT_HIT_SCHED);
+	slot = target_of(p->tgid);
+	if (slot < 0)
 		return 0;
 	now = bpf_ktime_get_ns();
 	gen = cur_gen();
-	t = thread_of(p, now);
+	t = thread_of(p, now, slot);
 	if (!t || t->state != TS_SLEEP)
 		return 0;
 	off = now > t->since ? now - t->since : 0;
 	if (off)
-		record(ST_OFFCPU__ROLE + (t->role & (MAX_ROLES - 1)), off, gen);
+		record(slot, ST_OFFCPU__ROLE + (t->role & (MAX_ROLES - 1)), off,
+		       gen);
 	transition(t, TS_RUNQ, now);
 	t->wake_ts = now;
 	t->wakeups++;
 	cur = bpf_get_current_task_btf();
-	t->waker_tid = cur->tgid == targ_tgid ? cur->pid : 0;
-	e = EV_NEW(ev_waking, EV_WAKING, now, gen);
+	/* a waker of the same process: it may be the op's enqueuer */
+	t->waker_tid = cur->tgid == p->tgid ? cur->pid : 0;
+	e = EV_NEW(ev_waking, EV_WAKING, now, gen, slot);
 	if (e) {
 		e->offcpu_ns = off;	/* 0: not counted */
 		e->tid = p->pid;
@@ -496,14 +594,18 @@ int on_futex_enter(struct trace_event_raw_sys_enter *ctx)
 	struct thread_state *t;
 	__u64 op = ctx->args[1], now;
 	__u32 tid = (__u32)id;
+	int slot;
 
-	if (!targ_tgid || (id >> 32) != targ_tgid || !futex_is_wait(op))
+	if (!futex_is_wait(op))
 		return 0;
-	count(CNT_HIT_SYSCALL);
+	slot = target_of(id >> 32);
+	if (slot < 0)
+		return 0;
+	count(slot, CNT_HIT_SYSCALL);
 	now = bpf_ktime_get_ns();
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t) {
-		t = thread_of(bpf_get_current_task_btf(), now);
+		t = thread_of(bpf_get_current_task_btf(), now, slot);
 		if (!t)
 			return 0;
 	}
@@ -526,7 +628,7 @@ int on_futex_exit(struct trace_event_raw_sys_exit *ctx)
 	__u32 tid = (__u32)id, gen;
 	__u64 now, d;
 
-	if (!targ_tgid || (id >> 32) != targ_tgid)
+	if (target_of(id >> 32) < 0)
 		return 0;
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t || !t->futex_start)
@@ -536,8 +638,9 @@ int on_futex_exit(struct trace_event_raw_sys_exit *ctx)
 	d = now > t->futex_start ? now - t->futex_start : 0;
 	t->futex_start = 0;
 	t->cum_futex += d;
-	record(ST_FUTEX_WAIT__ROLE + (t->role & (MAX_ROLES - 1)), d, gen);
-	e = EV_NEW(ev_futex_wait, EV_FUTEX_WAIT, now, gen);
+	record(t->target, ST_FUTEX_WAIT__ROLE + (t->role & (MAX_ROLES - 1)), d,
+	       gen);
+	e = EV_NEW(ev_futex_wait, EV_FUTEX_WAIT, now, gen, t->target);
 	if (e) {
 		e->uaddr = t->cv_uaddr & ~1ULL;
 		e->duration_ns = d;
@@ -558,11 +661,12 @@ int on_syncfs_enter(struct trace_event_raw_sys_enter *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid(), now;
 	struct thread_state *t;
+	int slot = target_of(id >> 32);
 
-	if (!targ_tgid || (id >> 32) != targ_tgid)
+	if (slot < 0)
 		return 0;
 	now = bpf_ktime_get_ns();
-	t = thread_of(bpf_get_current_task_btf(), now);
+	t = thread_of(bpf_get_current_task_btf(), now, slot);
 	if (t)
 		t->syncfs_start = now;
 	return 0;
@@ -577,7 +681,7 @@ int on_syncfs_exit(struct trace_event_raw_sys_exit *ctx)
 	__u32 tid = (__u32)id, gen;
 	__u64 now;
 
-	if (!targ_tgid || (id >> 32) != targ_tgid)
+	if (target_of(id >> 32) < 0)
 		return 0;
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t || !t->syncfs_start)
@@ -585,8 +689,8 @@ int on_syncfs_exit(struct trace_event_raw_sys_exit *ctx)
 	now = bpf_ktime_get_ns();
 	gen = cur_gen();
 	if (now > t->syncfs_start) {
-		record(ST_SYNCFS, now - t->syncfs_start, gen);
-		e = EV_NEW(ev_syncfs, EV_SYNCFS, now, gen);
+		record(t->target, ST_SYNCFS, now - t->syncfs_start, gen);
+		e = EV_NEW(ev_syncfs, EV_SYNCFS, now, gen, t->target);
 		if (e) {
 			e->duration_ns = now - t->syncfs_start;
 			e->tid = tid;
@@ -602,30 +706,36 @@ int on_syncfs_exit(struct trace_event_raw_sys_exit *ctx)
 
 static __always_inline void rq_start(struct request *rq)
 {
-	__u64 key = (__u64)rq, now;
+	__u64 key = (__u64)rq;
+	struct rq_start v = {};
+	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
 
-	if (!targ_tgid || (bpf_get_current_pid_tgid() >> 32) != targ_tgid) {
+	if (slot < 0) {
 		/* issued by someone else (e.g. kblockd): ours if inserted by us */
-		__u64 *v = bpf_map_lookup_elem(&rqs, &key);
+		struct rq_start *p = bpf_map_lookup_elem(&rqs, &key);
 
-		if (v && *v == 1)
-			*v = bpf_ktime_get_ns();
+		if (p && p->ts == 1)
+			p->ts = bpf_ktime_get_ns();
 		return;
 	}
-	now = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(&rqs, &key, &now, BPF_ANY))
-		count(CNT_RQ_MAP_FULL);
+	v.ts = bpf_ktime_get_ns();
+	v.slot = slot;
+	if (bpf_map_update_elem(&rqs, &key, &v, BPF_ANY))
+		count(slot, CNT_RQ_MAP_FULL);
 }
 
 SEC("tp_btf/block_rq_insert")
 int BPF_PROG(on_rq_insert, struct request *rq)
 {
-	__u64 key = (__u64)rq, mark = 1;
+	__u64 key = (__u64)rq;
+	struct rq_start v = {.ts = 1};
+	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
 
-	if (!targ_tgid || (bpf_get_current_pid_tgid() >> 32) != targ_tgid)
+	if (slot < 0)
 		return 0;
-	if (bpf_map_update_elem(&rqs, &key, &mark, BPF_ANY))
-		count(CNT_RQ_MAP_FULL);
+	v.slot = slot;
+	if (bpf_map_update_elem(&rqs, &key, &v, BPF_ANY))
+		count(slot, CNT_RQ_MAP_FULL);
 	return 0;
 }
 
@@ -640,38 +750,40 @@ SEC("tp_btf/block_rq_complete")
 int BPF_PROG(on_rq_complete, struct request *rq, blk_status_t error,
 	     unsigned int nr_bytes)
 {
-	__u64 key = (__u64)rq, now, d;
-	__u64 *tsp = bpf_map_lookup_elem(&rqs, &key);
+	__u64 key = (__u64)rq, now, d, dkey;
+	struct rq_start *st = bpf_map_lookup_elem(&rqs, &key);
 	struct dev_stats *ds, z = {};
 	struct ev_block_rq *e;
 	struct gendisk *disk;
-	__u32 dev, gen;
+	__u32 dev, gen, slot;
 
-	if (!tsp)
+	if (!st)
 		return 0;
-	if (*tsp <= 1) {		/* inserted, never issued */
+	if (st->ts <= 1) {		/* inserted, never issued */
 		bpf_map_delete_elem(&rqs, &key);
 		return 0;
 	}
 	now = bpf_ktime_get_ns();
 	gen = cur_gen();
-	d = now > *tsp ? now - *tsp : 0;
+	d = now > st->ts ? now - st->ts : 0;
+	slot = st->slot;
 	bpf_map_delete_elem(&rqs, &key);
-	record(ST_BLOCK_RQ, d, gen);
+	record(slot, ST_BLOCK_RQ, d, gen);
 	disk = BPF_CORE_READ(rq, q, disk);
 	dev = disk ? (BPF_CORE_READ(disk, major) << DEV_MINOR_BITS |
 		      BPF_CORE_READ(disk, first_minor)) : 0;
-	e = EV_NEW(ev_block_rq, EV_BLOCK_RQ, now, gen);
+	e = EV_NEW(ev_block_rq, EV_BLOCK_RQ, now, gen, slot);
 	if (e) {
 		e->duration_ns = d;
 		e->dev = dev;
 		e->bytes = nr_bytes;
 		EV_SEND(e);
 	}
-	ds = bpf_map_lookup_elem(&devs, &dev);
+	dkey = (__u64)slot << 32 | dev;
+	ds = bpf_map_lookup_elem(&devs, &dkey);
 	if (!ds) {
-		bpf_map_update_elem(&devs, &dev, &z, BPF_NOEXIST);
-		ds = bpf_map_lookup_elem(&devs, &dev);
+		bpf_map_update_elem(&devs, &dkey, &z, BPF_NOEXIST);
+		ds = bpf_map_lookup_elem(&devs, &dkey);
 		if (!ds)
 			return 0;
 	}
@@ -749,7 +861,7 @@ static __always_inline int cum_at(struct thread_state *t, __u64 at,
 /* Split the op's queue wait by the state of worker `tid` since the
  * enqueue; `e` (the capture event, may be NULL) gets the parts. */
 static __always_inline void attribute(struct op_state *st, __u64 now,
-				      __u32 tid, __u32 gen,
+				      __u32 tid, __u32 gen, __u32 slot,
 				      struct ev_op_dequeue *e)
 {
 	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
@@ -764,7 +876,7 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 		/* running since before the enqueue: all of it was busy */
 	} else {
 		if (!cum_at(t, st->enq_ns, &cs, &cr)) {
-			count(CNT_ATTR_TRUNCATED);
+			count(slot, CNT_ATTR_TRUNCATED);
 			if (e)
 				e->truncated = 1;
 		}
@@ -785,10 +897,10 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 		woke = sig > 0;
 	}
 	busy = qw - sig - rq - pick;
-	record(ST_ATTR__BUSY, busy, gen);
-	record(ST_ATTR__SIGNAL, sig, gen);
-	record(ST_ATTR__RUNQ, rq, gen);
-	record(ST_ATTR__PICKUP, pick, gen);
+	record(slot, ST_ATTR__BUSY, busy, gen);
+	record(slot, ST_ATTR__SIGNAL, sig, gen);
+	record(slot, ST_ATTR__RUNQ, rq, gen);
+	record(slot, ST_ATTR__PICKUP, pick, gen);
 	if (e) {
 		e->attributed = 1;
 		e->busy_ns = busy;
@@ -807,6 +919,7 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	key = t->queue_cv;
 	if (e)
 		e->shard = key;
+	key |= (__u64)slot << TARGET_SHIFT;
 	sh = bpf_map_lookup_elem(&shards, &key);
 	if (!sh) {
 		bpf_map_update_elem(&shards, &key, &z, BPF_NOEXIST);
@@ -827,7 +940,7 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	timedout = t->cv_timedout;
 	t->cv_timedout = 0;
 	if (timedout) {
-		count(CNT_TIMEOUTS_WITH_WORK);
+		count(slot, CNT_TIMEOUTS_WITH_WORK);
 		__sync_fetch_and_add(&sh->timeouts_with_work, 1);
 		if (e)
 			e->timeout_with_work = 1;
@@ -835,17 +948,17 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	if (!woke)
 		return;
 	if (timedout) {
-		count(CNT_WAKE_TIMEOUT);
+		count(slot, CNT_WAKE_TIMEOUT);
 		__sync_fetch_and_add(&sh->wake_timeout, 1);
 		if (e)
 			e->wake = WK_TIMEOUT;
 	} else if (t->waker_tid && t->waker_tid == st->enq_tid) {
-		count(CNT_WAKE_ENQUEUER);
+		count(slot, CNT_WAKE_ENQUEUER);
 		__sync_fetch_and_add(&sh->wake_enqueuer, 1);
 		if (e)
 			e->wake = WK_ENQUEUER;
 	} else {
-		count(CNT_WAKE_OTHER);
+		count(slot, CNT_WAKE_OTHER);
 		__sync_fetch_and_add(&sh->wake_other, 1);
 		if (e)
 			e->wake = WK_OTHER;
@@ -856,7 +969,7 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
  * own program; the cookie says where the op key is (enum op_arg). */
 
 /* The op key of this hit, or 0 (counted when it could not be read). */
-static __always_inline __u64 op_key(struct pt_regs *ctx)
+static __always_inline __u64 op_key(struct pt_regs *ctx, __u32 slot)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u64 op = arg_n(ctx, cookie & OPARG_NUM_MASK);
@@ -865,37 +978,77 @@ static __always_inline __u64 op_key(struct pt_regs *ctx)
 		__u64 ptr = op;
 
 		if (!ptr || bpf_probe_read_user(&op, sizeof(op), (void *)ptr)) {
-			count(CNT_BAD_ARG);
+			count(slot, CNT_BAD_ARG);
 			return 0;
 		}
 	}
 	return op;
 }
 
-/* A hit of the target: counted; the op key and its state (NULL: unknown) */
-static __always_inline int op_hit(struct pt_regs *ctx, __u64 *op)
+/* The request id of OpRequest `op` into r; 0 when read. */
+static __always_inline int read_reqid(__u64 op, struct reqid *r, __u32 slot)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	/* osd_reqid_t: entity_name_t {u8 _type; s64 _num}, u64 tid, s32 inc */
+	struct { __u8 type; __u8 pad[7]; __u64 num; __u64 tid; __s32 inc; } raw;
 
-	if (targ_tgid && (id >> 32) != targ_tgid)
-		return 0;
-	count(CNT_HIT_ENTRY);
-	*op = op_key(ctx);
-	return *op != 0;
+	if (!reqid_off || bpf_probe_read_user(&raw, sizeof(raw),
+					      (void *)(op + reqid_off)))
+		return -1;
+	r->num = raw.num;
+	r->tid = raw.tid;
+	r->inc = raw.inc;
+	r->type = raw.type;
+	r->slot = slot;
+	r->pad = 0;
+	return 0;
+}
+
+/* The name of the object OpRequest `op` is for (its message's std::string
+ * at name_off: data pointer, length), cut to OBJ_NAME_LEN - 1 bytes.
+ * For captures only; "" when unknown. */
+static __always_inline void read_object(__u64 op, __u32 name_off, char *out)
+{
+	struct { __u64 ptr; __u64 len; } str;
+	__u64 msg = 0;
+
+	out[0] = 0;
+	if (!msg_off || !name_off ||
+	    bpf_probe_read_user(&msg, sizeof(msg), (void *)(op + msg_off)) ||
+	    !msg ||
+	    bpf_probe_read_user(&str, sizeof(str), (void *)(msg + name_off)) ||
+	    !str.ptr || !str.len)
+		return;
+	bpf_probe_read_user_str(out, OBJ_NAME_LEN, (void *)str.ptr);
+}
+
+/* A hit of a target: counted. -> its slot (-1: not a target, or the op
+ * could not be read), the op's address and its key in the ops map. */
+static __always_inline int op_hit(struct pt_regs *ctx, __u64 *op, __u64 *key)
+{
+	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
+
+	if (slot < 0)
+		return -1;
+	count(slot, CNT_HIT_ENTRY);
+	*op = op_key(ctx, slot);
+	*key = (__u64)slot << TARGET_SHIFT | *op;
+	return *op ? slot : -1;
 }
 
 /* A dequeue or completion: the op's state, or NULL (not seen enqueued:
  * counted) */
 static __always_inline struct op_state *known_op(struct pt_regs *ctx,
-						 __u64 *op)
+						 __u64 *op, __u64 *key,
+						 int *slot)
 {
 	struct op_state *st;
 
-	if (!op_hit(ctx, op))
+	*slot = op_hit(ctx, op, key);
+	if (*slot < 0)
 		return 0;
-	st = bpf_map_lookup_elem(&ops, op);
+	st = bpf_map_lookup_elem(&ops, key);
 	if (!st)
-		count(CNT_OP_UNKNOWN);
+		count(*slot, CNT_OP_UNKNOWN);
 	return st;
 }
 
@@ -907,27 +1060,45 @@ int op_enqueue(struct pt_regs *ctx)
 	 * OpRequest was freed and its address reused. */
 	struct ev_op_enqueue *e;
 	struct op_state *st, n = {};
-	__u64 op, now;
+	__u64 op, key, now;
 	__u32 tid;
+	int slot = op_hit(ctx, &op, &key);
 
-	if (!op_hit(ctx, &op))
+	if (slot < 0)
 		return 0;
 	now = bpf_ktime_get_ns();
 	tid = (__u32)bpf_get_current_pid_tgid();
 	n.enq_ns = now;
 	n.enq_tid = tid;
-	st = bpf_map_lookup_elem(&ops, &op);
+	st = bpf_map_lookup_elem(&ops, &key);
 	if (st) {
-		count(CNT_OP_REPLACED);
+		count(slot, CNT_OP_REPLACED);
+		if (st->sub_ns)		/* its request id index goes too */
+			bpf_map_delete_elem(&reqidx, &st->req);
 		*st = n;
-	} else if (bpf_map_update_elem(&ops, &op, &n, BPF_NOEXIST)) {
-		count(CNT_OP_MAP_FULL);
+	} else if (bpf_map_update_elem(&ops, &key, &n, BPF_NOEXIST)) {
+		count(slot, CNT_OP_MAP_FULL);
 		return 0;
 	}
-	e = EV_NEW(ev_op_enqueue, EV_OP_ENQUEUE, now, cur_gen());
+	e = EV_NEW(ev_op_enqueue, EV_OP_ENQUEUE, now, cur_gen(), slot);
 	if (e) {
+		struct reqid r = {};
+		struct { __u64 pool; __u32 seed; __u32 pad; __s8 shard; } pg = {};
+
+		/* who and where, for the capture only: one read each */
+		read_reqid(op, &r, slot);
+		if (enq_pg_on_stack)
+			bpf_probe_read_user(&pg, sizeof(pg),
+					    (void *)(PT_REGS_SP(ctx) + 8));
 		e->op = op;
+		e->req_num = r.num;
+		e->req_tid = r.tid;
+		e->req_inc = r.inc;
 		e->tid = tid;
+		e->pg_pool = pg.pool;
+		e->pg_seed = pg.seed;
+		e->pg_shard = pg.shard;
+		e->req_type = r.type;
 		EV_SEND(e);
 	}
 	return 0;
@@ -938,13 +1109,20 @@ int op_dequeue(struct pt_regs *ctx)
 {
 	struct ev_op_dequeue *e;
 	struct op_state *st;
-	__u64 op, now;
+	struct task_starts *ts;
+	__u64 op, key, now;
 	__u32 tid, gen;
+	int slot;
 
-	st = known_op(ctx, &op);
+	st = known_op(ctx, &op, &key, &slot);
 	if (!st)
 		return 0;
 	now = bpf_ktime_get_ns();
+	/* the op this worker executes now: its call stages name it */
+	ts = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), 0,
+				  BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (ts)
+		ts->cur_op = op;
 	/* a requeued op is dequeued again: its first wait is queue_wait */
 	if (st->deq_ns || now < st->enq_ns)
 		return 0;
@@ -952,8 +1130,8 @@ int op_dequeue(struct pt_regs *ctx)
 	gen = cur_gen();
 	st->qwait_ns = now - st->enq_ns;
 	st->deq_ns = now;
-	record(ST_QUEUE_WAIT, st->qwait_ns, gen);
-	e = EV_NEW(ev_op_dequeue, EV_OP_DEQUEUE, now, gen);
+	record(slot, ST_QUEUE_WAIT, st->qwait_ns, gen);
+	e = EV_NEW(ev_op_dequeue, EV_OP_DEQUEUE, now, gen, slot);
 	if (e) {
 		__builtin_memset((char *)e + sizeof(e->h), 0,
 				 sizeof(*e) - sizeof(e->h));
@@ -962,7 +1140,7 @@ int op_dequeue(struct pt_regs *ctx)
 		e->tid = tid;
 		e->enq_tid = st->enq_tid;
 	}
-	attribute(st, now, tid, gen, e);
+	attribute(st, now, tid, gen, slot, e);
 	if (e)
 		EV_SEND(e);
 	if (track_in_op)
@@ -975,22 +1153,35 @@ int op_done(struct pt_regs *ctx)
 {
 	struct ev_op_done *e;
 	struct op_state *st;
-	__u64 op, now;
+	__u64 op, key, now;
 	__u32 cls, gen;
+	int slot;
 
-	st = known_op(ctx, &op);
+	st = known_op(ctx, &op, &key, &slot);
 	if (!st)
 		return 0;
 	now = bpf_ktime_get_ns();
 	gen = cur_gen();
 	cls = op_class(op);
 	if (now >= st->enq_ns) {
-		record(ST_OP_TOTAL, now - st->enq_ns, gen);
-		record(ST_OP_TOTAL__READ + cls, now - st->enq_ns, gen);
+		record(slot, ST_OP_TOTAL, now - st->enq_ns, gen);
+		record(slot, ST_OP_TOTAL__READ + cls, now - st->enq_ns, gen);
 	}
 	if (st->deq_ns)
-		record(ST_QUEUE_WAIT__READ + cls, st->qwait_ns, gen);
-	e = EV_NEW(ev_op_done, EV_OP_DONE, now, gen);
+		record(slot, ST_QUEUE_WAIT__READ + cls, st->qwait_ns, gen);
+	if (st->sub_ns) {		/* a replicated write: all committed */
+		if (st->replies && st->last_ns >= st->sub_ns) {
+			__u64 pkey = (__u64)slot << 32 | st->last_peer;
+			struct peer_stats *ps = bpf_map_lookup_elem(&peers, &pkey);
+
+			record(slot, ST_REPLICA_WAIT, st->last_ns - st->sub_ns,
+			       gen);
+			if (ps)
+				ps->last++;
+		}
+		bpf_map_delete_elem(&reqidx, &st->req);
+	}
+	e = EV_NEW(ev_op_done, EV_OP_DONE, now, gen, slot);
 	if (e) {
 		e->op = op;
 		e->op_total_ns = now >= st->enq_ns ? now - st->enq_ns : 0;
@@ -999,10 +1190,202 @@ int op_done(struct pt_regs *ctx)
 		e->op_class = cls;
 		e->dequeued = st->deq_ns != 0;
 		e->total_valid = now >= st->enq_ns;
-		e->pad = 0;
+		e->replies = st->replies;
+		e->replica_wait_ns = st->replies && st->last_ns >= st->sub_ns ?
+				     st->last_ns - st->sub_ns : 0;
+		e->local_commit_ns = st->local_ns > st->sub_ns && st->sub_ns ?
+				     st->local_ns - st->sub_ns : 0;
+		e->last_peer = st->last_peer;
+		read_object(op, op_name_off, e->object);
 		EV_SEND(e);
 	}
-	bpf_map_delete_elem(&ops, &op);
+	bpf_map_delete_elem(&ops, &key);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * replicated writes: on the primary, sub-ops sent -> each replica's reply
+ * and its own commit; on a replica, the replica op's life */
+
+/* The current thread's op (it dequeued it last) and its state. */
+static __always_inline struct op_state *current_op(__u32 slot, __u64 *op)
+{
+	struct task_starts *ts;
+	__u64 key;
+
+	ts = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), 0, 0);
+	if (!ts || !ts->cur_op)
+		return 0;
+	*op = ts->cur_op;
+	key = (__u64)slot << TARGET_SHIFT | *op;
+	return bpf_map_lookup_elem(&ops, &key);
+}
+
+/* ReplicatedBackend::submit_transaction, on the worker executing the
+ * client op: the sub-ops go out now; index the op by its request id,
+ * which the replicas' replies carry. */
+SEC("uprobe")
+int rep_submit(struct pt_regs *ctx)
+{
+	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
+	struct op_state *st;
+	__u64 op, key;
+
+	if (slot < 0)
+		return 0;
+	count(slot, CNT_HIT_ENTRY);
+	st = current_op(slot, &op);
+	if (!st)
+		return 0;
+	if (read_reqid(op, &st->req, slot)) {
+		count(slot, CNT_BAD_ARG);
+		return 0;
+	}
+	st->sub_ns = bpf_ktime_get_ns();
+	st->local_ns = st->last_ns = 0;
+	st->replies = st->last_peer = 0;
+	key = (__u64)slot << TARGET_SHIFT | op;
+	if (bpf_map_update_elem(&reqidx, &st->req, &key, BPF_ANY)) {
+		count(slot, CNT_REQ_MAP_FULL);
+		st->sub_ns = 0;
+	}
+	return 0;
+}
+
+/* ReplicatedBackend::do_repop_reply(OpRequestRef): a replica's commit
+ * reply, itself an op that went through the queue (done with now). */
+SEC("uprobe")
+int rep_reply(struct pt_regs *ctx)
+{
+	__u64 rop, rkey, now = bpf_ktime_get_ns(), *k, pkey, peer = 0, wait;
+	struct peer_stats *ps;
+	struct ev_replica_reply *e;
+	struct op_state *st;
+	struct reqid r = {};
+	__u32 zero = 0;
+	int slot = op_hit(ctx, &rop, &rkey);
+
+	if (slot < 0)
+		return 0;
+	bpf_map_delete_elem(&ops, &rkey);
+	if (read_reqid(rop, &r, slot) || !src_num_off ||
+	    bpf_probe_read_user(&peer, sizeof(peer),
+				(void *)(rop + src_num_off))) {
+		count(slot, CNT_BAD_ARG);
+		return 0;
+	}
+	k = bpf_map_lookup_elem(&reqidx, &r);
+	st = k ? bpf_map_lookup_elem(&ops, k) : 0;
+	if (!k || !st || !st->sub_ns || now < st->sub_ns) {
+		count(slot, CNT_REPLY_UNKNOWN);
+		return 0;
+	}
+	wait = now - st->sub_ns;
+	st->replies++;
+	st->last_ns = now;
+	st->last_peer = peer;
+	pkey = (__u64)slot << 32 | (__u32)peer;
+	ps = bpf_map_lookup_elem(&peers, &pkey);
+	if (!ps) {
+		struct peer_stats *z = bpf_map_lookup_elem(&pzero, &zero);
+
+		if (z)
+			bpf_map_update_elem(&peers, &pkey, z, BPF_NOEXIST);
+		ps = bpf_map_lookup_elem(&peers, &pkey);
+	}
+	if (ps)
+		hist_add(&ps->wait, wait);
+	e = EV_NEW(ev_replica_reply, EV_REPLICA_REPLY, now, cur_gen(), slot);
+	if (e) {
+		e->op = *k & ((1ULL << TARGET_SHIFT) - 1);
+		e->wait_ns = wait;
+		e->peer = peer;
+		e->tid = (__u32)bpf_get_current_pid_tgid();
+		EV_SEND(e);
+	}
+	return 0;
+}
+
+/* The op a record of Ceph's holds at offset `off` (the record from the
+ * probe's argument, through the cookie) and its state. The program is
+ * attached only where the probe table knows the offset (it may be 0). */
+static __always_inline struct op_state *op_in(struct pt_regs *ctx, __u32 off,
+					      int *slot, __u64 *op,
+					      __u64 *key)
+{
+	__u64 rec;
+
+	*slot = op_hit(ctx, &rec, key);
+	if (*slot < 0)
+		return 0;
+	if (bpf_probe_read_user(op, sizeof(*op), (void *)(rec + off)) || !*op) {
+		count(*slot, CNT_BAD_ARG);
+		return 0;
+	}
+	*key = (__u64)*slot << TARGET_SHIFT | *op;
+	return bpf_map_lookup_elem(&ops, key);
+}
+
+/* ReplicatedBackend::op_commit(InProgressOpRef const&): the primary's own
+ * commit of a replicated write */
+SEC("uprobe")
+int rep_local_commit(struct pt_regs *ctx)
+{
+	__u64 op, key, now = bpf_ktime_get_ns();
+	struct ev_local_commit *e;
+	struct op_state *st;
+	__u32 gen;
+	int slot;
+
+	st = op_in(ctx, inprog_op_off, &slot, &op, &key);
+	if (!st || !st->sub_ns || now < st->sub_ns)
+		return 0;
+	st->local_ns = now;
+	gen = cur_gen();
+	record(slot, ST_LOCAL_COMMIT, now - st->sub_ns, gen);
+	e = EV_NEW(ev_local_commit, EV_LOCAL_COMMIT, now, gen, slot);
+	if (e) {
+		e->op = op;
+		e->commit_ns = now - st->sub_ns;
+		e->tid = (__u32)bpf_get_current_pid_tgid();
+		EV_SEND(e);
+	}
+	return 0;
+}
+
+/* ReplicatedBackend::repop_commit(RepModifyRef): on a replica, the
+ * replica op committed; its reply goes out now. */
+SEC("uprobe")
+int repop_done(struct pt_regs *ctx)
+{
+	__u64 op, key, now = bpf_ktime_get_ns();
+	struct ev_repop_done *e;
+	struct op_state *st;
+	__u32 gen;
+	int slot;
+
+	st = op_in(ctx, repmod_op_off, &slot, &op, &key);
+	if (!st) {
+		if (slot >= 0)
+			count(slot, CNT_OP_UNKNOWN);
+		return 0;
+	}
+	gen = cur_gen();
+	if (now >= st->enq_ns)
+		record(slot, ST_REPOP, now - st->enq_ns, gen);
+	if (st->deq_ns)
+		record(slot, ST_REPOP__QUEUE_WAIT, st->qwait_ns, gen);
+	e = EV_NEW(ev_repop_done, EV_REPOP_DONE, now, gen, slot);
+	if (e) {
+		e->op = op;
+		e->repop_ns = now >= st->enq_ns ? now - st->enq_ns : 0;
+		e->queue_wait_ns = st->deq_ns ? st->qwait_ns : 0;
+		e->tid = (__u32)bpf_get_current_pid_tgid();
+		e->dequeued = st->deq_ns != 0;
+		read_object(op, repop_name_off, e->object);
+		EV_SEND(e);
+	}
+	bpf_map_delete_elem(&ops, &key);
 	return 0;
 }
 

@@ -29,6 +29,9 @@ enum osdstage_limits {
 	HIST_FRAC_BITS = 4,	/* units of 1/16 us, */
 	HIST_SUB_BITS = 3,	/* 8 sub-buckets per power of two */
 	DEV_MINOR_BITS = 20,	/* a device is major << 20 | minor */
+	MAX_TARGETS = 16,	/* processes traced at once (one per OSD) */
+	TARGET_SHIFT = 56,	/* op and shard keys: target slot << 56 | address */
+	OBJ_NAME_LEN = 64,	/* object names in capture events (cut) */
 };
 
 /* Stage ids: the cookie of "call" probes and the index of the stats map. */
@@ -42,6 +45,9 @@ enum stage_id {
 	ST_BLUESTORE_READ,
 	ST_BLUESTORE_SUBMIT,
 	ST_OP_TOTAL,		/* OSD::enqueue_op -> PrimaryLogPG::log_op_stats */
+	ST_REPLICA_WAIT,	/* primary: sub-ops sent -> last replica's reply */
+	ST_LOCAL_COMMIT,	/* primary: sub-ops sent -> its own commit */
+	ST_REPOP,		/* replica: repop enqueued -> commit reply sent */
 	ST__PROBED,		/* end of the probed stages */
 	/* per op class (enum op_class order) */
 	ST_QUEUE_WAIT__READ = ST__PROBED,
@@ -56,16 +62,17 @@ enum stage_id {
 	ST_ATTR__SIGNAL,	/* asleep with the op queued */
 	ST_ATTR__RUNQ,		/* runnable, waiting for a CPU */
 	ST_ATTR__PICKUP,	/* on CPU after its wake-up -> dequeue */
+	ST_REPOP__QUEUE_WAIT,	/* the queue wait of replica ops */
 	/* kernel stages, in report order */
 	ST__KERNEL,
 	ST_SYNCFS = ST__KERNEL,	/* syncfs(2) entry -> exit */
 	ST_BLOCK_RQ,		/* block request issue -> complete */
 	ST__FIXED,
 	/* per thread role r (0..MAX_ROLES-1): */
-	ST_FUTEX_WAIT__ROLE = 24, /* futex wait syscall entry -> exit */
-	ST_OFFCPU__ROLE = 32,	/* switched out while not runnable */
-	ST_WAKEUP_DELAY__ROLE = 40, /* sched_waking -> back on CPU */
-	ST__COUNT = 48,
+	ST_FUTEX_WAIT__ROLE = 32, /* futex wait syscall entry -> exit */
+	ST_OFFCPU__ROLE = 40,	/* switched out while not runnable */
+	ST_WAKEUP_DELAY__ROLE = 48, /* sched_waking -> back on CPU */
+	ST__COUNT = 56,
 };
 
 /* Latency histogram: log-linear over units of 1/16 us (62.5 ns).
@@ -83,7 +90,8 @@ struct stage_stats {
 	__u64 slots[HIST_SLOTS];
 };
 
-/* Counters in the "counters" array map. */
+/* Counters in the "counters" array map: CNT__MAX per target slot (slot
+ * 0 also holds what no target can be named for). */
 enum counter_id {
 	/* what was lost or could not be measured */
 	CNT_START_MAP_FULL = 0,	/* no task storage for a thread */
@@ -99,6 +107,8 @@ enum counter_id {
 				 * state history: the older part counts as busy */
 	CNT_RQ_MAP_FULL,	/* a block request could not be tracked */
 	CNT_EVENTS_LOST,	/* capture events the ring buffer had no room for */
+	CNT_REPLY_UNKNOWN,	/* a replica's reply to an op not seen sending */
+	CNT_REQ_MAP_FULL,	/* a replicated op could not be indexed */
 	CNT__RESULTS,		/* results from here on */
 	CNT_WAKE_ENQUEUER = CNT__RESULTS, /* the dequeuing worker slept with
 				 * the op queued and was woken by the
@@ -116,18 +126,46 @@ enum counter_id {
 
 enum op_class { OPC_READ = 0, OPC_WRITE, OPC_OTHER };
 
-/* Op probes (programs op_enqueue, op_dequeue, op_done): the cookie says
- * where the op key is: the argument number (1-6), plus OPARG_DEREF when
- * the argument points at a smart pointer holding it. */
+/* Op probes (programs op_enqueue, op_dequeue, op_done, rep_submit,
+ * rep_reply, rep_local_commit, repop_done): the cookie says where the op
+ * key is: the argument number (1-6), plus OPARG_DEREF when the argument
+ * points at a smart pointer holding it. (rep_local_commit and repop_done
+ * get Ceph's in-progress / replica-op record that way, and read the op
+ * from it at a per-release offset.) */
 enum op_arg { OPARG_NUM_MASK = 0xf, OPARG_DEREF = 0x10 };
 
-/* Per-op state, keyed by the op's address (the OpRequest for Ceph). */
+/* A request id (Ceph's osd_reqid_t): client entity type and number,
+ * tid, incarnation; names one client op on every OSD it touches. */
+struct reqid {
+	__u64 num;
+	__u64 tid;
+	__s32 inc;
+	__u8 type;		/* 8 = client, 4 = osd (CEPH_ENTITY_TYPE_*) */
+	__u8 slot;		/* as a map key: the target slot */
+	__u16 pad;
+};
+
+/* Per-op state, keyed by target slot << TARGET_SHIFT | the op's address
+ * (the OpRequest for Ceph). */
 struct op_state {
 	__u64 enq_ns;		/* enqueue: queue_wait and op_total start */
 	__u64 deq_ns;		/* first dequeue, 0 = still queued */
 	__u64 qwait_ns;		/* queue_wait, kept for the class split */
 	__u32 enq_tid;		/* the enqueuing thread */
+	__u32 replies;		/* replicas' commit replies seen */
+	/* a replicated write on its primary: */
+	__u64 sub_ns;		/* sub-ops sent (0: not replicated) */
+	__u64 local_ns;		/* own commit */
+	__u64 last_ns;		/* latest replica reply */
+	__u32 last_peer;	/* its OSD */
 	__u32 pad;
+	struct reqid req;	/* its request id (sub_ns != 0) */
+};
+
+/* Replicas' replies per peer, key = target slot << 32 | peer OSD id */
+struct peer_stats {
+	__u64 last;		/* ops for which this peer replied last */
+	struct stage_stats wait; /* sub-ops sent -> its reply */
 };
 
 /* Thread states for the attribution. */
@@ -165,11 +203,12 @@ struct thread_state {
 	__u64 queue_cv;		/* the cv it sleeps on when idle: its shard */
 	__u32 in_op;		/* between dequeue and the dequeue function's
 				 * return: a sleep now is work, not idleness */
-	__u32 pad2;
+	__u32 target;		/* the target slot of its process */
 	struct tring ring[TRING];
 };
 
-/* Per-shard attribution, key = condition variable address (& ~7). */
+/* Per-shard attribution, key = target slot << TARGET_SHIFT | condition
+ * variable address (& ~7). */
 struct shard_stats {
 	__u64 ops;
 	__u64 qwait_ns;
@@ -184,7 +223,8 @@ struct shard_stats {
 	__u64 timeouts_with_work;
 };
 
-/* Block requests per device, key = dev_t. */
+/* Block requests per device, key = target slot << 32 | device (the
+ * target that issued them). */
 struct dev_stats {
 	__u64 count;
 	__u64 sum_ns;
@@ -196,11 +236,16 @@ struct dev_stats {
  * call_bias_ns: what a uprobe + uretprobe pair adds to an entry -> return
  *   time here, measured after load; subtracted from "call" stages;
  * gen: the report interval: statistics go to one half of the stats map
- *   by its parity, capture events carry it. */
+ *   by its parity, capture events carry it;
+ * targets: the traced processes (tgids), packed from slot 0; a slot
+ *   keeps its number for the whole run: statistics, counters, op and
+ *   shard keys and capture events are per slot. Written before attaching
+ *   and when a target is added; 0 ends the list. */
 struct ctl {
 	__u64 call_bias_ns;
 	__u32 gen;
 	__u32 pad;
+	__u32 targets[MAX_TARGETS];
 };
 
 struct role_prefix {
@@ -230,6 +275,9 @@ enum ev_id {
 	EV_FUTEX_WAIT,
 	EV_SYNCFS,
 	EV_BLOCK_RQ,
+	EV_REPLICA_REPLY,
+	EV_LOCAL_COMMIT,
+	EV_REPOP_DONE,
 	EV__BPF,		/* ids from here on are written by user space */
 };
 
@@ -250,11 +298,14 @@ struct ev_hdr {
 	__u64 ts;		/* CLOCK_MONOTONIC ns */
 	__u32 cpu;
 	__u32 interval;
+	__u8 target;		/* the target slot (ctl.targets) */
 } EV_PACKED;
 
 struct ev_stage {
 	struct ev_hdr h;
 	__u64 duration_ns;	/* probe cost subtracted */
+	ev_addr_t op;		/* the op the thread was executing (it
+				 * dequeued it last), 0 = none */
 	__u32 tid;
 	ev_stage_id_t stage;
 } EV_PACKED;
@@ -262,7 +313,14 @@ struct ev_stage {
 struct ev_op_enqueue {
 	struct ev_hdr h;
 	ev_addr_t op;
+	__u64 req_num;		/* request id (read when recording): */
+	__u64 req_tid;		/*   entity type.num, incarnation, tid */
+	__s32 req_inc;
 	__u32 tid;
+	__u64 pg_pool;		/* the PG the op was queued for */
+	__u32 pg_seed;
+	__s8 pg_shard;
+	__u8 req_type;		/* 8 client, 4 osd, 0 unknown */
 } EV_PACKED;
 
 struct ev_op_dequeue {
@@ -288,11 +346,43 @@ struct ev_op_done {
 	ev_addr_t op;
 	__u64 op_total_ns;
 	__u64 queue_wait_ns;
+	__u64 replica_wait_ns;	/* sub-ops sent -> last reply (replies > 0) */
+	__u64 local_commit_ns;	/* sub-ops sent -> own commit (0: none) */
+	__u32 last_peer;	/* the replica that replied last */
 	__u32 tid;
 	ev_op_class_t op_class;
 	__u8 dequeued;		/* queue_wait_ns is valid */
 	__u8 total_valid;
-	__u8 pad;
+	__u8 replies;		/* replicas' replies (a replicated write) */
+	char object[OBJ_NAME_LEN]; /* its object's name, cut ("": unknown) */
+} EV_PACKED;
+
+/* a replica's commit reply to a replicated write (on its primary) */
+struct ev_replica_reply {
+	struct ev_hdr h;
+	ev_addr_t op;		/* the client op */
+	__u64 wait_ns;		/* sub-ops sent -> this reply */
+	__u32 peer;		/* the replica's OSD id */
+	__u32 tid;
+} EV_PACKED;
+
+/* the primary's own commit of a replicated write */
+struct ev_local_commit {
+	struct ev_hdr h;
+	ev_addr_t op;
+	__u64 commit_ns;	/* sub-ops sent -> own commit */
+	__u32 tid;
+} EV_PACKED;
+
+/* a replica op committed and its reply sent (on the replica) */
+struct ev_repop_done {
+	struct ev_hdr h;
+	ev_addr_t op;
+	__u64 repop_ns;		/* enqueued -> reply sent */
+	__u64 queue_wait_ns;
+	__u32 tid;
+	__u8 dequeued;
+	char object[OBJ_NAME_LEN]; /* its object's name, cut ("": unknown) */
 } EV_PACKED;
 
 struct ev_switch_out {

@@ -83,7 +83,8 @@ def test_counters_follow_the_header(built):
 def test_every_program_is_attached_by_someone(built):
     op_programs = {prog for s in probetable.STAGES.values()
                    for _, prog in s.events}
-    assert op_programs == {"op_enqueue", "op_dequeue", "op_done"}
+    assert op_programs == {"op_enqueue", "op_dequeue", "op_done", "rep_submit",
+                           "rep_reply", "rep_local_commit", "repop_done"}
     kernel = set(tracer.kernel_programs(built))
     assert set(built.programs) == {"stage_entry", "stage_return"} | \
         op_programs | kernel
@@ -129,7 +130,7 @@ def object_with_a_new_stage(built, tmp_path_factory):
     shutil.copytree(os.path.join(REPO, "probes"), str(d / "probes"))
     h = d / "probes" / "osdstage.h"
     text = h.read_text()
-    anchor = "\tST_OP_TOTAL,"
+    anchor = "\tST_REPOP,"
     assert anchor in text
     h.write_text(text.replace(anchor, anchor + "\n\tST_NEW_CALL,", 1))
     obj = str(d / "osdstage.bpf.o")
@@ -149,7 +150,7 @@ def test_a_new_call_stage_needs_only_the_header_and_the_table(
         built, object_with_a_new_stage, monkeypatch):
     new = object_with_a_new_stage
     v, old = Vocab(new.enums), Vocab(built.enums)
-    # the header's new enumerator is a stage, after op_total, with its id
+    # the header's new enumerator is a stage, after repop, with its id
     assert v.probed == old.probed + ["new_call"]
     assert v.stage_ids["new_call"] == new.const("ST_NEW_CALL")
     # ...that captures label by name

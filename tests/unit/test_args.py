@@ -11,8 +11,31 @@ from conftest import OSDSTAGE, PYTHON, assert_one_line_error
 
 def test_interval_and_count():
     a = osdstage.parse_args(["-p", "42", "5", "3"])
-    assert (a.pid, a.interval, a.count) == (42, 5.0, 3)
+    assert (a.pid, a.interval, a.count) == ([42], 5.0, 3)
     assert a.json is False and a.milliseconds is False
+
+
+@pytest.mark.parametrize("argv,pid,osd", [
+    (["-p", "12,34"], [12, 34], None),
+    (["--osd", "all"], None, "all"),
+    (["--osd", "0,2"], None, ["0", "2"]),
+    (["--osd", "1"], None, ["1"]),
+    (["-r", "cap", "--osd", "2"], None, ["2"]),
+])
+def test_several_targets(argv, pid, osd):
+    a = osdstage.parse_args(argv)
+    assert (a.pid, a.osd) == (pid, osd)
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    ([], "name what to trace: -p PID, --osd ID|all, --list or -r CAPTURE"),
+    (["-p", "1", "--osd", "0"], "--osd and -p name the target twice"),
+    (["--list", "--osd", "0"], "--osd and --list name the target twice"),
+])
+def test_target_conflicts(argv, fragment):
+    with pytest.raises(UserError) as e:
+        osdstage.run(osdstage.parse_args(argv))
+    assert fragment in str(e.value) and e.value.status == 2
 
 
 def test_defaults_one_report_at_ctrl_c():
@@ -28,9 +51,11 @@ def test_flags():
 
 
 @pytest.mark.parametrize("argv,fragment", [
-    ([], "one of the arguments -p/--pid --osd --list -r/--read is required"),
-    (["-p", "1", "--osd", "0"], "not allowed with argument"),
+    (["-p", "1", "--list"], "not allowed with argument"),
     (["-p", "abc"], "not a pid"),
+    (["-p", "1,x"], "not a pid"),
+    (["--osd", "x"], "not an OSD id: 'x'"),
+    (["--osd", "0,all"], "not an OSD id: 'all'"),
     (["-p", "-3"], "not a pid"),
     (["-p", "1", "0"], "must be > 0"),
     (["-p", "1", "1", "x"], "not an integer"),

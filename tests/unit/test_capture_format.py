@@ -12,7 +12,9 @@ from cephlat.model.vocab import Vocab
 from conftest import BUILD, header_enum, need
 
 OBJ = os.path.join(BUILD, "osdstage.bpf.o")
-SIZES = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "x64": 8, "s32": 4, "s64": 8}
+SIZES = {"u8": 1, "s8": 1, "u16": 2, "u32": 4, "u64": 8, "x64": 8, "s32": 4,
+         "char64": 64,
+         "s64": 8}
 
 
 def _dwarf(path, prefix=b"ev_"):

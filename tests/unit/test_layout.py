@@ -40,10 +40,12 @@ def test_rodata_offsets_match_the_object():
 
 def test_bss_holds_only_ctl():
     need(os.path.exists(OBJ), "BPF objects not built (run: make)")
-    # StageTracer writes struct ctl {u64 call_bias_ns; u32 gen; u32 pad}
-    # as the whole .bss value
-    assert _section_symbols(OBJ, ".bss") == {"ctl": (0, 16)}
-    ctl = abi.load("osdstage", BUILD).struct("ctl")
-    assert ctl.size == 16
+    # StageTracer writes struct ctl {u64 call_bias_ns; u32 gen; u32 pad;
+    # u32 targets[MAX_TARGETS]} as the whole .bss value
+    a = abi.load("osdstage", BUILD)
+    ctl = a.struct("ctl")
+    assert _section_symbols(OBJ, ".bss") == {"ctl": (0, ctl.size)}
+    assert ctl.size == 16 + 4 * a.const("MAX_TARGETS")
+    assert ctl.offset("targets") == 16
     assert ctl.unpack(ctl.pack(call_bias_ns=7, gen=3)) == {
         "call_bias_ns": 7, "gen": 3, "pad": 0}

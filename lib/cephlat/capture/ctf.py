@@ -31,6 +31,8 @@ TYPES = {
     "s8": ("int8_t", "<b"), "s32": ("int32_t", "<i"),
     "s64": ("int64_t", "<q"),
     "string": ("string", None),
+    # a fixed-size, NUL-padded UTF-8 text (a char array of the BPF side)
+    "char64": ("utf8_t", "<64s"),
 }
 
 _TYPEDEFS = """typealias integer { size = 8; align = 8; signed = false; } := uint8_t;
@@ -41,6 +43,7 @@ typealias integer { size = 64; align = 8; signed = false; base = 16; } := xuint6
 typealias integer { size = 8; align = 8; signed = true; } := int8_t;
 typealias integer { size = 32; align = 8; signed = true; } := int32_t;
 typealias integer { size = 64; align = 8; signed = true; } := int64_t;
+typealias integer { size = 8; align = 8; signed = false; encoding = UTF8; } := utf8_t;
 """
 
 # packet header: magic, uuid, stream id; packet context: begin/end
@@ -62,7 +65,13 @@ def _norm_field(f):
     return name, ftype, labels
 
 
+def _text_len(ftype):
+    return int(ftype[4:]) if ftype.startswith("char") else 0
+
+
 def _tsdl_field(name, ftype, labels):
+    if _text_len(ftype):
+        return "%s %s[%d];" % (TYPES[ftype][0], name, _text_len(ftype))
     if not labels:
         return "%s %s;" % (TYPES[ftype][0], name)
     items = ", ".join('"%s" = %d' % (lab, i) for i, lab in enumerate(labels)
@@ -77,13 +86,20 @@ class EventClass:
         self.names = tuple(f[0] for f in self.fields)
         self.id = None
         self._fixed = all(TYPES[t][1] for _, t, _ in self.fields)
+        # fields of fixed-size text: decoded up to their first NUL
+        self._texts = [i for i, (_, t, _) in enumerate(self.fields)
+                       if _text_len(t)]
         if self._fixed:
             self._struct = struct.Struct(
-                "<" + "".join(TYPES[t][1][1] for _, t, _ in self.fields))
+                "<" + "".join(TYPES[t][1][1:] for _, t, _ in self.fields))
 
     def encode(self, values):
-        if self._fixed:
+        if self._fixed and not self._texts:
             return self._struct.pack(*values)
+        if self._fixed:
+            return self._struct.pack(*[
+                v.encode("utf-8") if isinstance(v, str) else v
+                for v in values])
         out = bytearray()
         for (fname, ftype, _), v in zip(self.fields, values):
             fmt = TYPES[ftype][1]
@@ -91,13 +107,21 @@ class EventClass:
                 b = v.encode("utf-8", "replace") if isinstance(v, str) else v
                 out += b.replace(b"\0", b"?") + b"\0"
             else:
-                out += struct.pack(fmt, v)
+                out += struct.pack(fmt, v.encode("utf-8") if isinstance(
+                    v, str) else v)
         return bytes(out)
 
     def decode(self, data, p, end):
         """-> (values tuple, position after the event)"""
         if self._fixed:
-            return self._struct.unpack_from(data, p), p + self._struct.size
+            vals = self._struct.unpack_from(data, p)
+            if self._texts:
+                vals = list(vals)
+                for i in self._texts:
+                    vals[i] = vals[i].split(b"\0", 1)[0].decode(
+                        "utf-8", "replace")
+                vals = tuple(vals)
+            return vals, p + self._struct.size
         vals = []
         for _, ftype, _ in self.fields:
             fmt = TYPES[ftype][1]
@@ -106,7 +130,10 @@ class EventClass:
                 vals.append(data[p:z].decode("utf-8", "replace"))
                 p = z + 1
             else:
-                vals.append(struct.unpack_from(fmt, data, p)[0])
+                v = struct.unpack_from(fmt, data, p)[0]
+                if isinstance(v, bytes):          # fixed-size text
+                    v = v.split(b"\0", 1)[0].decode("utf-8", "replace")
+                vals.append(v)
                 p += struct.calcsize(fmt)
         return tuple(vals), p
 
@@ -292,14 +319,17 @@ def _parse_fields(body):
     global _FIELD_RE
     if _FIELD_RE is None:
         _FIELD_RE = re.compile(
-            r'^(?:enum : (\w+) \{(.*)\}|(\w+)) (\w+);$')
+            r'^(?:enum : (\w+) \{(.*)\}|(\w+)) (\w+)(?:\[(\d+)\])?;$')
     by_type = {v[0]: k for k, v in TYPES.items()}
     fields = []
     for line in body.strip().splitlines():
         m = _FIELD_RE.match(line.strip())
         if not m:
             raise ValueError("unreadable field %r" % line.strip())
-        base, items, plain, fname = m.groups()
+        base, items, plain, fname, length = m.groups()
+        if length:                        # fixed-size text
+            fields.append((fname, "char" + length, None))
+            continue
         labels = None
         if base:
             pairs = [x.rsplit("=", 1) for x in items.split(",")]

@@ -26,13 +26,15 @@ from ..errors import UserError
 from ..model.events import SHARD_FIELDS
 
 # The capture format: 0 had no version and no vocabulary in its metadata;
-# 1 stores both (env "format", env "vocab": the enums of model/vocab.py).
-FORMAT = 1
+# 1 stores both (env "format", env "vocab": the enums of model/vocab.py);
+# 2 holds several targets: every event carries `target` (its slot; info
+# "targets" names them) and call-stage events the op their thread ran.
+FORMAT = 2
 THREAD_FIELDS = ("sleep_ns", "runq_ns", "futex_ns", "wakeups", "cv", "born",
                  "died")
 DEV_FIELDS = ("count", "sum_ns", "bytes", "max_ns")
 _CTF_TYPE = {"u8": "u8", "u16": "u16", "u32": "u32", "u64": "u64",
-             "s32": "s32", "s64": "s64"}
+             "s8": "s8", "s32": "s32", "s64": "s64"}
 
 
 def bpf_event_names(abi):
@@ -55,6 +57,8 @@ def _bpf_field(m, abi, vocab, role_names):
     t = m["type"] or ""
     if t == "ev_addr_t":
         return (m["name"], "x64")
+    if m["kind"] == "array" and t.startswith("char["):
+        return (m["name"], "char%d" % m["size"])     # fixed-size text
     if t == "ev_role_t":
         return (m["name"], _CTF_TYPE[m["kind"]], role_names)
     if t.startswith("ev_") and t.endswith("_t"):
@@ -161,8 +165,9 @@ class CaptureWriter:
         self._last_flush = time.monotonic()
         self.seen_threads = set()
 
-    def _w(self, name, ts, gen, *vals):
-        self.ctf.write("osdstage:" + name, ts, *vals, ctx=(0, gen))
+    def _w(self, name, ts, gen, *vals, target=0):
+        self.ctf.write("osdstage:" + name, ts, *vals,
+                       ctx=(0, gen, target))
 
     def poll(self):
         """Move what the ring buffer holds to the files (call often)."""
@@ -176,33 +181,36 @@ class CaptureWriter:
         self.ctf.flush()
         self._last_flush = time.monotonic()
 
-    def threads(self, names, ts):
-        """Name the target's threads: {tid: comm} (new ones only)."""
+    def threads(self, names, ts, slot=0):
+        """Name target `slot`'s threads: {tid: comm} (new ones only)."""
         roles = self.tracer.roles
         for tid in sorted(names):
             if tid not in self.seen_threads:
                 self.seen_threads.add(tid)
                 self._w("thread", ts, self.tracer.gen, tid,
-                        roles.classify(names[tid]), names[tid])
+                        roles.classify(names[tid]), names[tid], target=slot)
 
-    def snapshot(self, snap, rec):
-        """What the report of interval snap.gen used besides the
-        histograms (those are rebuilt from the events)."""
+    def snapshot(self, snap, rec, slot=0):
+        """What the report of interval snap.gen on target `slot` used
+        besides the histograms (those are rebuilt from the events)."""
         ts, g = snap.mono_ns, snap.gen
+
+        def w(name, *vals):
+            self._w(name, ts, g, *vals, target=slot)
         for tid, t in snap.threads.items():
-            self._w("snap_thread", ts, g, tid, t["role"], t["state"],
-                    *[t[k] for k in THREAD_FIELDS])
+            w("snap_thread", tid, t["role"], t["state"],
+              *[t[k] for k in THREAD_FIELDS])
         for cv, sh in snap.shards.items():
-            self._w("snap_shard", ts, g, cv, *[sh[k] for k in SHARD_FIELDS])
+            w("snap_shard", cv, *[sh[k] for k in SHARD_FIELDS])
         for dev, d in snap.devs.items():
-            self._w("snap_dev", ts, g, dev, *[d[k] for k in DEV_FIELDS])
+            w("snap_dev", dev, *[d[k] for k in DEV_FIELDS])
         for name, v in snap.counters.items():
-            self._w("snap_counter", ts, g, name, v)
+            w("snap_counter", name, v)
         if rec is not None:
             extra = {k: rec[k] for k in ("overhead",) if k in rec}
-            self._w("report", ts, g, repr(rec["ts"]), repr(rec["interval_s"]),
-                    -1 if rec["in_flight"] is None else rec["in_flight"],
-                    json.dumps(extra))
+            w("report", repr(rec["ts"]), repr(rec["interval_s"]),
+              -1 if rec["in_flight"] is None else rec["in_flight"],
+              json.dumps(extra))
         self.ctf.flush()
 
     def close(self, reason, lost):

@@ -46,17 +46,42 @@ class Report:
                         self.devs, self.mono_ns, hists, self.gen)
 
 
+# CEPH_ENTITY_TYPE_* (msg_types.h): a request id's entity
+_ENTITY = {1: "mon", 2: "mds", 4: "osd", 8: "client", 16: "mgr"}
+
+
+def reqid_name(d):
+    """The request id of an op_enqueue event as Ceph prints it
+    (client.4123.0:77), or None when the capture has none."""
+    t = d.get("req_type")
+    if not t:
+        return None
+    return "%s.%d.%d:%d" % (_ENTITY.get(t, "type%d" % t), d["req_num"],
+                            d["req_inc"], d["req_tid"])
+
+
 class OpRec:
     """One op's life, pieced together from its events."""
     __slots__ = ("op", "enq_ns", "enq_tid", "deq", "done", "stages", "tid",
-                 "listed")
+                 "listed", "req", "pg", "replies", "local", "repop")
 
-    def __init__(self, op, enq_ns, enq_tid):
+    def __init__(self, op, enq_ns, enq_tid, d=None):
         self.op, self.enq_ns, self.enq_tid = op, enq_ns, enq_tid
         self.deq = self.done = None
         self.listed = False
         self.stages = []
         self.tid = None
+        self.req = reqid_name(d) if d else None
+        self.pg = "%d.%x" % (d["pg_pool"], d["pg_seed"]) if d and \
+            d.get("pg_pool") is not None and self.req else None
+        self.replies = []         # (peer osd id, wait ns, ts): primary
+        self.local = None         # own commit event (primary)
+        self.repop = None         # repop_done event (a replica op)
+
+    def kind(self):
+        """client (completed as a client op), repop (a replica op) or
+        None (not known: not completed in the capture, or another op)."""
+        return "client" if self.done else "repop" if self.repop else None
 
     def key_ns(self):
         if self.done and self.done["total_valid"]:
@@ -69,9 +94,12 @@ class OpRec:
 
 
 class Capture:
-    """A capture directory, read once."""
+    """A capture directory, read once: the events of one target slot
+    (captures of several OSDs hold a slot each; info "targets" names
+    them; captures before format 2 hold one, slot 0)."""
 
-    def __init__(self, path):
+    def __init__(self, path, slot=0):
+        self.slot = slot
         self.trace = Trace(path)
         env = self.trace.env
         if env.get("tool") != "osdstage":
@@ -87,6 +115,14 @@ class Capture:
             raise UserError("%s: capture metadata incomplete (%s)" % (path, e))
         self.env = env
         self.format, self.vocab = self._vocab(path, env)
+        self.targets = self.info.get("targets") or [
+            {"pid": self.info.get("pid"), "name": None}]
+        if not 0 <= slot < len(self.targets):
+            raise UserError("%s holds %d target%s, not a slot %d" % (
+                path, len(self.targets), "" if len(self.targets) == 1
+                else "s", slot))
+        self.pid = self.targets[slot]["pid"]
+        self.name = self.targets[slot]["name"]
         self.roles = Roles([(n, n) for n in names[1:]], worker)
         self.rules = Rules(self.vocab, self._labels())
         self.clock_offset_ns = self.trace.clock_offset_ns
@@ -133,11 +169,14 @@ class Capture:
         n_bpf = next(c.id for c in self.trace.classes.values()
                      if c.name == "osdstage:thread")
         count = self.rules.count
+        slot = self.slot
         for c, ts, ctx, vals in self.trace.records():
             name = c.name.split(":", 1)[1]
             if self.first_ns is None:
                 self.first_ns = ts
             self.last_ns = ts
+            if len(ctx) > 2 and ctx[2] != slot and name != "end":
+                continue
             gen = ctx[1]
             if c.id < n_bpf:
                 d = dict(zip(c.names, vals))
@@ -178,7 +217,9 @@ class Capture:
         return list(self.vocab.stage_ids)
 
     def full_hists(self, h):
-        return {k: h.get(k) or Hist() for k in self.stage_keys()}
+        out = {k: Hist() for k in self.stage_keys()}
+        out.update(h)
+        return out
 
     def comm(self, tid):
         return self.names.get(tid) or "tid %d" % tid
@@ -211,35 +252,53 @@ class Capture:
 
     # ------------------------------------------------------------ windows
     def ops(self, t0, t1):
-        """OpRecs of ops dequeued or completed in [t0, t1], with the call
-        stages their worker ran between its dequeue and its next one."""
+        """OpRecs of ops dequeued or completed in [t0, t1], with their call
+        stages: those naming the op (format 2: the op the thread was
+        executing), else (older captures) those its worker ran between
+        its dequeue and its next one."""
         live, out, last_on = {}, [], {}
+        latest = {}          # address -> the last op seen at it
         for name, ts, d in self.events:
             if name == "op_enqueue":
-                live[d["op"]] = OpRec(d["op"], ts, d["tid"])
+                live[d["op"]] = latest[d["op"]] = OpRec(d["op"], ts, d["tid"],
+                                                        d)
             elif name == "op_dequeue":
                 o = live.get(d["op"])
                 if o is None:                   # enqueued before the capture
-                    o = live[d["op"]] = OpRec(d["op"], ts - d["queue_wait_ns"],
-                                              d["enq_tid"])
+                    o = live[d["op"]] = latest[d["op"]] = OpRec(
+                        d["op"], ts - d["queue_wait_ns"], d["enq_tid"])
                 o.deq, o.tid = dict(d, ts=ts), d["tid"]
                 last_on[d["tid"]] = o
                 if t0 <= ts <= t1:
                     o.listed = True
                     out.append(o)
             elif name == "stage":
-                o = last_on.get(d["tid"])
+                # an address is reused only once its op is freed, after the
+                # call stages of its worker: the latest op there is it
+                o = latest.get(d["op"]) if "op" in d else \
+                    last_on.get(d["tid"])
                 if o is not None:
                     o.stages.append((self.rules.label("stage", d["stage"]),
                                      ts - d["duration_ns"], ts))
-            elif name == "op_done":
+            elif name in ("op_done", "repop_done"):
                 o = live.pop(d["op"], None)
                 if o is None:
                     continue
-                o.done = dict(d, ts=ts)
+                if name == "op_done":
+                    o.done = dict(d, ts=ts)
+                else:
+                    o.repop = dict(d, ts=ts)
                 if not o.listed and t0 <= ts <= t1:
                     o.listed = True
                     out.append(o)
+            elif name == "replica_reply":
+                o = live.get(d["op"])
+                if o is not None:
+                    o.replies.append((d["peer"], d["wait_ns"], ts))
+            elif name == "local_commit":
+                o = live.get(d["op"])
+                if o is not None:
+                    o.local = dict(d, ts=ts)
         return out
 
     def window(self, t0, t1, role=None, op_class=None):

@@ -4,13 +4,15 @@ timeline pictures. No root and no build needed: the capture describes
 itself (capture/reader.py)."""
 import json
 import os
+import sys
 import time
 
 from ..errors import UserError, quiet_broken_pipe
-from ..model.interval import RunInfo, interval_record
-from ..model.slowest import slowest
-from ..model.timeline import timeline
-from ..render.text import print_slowest, print_text
+from ..model.interval import RunInfo, host_record, interval_record
+from ..model.slowest import op_row, slowest
+from ..model.timeline import host_timeline, timeline
+from ..render.text import (print_host, print_op_story, print_slowest,
+                           print_text)
 from .reader import Capture
 
 TOOL = "osdstage"
@@ -18,7 +20,7 @@ TOOL = "osdstage"
 OFFLINE_ONLY = {"t_from": "--from", "t_to": "--to",
                 "thread_role": "--thread-role", "op_class": "--op-class",
                 "slowest": "--slowest", "html": "--html",
-                "perfetto": "--perfetto"}
+                "perfetto": "--perfetto", "op_reqid": "--op"}
 
 
 def check_names(args, vocab, whose):
@@ -51,13 +53,19 @@ def run(args, out, err):
         err.write("%s: %s has no end marker (the recording was killed); "
                   "what follows its last report is rebuilt from the events"
                   "\n" % (TOOL, args.read))
-    run_info = RunInfo.from_capture(cap)
     check_names(args, cap.vocab, "the capture's")
     if args.thread_role and args.thread_role not in cap.roles.names:
         raise UserError("--thread-role %s: the capture's roles are %s" % (
             args.thread_role, ", ".join(cap.roles.names)))
+    caps = _targets(args, cap)
     window = any(getattr(args, k) for k in OFFLINE_ONLY)
     try:
+        if args.op_reqid:
+            return _op_story(args, out, caps, err)
+        if len(caps) > 1:
+            return _many(args, out, err, caps, window)
+        cap = caps[0]
+        run_info = RunInfo.from_capture(cap)
         if not window:
             return _replay(args, out, cap, run_info)
         return _window(args, out, err, cap, run_info)
@@ -66,13 +74,122 @@ def run(args, out, err):
         return 0
 
 
-def _emit(args, out, rec, hists):
+def _targets(args, cap):
+    """The capture's targets to show (--osd), each read as its own
+    Capture (slot)."""
+    names = [t["name"] for t in cap.targets]
+    if args.osd is None or args.osd == "all":
+        slots = range(len(names))
+    else:
+        slots = []
+        for i in args.osd:
+            if "osd." + i not in names:
+                raise UserError("--osd %s: the capture holds %s" % (
+                    i, ", ".join(n or "pid %d" % t["pid"] for n, t in
+                                 zip(names, cap.targets))))
+            slots.append(names.index("osd." + i))
+    return [cap if s == cap.slot else Capture(args.read, s) for s in slots]
+
+
+def _many(args, out, err, caps, window):
+    """Several OSDs of one capture: a report each and the host summary,
+    per recorded report (or once over the window, with one timeline of
+    them all for --html/--perfetto)."""
+    runs = [RunInfo.from_capture(c) for c in caps]
+    if window:
+        # (rec, hists): _show_host takes pairs
+        recs = [_window_record(args, c, r)[:2] for c, r in zip(caps, runs)]
+        t1 = _bound(caps[0], args.t_to, caps[0].last_ns)
+        _show_host(args, out, runs, recs, caps[0].wall(t1), recs[0][0][
+            "interval_s"])
+        if args.html or args.perfetto:
+            _host_pictures(args, err, caps, [r[0] for r in recs])
+        return 0
+    per = [c.replay() for c in caps]
+    for rows in zip(*per):
+        recs = []
+        for (cur, prev, r), run in zip(rows, runs):
+            rec, hists = interval_record(run, cur, prev, r.wall_ts,
+                                         r.interval_s, r.in_flight)
+            rec.update(r.extra)
+            recs.append((rec, hists))
+        r = rows[0][2]
+        _show_host(args, out, runs, recs, r.wall_ts, r.interval_s)
+    return 0
+
+
+def _op_story(args, out, caps, err=None):
+    """--op REQID: every op with that request id on every OSD: the client
+    op on its primary (with its replicas' replies), the replica ops."""
+    found = {}
+    for c in caps:
+        rows = [o for o in c.ops(c.first_ns, c.last_ns)
+                if o.req == args.op_reqid]
+        if rows:
+            found[c.name or "pid %d" % c.pid] = (c, rows)
+    if not found:
+        if not any(o.req for c in caps for o in c.ops(c.first_ns,
+                                                      c.last_ns)[:1]):
+            raise UserError("%s carries no request ids (recorded by an "
+                            "older osdstage or without a probe table for "
+                            "them)" % args.read)
+        raise UserError("no op %s in %s (see --slowest for request ids)" % (
+            args.op_reqid, args.read))
+    t0 = min(o.enq_ns for _, rows in found.values() for o in rows)
+    story = {"type": "op", "reqid": args.op_reqid, "osds": {}}
+    for name, (c, rows) in found.items():
+        story["osds"][name] = []
+        primary = any(o.done or o.replies for o in rows)
+        for o in sorted(rows, key=lambda o: o.enq_ns):
+            row = op_row(c, o)
+            # a replica's reply is an op of its own on the primary
+            row["role"] = "primary" if o.done or o.replies else \
+                "replica" if o.repop else "reply" if primary else "other"
+            row["enqueued_at_us"] = round((o.enq_ns - t0) / 1000, 1)
+            story["osds"][name].append(row)
+            story.setdefault("pg", o.pg)
+    if args.json:
+        out.write(json.dumps(story) + "\n")
+    else:
+        print_op_story(out, story)
+    if args.html or args.perfetto:     # a timeline centred on the request
+        rows = [o for _, rs in found.values() for o in rs]
+        a, b = t0, max(_end_ns(o) for o in rows)
+        span = max(int(args.timeline_ms * 1e6), int((b - a) * 1.2))
+        lo = _bound(caps[0], args.t_from, caps[0].first_ns)
+        hi = _bound(caps[0], args.t_to, caps[0].last_ns)
+        a = max(lo, (a + b) // 2 - span // 2)
+        recs = []
+        if args.html:
+            recs = [_window_record(args, c, RunInfo.from_capture(c))[0]
+                    for c in caps]
+        _host_pictures(args, err or sys.stderr, caps, recs,
+                       (a, min(hi, a + span)), args.op_reqid)
+    return 0
+
+
+def _show_host(args, out, runs, recs, ts, secs):
+    for rec, _ in recs:
+        _filter_stages(args, rec)
+    host = host_record(runs, [(rec, h) for rec, h, *_ in recs], ts, secs)
+    if args.json:
+        out.write(json.dumps(host) + "\n")
+        out.flush()
+    else:
+        print_host(out, args, host, [(rec, h) for rec, h, *_ in recs])
+
+
+def _filter_stages(args, rec):
     if args.stages:
         keep = set(args.stages)
         rec["stages"] = {k: v for k, v in rec["stages"].items() if k in keep}
         if "kernel" in rec:
             rec["kernel"] = {k: v for k, v in rec["kernel"].items()
                              if k in keep}
+
+
+def _emit(args, out, rec, hists):
+    _filter_stages(args, rec)
     if args.json:
         out.write(json.dumps(rec) + "\n")
         out.flush()
@@ -114,6 +231,18 @@ def _bound(cap, t, default):
 
 def _window(args, out, err, cap, run_info):
     """One report over a window, with filters, slowest ops and pictures."""
+    rec, hists, tl_args = _window_record(args, cap, run_info)
+    _emit(args, out, rec, hists)
+    if args.slowest and not args.json:
+        print_slowest(out, rec["slowest"])
+    if tl_args is not None:
+        _write_pictures(args, err, rec, timeline(*tl_args), run_info)
+    return 0
+
+
+def _window_record(args, cap, run_info):
+    """-> (the window's interval object, its histograms, the timeline's
+    arguments or None)"""
     t0 = _bound(cap, args.t_from, cap.first_ns)
     t1 = _bound(cap, args.t_to, cap.last_ns)
     if t1 <= t0:
@@ -133,20 +262,49 @@ def _window(args, out, err, cap, run_info):
                       if getattr(args, k)}
     if args.slowest:
         rec["slowest"] = slowest(cap, ops, args.slowest)
-    _emit(args, out, rec, hists)
-    if args.slowest and not args.json:
-        print_slowest(out, rec["slowest"])
+    tl_args = None
     if args.html or args.perfetto:
         a, b = _timeline_window(args, cap, ops, t0, t1)
-        tl = timeline(cap, a, b, [o for o in ops if _overlaps(o, a, b)])
-        _write_pictures(args, err, rec, tl, run_info)
-    return 0
+        tl_args = (cap, a, b, [o for o in ops if _overlaps(o, a, b)])
+    return rec, hists, tl_args
+
+
+def _end_ns(o):
+    if o.done:
+        return o.done["ts"]
+    if o.repop:
+        return o.repop["ts"]
+    return o.stages[-1][2] if o.stages else o.deq["ts"] if o.deq else \
+        o.enq_ns
 
 
 def _overlaps(o, a, b):
     end = o.done["ts"] if o.done else (o.stages[-1][2] if o.stages else
                                        o.deq["ts"])
     return o.enq_ns <= b and end >= a
+
+
+def _host_pictures(args, err, caps, recs, span=None, focus=None):
+    """--html/--perfetto of several OSDs: one timeline of them all, with
+    the replicated writes' arrows between them, over `span` (default:
+    --timeline-ms around the slowest op of any of them, or from --from);
+    `recs` their window records for the page (html only); `focus` the
+    request id the timeline is centred on (--op)."""
+    t0 = _bound(caps[0], args.t_from, caps[0].first_ns)
+    t1 = _bound(caps[0], args.t_to, caps[0].last_ns)
+    per = []
+    for c in caps:
+        ops = c.ops(t0, t1)
+        if args.op_class:
+            ops = [o for o in ops if o.op_class(c.rules) == args.op_class]
+        per.append(ops)
+    a, b = span or _timeline_window(args, caps[0],
+                                    [o for ops in per for o in ops], t0, t1)
+    tl = host_timeline(caps, a, b, [[o for o in ops if _overlaps(o, a, b)]
+                                    for ops in per])
+    tl["focus"] = focus
+    _write_pictures(args, err, [(c.name or "pid %d" % c.pid, r)
+                                for c, r in zip(caps, recs)], tl, None)
 
 
 def _timeline_window(args, cap, ops, t0, t1):
@@ -162,19 +320,30 @@ def _timeline_window(args, cap, ops, t0, t1):
 
 def _write_pictures(args, err, rec, tl, run_info):
     from ..render import html as htmlreport, perfetto
+    host = "osds" in tl             # several OSDs (_host_pictures)
     for path, what in ((args.html, "html"), (args.perfetto, "perfetto")):
         if not path:
             continue
         if what == "html":
-            data = htmlreport.render(rec, tl)
+            data = htmlreport.render_host(rec, tl) if host else \
+                htmlreport.render(rec, tl)
         else:
-            data = json.dumps(perfetto.render(tl, pid=run_info.pid))
+            data = json.dumps(perfetto.render_host(tl) if host else
+                              perfetto.render(tl, pid=run_info.pid))
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(data)
         except OSError as e:
             raise UserError("cannot write %s: %s" % (path, e.strerror))
+        if host:
+            err.write("%s: wrote %s (%d OSDs, %d ops, %d threads, %d "
+                      "replica arrows in the timeline)\n" % (
+                          TOOL, path, len(tl["osds"]), sum(
+                              len(o["timeline"]["ops"]) for o in tl["osds"]),
+                          sum(len(o["timeline"]["lanes"])
+                              for o in tl["osds"]), len(tl["flows"])))
+            continue
         err.write("%s: wrote %s (%d ops, %d threads in the timeline)\n" % (
             TOOL, path, len(tl["ops"]), len(tl["lanes"])))
 

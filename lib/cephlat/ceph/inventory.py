@@ -22,7 +22,9 @@ def osd_rows(release=None):
             with ElfSymbols(t.exe_path) as elf:
                 choice = choose_release(elf, row["ceph_version"], release,
                                         "ceph-osd %d" % pid)
-                plan = resolve(elf, choice.release, list(probetable.STAGES))
+                plan = resolve(elf, choice.release, list(probetable.STAGES),
+                               choice.release.settings()
+                               if choice.exact is not False else {})
             row.update(release=choice.release.name,
                        probe_table=choice.release.key,
                        probe_table_exact=choice.exact, cet=plan.cet)

@@ -11,7 +11,12 @@ Stage kinds:
          (uprobe + uretprobe, keyed by thread)
   op   - between events of the same op, keyed by its OpRequest address
          (enqueue -> dequeue, enqueue -> completion): each event is a BPF
-         program (op_enqueue, op_dequeue, op_done) on a function
+         program (op_enqueue, op_dequeue, op_done, ...) on a function
+
+Some stages read Ceph's structures (a request id, a replica's OSD id, the
+op held by a replicated write's records): the offsets are per release
+(Release.offsets, .rodata globals of probes/osdstage.bpf.c) and a stage
+whose offsets a release lacks is unavailable there (Stage.needs).
 """
 import re
 from collections import OrderedDict
@@ -22,14 +27,17 @@ from collections import OrderedDict
 # build; tests/unit/test_probetable.py checks that both name the same
 # stages).
 class Stage:
-    def __init__(self, name, kind, doc, func=None, events=()):
+    def __init__(self, name, kind, doc, func=None, events=(), needs=()):
         self.name, self.kind, self.doc = name, kind, doc
         self.func = func              # call: the function role
         self.events = events          # op: [(function role, BPF program)]
+        self.needs = needs            # per-release offsets it reads
 
     def roles(self):
         return [self.func] if self.kind == "call" else [r for r, _ in self.events]
 
+
+_OP_LIFE = [("enqueue_op", "op_enqueue"), ("dequeue_op", "op_dequeue")]
 
 STAGES = OrderedDict((s.name, s) for s in [
     Stage("queue_wait", "op", "OSD::enqueue_op -> OSD::dequeue_op (same op)",
@@ -47,8 +55,25 @@ STAGES = OrderedDict((s.name, s) for s in [
           func="bluestore_submit"),
     Stage("op_total", "op",
           "OSD::enqueue_op -> PrimaryLogPG::log_op_stats (same op)",
-          events=[("enqueue_op", "op_enqueue"), ("dequeue_op", "op_dequeue"),
-                  ("log_op_stats", "op_done")]),
+          events=_OP_LIFE + [("log_op_stats", "op_done")]),
+    Stage("replica_wait", "op",
+          "primary: ReplicatedBackend::submit_transaction (sub-ops sent) -> "
+          "the last replica's reply (do_repop_reply, matched by request id)",
+          events=_OP_LIFE + [("log_op_stats", "op_done"),
+                             ("rep_submit", "rep_submit"),
+                             ("rep_reply", "rep_reply")],
+          needs=("reqid_off", "src_num_off")),
+    Stage("local_commit", "op",
+          "primary: sub-ops sent -> ReplicatedBackend::op_commit (its own "
+          "commit of the write)",
+          events=_OP_LIFE + [("rep_submit", "rep_submit"),
+                             ("op_commit", "rep_local_commit")],
+          needs=("reqid_off", "inprog_op_off")),
+    Stage("repop", "op",
+          "replica: OSD::enqueue_op of the replica op -> "
+          "ReplicatedBackend::repop_commit (commit reply sent)",
+          events=_OP_LIFE + [("repop_commit", "repop_done")],
+          needs=("repmod_op_off",)),
 ])
 
 
@@ -119,6 +144,21 @@ def _funcs(**over):
                                  r"^" + _COLL + r", std::vector<ceph::os::"
                                  r"Transaction.*>&, boost::intrusive_ptr<"
                                  r"TrackedOp>, " + _TPH + r"\*$"),
+        # replicated writes. submit_transaction runs on the worker that
+        # executes the client op: the op is the thread's (no argument).
+        "rep_submit": Func("ReplicatedBackend::submit_transaction",
+                           r"^hobject_t const&, object_stat_sum_t const&, "
+                           r".*" + _OPREF + r"$"),
+        "rep_reply": Func("ReplicatedBackend::do_repop_reply",
+                          r"^" + _OPREF + r"$", op_arg=(2, True)),
+        # the record's address: InProgressOpRef const& and RepModifyRef by
+        # value (an invisible reference) both point at the smart pointer
+        "op_commit": Func("ReplicatedBackend::op_commit",
+                          r"^boost::intrusive_ptr<ReplicatedBackend::"
+                          r"InProgressOp> const&$", op_arg=(2, True)),
+        "repop_commit": Func("ReplicatedBackend::repop_commit",
+                             r"^std::shared_ptr<ReplicatedBackend::"
+                             r"RepModify>$", op_arg=(2, True)),
     }
     f.update(over)
     return f
@@ -136,21 +176,46 @@ def _funcs(**over):
 # verified: the whole entry ran against a live OSD of that release here
 # (tests/cluster/test_accuracy.py on the host lab, test_releases.py on the
 # container labs: stage and class counts against Ceph's counters).
+# Offsets of the replicated-write records, from DWARF (ceph-osd-dbg):
+# OpRequest::reqid and req_src_inst.name._num (the sender: a replica's
+# OSD id on its reply), ReplicatedBackend::InProgressOp::op and
+# RepModify::op. enqueue_op's spg_t is on the stack (see above).
+# tests/cluster/test_replicas.py checks them on a live 3-OSD lab (and
+# test_replicas_containers.py on Reef's and Tentacle's): request ids match
+# OpTracker's, every reply finds its op and names its replica, repop
+# counts match Ceph's subop_w.
+_PACIFIC_OFFSETS = {"reqid_off": 232, "src_num_off": 272,
+                    "inprog_op_off": 88, "repmod_op_off": 0,
+                    "enq_pg_on_stack": 1,
+                    # for captures: the op's object name, through its
+                    # message (OpRequest::request; MOSDOp::hobj and
+                    # MOSDRepOp::poid's oid.name, decoded by then)
+                    "msg_off": 224, "op_name_off": 336,
+                    "repop_name_off": 424}
+# OpRequest grew with TrackedOp (192 -> 232 -> 240 bytes); the records did
+# not move (ceph-osd-dbg 18.2.7+ds-1+deb13u1, 20.2.4+ds-2)
+_REEF_OFFSETS = dict(_PACIFIC_OFFSETS, reqid_off=272, src_num_off=312,
+                     msg_off=264)
+_TENTACLE_OFFSETS = dict(_PACIFIC_OFFSETS, reqid_off=280, src_num_off=320,
+                         msg_off=272)
+
 RELEASES = OrderedDict((r.key, r) for r in [
     # Octopus: signatures read from the 15.2.17 source.
     Release("15.2", "octopus", _funcs()),
     # Pacific: Debian 12's 16.2.15, the host lab.
-    Release("16.2", "pacific", _funcs(), rmw=(192, 0x2, 0x4), verified=True),
+    Release("16.2", "pacific", _funcs(), rmw=(192, 0x2, 0x4),
+            offsets=dict(_PACIFIC_OFFSETS), verified=True),
     # Quincy, Squid: the declarations read in the sources. get_object_
     # context's attribute map uses std::less<> from Quincy on; the
     # parameter pattern accepts both.
     Release("17.2", "quincy", _funcs()),
     # Reef: Debian 13's 18.2.7 (CET build), the reef container lab.
-    Release("18.2", "reef", _funcs(), rmw=(232, 0x2, 0x4), verified=True),
+    Release("18.2", "reef", _funcs(), rmw=(232, 0x2, 0x4),
+            offsets=_REEF_OFFSETS, verified=True),
     Release("19.2", "squid", _funcs()),
     # Tentacle: Debian sid's 20.2.4 (CET build), the tentacle container lab.
     Release("20.2", "tentacle", _funcs(), rmw=(240, 0x2, 0x4),
-            verified=True),
+            offsets=_TENTACLE_OFFSETS, verified=True),
 ])
 
 

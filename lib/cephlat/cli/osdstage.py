@@ -26,6 +26,8 @@ class _Parser(Parser):
 EXAMPLES = """examples:
   osdstage.py -p 1234          # trace ceph-osd 1234 until Ctrl-C, then report
   osdstage.py --osd 0 5 3      # osd.0: three 5-second reports
+  osdstage.py --osd all 10 1   # every OSD of this host: a report each and
+                               # a host summary (also --osd 0,2, -p 12,34)
   osdstage.py -p 1234 -m 10 1  # one 10-second report, histograms in msecs
   osdstage.py -p 1234 -j 1     # one JSON object per second on stdout
   osdstage.py -p 1234 -T 1     # timestamp each report
@@ -42,6 +44,8 @@ capture now, analyse later (anywhere, no root needed to read):
   babeltrace2 incident.ctf | head            # it is a CTF trace
   osdstage.py -r incident.ctf --from 20 --to 25 --op-class write
   osdstage.py -r incident.ctf --slowest 5    # the 5 slowest ops, every stage
+  osdstage.py -r incident.ctf --osd 2        # one OSD of a many-OSD capture
+  osdstage.py -r incident.ctf --op client.4123.0:77  # one write, every OSD
   osdstage.py -r incident.ctf --thread-role tp_osd_tp --stage offcpu
   osdstage.py -r incident.ctf --html report.html --perfetto trace.json
 """
@@ -78,6 +82,22 @@ def _known_stages():
         return None
 
 
+def pid_list(s):
+    return [pid_arg(x) for x in s.split(",")]
+
+
+def osd_list(s):
+    """--osd: "all" or OSD ids, comma separated."""
+    if s.strip() == "all":
+        return "all"
+    ids = [x.strip() for x in s.split(",")]
+    bad = [x for x in ids if not x.isdigit()]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            "not an OSD id: %r (ID, ID,ID,... or all)" % bad[0])
+    return ids
+
+
 def stage_list(s):
     names = [n.strip() for n in s.split(",") if n.strip()]
     known = _known_stages()
@@ -97,11 +117,14 @@ def build_parser():
                     "aggregated in the kernel).",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    t = p.add_mutually_exclusive_group(required=True)
-    t.add_argument("-p", "--pid", type=pid_arg,
-                   help="trace this ceph-osd process")
-    t.add_argument("--osd", metavar="ID",
-                   help="trace the ceph-osd started with --id/-i ID")
+    t = p.add_mutually_exclusive_group()
+    t.add_argument("-p", "--pid", type=pid_list, metavar="PID[,PID...]",
+                   help="trace this ceph-osd process (several: one report "
+                        "each and a host summary)")
+    p.add_argument("--osd", metavar="ID|all", type=osd_list,
+                   help="trace the ceph-osd started with --id/-i ID; "
+                        "ID,ID,...: those; all: every ceph-osd of this host. "
+                        "With -r: show only this OSD of the capture")
     t.add_argument("--list", action="store_true",
                    help="list every ceph-osd on this host: id, pid, release "
                         "and which stages can be probed")
@@ -163,9 +186,10 @@ def _capture_options(p):
                         "trace directory, mode 0600) for -r or babeltrace2")
     w.add_argument("--force", action="store_true",
                    help="overwrite an existing CAPTURE")
-    w.add_argument("--ring-mb", type=positive_float, default=16, metavar="MB",
+    w.add_argument("--ring-mb", type=positive_float, default=None,
+                   metavar="MB",
                    help="ring buffer between the probes and the recorder "
-                        "(default 16)")
+                        "(default 32 per traced OSD)")
 
 
 def _reading_options(p):
@@ -183,6 +207,10 @@ def _reading_options(p):
     o.add_argument("--slowest", type=positive_int, metavar="N",
                    help="list the N slowest ops: every stage, the worker, "
                         "how it was woken")
+    o.add_argument("--op", metavar="REQID", dest="op_reqid",
+                   help="one op's whole story on every OSD of the capture, "
+                        "by its request id (client.4123.0:77, as Ceph and "
+                        "--slowest print it)")
     o.add_argument("--html", metavar="FILE",
                    help="write a self-contained HTML report with a timeline")
     o.add_argument("--perfetto", metavar="FILE",
@@ -201,6 +229,12 @@ def parse_args(argv=None):
 
 
 def run(args, out=sys.stdout, err=sys.stderr):
+    if not (args.pid or args.osd or args.list or args.read):
+        raise UserError("%s: name what to trace: -p PID, --osd ID|all, "
+                        "--list or -r CAPTURE (see --help)" % TOOL, status=2)
+    if args.osd and (args.pid or args.list):
+        raise UserError("%s: --osd and %s name the target twice: use one"
+                        % (TOOL, "-p" if args.pid else "--list"), status=2)
     if args.read:
         if args.write:
             raise UserError("-w records and -r reads: use one of them")

@@ -1,6 +1,11 @@
-"""A live run of osdstage: pick the target and its probe table, attach,
-report every interval until the count, Ctrl-C, SIGTERM or the target's
-exit, and record a capture alongside when asked (-w).
+"""A live run of osdstage: pick the targets (one OSD, several, or every
+OSD of the host) and their probe table, attach, report every interval
+until the count, Ctrl-C, SIGTERM or the targets' exit, and record a
+capture alongside when asked (-w).
+
+One target: one report per interval (text, or the interval object as
+JSON). Several: a report per OSD and a host summary (JSON: {"type":
+"host", "osds": {"osd.0": interval object, ...}, "summary": [...]}).
 
 Reports are built by model/interval.py and printed by render/text.py (or
 as JSON); the cost accounting is engine/duty.py's.
@@ -15,8 +20,9 @@ from ..ceph import probetable, spec
 from ..ceph.target import (Target, find_ceph_osds, require_btf,
                            require_tracefs)
 from ..errors import UserError, quiet_broken_pipe
-from ..model.interval import RunInfo, interval_record
-from ..render.text import print_text
+from ..model.interval import RunInfo, host_record, interval_record
+from ..model.snapshot import Snapshot
+from ..render.text import print_host, print_text
 from . import duty
 from .btargs import binary_of, bt_args
 from .elfsym import ElfSymbols
@@ -25,50 +31,99 @@ from .plan import Choice, choose_release, resolve
 from .tracer import StageTracer
 
 TOOL = "osdstage"
+DEFAULT_RING_MB = 32          # capture ring buffer per traced OSD
+
+
+def _one_osd(osds, osd_id):
+    found = [pid for pid, i in osds if i == osd_id]
+    if not found:
+        raise UserError("no running ceph-osd with id %s (see: osdstage.py "
+                        "--list)" % osd_id)
+    if len(found) > 1:
+        raise UserError("several ceph-osd processes have id %s: pids %s; use "
+                        "-p" % (osd_id, ", ".join(str(p) for p in found)))
+    return found[0]
+
+
+def pick_targets(args, allow_any=False):
+    """The processes to trace, in slot order: -p PID[,PID...] or --osd
+    ID[,ID...] or --osd all (every ceph-osd of the host, by id)."""
+    if args.pid is not None:
+        pids = args.pid
+    else:
+        osds = find_ceph_osds()
+        if args.osd == "all":
+            if not osds:
+                raise UserError("no running ceph-osd on this host")
+            osds.sort(key=lambda o: (o[1] is None, int(o[1]) if o[1] and
+                                     o[1].isdigit() else 0, o[0]))
+            pids = [pid for pid, _ in osds]
+        else:
+            pids = [_one_osd(osds, i) for i in args.osd]
+    if len(set(pids)) != len(pids):
+        raise UserError("the same process is named twice: %s" % ",".join(
+            str(p) for p in pids))
+    return [Target(p, allow_any=allow_any) for p in pids]
+
+
+def target_name(t):
+    """osd.N for a ceph-osd, else "pid N" (a --probes target)."""
+    return "osd.%s" % t.osd_id if getattr(t, "osd_id", None) else \
+        "pid %d" % t.pid
 
 
 def pick_target(args):
-    if args.pid is not None:
-        return Target(args.pid)
-    osds = [o for o in find_ceph_osds() if o[1] == str(args.osd)]
-    if not osds:
-        raise UserError("no running ceph-osd with id %s (see: osdstage.py "
-                        "--list)" % args.osd)
-    if len(osds) > 1:
-        raise UserError("several ceph-osd processes have id %s: pids %s; use "
-                        "-p" % (args.osd, ", ".join(str(o[0]) for o in osds)))
-    return Target(osds[0][0])
+    targets = pick_targets(args)
+    if len(targets) > 1:
+        raise UserError("this needs one OSD: name one with -p or --osd")
+    return targets[0]
 
 
 def _plan(args, err):
-    """-> (target, release choice, roles, plan) for the arguments."""
+    """-> (targets, release choice, roles, plans: one per target)."""
     if args.probes:
         sp = spec.load(args.probes)
         if args.pid is None:
             raise UserError("--probes needs -p PID")
-        target = Target(args.pid, allow_any=True)
+        targets = pick_targets(args, allow_any=True)
         choice, roles = Choice(None, sp.release, None), sp.roles
         wanted = args.stages or sp.stages()
     else:
-        target = pick_target(args)
+        targets = pick_targets(args)
         roles = CEPH_ROLES
         wanted = args.stages or list(probetable.STAGES)
     require_btf()
     require_tracefs()
-    with ElfSymbols(target.exe_path) as elf:
-        if not args.probes:
-            choice = choose_release(elf, target.ceph_version(), args.release,
-                                    "ceph-osd %d" % target.pid)
-            if choice.notice:
-                err.write("%s: %s\n" % (TOOL, choice.notice))
-        plan = resolve(elf, choice.release, wanted)
+    plans, first = [], None
+    for target in targets:
+        with ElfSymbols(target.exe_path) as elf:
+            if not args.probes:
+                choice = choose_release(elf, target.ceph_version(),
+                                        args.release, "ceph-osd %d" %
+                                        target.pid)
+                if first is None and choice.notice:
+                    err.write("%s: %s\n" % (TOOL, choice.notice))
+            # an inexact table entry's offsets are unchecked for this binary
+            plans.append(resolve(elf, choice.release, wanted,
+                                 choice.release.settings()
+                                 if choice.exact is not False else {}))
+        if first is None:
+            first = choice
+        elif (choice.release.key, choice.exact) != (first.release.key,
+                                                    first.exact):
+            raise UserError(
+                "%s is Ceph %s and %s is Ceph %s: trace OSDs of different "
+                "releases in separate runs" % (
+                    target_name(targets[0]), first.version or "?",
+                    target_name(target), choice.version or "?"))
+    plan = plans[0]
     if plan.unavailable and (args.strict or not plan.stages):
         stage, why = next(iter(plan.unavailable.items()))
         raise UserError("stage %s unavailable: %s" % (stage, why))
     if not plan.stages and args.no_kernel:
         raise UserError("nothing to trace: the probe spec has no enqueue/"
                         "dequeue and --no-kernel is set")
-    return target, choice, roles, plan
+    return targets, first, roles, plans
 
 
 def bpftrace_args(args, err):
@@ -84,14 +139,21 @@ def bpftrace_args(args, err):
         return bt_args(binary_of(target.pid), elf, choice)
 
 
-def _banner(args, err, target, version, rel, plan):
+def _banner(args, err, targets, version, rel, plan):
     n = len(plan.stages)
-    what = "ceph-osd %d (Ceph %s" % (target.pid, version) if version else \
-        "%s %d (%s" % (target.comm, target.pid, rel.name)
+    target = targets[0]
+    if len(targets) > 1:
+        what = "%d OSDs: %s (Ceph %s" % (
+            len(targets), ", ".join("%s pid %d" % (target_name(t), t.pid)
+                                    for t in targets), version or rel.name)
+    elif version:
+        what = "ceph-osd %d (Ceph %s" % (target.pid, version)
+    else:
+        what = "%s %d (%s" % (target.comm, target.pid, rel.name)
     err.write("Tracing %d stage%s%s of %s, %d probes)... %s\n" % (
                   n, "" if n == 1 else "s",
                   "" if args.no_kernel else " + kernel", what,
-                  plan.probe_count(),
+                  plan.probe_count() * len(targets),
                   "Hit Ctrl-C to end." if args.count is None else
                   "%d report%s." % (args.count,
                                     "" if args.count == 1 else "s")))
@@ -100,15 +162,18 @@ def _banner(args, err, target, version, rel, plan):
 
 def run(args, out, err):
     """Trace until the count, Ctrl-C, SIGTERM or the target's exit."""
-    target, choice, roles, plan = _plan(args, err)
+    targets, choice, roles, plans = _plan(args, err)
+    plan = plans[0]
     version, rel = choice.version, choice.release
     # an inexact table entry's offsets are unchecked for this binary
     exact = choice.exact is not False
-    tracer = StageTracer(target.pid, target.exe_path, plan,
+    tracer = StageTracer([t.pid for t in targets],
+                         [t.exe_path for t in targets], plans,
                          settings=rel.settings() if exact else {},
                          max_ops=args.max_ops, kernel=not args.no_kernel,
                          roles=roles,
-                         ring_bytes=capture.ring_bytes(args.ring_mb)
+                         ring_bytes=capture.ring_bytes(
+                             args.ring_mb or DEFAULT_RING_MB * len(targets))
                          if args.write else 0)
     # the cost estimate needs the measured cost of a uprobe hit
     tracer.calibrate_always = True
@@ -130,20 +195,25 @@ def run(args, out, err):
                                                     signal.SIGTERM)}
     try:
         tracer.start()
-        run_info = RunInfo(target.pid, version, plan.stages, plan.unavailable,
-                           classes, tracer.call_bias_ns, tracer.kernel, roles,
-                           tracer.vocab)
-        if choice.exact is not None:
-            run_info.probe_table = (rel.key, choice.exact)
+        runs = []
+        for t, p in zip(targets, plans):
+            run_info = RunInfo(t.pid, version, p.stages, p.unavailable,
+                               classes, tracer.call_bias_ns, tracer.kernel,
+                               roles, tracer.vocab)
+            if choice.exact is not None:
+                run_info.probe_table = (rel.key, choice.exact)
+            run_info.name = target_name(t)
+            runs.append(run_info)
         if args.write:
-            info = dict(run_info.info(), release=rel.name,
+            info = dict(runs[0].info(), release=rel.name,
                         probes={role: sym.demangled for role, sym in
-                                plan.symbols.items()})
+                                plan.symbols.items()},
+                        targets=[{"pid": t.pid, "name": target_name(t)}
+                                 for t in targets])
             writer = capture.CaptureWriter(args.write, tracer, info)
-            writer.threads(capture.thread_names(target.pid),
-                           time.monotonic_ns())
-        _banner(args, err, target, version, rel, plan)
-        return _loop(args, out, err, target, tracer, run_info, writer,
+            _name_threads(writer, targets, time.monotonic_ns())
+        _banner(args, err, targets, version, rel, plan)
+        return _loop(args, out, err, targets, tracer, runs, writer,
                      stopping)
     finally:
         for s, h in old.items():
@@ -163,6 +233,11 @@ def run(args, out, err):
         tracer.close()
 
 
+def _name_threads(writer, targets, ts):
+    for slot, t in enumerate(targets):
+        writer.threads(capture.thread_names(t.pid), ts, slot)
+
+
 def _close_capture(writer, tracer, path, err):
     lost = tracer.snapshot_counters().get("events_lost", 0)
     st = writer.close("end", lost)
@@ -172,14 +247,25 @@ def _close_capture(writer, tracer, path, err):
         if lost else ", none lost"))
 
 
-def _wait(args, target, tracer, writer, stopping, cycle, deadline, ages):
+def _wait(args, err, targets, gone, tracer, writer, stopping, cycle,
+          deadline, ages):
     """Until the deadline: keep the duty cycle, age out ops, drain the
-    capture. -> why the run ends, or None."""
+    capture. -> why the run ends, or None (the run ends when every
+    target has exited; one exiting is said once and the rest go on)."""
     while time.time() < deadline:
         if stopping:
             return "interrupted"
-        if not target.alive():
-            return "%s %d exited" % (target.comm, target.pid)
+        alive = [t for t in targets if t.alive()]
+        if len(alive) < len(targets) - len(gone) and alive:
+            for t in targets:
+                if t not in alive and t.pid not in gone:
+                    gone.add(t.pid)
+                    err.write("%s: %s (pid %d) exited; the others are still "
+                              "traced\n" % (TOOL, target_name(t), t.pid))
+        if not alive:
+            t = targets[0]
+            return "%s %d exited" % (t.comm, t.pid) if len(targets) == 1 \
+                else "every traced process exited"
         if cycle is not None:
             cycle.tick(tracer.snapshot_counters())
         if time.monotonic() >= ages[0]:
@@ -194,38 +280,59 @@ def _wait(args, target, tracer, writer, stopping, cycle, deadline, ages):
     return None
 
 
-def _loop(args, out, err, target, tracer, run_info, writer, stopping):
-    prev = tracer.snapshot()
+def _loop(args, out, err, targets, tracer, runs, writer, stopping):
+    prevs = tracer.snapshots()
     if writer is not None:
-        writer.snapshot(prev, None)
+        for slot, prev in enumerate(prevs):
+            writer.snapshot(prev, None, slot)
     t_last = time.time()
     cycle = None
     if args.max_overhead:
         cycle = duty.DutyCycle(tracer, args.max_overhead)
-        cycle.start(prev.counters)
-    cost = duty.Overhead(tracer, args.max_overhead, prev, cycle, time.time())
+        cycle.start(tracer.snapshot_counters())
+    t0 = time.time()
+    costs = [duty.Overhead(tracer, args.max_overhead, prev, cycle, t0)
+             for prev in prevs]
+    host_cost = duty.Overhead(tracer, args.max_overhead, host_sum(prevs),
+                              cycle, t0) if len(targets) > 1 else None
     ages = [time.monotonic() + min(10.0, args.op_timeout)]
     reports = 0
+    gone = set()
     while True:
         deadline = t_last + (args.interval if args.interval else 1e12)
-        ended = _wait(args, target, tracer, writer, stopping, cycle,
-                      deadline, ages)
+        ended = _wait(args, err, targets, gone, tracer, writer, stopping,
+                      cycle, deadline, ages)
         now = time.time()
-        cur = tracer.snapshot()
-        rec, hists = interval_record(run_info, cur, prev, now, now - t_last,
-                                     tracer.in_flight() if not ended else None)
-        rec["overhead"] = cost.record(cur, prev, now, t_last)
+        curs = tracer.snapshots()
+        recs = []
+        for slot, (cur, prev, run_info) in enumerate(zip(curs, prevs, runs)):
+            rec, hists = interval_record(
+                run_info, cur, prev, now, now - t_last,
+                tracer.in_flight(slot) if not ended else None)
+            rec["overhead"] = costs[slot].record(cur, prev, now, t_last)
+            recs.append((rec, hists))
+            if writer is not None:
+                writer.snapshot(cur, rec, slot)
         if writer is not None:
-            writer.threads(capture.thread_names(target.pid), cur.mono_ns)
-            writer.snapshot(cur, rec)
-        prev = cur
+            _name_threads(writer, targets, curs[0].mono_ns)
+        host = None
+        if host_cost is not None:
+            host = host_record(runs, recs, now, now - t_last,
+                               host_cost.record(host_sum(curs),
+                                                host_sum(prevs), now, t_last))
+        prevs = curs
         t_last = now
         try:
-            if args.json:
-                out.write(json.dumps(rec) + "\n")
+            if host is not None and args.json:
+                out.write(json.dumps(host) + "\n")
+                out.flush()
+            elif host is not None:
+                print_host(out, args, host, recs)
+            elif args.json:
+                out.write(json.dumps(recs[0][0]) + "\n")
                 out.flush()
             else:
-                print_text(out, args, rec, hists)
+                print_text(out, args, *recs[0])
         except BrokenPipeError:
             quiet_broken_pipe()
             return 0
@@ -236,3 +343,14 @@ def _loop(args, out, err, target, tracer, run_info, writer, stopping):
             return 0
         if args.count is not None and reports >= args.count:
             return 0
+
+
+def host_sum(snaps):
+    """The host's counters (every target's summed) as a snapshot, for the
+    host's cost estimate."""
+    total = {}
+    for snap in snaps:
+        for k, v in snap.counters.items():
+            total[k] = total.get(k, 0) + v
+    return Snapshot(None, total, {}, {}, {}, snaps[0].mono_ns)
+

@@ -23,8 +23,10 @@ class Plan:
         return any(s.cet for s in self.symbols.values())
 
 
-def resolve(elf, release, wanted):
-    """Match the release's functions in `elf` for the `wanted` stages."""
+def resolve(elf, release, wanted, settings=None):
+    """Match the release's functions in `elf` for the `wanted` stages.
+    settings: the per-release offsets that will be used (stages that need
+    one it lacks are unavailable); None: check functions only."""
     plan = Plan()
     missing = {}
     for stage in wanted:
@@ -54,6 +56,13 @@ def resolve(elf, release, wanted):
         if gone:
             plan.unavailable[stage] = missing[gone[0]]
             continue
+        lacking = [n for n in st.needs if settings is not None and
+                   n not in settings]
+        if lacking:
+            plan.unavailable[stage] = (
+                "no checked %s for Ceph %s in the probe table" % (
+                    lacking[0], release.key))
+            continue
         plan.stages.append(stage)
         if st.kind == "call":
             plan.calls.append((stage, plan.symbols[st.func]))
@@ -62,8 +71,10 @@ def resolve(elf, release, wanted):
                 if (role, ev) in seen_events:
                     continue
                 seen_events.add((role, ev))
+                # no op_arg: the program takes the thread's current op
                 plan.op_events.append((role, ev, plan.symbols[role],
-                                       release.funcs[role].op_arg))
+                                       release.funcs[role].op_arg or
+                                       (0, False)))
     return plan
 
 

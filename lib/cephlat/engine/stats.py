@@ -20,19 +20,29 @@ class StatsReader:
             st.offset(m) // 8 for m in ("count", "sum_ns", "max_ns", "slots"))
         self.nslots = st.by_name["slots"]["size"] // 8
 
-    def read(self, stage_id, half=0):
-        raw = self.map.lookup(struct.pack("<I", stage_id + half *
-                                          self.vocab.max_stages),
+    def _key(self, stage_id, half, slot):
+        # probes/osdstage.bpf.c, map "stats"
+        return struct.pack("<I", stage_id + (slot * 2 + half) *
+                           self.vocab.max_stages)
+
+    def read(self, stage_id, half=0, slot=0):
+        raw = self.map.lookup(self._key(stage_id, half, slot),
                               self.stride * self.ncpu)
+        return self.parse(raw)
+
+    def parse(self, raw, stride=None, at=0):
+        """A Hist from per-CPU values `raw`: struct stage_stats at byte
+        `at` of each CPU's value (`stride` bytes apart)."""
         h = Hist()
         if raw is None:
             return h
         a = array.array("Q")
         a.frombytes(raw)
-        w = self.words
+        w = (stride or self.stride) // 8
+        at //= 8
         slots = [0] * self.nslots
         for cpu in range(self.ncpu):
-            base = cpu * w
+            base = cpu * w + at
             if not a[base + self.count]:
                 continue
             h.count += a[base + self.count]
@@ -45,19 +55,20 @@ class StatsReader:
         h.slots = slots
         return h
 
-    def clear(self, half):
+    def clear(self, half, slot=0):
         zero = bytes(self.stride * self.ncpu)
         for sid in range(self.vocab.n_ids):
-            self.map.update(struct.pack("<I", sid + half *
-                                        self.vocab.max_stages), zero)
+            self.map.update(self._key(sid, half, slot), zero)
 
 
-def read_counters(cmap, vocab, abi):
+def read_counters(cmap, vocab, abi, slot=0):
+    """The counters of target slot `slot` (CNT__MAX per slot)."""
     ncpu = bpf.num_possible_cpus()
     ids = abi.enum("counter_id")
+    base = slot * abi.const("CNT__MAX")
     out = {}
     for name in vocab.counters:
-        raw = cmap.lookup(struct.pack("<I", ids["CNT_" + name.upper()]),
+        raw = cmap.lookup(struct.pack("<I", base + ids["CNT_" + name.upper()]),
                           8 * ncpu)
         out[name] = sum(struct.unpack("<%dQ" % ncpu, raw)) if raw else 0
     return out

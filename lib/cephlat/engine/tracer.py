@@ -56,15 +56,31 @@ def apply_settings(ro, settings):
 # Ceph's threads (design.md §4); role 1 are the shard workers.
 
 
+def _per_target(value, n):
+    return list(value) if isinstance(value, (list, tuple)) else [value] * n
+
+
 class StageTracer:
     """Times the plan's stages in process `pid`, whose executable is
-    readable (and probed) at `exe_path`."""
+    readable (and probed) at `exe_path`.
+
+    Several processes at once (every OSD of a host): `pid` is a list, one
+    target slot each in that order; `exe_path` and `plan` are one for all
+    or a list of the same length. One set of BPF programs serves them all;
+    statistics, counters, threads, shards and devices are per slot
+    (snapshots())."""
 
     def __init__(self, pid, exe_path, plan, rmw=None, settings=None,
                  max_ops=DEFAULT_MAX_OPS,
                  bpf_dir=None, calibrate=True, kernel=False, roles=None,
                  ring_bytes=0):
-        self.pid, self.exe_path, self.plan, self.rmw = pid, exe_path, plan, rmw
+        self.pids = list(pid) if isinstance(pid, (list, tuple)) else [pid]
+        n = len(self.pids)
+        self.exe_paths = _per_target(exe_path, n)
+        self.plans = _per_target(plan, n)
+        self.pid, self.exe_path, self.plan = (self.pids[0], self.exe_paths[0],
+                                              self.plans[0])
+        self.rmw = rmw
         self.settings = dict(settings or {})   # {.rodata name: value}
         self.kernel = kernel
         self.roles = roles or CEPH_ROLES
@@ -72,21 +88,23 @@ class StageTracer:
         self.bpf_dir = bpf_dir or default_bpf_dir()
         self.abi = abimod.load("osdstage", self.bpf_dir)
         self.vocab = vocabmod.live(self.bpf_dir)
+        if n > self.abi.const("MAX_TARGETS"):
+            raise UserError("at most %d processes can be traced at once "
+                            "(%d asked)" % (self.abi.const("MAX_TARGETS"), n))
         self.want_calibration = calibrate
-        self.cet = plan.cet        # calibrate on a function of this flavour
+        self.cet = self.plan.cet   # calibrate on a function of this flavour
         self.calibrate_always = False
         self.call_bias_ns = 0
         self.obj = bpf.BPFObject(os.path.join(self.bpf_dir, "osdstage.bpf.o"))
         self.reader = None
-        self.aged_out = 0
+        self.aged_out = {}         # slot -> ops aged out
         # capture events: ring buffer size (0 = not recording)
         self.ring_bytes = ring_bytes
         self.gen = 0
         self._cum = {}
 
     def start(self):
-        ro = rodata_type(self.abi)(targ_tgid=self.pid,
-                                   calib_tgid=os.getpid())
+        ro = rodata_type(self.abi)(calib_tgid=os.getpid())
         if self.rmw:
             ro.rmw_flags_off, ro.rmw_read_bit, ro.rmw_write_bit = self.rmw
         apply_settings(ro, self.settings)
@@ -97,7 +115,10 @@ class StageTracer:
         ro.track_in_op = int(any(st == "dequeue_op" for st, _ in
                                  self.plan.calls))
         self.obj.set_rodata(ro)
+        n = len(self.pids)
         self.obj.set_max_entries("ops", self.max_ops)
+        self.obj.set_max_entries("stats", 2 * self.vocab.max_stages * n)
+        self.obj.set_max_entries("counters", self.abi.const("CNT__MAX") * n)
         if self.ring_bytes:
             self.obj.set_max_entries("events", self.ring_bytes)
         if not self.kernel:
@@ -107,6 +128,7 @@ class StageTracer:
         self.threads = self.obj.map("threads")
         self.shards = self.obj.map("shards")
         self.devs = self.obj.map("devs")
+        self._write_ctl()
         if self.kernel:
             self._seed_threads()
         self.reader = StatsReader(self.obj.map("stats"), self.vocab,
@@ -116,37 +138,55 @@ class StageTracer:
             self._write_ctl()
         self.counters = self.obj.map("counters")
         self.ops = self.obj.map("ops")
+        self.peers = self.obj.map("peers")
+        self._peer_prev = {}
         self.attach()
 
     def _write_ctl(self):
         # struct ctl, the whole .bss (tests/unit/test_layout.py)
-        self.obj.map(".bss").update(struct.pack("<I", 0), self.abi.struct(
-            "ctl").pack(call_bias_ns=self.call_bias_ns, gen=self.gen))
+        ctl = self.abi.struct("ctl")
+        raw = bytearray(ctl.pack(call_bias_ns=self.call_bias_ns,
+                                 gen=self.gen))
+        at = ctl.offset("targets")
+        raw[at:at + 4 * len(self.pids)] = struct.pack(
+            "<%dI" % len(self.pids), *self.pids)
+        self.obj.map(".bss").update(struct.pack("<I", 0), bytes(raw))
 
     def attach(self):
-        """Attach every probe of the plan (and the kernel programs)."""
+        """Attach every probe of the plans (and the kernel programs)."""
+        # by kind, every target's at once: kernel, then the calls, then
+        # the op events (an op is followed only once its calls are)
         links = []
         if self.kernel:
             for prog in kernel_programs(self.abi):
                 links.append(self.obj.attach(prog))
-        for stage, sym in self.plan.calls:
-            sid = self.vocab.stage_ids[stage]
-            for ret in (False, True):
+        targets = list(zip(self.pids, self.exe_paths, self.plans))
+        for pid, exe, plan in targets:
+            for stage, sym in plan.calls:
+                sid = self.vocab.stage_ids[stage]
+                for ret in (False, True):
+                    links.append(self.obj.attach_uprobe(
+                        "stage_return" if ret else "stage_entry", exe,
+                        sym.probe_offset, pid=pid, retprobe=ret, cookie=sid,
+                        what=sym.demangled))
+        for pid, exe, plan in targets:
+            for role, prog, sym, (arg, deref) in plan.op_events:
                 links.append(self.obj.attach_uprobe(
-                    "stage_return" if ret else "stage_entry", self.exe_path,
-                    sym.probe_offset, pid=self.pid, retprobe=ret, cookie=sid,
+                    prog, exe, sym.probe_offset, pid=pid,
+                    cookie=op_cookie(self.abi, arg, deref),
                     what=sym.demangled))
-        for role, prog, sym, (arg, deref) in self.plan.op_events:
-            links.append(self.obj.attach_uprobe(
-                prog, self.exe_path, sym.probe_offset, pid=self.pid,
-                cookie=op_cookie(self.abi, arg, deref), what=sym.demangled))
         self.target_links = links
         self.attached = True
 
     def detach(self):
         """Detach the plan's probes (maps and calibration stay): nothing of
-        ours runs in the target until attach() again."""
-        for link in getattr(self, "target_links", []):
+        ours runs in the target until attach() again.
+
+        In the reverse of attach()'s order: the op events go first, so no
+        op is followed while its calls' probes come off one by one
+        (unregistering a uprobe takes milliseconds): a capture's ops
+        each have every stage they ran, not only the last probes'."""
+        for link in reversed(getattr(self, "target_links", [])):
             link.destroy()
         self.target_links = []
         self.attached = False
@@ -197,11 +237,19 @@ class StageTracer:
         return int(h.percentile_us(0.5) * 1000)
 
     def _seed_threads(self):
-        """Enter the target's existing threads with their current state, so
+        """Enter the targets' existing threads with their current state, so
         that a thread asleep for the whole run is counted as asleep."""
+        for slot, pid in enumerate(self.pids):
+            self._seed_threads_of(slot, pid)
+
+    def _seed_threads_of(self, slot, pid):
         now = time.monotonic_ns()
-        task_dir = "/proc/%d/task" % self.pid
-        for tid in os.listdir(task_dir):
+        task_dir = "/proc/%d/task" % pid
+        try:
+            tids = os.listdir(task_dir)
+        except OSError:
+            return
+        for tid in tids:
             try:
                 with open(os.path.join(task_dir, tid, "comm"), "rb") as f:
                     comm = f.read().rstrip(b"\n")
@@ -215,7 +263,7 @@ class StageTracer:
             raw = bytearray(ts.pack(
                 comm8=struct.unpack("<Q", c8)[0], since=now, born=now,
                 role=self.roles.classify(comm.decode("utf-8", "replace")),
-                state=state, ring_head=1))
+                state=state, ring_head=1, target=slot))
             ring0 = self.abi.struct("tring").pack(ts=now, state=state)
             at = ts.offset("ring")
             raw[at:at + len(ring0)] = ring0
@@ -224,11 +272,14 @@ class StageTracer:
             except OSError:
                 pass
 
-    def read_threads(self):
-        """{tid: dict} of the threads map, with in-progress time added."""
+    def read_threads(self, slot=0):
+        """{tid: dict} of target `slot`'s threads, with in-progress time
+        added."""
         now = time.monotonic_ns()
         out = {}
         for key, t in self._entries(self.threads, "thread_state"):
+            if t["target"] != slot:
+                continue
             row = {"role": t["role"], "state": t["state"],
                    "sleep_ns": t["cum_sleep"], "runq_ns": t["cum_runq"],
                    "futex_ns": t["cum_futex"], "wakeups": t["wakeups"],
@@ -242,9 +293,11 @@ class StageTracer:
 
     def prune_threads(self):
         """Forget threads that have exited."""
-        for key in self.threads.keys():
+        for key, t in self._entries(self.threads, "thread_state"):
             tid = struct.unpack("<I", key)[0]
-            if not os.path.exists("/proc/%d/task/%d" % (self.pid, tid)):
+            pid = self.pids[t["target"]] if t["target"] < len(self.pids) \
+                else 0
+            if not os.path.exists("/proc/%d/task/%d" % (pid, tid)):
                 self.threads.delete(key)
 
     def _entries(self, m, struct_name):
@@ -260,19 +313,76 @@ class StageTracer:
         return {struct.unpack(key_fmt, key)[0]: v
                 for key, v in self._entries(m, struct_name)}
 
-    def read_shards(self):
-        return self._read_hash(self.shards, "shard_stats", "<Q")
+    def _split(self, m, key_fmt, shift, slot):
+        """{address: value} of a hash map keyed slot << shift | address."""
+        mask = (1 << shift) - 1
+        return {k & mask: v for k, v in self._read_hash(
+            m, *key_fmt).items() if k >> shift == slot}
 
-    def read_devs(self):
-        return {self.vocab.dev_name(dev): d for dev, d in
-                self._read_hash(self.devs, "dev_stats", "<I").items()}
+    def read_shards(self, slot=0):
+        return self._split(self.shards, ("shard_stats", "<Q"),
+                           self.abi.const("TARGET_SHIFT"), slot)
 
-    def snapshot_counters(self):
-        return read_counters(self.counters, self.vocab, self.abi)
+    def read_devs(self, slot=0):
+        return {self.vocab.dev_name(dev): d for dev, d in self._split(
+            self.devs, ("dev_stats", "<Q"), 32, slot).items()}
+
+    def read_peers(self, slot=0):
+        """{peer osd id: (replies' wait Hist, times last)} of target
+        `slot`, cumulative (probes/osdstage.h struct peer_stats)."""
+        ps = self.abi.struct("peer_stats")
+        stride = (ps.size + 7) // 8 * 8
+        ncpu = self.reader.ncpu
+        out = {}
+        for key in self.peers.keys():
+            k = struct.unpack("<Q", key)[0]
+            if k >> 32 != slot:
+                continue
+            raw = self.peers.lookup(key, stride * ncpu)
+            if raw is None:
+                continue
+            last = sum(struct.unpack_from("<Q", raw, cpu * stride)[0]
+                       for cpu in range(ncpu))
+            out[k & 0xffffffff] = (self.reader.parse(
+                raw, stride, ps.offset("wait")), last)
+        return out
+
+    def _peer_interval(self, slot):
+        """The interval's per-peer histograms, as model/events.py keys
+        them (a capture's replay builds the same from its events)."""
+        cur = self.read_peers(slot)
+        prev = self._peer_prev.get(slot, {})
+        self._peer_prev[slot] = cur
+        out = {}
+        for peer, (h, last) in cur.items():
+            ph, plast = prev.get(peer, (None, 0))
+            out[events.PEER_WAIT + str(peer)] = hist_delta(h, ph)
+            if last > plast:
+                out[events.PEER_LAST + str(peer)] = Hist(
+                    last - plast, 0, 0, [0] * len(h.slots))
+        return out
+
+    def snapshot_counters(self, slot=None):
+        """Counters of target `slot`; None: summed over every target."""
+        if slot is not None:
+            return read_counters(self.counters, self.vocab, self.abi, slot)
+        out = {}
+        for s in range(len(self.pids)):
+            for k, v in read_counters(self.counters, self.vocab, self.abi,
+                                      s).items():
+                out[k] = out.get(k, 0) + v
+        return out
 
     def snapshot(self):
-        """Cumulative state since start(); .interval holds what was counted
-        since the previous snapshot.
+        """The one target's snapshots()[0] (a single-target tracer)."""
+        if len(self.pids) != 1:
+            raise ValueError("snapshot() of a tracer of %d targets: use "
+                             "snapshots()" % len(self.pids))
+        return self.snapshots()[0]
+
+    def snapshots(self):
+        """Per target slot: cumulative state since start(); .interval holds
+        what was counted since the previous snapshot.
 
         The report interval ends here: the programs count into the other
         half of the stats map from now on. Counters and shards are read at
@@ -283,38 +393,63 @@ class StageTracer:
         self.gen += 1
         self._write_ctl()
         mono = time.monotonic_ns()
-        counters = self.snapshot_counters()
-        counters["op_aged_out"] = self.aged_out
-        shards = self.read_shards()
+        n = len(self.pids)
+        counters = [self.snapshot_counters(s) for s in range(n)]
+        shards = [self.read_shards(s) for s in range(n)]
+        aged = self.age_counts()
         time.sleep(0.002)
         half = gen & 1
-        interval = {name: self.reader.read(sid, half)
-                    for name, sid in self.vocab.stage_ids.items()}
-        self.reader.clear(half)
-        for name, h in interval.items():
-            self._cum.setdefault(name, Hist()).merge(h)
-        hists = {name: Hist(h.count, h.sum_ns, h.max_ns, list(h.slots))
-                 for name, h in self._cum.items()}
-        threads = self.read_threads() if self.kernel else {}
-        devs = self.read_devs() if self.kernel else {}
-        return Snapshot(hists, counters, threads, shards, devs, mono,
-                        interval, gen)
+        out = []
+        for slot in range(n):
+            counters[slot]["op_aged_out"] = aged.get(slot, 0)
+            interval = {name: self.reader.read(sid, half, slot)
+                        for name, sid in self.vocab.stage_ids.items()}
+            self.reader.clear(half, slot)
+            interval.update(self._peer_interval(slot))
+            cum = self._cum.setdefault(slot, {})
+            for name, h in interval.items():
+                cum.setdefault(name, Hist()).merge(h)
+            hists = {name: Hist(h.count, h.sum_ns, h.max_ns, list(h.slots))
+                     for name, h in cum.items()}
+            threads = self.read_threads(slot) if self.kernel else {}
+            devs = self.read_devs(slot) if self.kernel else {}
+            out.append(Snapshot(hists, counters[slot], threads, shards[slot],
+                                devs, mono, interval, gen))
+        return out
 
     def age_out(self, timeout_s=DEFAULT_OP_TIMEOUT_S):
         """Drop ops idle for longer than timeout_s (never completed: client
         gone, op dropped); they are counted in `op_aged_out`."""
         now = time.monotonic_ns()     # same clock as bpf_ktime_get_ns()
         limit = int(timeout_s * 1e9)
+        shift = self.abi.const("TARGET_SHIFT")
         n = 0
         for key, o in self._entries(self.ops, "op_state"):
             enq, deq = o["enq_ns"], o["deq_ns"]
             if now - max(enq, deq) > limit and self.ops.delete(key):
+                slot = struct.unpack("<Q", key)[0] >> shift
+                self.aged_out[slot] = self.aged_out.get(slot, 0) + 1
                 n += 1
-        self.aged_out += n
+        # request ids of replicated writes whose op is gone
+        reqidx = self.obj.map("reqidx")
+        for key in reqidx.keys():
+            op = reqidx.lookup(key, 8)
+            if op is not None and self.ops.lookup(op, self.abi.struct(
+                    "op_state").size) is None:
+                reqidx.delete(key)
         return n
 
-    def in_flight(self):
-        return len(self.ops.keys())
+    def age_counts(self):
+        return dict(self.aged_out)
+
+    def in_flight(self, slot=None):
+        """Ops enqueued and not completed: of target `slot`, or all."""
+        keys = self.ops.keys()
+        if slot is None:
+            return len(keys)
+        shift = self.abi.const("TARGET_SHIFT")
+        return sum(1 for k in keys if struct.unpack("<Q", k)[0] >> shift
+                   == slot)
 
     def close(self):
         self.obj.close()

@@ -17,6 +17,11 @@ from .hist import Hist
 SHARD_FIELDS = ("ops", "qwait_ns", "busy_ns", "signal_ns", "runq_ns",
                 "pickup_ns", "wake_enqueuer", "wake_other", "wake_timeout",
                 "qwait_max_ns", "timeouts_with_work")
+# per replica of a replicated write (its primary's view): histogram keys
+# PEER_WAIT + osd id (sub-ops sent -> its reply) and PEER_LAST + osd id
+# (count: the writes it replied to last)
+PEER_WAIT = "replica_wait.peer."
+PEER_LAST = "replica_wait.last."
 WAKER_COUNTERS = ("wake_enqueuer", "wake_other", "wake_timeout",
                   "timeouts_with_work")
 
@@ -65,6 +70,17 @@ class Rules:
                 add("op_total." + cls, d["op_total_ns"])
             if d["dequeued"]:
                 add("queue_wait." + cls, d["queue_wait_ns"])
+            if d.get("replies"):
+                add("replica_wait", d["replica_wait_ns"])
+                add("%s%d" % (PEER_LAST, d["last_peer"]), 0)
+        elif name == "replica_reply":
+            add("%s%d" % (PEER_WAIT, d["peer"]), d["wait_ns"])
+        elif name == "local_commit":
+            add("local_commit", d["commit_ns"])
+        elif name == "repop_done":
+            add("repop", d["repop_ns"])
+            if d["dequeued"]:
+                add("repop.queue_wait", d["queue_wait_ns"])
         elif name == "waking":
             if d["offcpu_ns"]:
                 add("offcpu.%d" % (d["role"] & self.role_mask),

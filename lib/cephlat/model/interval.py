@@ -23,6 +23,7 @@ class RunInfo:
         self.stages, self.unavailable = list(stages), dict(unavailable)
         self.classes = set(classes)
         self.call_bias_ns, self.kernel, self.roles = call_bias_ns, kernel, roles
+        self.name = None           # "osd.N" (several targets)
 
     def info(self):
         """The recorded part (capture metadata)."""
@@ -36,11 +37,12 @@ class RunInfo:
     @classmethod
     def from_capture(cls, cap):
         i = cap.info
-        run = cls(i["pid"], i["ceph_version"], i["stages"],
+        run = cls(cap.pid, i["ceph_version"], i["stages"],
                   i["unavailable"], i["classes"], cap.call_bias_ns,
                   cap.kernel, cap.roles, cap.vocab)
         if "probe_table" in i:
             run.probe_table = (i["probe_table"], i["probe_table_exact"])
+        run.name = cap.name
         return run
 
 
@@ -55,6 +57,13 @@ def interval_record(run, cur, prev, ts, secs, in_flight):
         if stage in run.classes:
             s["by_class"] = {c: hists["%s.%s" % (stage, c)].summary()
                              for c in vocab.op_classes}
+        if stage == "replica_wait":
+            s["by_peer"] = report.by_peer(hists)
+            last = max(s["by_peer"].items(), key=lambda kv: kv[1]["last"],
+                       default=(None, {"last": 0}))
+            s["last_peer"] = last[0] if last[1]["last"] else None
+        elif stage == "repop" and "repop.queue_wait" in hists:
+            s["queue_wait"] = hists["repop.queue_wait"].summary()
         stages[stage] = s
     rec = {
         "type": "interval",
@@ -117,10 +126,25 @@ def _kernel_part(run, rec, hists, counters, cur, prev, secs):
         rec["worker_sleep_pct"] = threads.get(worker, {}).get("offcpu_pct")
     stage_hists = {k: hists[k] for k in run.stages}
     cause, text = report.verdict(stage_hists, kst, attr, wakers, threads,
-                                 worker)
+                                 worker, rec["stages"].get(
+                                     "replica_wait", {}).get("by_peer"))
     rec["cause"] = cause
     rec["verdict"] = text
     hists.update({"kernel." + k: v for k, v in kst.items()})
     for stage, per in per_role.items():
         hists.update({"role.%s.%s" % (stage, r): h for r, h in per.items()})
     rec["worker_role"] = worker
+
+
+def host_record(runs, recs, ts, secs, overhead=None):
+    """Several OSDs' reports of one interval: {"osds": {name: interval
+    object}}, a summary row per OSD and the host's cost (live runs)."""
+    osds = {run.name: rec for run, (rec, _) in zip(runs, recs)}
+    report.host_verdicts(osds)
+    out = {"type": "host", "ts": round(ts, 6), "interval_s": round(secs, 3),
+           "osds": osds,
+           "summary": [report.osd_summary(run.name, rec)
+                       for run, (rec, _) in zip(runs, recs)]}
+    if overhead is not None:
+        out["overhead"] = overhead
+    return out

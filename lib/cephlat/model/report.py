@@ -136,6 +136,7 @@ CAUSES = {
     "runq": "CPU contention",
     "storage": "storage",
     "syncfs": "syncfs stalls",
+    "replica": "slow replica",
     "idle": "no queueing",
     "none": "no ops",
 }
@@ -166,6 +167,40 @@ def _storage_line(stages, qw):
                 round(100 * st_share), _ms(after), round(100 * q_share)))
 
 
+# a replica is "slow" when it is the last to reply to most replicated
+# writes (SLOW_LAST_PCT, or half of them with waits SLOW_VS_PEERS times
+# the other replicas'), and the replicas' wait clearly exceeds the
+# primary's own commit (SLOW_VS_LOCAL)
+SLOW_LAST_PCT = 70.0
+SLOW_VS_PEERS = 1.3
+SLOW_VS_LOCAL = 1.3
+
+
+def _replica_line(stages, peers):
+    """Replicated writes: how long they waited for replicas, and who was
+    last. -> (line or None, the slow replica's name or None)"""
+    rw = stages.get("replica_wait")
+    if rw is None or not rw.count or not peers:
+        return None, None
+    rs = rw.summary()
+    name, p = max(peers.items(), key=lambda kv: kv[1]["last"])
+    line = "writes waited %s for replicas (p99 %s); %s was last in %d %% " \
+        "of them" % (_ms(rs["mean_us"]), _ms(rs["p99_us"]), name,
+                     round(p["last_pct"]))
+    lc = stages.get("local_commit")
+    local = lc.mean_us() if lc is not None and lc.count else 0.0
+    if local:
+        line += " (own commit: %s)" % _ms(local)
+    others = [q["mean_us"] for n, q in peers.items()
+              if n != name and q.get("count")]
+    ahead = others and p.get("count") and \
+        p["mean_us"] >= SLOW_VS_PEERS * (sum(others) / len(others))
+    slow = len(peers) > 1 and rw.mean_us() > SLOW_VS_LOCAL * local and (
+        p["last_pct"] >= SLOW_LAST_PCT or (p["last_pct"] >= 50 and ahead))
+    return line + (": look at %s." % name if slow else "."), \
+        name if slow else None
+
+
 def _kernel_lines(kstages, lines, cause):
     """Block requests and syncfs in the verdict -> the cause."""
     br = kstages.get("block_rq")
@@ -185,9 +220,9 @@ def _kernel_lines(kstages, lines, cause):
     return cause
 
 
-def verdict(stages, kstages, attr, wakers, threads, worker_role):
+def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None):
     """-> (cause, text): the dominant reason ops waited, in plain words,
-    with the numbers behind it."""
+    with the numbers behind it. peers: replica_wait's by_peer."""
     qw = stages.get("queue_wait")
     lines = []
     cause = "none"
@@ -238,6 +273,11 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role):
         if storage:
             cause = "storage"
             lines.insert(0, storage)
+        replica, slow = _replica_line(stages, peers)
+        if replica:
+            lines.insert(0, replica)
+        if slow:
+            cause = "replica"
         lines.append("CPU run-queue delay %s; workers slept %s of the time." %
                      (_ms(attr["runq"]["mean_us"]),
                       "%d %%" % round(sleep_pct) if sleep_pct is not None
@@ -259,3 +299,61 @@ def split_counters(counters, vocab):
     """The counters that count losses (not results)."""
     return {k: v for k, v in counters.items()
             if k not in vocab.result_counters}
+
+
+# the stages a host summary shows per OSD (when traced), p99 in us
+SUMMARY_STAGES = ("queue_wait", "op_total", "replica_wait", "repop")
+
+
+def osd_summary(name, rec):
+    """One OSD's row of a host summary, from its interval object."""
+    row = {"osd": name, "pid": rec["pid"],
+           "ops": rec["stages"].get("op_total", rec["stages"].get(
+               "queue_wait", {})).get("count", 0)}
+    for stage in SUMMARY_STAGES:
+        s = rec["stages"].get(stage)
+        row[stage + "_p99_us"] = s["p99_us"] if s and s["count"] else None
+    row["cause"] = rec.get("cause")
+    row["verdict"] = (rec.get("verdict") or "").split("\n")[0]
+    return row
+
+
+def by_peer(hists):
+    """replica_wait per replica: its replies' waits and how often it was
+    the last to reply (model/events.py keys the histograms)."""
+    from .events import PEER_LAST, PEER_WAIT
+    waits = {k[len(PEER_WAIT):]: h for k, h in hists.items()
+             if k.startswith(PEER_WAIT) and h.count}
+    lasts = {k[len(PEER_LAST):]: h.count for k, h in hists.items()
+             if k.startswith(PEER_LAST)}
+    total = sum(lasts.values())
+    out = {}
+    for peer in sorted(set(waits) | set(lasts), key=int):
+        s = waits[peer].summary() if peer in waits else {"count": 0}
+        s["last"] = lasts.get(peer, 0)
+        s["last_pct"] = round(100.0 * s["last"] / total, 1) if total else 0.0
+        out["osd." + peer] = s
+    return out
+
+
+def host_verdicts(recs):
+    """Several OSDs traced together: a slow replica named in a primary's
+    verdict gets its own numbers from its report ({name: interval
+    object}, changed in place)."""
+    for name, rec in recs.items():
+        rw = rec.get("stages", {}).get("replica_wait") or {}
+        slow = rec.get("cause") == "replica" and rw.get("last_peer")
+        peer = recs.get(slow) if slow else None
+        if peer is None:
+            continue
+        qw = peer["stages"].get("queue_wait", {})
+        rp = peer["stages"].get("repop", {})
+        extra = "%s's own queue wait p99 %s" % (slow, _ms(qw.get("p99_us",
+                                                                 0)))
+        if rp.get("count"):
+            extra += ", its replica ops p99 %s" % _ms(rp["p99_us"])
+        if peer.get("cause") and peer["cause"] not in ("none", "idle"):
+            extra += " (%s: %s)" % (slow, CAUSES.get(peer["cause"],
+                                                      peer["cause"]))
+        rec["verdict"] = rec["verdict"].replace(
+            ": look at %s." % slow, "; %s: look at %s." % (extra, slow), 1)

@@ -76,3 +76,104 @@ def timeline(cap, t0, t1, ops, max_ops=4000):
         ln["role"] != cap.roles.names[worker], ln["tid"]))
     return {"window": [t0, t1], "clock_offset_ns": cap.clock_offset_ns,
             "lanes": order, "ops": tl_ops, "wakeups": wakes}
+
+
+# --------------------------------------------------------------------------
+# several OSDs of one capture
+
+def _start_ns(o):
+    """When op `o`'s worker started on it: its first executed stage (the
+    dequeue_op call), else its dequeue."""
+    starts = [s for n, s, _ in o.stages if n not in ("op_total",)]
+    if starts:
+        return min(starts)
+    return o.deq["ts"] if o.deq else None
+
+
+def _reply_tids(cap, t0, t1):
+    """{(op address, ts): tid} of the replica_reply events in [t0, t1]:
+    the primary's thread that handled each replica's commit reply."""
+    out = {}
+    for name, ts, d in cap.events:
+        if ts > t1:
+            break
+        if name == "replica_reply" and ts >= t0:
+            out[(d["op"], ts)] = d.get("tid")
+    return out
+
+
+def _flows(caps, t0, t1, ops_per_cap):
+    """Arrows between OSDs for each replicated write whose ops the window
+    holds: the primary's client op (when it sent its sub-ops) to each
+    replica's replica op (when its worker started on it): kind "repop";
+    the replica's commit reply (when it sent it) to the primary's thread
+    that handled the reply: kind "reply"."""
+    slot_of = {c.name: i for i, c in enumerate(caps) if c.name}
+    replicas = {}                   # (slot, reqid) -> [OpRec]
+    for j, ops in enumerate(ops_per_cap):
+        for o in ops:
+            if o.req and o.repop or (o.req and not o.done and not o.replies
+                                     and o.deq):
+                replicas.setdefault((j, o.req), []).append(o)
+    flows = []
+    for i, ops in enumerate(ops_per_cap):
+        tids = None
+        for o in ops:
+            if not (o.req and o.replies and o.tid):
+                continue
+            sent = min(ts - wait for _, wait, ts in o.replies)
+            if not t0 <= sent <= t1:
+                continue
+            for peer, wait, ts in o.replies:
+                j = slot_of.get("osd.%d" % peer)
+                if j is None or j == i:
+                    continue
+                cands = [r for r in replicas.get((j, o.req), ())
+                         if r.enq_ns >= sent - 1000 and r.tid]
+                if not cands:
+                    continue
+                r = min(cands, key=lambda r: r.enq_ns)
+                start = _start_ns(r)
+                if start is not None and start <= t1:
+                    flows.append({
+                        "kind": "repop", "reqid": o.req, "pg": o.pg,
+                        "from": {"osd": i, "tid": o.tid, "ts_ns": sent},
+                        "to": {"osd": j, "tid": r.tid, "ts_ns": start,
+                               "enqueue_ns": r.enq_ns}})
+                if r.repop and t0 <= r.repop["ts"] and ts <= t1:
+                    if tids is None:
+                        tids = _reply_tids(caps[i], t0, t1)
+                    to_tid = tids.get((o.op, ts))
+                    if to_tid and r.repop.get("tid"):
+                        flows.append({
+                            "kind": "reply", "reqid": o.req, "pg": o.pg,
+                            "from": {"osd": j, "tid": r.repop["tid"],
+                                     "ts_ns": r.repop["ts"]},
+                            "to": {"osd": i, "tid": to_tid, "ts_ns": ts}})
+    return flows
+
+
+def host_timeline(caps, t0, t1, ops_per_cap, max_ops=4000):
+    """The window [t0, t1] of several targets of one capture (a Capture
+    per slot, `ops_per_cap` their OpRecs): a timeline per OSD (as
+    timeline() makes it) and the flows between them (_flows). The OSDs
+    share one host clock."""
+    flows = _flows(caps, t0, t1, ops_per_cap)
+    extra = [set() for _ in caps]
+    for f in flows:
+        for end in (f["from"], f["to"]):
+            extra[end["osd"]].add(end["tid"])
+    osds = []
+    for cap, ops, more in zip(caps, ops_per_cap, extra):
+        tl = timeline(cap, t0, t1, ops, max_ops)
+        have = {ln["tid"] for ln in tl["lanes"]}
+        add = {t: _lane(cap, t) for t in sorted(more - have)}
+        if add:
+            _lanes(cap, t0, t1, add)
+            for lane in add.values():
+                lane["cpu"].sort()
+            tl["lanes"] += list(add.values())
+        osds.append({"name": cap.name or "pid %d" % cap.pid, "pid": cap.pid,
+                     "timeline": tl})
+    return {"window": [t0, t1], "clock_offset_ns": caps[0].clock_offset_ns,
+            "osds": osds, "flows": flows}

@@ -10,13 +10,17 @@ and the DOM a test can check:
   #roles        rect.role-bar per role (offcpu, runq) and the threads table
   svg#timeline  rect.lane per thread, rect.cpu-run/.cpu-runq/.cpu-sleep,
                 g.op with rect.stage children, line.wake (wake-up arrows)
+render_host(recs, host) draws several OSDs of one capture: one timeline
+(g.osd-band[data-osd] per OSD, line.flow[data-flow] arrows of replicated
+writes between them) and a section.osd[data-osd] per OSD with the
+sections above (their ids prefixed "osd.N-").
 The page records JS errors in <html data-js-errors> and sets
 <html data-js-ready="1"> once its script ran. Ops without a worker tid
 (never dequeued) are left out; at most MAX_OPS ops are drawn, and runs of
 scheduler states too short to see are merged.
 """
 from ..model import report
-from .html_timeline import _timeline
+from .html_timeline import _host_timeline, _timeline
 from .htmlbits import _cls, _dur, _e, _table, _wall
 
 
@@ -329,3 +333,54 @@ def render(rec, timeline, title=None):
             '<body>%s<script>%s</script></body></html>\n' % (
                 _e(title or "cephlat report pid %s" % rec.get("pid")),
                 ERROR_JS, CSS, "".join(body), ZOOM_JS))
+
+
+HOST_CSS = """
+section.osd{border-top:2px solid #bbb;margin-top:1.5em}
+section.osd > section[id$="-verdict"]{border-left:6px solid #c33;
+  background:#fff4f2;padding:.6em 1em}
+"""
+
+
+def _osd_section(k, name, rec):
+    """One OSD's report sections, their ids prefixed with its name."""
+    body = "".join([_verdict(rec), _attribution(rec), _roles(rec),
+                    _stage_section("stages", "Stages", rec.get("stages")),
+                    _stage_section("kernel", "Kernel and scheduler stages",
+                                   rec.get("kernel"))])
+    body = body.replace(' id="', ' id="%s-' % _cls(name))
+    return ('<section class="osd" id="osd-%d" data-osd="%s"><h2>%s, '
+            'ceph-osd pid %s</h2>%s</section>' % (
+                k, _e(name), _e(name), _e(rec.get("pid")), body))
+
+
+def render_host(recs, host, title=None):
+    """The HTML page (str) for several OSDs of one capture: `recs` their
+    report records [(name, rec)] over the window, `host` their timeline
+    (model/timeline.py host_timeline; None: no timeline section)."""
+    names = [n for n, _ in recs]
+    rec0 = recs[0][1] if recs else {}
+    if host:
+        t0, t1 = host["window"]
+        off = host.get("clock_offset_ns", 0)
+        window = "%s to %s (%s)" % (_wall((t0 + off) / 1e9),
+                                    _wall((t1 + off) / 1e9),
+                                    _dur((t1 - t0) / 1000.0))
+    else:
+        window = "%s to %s" % (_wall(rec0["ts"] - rec0["interval_s"]),
+                               _wall(rec0["ts"]))
+    head = ('<h1>%s</h1><p class="meta">%s; Ceph %s; window %s</p>'
+            '<p class="meta">%s</p>' % (
+                _e(title or "OSD stage latency, %d OSDs" % len(recs)),
+                _e(", ".join("%s pid %s" % (n, r.get("pid"))
+                             for n, r in recs)),
+                _e(rec0.get("ceph_version")), _e(window),
+                " ".join('<a href="#osd-%d">%s</a>' % (k, _e(n))
+                         for k, n in enumerate(names))))
+    body = [head, _host_timeline(host) if host else ""]
+    body += [_osd_section(k, n, r) for k, (n, r) in enumerate(recs)]
+    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            '<title>%s</title><script>%s</script><style>%s%s</style></head>'
+            '<body>%s<script>%s</script></body></html>\n' % (
+                _e(title or "cephlat report %s" % ", ".join(names)),
+                ERROR_JS, CSS, HOST_CSS, "".join(body), ZOOM_JS))

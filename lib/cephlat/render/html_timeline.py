@@ -36,10 +36,10 @@ CPU_LABELS = {"run": "running", "runq": "runnable (waiting for a CPU)",
 class _Geometry:
     """Monotonic ns -> plot x; tid -> lane top."""
 
-    def __init__(self, timeline, lane_list):
+    def __init__(self, timeline, lane_list, y0=0):
         self.t0, t1 = timeline["window"]
         self.span = max(1, t1 - self.t0)
-        self.top = {lane["tid"]: i * LANE_H for i, lane in
+        self.top = {lane["tid"]: y0 + i * LANE_H for i, lane in
                     enumerate(lane_list)}
 
     def x(self, ns):
@@ -100,11 +100,13 @@ def _cpu_title(g, s, e, ns):
         for k, v in sorted(ns.items(), key=lambda kv: -kv[1])))
 
 
-def _cpu_svg(g, lane_list):
+def _cpu_svg(g, lane_list, n_lanes=None):
     """Scheduler states; short ones merged (drawn in the state that took
-    most of the run) so that at most ~2 * MAX_CPU_SEGMENTS are drawn.
+    most of the run) so that at most ~2 * MAX_CPU_SEGMENTS are drawn
+    (over `n_lanes` lanes in all, default these).
     Returns the rects and how many states were merged away."""
-    per_lane = min(4 * PLOT_W, MAX_CPU_SEGMENTS // max(1, len(lane_list)))
+    per_lane = min(4 * PLOT_W, MAX_CPU_SEGMENTS // max(1, n_lanes or
+                                                       len(lane_list)))
     min_ns = g.span / max(1, per_lane)
     out, merged = [], 0
     for lane in lane_list:
@@ -244,3 +246,117 @@ def _timeline(timeline):
             AXIS_H + h, GUTTER, "".join(labels), GUTTER, AXIS_H, PLOT_W, h,
             PLOT_W, h, PLOT_W, h, g.span, "".join(plot)))
 
+
+
+# --------------------------------------------------------------------------
+# several OSDs: a band of lanes per OSD, arrows between them
+
+OSD_H = 20                          # the band heading each OSD's lanes
+FLOW_LABELS = {"repop": "sub-op sent by the primary, replica op started",
+               "reply": "replica's commit reply, handled by the primary"}
+
+
+def _flow_svg(geos, host, f):
+    """A replicated write's arrow between two OSDs' lanes: the primary's
+    op (sub-ops sent) to the replica op, or the replica's commit reply to
+    the primary's thread that handled it."""
+    a, z = f["from"], f["to"]
+    ga, gz = geos[a["osd"]], geos[z["osd"]]
+    if a["tid"] not in ga.top or z["tid"] not in gz.top:
+        return ""
+    names = [o["name"] for o in host["osds"]]
+    y1 = ga.top[a["tid"]] + EXEC_Y + EXEC_H / 2
+    y2 = gz.top[z["tid"]] + (QUEUE_Y if f["kind"] == "repop" else
+                             EXEC_Y + EXEC_H / 2)
+    x2 = ga.x(z.get("enqueue_ns") or z["ts_ns"]) if f["kind"] == "repop" \
+        else ga.x(z["ts_ns"])
+    title = "%s %s: %s (%s tid %d) at +%s to %s tid %d at +%s (%s)" % (
+        f["reqid"], f["kind"], FLOW_LABELS[f["kind"]], names[a["osd"]],
+        a["tid"], ga.rel(a["ts_ns"]), names[z["osd"]], z["tid"],
+        ga.rel(z["ts_ns"]), _dur((z["ts_ns"] - a["ts_ns"]) / 1000.0))
+    focus = " flow-focus" if f["reqid"] == host.get("focus") else ""
+    return ('<line class="flow flow-%s%s" data-flow="%s" data-reqid="%s" '
+            'data-from="%s" data-to="%s" x1="%.2f" y1="%.1f" x2="%.2f" '
+            'y2="%.1f" marker-end="url(#flow-arrow)"><title>%s</title>'
+            '</line>' % (_cls(f["kind"]), focus, _e(f["kind"]),
+                         _e(f["reqid"]),
+                         _e(names[a["osd"]]), _e(names[z["osd"]]),
+                         ga.x(a["ts_ns"]), y1, x2, y2, _e(title)))
+
+
+def _host_timeline(host):
+    """The timeline of several OSDs (model/timeline.py host_timeline): a
+    band per OSD (g.osd-band[data-osd]) with its lanes as _timeline draws
+    them, and line.flow[data-flow] arrows between the OSDs."""
+    window = host["window"]
+    per = []                        # (osd, timeline, lane list, geometry)
+    y = 0
+    for osd in host["osds"]:
+        tl = dict(osd["timeline"], window=window)
+        lane_list = lanes(tl)
+        per.append((osd, tl, lane_list, _Geometry(tl, lane_list,
+                                                  y + OSD_H), y))
+        y += OSD_H + LANE_H * len(lane_list)
+    h = y
+    n_lanes = sum(len(p[2]) for p in per)
+    plot, labels, all_ops, all_wakes = [], [], [], []
+    merged, min_ns = 0, 0
+    for osd, tl, lane_list, g, band_y in per:
+        ops = [op for op in tl.get("ops", []) if op.get("tid") is not None]
+        wakeups = tl.get("wakeups", [])
+        lane_svg, lane_labels = _lanes_svg(g, lane_list)
+        cpu, m, min_ns = _cpu_svg(g, lane_list, n_lanes)
+        merged += m
+        plot.append('<g class="osd-band" data-osd="%s" data-pid="%s">'
+                    '<rect class="osd-head" x="0" y="%d" width="%d" '
+                    'height="%d"><title>%s</title></rect>' % (
+                        _e(osd["name"]), _e(osd.get("pid")), band_y, PLOT_W,
+                        OSD_H, _e("%s pid %s" % (osd["name"],
+                                                  osd.get("pid")))))
+        plot += lane_svg + cpu
+        plot += [_op_svg(g, op) for op in ops[:MAX_OPS]]
+        plot += [_wake_svg(g, w) for w in wakeups[:MAX_WAKEUPS]]
+        plot.append("</g>")
+        labels.append('<text class="osd-label" x="4" y="%d">%s (pid %s)'
+                      '</text>' % (AXIS_H + band_y + 15, _e(osd["name"]),
+                                   _e(osd.get("pid"))))
+        labels += lane_labels
+        all_ops += ops
+        all_wakes += wakeups
+    geos = [p[3] for p in per]
+    flows = [_flow_svg(geos, host, f) for f in host.get("flows", [])]
+    plot += [x for x in flows if x]
+    colours = _stage_colours(n for op in all_ops
+                             for n, _, _ in op.get("stages", []))
+    style = "".join(".s-%s{fill:%s}" % (_cls(n), c)
+                    for n, c in colours.items())
+    style += "".join(".cpu-%s{fill:%s}" % kv for kv in CPU_COLOURS.items())
+    style += (".osd-head{fill:#dde4ee} #timeline .osd-label{font-size:12px;"
+              "font-weight:bold} .flow{stroke:#1f5fbf;stroke-width:1.5;"
+              "vector-effect:non-scaling-stroke} .flow-reply{stroke:#7b3fb0;"
+              "stroke-dasharray:4 2} .flow-focus{stroke-width:3.5}")
+    legend = _legend(colours).replace(
+        "</div>", '<span style="color:#1f5fbf">&#8594; replicated write: '
+        'primary sent the sub-op to the replica op</span><span style="color:'
+        '#7b3fb0">&#8594; (dashed) replica\'s commit reply to the primary'
+        '</span></div>')
+    g = geos[0] if geos else _Geometry({"window": window}, [])
+    return (
+        '<section id="timeline-section"><h2>Timeline of %d OSDs%s</h2>'
+        '<style>%s</style>%s<p class="meta" id="tl-range">whole window, %s'
+        '</p>%s<svg id="timeline" width="%d" height="%d">'
+        '<defs><marker id="arrow" viewBox="0 0 6 6" refX="6" refY="3" '
+        'markerWidth="6" markerHeight="6" orient="auto-start-reverse">'
+        '<path d="M0,0 L6,3 L0,6 z" fill="#333"/></marker>'
+        '<marker id="flow-arrow" viewBox="0 0 6 6" refX="6" refY="3" '
+        'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
+        '<path d="M0,0 L6,3 L0,6 z" fill="#1f5fbf"/></marker></defs>'
+        '<g id="tl-axis" class="axis" transform="translate(%d,0)"></g>%s'
+        '<svg id="tl-plot" x="%d" y="%d" width="%d" height="%d" '
+        'viewBox="0 0 %d %d" preserveAspectRatio="none" data-w="%d" '
+        'data-h="%d" data-span="%d">%s</svg></svg></section>' % (
+            len(per), _e(", centred on %s (thick arrows)" % host["focus"])
+            if host.get("focus") else "", style, legend, _e(_dur(g.span / 1000.0)),
+            _notes(all_ops, all_wakes, merged, min_ns), GUTTER + PLOT_W,
+            AXIS_H + h, GUTTER, "".join(labels), GUTTER, AXIS_H, PLOT_W, h,
+            PLOT_W, h, PLOT_W, h, g.span, "".join(plot)))

@@ -11,6 +11,13 @@ Layout of the trace (one process, `pid`):
   - wake-ups are flows ("s" on the waker's cpu track at the wake-up, "f"
     with "bp":"e" on the woken thread's cpu track when it got a CPU);
     timer wake-ups (no waking thread) are instant events.
+Several OSDs (render_host): a process per OSD (its pid, named osd.N),
+laid out as above, async and flow ids prefixed with the OSD's name; a
+replicated write's flows (cat "replica", ids "repop:REQID:osd.N"):
+"repop" from the primary's op slice when it sent the sub-ops ("s") to
+the replica op's first slice ("f", "bp":"e", at that slice's start),
+"repop reply" from the replica's thread ("s" on its cpu track, running)
+when it sent its commit reply to the primary's slice that handled it.
 Timestamps are microseconds (floats) relative to the window start;
 "otherData" records the window in CLOCK_MONOTONIC ns and the offset to
 the wall clock.
@@ -71,10 +78,10 @@ def _nest(slices):
 class _Builder:
     """Accumulates events; times in CLOCK_MONOTONIC ns."""
 
-    def __init__(self, timeline, pid):
+    def __init__(self, timeline, pid, events=None):
         self.t0 = timeline["window"][0]
         self.pid = pid
-        self.events = []
+        self.events = [] if events is None else events
         self.tracks = {}            # tid -> [(start_ns, end_ns, event)]
 
     def us(self, ns):
@@ -125,7 +132,7 @@ def _cpu_states(b, timeline):
                         CPU_NAMES.get(state, state), "sched")
 
 
-def _ops(b, timeline):
+def _ops(b, timeline, prefix=""):
     for i, op in enumerate(timeline.get("ops", [])):
         if op.get("tid") is None:           # not dequeued: no worker lane
             continue
@@ -136,7 +143,7 @@ def _ops(b, timeline):
             if not span:
                 continue
             if name in SPAN_STAGES:
-                aid = "%s#%d" % (op.get("op"), i)
+                aid = "%s%s#%d" % (prefix, op.get("op"), i)
                 b.event("b", name, op["tid"], span[0], cat="op", id=aid,
                         args=args)
                 b.event("e", name, op["tid"], span[1], cat="op", id=aid)
@@ -144,7 +151,7 @@ def _ops(b, timeline):
                 b.slice(op["tid"], span[0], span[1], name, "op", args)
 
 
-def _wakeups(b, timeline):
+def _wakeups(b, timeline, prefix=""):
     for i, w in enumerate(timeline.get("wakeups", [])):
         to = w["to_tid"] + CPU_TID_BASE
         oncpu = w.get("oncpu_ns") or w["ts_ns"]
@@ -154,7 +161,7 @@ def _wakeups(b, timeline):
         if w.get("from_tid") is None:
             b.event("i", "timer wakeup", to, w["ts_ns"], cat="wake", s="t")
             continue
-        fid = "wake%d" % i
+        fid = "%swake%d" % (prefix, i)
         b.event("s", "wakeup", w["from_tid"] + CPU_TID_BASE, w["ts_ns"],
                 cat="wake", id=fid)
         b.event("f", "wakeup", to, oncpu, cat="wake", id=fid, bp="e")
@@ -174,6 +181,61 @@ def render(timeline, process_name="ceph-osd", pid=None):
                           "window_ns": [t0, t1],
                           "clock_offset_ns": timeline.get("clock_offset_ns",
                                                           0),
+                          "ts": "microseconds since window_ns[0]"}}
+
+
+def _flow_events(b, host, pids):
+    """The flows between OSDs (see the module doc)."""
+    t0, t1 = host["window"]
+    seen = {}
+    for f in host.get("flows", []):
+        a, z = f["from"], f["to"]
+        if not (t0 <= a["ts_ns"] <= t1 and t0 <= z["ts_ns"] <= t1):
+            continue
+        peer = host["osds"][z["osd"] if f["kind"] == "repop" else
+                            a["osd"]]["name"]
+        key = "%s:%s:%s" % (f["kind"], f["reqid"], peer)
+        n = seen[key] = seen.get(key, 0) + 1
+        fid = key if n == 1 else "%s#%d" % (key, n)
+        name = "repop" if f["kind"] == "repop" else "repop reply"
+        args = {"reqid": f["reqid"], "pg": f.get("pg"), "replica": peer}
+        # the sender: the primary's op slice; the replica's cpu track
+        a_tid = a["tid"] + (CPU_TID_BASE if f["kind"] == "reply" else 0)
+        b.pid = pids[a["osd"]]
+        b.event("s", name, a_tid, a["ts_ns"], cat="replica", id=fid,
+                args=args)
+        b.pid = pids[z["osd"]]
+        b.event("f", name, z["tid"], z["ts_ns"], cat="replica", id=fid,
+                bp="e", args=args)
+
+
+def render_host(host):
+    """The trace object for the timeline of several OSDs
+    (model/timeline.py host_timeline): a process per OSD and the flows
+    of replicated writes between them; json.dump it."""
+    events = []
+    pids = []
+    t0, t1 = host["window"]
+    for k, osd in enumerate(host["osds"]):
+        tl = osd["timeline"]
+        pid = osd["pid"] if osd.get("pid") is not None else k + 1
+        pids.append(pid)
+        b = _Builder(dict(tl, window=host["window"]), pid, events)
+        _metadata(b, tl, osd["name"])
+        b.meta("process_sort_index", 0, sort_index=k)
+        tl = dict(tl, window=host["window"])
+        _cpu_states(b, tl)
+        _ops(b, tl, osd["name"] + "/")
+        b.finish_slices()
+        _wakeups(b, tl, osd["name"] + "/")
+    _flow_events(_Builder(host, None, events), host, pids)
+    return {"traceEvents": events, "displayTimeUnit": "ns",
+            "otherData": {"clock": "CLOCK_MONOTONIC",
+                          "window_ns": [t0, t1],
+                          "clock_offset_ns": host.get("clock_offset_ns", 0),
+                          "osds": {o["name"]: pids[k] for k, o in
+                                   enumerate(host["osds"])},
+                          "focus_reqid": host.get("focus"),
                           "ts": "microseconds since window_ns[0]"}}
 
 

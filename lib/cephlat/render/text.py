@@ -127,14 +127,44 @@ def _attribution(out, rec):
                       100 * r["pickup"], r["timeouts_with_work"]))
 
 
+def print_op_story(out, story):
+    """-r --op: one request's ops on every OSD."""
+    out.write("op %s, pg %s, on %d OSD%s (times in us; +at = from the "
+              "first enqueue)\n" % (story["reqid"], story.get("pg") or "?",
+                                    len(story["osds"]),
+                                    "" if len(story["osds"]) == 1 else "s"))
+    for name, rows in story["osds"].items():
+        for r in rows:
+            out.write("\n%s, %s op, enqueued at +%s:\n" % (
+                name, r["role"], r["enqueued_at_us"]))
+            _print_ops(out, [r], numbered=False)
+
+
 def print_slowest(out, rows):
     out.write("\nSLOWEST OPS (times in us from the enqueue)\n")
+    _print_ops(out, rows)
+
+
+def _op_title(r):
+    """op ADDR [reqid pg object] class-or-kind: how long, queue_wait"""
+    who = " %s pg %s" % (r["reqid"], r["pg"]) if r.get("reqid") else ""
+    if r.get("object"):
+        who += " " + r["object"]
+    what = r["class"] or r.get("kind")
+    if r["total_us"] is not None:
+        took = "%s us in all" % r["total_us"]
+    elif r.get("repop_us") is not None:
+        took = "%s us to its commit reply" % r["repop_us"]
+    else:
+        took = "completion not probed"
+    return "op %s%s%s: %s, queue_wait %s us" % (
+        r["op"], who, " " + what if what else "", took,
+        r.get("queue_wait_us", "?"))
+
+
+def _print_ops(out, rows, numbered=True):
     for i, r in enumerate(rows, 1):
-        out.write("%d. op %s%s: %s, queue_wait %s us\n" % (
-            i, r["op"], " " + r["class"] if r["class"] else "",
-            "%s us in all" % r["total_us"] if r["total_us"] is not None
-            else "completion not probed",
-            r.get("queue_wait_us", "?")))
+        out.write("%s%s\n" % ("%d. " % i if numbered else "", _op_title(r)))
         out.write("   enqueued %s by %s (%d)\n" % (
             time.strftime("%H:%M:%S", time.localtime(r["enqueue"]["ts"])) +
             ("%.6f" % (r["enqueue"]["ts"] % 1))[1:],
@@ -158,8 +188,53 @@ def print_slowest(out, rows):
         for st in r["stages"]:
             out.write("   +%s..+%s %s\n" % (st["start_us"], st["end_us"],
                                             st["stage"]))
+        _replication(out, r)
         if "done_us" in r:
             out.write("   +%s done\n" % r["done_us"])
+    out.flush()
+
+
+def _replication(out, r):
+    """A replicated write's replies and own commit, a replica op's end."""
+    for rp in r.get("replies", ()):
+        out.write("   +%s %s replied (waited %s us since the sub-ops "
+                  "went out)\n" % (rp["at_us"], rp["peer"], rp["wait_us"]))
+    if r.get("local_commit_us") is not None:
+        out.write("   +%s own commit\n" % r["local_commit_us"])
+    if r.get("repop_us") is not None:
+        out.write("   +%s committed, reply sent (repop)\n" % r["repop_us"])
+
+
+def print_host(out, args, host, recs):
+    """A report on several OSDs: each OSD's, then the host summary.
+    recs: (interval object, histograms) per OSD, in host["osds"] order."""
+    for name, (rec, hists) in zip(host["osds"], recs):
+        out.write("\n%s %s (pid %d) %s\n" % ("=" * 10, name, rec["pid"],
+                                              "=" * 10))
+        print_text(out, args, rec, hists)
+        if rec.get("slowest"):
+            print_slowest(out, rec["slowest"])
+    print_host_summary(out, args, host)
+
+
+def print_host_summary(out, args, host):
+    """The host summary of a report on several OSDs: one row per OSD."""
+    div, unit = (1000.0, "ms") if args.milliseconds else (1.0, "us")
+    cols = [st for st in report.SUMMARY_STAGES
+            if any(r[st + "_p99_us"] is not None for r in host["summary"])]
+    out.write("\nHOST SUMMARY (%d OSDs; p99 in %s; interval %.1f s)\n" % (
+        len(host["summary"]), unit, host["interval_s"]))
+    out.write("%-8s %8s %8s" % ("OSD", "PID", "OPS") + "".join(
+        " %13s" % c.upper() for c in cols) + "  CAUSE\n")
+    for r in host["summary"]:
+        out.write("%-8s %8d %8d" % (r["osd"], r["pid"], r["ops"]) + "".join(
+            " %13s" % ("-" if r[c + "_p99_us"] is None else
+                       "%.1f" % (r[c + "_p99_us"] / div)) for c in cols) +
+            "  %s\n" % report.CAUSES.get(r["cause"], r["cause"] or "-"))
+    ov = host.get("overhead")
+    if ov:
+        out.write("(host: estimated cost %.2f %% of the CPUs)\n" %
+                  ov["estimated_pct"])
     out.flush()
 
 
