@@ -75,3 +75,16 @@ def dom(text):
     d = _Dom()
     d.feed(text)
     return d
+
+
+def rendered(path):
+    """The DOM of HTML page `path` after its script ran in headless
+    Chromium, asserting the page loaded, logged nothing and said its
+    script was ready without errors."""
+    c = chromium(["--dump-dom", "file://%s" % path])
+    assert c.returncode == 0, c.stderr[-2000:]
+    assert console_lines(c.stderr) == []
+    d = dom(c.stdout)
+    assert d.root.get("data-js-ready") == "1" and \
+        "data-js-errors" not in d.root, d.root
+    return d

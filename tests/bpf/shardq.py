@@ -29,7 +29,7 @@ CASES = {
 _RUNS = {}
 
 
-def run_case(exe, mode, capture):
+def run_case(exe, mode, capture, extra=()):
     """-> (the program's truth, osdstage's JSON report, capture path)"""
     items, gap, delay, timeout, burst, work = CASES[mode]
     prog = subprocess.Popen([exe, "2", "2", str(items), mode, str(gap),
@@ -37,7 +37,7 @@ def run_case(exe, mode, capture):
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True)
     truth, out, err, status = trace_until_exit(
-        prog, ["--probes", SPEC, "-j", "-w", capture])
+        prog, ["--probes", SPEC, "-j", "-w", capture] + list(extra))
     assert status == 0, err
     assert "shardq %d exited; detached." % prog.pid in err
     assert "capture %s:" % capture in err and "none lost" in err, err

@@ -275,3 +275,23 @@ def test_capture_names_its_format_and_vocabulary(shardq_runs):
     env = Trace(cap).env
     assert int(env["format"]) == FORMAT
     assert json.loads(env["vocab"]) == live().enums
+
+
+@pytest.mark.parametrize("run", range(3))
+def test_slowest_ties_call_stages_to_their_op_exactly(shardq_exe, tmp_path,
+                                                      run):
+    """Call stages carry the op their thread executes: with four workers
+    taking ops in bursts, every op listed by --slowest has exactly the one
+    dequeue_op call it ran, inside its own dequeue -> next dequeue."""
+    from shardq import run_case
+    _, live, cap = run_case(shardq_exe, "normal", str(tmp_path / "c.ctf"),
+                            ["-S", "queue_wait,dequeue_op"])
+    items = live["stages"]["queue_wait"]["count"]
+    assert live["stages"]["dequeue_op"]["count"] == items
+    p = read(cap, "--slowest", str(items), "-j")
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)["slowest"]
+    assert len(rows) == items
+    for r in rows:
+        names = [s["stage"] for s in r["stages"]]
+        assert names == ["dequeue_op"], r

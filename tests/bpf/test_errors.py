@@ -88,3 +88,21 @@ def test_tracefs_missing(bpf_ready, running):
                         "sh", "-c", script], capture_output=True, text=True)
     assert_one_line_error(p, "tracefs is not mounted",
                           "mount -t tracefs tracefs /sys/kernel/tracing")
+
+
+def test_several_targets_bad_input(bpf_ready, running):
+    a = running()
+    # the same process twice
+    p = run_tool([OSDSTAGE, "-p", "%d,%d" % (a, a), "1", "1"])
+    assert_one_line_error(p, "the same process is named twice: %d,%d" % (
+        a, a), status=1)
+    # one of them is not a ceph-osd
+    p = run_tool([OSDSTAGE, "-p", "%d,%d" % (os.getpid(), a), "1", "1"])
+    assert_one_line_error(p, "not a ceph-osd", status=1)
+    # an OSD id that does not run here
+    p = run_tool([OSDSTAGE, "--osd", "9998,9999", "1", "1"])
+    assert_one_line_error(p, "no running ceph-osd with id 9998", status=1)
+    # --bpftrace-args is for one OSD
+    p = run_tool([OSDSTAGE, "-p", "%d,%d" % (a, running("other")),
+                  "--bpftrace-args"])
+    assert p.returncode != 0 and "Traceback" not in p.stderr

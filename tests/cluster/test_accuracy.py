@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from cephlat.ceph import probetable
+
 from conftest import Bench, prefill
 from test_osdstage_live import traced_window
 
@@ -43,11 +45,23 @@ def runs(lab):
 def test_every_stage_reported(runs, mode):
     rec, _, _ = runs[mode]
     assert rec["unavailable"] == {}
-    assert set(rec["stages"]) == {"queue_wait", "dequeue_op", "do_op",
-                                  "get_object_context", "bluestore_read",
-                                  "bluestore_submit", "op_total"}
+    assert set(rec["stages"]) == set(probetable.STAGES)
     for k in ("start_map_full", "op_map_full", "bad_arg"):
         assert rec["lost"][k] == 0, rec["lost"]
+
+
+def test_one_osd_writes_commit_locally_and_have_no_replicas(runs):
+    """Pool size 1: every write is submitted and committed by its only
+    OSD (local_commit), nothing waits for replicas, no replica ops."""
+    rec, before, after = runs["write"]
+    st = rec["stages"]
+    writes = after["osd"]["op_w"] - before["osd"]["op_w"]
+    assert writes > 1000
+    assert abs(st["local_commit"]["count"] - writes) <= 0.03 * writes, (
+        st["local_commit"], writes)
+    assert st["local_commit"]["mean_us"] <= st["op_total"]["mean_us"]
+    assert st["replica_wait"]["count"] == 0 and st["repop"]["count"] == 0
+    assert st["replica_wait"]["by_peer"] == {}
 
 
 @pytest.mark.parametrize("mode", ["read", "write"])

@@ -41,6 +41,8 @@ def gdb_out():
                 addrs[role] = elf.find(f.qualified, f.params)[0].addr
     cmds = ["ptype /o OpRequest", "print (int)CEPH_OSD_RMW_FLAG_READ",
             "print (int)CEPH_OSD_RMW_FLAG_WRITE"]
+    for name, expr in OFFSETS.items():
+        cmds += ["echo @@off %s\\n" % name, "print (long)%s" % expr]
     for role, a in addrs.items():
         cmds += ["echo @@%s\\n" % role, "info scope *0x%x" % a]
     args = ["gdb", "-batch", "-nx"]
@@ -49,6 +51,23 @@ def gdb_out():
     p = subprocess.run(args + [OSD], capture_output=True, text=True,
                        timeout=600)
     return p.stdout
+
+
+# the probe table's per-release offsets (and what the BPF side assumes of
+# osd_reqid_t and std::string), as DWARF expressions
+OFFSETS = {
+    "reqid_off": "&((OpRequest*)0)->reqid",
+    "src_num_off": "&((OpRequest*)0)->req_src_inst.name._num",
+    "inprog_op_off": "&((ReplicatedBackend::InProgressOp*)0)->op",
+    "repmod_op_off": "&((ReplicatedBackend::RepModify*)0)->op",
+    "msg_off": "&((OpRequest*)0)->request",
+    "op_name_off": "&((MOSDOp*)0)->hobj.oid.name",
+    "repop_name_off": "&((MOSDRepOp*)0)->poid.oid.name",
+    "reqid._num": "&((osd_reqid_t*)0)->name._num",
+    "reqid.tid": "&((osd_reqid_t*)0)->tid",
+    "reqid.inc": "&((osd_reqid_t*)0)->inc",
+    "string.len": "&((std::string*)0)->_M_string_length",
+}
 
 
 def _entry_location(scope_text, symbol):
@@ -79,6 +98,26 @@ def test_rmw_flags_offset_and_bits(gdb_out):
     assert "$1 = %d" % rd in gdb_out and "$2 = %d" % wr in gdb_out
 
 
+def test_replica_offsets(gdb_out):
+    """reqid, the sender's OSD id, the ops held by Ceph's in-progress and
+    replica-op records, the message and object names: as in the table."""
+    got = {m.group(1): int(m.group(2)) for m in re.finditer(
+        r"@@off (\S+)\n\$\d+ = (\d+)", gdb_out)}
+    assert set(got) == set(OFFSETS), gdb_out[-3000:]
+    table = probetable.RELEASES["16.2"].offsets
+    for name in OFFSETS:
+        if name in table:
+            assert got[name] == table[name], name
+    # read_reqid() and read_object() of probes/osdstage.bpf.c
+    assert (got["reqid._num"], got["reqid.tid"], got["reqid.inc"],
+            got["string.len"]) == (8, 16, 24, 8)
+
+
+# the parameter that holds what the cookie points the program at: the op,
+# or Ceph's record of it (rep_submit takes the thread's op: no argument)
+PARAM = {"op_commit": "op", "repop_commit": "rm"}
+
+
 def test_op_argument_positions(gdb_out):
     rel = probetable.RELEASES["16.2"]
     sections = dict(re.findall(r"@@(\w+)\n(.*?)(?=@@|\Z)", gdb_out, re.S))
@@ -87,7 +126,7 @@ def test_op_argument_positions(gdb_out):
         if not f.op_arg:
             continue
         arg, deref = f.op_arg
-        kind, reg = _entry_location(sections[role], "op")
+        kind, reg = _entry_location(sections[role], PARAM.get(role, "op"))
         assert reg == ARG_REGS[arg - 1], (role, kind, reg)
         if kind == "at":
             # a by-value smart pointer passed by invisible reference: the
@@ -98,6 +137,6 @@ def test_op_argument_positions(gdb_out):
             # a reference parameter: to the smart pointer (deref) or to the
             # OpRequest itself (no deref)
             params = f.params.pattern
-            assert deref == ("intrusive_ptr<OpRequest>" in params), role
+            assert deref == ("intrusive_ptr<" in params), role
         checked += 1
-    assert checked == 3
+    assert checked == 6

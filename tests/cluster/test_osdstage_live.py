@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from cephlat.ceph import probetable
+
 from conftest import (OSDSTAGE, PYTHON, Bench, perf_counters, prefill,
                       wait_for_line)
 
@@ -15,18 +17,26 @@ def ops(dump):
     return dump["osd"]["op_r"] + dump["osd"]["op_w"]
 
 
-def traced_window(lab, args, timeout=120):
-    """Run osdstage with `args` (one report); take perf dumps when it says
-    the probes are attached and as soon as its report arrives (before it
-    detaches and exits). -> (stdout, stderr, before, after)"""
-    p = subprocess.Popen([PYTHON, OSDSTAGE, "-p", str(lab["pid"])] + args,
+def traced_window(lab, args, timeout=120, target=None, asoks=None):
+    """Run osdstage with `args` (one report) on the lab's OSD (or on
+    `target`, e.g. ["--osd", "all"]); take perf dumps when it says the
+    probes are attached and as soon as its report arrives (before it
+    detaches and exits): of the lab's OSD, or a list, one per admin
+    socket of `asoks`. -> (stdout, stderr, before, after)"""
+    target = target or ["-p", str(lab["pid"])]
+
+    def dump():
+        if asoks is None:
+            return perf_counters(lab["asok"])
+        return [perf_counters(a) for a in asoks]
+    p = subprocess.Popen([PYTHON, OSDSTAGE] + target + args,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     try:
-        banner = wait_for_line(p.stderr, "Tracing", 30)
-        before = perf_counters(lab["asok"])
+        banner = wait_for_line(p.stderr, "Tracing", 60)
+        before = dump()
         first = p.stdout.readline()
-        after = perf_counters(lab["asok"])
+        after = dump()
         out = first + p.stdout.read()
         rest = p.stderr.read()
         p.wait(timeout)
@@ -136,12 +146,14 @@ def test_list_shows_the_lab_osd(lab):
                                 "CET", "STAGES"]
     row = next(l.split() for l in lines[1:] if l.split()[1] == str(lab["pid"]))
     assert row[0] == "0" and row[2].startswith("16.2.") and \
-        row[3] == "pacific" and row[4:] == ["16.2", "no", "all", "7"]
+        row[3] == "pacific" and row[4:] == ["16.2", "no", "all",
+                                             str(len(probetable.STAGES))]
     p = subprocess.run([PYTHON, OSDSTAGE, "--list", "-j"], capture_output=True,
                        text=True, timeout=60)
     osds = json.loads(p.stdout)["osds"]
     me = next(o for o in osds if o["pid"] == lab["pid"])
-    assert set(me["stages"].values()) == {"ok"} and len(me["stages"]) == 7
+    assert set(me["stages"].values()) == {"ok"} and \
+        len(me["stages"]) == len(probetable.STAGES)
     assert (me["probe_table"], me["probe_table_exact"], me["cet"]) == (
         "16.2", True, False)
 

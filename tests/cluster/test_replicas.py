@@ -1,0 +1,401 @@
+"""Replicated writes on the 3-OSD lab (pool rbd size 3), every OSD traced
+at once (`osdstage.py --osd all`): per-OSD counts against each OSD's own
+counters, the replica stages, request ids against Ceph's OpTracker, a
+slowed replica named in the verdict, and one write followed over its
+three OSDs (-r --op).
+
+Windows: perf dumps of the three OSDs are taken when osdstage says the
+probes are attached and as soon as its report arrives.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from datetime import datetime
+
+import pytest
+
+from conftest import OSDSTAGE, PYTHON, Bench, prefill, run_tool
+from test_osdstage_live import traced_window
+from cephlat.ceph.adminsock import command
+from cephlat.capture.reader import Capture
+
+WINDOW = "8"
+
+
+def traced_host_window(lab, args, timeout=120):
+    """osdstage --osd all -j `args` (one report); perf dumps of every OSD
+    at attach and at the report. -> (host record, stderr, before, after)"""
+    out, err, before, after = traced_window(
+        lab, ["-j"] + args, timeout, target=["--osd", "all"],
+        asoks=lab["asoks"])
+    return json.loads(out.splitlines()[0]), err, before, after
+
+
+def delta(before, after, section, name):
+    return after[section][name] - before[section][name]
+
+
+def lat_mean_us(before, after, section, name):
+    b, a = before[section][name], after[section][name]
+    n = a["avgcount"] - b["avgcount"]
+    return (a["sum"] - b["sum"]) / n * 1e6 if n else None
+
+
+@pytest.fixture(scope="module")
+def runs(lab3, tmp_path_factory):
+    """A 4 KiB write window (captured) and a random-read window."""
+    d = tmp_path_factory.mktemp("replicas")
+    prefill(lab3, 5)
+    for asok in lab3["asoks"]:       # OpTracker: keep every op of a window
+        command(asok, "config set", var="osd_op_history_size",
+                val=["20000"])
+    out = {}
+    for mode in ("write", "rand"):
+        cap = str(d / (mode + ".ctf"))
+        bench = Bench(lab3, mode, 25)
+        try:
+            time.sleep(3)
+            # reads on three OSDs make ~200k events/s: a ring that holds
+            # the whole window (the recorder's pace is issue 15's)
+            host, err, before, after = traced_host_window(
+                lab3, ["-w", cap, "--ring-mb", "256", WINDOW, "1"])
+            historic = [command(a, "dump_historic_ops") for a in
+                        lab3["asoks"]]
+            by_duration = [command(a, "dump_historic_ops_by_duration")
+                           for a in lab3["asoks"]]
+        finally:
+            bench.stop()
+        out[mode] = dict(host=host, err=err, before=before, after=after,
+                         cap=cap, historic=historic, by_duration=by_duration)
+    return out
+
+
+def names(lab):
+    return ["osd.%d" % i for i in range(lab["osds"])]
+
+
+@pytest.mark.parametrize("mode", ["write", "rand"])
+def test_every_osd_reported_with_replica_stages(lab3, runs, mode):
+    host = runs[mode]["host"]
+    assert host["type"] == "host"
+    assert list(host["osds"]) == names(lab3)
+    assert [r["osd"] for r in host["summary"]] == names(lab3)
+    assert "none lost" in runs[mode]["err"], runs[mode]["err"]
+    for name, rec in host["osds"].items():
+        assert rec["pid"] == lab3["pids"][int(name[4:])]
+        assert rec["unavailable"] == {}, rec["unavailable"]
+        assert {"replica_wait", "local_commit", "repop"} <= set(
+            rec["stages"])
+        for k in ("start_map_full", "op_map_full", "bad_arg",
+                  "req_map_full", "events_lost"):
+            assert rec["lost"][k] == 0, (name, rec["lost"])
+
+
+@pytest.mark.parametrize("mode", ["write", "rand"])
+def test_do_op_counts_per_osd_within_3_percent(lab3, runs, mode):
+    r = runs[mode]
+    total = 0
+    for i, name in enumerate(names(lab3)):
+        want = sum(delta(r["before"][i], r["after"][i], "osd", c)
+                   for c in ("op_r", "op_w"))
+        got = r["host"]["osds"][name]["stages"]["do_op"]["count"]
+        total += want
+        assert abs(got - want) <= max(0.03 * want, 3), (name, got, want)
+    assert total > 1000, total
+
+
+def test_repop_counts_match_subop_w(lab3, runs):
+    r = runs["write"]
+    total = 0
+    for i, name in enumerate(names(lab3)):
+        want = delta(r["before"][i], r["after"][i], "osd", "subop_w")
+        rec = r["host"]["osds"][name]
+        got = rec["stages"]["repop"]["count"]
+        total += want
+        assert abs(got - want) <= max(0.03 * want, 3), (name, got, want)
+        # replica ops wait in the same shard queues
+        assert rec["stages"]["repop"]["queue_wait"]["count"] == got
+    assert total > 1000, total
+
+
+def test_replicated_writes_wait_for_both_peers(lab3, runs):
+    r = runs["write"]
+    for i, name in enumerate(names(lab3)):
+        rec = r["host"]["osds"][name]
+        st = rec["stages"]
+        writes = st["op_total"]["by_class"]["write"]["count"]
+        if writes < 100:
+            continue
+        rw = st["replica_wait"]
+        # every replicated write has its replicas' wait and its own commit
+        assert abs(rw["count"] - writes) <= 0.03 * writes, (name, rw, writes)
+        assert abs(st["local_commit"]["count"] - writes) <= \
+            0.03 * writes, (name, st["local_commit"], writes)
+        others = [n for n in names(lab3) if n != name]
+        assert sorted(rw["by_peer"]) == others, rw["by_peer"]
+        for peer in others:
+            assert rw["by_peer"][peer]["count"] >= 0.97 * writes, (
+                name, peer, rw["by_peer"], writes)
+        assert abs(sum(p["last_pct"] for p in rw["by_peer"].values()) -
+                   100) < 0.5
+        assert rw["last_peer"] in others
+        # queue + execution + max(own commit, replicas) + reply
+        assert rw["mean_us"] <= st["op_total"]["mean_us"], (name, st)
+        assert st["local_commit"]["mean_us"] <= st["op_total"]["mean_us"]
+        assert rec["lost"]["reply_unknown"] <= 0.01 * rw["count"] + 3, (
+            name, rec["lost"])
+        # the single-OSD accuracy check, per OSD: client writes' op_total
+        # within [70 %, 100 %] of Ceph's op_w_latency (ours starts at
+        # the enqueue, Ceph's at the message's receipt)
+        want = lat_mean_us(r["before"][i], r["after"][i], "osd",
+                           "op_w_latency")
+        got = st["op_total"]["by_class"]["write"]["mean_us"]
+        # (1 %: the perf dumps' window is not exactly the report's)
+        assert 0.7 * want <= got <= 1.01 * want, (name, got, want)
+
+
+def test_reads_are_not_replicated(lab3, runs):
+    for name, rec in runs["rand"]["host"]["osds"].items():
+        st = rec["stages"]
+        assert st["op_total"]["by_class"]["read"]["count"] >= \
+            0.97 * st["op_total"]["count"], name
+        assert st["replica_wait"]["count"] <= 0.01 * st["op_total"]["count"]
+
+
+# ------------------------------------------------------- OpTracker, per op
+
+_REQ = re.compile(r"^osd_op\((\S+) \S+ \d+:[0-9a-f]+:[^:]*::([^:]*):")
+
+
+def _t(stamp):
+    """OpTracker's time stamp -> seconds (wall clock)."""
+    return datetime.strptime(stamp[:26], "%Y-%m-%dT%H:%M:%S.%f").timestamp()
+
+
+def optracker_ops(historic):
+    """{reqid: {event: seconds (its first time)}} of the client ops of a
+    dump; "replies": the times of every sub_op_commit_rec (16.2 does not
+    say from whom: "sub_op_commit_rec"; later "... from N")."""
+    out = {}
+    for op in historic.get("ops", ()):
+        m = _REQ.match(op.get("description", ""))
+        if not m:
+            continue
+        ev = {"replies": [], "object": m.group(2)}
+        for e in op.get("type_data", {}).get("events", ()):
+            if e["event"].startswith("sub_op_commit_rec"):
+                ev["replies"].append(_t(e["time"]))
+            ev.setdefault(e["event"], _t(e["time"]))
+        out[m.group(1)] = ev
+    return out
+
+
+def _ours(cap, slot):
+    c = Capture(cap, slot)
+    return {o.req: o for o in c.ops(c.first_ns, c.last_ns)
+            if o.req and o.done}
+
+
+def test_request_ids_and_times_agree_with_optracker(lab3, runs):
+    r = runs["write"]
+    matched = 0
+    for slot, name in enumerate(names(lab3)):
+        theirs = optracker_ops(r["historic"][slot])
+        ours = _ours(r["cap"], slot)
+        # the OpTracker keeps the slowest osd_op_history_size ops of the
+        # last osd_op_history_duration seconds: the window's slow ones
+        both = [q for q in theirs if q in ours]
+        qw_ok = tot_ok = peer_ok = peer_n = 0
+        for q in both:
+            ev, o = theirs[q], ours[q]
+            # the same op: its object, as OpTracker describes it
+            assert o.done["object"] == ev["object"][:63], (q, o.done, ev)
+            qw = (ev["reached_pg"] - ev["queued_for_pg"]) * 1e6
+            mine = o.deq["queue_wait_ns"] / 1000
+            qw_ok += abs(mine - qw) <= max(0.1 * qw, 50)
+            # we end at log_op_stats, just before the reply is sent
+            total = (ev["commit_sent"] - ev["queued_for_pg"]) * 1e6
+            mine = o.done["op_total_ns"] / 1000
+            tot_ok += abs(mine - total) <= max(0.1 * total, 100)
+            # documented: Ceph's op starts at the message's receipt
+            assert mine <= (ev["done"] - ev["initiated"]) * 1e6 + 50, q
+            sent = [t for e, t in ev.items()
+                    if e.startswith("waiting for subops")]
+            # replies in order of arrival, theirs and ours
+            if sent and len(ev["replies"]) == len(o.replies):
+                for got, (peer, wait_ns, _) in zip(
+                        sorted(ev["replies"]),
+                        sorted(o.replies, key=lambda x: x[2])):
+                    peer_n += 1
+                    want = (got - sent[0]) * 1e6
+                    peer_ok += abs(wait_ns / 1000 - want) <= max(
+                        0.1 * want, 100)
+        matched += len(both)
+        if both:
+            assert qw_ok >= 0.95 * len(both), (name, qw_ok, len(both))
+            assert tot_ok >= 0.95 * len(both), (name, tot_ok, len(both))
+        if peer_n:
+            assert peer_ok >= 0.95 * peer_n, (name, peer_ok, peer_n)
+    assert matched >= 200, matched
+
+
+def test_ceph_slowest_ops_are_in_our_slowest(lab3, runs):
+    r = runs["write"]
+    checked = 0
+    for slot, name in enumerate(names(lab3)):
+        theirs = optracker_ops(r["by_duration"][slot])
+        ours = _ours(r["cap"], slot)
+        # Ceph's ten slowest client ops that we saw complete
+        top = [q for q in sorted(
+            theirs, key=lambda q: theirs[q]["initiated"] - theirs[q]["done"])
+            if q in ours][:10]
+        if len(top) < 5:
+            continue
+        p = run_tool([OSDSTAGE, "-r", r["cap"], "--osd", name[4:],
+                      "--slowest", "40", "-j"])
+        assert p.returncode == 0, p.stderr
+        listed = {row.get("reqid") for row in
+                  json.loads(p.stdout)["slowest"]}
+        assert sum(q in listed for q in top) >= 0.8 * len(top), (
+            name, top, sorted(x for x in listed if x))
+        checked += 1
+    assert checked >= 1
+
+
+def test_one_write_followed_over_its_three_osds(lab3, runs):
+    r = runs["write"]
+    # from the report's window: after it, the probes come off and a
+    # replica op may lose its end
+    p = run_tool([OSDSTAGE, "-r", r["cap"], "--osd", "0", "--from", "1",
+                  "--to", "6", "--slowest", "20", "-j"])
+    assert p.returncode == 0, p.stderr
+    rows = [row for row in json.loads(p.stdout)["slowest"]
+            if len(row.get("replies", ())) == 2]
+    assert rows
+    req = rows[0]["reqid"]
+    assert re.match(r"^client\.\d+\.\d+:\d+$", req), req
+    p = run_tool([OSDSTAGE, "-r", r["cap"], "--op", req, "-j"])
+    assert p.returncode == 0, p.stderr
+    story = json.loads(p.stdout)
+    assert story["reqid"] == req and story["pg"] == rows[0]["pg"]
+    assert sorted(story["osds"]) == names(lab3)
+    roles = {n: sorted(x["role"] for x in ops)
+             for n, ops in story["osds"].items()}
+    assert "primary" in roles["osd.0"]
+    peers = sorted(x["peer"] for x in rows[0]["replies"])
+    for peer in peers:
+        assert roles[peer] == ["replica"], roles
+        rep = story["osds"][peer][0]
+        # the replica op is for the same object (read from its message)
+        assert rep["object"] == rows[0]["object"] != "", (rep, rows[0])
+        # the replica op starts after the primary sent it, and its
+        # reply reached the primary after it was sent
+        assert rep["enqueued_at_us"] > 0
+        reply = [x for x in rows[0]["replies"] if x["peer"] == peer][0]
+        assert rep["enqueued_at_us"] + rep["repop_us"] <= \
+            reply["at_us"] + 50
+    p = run_tool([OSDSTAGE, "-r", r["cap"], "--op", req])
+    assert p.returncode == 0 and ("op %s" % req) in p.stdout
+    assert p.stdout.count("replica op") == 2
+
+
+# ------------------------------------------------------ a slowed replica
+
+class Stutter:
+    """SIGSTOP / SIGCONT bursts on one process: stopped `stop_ms` of
+    every `period_ms` (short: the OSD is never marked down)."""
+
+    def __init__(self, pid, stop_ms=50, period_ms=100):
+        self.pid, self.stop_s = pid, stop_ms / 1000.0
+        self.run_s = (period_ms - stop_ms) / 1000.0
+        self.done = threading.Event()
+        self.t = threading.Thread(target=self._loop, daemon=True)
+        self.t.start()
+
+    def _loop(self):
+        while not self.done.is_set():
+            os.kill(self.pid, signal.SIGSTOP)
+            time.sleep(self.stop_s)
+            os.kill(self.pid, signal.SIGCONT)
+            time.sleep(self.run_s)
+
+    def stop(self):
+        self.done.set()
+        self.t.join()
+        os.kill(self.pid, signal.SIGCONT)
+
+
+@pytest.mark.parametrize("run", range(2))
+def test_verdict_names_the_slow_replica(lab3, run):
+    slow = "osd.2"
+    bench = Bench(lab3, "write", 20)
+    stutter = None
+    try:
+        time.sleep(2)
+        stutter = Stutter(lab3["pids"][2])
+        host, err, _, _ = traced_host_window(lab3, ["6", "1"])
+    finally:
+        if stutter is not None:
+            stutter.stop()
+        bench.stop()
+    named = 0
+    for name in ("osd.0", "osd.1"):
+        rec = host["osds"][name]
+        rw = rec["stages"]["replica_wait"]
+        if rw["count"] < 30:
+            continue
+        if rec["cause"] != "replica" or rw["last_peer"] != slow:
+            # (unslowed, this lab's busiest OSD - primary of most PGs -
+            # is itself the slowest replica of the others)
+            continue
+        assert "look at %s" % slow in rec["verdict"], rec["verdict"]
+        # traced in the same run: the replica's own numbers are given
+        assert "%s's own queue wait p99" % slow in rec["verdict"]
+        named += 1
+    # the primary of most of the writes names it (the lab's PGs are not
+    # spread evenly: one OSD is primary for most)
+    assert named >= 1, {n: (r["cause"], r["stages"]["replica_wait"])
+                        for n, r in host["osds"].items()}
+    summary = {r["osd"]: r for r in host["summary"]}
+    assert summary["osd.0"]["cause"] == "replica" or \
+        summary["osd.1"]["cause"] == "replica"
+
+
+def test_text_report_has_every_osd_and_the_host_summary(lab3):
+    bench = Bench(lab3, "write", 12)
+    try:
+        time.sleep(2)
+        p = subprocess.run([PYTHON, OSDSTAGE, "--osd", "all", "3", "1"],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        bench.stop()
+    assert p.returncode == 0, p.stderr
+    for name in names(lab3):
+        assert "========== %s (pid %d)" % (name, lab3["pids"][int(
+            name[4:])]) in p.stdout
+    assert p.stdout.count("stage = replica_wait") == 3
+    assert "HOST SUMMARY (3 OSDs" in p.stdout
+    assert "REPLICA_WAIT" in p.stdout and "REPOP" in p.stdout
+
+
+def test_slowest_reads_have_every_call_stage(lab3, runs):
+    """Call stages carry their thread's op: every read listed has its own
+    dequeue_op, do_op, get_object_context and bluestore_read (the issue
+    this closes: tied by order, 8.7 % of the ops lost some)."""
+    for name in names(lab3):
+        p = run_tool([OSDSTAGE, "-r", runs["rand"]["cap"], "--osd", name[4:],
+                      "--slowest", "1000000", "-j"])
+        assert p.returncode == 0, p.stderr
+        rows = [r for r in json.loads(p.stdout)["slowest"]
+                if r["class"] == "read"]
+        if len(rows) < 100:
+            continue
+        want = {"dequeue_op", "do_op", "get_object_context",
+                "bluestore_read"}
+        full = [r for r in rows if want <= {s["stage"] for s in r["stages"]}]
+        # the ops in flight when the probes went on lack their first calls
+        assert len(full) >= len(rows) - 64, (name, len(full), len(rows))
