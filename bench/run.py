@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 # bench/run.py - what tracing costs the OSD, measured side by side (make bench).
 #
-# USAGE: bench/run.py [--pairs N] [--secs S] [--smoke] [--out FILE] [--md FILE]
+# USAGE: bench/run.py [--part all|main|osds] [--pairs N] [--secs S]
+#                     [--osds-pairs N] [--osds-secs S] [--smoke] [--out FILE]
+#                     [--osds-out FILE] [--md FILE]
 #
 # On the lab OSD (started if needed): 4 KiB random reads and 4 KiB writes
 # from fio's rbd engine (a real librbd client; it reports latency
@@ -12,6 +14,15 @@
 # bench/results/<release>.json (pacific: the host lab; reef, tentacle: the
 # container labs, with CEPH=) and regenerates BENCHMARKS.md from every
 # release's last result, side by side.
+#
+# The "osds" part (--part osds; --part all, the default, runs both): on the
+# lab with three OSDs (lab.sh up with LAB_OSDS=3, pool rbd size 3), tracing
+# one OSD (--osd 0) vs all three (--osd all) with one set of BPF programs,
+# 4 KiB random writes (replicated) and reads: IOPS ratios from interleaved
+# pairs, and on EACH OSD the CPU time the tracing adds per op (utime+stime
+# of the ceph-osd from /proc/PID/stat over its own op_r+op_w+subop_w from
+# its admin socket, traced minus untraced). Writes
+# bench/results/<release>.osds.json; BENCHMARKS.md merges every results file.
 import argparse
 import json
 import os
@@ -61,8 +72,11 @@ def sh(args, **kw):
     return subprocess.run(args, capture_output=True, text=True, **kw)
 
 
-def lab_env():
-    up = sh(["bash", LAB, "up"])
+def lab_env(osds=None):
+    """Start the lab if needed (osds: with that many OSDs; a lab with
+    another count is rebuilt), then lab.sh env's exports as a dict."""
+    up = sh(["bash", LAB, "up"], env=dict(
+        os.environ, **({"LAB_OSDS": str(osds)} if osds else {})))
     if up.returncode:
         sys.exit("bench: lab did not come up:\n" + up.stdout + up.stderr)
     env = {}
@@ -87,11 +101,26 @@ def fio(env, rw, secs):
     return side["iops"], side["clat_ns"]["percentile"]["99.000000"] / 1000.0
 
 
-def prefill(env):
+def image_full(env):
+    """True when every object of rbd/img1 exists (rbd du: used ==
+    provisioned): prefilling again would change nothing."""
+    p = sh(["rbd", "du", "--format", "json", "rbd/img1"],
+           env=dict(os.environ, CEPH_CONF=env["CEPH_CONF"]), timeout=120)
+    try:
+        img = json.loads(p.stdout)["images"][0]
+    except (ValueError, KeyError, IndexError):
+        return False
+    return img["used_size"] >= img["provisioned_size"]
+
+
+def prefill(env, if_needed=False):
     """Write the whole image once so reads hit allocated data (after making
-    room: old benchmark objects go when the OSD is half full)."""
+    room: old benchmark objects go when the OSD is half full). if_needed:
+    not when the image is fully allocated already."""
     sh(["bash", LAB, "trim"], env=dict(os.environ, CEPH_CONF=env["CEPH_CONF"]),
        timeout=900)
+    if if_needed and image_full(env):
+        return
     args = ["fio", "--name=fill", "--ioengine=rbd", "--clientname=admin",
             "--pool=rbd", "--rbdname=img1", "--rw=write", "--bs=4M",
             "--iodepth=4", "--size=100%"]
@@ -288,6 +317,243 @@ def summarize(pairs):
                 b["iops"] for _, b in pairs)),
             "pairs": len(pairs)}
 
+# --- tracing several OSDs at once (the "osds" part) -----------------------
+
+OSDS_MODES = {
+    # mode: osdstage's command; (label, what it traces)
+    "one": [PY, OSDSTAGE, "--osd", "0", "-j"],
+    "all": [PY, OSDSTAGE, "--osd", "all", "-j"],
+}
+OSDS_LABELS = {"one": "--osd 0", "all": "--osd all"}
+OSDS_WORKLOADS = [("write", "randwrite"), ("randread", "randread")]
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu_s(pid):
+    """utime + stime of a process (all its threads), in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # fields[0] is field 3 (state): utime and stime are fields 14 and 15
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def osd_ops(asok):
+    """The ops an OSD handled: client ops (op_r + op_w) and replica
+    writes (subop_w), from its own counters."""
+    d = adminsock.perf_dump(asok)["osd"]
+    return d["op_r"] + d["op_w"] + d["subop_w"]
+
+
+def osd_snapshot(pids, asoks):
+    return [(proc_cpu_s(p), osd_ops(a)) for p, a in zip(pids, asoks)]
+
+
+def osd_window(env, pids, asoks, rw, secs, cmd=None):
+    """One fio run, traced by `cmd` (None: untraced): IOPS, p99 and per
+    OSD the CPU seconds and ops over the run, as {cpu_s, ops,
+    cpu_us_per_op}; the tracer's CPU seconds when traced."""
+    tr = Tracer(cmd, pids[0]) if cmd else None
+    try:
+        s0 = osd_snapshot(pids, asoks)
+        iops, p99 = fio(env, rw, secs)
+        s1 = osd_snapshot(pids, asoks)
+    finally:
+        if tr:
+            tr.p.send_signal(signal.SIGINT)
+            tr.p.stdout.read()
+            tr.p.stderr.read()
+            _, _, ru = os.wait4(tr.p.pid, 0)
+    per = []
+    for (c0, o0), (c1, o1) in zip(s0, s1):
+        ops = o1 - o0
+        per.append({"cpu_s": round(c1 - c0, 2), "ops": ops,
+                    "cpu_us_per_op": round(1e6 * (c1 - c0) / ops, 2)
+                    if ops else None})
+    out = {"iops": iops, "p99_us": p99, "osds": per}
+    if tr:
+        out["tracer_cpu_s"] = ru.ru_utime + ru.ru_stime
+    return out
+
+
+def _spread(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"median": round(statistics.median(values), 2),
+            "min": round(min(values), 2), "max": round(max(values), 2)}
+
+
+def summarize_osds(pairs, n_osds):
+    """summarize()'s IOPS figures plus, per OSD, the added CPU per op
+    (traced minus untraced, each pair on its own) and the untraced base."""
+    s = summarize(pairs)
+    per = []
+    for i in range(n_osds):
+        added, base, ops = [], [], []
+        for a, b in pairs:
+            ua = a["osds"][i]["cpu_us_per_op"]
+            ub = b["osds"][i]["cpu_us_per_op"]
+            if ua is not None and ub is not None:
+                added.append(ub - ua)
+                base.append(ua)
+            ops.append(b["osds"][i]["ops"])
+        per.append({"osd": i, "added_us_per_op": _spread(added),
+                    "untraced_us_per_op": _spread(base),
+                    "traced_ops_median": round(statistics.median(ops)),
+                    "added_us_per_op_pairs": [round(x, 2) for x in added]})
+    s["per_osd"] = per
+    ops = [sum(o["ops"] for o in b["osds"]) for _, b in pairs]
+    s["tracer_cpu_s_per_10k_ops"] = round(statistics.median(
+        b["tracer_cpu_s"] / max(1, n) * 1e4 for (_, b), n in zip(pairs, ops)),
+        4)
+    return s
+
+
+def cost_holds(wl_res):
+    """Does the per-op cost on an OSD stay the same when every OSD is
+    traced? Holds when each OSD's median added CPU per op under --osd all
+    is at most the highest pair of osd.0 under --osd 0 (inside the
+    one-OSD run-to-run spread). -> (holds, [(osd, median_all)], bound)"""
+    one = wl_res["one"]["per_osd"][0]["added_us_per_op"]
+    if one is None:
+        return None, [], None
+    got = [(p["osd"], p["added_us_per_op"]["median"])
+           for p in wl_res["all"]["per_osd"] if p["added_us_per_op"]]
+    return all(m <= one["max"] for _, m in got), got, one["max"]
+
+
+def osds_part(a):
+    """--part osds: one OSD traced vs three, on the 3-OSD lab."""
+    env = lab_env(osds=3)
+    pids = [int(p) for p in env["OSD_PIDS"].split(",")]
+    asoks = env["OSD_ASOKS"].split(",")
+    if len(pids) != 3 or len(asoks) != 3:
+        sys.exit("bench: the lab runs %d OSDs, not 3" % len(pids))
+    t0 = time.monotonic()
+    prefill(env, if_needed=True)
+    prefill_s = time.monotonic() - t0
+    pairs_n, secs = a.osds_pairs, a.osds_secs
+    workloads = OSDS_WORKLOADS
+    res = {"machine": machine(env, pids[0]), "osds": len(pids),
+           "pairs": pairs_n, "secs": secs,
+           "client": "fio rbd engine, 4 KiB, iodepth 16, pool rbd size 3",
+           "modes": {m: {"traces": OSDS_LABELS[m]} for m in OSDS_MODES},
+           "workloads": {}}
+    res["machine"]["osds"] = len(pids)
+    for wl, rw in workloads:
+        got = {m: [] for m in OSDS_MODES}
+        fio(env, rw, secs)      # warm-up, not counted: the first run lags
+        # the modes interleaved too: pair i of each mode, then pair i + 1
+        for i in range(pairs_n):
+            for mode, cmd in OSDS_MODES.items():
+                base = osd_window(env, pids, asoks, rw, secs)
+                traced = osd_window(env, pids, asoks, rw, secs, cmd)
+                got[mode].append((base, traced))
+                print("bench: osds %-9s %-8s pair %d: %.0f vs %.0f IOPS; "
+                      "added us/op per OSD: %s" % (
+                          OSDS_LABELS[mode], wl, i + 1, base["iops"],
+                          traced["iops"], " ".join(
+                              "%.1f" % (t["cpu_us_per_op"] -
+                                        u["cpu_us_per_op"])
+                              if t["cpu_us_per_op"] and u["cpu_us_per_op"]
+                              else "-" for u, t in zip(base["osds"],
+                                                       traced["osds"]))),
+                      file=sys.stderr)
+        res["workloads"][wl] = {m: summarize_osds(p, len(pids))
+                                for m, p in got.items()}
+        holds, _, _ = cost_holds(res["workloads"][wl])
+        res["workloads"][wl]["per_op_cost_holds"] = holds
+    res["runtime_s"] = round(time.monotonic() - t0)
+    res["prefill_s"] = round(prefill_s)
+    out = a.osds_out or os.path.join(
+        RESULTS, res["machine"]["release"] + ".osds.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1)
+    return res
+
+
+def render_osds(res):
+    """The osds part's section of BENCHMARKS.md."""
+    m = res["machine"]
+    lines = ["## Tracing three OSDs at once vs one (%s, Ceph %s)" % (
+                 m.get("release", "pacific").capitalize(), m["ceph"]), "",
+             "The lab with %d OSDs on one host (each on its own loop device, "
+             "pool rbd size 3): osdstage.py with `--osd 0` (osd.0 only) and "
+             "with `--osd all` (the three, one set of BPF programs). Client: "
+             "%s; %d interleaved untraced/traced pairs of %d s per mode and "
+             "workload (the modes interleaved too, after a warm-up run); %d s "
+             "in all (prefill of the image %d s). Cost per op: the "
+             "ceph-osd process's CPU time "
+             "(utime+stime, /proc/PID/stat) over the ops its own counters "
+             "saw (op_r+op_w+subop_w, admin socket), traced minus untraced "
+             "in each pair; median (min-max) over the pairs, in us. With "
+             "`--osd 0`, osd.1 and osd.2 are not traced (marked untraced)."
+             % (res["osds"], res["client"], res["pairs"], res["secs"],
+                res["runtime_s"], res.get("prefill_s", 0)), "",
+             "| workload | traced | IOPS ratio median (min-max) | p99 ratio | "
+             "untraced / traced IOPS | " + " | ".join(
+                 "osd.%d added CPU per op" % i for i in range(res["osds"])) +
+             " | tracer CPU s per 10,000 ops |",
+             "|---|---|---|---|---|" + "---|" * res["osds"] + "---|"]
+    for wl, modes in res["workloads"].items():
+        for mode in OSDS_MODES:
+            s = modes[mode]
+            cells = []
+            for p in s["per_osd"]:
+                c = p["added_us_per_op"]
+                cells.append("-" if c is None else "%.1f (%.1f-%.1f)%s" % (
+                    c["median"], c["min"], c["max"],
+                    "" if mode == "all" or p["osd"] == 0 else " untraced"))
+            lines.append("| %s | `%s` | %.3f (%.3f-%.3f) | %s | %d / %d | %s "
+                         "| %.4f |" % (
+                             wl, OSDS_LABELS[mode], s["iops_ratio_median"],
+                             s["iops_ratio_min"], s["iops_ratio_max"],
+                             "%.2f" % s["p99_ratio_median"]
+                             if s["p99_ratio_median"] else "-",
+                             s["untraced_iops_median"],
+                             s["traced_iops_median"], " | ".join(cells),
+                             s["tracer_cpu_s_per_10k_ops"]))
+    lines += ["", "Untraced CPU per op, for scale (median over the untraced "
+              "runs of the `--osd all` pairs): " + "; ".join(
+                  "%s %s" % (wl, ", ".join(
+                      "osd.%d %.0f us" % (p["osd"],
+                                          p["untraced_us_per_op"]["median"])
+                      for p in modes["all"]["per_osd"]
+                      if p["untraced_us_per_op"]))
+                  for wl, modes in res["workloads"].items()) + ".", ""]
+    lines += ["What an OSD pays without probes of its own, from osd.1 and "
+              "osd.2 under `--osd 0` (the scheduler programs filtering its "
+              "events out, plus per-op CPU that moves with the IOPS tracing "
+              "osd.0 costs the client; the rest of a traced OSD's figure is "
+              "its probes): " + "; ".join(
+                  "%s %s" % (wl, ", ".join(
+                      "osd.%d %.1f us" % (p["osd"],
+                                          p["added_us_per_op"]["median"])
+                      for p in modes["one"]["per_osd"][1:]
+                      if p["added_us_per_op"]))
+                  for wl, modes in res["workloads"].items()) + ".", ""]
+    lines += ["Does the cost per op stay put when three OSDs are traced "
+              "instead of one? (Holds when each OSD's median under "
+              "`--osd all` is at most osd.0's highest pair under `--osd 0`, "
+              "i.e. inside the one-OSD run-to-run spread.)", ""]
+    for wl, modes in res["workloads"].items():
+        holds, got, bound = cost_holds(modes)
+        one = modes["one"]["per_osd"][0]["added_us_per_op"]
+        if holds is None:
+            lines.append("- %s: no figure for osd.0 under `--osd 0`." % wl)
+            continue
+        lines.append("- %s: %s. osd.0 alone: %.1f us per op (%.1f-%.1f); "
+                     "all three traced: %s." % (
+                         wl, "**holds**" if holds else "**does not hold**",
+                         one["median"], one["min"], one["max"], ", ".join(
+                             "osd.%d %.1f us%s" % (
+                                 o, med, "" if med <= bound else
+                                 " (above %.1f)" % bound)
+                             for o, med in got)))
+    lines.append("")
+    return "\n".join(lines)
+
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
@@ -298,11 +564,33 @@ def main(argv=None):
     ap.add_argument("--out", default=None,
                     help="default: bench/results/<release>.json")
     ap.add_argument("--md", default=os.path.join(REPO, "BENCHMARKS.md"))
+    ap.add_argument("--part", choices=("all", "main", "osds"), default="all",
+                    help="main: the tracing modes on the running lab; osds: "
+                    "one OSD traced vs three, on the 3-OSD lab; all: both")
+    ap.add_argument("--osds-pairs", type=int, default=3)
+    ap.add_argument("--osds-secs", type=int, default=8)
+    ap.add_argument("--osds-out", default=None,
+                    help="default: bench/results/<release>.osds.json")
     a = ap.parse_args(argv)
     if os.geteuid() != 0:
         sys.exit("bench: must run as root")
     if a.smoke:
         a.pairs, a.secs = 1, 3
+        a.osds_pairs, a.osds_secs = 1, 2
+    text = ""
+    if a.part in ("all", "main"):
+        text += main_part(a)
+    if a.part in ("all", "osds"):
+        text += render_osds(osds_part(a))
+    if not a.smoke:
+        with open(a.md, "w") as f:
+            f.write(render_md(load_results()))
+    sys.stdout.write(text)
+    return 0
+
+
+def main_part(a):
+    """The tracing modes on the running lab's osd.0; -> its text."""
     env = lab_env()
     pid = int(env["OSD_PID"])
     asok = adminsock.find_osd_socket(pid, "0")
@@ -362,35 +650,36 @@ def main(argv=None):
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
         json.dump(res, f, indent=1)
-    md = render_release(res)
-    if not a.smoke:
-        with open(a.md, "w") as f:
-            f.write(render_md(load_results()))
-    sys.stdout.write(md)
-    return 0
+    return render_release(res)
 
 
 RESULTS = os.path.join(REPO, "bench", "results")
 RELEASE_ORDER = ["pacific", "reef", "tentacle"]
 
 
-def load_results():
-    """Every release's last bench run (bench/results/<release>.json)."""
+def load_results(kind=""):
+    """Every release's last bench run (bench/results/<release>.json; kind
+    ".osds": the osds part's, <release>.osds.json)."""
     out = []
     for rel in RELEASE_ORDER:
-        path = os.path.join(RESULTS, rel + ".json")
+        path = os.path.join(RESULTS, rel + kind + ".json")
         if os.path.exists(path):
             with open(path) as f:
                 out.append(json.load(f))
     return out
 
 
-def render_md(results):
-    """BENCHMARKS.md: the releases side by side, then each in full."""
+def render_md(results, osds_results=None):
+    """BENCHMARKS.md: the releases side by side, then each in full, then
+    the osds part of every release that has one."""
+    if osds_results is None:
+        osds_results = load_results(".osds")
     lines = ["# Benchmarks", "",
              "Generated by `make bench` (and `make bench CEPH=reef`, "
              "`CEPH=tentacle` for the container labs) from "
-             "`bench/results/<release>.json`; do not edit by hand.", "",
+             "`bench/results/<release>.json` and, for the part that traces "
+             "several OSDs (`make bench BENCH=osds` runs only that part), "
+             "`bench/results/<release>.osds.json`; do not edit by hand.", "",
              "## Releases side by side", "",
              "| release | Ceph | CET | runs | default randread IOPS ratio | "
              "userspace randread | uprobe hits per op | probe pair cost "
@@ -415,7 +704,9 @@ def render_md(results):
               "it).", ""]
     for res in results:
         lines += render_release(res).splitlines()[2:] + [""]
-    return "\n".join(lines)
+    for res in osds_results:
+        lines += render_osds(res).splitlines() + [""]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def _mark(ok):
