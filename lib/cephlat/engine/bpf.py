@@ -4,6 +4,17 @@ Only what the tools need: open a compiled BPF object, set read-only globals
 before load, load, attach uprobes (with a cookie) and tracepoints, read and
 clear maps. libbpf's own log lines are captured and surfaced in errors.
 
+Uprobes come two ways. Classic: one perf-event link per function
+(bpf_program__attach_uprobe_opts). uprobe_multi (kernel >= 6.6): one link
+for many functions of one binary, with a cookie each; unregistering waits
+for an RCU grace period per link (~0.1 s here), so detaching N functions
+costs one wait instead of N. Debian bookworm's libbpf 1.1 predates
+bpf_program__attach_uprobe_multi, so the link is created with the bpf(2)
+syscall directly (attach_uprobe_multi), on programs loaded with the
+expected attach type BPF_TRACE_UPROBE_MULTI (use_uprobe_multi, before
+load); such a program cannot take a classic uprobe, and the other way
+round: choose before load (uprobe_multi_supported).
+
 Why ctypes: libbpf is the reference loader for CO-RE objects and ships as a
 shared library on every distribution; binding a dozen functions keeps the
 run-time dependency to libbpf1 alone (no compiler, no kernel headers, no BCC).
@@ -12,6 +23,7 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import platform
 
 from ..errors import UserError
 
@@ -35,9 +47,51 @@ class _UprobeOpts(ctypes.Structure):
                 ("func_name", ctypes.c_char_p)]
 
 
+# bpf(2) and the parts of union bpf_attr used here (include/uapi/linux/
+# bpf.h; checked against build/vmlinux.h of kernel 6.18)
+_SYS_BPF = {"x86_64": 321, "aarch64": 280}
+BPF_PROG_LOAD = 5
+BPF_LINK_CREATE = 28
+BPF_PROG_TYPE_KPROBE = 2
+BPF_TRACE_UPROBE_MULTI = 48
+BPF_F_UPROBE_MULTI_RETURN = 1
+
+
+class _ProgLoadAttr(ctypes.Structure):
+    # union bpf_attr, BPF_PROG_LOAD (the leading fields)
+    _fields_ = [("prog_type", ctypes.c_uint32),
+                ("insn_cnt", ctypes.c_uint32),
+                ("insns", ctypes.c_uint64),
+                ("license", ctypes.c_uint64),
+                ("log_level", ctypes.c_uint32),
+                ("log_size", ctypes.c_uint32),
+                ("log_buf", ctypes.c_uint64),
+                ("kern_version", ctypes.c_uint32),
+                ("prog_flags", ctypes.c_uint32),
+                ("prog_name", ctypes.c_char * 16),
+                ("prog_ifindex", ctypes.c_uint32),
+                ("expected_attach_type", ctypes.c_uint32)]
+
+
+class _UprobeMultiLinkAttr(ctypes.Structure):
+    # union bpf_attr, BPF_LINK_CREATE with link_create.uprobe_multi
+    _fields_ = [("prog_fd", ctypes.c_uint32),
+                ("target_fd", ctypes.c_uint32),
+                ("attach_type", ctypes.c_uint32),
+                ("flags", ctypes.c_uint32),
+                ("path", ctypes.c_uint64),
+                ("offsets", ctypes.c_uint64),
+                ("ref_ctr_offsets", ctypes.c_uint64),
+                ("cookies", ctypes.c_uint64),
+                ("cnt", ctypes.c_uint32),
+                ("um_flags", ctypes.c_uint32),
+                ("pid", ctypes.c_uint32)]
+
+
 _lib = None
 _libc = None
 _printer = None
+_multi_ok = None     # uprobe_multi_supported(), once per process
 
 
 def _load():
@@ -57,6 +111,9 @@ def _load():
     _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     _libc.vsnprintf.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
                                 ctypes.c_char_p, ctypes.c_void_p]
+    _libc.syscall.restype = ctypes.c_long
+    _libc.syscall.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p,
+                              ctypes.c_uint]
     L = _lib
     vp, cp, i, u32, u64, sz = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int,
                                ctypes.c_uint32, ctypes.c_uint64, ctypes.c_size_t)
@@ -72,6 +129,7 @@ def _load():
         "bpf_program__name": (cp, [vp]),
         "bpf_program__fd": (i, [vp]),
         "bpf_program__set_autoload": (i, [vp, ctypes.c_bool]),
+        "bpf_program__set_expected_attach_type": (i, [vp, ctypes.c_int]),
         "bpf_map__fd": (i, [vp]),
         "bpf_map__initial_value": (vp, [vp, ctypes.POINTER(sz)]),
         "bpf_map__set_max_entries": (i, [vp, u32]),
@@ -128,6 +186,69 @@ def num_possible_cpus():
     return _load().libbpf_num_possible_cpus()
 
 
+def _sys_bpf(cmd, attr):
+    """bpf(2) -> (result, errno)."""
+    _load()
+    ctypes.set_errno(0)
+    r = _libc.syscall(_SYS_BPF[platform.machine()], cmd,
+                      ctypes.byref(attr), ctypes.sizeof(attr))
+    return r, (ctypes.get_errno() if r < 0 else 0)
+
+
+def uprobe_multi_supported():
+    """Whether this kernel creates uprobe_multi links that filter by
+    process (Linux >= 6.6 with CONFIG_UPROBES, 64-bit). Found once, before
+    any object is loaded, with a trial like libbpf's own: a two-instruction
+    program loaded for uprobe_multi, and links asked on a path that does
+    not exist. A kernel with uprobe_multi looks the path up and answers
+    ENOENT; one without refuses the attach type itself (EINVAL) or has no
+    uprobes (EOPNOTSUPP). The first kernels with it (6.6 to 6.9, unless
+    fixed by their distribution) filtered by thread, not process: a link
+    for pid P fired in P's main thread only. Their fix also refuses a
+    negative pid before the path lookup (EINVAL), which tells them apart;
+    they get classic links. Nothing is attached.
+    CEPHLAT_UPROBE_MULTI=0 in the environment says no (classic uprobes,
+    one link per function)."""
+    global _multi_ok
+    if _multi_ok is None:
+        _multi_ok = os.environ.get("CEPHLAT_UPROBE_MULTI", "1") != "0" \
+            and platform.machine() in _SYS_BPF and _probe_uprobe_multi()
+    return _multi_ok
+
+
+def _probe_uprobe_multi():
+    # r0 = 0; exit
+    insns = (ctypes.c_uint64 * 2)(0xb7, 0x95)
+    lic = ctypes.create_string_buffer(b"GPL")
+    load = _ProgLoadAttr(prog_type=BPF_PROG_TYPE_KPROBE, insn_cnt=2,
+                         insns=ctypes.addressof(insns),
+                         license=ctypes.addressof(lic),
+                         prog_name=b"cephlat_probe",
+                         expected_attach_type=BPF_TRACE_UPROBE_MULTI)
+    fd, err = _sys_bpf(BPF_PROG_LOAD, load)
+    if fd < 0:
+        return False
+    path = ctypes.create_string_buffer(b"/nonexistent/cephlat-uprobe-multi")
+    offs = (ctypes.c_uint64 * 1)(0)
+
+    def trial(pid):
+        attr = _UprobeMultiLinkAttr(prog_fd=fd,
+                                    attach_type=BPF_TRACE_UPROBE_MULTI,
+                                    path=ctypes.addressof(path),
+                                    offsets=ctypes.addressof(offs), cnt=1,
+                                    pid=pid)
+        link, err = _sys_bpf(BPF_LINK_CREATE, attr)
+        if link >= 0:             # cannot happen; keep no probe anyway
+            os.close(link)
+        return err
+
+    try:
+        return trial(0) == errno.ENOENT and \
+            trial(0xffffffff) == errno.EINVAL
+    finally:
+        os.close(fd)
+
+
 class Map:
     def __init__(self, obj, ptr, name):
         L = _load()
@@ -172,14 +293,24 @@ class Map:
 
 
 class Link:
-    def __init__(self, ptr, what):
+    """A libbpf link (ptr), or a link fd of our own (fd: uprobe_multi);
+    `n` functions attached by it."""
+
+    def __init__(self, ptr, what, fd=None, n=1):
         self._ptr = ptr
+        self._fd = fd
+        self.multi = fd is not None
         self.what = what
+        self.n = n
+        self.tag = None        # the caller's (StageTracer: kind of probe)
 
     def destroy(self):
         if self._ptr:
             _load().bpf_link__destroy(self._ptr)
             self._ptr = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class BPFObject:
@@ -199,6 +330,7 @@ class BPFObject:
                 path, os.strerror(err), last_log(1)))
         self.links = []
         self.loaded = False
+        self.multi_progs = set()   # loaded for uprobe_multi links
 
     # --- before load ---------------------------------------------------
     def set_rodata(self, ctype_struct):
@@ -223,6 +355,19 @@ class BPFObject:
 
     def set_autoload(self, prog_name, on):
         _load().bpf_program__set_autoload(self._find_prog_ptr(prog_name), on)
+
+    def use_uprobe_multi(self, progs):
+        """Load uprobe programs `progs` for uprobe_multi links (before
+        load; see uprobe_multi_supported()): they then attach with
+        attach_uprobe_multi only. libbpf 1.1 passes the expected attach
+        type of a SEC("uprobe") program through to the kernel at load."""
+        L = _load()
+        for prog in progs:
+            if L.bpf_program__set_expected_attach_type(
+                    self._find_prog_ptr(prog), BPF_TRACE_UPROBE_MULTI):
+                raise UserError("internal: cannot set the attach type of "
+                                "%s (object already loaded)" % prog)
+            self.multi_progs.add(prog)
 
     def load(self):
         L = _load()
@@ -281,6 +426,59 @@ class BPFObject:
         self.links.append(Link(link, what))
         return self.links[-1]
 
+    def attach_uprobe_multi(self, prog, binary, offsets, cookies, pid=-1,
+                            retprobe=False, what=None):
+        """Attach program `prog` (loaded for it: use_uprobe_multi) at every
+        file offset of `offsets` in `binary`, each with its cookie
+        (bpf_get_attach_cookie()), in process `pid` only (-1: any process
+        mapping `binary`), at entry or (retprobe) return: one link."""
+        L = _load()
+        n = len(offsets)
+        if not n or len(cookies) != n:
+            raise UserError("internal: %d offsets, %d cookies" % (
+                n, len(cookies)))
+        path = ctypes.create_string_buffer(binary.encode())
+        offs = (ctypes.c_uint64 * n)(*offsets)
+        cks = (ctypes.c_uint64 * n)(*cookies)
+        fd = L.bpf_program__fd(self._find_prog_ptr(prog))
+        attr = _UprobeMultiLinkAttr(
+            prog_fd=fd, attach_type=BPF_TRACE_UPROBE_MULTI,
+            path=ctypes.addressof(path), offsets=ctypes.addressof(offs),
+            cookies=ctypes.addressof(cks), cnt=n,
+            um_flags=BPF_F_UPROBE_MULTI_RETURN if retprobe else 0,
+            pid=max(pid, 0))
+        link, err = (-1, errno.EBADF) if fd < 0 else \
+            _sys_bpf(BPF_LINK_CREATE, attr)
+        if link < 0:
+            hint = ""
+            if err == errno.ESRCH:
+                hint = " (process %d has exited)" % pid
+            elif err == errno.EINVAL and prog not in self.multi_progs:
+                hint = " (%s was not loaded for uprobe_multi)" % prog
+            raise UserError("cannot attach %s to %s in %s (%s): %s%s" % (
+                "uretprobes" if retprobe else "uprobes",
+                what or ", ".join("0x%x" % o for o in offsets), binary,
+                prog, os.strerror(err), hint))
+        self.links.append(Link(None, what, fd=link, n=n))
+        return self.links[-1]
+
+    def attach_uprobes(self, prog, binary, probes, pid=-1, retprobe=False):
+        """Attach `prog` at every (offset, cookie, what) of `probes`: one
+        uprobe_multi link when the program was loaded for it, else one
+        classic link each. -> [Link]"""
+        if prog in self.multi_progs:
+            whats = [w for _, _, w in probes]
+            what = whats[0] if len(whats) == 1 else "%s and %d more" % (
+                whats[0], len(whats) - 1)
+            return [self.attach_uprobe_multi(
+                prog, binary, [o for o, _, _ in probes],
+                [c for _, c, _ in probes], pid=pid, retprobe=retprobe,
+                what=what)]
+        return [self.attach_uprobe(prog, binary, off, pid=pid,
+                                   retprobe=retprobe, cookie=cookie,
+                                   what=what)
+                for off, cookie, what in probes]
+
     def attach_tracepoint(self, prog, category, name):
         L = _load()
         ctypes.set_errno(0)
@@ -306,8 +504,11 @@ class BPFObject:
         return self.links[-1]
 
     def detach(self):
-        for l in self.links:
-            l.destroy()
+        """Destroy every link, concurrently: each waits for RCU grace
+        periods, which concurrent waits share."""
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(32) as pool:
+            list(pool.map(Link.destroy, self.links))
         self.links = []
 
     def close(self):

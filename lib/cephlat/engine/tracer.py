@@ -30,11 +30,6 @@ def kernel_programs(abi):
     return abi.programs_in("tp_btf", "tracepoint")
 
 
-def op_cookie(abi, arg, deref):
-    """Where an op program finds the op key (enum op_arg)."""
-    return arg | (abi.const("OPARG_DEREF") if deref else 0)
-
-
 def rodata_type(abi):
     """The const volatile globals of probes/osdstage.bpf.c as a ctypes
     structure, every field at its .rodata offset."""
@@ -124,6 +119,14 @@ class StageTracer:
         if not self.kernel:
             for prog in kernel_programs(self.abi):
                 self.obj.set_autoload(prog, False)
+        # one uprobe_multi link per program, target and direction when the
+        # kernel has them (>= 6.6), else one classic link per function; a
+        # program loaded for uprobe_multi takes no classic uprobe, so the
+        # choice is made here, once, for every uprobe program
+        self.multi = bpf.uprobe_multi_supported()
+        if self.multi:
+            self.obj.use_uprobe_multi(self.abi.programs_in("uprobe",
+                                                           "uretprobe"))
         self.obj.load()
         self.threads = self.obj.map("threads")
         self.shards = self.obj.map("shards")
@@ -155,26 +158,28 @@ class StageTracer:
     def attach(self):
         """Attach every probe of the plans (and the kernel programs)."""
         # by kind, every target's at once: kernel, then the calls, then
-        # the op events (an op is followed only once its calls are)
+        # the op events (an op is followed only once its calls are). One
+        # link per (kind, target, program, direction), all its functions
+        # in it (uprobe_multi; per function on a kernel without it)
         links = []
         if self.kernel:
             for prog in kernel_programs(self.abi):
                 links.append(self.obj.attach(prog))
-        targets = list(zip(self.pids, self.exe_paths, self.plans))
-        for pid, exe, plan in targets:
-            for stage, sym in plan.calls:
-                sid = self.vocab.stage_ids[stage]
-                for ret in (False, True):
-                    links.append(self.obj.attach_uprobe(
-                        "stage_return" if ret else "stage_entry", exe,
-                        sym.probe_offset, pid=pid, retprobe=ret, cookie=sid,
-                        what=sym.demangled))
-        for pid, exe, plan in targets:
-            for role, prog, sym, (arg, deref) in plan.op_events:
-                links.append(self.obj.attach_uprobe(
-                    prog, exe, sym.probe_offset, pid=pid,
-                    cookie=op_cookie(self.abi, arg, deref),
-                    what=sym.demangled))
+                links[-1].tag = -1
+        groups = {}
+        for slot, plan in enumerate(self.plans):
+            for prog, sym, cookie, ret in plan.uprobes(self.vocab.stage_ids,
+                                                       self.abi):
+                kind = 0 if prog in ("stage_entry", "stage_return") else 1
+                groups.setdefault((kind, slot, prog, ret), []).append(
+                    (sym.probe_offset, cookie, sym.demangled))
+        # stable: in plan order within a kind and target
+        for kind, slot, prog, ret in sorted(groups, key=lambda k: k[:2]):
+            for link in self.obj.attach_uprobes(
+                    prog, self.exe_paths[slot], groups[kind, slot, prog, ret],
+                    pid=self.pids[slot], retprobe=ret):
+                link.tag = kind
+                links.append(link)
         self.target_links = links
         self.attached = True
 
@@ -185,9 +190,23 @@ class StageTracer:
         In the reverse of attach()'s order: the op events go first, so no
         op is followed while its calls' probes come off one by one
         (unregistering a uprobe takes milliseconds): a capture's ops
-        each have every stage they ran, not only the last probes'."""
+        each have every stage they ran, not only the last probes'.
+
+        Unregistering waits for RCU grace periods (~0.1 s a link here),
+        and concurrent waits share them: the links of a kind (op events,
+        calls, kernel programs) are destroyed at once, from threads, the
+        kinds one after another. uprobe_multi links gain most; the kernel
+        serializes most of a classic (perf event) link's wait."""
+        from concurrent.futures import ThreadPoolExecutor
+        kinds = []
         for link in reversed(getattr(self, "target_links", [])):
-            link.destroy()
+            if kinds and kinds[-1][0].tag == link.tag:
+                kinds[-1].append(link)
+            else:
+                kinds.append([link])
+        with ThreadPoolExecutor(32) as pool:
+            for links in kinds:
+                list(pool.map(bpf.Link.destroy, links))
         self.target_links = []
         self.attached = False
 
@@ -222,10 +241,10 @@ class StageTracer:
         fn.restype, fn.argtypes = ctypes.c_long, [ctypes.c_long]
         sid = self.vocab.calib_id
         for ret in (False, True):
-            self.obj.attach_uprobe("stage_return" if ret else "stage_entry",
-                                   lib_path, sym.probe_offset,
-                                   pid=os.getpid(),
-                                   retprobe=ret, cookie=sid, what=sym.name)
+            self.obj.attach_uprobes("stage_return" if ret else "stage_entry",
+                                    lib_path, [(sym.probe_offset, sid,
+                                                sym.name)],
+                                    pid=os.getpid(), retprobe=ret)
         fn(0)                          # first hit: page-in, not a sample
         base = self.reader.read(sid)
         for i in range(calls):
