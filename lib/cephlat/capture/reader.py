@@ -15,13 +15,16 @@ overlaps.
 import json
 import os
 
+import numpy as np
+
 from .ctf import Trace
+from .stream import Streams, dicts
 from .format import DEV_FIELDS, FORMAT, THREAD_FIELDS
 from ..model.roles import Roles
 from ..model.snapshot import Snapshot
 from ..errors import UserError
-from ..model.events import (SHARD_FIELDS, WAKER_COUNTERS, Rules, ThreadStates,
-                            accrue)
+from ..model.events import (SHARD_FIELDS, WAKER_COUNTERS, HistSet, Rules,
+                            ThreadStates, accrue, count_arrays)
 from ..model.hist import Hist
 from ..model.vocab import Vocab
 
@@ -58,6 +61,14 @@ def reqid_name(d):
         return None
     return "%s.%d.%d:%d" % (_ENTITY.get(t, "type%d" % t), d["req_num"],
                             d["req_inc"], d["req_tid"])
+
+
+def _first(r, keys, idx, sub):
+    """Where the first of events r[idx] lies in the merged order (and
+    after it, `sub`: the order count() adds its keys in for one event)."""
+    ts = r["_ts"][idx]
+    t = ts.min()
+    return (int(t), int(keys[idx][ts == t].min()), sub)
 
 
 class OpRec:
@@ -157,38 +168,49 @@ class Capture:
 
     # ---------------------------------------------------------------- read
     def _read(self):
+        """The user-space stream (threads, recorded reports) is read here;
+        the BPF programs' events stay on disk and are streamed, a bounded
+        chunk at a time, by whoever needs them (capture/stream.py)."""
         self.reports = {}          # gen -> Report (in order)
         self.names = {}            # tid -> comm
-        self.role_of = {}          # tid -> role index
-        self.hists = {}            # gen -> {key: Hist}
-        self.events = []           # (name, ts, values dict), BPF events
+        self._meta_roles = {}      # tid -> role index (named by user space)
+        self._role_of = None
+        self._hists = None
         self.end = None
-        self.first_ns = self.last_ns = None
-        cur = None
+        trace = self.trace
+        self._bpf = {c.id: c.name.split(":", 1)[1]
+                     for c in trace.classes.values()}
         # the BPF programs' events come before those of user space
-        n_bpf = next(c.id for c in self.trace.classes.values()
-                     if c.name == "osdstage:thread")
-        count = self.rules.count
+        self.n_bpf = next(c.id for c in trace.classes.values()
+                          if c.name == "osdstage:thread")
+        self._cid = {n: i for i, n in self._bpf.items() if i < self.n_bpf}
+        files = [f for f in trace.streams if f != "stream_meta"]
+        self.streams = Streams(trace, files)
+        self.first_ns, self.last_ns = self.streams.span()
+        for p in self.streams.packets:
+            if p.truncated:
+                trace.truncated = True
+                trace.truncated_streams.append(os.path.basename(p.path))
+        cur = None
         slot = self.slot
-        for c, ts, ctx, vals in self.trace.records():
+        meta = trace._stream_records("stream_meta") \
+            if "stream_meta" in trace.streams else ()
+        for c, ts, ctx, vals in meta:
             name = c.name.split(":", 1)[1]
-            if self.first_ns is None:
+            if self.first_ns is None or ts < self.first_ns:
                 self.first_ns = ts
-            self.last_ns = ts
+            if self.last_ns is None or ts > self.last_ns:
+                self.last_ns = ts
             if len(ctx) > 2 and ctx[2] != slot and name != "end":
                 continue
+            if c.id < self.n_bpf:
+                raise UserError("%s: BPF events in stream_meta: not an "
+                                "osdstage capture this reads" % trace.path)
             gen = ctx[1]
-            if c.id < n_bpf:
-                d = dict(zip(c.names, vals))
-                self.events.append((name, ts, d))
-                count(name, d, self.hists.setdefault(gen, {}))
-                if "role" in d:
-                    self.role_of.setdefault(d["tid"], d["role"])
-                continue
             d = dict(zip(c.names, vals))
             if name == "thread":
                 self.names[d["tid"]] = d["comm"]
-                self.role_of[d["tid"]] = d["role"]
+                self._meta_roles[d["tid"]] = d["role"]
                 continue
             if name == "end":
                 self.end = d
@@ -199,7 +221,7 @@ class Capture:
                 cur.threads[d["tid"]] = dict(
                     {"role": d["role"], "state": d["state"]},
                     **{k: d[k] for k in THREAD_FIELDS})
-                self.role_of[d["tid"]] = d["role"]
+                self._meta_roles[d["tid"]] = d["role"]
             elif name == "snap_shard":
                 cur.shards[d["cv"]] = {k: d[k] for k in SHARD_FIELDS}
             elif name == "snap_dev":
@@ -211,6 +233,100 @@ class Capture:
                 cur.interval_s = float(d["interval_s"])
                 cur.in_flight = None if d["in_flight"] < 0 else d["in_flight"]
                 cur.extra = json.loads(d["extra"])
+
+    # ------------------------------------------------------------- streams
+    def chunks(self, names, t0=None, t1=None):
+        """The events of classes `names` with t0 <= ts <= t1, of this
+        capture's target slot, in bounded chunks (stream.Chunk), in time
+        order."""
+        cids = [self._cid[n] for n in names if n in self._cid]
+        if not cids:
+            return
+        slot_field = "_ctx2" if len(self.trace.context.fields) > 2 else None
+        for ch in self.streams.chunks(cids, t0, t1):
+            if slot_field:
+                for c in list(ch.recs):
+                    m = ch.recs[c][slot_field] == self.slot
+                    if not m.all():
+                        ch.recs[c], ch.keys[c] = ch.recs[c][m], ch.keys[c][m]
+            yield ch
+
+    def iter_events(self, names, t0=None, t1=None):
+        """(name, ts, {field: value}) of the events of classes `names` in
+        [t0, t1], in time order; one chunk in memory at a time."""
+        for ch in self.chunks(names, t0, t1):
+            cls, idx = ch.merged(list(ch.recs))
+            rows = {}
+            for c, r in ch.recs.items():
+                fields = self.trace.classes[c].names
+                rows[c] = list(zip(r["_ts"].tolist(), dicts(r, fields)))
+            bpf = self._bpf
+            for c, i in zip(cls.tolist(), idx.tolist()):
+                ts, d = rows[c][i]
+                yield bpf[c], ts, d
+
+    @property
+    def events(self):
+        """Every BPF event as (name, ts, fields), streamed."""
+        return self.iter_events(list(self._cid))
+
+    @property
+    def role_of(self):
+        """tid -> role index: as user space named the thread, else as the
+        first BPF event of the thread that carries a role said."""
+        if self._role_of is None:
+            first = {}              # tid -> (ts, key, role)
+            with_role = [n for n in ("switch_out", "waking", "switch_in",
+                                     "futex_wait") if n in self._cid]
+            for ch in self.chunks(with_role):
+                for c, r in ch.recs.items():
+                    if "role" not in r.dtype.names or not len(r):
+                        continue
+                    o = np.lexsort((ch.keys[c], r["_ts"], r["tid"]))
+                    tid = r["tid"][o]
+                    head = np.ones(len(o), bool)
+                    head[1:] = tid[1:] != tid[:-1]
+                    o = o[head]
+                    for t, ts, k, ro in zip(r["tid"][o].tolist(),
+                                            r["_ts"][o].tolist(),
+                                            ch.keys[c][o].tolist(),
+                                            r["role"][o].tolist()):
+                        if t not in first or (ts, k) < first[t][:2]:
+                            first[t] = (ts, k, ro)
+            out = {t: v[2] for t, v in first.items()}
+            out.update(self._meta_roles)
+            self._role_of = out
+        return self._role_of
+
+    @property
+    def hists(self):
+        """gen -> {key: Hist}: each report interval's histograms, from
+        its events (every event carries its interval)."""
+        if self._hists is None:
+            per = {}                # gen -> HistSet
+            names = list(self._cid)
+            for ch in self.chunks(names):
+                for c, r in ch.recs.items():
+                    if not len(r):
+                        continue
+                    name = self._bpf[c]
+                    gens = r["_ctx1"]
+                    ug = np.unique(gens).tolist()
+                    for sub, (key, idx, ns) in enumerate(
+                            count_arrays(self.rules, name, r)):
+                        # (ts, key, sub-order): where the first one lies
+                        for g in ug:
+                            if len(ug) > 1:
+                                m = gens[idx] == g
+                                gi, gns = idx[m], ns[m]
+                            else:
+                                gi, gns = idx, ns
+                            if not len(gi):
+                                continue
+                            per.setdefault(g, HistSet()).add(
+                                key, gns, _first(r, ch.keys[c], gi, sub))
+            self._hists = {g: hs.hists() for g, hs in per.items()}
+        return self._hists
 
     # ------------------------------------------------------------- helpers
     def stage_keys(self):

@@ -172,3 +172,139 @@ class ThreadStates:
         for tid in list(self.since):
             yield None, t1, None, clip(
                 (tid, self.state[tid], self.since[tid], t1), t0, t1)
+
+
+# --------------------------------------------------------------------------
+# the same rules over many events at once (numpy record arrays: a capture
+# read in bulk, capture/stream.py)
+
+def slots_of_ns(ns):
+    """hist.slot_of_ns over an array of durations (uint64) -> int64 slots,
+    the same arithmetic."""
+    import numpy as np
+    from .hist import HIST_FRAC_BITS, HIST_SLOTS, HIST_SUB, HIST_SUB_BITS, \
+        slot_of_ns
+    ns = np.asarray(ns, dtype=np.uint64)
+    big = ns >= np.uint64(1 << (63 - HIST_FRAC_BITS))
+    v = ((ns & np.uint64((1 << (63 - HIST_FRAC_BITS)) - 1))
+         << np.uint64(HIST_FRAC_BITS)) // np.uint64(1000)
+    v = v.astype(np.int64)
+    p = np.zeros(len(v), dtype=np.int64)
+    hi = v >= HIST_SUB
+    if np.any(hi):
+        p[hi] = np.floor(np.log2(v[hi].astype(np.float64))).astype(np.int64)
+        # float rounding near powers of two: make 2^p <= v < 2^(p+1)
+        p[hi] -= (np.left_shift(1, p[hi]) > v[hi])
+        p[hi] += (np.left_shift(1, p[hi] + 1) <= v[hi]) & (p[hi] < 62)
+    shift = np.maximum(p - HIST_SUB_BITS, 0)
+    slot = np.where(hi, HIST_SUB + (p - HIST_SUB_BITS) * HIST_SUB +
+                    ((v >> shift) & (HIST_SUB - 1)), v)
+    slot = np.minimum(slot, HIST_SLOTS - 1)
+    if np.any(big):
+        slot[big] = [slot_of_ns(x) for x in ns[big].tolist()]
+    return slot
+
+
+class HistSet:
+    """Histograms filled from arrays of durations, keyed as Rules.count
+    keys them; .hists() gives them in the order a one-event-at-a-time
+    count would have created them (first event first)."""
+
+    def __init__(self):
+        self.rows = {}        # key -> [count, sum, max, slots, first]
+
+    def add(self, key, ns, first):
+        """ns: uint64 array (non-empty); first: an ordering tuple of the
+        first of these events."""
+        import numpy as np
+        from .hist import HIST_SLOTS
+        r = self.rows.get(key)
+        if r is None:
+            r = self.rows[key] = [0, 0, 0, np.zeros(HIST_SLOTS, np.int64),
+                                  first]
+        n = len(ns)
+        mx = int(ns.max())
+        r[0] += n
+        if mx and n > ((1 << 64) - 1) // mx:
+            r[1] += sum(ns.tolist())
+        else:
+            r[1] += int(ns.sum(dtype=np.uint64))
+        r[2] = max(r[2], mx)
+        r[3] += np.bincount(slots_of_ns(ns), minlength=HIST_SLOTS)
+        r[4] = min(r[4], first)
+
+    def hists(self, into=None):
+        """-> {key: Hist} (keys already in `into` keep their place)."""
+        out = {} if into is None else into
+        for key, r in sorted(self.rows.items(), key=lambda kv: kv[1][4]):
+            h = Hist(r[0], r[1], r[2], r[3].tolist())
+            if key in out:
+                out[key].merge(h)
+            else:
+                out[key] = h
+        return out
+
+
+def count_arrays(rules, name, r):
+    """Rules.count over the events `r` (a structured array of event class
+    `name`) -> [(key, index array into r, duration array)], each key in
+    the order count() adds them for one event."""
+    import numpy as np
+    out = []
+    names = r.dtype.names
+
+    def add(key, idx, ns):
+        if len(idx):
+            out.append((key, idx, ns))
+
+    def each(values, idx):
+        """(value, its indices) for each distinct value among r[idx]"""
+        v = values[idx]
+        for x in np.unique(v).tolist():
+            yield x, idx[v == x]
+
+    allx = np.arange(len(r))
+    mask = rules.role_mask
+    if name == "stage":
+        for s, idx in each(r["stage"], allx):
+            add(rules.label("stage", s), idx, r["duration_ns"][idx])
+    elif name == "op_dequeue":
+        add("queue_wait", allx, r["queue_wait_ns"])
+        att = np.nonzero(r["attributed"])[0]
+        for part in rules.vocab.attr_parts:
+            add("attr." + part, att, r[part + "_ns"][att])
+    elif name == "op_done":
+        for c, idx in each(r["op_class"], allx):
+            cls = rules.label("op_class", c)
+            tv = idx[r["total_valid"][idx] != 0]
+            add("op_total", tv, r["op_total_ns"][tv])
+            add("op_total." + cls, tv, r["op_total_ns"][tv])
+            dq = idx[r["dequeued"][idx] != 0]
+            add("queue_wait." + cls, dq, r["queue_wait_ns"][dq])
+            if "replies" in names:
+                rp = idx[r["replies"][idx] != 0]
+                add("replica_wait", rp, r["replica_wait_ns"][rp])
+                for p, pi in each(r["last_peer"], rp):
+                    add("%s%d" % (PEER_LAST, p), pi,
+                        np.zeros(len(pi), np.uint64))
+    elif name == "replica_reply":
+        for p, idx in each(r["peer"], allx):
+            add("%s%d" % (PEER_WAIT, p), idx, r["wait_ns"][idx])
+    elif name == "local_commit":
+        add("local_commit", allx, r["commit_ns"])
+    elif name == "repop_done":
+        add("repop", allx, r["repop_ns"])
+        dq = np.nonzero(r["dequeued"])[0]
+        add("repop.queue_wait", dq, r["queue_wait_ns"][dq])
+    elif name in ("waking", "switch_in", "futex_wait"):
+        field, key, sel = {
+            "waking": ("offcpu_ns", "offcpu", "offcpu_ns"),
+            "switch_in": ("wakeup_ns", "wakeup_delay", "woken"),
+            "futex_wait": ("duration_ns", "futex_wait", None)}[name]
+        idx = allx if sel is None else np.nonzero(r[sel])[0]
+        roles = r["role"].astype(np.int64) & mask
+        for ro, ri in each(roles, idx):
+            add("%s.%d" % (key, ro), ri, r[field][ri])
+    elif name in ("syncfs", "block_rq"):
+        add(name, allx, r["duration_ns"])
+    return [(k, i, np.asarray(ns, dtype=np.uint64)) for k, i, ns in out]

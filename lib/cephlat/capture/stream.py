@@ -1,0 +1,280 @@
+"""A capture's BPF events read in bulk, a bounded chunk at a time.
+
+The BPF programs' events are fixed-size records (struct ev_hdr + the
+payload of probes/osdstage.h, as the capture's own metadata lays them out:
+the recorder copies their bytes unchanged), so they are decoded with numpy,
+many packets at once, into one structured array per event class. What is
+read is bounded: a round loads a few MB of packets of every stream file,
+and only the packets a time window overlaps (their begin/end timestamps in
+the packet context say which) are decoded at all.
+
+Events of the several stream files come out merged in time order, ties in
+the order of the files then of the events in a file: the order the
+record-by-record reader (ctf.Trace.records, heapq.merge) gives.
+"""
+import os
+import struct
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from . import ctf
+from ..errors import UserError
+
+# CTF field type -> numpy scalar type (little endian, byte-packed)
+_NP = {"u8": "<u1", "u16": "<u2", "u32": "<u4", "u64": "<u8", "x64": "<u8",
+       "s8": "<i1", "s32": "<i4", "s64": "<i8"}
+_ROUND_BYTES = 8 << 20          # packets loaded per stream and round
+_INF = (1 << 64) - 1
+
+
+def class_dtype(context, c):
+    """The numpy record of event class `c`: header (_id, _ts), the event
+    context (_ctx0..), then the class's fields, byte-packed as the
+    capture's metadata declares them; None if a field has no fixed size
+    (those events are user space's, in stream_meta)."""
+    fields = [("_id", "<u4"), ("_ts", "<u8")]
+    for i, (_, t, _) in enumerate(context.fields):
+        if t not in _NP:
+            return None
+        fields.append(("_ctx%d" % i, _NP[t]))
+    for name, t, _ in c.fields:
+        if t in _NP:
+            fields.append((name, _NP[t]))
+        elif t.startswith("char"):
+            fields.append((name, "S%d" % int(t[4:])))
+        else:
+            return None
+    return np.dtype(fields)
+
+
+class Packets:
+    """The complete packets of one stream file: offset, size, content end
+    and begin/end timestamps (read from their headers only)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.truncated = False
+        offs, sizes, ends, begins, lasts = [], [], [], [], []
+        try:
+            f = open(path, "rb")
+        except OSError as e:
+            raise UserError("cannot read %s: %s" % (path, e.strerror))
+        with f:
+            total = os.fstat(f.fileno()).st_size
+            pos = 0
+            head = ctf.PACKET_HEAD
+            while pos < total:
+                if total - pos < head:
+                    self.truncated = True
+                    break
+                f.seek(pos)
+                h = f.read(head)
+                magic = struct.unpack_from("<I", h)[0]
+                if magic != ctf.MAGIC:
+                    raise UserError("%s: corrupt packet at byte %d (bad "
+                                    "magic)" % (path, pos))
+                b, e, cbits, sbits, _d, _cpu = ctf._CTX.unpack_from(
+                    h, ctf._HDR.size)
+                size, content = sbits // 8, cbits // 8
+                if size <= 0 or content > size or size % 8 or \
+                        content < head:
+                    raise UserError("%s: corrupt packet at byte %d (bad "
+                                    "size)" % (path, pos))
+                if pos + size > total:
+                    self.truncated = True
+                    break
+                if content > head:
+                    offs.append(pos)
+                    sizes.append(size)
+                    ends.append(pos + content)
+                    begins.append(b)
+                    lasts.append(e)
+                pos += size
+        self.off = np.array(offs, dtype=np.int64)
+        self.size = np.array(sizes, dtype=np.int64)
+        self.end = np.array(ends, dtype=np.int64)
+        self.begin_ts = np.array(begins, dtype=np.uint64)
+        self.end_ts = np.array(lasts, dtype=np.uint64)
+
+    def __len__(self):
+        return len(self.off)
+
+
+class Chunk:
+    """Events of one round, merged in time order: per class id, the
+    structured records and their order keys; .order() gives the merged
+    order of any set of classes."""
+
+    def __init__(self, recs, keys):
+        self.recs, self.keys = recs, keys     # cid -> array
+
+    def merged(self, cids):
+        """-> (class id per event, index in its class's array) for the
+        events of classes `cids`, in merged order."""
+        cids = [c for c in cids if c in self.recs and len(self.recs[c])]
+        if not cids:
+            e = np.zeros(0, dtype=np.int64)
+            return e, e
+        ts = np.concatenate([self.recs[c]["_ts"] for c in cids])
+        key = np.concatenate([self.keys[c] for c in cids])
+        cls = np.concatenate([np.full(len(self.recs[c]), c, dtype=np.int64)
+                              for c in cids])
+        idx = np.concatenate([np.arange(len(self.recs[c]), dtype=np.int64)
+                              for c in cids])
+        o = np.lexsort((key, ts))
+        return cls[o], idx[o]
+
+
+class Streams:
+    """The fixed-size events of a capture's stream files (those the BPF
+    programs wrote), read in rounds."""
+
+    def __init__(self, trace, files):
+        self.trace = trace
+        self.files = files
+        self.packets = [Packets(os.path.join(trace.path, f)) for f in files]
+        self.dtypes = {}
+        self.sizes = np.full(256, -1, dtype=np.int64)
+        for cid, c in trace.classes.items():
+            dt = class_dtype(trace.context, c)
+            if dt is not None and 0 <= cid < 256:
+                self.dtypes[cid] = dt
+                self.sizes[cid] = dt.itemsize
+        self.steps = np.where(self.sizes > 0, self.sizes, 1 << 40)
+
+    def span(self):
+        """(first, last) timestamp of the events, or (None, None)."""
+        firsts = [int(p.begin_ts[0]) for p in self.packets if len(p)]
+        lasts = [int(p.end_ts[-1]) for p in self.packets if len(p)]
+        return (min(firsts), max(lasts)) if firsts else (None, None)
+
+    # ------------------------------------------------------------ decode
+    def _decode(self, si, lo, hi, want):
+        """Packets lo..hi-1 of stream si -> {cid: (records, keys)} for the
+        classes in `want` (None: every one)."""
+        p = self.packets[si]
+        start, stop = int(p.off[lo]), int(p.off[hi - 1] + p.size[hi - 1])
+        path = p.path
+        try:
+            with open(path, "rb") as f:
+                f.seek(start)
+                raw = f.read(stop - start)
+        except OSError as e:
+            raise UserError("cannot read %s: %s" % (path, e.strerror))
+        buf = np.frombuffer(raw, dtype=np.uint8)
+        pos = p.off[lo:hi] - start + ctf.PACKET_HEAD
+        ends = p.end[lo:hi] - start
+        found = []
+        sizes = self.steps
+        cur = pos.copy()
+        end = ends.copy()
+        # walk every packet's chain of records at once, one event a step
+        # (an unknown id jumps past the packet's end: caught below)
+        while len(cur):
+            found.append(cur)
+            cur = cur + sizes[buf[cur]]
+            more = cur < end
+            if not more.all():
+                # a packet done: it must end exactly on its content's end
+                if np.any(cur[~more] != end[~more]):
+                    break
+                cur, end = cur[more], end[more]
+        offs = np.concatenate(found) if found else \
+            np.zeros(0, dtype=np.int64)
+        # every record whole inside its packet, with a known id
+        ids = buf[offs].astype(np.int64)
+        if len(cur) or np.any(buf[offs + 1] | buf[offs + 2] |
+                              buf[offs + 3]) or np.any(self.sizes[ids] <= 0):
+            bad = offs[self.sizes[ids] <= 0]
+            at = int(bad[0]) if len(bad) else int(cur[0]) if len(cur) \
+                else int(offs[0])
+            raise UserError("%s: corrupt event at byte %d" % (path,
+                                                              at + start))
+        out = {}
+        base = (si << 48) + start
+        for cid in np.unique(ids).tolist():
+            if want is not None and cid not in want:
+                continue
+            o = offs[ids == cid]
+            dt = self.dtypes[cid]
+            rows = sliding_window_view(buf, dt.itemsize)[o]
+            out[cid] = (rows.view(dt).reshape(-1), o + base)
+        return out
+
+    # ------------------------------------------------------------- rounds
+    def chunks(self, want=None, t0=None, t1=None):
+        """Chunks of the events of classes `want` (ids; None: all) with
+        t0 <= ts <= t1 (None: unbounded), in time order."""
+        lo_ts = 0 if t0 is None else max(0, int(t0))
+        hi_ts = _INF if t1 is None else int(t1)
+        if hi_ts < lo_ts:
+            return
+        want = None if want is None else set(want)
+        cursor, stop = [], []
+        for p in self.packets:
+            # the packets the window overlaps: ending at or after t0,
+            # beginning at or before t1
+            a = int(np.searchsorted(p.end_ts, np.uint64(lo_ts), "left"))
+            b = int(np.searchsorted(p.begin_ts, np.uint64(hi_ts), "right"))
+            cursor.append(a)
+            stop.append(max(a, b))
+        pend = {}                       # cid -> [(recs, keys)]
+        while True:
+            # this round ends at h: every packet not loaded yet begins
+            # after it, so the events up to h are all known
+            h = _INF
+            for si, p in enumerate(self.packets):
+                if cursor[si] >= stop[si]:
+                    continue
+                j = cursor[si]
+                n = 0
+                while j < stop[si] and n < _ROUND_BYTES:
+                    n += int(p.size[j])
+                    j += 1
+                if j < stop[si]:
+                    h = min(h, int(p.end_ts[j - 1]))
+            for si, p in enumerate(self.packets):
+                a = cursor[si]
+                if a >= stop[si]:
+                    continue
+                b = a + int(np.searchsorted(p.begin_ts[a:stop[si]],
+                                            np.uint64(h), "right"))
+                if b == a:
+                    continue
+                for cid, (r, k) in self._decode(si, a, b, want).items():
+                    pend.setdefault(cid, []).append((r, k))
+                cursor[si] = b
+            recs, keys, rest = {}, {}, {}
+            for cid, parts in pend.items():
+                r = parts[0][0] if len(parts) == 1 else \
+                    np.concatenate([x[0] for x in parts])
+                k = parts[0][1] if len(parts) == 1 else \
+                    np.concatenate([x[1] for x in parts])
+                ts = r["_ts"]
+                m = (ts >= np.uint64(lo_ts)) & (ts <= np.uint64(min(h, hi_ts)))
+                later = ts > np.uint64(h)
+                if np.any(m):
+                    recs[cid], keys[cid] = r[m], k[m]
+                if np.any(later):
+                    rest[cid] = [(r[later], k[later])]
+            pend = rest
+            if recs:
+                yield Chunk(recs, keys)
+            if h == _INF:
+                return
+
+
+def texts(col):
+    """A char-array column as str values (up to the first NUL)."""
+    return [b.split(b"\0", 1)[0].decode("utf-8", "replace")
+            for b in col.tolist()]
+
+
+def dicts(recs, names):
+    """Records -> [{field: value}] for fields `names` (Python values)."""
+    cols = []
+    for n in names:
+        col = recs[n]
+        cols.append(texts(col) if col.dtype.kind == "S" else col.tolist())
+    return [dict(zip(names, row)) for row in zip(*cols)]
