@@ -12,6 +12,8 @@ replaying the scheduler events, shards and devices from op and block
 events; loss counters are the recorded ones of the reports the window
 overlaps.
 """
+import array
+import heapq
 import json
 import os
 
@@ -24,7 +26,7 @@ from ..model.roles import Roles
 from ..model.snapshot import Snapshot
 from ..errors import UserError
 from ..model.events import (SHARD_FIELDS, WAKER_COUNTERS, HistSet, Rules,
-                            ThreadStates, accrue, count_arrays)
+                            SchedReplay, accrue, count_arrays)
 from ..model.hist import Hist
 from ..model.vocab import Vocab
 
@@ -74,12 +76,15 @@ def _first(r, keys, idx, sub):
 class OpRec:
     """One op's life, pieced together from its events."""
     __slots__ = ("op", "enq_ns", "enq_tid", "deq", "done", "stages", "tid",
-                 "listed", "req", "pg", "replies", "local", "repop")
+                 "listed", "req", "pg", "replies", "local", "repop", "refs",
+                 "rank")
 
     def __init__(self, op, enq_ns, enq_tid, d=None):
         self.op, self.enq_ns, self.enq_tid = op, enq_ns, enq_tid
         self.deq = self.done = None
         self.listed = False
+        self.refs = 0             # how many maps of op_stream hold it
+        self.rank = None
         self.stages = []
         self.tid = None
         self.req = reqid_name(d) if d else None
@@ -102,6 +107,58 @@ class OpRec:
     def op_class(self, rules):
         return rules.label("op_class", self.done["op_class"]) \
             if self.done else None
+
+
+def op_end(o):
+    """When op `o` ends for the timeline: done, else its last stage, else
+    its dequeue."""
+    return o.done["ts"] if o.done else (o.stages[-1][2] if o.stages else
+                                        o.deq["ts"])
+
+
+class OpSummary:
+    """What a window's ops are needed for, kept without holding them all:
+    the n slowest (op_total, else queue_wait; ties: the first to enter
+    the window), the slowest of all, and when each op was (for the
+    timeline, which picks its ops once it knows its window)."""
+
+    def __init__(self, n):
+        self.n = max(n, 1)
+        self.heap = []          # ((key, -rank), rank, op): the slowest
+        self.spans = array.array("q")   # rank, enq_ns, end per op
+        self.addrs = array.array("Q")   # op address per op
+        self.count = 0
+
+    def add(self, o):
+        self.count += 1
+        k = (o.key_ns(), -o.rank)
+        if len(self.heap) < self.n:
+            heapq.heappush(self.heap, (k, o.rank, o))
+        elif k > self.heap[0][0]:
+            heapq.heapreplace(self.heap, (k, o.rank, o))
+        try:
+            end = op_end(o)
+        except (TypeError, KeyError):
+            end = -1
+        self.spans.extend((o.rank, o.enq_ns, end))
+        self.addrs.append(o.op)
+
+    def by_rank(self):
+        """The kept ops in the order they entered the window."""
+        return [o for _, _, o in sorted(self.heap, key=lambda x: x[1])]
+
+    def slowest(self):
+        """The slowest op (the first to enter the window of equals)."""
+        return max(self.heap, key=lambda x: x[0])[2] if self.heap else None
+
+    def overlapping(self, a, b):
+        """{(op address, enqueue ns): rank} of the ops whose span meets
+        [a, b]."""
+        sp = np.frombuffer(self.spans, dtype=np.int64).reshape(-1, 3)
+        hit = np.nonzero((sp[:, 1] <= b) & (sp[:, 2] >= a))[0]
+        addrs = np.frombuffer(self.addrs, dtype=np.uint64)
+        return dict(zip(zip(addrs[hit].tolist(), sp[hit, 1].tolist()),
+                        sp[hit, 0].tolist()))
 
 
 class Capture:
@@ -367,46 +424,83 @@ class Capture:
         return reps[-1].mono_ns if reps else None
 
     # ------------------------------------------------------------ windows
-    def ops(self, t0, t1):
-        """OpRecs of ops dequeued or completed in [t0, t1], with their call
-        stages: those naming the op (format 2: the op the thread was
-        executing), else (older captures) those its worker ran between
-        its dequeue and its next one."""
-        live, out, last_on = {}, [], {}
-        latest = {}          # address -> the last op seen at it
-        for name, ts, d in self.events:
+    def op_stream(self, t0, t1, t_start=None, keep=None):
+        """The ops dequeued or completed in [t0, t1] (those `keep` accepts,
+        if given), with their call stages: those naming the op (format 2:
+        the op the thread was executing), else (older captures) those its
+        worker ran between its dequeue and its next one.
+
+        -> (listing rank, OpRec) pairs, each once nothing later in the
+        capture can change it any more (its address reused, its worker on
+        another op, ...), so that only open ops are held; the rest at the
+        end. Ranks are the order ops entered the window. Reading starts at
+        t_start (default: the capture's start)."""
+        live, last_on, latest = {}, {}, {}
+        rank = [0]
+        held = [0]              # listed ops something may still change
+        done = []
+
+        def drop(o):
+            if o is None:
+                return
+            o.refs -= 1
+            if o.refs == 0 and o.listed:
+                held[0] -= 1
+                done.append((o.rank, o))
+
+        def put(m, k, o):
+            o.refs += 1
+            drop(m.get(k))
+            m[k] = o
+
+        def listed(o):
+            if keep is not None and not keep(o):
+                return
+            o.listed, o.rank = True, rank[0]
+            rank[0] += 1
+            held[0] += 1
+
+        label = self.rules.label
+        names = ("op_enqueue", "op_dequeue", "stage", "op_done", "repop_done",
+                 "replica_reply", "local_commit")
+        for name, ts, d in self.iter_events(names, t_start):
+            if ts > t1 and not held[0]:
+                break               # nothing listed can change any more
             if name == "op_enqueue":
-                live[d["op"]] = latest[d["op"]] = OpRec(d["op"], ts, d["tid"],
-                                                        d)
+                o = OpRec(d["op"], ts, d["tid"], d)
+                put(live, d["op"], o)
+                put(latest, d["op"], o)
             elif name == "op_dequeue":
                 o = live.get(d["op"])
                 if o is None:                   # enqueued before the capture
-                    o = live[d["op"]] = latest[d["op"]] = OpRec(
-                        d["op"], ts - d["queue_wait_ns"], d["enq_tid"])
-                o.deq, o.tid = dict(d, ts=ts), d["tid"]
-                last_on[d["tid"]] = o
-                if t0 <= ts <= t1:
-                    o.listed = True
-                    out.append(o)
+                    o = OpRec(d["op"], ts - d["queue_wait_ns"], d["enq_tid"])
+                    put(live, d["op"], o)
+                    put(latest, d["op"], o)
+                d["ts"] = ts
+                o.deq, o.tid = d, d["tid"]
+                put(last_on, d["tid"], o)
+                if t0 <= ts <= t1 and not o.listed:
+                    listed(o)
             elif name == "stage":
                 # an address is reused only once its op is freed, after the
                 # call stages of its worker: the latest op there is it
                 o = latest.get(d["op"]) if "op" in d else \
                     last_on.get(d["tid"])
                 if o is not None:
-                    o.stages.append((self.rules.label("stage", d["stage"]),
+                    o.stages.append((label("stage", d["stage"]),
                                      ts - d["duration_ns"], ts))
             elif name in ("op_done", "repop_done"):
                 o = live.pop(d["op"], None)
                 if o is None:
                     continue
+                d["ts"] = ts
                 if name == "op_done":
-                    o.done = dict(d, ts=ts)
+                    o.done = d
                 else:
-                    o.repop = dict(d, ts=ts)
+                    o.repop = d
                 if not o.listed and t0 <= ts <= t1:
-                    o.listed = True
-                    out.append(o)
+                    listed(o)
+                drop(o)
             elif name == "replica_reply":
                 o = live.get(d["op"])
                 if o is not None:
@@ -414,53 +508,131 @@ class Capture:
             elif name == "local_commit":
                 o = live.get(d["op"])
                 if o is not None:
-                    o.local = dict(d, ts=ts)
-        return out
+                    d["ts"] = ts
+                    o.local = d
+            if done:
+                yield from done
+                done.clear()
+        seen = set()
+        for m in (live, latest, last_on):
+            for o in m.values():
+                if o.listed and id(o) not in seen:
+                    seen.add(id(o))
+                    done.append((o.rank, o))
+        done.sort(key=lambda x: x[0])
+        yield from done
 
-    def window(self, t0, t1, role=None, op_class=None):
+    def ops(self, t0, t1, keep=None):
+        """OpRecs of ops dequeued or completed in [t0, t1] (op_stream),
+        in the order they entered the window."""
+        return [o for _, o in sorted(self.op_stream(t0, t1, keep=keep),
+                                     key=lambda x: x[0])]
+
+    def ops_overlapping(self, summary, t0, t1, a, b):
+        """The ops of a window (OpSummary of window()) whose span meets
+        [a, b], in the order they entered the window [t0, t1]: read again
+        from the first one's enqueue only."""
+        want = summary.overlapping(a, b)
+        if not want:
+            return []
+        start = min(enq for _, enq in want)
+        got = [(want[(o.op, o.enq_ns)], o) for _, o in self.op_stream(
+            t0, t1, t_start=start,
+            keep=lambda o: (o.op, o.enq_ns) in want)]
+        return [o for _, o in sorted(got, key=lambda x: x[0])]
+
+    def first_op(self, t0, t1):
+        """The first op to enter the window [t0, t1], or None."""
+        taken = []
+
+        def keep(o):
+            taken.append(o)
+            return len(taken) == 1
+        for _, o in self.op_stream(t0, t1, keep=keep):
+            return o
+        return None
+
+    def window(self, t0, t1, role=None, op_class=None, slowest=0):
         """One report over [t0, t1] from the events alone -> (snapshot
-        with the window's histograms, the ops seen in it).
+        with the window's histograms, the window's ops: OpSummary).
         op_class: only ops of that class (user-space stages and the
         attribution); role: kernel stages and thread times of that thread
-        role only."""
+        role only; slowest: how many of the slowest ops to keep."""
         h, devs, shards = {}, {}, {}
         wakers = dict.fromkeys(WAKER_COUNTERS, 0)
         count, shard = self.rules.count, self.rules.shard
-        ops = self.ops(t0, t1)
-        if op_class:
-            ops = [o for o in ops if o.op_class(self.rules) == op_class]
-            for o in ops:
-                if o.deq and t0 <= o.deq["ts"] <= t1:
-                    count("op_dequeue", o.deq, h)
-                    shard(shards, wakers, o.deq)
-                if o.done and t0 <= o.done["ts"] <= t1:
-                    count("op_done", o.done, h)
-                for st, a, b in o.stages:
-                    if t0 <= b <= t1:
-                        h.setdefault(st, Hist()).add_ns(b - a)
-        role_idx = self.roles.names.index(role) if role else None
-        for name, ts, d in self.events:
-            if ts < t0:
+        ops = OpSummary(slowest)
+        first_h, first_s = {}, {}     # key -> (rank, place in the op)
+        for _, o in self.op_stream(t0, t1):
+            if op_class and o.op_class(self.rules) != op_class:
                 continue
-            if ts > t1:
-                break
-            if name in ("stage", "op_dequeue", "op_done"):
-                if op_class is None:
-                    count(name, d, h)
+            ops.add(o)
+            if not op_class:
+                continue
+            # counted as the ops entered the window: keys and shards
+            # keep the place their first op gave them
+            oh, osh = {}, {}
+            if o.deq and t0 <= o.deq["ts"] <= t1:
+                count("op_dequeue", o.deq, oh)
+                shard(osh, wakers, o.deq)
+            if o.done and t0 <= o.done["ts"] <= t1:
+                count("op_done", o.done, oh)
+            for st, a, b in o.stages:
+                if t0 <= b <= t1:
+                    oh.setdefault(st, Hist()).add_ns(b - a)
+            for j, (k, x) in enumerate(oh.items()):
+                if k in h:
+                    h[k].merge(x)
+                    first_h[k] = min(first_h[k], (o.rank, j))
+                else:
+                    h[k], first_h[k] = x, (o.rank, j)
+            for k, x in osh.items():
+                if k in shards:
+                    y = shards[k]
+                    for f in SHARD_FIELDS:
+                        y[f] = max(y[f], x[f]) if f == "qwait_max_ns" \
+                            else y[f] + x[f]
+                    first_s[k] = min(first_s[k], o.rank)
+                else:
+                    shards[k], first_s[k] = x, o.rank
+        h = {k: h[k] for k in sorted(h, key=first_h.get)}
+        shards = {k: shards[k] for k in sorted(shards, key=first_s.get)}
+        role_idx = self.roles.names.index(role) if role else None
+        names = ["waking", "switch_in", "futex_wait", "syncfs", "block_rq"]
+        if op_class is None:
+            names += ["stage", "op_dequeue", "op_done"]
+        hs = HistSet()
+        for ch in self.chunks(names, t0, t1):
+            for c, r in ch.recs.items():
+                name, keys = self._bpf[c], ch.keys[c]
+                if name in ("waking", "switch_in", "futex_wait", "syncfs") \
+                        and role_idx is not None:
+                    if "role" in r.dtype.names:
+                        m = r["role"] == role_idx
+                    else:
+                        ro = self.role_of
+                        m = np.array([ro.get(t) == role_idx
+                                      for t in r["tid"].tolist()], bool)
+                    r, keys = r[m], keys[m]
+                if not len(r):
+                    continue
+                for sub, (key, idx, ns) in enumerate(
+                        count_arrays(self.rules, name, r)):
+                    hs.add(key, ns, _first(r, keys, idx, sub))
+            if op_class is None or "block_rq" in self._cid:
+                for name, ts, d in self._events_of(ch, ("op_dequeue",
+                                                        "block_rq")):
                     if name == "op_dequeue":
-                        shard(shards, wakers, d)
-            elif name in ("waking", "switch_in", "futex_wait", "syncfs"):
-                r = d["role"] if "role" in d else self.role_of.get(d["tid"])
-                if role_idx is None or r == role_idx:
-                    count(name, d, h)
-            elif name == "block_rq":
-                count(name, d, h)
-                dev = self.vocab.dev_name(d["dev"])
-                x = devs.setdefault(dev, dict.fromkeys(DEV_FIELDS, 0))
-                x["count"] += 1
-                x["sum_ns"] += d["duration_ns"]
-                x["bytes"] += d["bytes"]
-                x["max_ns"] = max(x["max_ns"], d["duration_ns"])
+                        if op_class is None:
+                            shard(shards, wakers, d)
+                        continue
+                    dev = self.vocab.dev_name(d["dev"])
+                    x = devs.setdefault(dev, dict.fromkeys(DEV_FIELDS, 0))
+                    x["count"] += 1
+                    x["sum_ns"] += d["duration_ns"]
+                    x["bytes"] += d["bytes"]
+                    x["max_ns"] = max(x["max_ns"], d["duration_ns"])
+        hs.hists(into=h)
         threads = self.thread_times(t0, t1)
         if role_idx is not None:
             threads = {t: v for t, v in threads.items()
@@ -469,6 +641,21 @@ class Capture:
         counters.update(wakers)
         return Snapshot(None, counters, threads, shards, devs, t1,
                         self.full_hists(h)), ops
+
+    def _events_of(self, ch, names):
+        """(name, ts, fields) of a chunk's events of classes `names`, in
+        merged order."""
+        cids = [self._cid[n] for n in names if n in self._cid]
+        cids = [c for c in cids if c in ch.recs and len(ch.recs[c])]
+        if not cids:
+            return
+        cls, idx = ch.merged(cids)
+        rows = {c: list(zip(ch.recs[c]["_ts"].tolist(),
+                            dicts(ch.recs[c], self.trace.classes[c].names)))
+                for c in cids}
+        for c, i in zip(cls.tolist(), idx.tolist()):
+            ts, d = rows[c][i]
+            yield self._bpf[c], ts, d
 
     def _counters_over(self, t0, t1):
         """Loss counters of the recorded reports the window overlaps."""
@@ -482,6 +669,46 @@ class Capture:
             a = {}
         return {k: v - a.get(k, 0) for k, v in b.items()}
 
+    def sched(self, t1, t0=None, recorded=True):
+        """The scheduler events up to t1 replayed (SchedReplay), a chunk
+        at a time -> (replay, generator of per-chunk results: the applied
+        events, the chunk, its merged order); the replay's states are
+        final once the generator is exhausted. recorded: start from the
+        thread states of the first recorded report."""
+        reps = self.ordered_reports()
+        first = reps[0].threads if reps and recorded else {}
+        rp = SchedReplay(self.rules.labels["state"])
+        for tid, t in first.items():
+            rp.t.start(tid, t["state"], reps[0].mono_ns)
+        return rp, self._sched_chunks(rp, t0, t1)
+
+    def _sched_chunks(self, rp, t0, t1):
+        kinds = ("switch_out", "waking", "switch_in")
+        cids = [self._cid[n] for n in kinds if n in self._cid]
+        pos0 = 0
+        run = rp.t.run
+        for ch in self.chunks(kinds, t0, t1):
+            cls, idx = ch.merged(cids)
+            n = len(cls)
+            if not n:
+                continue
+            tid = np.empty(n, np.int64)
+            kind = np.empty(n, np.int64)
+            new = np.empty(n, np.int64)
+            ts = np.empty(n, np.int64)
+            for k, name in enumerate(kinds):
+                c = self._cid.get(name)
+                if c not in ch.recs:
+                    continue
+                m = cls == c
+                r = ch.recs[c][idx[m]]
+                tid[m], ts[m], kind[m] = r["tid"], r["_ts"], k
+                new[m] = r["state"] if k == 0 else \
+                    rp.t.runq if k == 1 else run
+            out = rp.feed(tid, kind, new, ts, np.arange(pos0, pos0 + n))
+            pos0 += n
+            yield out, ch, cls, idx
+
     def thread_times(self, t0, t1):
         """Per thread over [t0, t1]: time asleep / runnable (replaying the
         scheduler events), futex time, wake-ups; the shard cv and birth/
@@ -490,10 +717,9 @@ class Capture:
         first = reps[0].threads if reps else {}
         last = reps[-1].threads if reps else {}
         states = self.rules.labels["state"]
-        ts_ = ThreadStates(states)
         out = {}
-        for tid, t in first.items():
-            ts_.start(tid, t["state"], reps[0].mono_ns)
+        rp, chunks = self.sched(t1)
+        ts_ = rp.t
 
         def row(tid):
             r = out.get(tid)
@@ -506,21 +732,62 @@ class Capture:
                     "born": t.get("born", 0), "died": t.get("died", 0)}
             return r
 
-        for name, ts, d in self.events:
-            if name == "futex_wait":
-                a, b = max(ts - d["duration_ns"], t0), min(ts, t1)
-                if b > a:
-                    row(d["tid"])["futex_ns"] += b - a
-        for name, ts, d, closed in ts_.replay(self.events, t0, t1):
-            if closed is not None:
-                tid, st, a, b = closed
-                accrue(row(tid), states, st, a, b)
-            if name == "switch_out" and d["state"] == ts_.dead:
-                row(d["tid"])["died"] = ts
-            elif name == "waking" and t0 <= ts:
-                row(d["tid"])["wakeups"] += 1
-            elif name == "switch_in":
-                row(d["tid"])
+        # futex waits that overlap the window (they end at their event)
+        for ch in self.chunks(("futex_wait",), t0):
+            r = ch.recs[self._cid["futex_wait"]]
+            o = np.lexsort((ch.keys[self._cid["futex_wait"]], r["_ts"]))
+            end = r["_ts"][o].astype(object) if len(o) and \
+                int(r["_ts"].max()) >= 1 << 62 else r["_ts"][o].astype(
+                    np.int64)
+            dur = r["duration_ns"][o]
+            if len(o) and int(dur.max()) >= 1 << 62:
+                dur = dur.astype(object)
+            else:
+                dur = dur.astype(np.int64)
+            a = np.maximum(end - dur, t0)
+            b = np.minimum(end, t1)
+            sel = np.nonzero(b > a)[0]
+            if not len(sel):
+                continue
+            tids = r["tid"][o][sel]
+            amount = (b[sel] - a[sel]).tolist()
+            for t, x in zip(tids.tolist(), amount):
+                row(t)["futex_ns"] += int(x)
+        dead, sleep, runq = ts_.dead, ts_.sleep, ts_.runq
+        for ev, ch, cls, idx in chunks:
+            tid, kind, ts = ev["tid"], ev["kind"], ev["ts"]
+            a = np.maximum(ev["prev_since"], t0)
+            b = np.minimum(ts, t1)
+            acc = ev["closed"] & (b > a)
+            died = (kind == 0) & (ev["new"] == dead)
+            wake = (kind == 1) & (ts >= t0)
+            touch = acc | died | wake | (kind == 2)
+            # rows in the order their threads were first touched
+            tt = tid[touch]
+            if len(tt):
+                u, first_i = np.unique(tt, return_index=True)
+                for t in u[np.argsort(first_i)].tolist():
+                    row(t)
+            st = ev["prev_state"]
+            for want, field in ((sleep, "sleep_ns"), (runq, "runq_ns")):
+                m = acc & (st == want)
+                if np.any(m):
+                    u, inv = np.unique(tid[m], return_inverse=True)
+                    sums = np.zeros(len(u), dtype=np.int64)
+                    np.add.at(sums, inv, b[m] - a[m])
+                    for t, x in zip(u.tolist(), sums.tolist()):
+                        out[t][field] += int(x)
+            if np.any(wake):
+                u, c = np.unique(tid[wake], return_counts=True)
+                for t, x in zip(u.tolist(), c.tolist()):
+                    out[t]["wakeups"] += x
+            if np.any(died):
+                for t, x in zip(tid[died].tolist(), ts[died].tolist()):
+                    out[t]["died"] = x
+        for tid in list(ts_.since):
+            a, b = max(ts_.since[tid], t0), min(t1, t1)
+            if b > a:
+                accrue(row(tid), states, ts_.state[tid], a, b)
         for tid in ts_.state:
             if ts_.state[tid] != ts_.dead or tid in out:
                 row(tid)

@@ -13,7 +13,7 @@ from ..model.slowest import op_row, slowest
 from ..model.timeline import host_timeline, timeline
 from ..render.text import (print_host, print_op_story, print_slowest,
                            print_text)
-from .reader import Capture
+from .reader import Capture, OpSummary
 
 TOOL = "osdstage"
 # the options that ask for a window report
@@ -123,13 +123,13 @@ def _op_story(args, out, caps, err=None):
     op on its primary (with its replicas' replies), the replica ops."""
     found = {}
     for c in caps:
-        rows = [o for o in c.ops(c.first_ns, c.last_ns)
-                if o.req == args.op_reqid]
+        rows = c.ops(c.first_ns, c.last_ns,
+                     keep=lambda o: o.req == args.op_reqid)
         if rows:
             found[c.name or "pid %d" % c.pid] = (c, rows)
     if not found:
-        if not any(o.req for c in caps for o in c.ops(c.first_ns,
-                                                      c.last_ns)[:1]):
+        firsts = [c.first_op(c.first_ns, c.last_ns) for c in caps]
+        if not any(o.req for o in firsts if o is not None):
             raise UserError("%s carries no request ids (recorded by an "
                             "older osdstage or without a probe table for "
                             "them)" % args.read)
@@ -249,7 +249,8 @@ def _window_record(args, cap, run_info):
         raise UserError("empty window: --to is not after --from (the capture "
                         "spans %.1f s)" % ((cap.last_ns - cap.first_ns) / 1e9))
     cur, ops = cap.window(t0, t1, role=args.thread_role,
-                          op_class=args.op_class)
+                          op_class=args.op_class,
+                          slowest=args.slowest or 0)
     rec, hists = interval_record(run_info, cur, None, cap.wall(t1),
                                  (t1 - t0) / 1e9, None)
     rec["type"] = "window"
@@ -261,11 +262,11 @@ def _window_record(args, cap, run_info):
                                                     "op_class")
                       if getattr(args, k)}
     if args.slowest:
-        rec["slowest"] = slowest(cap, ops, args.slowest)
+        rec["slowest"] = slowest(cap, ops.by_rank(), args.slowest)
     tl_args = None
     if args.html or args.perfetto:
         a, b = _timeline_window(args, cap, ops, t0, t1)
-        tl_args = (cap, a, b, [o for o in ops if _overlaps(o, a, b)])
+        tl_args = (cap, a, b, cap.ops_overlapping(ops, t0, t1, a, b))
     return rec, hists, tl_args
 
 
@@ -309,6 +310,8 @@ def _host_pictures(args, err, caps, recs, span=None, focus=None):
 
 def _timeline_window(args, cap, ops, t0, t1):
     span = int(args.timeline_ms * 1e6)
+    if isinstance(ops, OpSummary):        # one OSD: what window() kept
+        ops = [ops.slowest()] if ops.count else []
     if args.t_from is None and ops:
         o = max(ops, key=lambda o: o.key_ns())
         mid = o.enq_ns + o.key_ns() // 2

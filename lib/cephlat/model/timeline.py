@@ -1,7 +1,9 @@
 """A window of a capture as a timeline: per-thread lanes (running,
 asleep, waiting for a CPU), ops split into stages, and wake-up arrows -
 the input of render/html.py and render/perfetto.py."""
-from .events import ThreadStates
+from .events import clip
+
+SCHED = ("switch_out", "waking", "switch_in")
 
 
 def _lane(cap, tid):
@@ -14,10 +16,9 @@ def _lanes(cap, t0, t1, lanes):
     wake-ups whose wakee is a lane."""
     labels = cap.rules.labels["state"]
     shown = {s: ("sleep" if s == "dead" else s) for s in labels}
-    states = ThreadStates(labels)
     wakes, pend = [], {}
 
-    for name, ts, d, closed in states.replay(cap.events, t0, t1):
+    for name, ts, d, closed in _replay(cap, t0, t1):
         if closed is not None and closed[0] in lanes:
             tid, st, a, b = closed
             lanes[tid]["cpu"].append([a, b, shown[labels[st]]])
@@ -33,6 +34,23 @@ def _lanes(cap, t0, t1, lanes):
                 if d["tid"] in lanes:
                     wakes.append(w)
     return wakes
+
+
+def _replay(cap, t0, t1):
+    """ThreadStates.replay of the capture's scheduler events over [t0,
+    t1]: the states at t0 from the events before it (replayed in bulk),
+    then those of the window one by one."""
+    rp, chunks = cap.sched(t0 - 1, recorded=False)
+    for _ in chunks:
+        pass
+    states = rp.t
+    for name, ts, d in cap.iter_events(SCHED, t0, t1):
+        applied, closed = states.feed(name, ts, d)
+        if applied:
+            yield name, ts, d, clip(closed, t0, t1)
+    for tid in list(states.since):
+        yield None, t1, None, clip(
+            (tid, states.state[tid], states.since[tid], t1), t0, t1)
 
 
 def _ops(cap, t0, t1, ops, max_ops):
@@ -94,11 +112,8 @@ def _reply_tids(cap, t0, t1):
     """{(op address, ts): tid} of the replica_reply events in [t0, t1]:
     the primary's thread that handled each replica's commit reply."""
     out = {}
-    for name, ts, d in cap.events:
-        if ts > t1:
-            break
-        if name == "replica_reply" and ts >= t0:
-            out[(d["op"], ts)] = d.get("tid")
+    for name, ts, d in cap.iter_events(("replica_reply",), t0, t1):
+        out[(d["op"], ts)] = d.get("tid")
     return out
 
 
