@@ -20,7 +20,7 @@ import os
 import numpy as np
 
 from .ctf import Trace
-from .stream import Streams, dicts
+from .stream import Chunk, Streams, dicts
 from .format import DEV_FIELDS, FORMAT, THREAD_FIELDS
 from ..model.roles import Roles
 from ..model.snapshot import Snapshot
@@ -161,6 +161,144 @@ class OpSummary:
                         sp[hit, 0].tolist()))
 
 
+class OpTracker:
+    """Ops pieced together from their events, fed a chunk at a time: the
+    ops dequeued or completed in [t0, t1] (those `keep` accepts), with
+    their call stages: those naming the op (format 2: the op the thread
+    was executing), else (older captures) those its worker ran between
+    its dequeue and its next one. Only ops something may still change
+    are held: feed() and finish() give (listing rank, OpRec) of the
+    others, ranks in the order ops entered the window."""
+
+    def __init__(self, cap, t0, t1, keep=None):
+        self.cap, self.t0, self.t1, self.keep = cap, t0, t1, keep
+        self.live, self.last_on, self.latest = {}, {}, {}
+        self.rank = 0
+        self.held = 0           # listed ops something may still change
+        self.done = []
+        self.stop = False
+        self.refs = cap._last_refs()
+
+    def _drop(self, o):
+        if o is None:
+            return
+        o.refs -= 1
+        if o.refs == 0 and o.listed:
+            self.held -= 1
+            self.done.append((o.rank, o))
+
+    def _put(self, m, k, o):
+        o.refs += 1
+        self._drop(m.get(k))
+        m[k] = o
+
+    def _list(self, o):
+        if self.keep is not None and not self.keep(o):
+            return
+        o.listed, o.rank = True, self.rank
+        self.rank += 1
+        self.held += 1
+
+    def _rows(self, ch):
+        """(name, ts, fields, whether no later event names its op
+        address) of a chunk's op events, in time order."""
+        cap = self.cap
+        addrs, lts, lkeys = self.refs
+        cids = [cap._cid[n] for n in cap.OP_EVENTS if n in cap._cid]
+        cids = [c for c in cids if c in ch.recs and len(ch.recs[c])]
+        if not cids:
+            return
+        cls, idx = ch.merged(cids)
+        rows = {}
+        for c in cids:
+            r, k = ch.recs[c], ch.keys[c]
+            if "op" in r.dtype.names and len(addrs):
+                j = np.minimum(np.searchsorted(addrs, r["op"]),
+                               len(addrs) - 1)
+                last = (addrs[j] == r["op"]) & (lts[j] == r["_ts"]) & \
+                    (lkeys[j] == k)
+            else:
+                last = np.zeros(len(r), bool)
+            rows[c] = list(zip(r["_ts"].tolist(),
+                               dicts(r, cap.trace.classes[c].names),
+                               last.tolist()))
+        bpf = cap._bpf
+        for c, i in zip(cls.tolist(), idx.tolist()):
+            ts, d, last = rows[c][i]
+            yield bpf[c], ts, d, last
+
+    def feed(self, ch):
+        live, last_on, latest = self.live, self.last_on, self.latest
+        put, drop, listed = self._put, self._drop, self._list
+        t0, t1 = self.t0, self.t1
+        label = self.cap.rules.label
+        for name, ts, d, last in self._rows(ch):
+            if ts > t1 and not self.held:
+                self.stop = True    # nothing listed can change any more
+                break
+            if name == "op_enqueue":
+                o = OpRec(d["op"], ts, d["tid"], d)
+                put(live, d["op"], o)
+                put(latest, d["op"], o)
+            elif name == "op_dequeue":
+                o = live.get(d["op"])
+                if o is None:                   # enqueued before the capture
+                    o = OpRec(d["op"], ts - d["queue_wait_ns"], d["enq_tid"])
+                    put(live, d["op"], o)
+                    put(latest, d["op"], o)
+                d["ts"] = ts
+                o.deq, o.tid = d, d["tid"]
+                put(last_on, d["tid"], o)
+                if t0 <= ts <= t1 and not o.listed:
+                    listed(o)
+            elif name == "stage":
+                # an address is reused only once its op is freed, after the
+                # call stages of its worker: the latest op there is it
+                o = latest.get(d["op"]) if "op" in d else \
+                    last_on.get(d["tid"])
+                if o is not None:
+                    o.stages.append((label("stage", d["stage"]),
+                                     ts - d["duration_ns"], ts))
+            elif name in ("op_done", "repop_done"):
+                o = live.pop(d["op"], None)
+                if o is not None:
+                    d["ts"] = ts
+                    if name == "op_done":
+                        o.done = d
+                    else:
+                        o.repop = d
+                    if not o.listed and t0 <= ts <= t1:
+                        listed(o)
+                    drop(o)
+            elif name == "replica_reply":
+                o = live.get(d["op"])
+                if o is not None:
+                    o.replies.append((d["peer"], d["wait_ns"], ts))
+            elif name == "local_commit":
+                o = live.get(d["op"])
+                if o is not None:
+                    d["ts"] = ts
+                    o.local = d
+            if last:
+                # no later event names this address: what it holds is
+                # final (the op may still be its worker's, below)
+                drop(live.pop(d["op"], None))
+                drop(latest.pop(d["op"], None))
+        out, self.done = self.done, []
+        return out
+
+    def finish(self):
+        seen, out = set(), self.done
+        for m in (self.live, self.latest, self.last_on):
+            for o in m.values():
+                if o.listed and id(o) not in seen:
+                    seen.add(id(o))
+                    out.append((o.rank, o))
+        out.sort(key=lambda x: x[0])
+        self.done = []
+        return out
+
+
 class Capture:
     """A capture directory, read once: the events of one target slot
     (captures of several OSDs hold a slot each; info "targets" names
@@ -233,6 +371,7 @@ class Capture:
         self._meta_roles = {}      # tid -> role index (named by user space)
         self._role_of = None
         self._hists = None
+        self._lastref = None
         self.end = None
         trace = self.trace
         self._bpf = {c.id: c.name.split(":", 1)[1]
@@ -327,33 +466,70 @@ class Capture:
         """Every BPF event as (name, ts, fields), streamed."""
         return self.iter_events(list(self._cid))
 
+    ROLE_EVENTS = ("switch_out", "waking", "switch_in", "futex_wait")
+    OP_EVENTS = ("op_enqueue", "op_dequeue", "stage", "op_done",
+                 "repop_done", "replica_reply", "local_commit")
+
     @property
     def role_of(self):
         """tid -> role index: as user space named the thread, else as the
         first BPF event of the thread that carries a role said."""
         if self._role_of is None:
-            first = {}              # tid -> (ts, key, role)
-            with_role = [n for n in ("switch_out", "waking", "switch_in",
-                                     "futex_wait") if n in self._cid]
-            for ch in self.chunks(with_role):
-                for c, r in ch.recs.items():
-                    if "role" not in r.dtype.names or not len(r):
-                        continue
-                    o = np.lexsort((ch.keys[c], r["_ts"], r["tid"]))
-                    tid = r["tid"][o]
-                    head = np.ones(len(o), bool)
-                    head[1:] = tid[1:] != tid[:-1]
-                    o = o[head]
-                    for t, ts, k, ro in zip(r["tid"][o].tolist(),
-                                            r["_ts"][o].tolist(),
-                                            ch.keys[c][o].tolist(),
-                                            r["role"][o].tolist()):
-                        if t not in first or (ts, k) < first[t][:2]:
-                            first[t] = (ts, k, ro)
-            out = {t: v[2] for t, v in first.items()}
-            out.update(self._meta_roles)
-            self._role_of = out
+            self._prepass()
         return self._role_of
+
+    def _last_refs(self):
+        """(addresses, (ts, key) of the last event naming each): sorted
+        arrays, 24 bytes an address, so that OpTracker lets go of an op
+        whose address nothing names any more."""
+        if self._lastref is None:
+            self._prepass()
+        return self._lastref
+
+    def _prepass(self):
+        """One pass over the op and scheduler events for what needs the
+        whole capture: role_of and the op addresses' last events."""
+        first = {}              # tid -> (ts, key, role)
+        parts, n = [], 0
+
+        def reduce(parts):
+            a = np.concatenate([x[0] for x in parts])
+            t = np.concatenate([x[1] for x in parts])
+            k = np.concatenate([x[2] for x in parts])
+            o = np.lexsort((k, t, a))
+            a, t, k = a[o], t[o], k[o]
+            tail = np.ones(len(a), bool)
+            tail[:-1] = a[1:] != a[:-1]
+            return [(a[tail], t[tail], k[tail])]
+        for ch in self.chunks(self.ROLE_EVENTS + self.OP_EVENTS):
+            for c, r in ch.recs.items():
+                names = r.dtype.names
+                if not len(r):
+                    continue
+                if "op" in names and self._bpf[c] in self.OP_EVENTS:
+                    parts.append((r["op"], r["_ts"], ch.keys[c]))
+                    n += len(r)
+                if "role" not in names or \
+                        self._bpf[c] not in self.ROLE_EVENTS:
+                    continue
+                o = np.lexsort((ch.keys[c], r["_ts"], r["tid"]))
+                tid = r["tid"][o]
+                head = np.ones(len(o), bool)
+                head[1:] = tid[1:] != tid[:-1]
+                o = o[head]
+                for t, ts, k, ro in zip(r["tid"][o].tolist(),
+                                        r["_ts"][o].tolist(),
+                                        ch.keys[c][o].tolist(),
+                                        r["role"][o].tolist()):
+                    if t not in first or (ts, k) < first[t][:2]:
+                        first[t] = (ts, k, ro)
+            if n > 1 << 20:
+                parts, n = reduce(parts), 0
+        out = {t: v[2] for t, v in first.items()}
+        out.update(self._meta_roles)
+        self._role_of = out
+        e = np.zeros(0, np.uint64)
+        self._lastref = reduce(parts)[0] if parts else (e, e, e)
 
     @property
     def hists(self):
@@ -426,101 +602,17 @@ class Capture:
     # ------------------------------------------------------------ windows
     def op_stream(self, t0, t1, t_start=None, keep=None):
         """The ops dequeued or completed in [t0, t1] (those `keep` accepts,
-        if given), with their call stages: those naming the op (format 2:
-        the op the thread was executing), else (older captures) those its
-        worker ran between its dequeue and its next one.
-
-        -> (listing rank, OpRec) pairs, each once nothing later in the
-        capture can change it any more (its address reused, its worker on
-        another op, ...), so that only open ops are held; the rest at the
-        end. Ranks are the order ops entered the window. Reading starts at
-        t_start (default: the capture's start)."""
-        live, last_on, latest = {}, {}, {}
-        rank = [0]
-        held = [0]              # listed ops something may still change
-        done = []
-
-        def drop(o):
-            if o is None:
-                return
-            o.refs -= 1
-            if o.refs == 0 and o.listed:
-                held[0] -= 1
-                done.append((o.rank, o))
-
-        def put(m, k, o):
-            o.refs += 1
-            drop(m.get(k))
-            m[k] = o
-
-        def listed(o):
-            if keep is not None and not keep(o):
-                return
-            o.listed, o.rank = True, rank[0]
-            rank[0] += 1
-            held[0] += 1
-
-        label = self.rules.label
-        names = ("op_enqueue", "op_dequeue", "stage", "op_done", "repop_done",
-                 "replica_reply", "local_commit")
-        for name, ts, d in self.iter_events(names, t_start):
-            if ts > t1 and not held[0]:
-                break               # nothing listed can change any more
-            if name == "op_enqueue":
-                o = OpRec(d["op"], ts, d["tid"], d)
-                put(live, d["op"], o)
-                put(latest, d["op"], o)
-            elif name == "op_dequeue":
-                o = live.get(d["op"])
-                if o is None:                   # enqueued before the capture
-                    o = OpRec(d["op"], ts - d["queue_wait_ns"], d["enq_tid"])
-                    put(live, d["op"], o)
-                    put(latest, d["op"], o)
-                d["ts"] = ts
-                o.deq, o.tid = d, d["tid"]
-                put(last_on, d["tid"], o)
-                if t0 <= ts <= t1 and not o.listed:
-                    listed(o)
-            elif name == "stage":
-                # an address is reused only once its op is freed, after the
-                # call stages of its worker: the latest op there is it
-                o = latest.get(d["op"]) if "op" in d else \
-                    last_on.get(d["tid"])
-                if o is not None:
-                    o.stages.append((label("stage", d["stage"]),
-                                     ts - d["duration_ns"], ts))
-            elif name in ("op_done", "repop_done"):
-                o = live.pop(d["op"], None)
-                if o is None:
-                    continue
-                d["ts"] = ts
-                if name == "op_done":
-                    o.done = d
-                else:
-                    o.repop = d
-                if not o.listed and t0 <= ts <= t1:
-                    listed(o)
-                drop(o)
-            elif name == "replica_reply":
-                o = live.get(d["op"])
-                if o is not None:
-                    o.replies.append((d["peer"], d["wait_ns"], ts))
-            elif name == "local_commit":
-                o = live.get(d["op"])
-                if o is not None:
-                    d["ts"] = ts
-                    o.local = d
-            if done:
-                yield from done
-                done.clear()
-        seen = set()
-        for m in (live, latest, last_on):
-            for o in m.values():
-                if o.listed and id(o) not in seen:
-                    seen.add(id(o))
-                    done.append((o.rank, o))
-        done.sort(key=lambda x: x[0])
-        yield from done
+        if given), with their call stages (OpTracker) -> (listing rank,
+        OpRec) pairs, each once nothing later in the capture can change
+        it any more; the rest at the end. Reading starts at t_start
+        (default: the capture's start) and stops once nothing listed can
+        change any more."""
+        tr = OpTracker(self, t0, t1, keep)
+        for ch in self.chunks(self.OP_EVENTS, t_start):
+            yield from tr.feed(ch)
+            if tr.stop:
+                break
+        yield from tr.finish()
 
     def ops(self, t0, t1, keep=None):
         """OpRecs of ops dequeued or completed in [t0, t1] (op_stream),
@@ -557,18 +649,22 @@ class Capture:
         with the window's histograms, the window's ops: OpSummary).
         op_class: only ops of that class (user-space stages and the
         attribution); role: kernel stages and thread times of that thread
-        role only; slowest: how many of the slowest ops to keep."""
+        role only; slowest: how many of the slowest ops to keep.
+        One pass over the capture: the ops (OpTracker), the window's
+        events (histograms, shards, devices) and the thread times
+        (ThreadTimes) are fed the same chunks."""
         h, devs, shards = {}, {}, {}
         wakers = dict.fromkeys(WAKER_COUNTERS, 0)
         count, shard = self.rules.count, self.rules.shard
         ops = OpSummary(slowest)
         first_h, first_s = {}, {}     # key -> (rank, place in the op)
-        for _, o in self.op_stream(t0, t1):
+
+        def took(o):
             if op_class and o.op_class(self.rules) != op_class:
-                continue
+                return
             ops.add(o)
             if not op_class:
-                continue
+                return
             # counted as the ops entered the window: keys and shards
             # keep the place their first op gave them
             oh, osh = {}, {}
@@ -595,16 +691,22 @@ class Capture:
                     first_s[k] = min(first_s[k], o.rank)
                 else:
                     shards[k], first_s[k] = x, o.rank
-        h = {k: h[k] for k in sorted(h, key=first_h.get)}
-        shards = {k: shards[k] for k in sorted(shards, key=first_s.get)}
+
         role_idx = self.roles.names.index(role) if role else None
         names = ["waking", "switch_in", "futex_wait", "syncfs", "block_rq"]
         if op_class is None:
             names += ["stage", "op_dequeue", "op_done"]
         hs = HistSet()
-        for ch in self.chunks(names, t0, t1):
-            for c, r in ch.recs.items():
-                name, keys = self._bpf[c], ch.keys[c]
+        tracker = OpTracker(self, t0, t1)
+        tt = ThreadTimes(self, t0, t1)
+        every = set(names) | set(self.OP_EVENTS) | set(SCHED_EVENTS)
+        lo, hi = np.uint64(max(t0, 0)), np.uint64(t1)
+        for ch in self.chunks(sorted(every)):
+            if not tracker.stop:
+                for _, o in tracker.feed(ch):
+                    took(o)
+            tt.feed(ch)
+            for name, r, keys in self._in_window(ch, names, lo, hi):
                 if name in ("waking", "switch_in", "futex_wait", "syncfs") \
                         and role_idx is not None:
                     if "role" in r.dtype.names:
@@ -621,7 +723,7 @@ class Capture:
                     hs.add(key, ns, _first(r, keys, idx, sub))
             if op_class is None or "block_rq" in self._cid:
                 for name, ts, d in self._events_of(ch, ("op_dequeue",
-                                                        "block_rq")):
+                                                        "block_rq"), lo, hi):
                     if name == "op_dequeue":
                         if op_class is None:
                             shard(shards, wakers, d)
@@ -632,8 +734,13 @@ class Capture:
                     x["sum_ns"] += d["duration_ns"]
                     x["bytes"] += d["bytes"]
                     x["max_ns"] = max(x["max_ns"], d["duration_ns"])
+        for _, o in tracker.finish():
+            took(o)
+        if op_class:
+            h = {k: h[k] for k in sorted(h, key=first_h.get)}
+            shards = {k: shards[k] for k in sorted(shards, key=first_s.get)}
         hs.hists(into=h)
-        threads = self.thread_times(t0, t1)
+        threads = tt.finish()
         if role_idx is not None:
             threads = {t: v for t, v in threads.items()
                        if v["role"] == role_idx}
@@ -642,16 +749,35 @@ class Capture:
         return Snapshot(None, counters, threads, shards, devs, t1,
                         self.full_hists(h)), ops
 
-    def _events_of(self, ch, names):
-        """(name, ts, fields) of a chunk's events of classes `names`, in
-        merged order."""
-        cids = [self._cid[n] for n in names if n in self._cid]
-        cids = [c for c in cids if c in ch.recs and len(ch.recs[c])]
+    def _in_window(self, ch, names, lo, hi):
+        """(name, records, keys) of a chunk's events of classes `names`
+        with lo <= ts <= hi."""
+        for n in names:
+            c = self._cid.get(n)
+            r = ch.recs.get(c) if c is not None else None
+            if r is None or not len(r):
+                continue
+            ts = r["_ts"]
+            m = (ts >= lo) & (ts <= hi)
+            if m.all():
+                yield n, r, ch.keys[c]
+            elif m.any():
+                yield n, r[m], ch.keys[c][m]
+
+    def _events_of(self, ch, names, lo, hi):
+        """(name, ts, fields) of a chunk's events of classes `names` with
+        lo <= ts <= hi, in merged order."""
+        sub = {}
+        for n, r, k in self._in_window(ch, names, lo, hi):
+            sub[self._cid[n]] = r
+            sub[-1 - self._cid[n]] = k
+        cids = [c for c in sub if c >= 0]
         if not cids:
             return
-        cls, idx = ch.merged(cids)
-        rows = {c: list(zip(ch.recs[c]["_ts"].tolist(),
-                            dicts(ch.recs[c], self.trace.classes[c].names)))
+        cls, idx = Chunk({c: sub[c] for c in cids},
+                         {c: sub[-1 - c] for c in cids}).merged(cids)
+        rows = {c: list(zip(sub[c]["_ts"].tolist(),
+                            dicts(sub[c], self.trace.classes[c].names)))
                 for c in cids}
         for c, i in zip(cls.tolist(), idx.tolist()):
             ts, d = rows[c][i]
@@ -671,121 +797,158 @@ class Capture:
 
     def sched(self, t1, t0=None, recorded=True):
         """The scheduler events up to t1 replayed (SchedReplay), a chunk
-        at a time -> (replay, generator of per-chunk results: the applied
-        events, the chunk, its merged order); the replay's states are
-        final once the generator is exhausted. recorded: start from the
-        thread states of the first recorded report."""
+        at a time -> (replay, generator of the applied events of each
+        chunk); the replay's states are final once the generator is
+        exhausted. recorded: start from the thread states of the first
+        recorded report."""
         reps = self.ordered_reports()
         first = reps[0].threads if reps and recorded else {}
         rp = SchedReplay(self.rules.labels["state"])
         for tid, t in first.items():
             rp.t.start(tid, t["state"], reps[0].mono_ns)
-        return rp, self._sched_chunks(rp, t0, t1)
+        return rp, (self.sched_feed(rp, ch) for ch in self.chunks(
+            SCHED_EVENTS, t0, t1))
 
-    def _sched_chunks(self, rp, t0, t1):
-        kinds = ("switch_out", "waking", "switch_in")
-        cids = [self._cid[n] for n in kinds if n in self._cid]
-        pos0 = 0
-        run = rp.t.run
-        for ch in self.chunks(kinds, t0, t1):
-            cls, idx = ch.merged(cids)
-            n = len(cls)
-            if not n:
-                continue
-            tid = np.empty(n, np.int64)
-            kind = np.empty(n, np.int64)
-            new = np.empty(n, np.int64)
-            ts = np.empty(n, np.int64)
-            for k, name in enumerate(kinds):
-                c = self._cid.get(name)
-                if c not in ch.recs:
-                    continue
+    def sched_feed(self, rp, ch, t1=None):
+        """Feed replay rp a chunk's scheduler events (those up to t1) ->
+        the applied ones (SchedReplay.feed) or None."""
+        cids = [self._cid[n] for n in SCHED_EVENTS if n in self._cid]
+        cls, idx = ch.merged(cids)
+        if t1 is not None and len(cls):
+            ts = np.empty(len(cls), np.uint64)
+            for c in set(cls.tolist()):
                 m = cls == c
-                r = ch.recs[c][idx[m]]
-                tid[m], ts[m], kind[m] = r["tid"], r["_ts"], k
-                new[m] = r["state"] if k == 0 else \
-                    rp.t.runq if k == 1 else run
-            out = rp.feed(tid, kind, new, ts, np.arange(pos0, pos0 + n))
-            pos0 += n
-            yield out, ch, cls, idx
+                ts[m] = ch.recs[c]["_ts"][idx[m]]
+            keep = ts <= np.uint64(t1)
+            cls, idx = cls[keep], idx[keep]
+        n = len(cls)
+        if not n:
+            return None
+        tid = np.empty(n, np.int64)
+        kind = np.empty(n, np.int64)
+        new = np.empty(n, np.int64)
+        ts = np.empty(n, np.int64)
+        for k, name in enumerate(SCHED_EVENTS):
+            c = self._cid.get(name)
+            if c not in ch.recs:
+                continue
+            m = cls == c
+            r = ch.recs[c][idx[m]]
+            tid[m], ts[m], kind[m] = r["tid"], r["_ts"], k
+            new[m] = r["state"] if k == 0 else \
+                rp.t.runq if k == 1 else rp.t.run
+        pos0 = rp.fed
+        rp.fed += n
+        return rp.feed(tid, kind, new, ts, np.arange(pos0, pos0 + n))
 
     def thread_times(self, t0, t1):
         """Per thread over [t0, t1]: time asleep / runnable (replaying the
         scheduler events), futex time, wake-ups; the shard cv and birth/
-        death times from the recorded state."""
-        reps = self.ordered_reports()
-        first = reps[0].threads if reps else {}
-        last = reps[-1].threads if reps else {}
-        states = self.rules.labels["state"]
+        death times from the recorded state (ThreadTimes)."""
+        tt = ThreadTimes(self, t0, t1)
+        for ch in self.chunks(SCHED_EVENTS + ("futex_wait",)):
+            tt.feed(ch)
+        return tt.finish()
+
+
+SCHED_EVENTS = ("switch_out", "waking", "switch_in")
+
+
+class ThreadTimes:
+    """Capture.thread_times, fed a chunk at a time (every chunk of the
+    capture: futex waits that end after t1 count, and the states at t0
+    come from the events before it)."""
+
+    def __init__(self, cap, t0, t1):
+        self.cap, self.t0, self.t1 = cap, t0, t1
+        reps = cap.ordered_reports()
+        self.first = reps[0].threads if reps else {}
+        self.last = reps[-1].threads if reps else {}
+        self.rp = SchedReplay(cap.rules.labels["state"])
+        for tid, t in self.first.items():
+            self.rp.t.start(tid, t["state"], reps[0].mono_ns)
+        self.futex = {}         # tid -> ns, in the order of their events
+        self.acc = {}           # tid -> [sleep, runq, wakeups, died|None]
+
+    def feed(self, ch):
+        cap, t0, t1 = self.cap, self.t0, self.t1
+        c = cap._cid.get("futex_wait")
+        r = ch.recs.get(c) if c is not None else None
+        if r is not None and len(r):
+            # waits that overlap the window (they end at their event)
+            o = np.lexsort((ch.keys[c], r["_ts"]))
+            end = [int(x) for x in r["_ts"][o].tolist()]
+            dur = r["duration_ns"][o].tolist()
+            tids = r["tid"][o].tolist()
+            ends = r["_ts"][o]
+            for i in np.nonzero(ends >= np.uint64(t0))[0].tolist():
+                a, b = max(end[i] - dur[i], t0), min(end[i], t1)
+                if b > a:
+                    self.futex[tids[i]] = self.futex.get(tids[i], 0) + b - a
+        ev = cap.sched_feed(self.rp, ch, t1)
+        if ev is None:
+            return
+        rp = self.rp.t
+        tid, kind, ts = ev["tid"], ev["kind"], ev["ts"]
+        a = np.maximum(ev["prev_since"], t0)
+        b = np.minimum(ts, t1)
+        acc = ev["closed"] & (b > a)
+        died = (kind == 0) & (ev["new"] == rp.dead)
+        wake = (kind == 1) & (ts >= t0)
+        touch = acc | died | wake | (kind == 2)
+        # rows in the order their threads were first touched
+        tt = tid[touch]
+        rows = self.acc
+        if len(tt):
+            u, first_i = np.unique(tt, return_index=True)
+            for t in u[np.argsort(first_i)].tolist():
+                if t not in rows:
+                    rows[t] = [0, 0, 0, None]
+        st = ev["prev_state"]
+        for want, f in ((rp.sleep, 0), (rp.runq, 1)):
+            m = acc & (st == want)
+            if np.any(m):
+                u, inv = np.unique(tid[m], return_inverse=True)
+                sums = np.zeros(len(u), dtype=np.int64)
+                np.add.at(sums, inv, b[m] - a[m])
+                for t, x in zip(u.tolist(), sums.tolist()):
+                    rows[t][f] += x
+        if np.any(wake):
+            u, c = np.unique(tid[wake], return_counts=True)
+            for t, x in zip(u.tolist(), c.tolist()):
+                rows[t][2] += x
+        if np.any(died):
+            for t, x in zip(tid[died].tolist(), ts[died].tolist()):
+                rows[t][3] = x
+
+    def finish(self):
+        cap, t0, t1 = self.cap, self.t0, self.t1
+        states = cap.rules.labels["state"]
+        ts_ = self.rp.t
+        first, last = self.first, self.last
         out = {}
-        rp, chunks = self.sched(t1)
-        ts_ = rp.t
 
         def row(tid):
             r = out.get(tid)
             if r is None:
                 t = last.get(tid) or first.get(tid) or {}
                 r = out[tid] = {
-                    "role": self.role_of.get(tid, t.get("role", 0)),
+                    "role": cap.role_of.get(tid, t.get("role", 0)),
                     "state": ts_.run, "sleep_ns": 0, "runq_ns": 0,
                     "futex_ns": 0, "wakeups": 0, "cv": t.get("cv", 0),
                     "born": t.get("born", 0), "died": t.get("died", 0)}
             return r
-
-        # futex waits that overlap the window (they end at their event)
-        for ch in self.chunks(("futex_wait",), t0):
-            r = ch.recs[self._cid["futex_wait"]]
-            o = np.lexsort((ch.keys[self._cid["futex_wait"]], r["_ts"]))
-            end = r["_ts"][o].astype(object) if len(o) and \
-                int(r["_ts"].max()) >= 1 << 62 else r["_ts"][o].astype(
-                    np.int64)
-            dur = r["duration_ns"][o]
-            if len(o) and int(dur.max()) >= 1 << 62:
-                dur = dur.astype(object)
-            else:
-                dur = dur.astype(np.int64)
-            a = np.maximum(end - dur, t0)
-            b = np.minimum(end, t1)
-            sel = np.nonzero(b > a)[0]
-            if not len(sel):
-                continue
-            tids = r["tid"][o][sel]
-            amount = (b[sel] - a[sel]).tolist()
-            for t, x in zip(tids.tolist(), amount):
-                row(t)["futex_ns"] += int(x)
-        dead, sleep, runq = ts_.dead, ts_.sleep, ts_.runq
-        for ev, ch, cls, idx in chunks:
-            tid, kind, ts = ev["tid"], ev["kind"], ev["ts"]
-            a = np.maximum(ev["prev_since"], t0)
-            b = np.minimum(ts, t1)
-            acc = ev["closed"] & (b > a)
-            died = (kind == 0) & (ev["new"] == dead)
-            wake = (kind == 1) & (ts >= t0)
-            touch = acc | died | wake | (kind == 2)
-            # rows in the order their threads were first touched
-            tt = tid[touch]
-            if len(tt):
-                u, first_i = np.unique(tt, return_index=True)
-                for t in u[np.argsort(first_i)].tolist():
-                    row(t)
-            st = ev["prev_state"]
-            for want, field in ((sleep, "sleep_ns"), (runq, "runq_ns")):
-                m = acc & (st == want)
-                if np.any(m):
-                    u, inv = np.unique(tid[m], return_inverse=True)
-                    sums = np.zeros(len(u), dtype=np.int64)
-                    np.add.at(sums, inv, b[m] - a[m])
-                    for t, x in zip(u.tolist(), sums.tolist()):
-                        out[t][field] += int(x)
-            if np.any(wake):
-                u, c = np.unique(tid[wake], return_counts=True)
-                for t, x in zip(u.tolist(), c.tolist()):
-                    out[t]["wakeups"] += x
-            if np.any(died):
-                for t, x in zip(tid[died].tolist(), ts[died].tolist()):
-                    out[t]["died"] = x
+        for tid, ns in self.futex.items():
+            row(tid)["futex_ns"] += ns
+        for tid, (sl, rq, wk, died) in self.acc.items():
+            r = row(tid)
+            r["sleep_ns"] += sl
+            r["runq_ns"] += rq
+            r["wakeups"] += wk
+            if died is not None:
+                r["died"] = died
         for tid in list(ts_.since):
-            a, b = max(ts_.since[tid], t0), min(t1, t1)
+            a, b = max(ts_.since[tid], t0), t1
             if b > a:
                 accrue(row(tid), states, ts_.state[tid], a, b)
         for tid in ts_.state:

@@ -24,7 +24,9 @@ from ..errors import UserError
 # CTF field type -> numpy scalar type (little endian, byte-packed)
 _NP = {"u8": "<u1", "u16": "<u2", "u32": "<u4", "u64": "<u8", "x64": "<u8",
        "s8": "<i1", "s32": "<i4", "s64": "<i8"}
-_ROUND_BYTES = 8 << 20          # packets loaded per stream and round
+# packets loaded per stream and round (what bounds the reader's memory);
+# CEPHLAT_READ_CHUNK_KB changes it (tests read with small rounds)
+_ROUND_BYTES = int(os.environ.get("CEPHLAT_READ_CHUNK_KB", 2048)) << 10
 _INF = (1 << 64) - 1
 
 

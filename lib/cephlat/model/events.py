@@ -316,6 +316,7 @@ class SchedReplay:
 
     def __init__(self, states):
         self.t = ThreadStates(states)
+        self.fed = 0            # events fed so far (their merged ranks)
 
     def feed(self, tid, kind, new, ts, pos):
         """Events in merged order: tid, kind (0 switch_out, 1 waking,

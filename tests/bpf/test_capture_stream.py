@@ -1,0 +1,139 @@
+"""BPF tier: the capture reader streams (capture/stream.py): a capture of
+the controlled sharded queue made here reads to the same events and the
+same reports however it is cut into rounds, and reading a capture twice
+the size does not take twice the memory.
+
+(That the reports are the ones the record-by-record reader gave is pinned
+by tests/unit/test_capture_fixture.py on the format-0 fixtures and by
+test_capture_shardq.py against the live run.)"""
+import json
+import os
+import subprocess
+
+import pytest
+
+import shardq
+from conftest import OSDSTAGE, PYTHON, run_tool, trace_until_exit
+
+shardq_exe = shardq.shardq_exe          # the fixture, for this module too
+SPEC = shardq.SPEC
+
+# every offline view, as arguments after -r CAPTURE
+VIEWS = [
+    ["-j"],
+    [],
+    ["--from", "0.2", "--to", "0.9", "-j"],
+    ["-S", "queue_wait,offcpu", "-j"],
+    ["--thread-role", "worker", "-j"],
+    ["--from", "0.1", "--thread-role", "worker", "--slowest", "4", "-j"],
+    ["--slowest", "5", "-j"],
+    ["--slowest", "5"],
+]
+PICTURES = [
+    ["--html", "{d}/page.html", "--perfetto", "{d}/trace.json"],
+    ["--from", "0.5", "--timeline-ms", "30", "--perfetto", "{d}/t2.json"],
+]
+_CAPS = {}
+
+
+def record(exe, path, items):
+    """A capture of the queue program: `items` items in bursts of 8,
+    20 us apart (about 6 events per item), one report a second."""
+    prog = subprocess.Popen([exe, "2", "2", str(items), "normal", "20", "0",
+                             "20", "8", "0"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    _, _, err, status = trace_until_exit(
+        prog, ["--probes", SPEC, "-j", "-w", path, "--ring-mb", "64", "1"])
+    assert status == 0, err
+    assert "capture %s:" % path in err, err
+    return path
+
+
+@pytest.fixture(scope="module")
+def captures(shardq_exe, tmp_path_factory):
+    if not _CAPS:
+        d = tmp_path_factory.mktemp("stream")
+        _CAPS["small"] = record(shardq_exe, str(d / "small.ctf"), 25000)
+        _CAPS["large"] = record(shardq_exe, str(d / "large.ctf"), 50000)
+    return _CAPS
+
+
+def read(cap, args, chunk_kb=None, cwd=None):
+    env = dict(os.environ, TZ="UTC")
+    if chunk_kb:
+        env["CEPHLAT_READ_CHUNK_KB"] = str(chunk_kb)
+    p = run_tool([OSDSTAGE, "-r", cap] + args, env=env, cwd=cwd,
+                 timeout=300)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+def test_streamed_events_are_the_record_by_record_ones(captures):
+    """Every BPF event, in the same order with the same values, as the
+    record-by-record CTF reader gives them, read in many small rounds."""
+    from cephlat.capture import stream
+    from cephlat.capture.ctf import Trace
+    from cephlat.capture.reader import Capture
+    cap = captures["small"]
+    old = stream._ROUND_BYTES
+    stream._ROUND_BYTES = 64 << 10
+    try:
+        c = Capture(cap)
+        got = c.events
+        n = 0
+        for cls, ts, ctx, vals in Trace(cap).records():
+            if cls.id >= c.n_bpf:
+                continue
+            name, ts2, d = next(got)
+            assert (name, ts2) == (cls.name.split(":", 1)[1], ts)
+            assert d == dict(zip(cls.names, vals))
+            n += 1
+        assert next(got, None) is None
+        assert n > 50000
+    finally:
+        stream._ROUND_BYTES = old
+
+
+@pytest.mark.parametrize("args", VIEWS + PICTURES,
+                         ids=[" ".join(a) or "text" for a in
+                              VIEWS + PICTURES])
+def test_every_view_reads_the_same_in_any_rounds(captures, tmp_path, args):
+    """Rounds of 64 KiB (a packet) and of the default size give the same
+    reports, byte for byte."""
+    outs = []
+    for kb in (64, None):
+        d = tmp_path / ("r%s" % kb)
+        d.mkdir()
+        p = read(captures["small"], [a.format(d=d) for a in args], kb)
+        files = {f: (d / f).read_bytes() for f in sorted(os.listdir(d))}
+        outs.append((p.stdout, p.stderr.replace(str(d), "D"), files))
+    assert outs[0] == outs[1]
+    if "-j" in args:
+        for line in outs[0][0].splitlines():
+            json.loads(line)
+
+
+def _peak_rss_kb(cap, args):
+    """Peak RSS of a child `osdstage.py -r cap args` (KB)."""
+    code = ("import resource, subprocess, sys; "
+            "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
+            "assert p.returncode == 0; "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    p = subprocess.run([PYTHON, "-c", code, PYTHON, OSDSTAGE, "-r", cap] +
+                       args, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, CEPHLAT_READ_CHUNK_KB="1024"))
+    assert p.returncode == 0, p.stderr
+    return int(p.stdout)
+
+
+@pytest.mark.parametrize("args", [["-j"], ["--slowest", "5", "-j"],
+                                  ["--html", os.devnull]])
+def test_memory_stays_bounded(captures, args):
+    """A capture twice the size does not take twice the memory to read:
+    what the reader holds is bounded by its rounds, not by the capture."""
+    small = _peak_rss_kb(captures["small"], args)
+    large = _peak_rss_kb(captures["large"], args)
+    sizes = [sum(os.path.getsize(os.path.join(c, f)) for f in os.listdir(c))
+             for c in (captures["small"], captures["large"])]
+    assert sizes[1] > 1.6 * sizes[0], sizes
+    assert large < 1.4 * small, (small, large, sizes)
