@@ -721,13 +721,13 @@ class Capture:
                 for sub, (key, idx, ns) in enumerate(
                         count_arrays(self.rules, name, r)):
                     hs.add(key, ns, _first(r, keys, idx, sub))
-            if op_class is None or "block_rq" in self._cid:
-                for name, ts, d in self._events_of(ch, ("op_dequeue",
-                                                        "block_rq"), lo, hi):
-                    if name == "op_dequeue":
-                        if op_class is None:
-                            shard(shards, wakers, d)
-                        continue
+            if op_class is None:
+                for _, r, keys in self._in_window(ch, ("op_dequeue",), lo,
+                                                  hi):
+                    self._shards(r, keys, shards, wakers)
+            if "block_rq" in self._cid:
+                for name, ts, d in self._events_of(ch, ("block_rq",), lo,
+                                                   hi):
                     dev = self.vocab.dev_name(d["dev"])
                     x = devs.setdefault(dev, dict.fromkeys(DEV_FIELDS, 0))
                     x["count"] += 1
@@ -748,6 +748,44 @@ class Capture:
         counters.update(wakers)
         return Snapshot(None, counters, threads, shards, devs, t1,
                         self.full_hists(h)), ops
+
+    def _shards(self, r, keys, shards, wakers):
+        """Rules.shard over op_dequeue records r (keys: their merge
+        keys), shards in the order of their first dequeue."""
+        m = r["attributed"] != 0
+        r, keys = r[m], keys[m]
+        if not len(r):
+            return
+        r = r[np.lexsort((keys, r["_ts"]))]
+        u, first, inv = np.unique(r["shard"], return_index=True,
+                                  return_inverse=True)
+        wake_labels = self.rules.labels["wake"]
+
+        def total(x):
+            x = np.asarray(x, np.uint64)
+            mx = int(x.max()) if len(x) else 0
+            if mx and len(x) > ((1 << 64) - 1) // mx:
+                return sum(x.tolist())
+            return int(x.sum(dtype=np.uint64))
+        for i in np.argsort(first).tolist():
+            m = inv == i
+            x = r[m]
+            s = shards.setdefault(int(u[i]), dict.fromkeys(SHARD_FIELDS, 0))
+            s["ops"] += len(x)
+            s["qwait_ns"] += total(x["queue_wait_ns"])
+            for part in self.vocab.attr_parts:
+                s[part + "_ns"] += total(x[part + "_ns"])
+            s["qwait_max_ns"] = max(s["qwait_max_ns"],
+                                    int(x["queue_wait_ns"].max()))
+            twk = int(np.count_nonzero(x["timeout_with_work"]))
+            s["timeouts_with_work"] += twk
+            wakers["timeouts_with_work"] += twk
+            w, c = np.unique(x["wake"], return_counts=True)
+            for v, n in zip(w.tolist(), c.tolist()):
+                wake = wake_labels[v]
+                if wake != "none":
+                    s["wake_" + wake] += n
+                    wakers["wake_" + wake] += n
 
     def _in_window(self, ch, names, lo, hi):
         """(name, records, keys) of a chunk's events of classes `names`
@@ -877,14 +915,29 @@ class ThreadTimes:
         if r is not None and len(r):
             # waits that overlap the window (they end at their event)
             o = np.lexsort((ch.keys[c], r["_ts"]))
-            end = [int(x) for x in r["_ts"][o].tolist()]
-            dur = r["duration_ns"][o].tolist()
-            tids = r["tid"][o].tolist()
-            ends = r["_ts"][o]
-            for i in np.nonzero(ends >= np.uint64(t0))[0].tolist():
-                a, b = max(end[i] - dur[i], t0), min(end[i], t1)
-                if b > a:
-                    self.futex[tids[i]] = self.futex.get(tids[i], 0) + b - a
+            r = r[o]
+            r = r[r["_ts"] >= np.uint64(max(t0, 0))]
+            if len(r) and max(int(r["_ts"].max()), int(
+                    r["duration_ns"].max())) < 1 << 62:
+                end = r["_ts"].astype(np.int64)
+                a = np.maximum(end - r["duration_ns"].astype(np.int64), t0)
+                b = np.minimum(end, t1)
+                sel = b > a
+                tids, amount = r["tid"][sel], (b - a)[sel]
+                if len(tids):
+                    u, first_i, inv = np.unique(tids, return_index=True,
+                                                return_inverse=True)
+                    sums = np.zeros(len(u), np.int64)
+                    np.add.at(sums, inv, amount)
+                    for i in np.argsort(first_i).tolist():
+                        t = int(u[i])
+                        self.futex[t] = self.futex.get(t, 0) + int(sums[i])
+            else:                       # durations too large for int64
+                for t, e, d in zip(r["tid"].tolist(), r["_ts"].tolist(),
+                                   r["duration_ns"].tolist()):
+                    a, b = max(e - d, t0), min(e, t1)
+                    if b > a:
+                        self.futex[t] = self.futex.get(t, 0) + b - a
         ev = cap.sched_feed(self.rp, ch, t1)
         if ev is None:
             return
