@@ -24,9 +24,10 @@ from ..errors import UserError
 # CTF field type -> numpy scalar type (little endian, byte-packed)
 _NP = {"u8": "<u1", "u16": "<u2", "u32": "<u4", "u64": "<u8", "x64": "<u8",
        "s8": "<i1", "s32": "<i4", "s64": "<i8"}
-# packets loaded per stream and round (what bounds the reader's memory);
+# packets decoded per round, all streams together (what bounds the
+# reader's memory; spans of 4 rounds are walked at once);
 # CEPHLAT_READ_CHUNK_KB changes it (tests read with small rounds)
-_ROUND_BYTES = int(os.environ.get("CEPHLAT_READ_CHUNK_KB", 2048)) << 10
+_ROUND_BYTES = int(os.environ.get("CEPHLAT_READ_CHUNK_KB", 4096)) << 10
 _INF = (1 << 64) - 1
 
 
@@ -144,6 +145,8 @@ class Streams:
                 self.dtypes[cid] = dt
                 self.sizes[cid] = dt.itemsize
         self.steps = np.where(self.sizes > 0, self.sizes, 1 << 40)
+        self._spans = {}
+        self.span_bytes = 4 * _ROUND_BYTES
 
     def span(self):
         """(first, last) timestamp of the events, or (None, None)."""
@@ -152,11 +155,22 @@ class Streams:
         return (min(firsts), max(lasts)) if firsts else (None, None)
 
     # ------------------------------------------------------------ decode
-    def _decode(self, si, lo, hi, want):
-        """Packets lo..hi-1 of stream si -> {cid: (records, keys)} for the
-        classes in `want` (None: every one)."""
+    def _span(self, si, lo, hi):
+        """Packets lo..hi-1 of stream si walked: (first packet, end
+        packet, byte offset, bytes, event offsets sorted, their ids),
+        from a span of packets walked at once (the walk costs one step
+        per event of a packet, so the more packets a step covers the
+        better) and kept while rounds take their packets from it."""
+        sp = self._spans.get(si)
+        if sp is not None and sp[0] <= lo and hi <= sp[1]:
+            return sp
         p = self.packets[si]
-        start, stop = int(p.off[lo]), int(p.off[hi - 1] + p.size[hi - 1])
+        budget = max(self.span_bytes // max(len(self.packets), 1), 1 << 18)
+        j, n = lo, 0
+        while j < len(p) and (j < hi or n < budget):
+            n += int(p.size[j])
+            j += 1
+        start, stop = int(p.off[lo]), int(p.off[j - 1] + p.size[j - 1])
         path = p.path
         try:
             with open(path, "rb") as f:
@@ -165,8 +179,8 @@ class Streams:
         except OSError as e:
             raise UserError("cannot read %s: %s" % (path, e.strerror))
         buf = np.frombuffer(raw, dtype=np.uint8)
-        pos = p.off[lo:hi] - start + ctf.PACKET_HEAD
-        ends = p.end[lo:hi] - start
+        pos = p.off[lo:j] - start + ctf.PACKET_HEAD
+        ends = p.end[lo:j] - start
         found = []
         sizes = self.steps
         cur = pos.copy()
@@ -182,7 +196,7 @@ class Streams:
                 if np.any(cur[~more] != end[~more]):
                     break
                 cur, end = cur[more], end[more]
-        offs = np.concatenate(found) if found else \
+        offs = np.sort(np.concatenate(found)) if found else \
             np.zeros(0, dtype=np.int64)
         # every record whole inside its packet, with a known id
         ids = buf[offs].astype(np.int64)
@@ -193,6 +207,17 @@ class Streams:
                 else int(offs[0])
             raise UserError("%s: corrupt event at byte %d" % (path,
                                                               at + start))
+        sp = self._spans[si] = (lo, j, start, buf, offs, ids)
+        return sp
+
+    def _decode(self, si, lo, hi, want):
+        """Packets lo..hi-1 of stream si -> {cid: (records, keys)} for the
+        classes in `want` (None: every one)."""
+        p = self.packets[si]
+        _, _, start, buf, offs, ids = self._span(si, lo, hi)
+        i0, i1 = np.searchsorted(offs, [int(p.off[lo]) - start,
+                                        int(p.end[hi - 1]) - start])
+        offs, ids = offs[i0:i1], ids[i0:i1]
         out = {}
         base = (si << 48) + start
         for cid in np.unique(ids).tolist():
@@ -222,6 +247,8 @@ class Streams:
             cursor.append(a)
             stop.append(max(a, b))
         pend = {}                       # cid -> [(recs, keys)]
+        per_stream = max(_ROUND_BYTES // max(len(self.packets), 1), 1 << 16)
+        self._spans = {}
         while True:
             # this round ends at h: every packet not loaded yet begins
             # after it, so the events up to h are all known
@@ -231,7 +258,7 @@ class Streams:
                     continue
                 j = cursor[si]
                 n = 0
-                while j < stop[si] and n < _ROUND_BYTES:
+                while j < stop[si] and n < per_stream:
                     n += int(p.size[j])
                     j += 1
                 if j < stop[si]:
