@@ -852,29 +852,32 @@ class Capture:
         the applied ones (SchedReplay.feed) or None."""
         cids = [self._cid[n] for n in SCHED_EVENTS if n in self._cid]
         cls, idx = ch.merged(cids)
-        if t1 is not None and len(cls):
-            ts = np.empty(len(cls), np.uint64)
-            for c in set(cls.tolist()):
-                m = cls == c
-                ts[m] = ch.recs[c]["_ts"][idx[m]]
-            keep = ts <= np.uint64(t1)
-            cls, idx = cls[keep], idx[keep]
         n = len(cls)
         if not n:
             return None
         tid = np.empty(n, np.int64)
         kind = np.empty(n, np.int64)
         new = np.empty(n, np.int64)
-        ts = np.empty(n, np.int64)
+        ts = np.empty(n, np.uint64)
         for k, name in enumerate(SCHED_EVENTS):
             c = self._cid.get(name)
             if c not in ch.recs:
                 continue
             m = cls == c
-            r = ch.recs[c][idx[m]]
-            tid[m], ts[m], kind[m] = r["tid"], r["_ts"], k
-            new[m] = r["state"] if k == 0 else \
+            ii = idx[m]
+            rec = ch.recs[c]
+            tid[m], ts[m], kind[m] = rec["tid"][ii], rec["_ts"][ii], k
+            new[m] = rec["state"][ii] if k == 0 else \
                 rp.t.runq if k == 1 else rp.t.run
+        if t1 is not None:
+            keep = ts <= np.uint64(t1)
+            if not keep.all():
+                tid, kind, new, ts = tid[keep], kind[keep], new[keep], \
+                    ts[keep]
+                n = len(tid)
+                if not n:
+                    return None
+        ts = ts.astype(np.int64)
         pos0 = rp.fed
         rp.fed += n
         return rp.feed(tid, kind, new, ts, np.arange(pos0, pos0 + n))
@@ -927,8 +930,9 @@ class ThreadTimes:
                 if len(tids):
                     u, first_i, inv = np.unique(tids, return_index=True,
                                                 return_inverse=True)
-                    sums = np.zeros(len(u), np.int64)
-                    np.add.at(sums, inv, amount)
+                    # float sums: exact below 2**53 ns (104 days)
+                    sums = np.bincount(inv, weights=amount,
+                                       minlength=len(u)).tolist()
                     for i in np.argsort(first_i).tolist():
                         t = int(u[i])
                         self.futex[t] = self.futex.get(t, 0) + int(sums[i])
@@ -962,10 +966,11 @@ class ThreadTimes:
             m = acc & (st == want)
             if np.any(m):
                 u, inv = np.unique(tid[m], return_inverse=True)
-                sums = np.zeros(len(u), dtype=np.int64)
-                np.add.at(sums, inv, b[m] - a[m])
+                # float sums: exact below 2**53 ns (104 days)
+                sums = np.bincount(inv, weights=b[m] - a[m],
+                                   minlength=len(u))
                 for t, x in zip(u.tolist(), sums.tolist()):
-                    rows[t][f] += x
+                    rows[t][f] += int(x)
         if np.any(wake):
             u, c = np.unique(tid[wake], return_counts=True)
             for t, x in zip(u.tolist(), c.tolist()):

@@ -181,23 +181,33 @@ class Streams:
         buf = np.frombuffer(raw, dtype=np.uint8)
         pos = p.off[lo:j] - start + ctf.PACKET_HEAD
         ends = p.end[lo:j] - start
-        found = []
+        found, which = [], []
         sizes = self.steps
         cur = pos.copy()
         end = ends.copy()
+        pk = np.arange(len(cur))
         # walk every packet's chain of records at once, one event a step
         # (an unknown id jumps past the packet's end: caught below)
         while len(cur):
             found.append(cur)
+            which.append(pk)
             cur = cur + sizes[buf[cur]]
             more = cur < end
             if not more.all():
                 # a packet done: it must end exactly on its content's end
                 if np.any(cur[~more] != end[~more]):
                     break
-                cur, end = cur[more], end[more]
-        offs = np.sort(np.concatenate(found)) if found else \
-            np.zeros(0, dtype=np.int64)
+                cur, end, pk = cur[more], end[more], pk[more]
+        if found:
+            # in file order: packet by packet, step by step (no sort)
+            pks = np.concatenate(which)
+            step = np.repeat(np.arange(len(found)), [len(x) for x in found])
+            first = np.zeros(len(pos), np.int64)
+            first[1:] = np.cumsum(np.bincount(pks, minlength=len(pos)))[:-1]
+            offs = np.empty(len(pks), np.int64)
+            offs[first[pks] + step] = np.concatenate(found)
+        else:
+            offs = np.zeros(0, dtype=np.int64)
         # every record whole inside its packet, with a known id
         ids = buf[offs].astype(np.int64)
         if len(cur) or np.any(buf[offs + 1] | buf[offs + 2] |
@@ -220,7 +230,7 @@ class Streams:
         offs, ids = offs[i0:i1], ids[i0:i1]
         out = {}
         base = (si << 48) + start
-        for cid in np.unique(ids).tolist():
+        for cid in np.nonzero(np.bincount(ids, minlength=1))[0].tolist():
             if want is not None and cid not in want:
                 continue
             o = offs[ids == cid]
