@@ -109,6 +109,10 @@ def test_one_link_per_program_target_and_direction(opqueue_exe, mode):
                             if l["pid"] != os.getpid()]
                 tr.attach()
             links = tr.target_links
+            # the object keeps no destroyed links (a duty cycle's, for
+            # hours): the targets' and the calibration's two
+            assert all(l.alive for l in tr.obj.links)
+            assert len(tr.obj.links) <= len(links) + 2
             theirs = [l for l in _kernel_links() if l["pid"] != os.getpid()]
             if mode == "multi":
                 assert len(links) == len(per_target) * len(procs)

@@ -304,6 +304,10 @@ class Link:
         self.n = n
         self.tag = None        # the caller's (StageTracer: kind of probe)
 
+    @property
+    def alive(self):
+        return bool(self._ptr) or self._fd is not None
+
     def destroy(self):
         if self._ptr:
             _load().bpf_link__destroy(self._ptr)
@@ -423,8 +427,7 @@ class BPFObject:
             raise UserError("cannot attach %s to %s+0x%x: %s %s" % (
                 "uretprobe" if retprobe else "uprobe", what or binary, offset,
                 os.strerror(err), last_log(1)))
-        self.links.append(Link(link, what))
-        return self.links[-1]
+        return self._add_link(Link(link, what))
 
     def attach_uprobe_multi(self, prog, binary, offsets, cookies, pid=-1,
                             retprobe=False, what=None):
@@ -459,8 +462,7 @@ class BPFObject:
                 "uretprobes" if retprobe else "uprobes",
                 what or ", ".join("0x%x" % o for o in offsets), binary,
                 prog, os.strerror(err), hint))
-        self.links.append(Link(None, what, fd=link, n=n))
-        return self.links[-1]
+        return self._add_link(Link(None, what, fd=link, n=n))
 
     def attach_uprobes(self, prog, binary, probes, pid=-1, retprobe=False):
         """Attach `prog` at every (offset, cookie, what) of `probes`: one
@@ -488,8 +490,7 @@ class BPFObject:
         if err:
             raise UserError("cannot attach tracepoint %s:%s: %s %s" % (
                 category, name, os.strerror(err), last_log(1)))
-        self.links.append(Link(link, "%s:%s" % (category, name)))
-        return self.links[-1]
+        return self._add_link(Link(link, "%s:%s" % (category, name)))
 
     def attach(self, prog, what=None):
         """Attach by the program's section (tp_btf/..., tracepoint/...)."""
@@ -500,8 +501,12 @@ class BPFObject:
         if err:
             raise UserError("cannot attach %s: %s %s" % (
                 what or prog, os.strerror(err), last_log(1)))
-        self.links.append(Link(link, what or prog))
-        return self.links[-1]
+        return self._add_link(Link(link, what or prog))
+
+    def _add_link(self, link):
+        # destroyed links go (duty cycles attach and detach for hours)
+        self.links = [l for l in self.links if l.alive] + [link]
+        return link
 
     def detach(self):
         """Destroy every link, concurrently: each waits for RCU grace
