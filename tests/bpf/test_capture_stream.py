@@ -53,8 +53,10 @@ def record(exe, path, items):
 def captures(shardq_exe, tmp_path_factory):
     if not _CAPS:
         d = tmp_path_factory.mktemp("stream")
-        _CAPS["small"] = record(shardq_exe, str(d / "small.ctf"), 25000)
-        _CAPS["large"] = record(shardq_exe, str(d / "large.ctf"), 50000)
+        # how many events an item makes depends on the host's load:
+        # three times the items is at least twice the events
+        _CAPS["small"] = record(shardq_exe, str(d / "small.ctf"), 20000)
+        _CAPS["large"] = record(shardq_exe, str(d / "large.ctf"), 60000)
     return _CAPS
 
 
@@ -135,5 +137,5 @@ def test_memory_stays_bounded(captures, args):
     large = _peak_rss_kb(captures["large"], args)
     sizes = [sum(os.path.getsize(os.path.join(c, f)) for f in os.listdir(c))
              for c in (captures["small"], captures["large"])]
-    assert sizes[1] > 1.6 * sizes[0], sizes
+    assert sizes[1] > 2 * sizes[0], sizes
     assert large < 1.4 * small, (small, large, sizes)
