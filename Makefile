@@ -141,7 +141,10 @@ test-bpf: build
 test-cluster: build
 	$(PYTHON) -m pytest -v tests/cluster
 
-BENCH_PAIRS ?= 5
+# 4 interleaved pairs of 8-s windows per mode and workload (bounded: 20 s,
+# two duty periods): ~22 min for the main part, ~28 with the osds part;
+# the spread is the OSD's own run-to-run swing, so pairs beat length
+BENCH_PAIRS ?= 4
 BENCH_SECS ?= 8
 # BENCH=main: the tracing modes on the running lab; BENCH=osds: one OSD traced
 # vs three (switches the lab to OSDS=3); all: both

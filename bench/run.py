@@ -5,26 +5,43 @@
 #                     [--osds-pairs N] [--osds-secs S] [--smoke] [--out FILE]
 #                     [--osds-out FILE] [--md FILE]
 #
-# On the lab OSD (started if needed): 4 KiB random reads and 4 KiB writes
-# from fio's rbd engine (a real librbd client; it reports latency
-# percentiles, which rados bench does not), untraced and traced runs
-# interleaved A B A B ..., for each tracing mode; then the cost per op from
-# the BPF programs' own run counters (kernel.bpf_stats_enabled, restored
-# afterwards), the tracer's CPU time, start-up time and peak RSS. Writes
+# On the lab OSD (started if needed): 4 KiB random reads and 4 KiB random
+# writes from fio's rbd engine (a real librbd client; it reports latency
+# percentiles, which rados bench does not), untraced and traced windows
+# interleaved A B A B ..., the tracing modes interleaved too. Each window
+# runs under a steady load: fio starts, the tracer (when traced) is started
+# on the busy OSD the way someone would, and after it has settled the
+# window measures `--secs` seconds of:
+#   - the OSD's CPU time (utime+stime of the ceph-osd, /proc/PID/stat) over
+#     the ops Ceph itself counted (op_r+op_w, admin socket): traced minus
+#     untraced is the cost of the uprobes and their programs, which run in
+#     the OSD's threads;
+#   - the host's CPU time (all CPUs, everything but idle and iowait,
+#     /proc/stat) per op: the scheduler, futex and block programs run in
+#     other tasks' context too; the tracer's own CPU per op separately;
+#   - IOPS (Ceph's op count over the window), p99 latency (fio, whole run);
+#   - uprobe hits per op, from the tool's own counters (names from
+#     build/osdstage.abi.json).
+# Then one run per mode with the kernel's BPF run statistics on
+# (kernel.bpf_stats_enabled, restored afterwards; read from the tracer's own
+# program descriptors, /proc/PID/fdinfo): runs per op and ns per run of
+# each program, uprobe program runs per op (the bpftrace reference too);
+# start-up time, peak RSS, the recorder. Writes
 # bench/results/<release>.json (pacific: the host lab; reef, tentacle: the
 # container labs, with CEPH=) and regenerates BENCHMARKS.md from every
-# release's last result, side by side.
+# release's last result, side by side, with the issue 14 targets.
 #
 # The "osds" part (--part osds; --part all, the default, runs both): on the
 # lab with three OSDs (lab.sh up with LAB_OSDS=3, pool rbd size 3), tracing
 # one OSD (--osd 0) vs all three (--osd all) with one set of BPF programs,
-# 4 KiB random writes (replicated) and reads: IOPS ratios from interleaved
-# pairs, and on EACH OSD the CPU time the tracing adds per op (utime+stime
-# of the ceph-osd from /proc/PID/stat over its own op_r+op_w+subop_w from
-# its admin socket, traced minus untraced). Writes
+# 4 KiB random writes (replicated) and reads, with the same windows: IOPS
+# ratios from interleaved pairs, and on EACH OSD the CPU time the tracing
+# adds per op (utime+stime of the ceph-osd from /proc/PID/stat over its own
+# op_r+op_w+subop_w from its admin socket, traced minus untraced). Writes
 # bench/results/<release>.osds.json; BENCHMARKS.md merges every results file.
 import argparse
 import json
+import math
 import os
 import platform
 import re
@@ -41,6 +58,7 @@ sys.path.insert(0, os.path.join(REPO, "lib"))
 
 from cephlat import abi  # noqa: E402
 from cephlat.ceph import adminsock  # noqa: E402
+from cephlat.engine import duty  # noqa: E402
 
 PY = "/usr/bin/python3"
 OSDSTAGE = os.path.join(REPO, "tools", "osdstage.py")
@@ -57,15 +75,40 @@ MODES = {
     "bpftrace": ["bpftrace", "-p", "{pid}",
                  os.path.join(REPO, "probes", "osdstages.bt"), "{btargs}"],
 }
+BOUND_PCT = 2.0             # what the bounded mode asks (--max-overhead 2)
 TARGETS = {
     "default": 0.95, "userspace": 0.96, "bounded": 0.98,
     "avg_ns": 200, "startup_s": 0.5, "peak_rss_mb": 60,
     "recorder_events_per_s": 100000, "recorder_cpu_pct": 10,
+    # issue 14
+    "default_added_us_per_read": 10.0, "userspace_added_us_per_op": 5.0,
+    "bounded_cost_pct": BOUND_PCT, "hits_per_read": 6.0,
+    "release_cost_within": 0.20,
 }
+# A window: fio starts; after LEAD_S its I/O runs and the tracer starts;
+# SETTLE_S after the tracer says "Tracing" (all probes attached) the
+# window opens. --max-overhead first runs at full rate for a window of
+# duty.MIN_ON_S, then detaches: its window opens after that, and spans two
+# duty periods (at least) so that it holds whole cycles.
+LEAD_S = 1.5
+SETTLE_S = 0.5
+BOUNDED_SETTLE_S = duty.MIN_ON_S + 1.0
+BOUNDED_MIN_SECS = 2 * duty.PERIOD_S
 SHARDQ = os.path.join(REPO, "tests", "bpf", "progs", "shardq.cc")
 SHARDQ_SPEC = os.path.join(REPO, "tests", "bpf", "progs", "shardq.json")
+OSDSTAGE_ABI = abi.load("osdstage")
 # every program of probes/osdstage.bpf.c, as the build lists them
-OUR_PROGRAMS = tuple(abi.load("osdstage").programs)
+OUR_PROGRAMS = tuple(OSDSTAGE_ABI.programs)
+UPROBE_PROGRAMS = tuple(OSDSTAGE_ABI.programs_in("uprobe", "uretprobe"))
+# the tool's hit counters (counter_id enum of the build): those that count
+# tracepoint runs (scheduler, syscalls, block) and uprobe hits (the rest)
+HIT_COUNTERS = tuple(n for n in OSDSTAGE_ABI.labels("counter_id")
+                     if n and n.startswith("hit_"))
+KERNEL_HITS = ("hit_sched", "hit_syscall", "hit_block")
+UPROBE_HITS = tuple(n for n in HIT_COUNTERS if n not in KERNEL_HITS)
+BPF_PROG_TYPE_KPROBE = 2        # uprobes are kprobe-type programs (UAPI)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+NCPU = os.cpu_count() or 1
 
 
 def sh(args, **kw):
@@ -86,19 +129,37 @@ def lab_env(osds=None):
     return env
 
 
+class Fio:
+    """fio against rbd/img1 in the background: `secs` seconds, or until
+    stop() (SIGINT: fio ends its jobs and still reports)."""
+
+    def __init__(self, env, rw, secs=None):
+        self.rw = rw
+        args = ["fio", "--name=bench", "--ioengine=rbd", "--clientname=admin",
+                "--pool=rbd", "--rbdname=img1", "--rw=" + rw, "--bs=4k",
+                "--iodepth=16", "--runtime=%d" % (secs or 3600),
+                "--time_based", "--direct=1", "--output-format=json",
+                "--randseed=1"]
+        self.p = subprocess.Popen(args, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True,
+                                  env=dict(os.environ,
+                                           CEPH_CONF=env["CEPH_CONF"]))
+
+    def stop(self, wait=False):
+        """-> (iops, p99_us) over fio's whole run."""
+        if not wait and self.p.poll() is None:
+            self.p.send_signal(signal.SIGINT)
+        out, err = self.p.communicate(timeout=None if wait else 120)
+        if "{" not in out:
+            sys.exit("bench: fio failed: " + err.strip()[-500:])
+        job = json.loads(out[out.index("{"):])["jobs"][0]
+        side = job["read"] if "read" in self.rw else job["write"]
+        return side["iops"], side["clat_ns"]["percentile"]["99.000000"] / 1e3
+
+
 def fio(env, rw, secs):
     """One fio run against rbd/img1: (iops, p99_us)."""
-    args = ["fio", "--name=bench", "--ioengine=rbd", "--clientname=admin",
-            "--pool=rbd", "--rbdname=img1", "--rw=" + rw, "--bs=4k",
-            "--iodepth=16", "--runtime=%d" % secs, "--time_based",
-            "--direct=1", "--output-format=json", "--randseed=1"]
-    p = sh(args, env=dict(os.environ, CEPH_CONF=env["CEPH_CONF"]),
-           timeout=secs + 120)
-    if p.returncode:
-        sys.exit("bench: fio failed: " + p.stderr.strip()[-500:])
-    job = json.loads(p.stdout[p.stdout.index("{"):])["jobs"][0]
-    side = job["read"] if "read" in rw else job["write"]
-    return side["iops"], side["clat_ns"]["percentile"]["99.000000"] / 1000.0
+    return Fio(env, rw, secs).stop(wait=True)
 
 
 def image_full(env):
@@ -139,7 +200,8 @@ def bpftrace_args(pid):
 
 
 class Tracer:
-    """A tracing tool running against the OSD: start-up time, CPU, RSS."""
+    """A tracing tool running against the OSD: start-up time, CPU, RSS,
+    its BPF programs."""
 
     def __init__(self, cmd, pid):
         self.capture = None
@@ -153,37 +215,67 @@ class Tracer:
         self.t0 = time.monotonic()
         self.p = subprocess.Popen(self.cmd, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
+        self.pid = self.p.pid
         stream = self.p.stdout if self.cmd[0] == "bpftrace" else self.p.stderr
+        said = []
         while True:
             line = stream.readline()
             if not line:
-                sys.exit("bench: %s ended: %s" % (self.cmd[:3],
-                                                   self.p.stderr.read()))
+                self.p.wait()
+                sys.exit("bench: %s ended (%s): %s" % (
+                    " ".join(self.cmd[:6]), self.p.returncode,
+                    ("".join(said) + self.p.stderr.read())[-1500:]))
+            said.append(line)
             if "Tracing" in line:
                 break
         self.startup_s = time.monotonic() - self.t0
 
+    def cpu_s(self):
+        return proc_cpu_s(self.pid)
 
-def run_traced(cmd, pid, env, rw, secs):
-    """fio under a tracer. The tracer is our child: its CPU time and peak
-    RSS come from wait4()."""
-    tr = Tracer(cmd, pid)
-    iops, p99 = fio(env, rw, secs)
-    tr.p.send_signal(signal.SIGINT)
-    try:
-        out = tr.p.stdout.read()
-        err = tr.p.stderr.read()
-    finally:
-        _, status, ru = os.wait4(tr.p.pid, 0)
-        if tr.capture:
-            shutil.rmtree(tr.capture, ignore_errors=True)
-    last = None
-    for line in out.splitlines():
-        if line.startswith("{"):
-            last = json.loads(line)
-    return {"iops": iops, "p99_us": p99, "startup_s": tr.startup_s,
-            "cpu_s": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024,
-            "report": last, "events": captured_events(err)}
+    def stop(self):
+        """SIGINT; -> (stdout, stderr, rusage, seconds it ran)."""
+        self.p.send_signal(signal.SIGINT)
+        life_s = time.monotonic() - self.t0
+        try:
+            out = self.p.stdout.read()
+            err = self.p.stderr.read()
+        finally:
+            _, _, ru = os.wait4(self.p.pid, 0)
+            if self.capture:
+                shutil.rmtree(self.capture, ignore_errors=True)
+        return out, err, ru, life_s
+
+
+def tracer_progs(pid):
+    """The BPF programs a process holds, from its descriptors' fdinfo:
+    {prog_id: {"type", "run_cnt", "run_time_ns"}} (run counters move only
+    while kernel.bpf_stats_enabled is 1)."""
+    out = {}
+    fd_dir = "/proc/%d/fd" % pid
+    for fd in os.listdir(fd_dir):
+        try:
+            if os.readlink(os.path.join(fd_dir, fd)) != "anon_inode:bpf-prog":
+                continue
+            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                info = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        pid_ = int(info["prog_id"])
+        out[pid_] = {"type": int(info["prog_type"]),
+                     "run_cnt": int(info.get("run_cnt", 0)),
+                     "run_time_ns": int(info.get("run_time_ns", 0))}
+    return out
+
+
+def prog_names(ids):
+    """{prog_id: name} from bpftool."""
+    p = sh(["bpftool", "prog", "show", "-j"])
+    names = {}
+    for prog in json.loads(p.stdout or "[]"):
+        if prog.get("id") in ids:
+            names[prog["id"]] = prog.get("name", "") or "prog%d" % prog["id"]
+    return names
 
 
 def captured_events(err):
@@ -191,6 +283,221 @@ def captured_events(err):
     m = re.search(r"capture \S+: (\d+) events, [\d.]+ MB(?:; (\d+) events "
                   r"LOST)?", err)
     return (int(m.group(1)), int(m.group(2) or 0)) if m else None
+
+
+def proc_cpu_s(pid):
+    """utime + stime of a process (all its threads), in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # fields[0] is field 3 (state): utime and stime are fields 14 and 15
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def host_busy_s():
+    """Busy time of all CPUs in seconds: everything in /proc/stat's cpu
+    line but idle and iowait (guest time is inside user and nice)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return (sum(v) - v[3] - v[4]) / CLK_TCK
+
+
+def osd_op_counts(asok):
+    """(ops, client ops) an OSD handled, from its own counters: ops =
+    client ops (op_r + op_w) + replica writes (subop_w)."""
+    d = adminsock.perf_dump(asok)["osd"]
+    client = d["op_r"] + d["op_w"]
+    return client + d["subop_w"], client
+
+
+def osd_ops(asok):
+    """The ops an OSD handled: client ops (op_r + op_w) and replica
+    writes (subop_w), from its own counters."""
+    return osd_op_counts(asok)[0]
+
+
+def osd_snapshot(pids, asoks, tracer=None, stats=False, client=None):
+    snap = {"t": time.monotonic(), "host_s": host_busy_s(),
+            "osds": [(proc_cpu_s(p),) + osd_op_counts(a)
+                     for p, a in zip(pids, asoks)]}
+    if client is not None:
+        snap["client_s"] = proc_cpu_s(client)
+    if tracer is not None:
+        snap["tracer_s"] = tracer.cpu_s()
+        if stats:
+            snap["progs"] = tracer_progs(tracer.pid)
+            snap["names"] = prog_names(set(snap["progs"]))
+    return snap
+
+
+def _per(num_s, ops):
+    """Seconds over ops, in us per op (None without ops)."""
+    return round(1e6 * num_s / ops, 3) if ops else None
+
+
+def osd_window(env, pids, asoks, rw, secs, cmd=None, settle=SETTLE_S,
+               stats=False):
+    """One window of `secs` seconds under a steady fio load, untraced (cmd
+    None) or traced by `cmd`: fio starts, after LEAD_S the tracer starts on
+    the busy OSD, and `settle` seconds after it reports "Tracing" the
+    window opens. -> {iops (Ceph's client ops over the window), ops,
+    secs, p99_us and fio_iops (fio's whole run), osds: per OSD {cpu_s,
+    ops, client_ops, cpu_us_per_op}, host_cpu_s, host_us_per_op}; traced
+    also tracer_cpu_s and tracer_us_per_op (the window), startup_s,
+    rss_mb, report (its last JSON line), events (-w), life_ops (client
+    ops from before its start to after its end) and with stats its BPF
+    programs' runs in the window."""
+    job = Fio(env, rw)
+    tr = None
+    life0 = None
+    try:
+        time.sleep(LEAD_S)
+        if cmd:
+            tr = Tracer(cmd, pids[0])
+            life0 = sum(osd_op_counts(a)[1] for a in asoks)
+        time.sleep(settle)
+        s0 = osd_snapshot(pids, asoks, tr, stats, job.p.pid)
+        time.sleep(secs)
+        s1 = osd_snapshot(pids, asoks, tr, stats, job.p.pid)
+    finally:
+        fio_iops, p99 = job.stop()
+        if tr:
+            if life0 is not None:
+                life1 = sum(osd_op_counts(a)[1] for a in asoks)
+            out, err, ru, life_s = tr.stop()
+    dt = s1["t"] - s0["t"]
+    per = []
+    for (c0, o0, k0), (c1, o1, k1) in zip(s0["osds"], s1["osds"]):
+        per.append({"cpu_s": round(c1 - c0, 3), "ops": o1 - o0,
+                    "client_ops": k1 - k0,
+                    "cpu_us_per_op": _per(c1 - c0, o1 - o0)})
+    ops = sum(p["client_ops"] for p in per)
+    host = s1["host_s"] - s0["host_s"]
+    res = {"iops": ops / dt, "ops": ops, "secs": round(dt, 3),
+           "p99_us": p99, "fio_iops": fio_iops, "osds": per,
+           "host_cpu_s": round(host, 3), "host_us_per_op": _per(host, ops),
+           "client_us_per_op": _per(s1["client_s"] - s0["client_s"], ops)}
+    if tr:
+        last = None
+        for line in out.splitlines():
+            if line.startswith("{"):
+                last = json.loads(line)
+        tcpu = s1["tracer_s"] - s0["tracer_s"]
+        res.update({
+            "tracer_cpu_s": round(tcpu, 3), "tracer_us_per_op": _per(tcpu, ops),
+            "startup_s": tr.startup_s, "rss_mb": ru.ru_maxrss / 1024,
+            "life_s": round(life_s, 3),
+            "life_cpu_s": round(ru.ru_utime + ru.ru_stime, 3),
+            "life_ops": life1 - life0,
+            "report": last, "events": captured_events(err)})
+        if stats:
+            res["progs"] = prog_runs(s0["progs"], s1["progs"], s1["names"],
+                                     ops)
+    return res
+
+
+def prog_runs(p0, p1, names, ops):
+    """The tracer's BPF programs over a window with run statistics on:
+    {name: {runs, avg_ns, runs_per_op, uprobe}} (programs of one name
+    summed; osdstage's by their names in the build's ABI)."""
+    out = {}
+    for pid_, s in p1.items():
+        b = p0.get(pid_, {"run_cnt": 0, "run_time_ns": 0})
+        name = names.get(pid_, "prog%d" % pid_)
+        name = next((n for n in OUR_PROGRAMS if n[:15] == name), name)
+        d = out.setdefault(name, {"runs": 0, "ns": 0, "n": 0,
+                                  "uprobe": s["type"] == BPF_PROG_TYPE_KPROBE})
+        d["runs"] += s["run_cnt"] - b["run_cnt"]
+        d["ns"] += s["run_time_ns"] - b["run_time_ns"]
+        d["n"] += 1
+    for d in out.values():
+        d["avg_ns"] = round(d["ns"] / d["runs"], 1) if d["runs"] else 0.0
+        d["runs_per_op"] = round(d["runs"] / ops, 3) if ops else None
+        del d["ns"]
+    return out
+
+
+def report_hits(report):
+    """The tool's hit counters over its run: {counter: hits} (a host
+    report, --osd all, carries them at the top)."""
+    return dict(((report or {}).get("overhead") or {}).get("hits") or {})
+
+
+def _spread(values, digits=2):
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    if not values:
+        return None
+    return {"median": round(statistics.median(values), digits),
+            "min": round(min(values), digits),
+            "max": round(max(values), digits)}
+
+
+def summarize(pairs):
+    ratios = [b["iops"] / a["iops"] for a, b in pairs]
+    p99 = [b["p99_us"] / a["p99_us"] for a, b in pairs if a["p99_us"]]
+    return {"iops_ratio_median": round(statistics.median(ratios), 4),
+            "iops_ratio_min": round(min(ratios), 4),
+            "iops_ratio_max": round(max(ratios), 4),
+            "p99_ratio_median": round(statistics.median(p99), 4) if p99 else None,
+            "untraced_iops_median": round(statistics.median(
+                a["iops"] for a, _ in pairs)),
+            "traced_iops_median": round(statistics.median(
+                b["iops"] for _, b in pairs)),
+            "pairs": len(pairs)}
+
+
+def _sub(x, y):
+    return None if x is None or y is None else x - y
+
+
+def summarize_main(pairs):
+    """One mode and workload on the 1-OSD lab, over its pairs: every
+    figure as {median, min, max}; per pair too (`per_pair`)."""
+    s = summarize(pairs)
+    rows = []
+    for a, b in pairs:
+        ua, ub = a["osds"][0]["cpu_us_per_op"], b["osds"][0]["cpu_us_per_op"]
+        osd_added = _sub(ub, ua)
+        host_added = _sub(b["host_us_per_op"], a["host_us_per_op"])
+        tracer = b.get("tracer_us_per_op")
+        hits = report_hits(b.get("report"))
+        life_ops = b.get("life_ops") or 0
+        up = [hits[n] for n in UPROBE_HITS if n in hits]
+        rows.append({
+            "iops_ratio": b["iops"] / a["iops"],
+            "p99_ratio": b["p99_us"] / a["p99_us"] if a["p99_us"] else None,
+            "osd_added_us_per_op": osd_added,
+            "osd_untraced_us_per_op": ua,
+            "host_added_us_per_op": host_added,
+            "host_untraced_us_per_op": a["host_us_per_op"],
+            "tracer_us_per_op": tracer,
+            "client_added_us_per_op": _sub(b["client_us_per_op"],
+                                           a["client_us_per_op"]),
+            "other_us_per_op": _sub(_sub(_sub(host_added, osd_added),
+                                         tracer), _sub(b["client_us_per_op"],
+                                                       a["client_us_per_op"])),
+            # what the tracing takes of the machine: the added host CPU
+            # per op at the traced rate, over all CPUs' time
+            "cost_pct": None if host_added is None else
+            100 * host_added * b["iops"] / 1e6 / NCPU,
+            "osd_cost_pct": None if osd_added is None or not ua else
+            100 * osd_added / ua,
+            "uprobe_hits_per_op": sum(up) / life_ops if up and life_ops
+            else None,
+            "hits_per_op": {n: round(v / life_ops, 3)
+                            for n, v in hits.items()} if life_ops else {}})
+    digits = {"iops_ratio": 4, "p99_ratio": 3, "cost_pct": 3,
+              "osd_cost_pct": 2, "uprobe_hits_per_op": 3}
+    for k in rows[0]:
+        if k == "hits_per_op":
+            continue
+        s[k] = _spread([r[k] for r in rows], digits.get(k, 2))
+    names = sorted({n for r in rows for n in r["hits_per_op"]})
+    s["hits_per_op"] = {n: round(statistics.median(
+        r["hits_per_op"].get(n, 0) for r in rows), 3) for n in names}
+    s["per_pair"] = [{k: (round(v, 4) if isinstance(v, float) else v)
+                      for k, v in r.items() if k != "hits_per_op"}
+                     for r in rows]
+    return s
 
 
 def recorder_throughput(items=300000):
@@ -233,59 +540,6 @@ def recorder_throughput(items=300000):
                                      secs, 1)}
 
 
-def ceph_ops(asok):
-    d = adminsock.perf_dump(asok)
-    return d["osd"]["op_r"] + d["osd"]["op_w"]
-
-
-def bpf_prog_stats():
-    p = sh(["bpftool", "prog", "show", "-j"])
-    out = {}
-    for prog in json.loads(p.stdout or "[]"):
-        name = prog.get("name", "")
-        for ours in OUR_PROGRAMS:
-            if ours[:15] == name:
-                s = out.setdefault(ours, {"run_cnt": 0, "run_time_ns": 0})
-                s["run_cnt"] += prog.get("run_cnt", 0)
-                s["run_time_ns"] += prog.get("run_time_ns", 0)
-    return out
-
-
-def cost_per_op(env, pid, asok, rw, secs):
-    """Run the default mode with BPF run statistics on."""
-    old = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
-    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-        f.write("1")
-    try:
-        tr = Tracer(MODES["default"], pid)
-        ops0 = ceph_ops(asok)
-        fio(env, rw, secs)
-        ops1 = ceph_ops(asok)
-        stats = bpf_prog_stats()
-        tr.p.send_signal(signal.SIGINT)
-        out = tr.p.stdout.read()
-        tr.p.stderr.read()
-        _, _, ru = os.wait4(tr.p.pid, 0)
-        reports = [json.loads(l) for l in out.splitlines() if l.strip()]
-    finally:
-        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-            f.write(old)
-    ops = max(1, ops1 - ops0)
-    progs = {n: {"runs": s["run_cnt"],
-                 "avg_ns": round(s["run_time_ns"] / s["run_cnt"], 1)
-                 if s["run_cnt"] else 0.0,
-                 "runs_per_op": round(s["run_cnt"] / ops, 2)}
-             for n, s in stats.items()}
-    uprobe_hits = sum(progs.get(n, {}).get("runs", 0) for n in
-                      abi.load("osdstage").programs_in("uprobe", "uretprobe"))
-    return {"ops": ops, "programs": progs,
-            "hits_per_op": round(uprobe_hits / ops, 2),
-            "all_runs_per_op": round(sum(p["runs"] for p in progs.values())
-                                     / ops, 2),
-            "tracer_cpu_s_per_10k_ops": round((ru.ru_utime + ru.ru_stime)
-                                              / ops * 1e4, 4),
-            "call_bias_us": reports[-1]["call_bias_us"] if reports else None}
-
 
 def machine(env, pid):
     cpu = ""
@@ -304,19 +558,6 @@ def machine(env, pid):
             "container": bool(env.get("LAB_CONTAINER"))}
 
 
-def summarize(pairs):
-    ratios = [b["iops"] / a["iops"] for a, b in pairs]
-    p99 = [b["p99_us"] / a["p99_us"] for a, b in pairs if a["p99_us"]]
-    return {"iops_ratio_median": round(statistics.median(ratios), 4),
-            "iops_ratio_min": round(min(ratios), 4),
-            "iops_ratio_max": round(max(ratios), 4),
-            "p99_ratio_median": round(statistics.median(p99), 4) if p99 else None,
-            "untraced_iops_median": round(statistics.median(
-                a["iops"] for a, _ in pairs)),
-            "traced_iops_median": round(statistics.median(
-                b["iops"] for _, b in pairs)),
-            "pairs": len(pairs)}
-
 # --- tracing several OSDs at once (the "osds" part) -----------------------
 
 OSDS_MODES = {
@@ -326,61 +567,6 @@ OSDS_MODES = {
 }
 OSDS_LABELS = {"one": "--osd 0", "all": "--osd all"}
 OSDS_WORKLOADS = [("write", "randwrite"), ("randread", "randread")]
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def proc_cpu_s(pid):
-    """utime + stime of a process (all its threads), in seconds."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    # fields[0] is field 3 (state): utime and stime are fields 14 and 15
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def osd_ops(asok):
-    """The ops an OSD handled: client ops (op_r + op_w) and replica
-    writes (subop_w), from its own counters."""
-    d = adminsock.perf_dump(asok)["osd"]
-    return d["op_r"] + d["op_w"] + d["subop_w"]
-
-
-def osd_snapshot(pids, asoks):
-    return [(proc_cpu_s(p), osd_ops(a)) for p, a in zip(pids, asoks)]
-
-
-def osd_window(env, pids, asoks, rw, secs, cmd=None):
-    """One fio run, traced by `cmd` (None: untraced): IOPS, p99 and per
-    OSD the CPU seconds and ops over the run, as {cpu_s, ops,
-    cpu_us_per_op}; the tracer's CPU seconds when traced."""
-    tr = Tracer(cmd, pids[0]) if cmd else None
-    try:
-        s0 = osd_snapshot(pids, asoks)
-        iops, p99 = fio(env, rw, secs)
-        s1 = osd_snapshot(pids, asoks)
-    finally:
-        if tr:
-            tr.p.send_signal(signal.SIGINT)
-            tr.p.stdout.read()
-            tr.p.stderr.read()
-            _, _, ru = os.wait4(tr.p.pid, 0)
-    per = []
-    for (c0, o0), (c1, o1) in zip(s0, s1):
-        ops = o1 - o0
-        per.append({"cpu_s": round(c1 - c0, 2), "ops": ops,
-                    "cpu_us_per_op": round(1e6 * (c1 - c0) / ops, 2)
-                    if ops else None})
-    out = {"iops": iops, "p99_us": p99, "osds": per}
-    if tr:
-        out["tracer_cpu_s"] = ru.ru_utime + ru.ru_stime
-    return out
-
-
-def _spread(values):
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    return {"median": round(statistics.median(values), 2),
-            "min": round(min(values), 2), "max": round(max(values), 2)}
 
 
 def summarize_osds(pairs, n_osds):
@@ -437,6 +623,7 @@ def osds_part(a):
     res = {"machine": machine(env, pids[0]), "osds": len(pids),
            "pairs": pairs_n, "secs": secs,
            "client": "fio rbd engine, 4 KiB, iodepth 16, pool rbd size 3",
+           "window": "steady",
            "modes": {m: {"traces": OSDS_LABELS[m]} for m in OSDS_MODES},
            "workloads": {}}
     res["machine"]["osds"] = len(pids)
@@ -488,9 +675,16 @@ def render_osds(res):
              "(utime+stime, /proc/PID/stat) over the ops its own counters "
              "saw (op_r+op_w+subop_w, admin socket), traced minus untraced "
              "in each pair; median (min-max) over the pairs, in us. With "
-             "`--osd 0`, osd.1 and osd.2 are not traced (marked untraced)."
+             "`--osd 0`, osd.1 and osd.2 are not traced (marked untraced). "
+             "%s"
              % (res["osds"], res["client"], res["pairs"], res["secs"],
-                res["runtime_s"], res.get("prefill_s", 0)), "",
+                res["runtime_s"], res.get("prefill_s", 0),
+                "Windows as in the main part (the tracer started under "
+                "load, the window opened once it had settled)."
+                if res.get("window") == "steady" else
+                "(This run predates the steady-load windows: the tracer "
+                "was started before each fio run, the IOPS are fio's.)"),
+             "",
              "| workload | traced | IOPS ratio median (min-max) | p99 ratio | "
              "untraced / traced IOPS | " + " | ".join(
                  "osd.%d added CPU per op" % i for i in range(res["osds"])) +
@@ -555,12 +749,15 @@ def render_osds(res):
     return "\n".join(lines)
 
 
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--pairs", type=int, default=5)
-    ap.add_argument("--secs", type=int, default=10)
+    ap.add_argument("--pairs", type=int, default=4)
+    ap.add_argument("--secs", type=int, default=8)
     ap.add_argument("--smoke", action="store_true",
-                    help="one pair of 3 s runs, read only: for the test suite")
+                    help="one pair of 3 s windows, read only: for the test "
+                    "suite")
     ap.add_argument("--out", default=None,
                     help="default: bench/results/<release>.json")
     ap.add_argument("--md", default=os.path.join(REPO, "BENCHMARKS.md"))
@@ -589,63 +786,135 @@ def main(argv=None):
     return 0
 
 
+def window_of(mode, a):
+    """(window seconds, settle seconds) of a mode: --max-overhead's window
+    opens after its first full-rate window and spans two duty periods."""
+    if mode == "bounded":
+        return (a.secs if a.smoke else max(a.secs, BOUNDED_MIN_SECS),
+                BOUNDED_SETTLE_S)
+    return a.secs, SETTLE_S
+
+
+def stats_run(env, pid, asok, cmd, rw, secs, settle):
+    """One traced window with the kernel's BPF run statistics on: the
+    tracer's programs (runs per op, ns per run) and its uprobe program
+    runs per op."""
+    path = "/proc/sys/kernel/bpf_stats_enabled"
+    with open(path) as f:
+        old = f.read().strip()
+    with open(path, "w") as f:
+        f.write("1")
+    try:
+        w = osd_window(env, [pid], [asok], rw, secs, cmd, settle, stats=True)
+    finally:
+        with open(path, "w") as f:
+            f.write(old)
+    progs = w["progs"]
+    up = sum(p["runs"] for p in progs.values() if p["uprobe"])
+    return {"ops": w["ops"], "secs": w["secs"], "programs": progs,
+            "uprobe_runs_per_op": round(up / w["ops"], 3) if w["ops"]
+            else None,
+            "all_runs_per_op": round(sum(p["runs"] for p in progs.values())
+                                     / w["ops"], 3) if w["ops"] else None,
+            "call_bias_us": (w["report"] or {}).get("call_bias_us")}
+
+
+def startup_idle(pid, n=3):
+    """The default mode's start-up on the idle OSD (median of n)."""
+    got = []
+    for _ in range(n):
+        tr = Tracer(MODES["default"], pid)
+        tr.stop()
+        got.append(tr.startup_s)
+    return statistics.median(got)
+
+
 def main_part(a):
     """The tracing modes on the running lab's osd.0; -> its text."""
+    t_start = time.monotonic()
     env = lab_env()
     pid = int(env["OSD_PID"])
     asok = adminsock.find_osd_socket(pid, "0")
     prefill(env)
+    idle_startup = startup_idle(pid)
     res = {"machine": machine(env, pid), "pairs": a.pairs, "secs": a.secs,
-           "client": "fio rbd engine, 4 KiB, iodepth 16", "modes": {}}
+           "bounded_secs": window_of("bounded", a)[0],
+           "client": "fio rbd engine, 4 KiB, iodepth 16", "modes": {},
+           "spread": "min-max over the pairs",
+           "date": time.strftime("%Y-%m-%d"),
+           # anything else on the cores moves every figure: say how busy
+           "loadavg_start": round(os.getloadavg()[1], 2)}
     workloads = [("randread", "randread")] + ([] if a.smoke else
                                               [("write", "randwrite")])
+    modes = [m for m, cmd in MODES.items() if cmd]
+    got = {m: {wl: [] for wl, _ in workloads} for m in modes}
+    for wl, rw in workloads:
+        fio(env, rw, a.secs)        # warm-up, not counted: the first run lags
+        # the modes interleaved too: pair i of each mode, then pair i + 1
+        for i in range(a.pairs):
+            for mode in modes:
+                secs, settle = window_of(mode, a)
+                base = osd_window(env, [pid], [asok], rw, secs, None, settle)
+                traced = osd_window(env, [pid], [asok], rw, secs,
+                                    MODES[mode], settle)
+                got[mode][wl].append((base, traced))
+                print("bench: %-9s %-8s pair %d: %.0f vs %.0f IOPS; OSD "
+                      "%.1f vs %.1f us/op, host %.1f vs %.1f us/op" % (
+                          mode, wl, i + 1, base["iops"], traced["iops"],
+                          base["osds"][0]["cpu_us_per_op"] or 0,
+                          traced["osds"][0]["cpu_us_per_op"] or 0,
+                          base["host_us_per_op"] or 0,
+                          traced["host_us_per_op"] or 0), file=sys.stderr)
     startup, rss = [], []
-    for mode, cmd in MODES.items():
+    for mode in modes:
         res["modes"][mode] = {}
-        if cmd is None:
-            res["modes"][mode]["available"] = False
-            continue
-        for wl, rw in workloads:
-            pairs = []
-            for i in range(a.pairs):
-                iops, p99 = fio(env, rw, a.secs)
-                base = {"iops": iops, "p99_us": p99}
-                traced = run_traced(cmd, pid, env, rw, a.secs)
-                pairs.append((base, traced))
-                if mode == "default":
-                    startup.append(traced["startup_s"])
-                    rss.append(traced["rss_mb"])
-                print("bench: %-9s %-8s pair %d: %.0f vs %.0f IOPS" % (
-                    mode, wl, i + 1, base["iops"], traced["iops"]),
-                    file=sys.stderr)
-            res["modes"][mode][wl] = summarize(pairs)
+        for wl, _ in workloads:
+            pairs = got[mode][wl]
+            s = res["modes"][mode][wl] = summarize_main(pairs)
+            s["secs"] = window_of(mode, a)[0]
+            if mode == "default":
+                startup += [b["startup_s"] for _, b in pairs]
+                rss += [b["rss_mb"] for _, b in pairs]
             if mode == "record":
                 # the recorder at the lab's peak: CPU share of one core
-                res["modes"][mode][wl]["recorder_cpu_pct"] = round(
-                    statistics.median(100 * b["cpu_s"] / a.secs
-                                      for _, b in pairs), 1)
-                res["modes"][mode][wl]["events_per_s"] = round(
-                    statistics.median(b["events"][0] / a.secs
-                                      for _, b in pairs))
-                res["modes"][mode][wl]["lost"] = sum(
-                    b["events"][1] for _, b in pairs)
+                s["recorder_cpu_pct"] = round(statistics.median(
+                    100 * b["tracer_cpu_s"] / b["secs"] for _, b in pairs), 1)
+                s["events_per_s"] = round(statistics.median(
+                    b["events"][0] / b["life_s"] for _, b in pairs))
+                s["lost"] = sum(b["events"][1] for _, b in pairs)
             if mode == "bounded":
-                ov = (pairs[-1][1]["report"] or {}).get("overhead", {})
-                res["modes"][mode][wl]["estimated_pct"] = ov.get(
-                    "estimated_pct")
-    cost = cost_per_op(env, pid, asok, "randread", a.secs)
-    res["programs"] = cost["programs"]
-    res["hits_per_op"] = cost["hits_per_op"]
-    res["all_runs_per_op"] = cost["all_runs_per_op"]
-    res["tracer_cpu_s_per_10k_ops"] = cost["tracer_cpu_s_per_10k_ops"]
-    res["startup_s"] = round(statistics.median(startup), 3)
+                s["estimated_pct"] = _spread([
+                    ((b["report"] or {}).get("overhead") or {}).get(
+                        "estimated_pct") for _, b in pairs], 3)
+    for mode in MODES:
+        if MODES[mode] is None:
+            res["modes"][mode] = {"available": False}
+    # BPF run statistics: one window per mode, reads
+    res["bpf_stats"] = {}
+    for mode in modes:
+        secs, settle = window_of(mode, a)
+        st = res["bpf_stats"][mode] = stats_run(
+            env, pid, asok, MODES[mode], "randread", secs, settle)
+        print("bench: %-9s BPF statistics: %.2f uprobe runs per op" % (
+            mode, st["uprobe_runs_per_op"] or 0), file=sys.stderr)
+    dflt = res["bpf_stats"]["default"]
+    rr = res["modes"]["default"]["randread"]
+    res["programs"] = dflt["programs"]
+    res["hits_per_op"] = (rr["uprobe_hits_per_op"] or {}).get("median")
+    res["all_runs_per_op"] = dflt["all_runs_per_op"]
+    res["tracer_cpu_s_per_10k_ops"] = round(
+        (rr["tracer_us_per_op"] or {}).get("median", 0) / 100, 4)
+    res["startup_s"] = round(idle_startup, 3)
+    res["startup_busy_s"] = round(statistics.median(startup), 3)
     res["peak_rss_mb"] = round(max(rss), 1)
     res["recorder"] = recorder_throughput(50000 if a.smoke else 300000)
     rec_rr = res["modes"]["record"].get("randread", {})
     res["recorder"]["lab_peak_cpu_pct"] = rec_rr.get("recorder_cpu_pct")
     res["recorder"]["lab_peak_events_per_s"] = rec_rr.get("events_per_s")
     res["targets"] = TARGETS
-    res["call_bias_us"] = cost.get("call_bias_us")
+    res["call_bias_us"] = dflt.get("call_bias_us")
+    res["runtime_s"] = round(time.monotonic() - t_start)
+    res["loadavg_end"] = round(os.getloadavg()[1], 2)
     out = a.out or os.path.join(RESULTS, res["machine"]["release"] + ".json")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
@@ -669,9 +938,187 @@ def load_results(kind=""):
     return out
 
 
+def _sp(s, fmt="%.1f", unit=""):
+    """A {median, min, max} as 'median (min-max)', '-' when absent."""
+    if not s:
+        return "-"
+    return (fmt + "%s (" + fmt + "-" + fmt + ")") % (
+        s["median"], unit, s["min"], s["max"])
+
+
+def _get(d, *path):
+    for k in path:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def _release(res):
+    return res["machine"].get("release", "pacific")
+
+
+def _slowest(res):
+    """(name, avg ns) of the default mode's slowest program that ran."""
+    ran = [(p["avg_ns"], n) for n, p in (res.get("programs") or {}).items()
+           if p.get("runs")]
+    if not ran:
+        return None, None
+    ns, name = max(ran)
+    return name, ns
+
+
+def _mark(ok):
+    return "ok" if ok else "**MISSED**"
+
+
+def _met(ok):
+    if ok is None:
+        return "not measured"
+    return "met" if ok else "**not met**"
+
+
+def target_rows(results, osds_results):
+    """The issue 14 targets: [(measure, measured, target, met)], met None
+    when not measured. Pacific's 1-OSD run is the reference."""
+    pac = next((r for r in results if _release(r) == "pacific"), None)
+    rows = []
+
+    def mode(m, wl="randread"):
+        s = dict(_get(pac, "modes", m, wl) or {})
+        if "iops_ratio_median" in s and "iops_ratio" not in s:
+            s["iops_ratio"] = {k: s["iops_ratio_" + k]
+                               for k in ("median", "min", "max")}
+        return s
+
+    dflt = mode("default").get("osd_added_us_per_op")
+    rows.append(("default mode, added OSD CPU per 4 KiB read",
+                 _sp(dflt, unit=" us"), "<= 10 us",
+                 dflt["median"] <= 10 if dflt else None))
+    r = mode("default").get("iops_ratio")
+    rows.append(("default mode, IOPS ratio (4 KiB reads, full rate)",
+                 _sp(r, "%.3f"), ">= 0.95",
+                 r["median"] >= 0.95 if r else None))
+    us = [(wl, mode("userspace", wl).get("osd_added_us_per_op"))
+          for wl in ("randread", "write")]
+    got = [(wl, s) for wl, s in us if s]
+    rows.append(("user-space stages only (`--no-kernel`), added OSD CPU "
+                 "per op", "; ".join("%s %s" % (wl, _sp(s, unit=" us"))
+                                     for wl, s in got) or "-", "<= 5 us",
+                 all(s["median"] <= 5 for _, s in got) if got else None))
+    r = mode("bounded").get("iops_ratio")
+    rows.append(("`--max-overhead 2`, IOPS ratio (4 KiB reads)",
+                 _sp(r, "%.3f"), ">= 0.98",
+                 r["median"] >= 0.98 if r else None))
+    cost = [(wl, mode("bounded", wl).get("cost_pct"))
+            for wl in ("randread", "write")]
+    got = [(wl, s) for wl, s in cost if s]
+    rows.append(("`--max-overhead 2`, measured cost (added host CPU, share "
+                 "of all CPUs)", "; ".join("%s %s" % (wl, _sp(
+                     s, "%.2f", " %")) for wl, s in got) or "-", "<= 2 %",
+                 all(s["median"] <= BOUND_PCT for _, s in got)
+                 if got else None))
+    name, ns = _slowest(pac) if pac else (None, None)
+    rows.append(("slowest BPF program, ns per run (default mode)",
+                 "%.0f ns (%s)" % (ns, name) if name else "-", "<= 200 ns",
+                 ns <= 200 if name else None))
+    h = mode("default").get("uprobe_hits_per_op")
+    rows.append(("uprobe hits per 4 KiB read, default mode",
+                 _sp(h, "%.2f"), "<= 6", h["median"] <= 6 if h else None))
+    for rel in RELEASE_ORDER[1:]:
+        other = next((r for r in results if _release(r) == rel), None)
+        s = _get(other, "modes", "default", "randread", "osd_added_us_per_op")
+        rows.append(_vs_pacific(
+            "%s, default mode added OSD CPU per 4 KiB read vs Pacific 1-OSD"
+            % rel.capitalize(), [("", s)], dflt))
+    osds = next((r for r in osds_results if _release(r) == "pacific"), None)
+    per = _get(osds, "workloads", "randread", "all", "per_osd") or []
+    rows.append(_vs_pacific(
+        "3 OSDs traced at once (`--osd all`), added CPU per 4 KiB read on "
+        "each OSD vs Pacific 1-OSD", [("osd.%d " % p["osd"],
+                                       p["added_us_per_op"]) for p in per],
+        dflt))
+    return rows
+
+
+def _vs_pacific(measure, got, ref):
+    """A "within 20 % of Pacific 1-OSD" row."""
+    got = [(label, s) for label, s in got if s]
+    if not got or not ref or ref["median"] <= 0:
+        return (measure, "not measured" if not got else
+                "; ".join("%s%s" % (lb, _sp(s, unit=" us")) for lb, s in got),
+                "within 20 %", None)
+    ratios = [(label, s, s["median"] / ref["median"]) for label, s in got]
+    return (measure, "; ".join("%s%s = %.2f x" % (lb, _sp(s, unit=" us"), q)
+                               for lb, s, q in ratios) +
+            " (Pacific %.1f us)" % ref["median"], "within 20 %",
+            all(abs(q - 1) <= TARGETS["release_cost_within"]
+                for _, _, q in ratios))
+
+
+def render_targets(results, osds_results):
+    lines = ["## Issue 14 targets", "",
+             "From the last run of each release (medians, min-max over the "
+             "pairs in brackets; Pacific's 1-OSD run is the reference). A "
+             "target is met when the median is. Missed targets stay here "
+             "until a run meets them.", "",
+             "| measure | measured | target | |", "|---|---|---|---|"]
+    for measure, got, target, met in target_rows(results, osds_results):
+        lines.append("| %s | %s | %s | %s |" % (measure, got, target,
+                                                 _met(met)))
+    return lines + [""]
+
+
+METHOD = (
+    "Every figure comes from interleaved pairs: an untraced window, then a "
+    "traced one, for each mode in turn (pair 1 of every mode, then pair "
+    "2, ...), after a warm-up run per workload. A window runs under a "
+    "steady fio load: fio starts, the tracer is started on the busy OSD "
+    "(as someone would), and once it says it is tracing and has settled, "
+    "the window measures: the ceph-osd's CPU time (utime+stime, "
+    "/proc/PID/stat) over the ops Ceph itself counted (op_r+op_w, admin "
+    "socket) -- uprobe traps and their programs run in the OSD's threads, "
+    "so traced minus untraced is the tracing's cost in the OSD; the "
+    "host's CPU time (all CPUs, /proc/stat, everything but idle and "
+    "iowait) per op, where the scheduler, futex and block programs also "
+    "show; the tracer's own CPU per op; IOPS from Ceph's op count over "
+    "the window; p99 latency from fio over its whole run. \"other\" = "
+    "host added - OSD added - fio client added - tracer: the BPF "
+    "programs run in other tasks' context (scheduler, futex, block), "
+    "plus whatever else moves with the IOPS (the mon and mgr, per-op "
+    "batching). Uprobe hits "
+    "per op come from osdstage's own hit counters (names from "
+    "build/osdstage.abi.json) over its whole run; the BPF statistics "
+    "come from one more window per mode with kernel.bpf_stats_enabled, "
+    "read from the tracer's own program descriptors (the bpftrace "
+    "reference's uprobe runs too). `--max-overhead 2` promises that "
+    "hits x cost stays under 2 % of all CPUs' time (duty.py, OVERHEAD in "
+    "osdstage(8)), so its measured cost is the added host CPU per op "
+    "times the traced IOPS over all CPUs' time (tracer included); its "
+    "window opens after the first full-rate second and spans two duty "
+    "periods. Every figure is the median over the pairs, with min-max in "
+    "brackets.")
+
+DEFAULTS_WHY = (
+    "Defaults (Makefile BENCH_PAIRS=4, BENCH_SECS=8): 4 pairs of 8-s "
+    "windows (bounded: 20 s, two duty periods) for each of 5 modes and 2 "
+    "workloads, about 22 minutes for the main part and 28 with the osds "
+    "part: the most pairs that fit a 20-30 minute `make bench` on this "
+    "2-core machine. The spread comes from the machine, not the window: "
+    "inside a window the CPU per op is exact to well under 1 us (10-ms "
+    "ticks over 10^4-10^5 ops), but the untraced OSD's own CPU per op "
+    "swings with its IOPS from run to run (the OSD untraced column; "
+    "anything else on the 2 cores moves it), and a traced run at a lower "
+    "rate pays more per op for the same work (less batching). Untraced "
+    "and traced side by side cancel slow drift, and more pairs narrow "
+    "the median where longer windows do not; with 4 pairs the spread "
+    "shown is min-max (an IQR would be the middle two).")
+
+
 def render_md(results, osds_results=None):
-    """BENCHMARKS.md: the releases side by side, then each in full, then
-    the osds part of every release that has one."""
+    """BENCHMARKS.md: the issue 14 targets, the releases side by side,
+    then each in full, then the osds part of every release that has
+    one."""
     if osds_results is None:
         osds_results = load_results(".osds")
     lines = ["# Benchmarks", "",
@@ -679,29 +1126,36 @@ def render_md(results, osds_results=None):
              "`CEPH=tentacle` for the container labs) from "
              "`bench/results/<release>.json` and, for the part that traces "
              "several OSDs (`make bench BENCH=osds` runs only that part), "
-             "`bench/results/<release>.osds.json`; do not edit by hand.", "",
-             "## Releases side by side", "",
-             "| release | Ceph | CET | runs | default randread IOPS ratio | "
-             "userspace randread | uprobe hits per op | probe pair cost "
-             "(calibrated) |", "|---|---|---|---|---|---|---|---|"]
+             "`bench/results/<release>.osds.json`; do not edit by hand.", ""]
+    lines += render_targets(results, osds_results)
+    lines += ["## How it is measured", "", METHOD, "", DEFAULTS_WHY, "",
+              "## Releases side by side", "",
+              "| release | Ceph | CET | runs | default randread IOPS ratio | "
+              "default randread added OSD CPU per op | userspace randread "
+              "IOPS ratio | uprobe hits per op | probe pair cost "
+              "(calibrated) |", "|---|---|---|---|---|---|---|---|---|"]
     for res in results:
         m, modes = res["machine"], res["modes"]
-        lines.append("| %s | %s | %s | %d x %d s | %.3f (%.3f-%.3f) | %.3f |"
-                     " %.2f | %s |" % (
-                         m.get("release", "pacific"), m["ceph"],
+        d = modes["default"]["randread"]
+        lines.append("| %s | %s | %s | %d x %d s | %.3f (%.3f-%.3f) | %s | "
+                     "%.3f | %s | %s |" % (
+                         _release(res), m["ceph"],
                          "yes" if m.get("cet") else "no", res["pairs"],
-                         res["secs"],
-                         modes["default"]["randread"]["iops_ratio_median"],
-                         modes["default"]["randread"]["iops_ratio_min"],
-                         modes["default"]["randread"]["iops_ratio_max"],
+                         res["secs"], d["iops_ratio_median"],
+                         d["iops_ratio_min"], d["iops_ratio_max"],
+                         _sp(d.get("osd_added_us_per_op"), unit=" us")
+                         if d.get("osd_added_us_per_op") else
+                         "not measured",
                          modes["userspace"]["randread"]["iops_ratio_median"],
-                         res["hits_per_op"],
+                         "%.2f" % res["hits_per_op"]
+                         if res.get("hits_per_op") is not None else "-",
                          "%.2f us" % res["call_bias_us"]
                          if res.get("call_bias_us") is not None else "-"))
     lines += ["", "The probe pair cost is what a uprobe + uretprobe pair "
               "adds to a call, measured at start-up on a function of the "
               "target's flavour (with endbr64 on CET builds, probed after "
-              "it).", ""]
+              "it). Releases whose last run predates the per-op CPU "
+              "measure show only IOPS figures.", ""]
     for res in results:
         lines += render_release(res).splitlines()[2:] + [""]
     for res in osds_results:
@@ -709,21 +1163,30 @@ def render_md(results, osds_results=None):
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _mark(ok):
-    return "ok" if ok else "**MISSED**"
-
-
 def render_release(res):
     m = res["machine"]
+    new = "bpf_stats" in res
     lines = ["# Benchmarks", "",
              "## %s (Ceph %s%s)" % (
-                 m.get("release", "pacific").capitalize(), m["ceph"],
+                 _release(res).capitalize(), m["ceph"],
                  ", in a container, CET build" if m.get("container") else
                  ""), "",
              "Machine: %s, %d cores, kernel %s, Ceph %s. Client: %s; %d "
-             "interleaved untraced/traced pairs of %d s per mode." % (
+             "interleaved untraced/traced pairs of %d s%s per mode%s." % (
                  m["cpu_model"], m["cores"], m["kernel"], m["ceph"],
-                 res["client"], res["pairs"], res["secs"]), "",
+                 res["client"], res["pairs"], res["secs"],
+                 " (bounded: %d s)" % res["bounded_secs"]
+                 if res.get("bounded_secs") not in (None, res["secs"])
+                 else "",
+                 "; %s%d s in all" % ("run on %s, " % res["date"]
+                                      if res.get("date") else "",
+                                      res["runtime_s"])
+                 if res.get("runtime_s") else ""), "",
+             ] + (["Load average (5 min) of the machine at the start and "
+                   "end of the run: %.2f, %.2f (%d cores; more than the "
+                   "lab's own load means other work shared the cores)." % (
+                       res["loadavg_start"], res["loadavg_end"],
+                       m["cores"]), ""] if "loadavg_end" in res else []) + [
              "| mode | workload | IOPS ratio median (min-max) | p99 ratio | "
              "untraced / traced IOPS | target |",
              "|---|---|---|---|---|---|"]
@@ -735,26 +1198,88 @@ def render_release(res):
             if not isinstance(s, dict):
                 continue
             t = TARGETS.get(mode) if wl == "randread" else None
+            p99 = _sp(s["p99_ratio"], "%.2f") if s.get("p99_ratio") else (
+                "%.2f" % s["p99_ratio_median"] if s["p99_ratio_median"]
+                else "-")
             lines.append("| %s | %s | %.3f (%.3f-%.3f) | %s | %d / %d | %s |" % (
                 mode, wl, s["iops_ratio_median"], s["iops_ratio_min"],
-                s["iops_ratio_max"],
-                "%.2f" % s["p99_ratio_median"] if s["p99_ratio_median"]
-                else "-", s["untraced_iops_median"], s["traced_iops_median"],
+                s["iops_ratio_max"], p99, s["untraced_iops_median"],
+                s["traced_iops_median"],
                 "%s %s" % (">= %.2f" % t, _mark(s["iops_ratio_median"] >= t))
                 if t else ""))
-    lines += ["", "| BPF program | runs per op | avg ns per run | target |",
-              "|---|---|---|---|"]
+    if new:
+        lines += ["", "CPU time per op in us, traced minus untraced (the "
+                  "untraced base for scale), and uprobe hits per op from "
+                  "the tool's own counters; median (min-max) over the "
+                  "pairs. Cost: the added host CPU per op at the traced "
+                  "rate, as a share of all %d CPUs." % m["cores"], "",
+                  "| mode | workload | OSD added | host added | fio client "
+                  "added | tracer | other | OSD untraced | host untraced | "
+                  "uprobe hits per op | cost, % of all CPUs |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for mode, wls in res["modes"].items():
+            for wl, s in wls.items():
+                if not isinstance(s, dict):
+                    continue
+                hits = _sp(s.get("uprobe_hits_per_op"), "%.2f")
+                if hits == "-" and _get(res, "bpf_stats", mode,
+                                        "uprobe_runs_per_op") is not None \
+                        and wl == "randread":
+                    hits = "%.2f (BPF statistics)" % res["bpf_stats"][mode][
+                        "uprobe_runs_per_op"]
+                lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s "
+                             "| %s | %s |" % (
+                                 mode, wl, _sp(s.get("osd_added_us_per_op")),
+                                 _sp(s.get("host_added_us_per_op")),
+                                 _sp(s.get("client_added_us_per_op")),
+                                 _sp(s.get("tracer_us_per_op")),
+                                 _sp(s.get("other_us_per_op")),
+                                 _sp(s.get("osd_untraced_us_per_op"), "%.0f"),
+                                 _sp(s.get("host_untraced_us_per_op"),
+                                     "%.0f"), hits,
+                                 _sp(s.get("cost_pct"), "%.2f")))
+        b = _get(res, "modes", "bounded", "randread") or {}
+        if b.get("estimated_pct"):
+            lines += ["", "`--max-overhead 2` on reads: osdstage's own "
+                      "estimate %s %%, measured %s %% of all CPUs (the "
+                      "OSD's added CPU over its own untraced CPU: %s %%)."
+                      % (_sp(b["estimated_pct"], "%.2f"),
+                         _sp(b.get("cost_pct"), "%.2f"),
+                         _sp(b.get("osd_cost_pct"), "%.1f"))]
+        lines += ["", "BPF run statistics, one read window per mode "
+                  "(kernel.bpf_stats_enabled, the tracer's own programs):",
+                  "", "| mode | uprobe program runs per op | all BPF runs "
+                  "per op | slowest program (ns per run) |",
+                  "|---|---|---|---|"]
+        for mode, st in res["bpf_stats"].items():
+            ran = [(p["avg_ns"], n) for n, p in st["programs"].items()
+                   if p["runs"]]
+            lines.append("| %s | %s | %s | %s |" % (
+                mode, "%.2f" % st["uprobe_runs_per_op"]
+                if st["uprobe_runs_per_op"] is not None else "-",
+                "%.2f" % st["all_runs_per_op"]
+                if st["all_runs_per_op"] is not None else "-",
+                "%s %.0f" % (max(ran)[1], max(ran)[0]) if ran else "-"))
+    lines += ["", "| BPF program (default mode) | runs per op | avg ns per "
+              "run | target |", "|---|---|---|---|"]
     for n, p in sorted(res["programs"].items()):
         lines.append("| %s | %.2f | %.0f | <= 200 %s |" % (
-            n, p["runs_per_op"], p["avg_ns"], _mark(p["avg_ns"] <= 200)))
+            n, p["runs_per_op"] or 0, p["avg_ns"],
+            _mark(p["avg_ns"] <= 200)))
     lines += ["", "| measure | value | target |", "|---|---|---|",
-              "| uprobe hits per op | %.2f | |" % res["hits_per_op"],
+              "| uprobe hits per op (default, reads) | %s | |" % (
+                  "%.2f" % res["hits_per_op"]
+                  if res.get("hits_per_op") is not None else "-"),
               "| all BPF runs per op (incl. scheduler) | %.2f | |" %
               res["all_runs_per_op"],
               "| tracer CPU s per 10,000 ops | %.4f | |" %
               res["tracer_cpu_s_per_10k_ops"],
-              "| start-up to all probes attached | %.3f s | <= 0.5 s %s |" % (
-                  res["startup_s"], _mark(res["startup_s"] <= 0.5)),
+              "| start-up to all probes attached (idle OSD) | %.3f s | "
+              "<= 0.5 s %s |" % (res["startup_s"],
+                                 _mark(res["startup_s"] <= 0.5)),
+              "| start-up on the busy OSD (the traced windows) | %s | |" % (
+                  "%.3f s" % res["startup_busy_s"]
+                  if res.get("startup_busy_s") is not None else "-"),
               "| peak RSS | %.1f MB | <= 60 MB %s |" % (
                   res["peak_rss_mb"], _mark(res["peak_rss_mb"] <= 60)),
               "| recorder events/s (controlled program, driven hard) | %d "

@@ -1,29 +1,82 @@
-"""A short smoke of `make bench`: its main part (one pair of 3 s runs, reads
-only) on the 1-OSD lab and its osds part (one OSD traced vs three, one pair
-of 2 s runs per mode and workload) on the 3-OSD lab: the JSON has every
-field with sane values. The full benchmark is make bench."""
+"""A short smoke of `make bench`: its main part (one pair of 3 s windows,
+reads only: IOPS, the added OSD, host and tracer CPU per op, uprobe hits
+per op, BPF statistics per mode) on the 1-OSD lab and its osds part (one
+OSD traced vs three, one pair of 2 s windows per mode and workload) on the
+3-OSD lab: the JSON has every field with sane values. The full benchmark
+is make bench."""
 import json
+import math
 import os
 import subprocess
 
 from conftest import PYTHON, REPO
 
 
+def _finite(x):
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def _spread_ok(s, lo, hi):
+    """A {median, min, max} figure: finite, ordered, median in (lo, hi)."""
+    assert s is not None and all(_finite(s[k]) for k in ("median", "min",
+                                                          "max")), s
+    assert s["min"] <= s["median"] <= s["max"], s
+    assert lo < s["median"] < hi, s
+
+
 def test_bench_smoke(lab, tmp_path):
     out = tmp_path / "bench.json"
+    md = tmp_path / "BENCHMARKS.md"
     p = subprocess.run([PYTHON, os.path.join(REPO, "bench", "run.py"),
-                        "--part", "main", "--smoke", "--out", str(out)],
-                       capture_output=True,
+                        "--part", "main", "--smoke", "--out", str(out),
+                        "--md", str(md)], capture_output=True,
                        text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-2000:]
+    assert not md.exists()          # a smoke run never rewrites BENCHMARKS.md
     r = json.loads(out.read_text())
     assert r["machine"]["cores"] == os.cpu_count()
     assert r["machine"]["ceph"].startswith("16.2.")
-    for mode in ("default", "userspace", "record", "bounded", "bpftrace"):
+    modes = ("default", "userspace", "record", "bounded", "bpftrace")
+    for mode in modes:
         s = r["modes"][mode]["randread"]
         assert 0.2 < s["iops_ratio_median"] < 2.0, (mode, s)
         assert s["untraced_iops_median"] > 500
         assert s["p99_ratio_median"] > 0
+        # the cost per op: OSD and host CPU, traced minus untraced, and
+        # the tracer's own (all CPU seconds over Ceph's op count)
+        _spread_ok(s["iops_ratio"], 0.2, 2.0)
+        _spread_ok(s["osd_untraced_us_per_op"], 1, 100000)
+        _spread_ok(s["host_untraced_us_per_op"], 1, 100000)
+        _spread_ok(s["osd_added_us_per_op"], -1000, 5000)
+        _spread_ok(s["host_added_us_per_op"], -2000, 10000)
+        _spread_ok(s["tracer_us_per_op"], -1, 5000)
+        _spread_ok(s["client_added_us_per_op"], -10000, 10000)
+        _spread_ok(s["other_us_per_op"], -10000, 10000)
+        _spread_ok(s["cost_pct"], -200, 200)
+        assert len(s["per_pair"]) == 1 == s["pairs"]
+        # uprobe program runs per op, from the tracer's own programs with
+        # the kernel's BPF statistics on (the bpftrace reference too)
+        st = r["bpf_stats"][mode]
+        assert 0 < st["uprobe_runs_per_op"] < 30, (mode, st)
+        assert st["all_runs_per_op"] >= st["uprobe_runs_per_op"]
+    # uprobe hits per op from osdstage's own counters (names from the ABI)
+    for mode in ("default", "userspace", "record"):
+        s = r["modes"][mode]["randread"]
+        _spread_ok(s["uprobe_hits_per_op"], 0, 30)
+        assert s["hits_per_op"]["hit_entry"] > 0, s["hits_per_op"]
+    for mode in ("default", "userspace"):
+        # the tool's count agrees with the kernel's (another window)
+        s = r["modes"][mode]["randread"]
+        st = r["bpf_stats"][mode]["uprobe_runs_per_op"]
+        assert abs(s["uprobe_hits_per_op"]["median"] - st) <= 0.25 * st, (
+            mode, s["uprobe_hits_per_op"], st)
+    assert r["modes"]["bpftrace"]["randread"]["uprobe_hits_per_op"] is None
+    assert r["hits_per_op"] == \
+        r["modes"]["default"]["randread"]["uprobe_hits_per_op"]["median"]
+    # --no-kernel: no scheduler programs, so the host pays no more than
+    # its uprobes; the default mode's kernel programs ran
+    assert r["modes"]["userspace"]["randread"]["hits_per_op"].get(
+        "hit_sched", 0) == 0
     rec = r["modes"]["record"]["randread"]
     assert rec["events_per_s"] > 1000 and rec["lost"] == 0, rec
     assert 0 < rec["recorder_cpu_pct"] < 100
@@ -31,16 +84,20 @@ def test_bench_smoke(lab, tmp_path):
     assert r["recorder"]["events"] > 50000 and r["recorder"]["lost"] == 0
     assert r["recorder"]["events_per_s"] > 10000
     assert r["recorder"]["lab_peak_cpu_pct"] == rec["recorder_cpu_pct"]
-    assert r["modes"]["bounded"]["randread"]["estimated_pct"] is not None
-    for name in ("stage_entry", "stage_return", "op_enqueue", "op_dequeue",
-                 "op_done", "on_switch"):
-        prog = r["programs"][name]
-        assert prog["runs"] > 0 and 0 < prog["avg_ns"] < 100000, (name, prog)
-    # 13 probes: 4 entry/return pairs + 3 op events per read
-    assert 8 <= r["hits_per_op"] <= 14
+    bounded = r["modes"]["bounded"]["randread"]
+    _spread_ok(bounded["estimated_pct"], 0, 100)
+    _spread_ok(bounded["osd_cost_pct"], -100, 1000)
+    ran = {n: p for n, p in r["programs"].items() if p["runs"]}
+    assert "on_switch" in ran, sorted(r["programs"])
+    assert any(n in ran for n in ("stage_entry", "op_enqueue", "op_dequeue",
+                                  "op_done")), sorted(ran)
+    for name, prog in ran.items():
+        assert 0 < prog["avg_ns"] < 100000, (name, prog)
+    assert 0 < r["hits_per_op"] <= 14
     assert 0 < r["startup_s"] < 5 and 5 < r["peak_rss_mb"] < 500
     assert r["tracer_cpu_s_per_10k_ops"] > 0
     assert "| default | randread |" in p.stdout
+    assert "| mode | workload | OSD added | host added |" in p.stdout
 
 
 def test_bench_osds_smoke(lab3, tmp_path):
