@@ -54,6 +54,8 @@ const volatile __u32 msg_off = 0;	/* OpRequest -> request (Message*) */
 const volatile __u32 op_name_off = 0;	/* MOSDOp -> hobj.oid.name */
 const volatile __u32 repop_name_off = 0; /* MOSDRepOp -> poid.oid.name */
 
+const volatile __u32 ops_mask = 65535;	/* the op table's size - 1 */
+
 /* Written by the loader (osdstage.h explains it) */
 struct ctl ctl = {};
 
@@ -73,14 +75,16 @@ struct {
 	__type(value, struct task_starts);
 } starts SEC(".maps");
 
-/* Ops between enqueue and completion. A plain hash (not LRU): when it is
- * full the insert fails and is counted; user space ages out ops that never
- * complete. Sized by the loader. */
+/* Ops between enqueue and completion: a table of op_slot (osdstage.h), a
+ * power of two sized by the loader (ops_mask), which user space maps to
+ * count and age out ops that never complete. An op whose OPS_WAYS slots
+ * are all taken is not tracked (counted: op_map_full). */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, 65536);
-	__type(key, __u64);
-	__type(value, struct op_state);
+	__type(key, __u32);
+	__type(value, struct op_slot);
 } ops SEC(".maps");
 
 /* The target's threads; user space reads it for per-role time shares and
@@ -101,8 +105,9 @@ struct {
 	__type(value, struct thread_state);
 } tzero SEC(".maps");
 
+/* per CPU: each CPU adds to its own copy, no atomics (user space sums) */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 1024);
 	__type(key, __u64);
 	__type(value, struct shard_stats);
@@ -124,7 +129,7 @@ struct {
 } rqs SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 256);
 	__type(key, __u64);
 	__type(value, struct dev_stats);
@@ -185,6 +190,70 @@ static __always_inline void count(__u32 slot, __u32 id)
 
 	if (c)
 		(*c)++;
+}
+
+/* The op table's first slot for `key` (Fibonacci hashing of the address
+ * bits above the allocator's alignment; the target slot is in the key). */
+static __always_inline __u32 op_index(__u64 key)
+{
+	return (__u32)(((key >> 4) ^ (key >> TARGET_SHIFT)) *
+		       0x9E3779B97F4A7C15ULL >> 32);
+}
+
+/* The op table's slot holding `key`, or NULL. */
+static __always_inline struct op_slot *op_find(__u64 key)
+{
+	__u32 i = op_index(key);
+
+	for (int w = 0; w < OPS_WAYS; w++) {
+		__u32 j = (i + w) & ops_mask;
+		struct op_slot *s = bpf_map_lookup_elem(&ops, &j);
+
+		if (s && s->key == key)
+			return s;
+	}
+	return 0;
+}
+
+/* A slot for a new op `key`: its own (an address still tracked: *replaced
+ * set) or a free one; NULL when all its slots are taken. */
+static __always_inline struct op_slot *op_claim(__u64 key, int *replaced)
+{
+	__u32 i = op_index(key), none = ~0U, free = none;
+
+	*replaced = 0;
+	for (int w = 0; w < OPS_WAYS; w++) {
+		__u32 j = (i + w) & ops_mask;
+		struct op_slot *s = bpf_map_lookup_elem(&ops, &j);
+
+		if (!s)
+			continue;
+		if (s->key == key) {
+			*replaced = 1;
+			return s;
+		}
+		if (!s->key && free == none)
+			free = j;
+	}
+	if (free == none)
+		return 0;
+	return bpf_map_lookup_elem(&ops, &free);
+}
+
+static __always_inline struct op_state *op_state_of(__u64 key)
+{
+	struct op_slot *s = op_find(key);
+
+	return s ? &s->st : 0;
+}
+
+/* The op is done: its slot is free again. */
+static __always_inline void op_forget(__u64 key)
+{
+	struct op_slot *s = op_find(key);
+
+	if (s)
+		s->key = 0;
 }
 
 /* The target slot of process tgid, or -1 when it is not traced. The list
@@ -333,6 +402,25 @@ int stage_entry(struct pt_regs *ctx)
 	return 0;
 }
 
+/* A call stage ended: its statistics and capture event. */
+static __always_inline void end_call(__u32 slot, __u32 stage, __u64 now,
+				     __u64 d, __u64 bias, __u64 op, __u32 tid,
+				     __u32 gen)
+{
+	struct ev_stage *e;
+
+	d = d > bias ? d - bias : 0;
+	e = EV_NEW(ev_stage, EV_STAGE, now, gen, slot);
+	if (e) {
+		e->duration_ns = d;
+		e->op = op;
+		e->tid = tid;
+		e->stage = stage;
+		EV_SEND(e);
+	}
+	record(slot, stage, d, gen);
+}
+
 SEC("uretprobe")
 int stage_return(struct pt_regs *ctx)
 {
@@ -340,7 +428,6 @@ int stage_return(struct pt_regs *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 stage = bpf_get_attach_cookie(ctx) & (MAX_STAGES - 1);
 	struct task_starts *t;
-	struct ev_stage *e;
 	__u64 d, bias, op;
 	__u32 gen;
 	int slot = call_slot(id);
@@ -361,24 +448,22 @@ int stage_return(struct pt_regs *ctx)
 	d = now - t->ts[stage];
 	t->ts[stage] = 0;
 	op = t->cur_op;
+	bias = ctl.call_bias_ns;
+	gen = cur_gen();
 	if (stage == ST_DEQUEUE_OP) {	/* the worker is done with its op */
 		mark_in_op((__u32)id, 0);
 		t->cur_op = 0;
+		/* do_op ran inside it and has no return probe of its own
+		 * (probetable: ends_at) */
+		if (t->ts[ST_DO_OP] && now > t->ts[ST_DO_OP])
+			end_call(slot, ST_DO_OP, now, now - t->ts[ST_DO_OP],
+				 bias, op, (__u32)id, gen);
+		t->ts[ST_DO_OP] = 0;
 	}
-	bias = ctl.call_bias_ns;
-	gen = cur_gen();
-	if (stage != ST__CALIB) {
-		d = d > bias ? d - bias : 0;
-		e = EV_NEW(ev_stage, EV_STAGE, now, gen, slot);
-		if (e) {
-			e->duration_ns = d;
-			e->op = op;
-			e->tid = (__u32)id;
-			e->stage = stage;
-			EV_SEND(e);
-		}
-	}
-	record(slot, stage, d, gen);
+	if (stage == ST__CALIB)
+		record(slot, stage, d, gen);
+	else
+		end_call(slot, stage, now, d, bias, op, (__u32)id, gen);
 	return 0;
 }
 
@@ -485,9 +570,9 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 	__u32 gen = 0, state, woken = 0;
 	int slot;
 
-	count(0, CNT_HIT_SCHED);
 	slot = target_of(prev->tgid);
 	if (slot >= 0) {
+		count(slot, CNT_HIT_SCHED);
 		now = bpf_ktime_get_ns();
 		gen = cur_gen();
 		t = thread_of(prev, now, slot);
@@ -510,6 +595,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 	slot = target_of(next->tgid);
 	if (slot >= 0) {
 		if (!now) {
+			count(slot, CNT_HIT_SCHED);
 			now = bpf_ktime_get_ns();
 			gen = cur_gen();
 		}
@@ -546,10 +632,10 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	__u32 gen;
 	int slot;
 
-	count(0, CNT_HIT_SCHED);
 	slot = target_of(p->tgid);
 	if (slot < 0)
 		return 0;
+	count(slot, CNT_HIT_SCHED);
 	now = bpf_ktime_get_ns();
 	gen = cur_gen();
 	t = thread_of(p, now, slot);
@@ -769,9 +855,9 @@ int BPF_PROG(on_rq_complete, struct request *rq, blk_status_t error,
 	slot = st->slot;
 	bpf_map_delete_elem(&rqs, &key);
 	record(slot, ST_BLOCK_RQ, d, gen);
-	disk = BPF_CORE_READ(rq, q, disk);
-	dev = disk ? (BPF_CORE_READ(disk, major) << DEV_MINOR_BITS |
-		      BPF_CORE_READ(disk, first_minor)) : 0;
+	/* a tp_btf argument: read through BTF directly, no helper calls */
+	disk = rq->q->disk;
+	dev = disk ? (disk->major << DEV_MINOR_BITS | disk->first_minor) : 0;
 	e = EV_NEW(ev_block_rq, EV_BLOCK_RQ, now, gen, slot);
 	if (e) {
 		e->duration_ns = d;
@@ -787,9 +873,9 @@ int BPF_PROG(on_rq_complete, struct request *rq, blk_status_t error,
 		if (!ds)
 			return 0;
 	}
-	__sync_fetch_and_add(&ds->count, 1);
-	__sync_fetch_and_add(&ds->sum_ns, d);
-	__sync_fetch_and_add(&ds->bytes, nr_bytes);
+	ds->count++;
+	ds->sum_ns += d;
+	ds->bytes += nr_bytes;
 	if (d > ds->max_ns)
 		ds->max_ns = d;
 	return 0;
@@ -798,17 +884,27 @@ int BPF_PROG(on_rq_complete, struct request *rq, blk_status_t error,
 /* ------------------------------------------------------------------------
  * op stages and the queue-wait attribution */
 
-/* Argument n (1-based) of a uprobe. The _CORE accessors read through a
- * helper: clang turns a switch over direct ctx loads into a computed ctx
- * offset, which the verifier rejects. */
+/* Argument n (1-based) of a uprobe. Every argument register is loaded
+ * straight from the context (no helper call) and barrier_var() keeps them
+ * loaded before the choice: clang would otherwise turn a switch over ctx
+ * loads into a computed ctx offset, which the verifier rejects. */
 static __always_inline __u64 arg_n(struct pt_regs *ctx, __u32 n)
 {
+	__u64 a1 = PT_REGS_PARM1(ctx), a2 = PT_REGS_PARM2(ctx),
+	      a3 = PT_REGS_PARM3(ctx), a4 = PT_REGS_PARM4(ctx),
+	      a5 = PT_REGS_PARM5(ctx);
+
+	barrier_var(a1);
+	barrier_var(a2);
+	barrier_var(a3);
+	barrier_var(a4);
+	barrier_var(a5);
 	switch (n) {
-	case 1: return PT_REGS_PARM1_CORE(ctx);
-	case 2: return PT_REGS_PARM2_CORE(ctx);
-	case 3: return PT_REGS_PARM3_CORE(ctx);
-	case 4: return PT_REGS_PARM4_CORE(ctx);
-	case 5: return PT_REGS_PARM5_CORE(ctx);
+	case 1: return a1;
+	case 2: return a2;
+	case 3: return a3;
+	case 4: return a4;
+	case 5: return a5;
 	default: return 0;
 	}
 }
@@ -927,12 +1023,12 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 		if (!sh)
 			return;
 	}
-	__sync_fetch_and_add(&sh->ops, 1);
-	__sync_fetch_and_add(&sh->qwait_ns, qw);
-	__sync_fetch_and_add(&sh->busy_ns, busy);
-	__sync_fetch_and_add(&sh->signal_ns, sig);
-	__sync_fetch_and_add(&sh->runq_ns, rq);
-	__sync_fetch_and_add(&sh->pickup_ns, pick);
+	sh->ops++;
+	sh->qwait_ns += qw;
+	sh->busy_ns += busy;
+	sh->signal_ns += sig;
+	sh->runq_ns += rq;
+	sh->pickup_ns += pick;
 	if (qw > sh->qwait_max_ns)
 		sh->qwait_max_ns = qw;
 	/* the worker's last condition-variable wait expired and this is the
@@ -941,7 +1037,7 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	t->cv_timedout = 0;
 	if (timedout) {
 		count(slot, CNT_TIMEOUTS_WITH_WORK);
-		__sync_fetch_and_add(&sh->timeouts_with_work, 1);
+		sh->timeouts_with_work++;
 		if (e)
 			e->timeout_with_work = 1;
 	}
@@ -949,17 +1045,17 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 		return;
 	if (timedout) {
 		count(slot, CNT_WAKE_TIMEOUT);
-		__sync_fetch_and_add(&sh->wake_timeout, 1);
+		sh->wake_timeout++;
 		if (e)
 			e->wake = WK_TIMEOUT;
 	} else if (t->waker_tid && t->waker_tid == st->enq_tid) {
 		count(slot, CNT_WAKE_ENQUEUER);
-		__sync_fetch_and_add(&sh->wake_enqueuer, 1);
+		sh->wake_enqueuer++;
 		if (e)
 			e->wake = WK_ENQUEUER;
 	} else {
 		count(slot, CNT_WAKE_OTHER);
-		__sync_fetch_and_add(&sh->wake_other, 1);
+		sh->wake_other++;
 		if (e)
 			e->wake = WK_OTHER;
 	}
@@ -1046,7 +1142,7 @@ static __always_inline struct op_state *known_op(struct pt_regs *ctx,
 	*slot = op_hit(ctx, op, key);
 	if (*slot < 0)
 		return 0;
-	st = bpf_map_lookup_elem(&ops, key);
+	st = op_state_of(*key);
 	if (!st)
 		count(*slot, CNT_OP_UNKNOWN);
 	return st;
@@ -1059,7 +1155,9 @@ int op_enqueue(struct pt_regs *ctx)
 	 * _enqueue_front), so an existing entry is a stale op whose
 	 * OpRequest was freed and its address reused. */
 	struct ev_op_enqueue *e;
-	struct op_state *st, n = {};
+	struct op_slot *s;
+	struct op_state n = {};
+	int replaced;
 	__u64 op, key, now;
 	__u32 tid;
 	int slot = op_hit(ctx, &op, &key);
@@ -1070,16 +1168,18 @@ int op_enqueue(struct pt_regs *ctx)
 	tid = (__u32)bpf_get_current_pid_tgid();
 	n.enq_ns = now;
 	n.enq_tid = tid;
-	st = bpf_map_lookup_elem(&ops, &key);
-	if (st) {
-		count(slot, CNT_OP_REPLACED);
-		if (st->sub_ns)		/* its request id index goes too */
-			bpf_map_delete_elem(&reqidx, &st->req);
-		*st = n;
-	} else if (bpf_map_update_elem(&ops, &key, &n, BPF_NOEXIST)) {
+	s = op_claim(key, &replaced);
+	if (!s) {
 		count(slot, CNT_OP_MAP_FULL);
 		return 0;
 	}
+	if (replaced) {
+		count(slot, CNT_OP_REPLACED);
+		if (s->st.sub_ns)	/* its request id index goes too */
+			bpf_map_delete_elem(&reqidx, &s->st.req);
+	}
+	s->st = n;
+	s->key = key;
 	e = EV_NEW(ev_op_enqueue, EV_OP_ENQUEUE, now, cur_gen(), slot);
 	if (e) {
 		struct reqid r = {};
@@ -1115,7 +1215,7 @@ int op_dequeue(struct pt_regs *ctx)
 	int slot;
 
 	st = known_op(ctx, &op, &key, &slot);
-	if (!st)
+	if (slot < 0)
 		return 0;
 	now = bpf_ktime_get_ns();
 	/* the op this worker executes now: its call stages name it */
@@ -1124,27 +1224,35 @@ int op_dequeue(struct pt_regs *ctx)
 	if (ts)
 		ts->cur_op = op;
 	/* a requeued op is dequeued again: its first wait is queue_wait */
-	if (st->deq_ns || now < st->enq_ns)
-		return 0;
-	tid = (__u32)bpf_get_current_pid_tgid();
-	gen = cur_gen();
-	st->qwait_ns = now - st->enq_ns;
-	st->deq_ns = now;
-	record(slot, ST_QUEUE_WAIT, st->qwait_ns, gen);
-	e = EV_NEW(ev_op_dequeue, EV_OP_DEQUEUE, now, gen, slot);
-	if (e) {
-		__builtin_memset((char *)e + sizeof(e->h), 0,
-				 sizeof(*e) - sizeof(e->h));
-		e->op = op;
-		e->queue_wait_ns = st->qwait_ns;
-		e->tid = tid;
-		e->enq_tid = st->enq_tid;
+	if (st && !st->deq_ns && now >= st->enq_ns) {
+		tid = (__u32)bpf_get_current_pid_tgid();
+		gen = cur_gen();
+		st->qwait_ns = now - st->enq_ns;
+		st->deq_ns = now;
+		record(slot, ST_QUEUE_WAIT, st->qwait_ns, gen);
+		e = EV_NEW(ev_op_dequeue, EV_OP_DEQUEUE, now, gen, slot);
+		if (e) {
+			__builtin_memset((char *)e + sizeof(e->h), 0,
+					 sizeof(*e) - sizeof(e->h));
+			e->op = op;
+			e->queue_wait_ns = st->qwait_ns;
+			e->tid = tid;
+			e->enq_tid = st->enq_tid;
+		}
+		attribute(st, now, tid, gen, slot, e);
+		if (e)
+			EV_SEND(e);
+		if (track_in_op)
+			mark_in_op(tid, 1);
 	}
-	attribute(st, now, tid, gen, slot, e);
-	if (e)
-		EV_SEND(e);
-	if (track_in_op)
-		mark_in_op(tid, 1);
+	if (bpf_get_attach_cookie(ctx) & OPARG_STARTS_DEQUEUE) {
+		/* the dequeue_op call stage starts here (no stage_entry on
+		 * this function): last thing, as in stage_entry */
+		if (ts)
+			ts->ts[ST_DEQUEUE_OP] = bpf_ktime_get_ns();
+		else
+			count(slot, CNT_START_MAP_FULL);
+	}
 	return 0;
 }
 
@@ -1199,7 +1307,7 @@ int op_done(struct pt_regs *ctx)
 		read_object(op, op_name_off, e->object);
 		EV_SEND(e);
 	}
-	bpf_map_delete_elem(&ops, &key);
+	op_forget(key);
 	return 0;
 }
 
@@ -1218,7 +1326,7 @@ static __always_inline struct op_state *current_op(__u32 slot, __u64 *op)
 		return 0;
 	*op = ts->cur_op;
 	key = (__u64)slot << TARGET_SHIFT | *op;
-	return bpf_map_lookup_elem(&ops, &key);
+	return op_state_of(key);
 }
 
 /* ReplicatedBackend::submit_transaction, on the worker executing the
@@ -1267,7 +1375,7 @@ int rep_reply(struct pt_regs *ctx)
 
 	if (slot < 0)
 		return 0;
-	bpf_map_delete_elem(&ops, &rkey);
+	op_forget(rkey);
 	if (read_reqid(rop, &r, slot) || !src_num_off ||
 	    bpf_probe_read_user(&peer, sizeof(peer),
 				(void *)(rop + src_num_off))) {
@@ -1275,7 +1383,7 @@ int rep_reply(struct pt_regs *ctx)
 		return 0;
 	}
 	k = bpf_map_lookup_elem(&reqidx, &r);
-	st = k ? bpf_map_lookup_elem(&ops, k) : 0;
+	st = k ? op_state_of(*k) : 0;
 	if (!k || !st || !st->sub_ns || now < st->sub_ns) {
 		count(slot, CNT_REPLY_UNKNOWN);
 		return 0;
@@ -1323,7 +1431,7 @@ static __always_inline struct op_state *op_in(struct pt_regs *ctx, __u32 off,
 		return 0;
 	}
 	*key = (__u64)*slot << TARGET_SHIFT | *op;
-	return bpf_map_lookup_elem(&ops, key);
+	return op_state_of(*key);
 }
 
 /* ReplicatedBackend::op_commit(InProgressOpRef const&): the primary's own
@@ -1385,7 +1493,7 @@ int repop_done(struct pt_regs *ctx)
 		read_object(op, repop_name_off, e->object);
 		EV_SEND(e);
 	}
-	bpf_map_delete_elem(&ops, &key);
+	op_forget(key);
 	return 0;
 }
 

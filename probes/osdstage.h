@@ -32,6 +32,7 @@ enum osdstage_limits {
 	MAX_TARGETS = 16,	/* processes traced at once (one per OSD) */
 	TARGET_SHIFT = 56,	/* op and shard keys: target slot << 56 | address */
 	OBJ_NAME_LEN = 64,	/* object names in capture events (cut) */
+	OPS_WAYS = 4,		/* op table: slots an op may take (below) */
 };
 
 /* Stage ids: the cookie of "call" probes and the index of the stats map. */
@@ -119,7 +120,9 @@ enum counter_id {
 				 * queued work (counted once per expired wait) */
 	CNT_HIT_ENTRY,		/* uprobe hits (stage entries, op events) */
 	CNT_HIT_RETURN,		/* uretprobe hits */
-	CNT_HIT_SCHED,		/* scheduler tracepoint runs (all tasks) */
+	CNT_HIT_SCHED,		/* scheduler tracepoint runs that found a
+				 * target's thread (the others return at the
+				 * target filter) */
 	CNT_HIT_SYSCALL,	/* futex/syncfs tracepoint runs of the target */
 	CNT__MAX = 24,
 };
@@ -129,10 +132,13 @@ enum op_class { OPC_READ = 0, OPC_WRITE, OPC_OTHER };
 /* Op probes (programs op_enqueue, op_dequeue, op_done, rep_submit,
  * rep_reply, rep_local_commit, repop_done): the cookie says where the op
  * key is: the argument number (1-6), plus OPARG_DEREF when the argument
- * points at a smart pointer holding it. (rep_local_commit and repop_done
+ * points at a smart pointer holding it. OPARG_STARTS_DEQUEUE (op_dequeue
+ * only): the program also starts the dequeue_op call stage, whose entry
+ * it shares (one probe hit instead of two). (rep_local_commit and repop_done
  * get Ceph's in-progress / replica-op record that way, and read the op
  * from it at a per-release offset.) */
-enum op_arg { OPARG_NUM_MASK = 0xf, OPARG_DEREF = 0x10 };
+enum op_arg { OPARG_NUM_MASK = 0xf, OPARG_DEREF = 0x10,
+	      OPARG_STARTS_DEQUEUE = 0x20 };
 
 /* A request id (Ceph's osd_reqid_t): client entity type and number,
  * tid, incarnation; names one client op on every OSD it touches. */
@@ -160,6 +166,15 @@ struct op_state {
 	__u32 last_peer;	/* its OSD */
 	__u32 pad;
 	struct reqid req;	/* its request id (sub_ns != 0) */
+};
+
+/* A slot of the op table ("ops" array map, user space maps it): the op's
+ * key (target slot << TARGET_SHIFT | address; 0 = free) and its state.
+ * An op lives in one of OPS_WAYS slots from a hash of its key: no hash
+ * map insert or delete on the probe path (those cost ~1 us here). */
+struct op_slot {
+	__u64 key;
+	struct op_state st;
 };
 
 /* Replicas' replies per peer, key = target slot << 32 | peer OSD id */

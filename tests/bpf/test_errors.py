@@ -60,10 +60,10 @@ def test_function_missing_in_binary(bpf_ready, running):
     p = run_tool([OSDSTAGE, "-p", str(pid), "--release", "16.2", "1", "1"])
     assert_one_line_error(p, "stage queue_wait unavailable",
                           "OSD::enqueue_op(spg_t, ", "not found")
-    p = run_tool([OSDSTAGE, "-p", str(pid), "--release", "16.2", "-S", "do_op",
-                  "1", "1"])
-    assert_one_line_error(p, "stage do_op unavailable",
-                          "PrimaryLogPG::do_op", "not found")
+    p = run_tool([OSDSTAGE, "-p", str(pid), "--release", "16.2", "-S",
+                  "get_object_context", "1", "1"])
+    assert_one_line_error(p, "stage get_object_context unavailable",
+                          "PrimaryLogPG::get_object_context", "not found")
 
 
 def test_unknown_release(bpf_ready, running):

@@ -28,7 +28,8 @@ def run_traced(lab, mode):
     bench = Bench(lab, mode, 25)
     try:
         time.sleep(3)
-        out, err, before, after = traced_window(lab, ["-j", WINDOW, "1"])
+        out, err, before, after = traced_window(lab, ["-j", "-S", "all", WINDOW,
+                                                     "1"])
     finally:
         bench.stop()
     rec = json.loads(out.strip().splitlines()[-1])
@@ -111,3 +112,30 @@ def test_stages_nest(runs):
     st = runs["read"][0]["stages"]
     assert st["bluestore_read"]["p50_us"] <= st["do_op"]["p50_us"] <= \
         st["dequeue_op"]["p50_us"]
+
+
+@pytest.mark.parametrize("run", range(2))
+def test_default_mode_spends_six_probe_hits_per_read(runs, lab, run):
+    """Without -S: the default stages, and a 4 KiB read costs 6 uprobe
+    hits (enqueue, dequeue, BlueStore::read entry and return,
+    log_op_stats, dequeue_op's return), counted by the tool's own hit
+    counters over Ceph's reads in the same window."""
+    bench = Bench(lab, "rand", 12)
+    try:
+        time.sleep(3)
+        out, err, before, after = traced_window(lab, ["-j", "4", "1"])
+    finally:
+        bench.stop()
+    rec = json.loads(out.strip().splitlines()[-1])
+    assert list(rec["stages"]) == probetable.DEFAULT_STAGES
+    assert rec["lost"]["no_start"] <= 5, rec["lost"]
+    reads = after["osd"]["op_r"] - before["osd"]["op_r"]
+    writes = after["osd"]["op_w"] - before["osd"]["op_w"]
+    assert reads > 1000 and writes < 0.01 * reads, (reads, writes)
+    hits = rec["overhead"]["hits"]
+    per_op = (hits["hit_entry"] + hits["hit_return"]) / reads
+    assert 5.7 <= per_op <= 6.3, (hits, reads)
+    # the dequeue_op stage, started by the op program, still covers
+    # every op it dequeued
+    st = rec["stages"]
+    assert abs(st["dequeue_op"]["count"] - reads) <= 0.03 * reads

@@ -34,7 +34,7 @@ def lab_capture(lab, tmp_path_factory):
         # the workload trims the pool first; start when the writes do
         wait_for_line(work.stdout, "== rados bench", 300)
         tool = subprocess.Popen([PYTHON, OSDSTAGE, "-p", str(lab["pid"]),
-                                 "-j", "-w", cap, "5", "2"],
+                                 "-j", "-S", "all", "-w", cap, "5", "2"],
                                 stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         out, err = tool.communicate(timeout=120)

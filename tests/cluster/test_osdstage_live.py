@@ -83,7 +83,9 @@ def test_text_report_has_histogram_and_table(prefilled):
         out, err, _, _ = traced_window(lab, ["-S", "do_op", "-T", "3", "1"])
     finally:
         bench.stop()
-    assert "Tracing 1 stage + kernel of ceph-osd %d (Ceph 16.2." % lab["pid"] in err
+    # do_op ends at dequeue_op's return: -S do_op traces both
+    assert "Tracing 2 stages + kernel of ceph-osd %d (Ceph 16.2." % \
+        lab["pid"] in err
     lines = out.splitlines()
     assert "stage = do_op" in lines
     i = lines.index("stage = do_op")

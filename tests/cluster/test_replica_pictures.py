@@ -25,8 +25,8 @@ def cap(lab3, tmp_path_factory):
     bench = Bench(lab3, "write", 12)
     try:
         time.sleep(2)
-        p = run_tool([OSDSTAGE, "--osd", "all", "-w", path, "--ring-mb",
-                      "64", "4", "1"], timeout=60)
+        p = run_tool([OSDSTAGE, "--osd", "all", "-S", "all", "-w", path,
+                      "--ring-mb", "64", "4", "1"], timeout=60)
     finally:
         bench.stop()
     assert p.returncode == 0, p.stderr

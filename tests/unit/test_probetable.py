@@ -55,3 +55,64 @@ def test_pacific_table_resolves_on_the_installed_binary():
         assert plan.stages == list(probetable.STAGES)
         for role, f in rel.funcs.items():
             assert len(elf.find(f.qualified, f.params)) == 1, role
+
+
+def test_default_stages_leave_out_what_few_need():
+    """Without -S: every stage but do_op and get_object_context (a probe
+    hit each per op); -S all: every stage; a stage ended by another's
+    return brings that stage."""
+    assert probetable.wanted_stages(None) == [
+        "queue_wait", "dequeue_op", "bluestore_read", "bluestore_submit",
+        "op_total", "replica_wait", "local_commit", "repop"]
+    assert probetable.wanted_stages("all") == list(probetable.STAGES)
+    assert probetable.wanted_stages(["do_op"]) == ["dequeue_op", "do_op"]
+    assert probetable.wanted_stages(["get_object_context"]) == [
+        "get_object_context"]
+
+
+def _uprobes(stages):
+    need(os.path.exists("/usr/bin/ceph-osd"), "ceph-osd not installed "
+         "(make setup)")
+    from cephlat import abi
+    from cephlat.model import vocab
+    rel = probetable.RELEASES["16.2"]
+    with ElfSymbols("/usr/bin/ceph-osd") as elf:
+        plan = resolve(elf, rel, probetable.wanted_stages(stages),
+                       rel.settings())
+    ids = vocab.live().stage_ids
+    return plan, [(prog, s.name, c, r) for prog, s, c, r in
+                  plan.uprobes(ids, abi.load("osdstage"))], ids
+
+
+def test_a_read_costs_six_probe_hits_by_default():
+    """The default plan's probes on a 4 KiB read's path: enqueue_op,
+    dequeue_op (one program starts both queue_wait's end and the
+    dequeue_op stage), BlueStore::read entry and return, log_op_stats,
+    dequeue_op's return: 6 hits."""
+    from cephlat import abi
+    a = abi.load("osdstage")
+    plan, probes, ids = _uprobes(None)
+    read_path = {"enqueue_op", "dequeue_op", "bluestore_read",
+                 "log_op_stats"}
+    roles = {sym.name: role for role, sym in plan.symbols.items()}
+    hits = [p for p in probes if roles[p[1]] in read_path]
+    assert len(hits) == 6, hits
+    deq = [p for p in probes if roles[p[1]] == "dequeue_op"]
+    assert sorted((prog, r) for prog, _, _, r in deq) == [
+        ("op_dequeue", False), ("stage_return", True)]
+    # the op program starts the call stage: its cookie says so
+    (cookie,) = [c for prog, _, c, _ in deq if prog == "op_dequeue"]
+    assert cookie & a.const("OPARG_STARTS_DEQUEUE")
+    assert plan.probe_count() == len(probes)
+
+
+def test_do_op_ends_at_dequeue_op_return():
+    plan, probes, ids = _uprobes(["do_op"])
+    roles = {sym.name: role for role, sym in plan.symbols.items()}
+    got = sorted((roles[n], prog, r) for prog, n, c, r in probes
+                 if roles[n] in ("do_op", "dequeue_op"))
+    # do_op: an entry probe only; dequeue_op's entry is a stage_entry
+    # here (queue_wait's op_dequeue is not wanted)
+    assert got == [("dequeue_op", "stage_entry", False),
+                   ("dequeue_op", "stage_return", True),
+                   ("do_op", "stage_entry", False)]

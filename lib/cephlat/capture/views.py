@@ -25,6 +25,8 @@ OFFLINE_ONLY = {"t_from": "--from", "t_to": "--to",
 
 def check_names(args, vocab, whose):
     """-S and --op-class name stages and classes of this vocabulary."""
+    if args.stages == "all":
+        args.stages = None          # reading: every stage is shown anyway
     if args.stages:
         known = vocab.probed + vocab.kernel
         bad = [n for n in args.stages if n not in known]

@@ -27,11 +27,17 @@ from collections import OrderedDict
 # build; tests/unit/test_probetable.py checks that both name the same
 # stages).
 class Stage:
-    def __init__(self, name, kind, doc, func=None, events=(), needs=()):
+    def __init__(self, name, kind, doc, func=None, events=(), needs=(),
+                 default=True, ends_at=None):
         self.name, self.kind, self.doc = name, kind, doc
         self.func = func              # call: the function role
         self.events = events          # op: [(function role, BPF program)]
         self.needs = needs            # per-release offsets it reads
+        self.default = default        # traced without -S
+        # call: ended by this (enclosing) call stage's return on the same
+        # thread instead of a return probe of its own (one probe hit less
+        # per op; the call structure guarantees the order)
+        self.ends_at = ends_at
 
     def roles(self):
         return [self.func] if self.kind == "call" else [r for r, _ in self.events]
@@ -44,10 +50,14 @@ STAGES = OrderedDict((s.name, s) for s in [
           events=[("enqueue_op", "op_enqueue"), ("dequeue_op", "op_dequeue")]),
     Stage("dequeue_op", "call", "OSD::dequeue_op entry -> return",
           func="dequeue_op"),
-    Stage("do_op", "call", "PrimaryLogPG::do_op entry -> return", func="do_op"),
+    # do_op runs inside dequeue_op (through PG::do_request) and dequeue_op
+    # does next to nothing after it: its return ends do_op too
+    Stage("do_op", "call", "PrimaryLogPG::do_op entry -> OSD::dequeue_op "
+          "return (the enclosing call)", func="do_op", default=False,
+          ends_at="dequeue_op"),
     Stage("get_object_context", "call",
           "PrimaryLogPG::get_object_context entry -> return",
-          func="get_object_context"),
+          func="get_object_context", default=False),
     Stage("bluestore_read", "call", "BlueStore::read entry -> return",
           func="bluestore_read"),
     Stage("bluestore_submit", "call",
@@ -75,6 +85,27 @@ STAGES = OrderedDict((s.name, s) for s in [
           events=_OP_LIFE + [("repop_commit", "repop_done")],
           needs=("repmod_op_off",)),
 ])
+
+# Traced without -S: every stage but those few people need (each probe hit
+# costs the OSD about a microsecond: design.md 5b). -S all: every stage.
+DEFAULT_STAGES = [n for n, s in STAGES.items() if s.default]
+
+
+def wanted_stages(names):
+    """The stages to trace for -S NAMES (None: the default set; "all":
+    every stage), with what they need: a stage ended by another's return
+    brings that stage."""
+    if names is None:
+        names = DEFAULT_STAGES
+    elif names == "all":
+        names = list(STAGES)
+    out = list(names)
+    for n in names:
+        st = STAGES.get(n)
+        if st is not None and st.ends_at and st.ends_at not in out:
+            out.append(st.ends_at)
+    return [n for n in STAGES if n in out] + [n for n in out
+                                              if n not in STAGES]
 
 
 class Func:

@@ -99,6 +99,9 @@ def osd_list(s):
 
 
 def stage_list(s):
+    """-S: stage names, comma separated, or "all"."""
+    if s.strip() == "all":
+        return "all"
     names = [n.strip() for n in s.split(",") if n.strip()]
     known = _known_stages()
     bad = [n for n in names if known is not None and n not in known]
@@ -139,7 +142,10 @@ def build_parser():
     p.add_argument("-S", "--stages", "--stage", type=stage_list,
                    default=None,
                    help="comma-separated stages to trace (with -r: to show; "
-                        "kernel stages too) (default: all); known: " +
+                        "kernel stages too), or all (default: every stage "
+                        "but %s: each costs a probe hit per op); known: " % (
+                            ", ".join(n for n, st in probetable.STAGES.items()
+                                      if not st.default)) +
                         ", ".join(probetable.STAGES))
     p.add_argument("--release", default=None, metavar="X.Y",
                    help="use this Ceph release's probe table (default: asked "
@@ -242,7 +248,7 @@ def run(args, out=sys.stdout, err=sys.stderr):
     used = [opt for k, opt in OFFLINE_ONLY.items() if getattr(args, k)]
     if used:
         raise UserError("%s reads a capture: use it with -r CAPTURE" % used[0])
-    if args.stages:
+    if args.stages and args.stages != "all":
         kst = [s for s in args.stages if s in vocab.live().kernel]
         if kst:
             raise UserError("-S %s: kernel stages are always traced (unless "

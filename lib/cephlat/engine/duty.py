@@ -15,6 +15,10 @@ import time
 # What one scheduler/syscall tracepoint run costs (program plus dispatch),
 # from `make bench` on the development VM (programs' average ns per run).
 TP_COST_NS = 150
+# A scheduler program's run for another process's threads: it returns at
+# the target filter and counts nothing, so such runs are taken from the
+# host's context switches (/proc/stat ctxt) at this cost each.
+TP_FILTER_NS = 40
 MIN_UPROBE_COST_NS = 500
 PERIOD_S = 10.0
 MIN_ON_S = 1.0
@@ -25,6 +29,18 @@ def ncpus():
     return os.cpu_count() or 1
 
 
+def host_switches():
+    """The host's context switches since boot (/proc/stat ctxt)."""
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                if line.startswith("ctxt "):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 class CostMeter:
     """Cost of the attached probes, as a % of the machine's CPU time."""
 
@@ -32,11 +48,18 @@ class CostMeter:
         self.tracer = tracer
         self.uprobe_ns = max(tracer.call_bias_ns, MIN_UPROBE_COST_NS)
 
+    def switches(self):
+        """The host's context switches so far, where the scheduler
+        programs are loaded (0 with --no-kernel)."""
+        return host_switches() if getattr(self.tracer, "kernel", True) \
+            else 0
+
     def cost_ns(self, counters):
         return ((counters.get("hit_entry", 0) + counters.get("hit_return", 0))
                 * self.uprobe_ns +
                 (counters.get("hit_sched", 0) + counters.get("hit_syscall", 0))
-                * TP_COST_NS)
+                * TP_COST_NS +
+                counters.get("host_switches", 0) * TP_FILTER_NS)
 
     def pct(self, counters, attached_s):
         """Cost while attached, as % of all CPUs over attached_s."""
@@ -60,12 +83,20 @@ class DutyCycle:
         self.window_start = now
         self.window_counters = None
         self.attached_total = 0.0                # attached seconds, running
+        # what the cycles themselves cost: our CPU time attaching and
+        # detaching (the kernel's uprobe (un)registration runs in our
+        # process), total and for the last cycle
+        self.cycle_cpu_s = 0.0
+        self.last_cycle_cpu_s = 0.0
+        self._cycle_cpu = 0.0
 
     def start(self, counters):
-        self.window_counters = dict(counters)
+        self.window_counters = dict(counters,
+                                    host_switches=self.meter.switches())
         self.window_start = time.monotonic()
 
     def tick(self, counters):
+        counters = dict(counters, host_switches=self.meter.switches())
         now = time.monotonic()
         if now < self.switch_at:
             return
@@ -78,24 +109,35 @@ class DutyCycle:
             # smooth: the full-rate cost of the workload drifts slowly
             self.full_pct = full if self.full_pct is None else \
                 0.5 * self.full_pct + 0.5 * full
+            # a cycle's own cost comes off the budget of its period
+            cycle_pct = 100.0 * self.last_cycle_cpu_s / (PERIOD_S * ncpus())
+            budget = max(self.bound * MARGIN - cycle_pct,
+                         0.1 * self.bound * MARGIN)
             self.duty = 1.0 if self.full_pct <= self.bound * MARGIN else \
-                self.bound * MARGIN / self.full_pct
+                budget / self.full_pct
             if self.duty >= 1.0:
                 self.switch_at = now + PERIOD_S
                 self.window_start, self.window_counters = now, dict(counters)
                 return
             # detaching takes a while (uprobe unregistration waits for RCU)
             # and the probes fire until it is done: that counts as attached
-            t0 = time.monotonic()
+            t0, c0 = time.monotonic(), time.process_time()
             self.tracer.detach()
             detach_s = time.monotonic() - t0
+            self._cycle_cpu += time.process_time() - c0
+            self.cycle_cpu_s += time.process_time() - c0
+            self.last_cycle_cpu_s, self._cycle_cpu = self._cycle_cpu, 0.0
             self.attached_total += detach_s
             self.on_s = max(MIN_ON_S, self.duty * PERIOD_S)
             self.off_s = (self.on_s + detach_s) * (1 - self.duty) / self.duty
             self.switch_at = time.monotonic() + self.off_s
         else:
+            c0 = time.process_time()
             self.window_start = time.monotonic()
             self.tracer.attach()
+            spent = time.process_time() - c0
+            self._cycle_cpu += spent
+            self.cycle_cpu_s += spent
             self.window_counters = dict(counters)
             self.switch_at = self.window_start + self.on_s
 
@@ -114,11 +156,17 @@ class Overhead:
     (duty cycles are seconds long, an interval may hold only part of one),
     the attached share, and the interval's probe hits."""
 
-    def __init__(self, tracer, bound_pct, first, cycle, t_start):
+    def __init__(self, tracer, bound_pct, first, cycle, t_start,
+                 host_part=True):
+        # host_part: this estimate carries the host's share (the scheduler
+        # programs' runs for other processes: once per run, not per OSD)
+        self.host_part = host_part
         self.meter = CostMeter(tracer)
         self.bound_pct, self.first, self.cycle = bound_pct, first, cycle
         self.t_start = t_start
         self.att_last = 0.0
+        self.switches0 = self.switches_last = \
+            self.meter.switches() if host_part else 0
 
     def record(self, cur, prev, now, t_last):
         """The report's "overhead" object for the interval prev -> cur."""
@@ -133,13 +181,25 @@ class Overhead:
                  for k in hits}
         elapsed = max(now - self.t_start, 1e-9)
         total_att = cycle.attached_seconds() if cycle else elapsed
+        # the scheduler programs run (and return at once) for every other
+        # context switch of the host while attached
+        sw = self.meter.switches() if self.host_part else 0
+        hits["host_switches"] = max(0, sw - self.switches_last)
+        self.switches_last = sw
+        total["host_switches"] = int(max(0, sw - self.switches0) *
+                                     min(1.0, total_att / elapsed))
         full = self.meter.pct(total, total_att) if total_att > 0 else 0.0
+        # the duty cycles' own cost (attach/detach), over the whole run
+        cycles_pct = 100.0 * cycle.cycle_cpu_s / (elapsed * ncpus()) \
+            if cycle and self.host_part else 0.0
         return {
             "bound_pct": self.bound_pct,
             "attached_fraction": round(min(1.0, total_att / elapsed), 3),
             "interval_attached_fraction": round(frac, 3),
             "full_rate_pct": round(full, 3),
-            "estimated_pct": round(full * min(1.0, total_att / elapsed), 3),
+            "estimated_pct": round(full * min(1.0, total_att / elapsed) +
+                                   cycles_pct, 3),
+            "cycles_pct": round(cycles_pct, 3),
             "uprobe_cost_ns": self.meter.uprobe_ns,
             "hits": hits,
         }

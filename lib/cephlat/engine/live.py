@@ -87,11 +87,12 @@ def _plan(args, err):
             raise UserError("--probes needs -p PID")
         targets = pick_targets(args, allow_any=True)
         choice, roles = Choice(None, sp.release, None), sp.roles
-        wanted = args.stages or sp.stages()
+        wanted = sp.stages() if args.stages in (None, "all") else \
+            args.stages
     else:
         targets = pick_targets(args)
         roles = CEPH_ROLES
-        wanted = args.stages or list(probetable.STAGES)
+        wanted = probetable.wanted_stages(args.stages)
     require_btf()
     require_tracefs()
     plans, first = [], None
@@ -291,8 +292,9 @@ def _loop(args, out, err, targets, tracer, runs, writer, stopping):
         cycle = duty.DutyCycle(tracer, args.max_overhead)
         cycle.start(tracer.snapshot_counters())
     t0 = time.time()
-    costs = [duty.Overhead(tracer, args.max_overhead, prev, cycle, t0)
-             for prev in prevs]
+    costs = [duty.Overhead(tracer, args.max_overhead, prev, cycle, t0,
+                           host_part=slot == 0)
+             for slot, prev in enumerate(prevs)]
     host_cost = duty.Overhead(tracer, args.max_overhead, host_sum(prevs),
                               cycle, t0) if len(targets) > 1 else None
     ages = [time.monotonic() + min(10.0, args.op_timeout)]

@@ -15,7 +15,37 @@ class Plan:
         self.symbols = {}        # role -> Symbol
 
     def probe_count(self):
-        return 2 * len(self.calls) + len(self.op_events)
+        return len(self.uprobes())
+
+    def _merged_dequeue(self):
+        """The dequeue_op stage starts in the op_dequeue program (same
+        function): one probe hit per op instead of two."""
+        return any(st == "dequeue_op" for st, _ in self.calls) and any(
+            prog == "op_dequeue" for _, prog, _, _ in self.op_events)
+
+    def uprobes(self, stage_ids=None, abi=None):
+        """Every uprobe to attach, in attach order (calls, then op events:
+        an op is followed only once its calls are): [(program, Symbol,
+        cookie, retprobe)]. stage_ids, abi: for the cookies (None: 0)."""
+        merged = self._merged_dequeue()
+        calls = set(st for st, _ in self.calls)
+        out = []
+        for stage, sym in self.calls:
+            sid = stage_ids[stage] if stage_ids else 0
+            st = probetable.STAGES.get(stage)
+            if not (merged and stage == "dequeue_op"):
+                out.append(("stage_entry", sym, sid, False))
+            # without the enclosing call traced, its own return ends it
+            if st is None or st.ends_at not in calls:
+                out.append(("stage_return", sym, sid, True))
+        for role, prog, sym, (arg, deref) in self.op_events:
+            cookie = 0
+            if abi is not None:
+                cookie = arg | (abi.const("OPARG_DEREF") if deref else 0)
+                if merged and prog == "op_dequeue":
+                    cookie |= abi.const("OPARG_STARTS_DEQUEUE")
+            out.append((prog, sym, cookie, False))
+        return out
 
     @property
     def cet(self):

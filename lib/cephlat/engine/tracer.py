@@ -18,6 +18,7 @@ from ..model.hist import Hist
 from ..model.roles import CEPH_ROLES
 from ..model.snapshot import Snapshot
 from . import bpf
+from .optable import OpTable, table_size
 from .stats import StatsReader, hist_delta, read_counters
 
 DEFAULT_MAX_OPS = 65536
@@ -103,6 +104,7 @@ class StageTracer:
         if self.rmw:
             ro.rmw_flags_off, ro.rmw_read_bit, ro.rmw_write_bit = self.rmw
         apply_settings(ro, self.settings)
+        ro.ops_mask = table_size(self.max_ops) - 1
         self.roles.fill(ro)
         ro.record_events = 1 if self.ring_bytes else 0
         # with the dequeue function's return probed, a worker's sleep inside
@@ -111,7 +113,7 @@ class StageTracer:
                                  self.plan.calls))
         self.obj.set_rodata(ro)
         n = len(self.pids)
-        self.obj.set_max_entries("ops", self.max_ops)
+        self.obj.set_max_entries("ops", table_size(self.max_ops))
         self.obj.set_max_entries("stats", 2 * self.vocab.max_stages * n)
         self.obj.set_max_entries("counters", self.abi.const("CNT__MAX") * n)
         if self.ring_bytes:
@@ -140,7 +142,7 @@ class StageTracer:
             self.call_bias_ns = self._calibrate()
             self._write_ctl()
         self.counters = self.obj.map("counters")
-        self.ops = self.obj.map("ops")
+        self.ops = OpTable(self.obj.map("ops"), self.abi)
         self.peers = self.obj.map("peers")
         self._peer_prev = {}
         self.attach()
@@ -319,24 +321,39 @@ class StageTracer:
             if not os.path.exists("/proc/%d/task/%d" % (pid, tid)):
                 self.threads.delete(key)
 
-    def _entries(self, m, struct_name):
+    def _entries(self, m, struct_name, percpu=False):
         """(key bytes, value as a dict) of each entry of hash map m, whose
-        values are struct `struct_name` of probes/osdstage.h."""
+        values are struct `struct_name` of probes/osdstage.h. percpu: a
+        per-CPU map, each CPU's copy summed (fields named *max*: the
+        largest)."""
         st = self.abi.struct(struct_name)
+        stride = (st.size + 7) // 8 * 8
+        ncpu = self.reader.ncpu if percpu else 1
         for key in m.keys():
-            raw = m.lookup(key, st.size)
-            if raw is not None:
-                yield key, st.unpack(raw)
-
-    def _read_hash(self, m, struct_name, key_fmt):
-        return {struct.unpack(key_fmt, key)[0]: v
-                for key, v in self._entries(m, struct_name)}
+            raw = m.lookup(key, stride * ncpu)
+            if raw is None:
+                continue
+            out = None
+            for cpu in range(ncpu):
+                v = st.unpack(raw[cpu * stride:cpu * stride + st.size])
+                if out is None:
+                    out = v
+                    continue
+                for k, x in v.items():
+                    out[k] = max(out[k], x) if "max" in k else out[k] + x
+            yield key, out
 
     def _split(self, m, key_fmt, shift, slot):
-        """{address: value} of a hash map keyed slot << shift | address."""
+        """{address: value} of a per-CPU hash map keyed slot << shift |
+        address."""
         mask = (1 << shift) - 1
-        return {k & mask: v for k, v in self._read_hash(
-            m, *key_fmt).items() if k >> shift == slot}
+        struct_name, fmt = key_fmt
+        out = {}
+        for key, v in self._entries(m, struct_name, percpu=True):
+            k = struct.unpack(fmt, key)[0]
+            if k >> shift == slot:
+                out[k & mask] = v
+        return out
 
     def read_shards(self, slot=0):
         return self._split(self.shards, ("shard_stats", "<Q"),
@@ -441,20 +458,16 @@ class StageTracer:
         gone, op dropped); they are counted in `op_aged_out`."""
         now = time.monotonic_ns()     # same clock as bpf_ktime_get_ns()
         limit = int(timeout_s * 1e9)
-        shift = self.abi.const("TARGET_SHIFT")
         n = 0
-        for key, o in self._entries(self.ops, "op_state"):
-            enq, deq = o["enq_ns"], o["deq_ns"]
-            if now - max(enq, deq) > limit and self.ops.delete(key):
-                slot = struct.unpack("<Q", key)[0] >> shift
-                self.aged_out[slot] = self.aged_out.get(slot, 0) + 1
-                n += 1
+        for slot, k in self.ops.age_out(now, limit).items():
+            self.aged_out[slot] = self.aged_out.get(slot, 0) + k
+            n += k
         # request ids of replicated writes whose op is gone
+        live = set(int(k) for k in self.ops.keys())
         reqidx = self.obj.map("reqidx")
         for key in reqidx.keys():
             op = reqidx.lookup(key, 8)
-            if op is not None and self.ops.lookup(op, self.abi.struct(
-                    "op_state").size) is None:
+            if op is not None and struct.unpack("<Q", op)[0] not in live:
                 reqidx.delete(key)
         return n
 
@@ -463,12 +476,9 @@ class StageTracer:
 
     def in_flight(self, slot=None):
         """Ops enqueued and not completed: of target `slot`, or all."""
-        keys = self.ops.keys()
-        if slot is None:
-            return len(keys)
-        shift = self.abi.const("TARGET_SHIFT")
-        return sum(1 for k in keys if struct.unpack("<Q", k)[0] >> shift
-                   == slot)
+        return self.ops.in_flight(slot)
 
     def close(self):
+        if getattr(self, "ops", None) is not None:
+            self.ops.close()
         self.obj.close()
