@@ -113,18 +113,24 @@ struct {
 	__type(value, struct shard_stats);
 } shards SEC(".maps");
 
-/* Block requests in flight that a target issued: rq -> issue time (1:
- * inserted, not issued yet) and the issuing target's slot. */
+/* Block requests in flight that a target issued: the request's address,
+ * its issue time (1: inserted, not issued yet) and the issuing target's
+ * slot, in one of RQ_WAYS slots of a table from a hash of the address (no
+ * hash-map insert or delete per request). A request still here when its
+ * slots are needed again is overwritten (its completion is not seen). */
+#define RQ_SLOTS 4096
+#define RQ_WAYS 4
 struct rq_start {
+	__u64 rq;		/* 0 = free */
 	__u64 ts;
 	__u32 slot;
 	__u32 pad;
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, __u64);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RQ_SLOTS);
+	__type(key, __u32);
 	__type(value, struct rq_start);
 } rqs SEC(".maps");
 
@@ -135,12 +141,15 @@ struct {
 	__type(value, struct dev_stats);
 } devs SEC(".maps");
 
-/* replicated writes in flight on their primary: request id -> op key */
+/* replicated writes in flight on their primary: request id -> op key
+ * (osdstage.h struct req_slot) */
+#define REQ_SLOTS 16384
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct reqid);
-	__type(value, __u64);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, REQ_SLOTS);
+	__type(key, __u32);
+	__type(value, struct req_slot);
 } reqidx SEC(".maps");
 
 /* per target and peer OSD: its replies' waits (cumulative) */
@@ -238,6 +247,69 @@ static __always_inline struct op_slot *op_claim(__u64 key, int *replaced)
 	if (free == none)
 		return 0;
 	return bpf_map_lookup_elem(&ops, &free);
+}
+
+static __always_inline __u32 req_index(const struct reqid *r)
+{
+	return (__u32)((r->num * 31 + r->tid + r->slot) *
+		       0x9E3779B97F4A7C15ULL >> 32);
+}
+
+static __always_inline int req_same(const struct reqid *a,
+				    const struct reqid *b)
+{
+	return a->num == b->num && a->tid == b->tid && a->inc == b->inc &&
+	       a->type == b->type && a->slot == b->slot;
+}
+
+/* The index slot of request id r, or NULL. */
+static __always_inline struct req_slot *req_find(const struct reqid *r)
+{
+	__u32 i = req_index(r);
+
+	for (int w = 0; w < OPS_WAYS; w++) {
+		__u32 j = (i + w) & (REQ_SLOTS - 1);
+		struct req_slot *s = bpf_map_lookup_elem(&reqidx, &j);
+
+		if (s && s->key && req_same(&s->req, r))
+			return s;
+	}
+	return 0;
+}
+
+/* Index op `key` by its request id r: -1 when r's slots are all taken. */
+static __always_inline int req_index_op(const struct reqid *r, __u64 key)
+{
+	__u32 i = req_index(r), none = ~0U, free = none;
+	struct req_slot *s;
+
+	for (int w = 0; w < OPS_WAYS; w++) {
+		__u32 j = (i + w) & (REQ_SLOTS - 1);
+
+		s = bpf_map_lookup_elem(&reqidx, &j);
+		if (!s)
+			continue;
+		if (!s->key || req_same(&s->req, r)) {
+			free = j;
+			break;
+		}
+	}
+	if (free == none)
+		return -1;
+	s = bpf_map_lookup_elem(&reqidx, &free);
+	if (!s)
+		return -1;
+	s->req = *r;
+	s->key = key;
+	return 0;
+}
+
+static __always_inline void req_forget(const struct reqid *r)
+{
+	struct req_slot *s = req_find(r);
+
+	if (s)
+		s->key = 0;
 }
 
 static __always_inline struct op_state *op_state_of(__u64 key)
@@ -790,38 +862,90 @@ int on_syncfs_exit(struct trace_event_raw_sys_exit *ctx)
 /* ------------------------------------------------------------------------
  * block requests issued by the target */
 
+/* A tp_btf argument's address as a number: the verifier tracks it as a
+ * trusted pointer and allows no arithmetic (hashing) on it; a copy of its
+ * bytes is a plain scalar. */
+static __always_inline __u64 ptr_bits(void *p)
+{
+	__u64 v = 0;
+
+	bpf_probe_read_kernel(&v, sizeof(v), &p);
+	return v;
+}
+
+static __always_inline __u32 rq_index(__u64 rq)
+{
+	return (__u32)((rq >> 6) * 0x9E3779B97F4A7C15ULL >> 32);
+}
+
+/* The slot of request rq, or NULL. */
+static __always_inline struct rq_start *rq_find(__u64 rq)
+{
+	__u32 i = rq_index(rq);
+
+	for (int w = 0; w < RQ_WAYS; w++) {
+		__u32 j = (i + w) & (RQ_SLOTS - 1);
+		struct rq_start *p = bpf_map_lookup_elem(&rqs, &j);
+
+		if (p && p->rq == rq)
+			return p;
+	}
+	return 0;
+}
+
+/* Track request rq of target `slot` from `ts`: its own slot, a free one,
+ * or (all taken: counted) the first. */
+static __always_inline void rq_track(__u64 rq, __u64 ts, __u32 slot)
+{
+	__u32 i = rq_index(rq), none = ~0U, free = none;
+	struct rq_start *p;
+
+	for (int w = 0; w < RQ_WAYS; w++) {
+		__u32 j = (i + w) & (RQ_SLOTS - 1);
+
+		p = bpf_map_lookup_elem(&rqs, &j);
+		if (!p)
+			continue;
+		if (p->rq == rq || !p->rq) {
+			free = j;
+			break;
+		}
+	}
+	if (free == none) {
+		count(slot, CNT_RQ_MAP_FULL);
+		free = i & (RQ_SLOTS - 1);
+	}
+	p = bpf_map_lookup_elem(&rqs, &free);
+	if (!p)
+		return;
+	p->ts = ts;
+	p->slot = slot;
+	p->rq = rq;
+}
+
 static __always_inline void rq_start(struct request *rq)
 {
-	__u64 key = (__u64)rq;
-	struct rq_start v = {};
 	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
 
 	if (slot < 0) {
 		/* issued by someone else (e.g. kblockd): ours if inserted by us */
-		struct rq_start *p = bpf_map_lookup_elem(&rqs, &key);
+		struct rq_start *p = rq_find(ptr_bits(rq));
 
 		if (p && p->ts == 1)
 			p->ts = bpf_ktime_get_ns();
 		return;
 	}
-	v.ts = bpf_ktime_get_ns();
-	v.slot = slot;
-	if (bpf_map_update_elem(&rqs, &key, &v, BPF_ANY))
-		count(slot, CNT_RQ_MAP_FULL);
+	rq_track(ptr_bits(rq), bpf_ktime_get_ns(), slot);
 }
 
 SEC("tp_btf/block_rq_insert")
 int BPF_PROG(on_rq_insert, struct request *rq)
 {
-	__u64 key = (__u64)rq;
-	struct rq_start v = {.ts = 1};
 	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
 
 	if (slot < 0)
 		return 0;
-	v.slot = slot;
-	if (bpf_map_update_elem(&rqs, &key, &v, BPF_ANY))
-		count(slot, CNT_RQ_MAP_FULL);
+	rq_track(ptr_bits(rq), 1, slot);
 	return 0;
 }
 
@@ -836,8 +960,8 @@ SEC("tp_btf/block_rq_complete")
 int BPF_PROG(on_rq_complete, struct request *rq, blk_status_t error,
 	     unsigned int nr_bytes)
 {
-	__u64 key = (__u64)rq, now, d, dkey;
-	struct rq_start *st = bpf_map_lookup_elem(&rqs, &key);
+	__u64 now, d, dkey;
+	struct rq_start *st = rq_find(ptr_bits(rq));
 	struct dev_stats *ds, z = {};
 	struct ev_block_rq *e;
 	struct gendisk *disk;
@@ -846,14 +970,14 @@ int BPF_PROG(on_rq_complete, struct request *rq, blk_status_t error,
 	if (!st)
 		return 0;
 	if (st->ts <= 1) {		/* inserted, never issued */
-		bpf_map_delete_elem(&rqs, &key);
+		st->rq = 0;
 		return 0;
 	}
 	now = bpf_ktime_get_ns();
 	gen = cur_gen();
 	d = now > st->ts ? now - st->ts : 0;
 	slot = st->slot;
-	bpf_map_delete_elem(&rqs, &key);
+	st->rq = 0;
 	record(slot, ST_BLOCK_RQ, d, gen);
 	/* a tp_btf argument: read through BTF directly, no helper calls */
 	disk = rq->q->disk;
@@ -1176,7 +1300,7 @@ int op_enqueue(struct pt_regs *ctx)
 	if (replaced) {
 		count(slot, CNT_OP_REPLACED);
 		if (s->st.sub_ns)	/* its request id index goes too */
-			bpf_map_delete_elem(&reqidx, &s->st.req);
+			req_forget(&s->st.req);
 	}
 	s->st = n;
 	s->key = key;
@@ -1287,7 +1411,7 @@ int op_done(struct pt_regs *ctx)
 			if (ps)
 				ps->last++;
 		}
-		bpf_map_delete_elem(&reqidx, &st->req);
+		req_forget(&st->req);
 	}
 	e = EV_NEW(ev_op_done, EV_OP_DONE, now, gen, slot);
 	if (e) {
@@ -1353,7 +1477,7 @@ int rep_submit(struct pt_regs *ctx)
 	st->local_ns = st->last_ns = 0;
 	st->replies = st->last_peer = 0;
 	key = (__u64)slot << TARGET_SHIFT | op;
-	if (bpf_map_update_elem(&reqidx, &st->req, &key, BPF_ANY)) {
+	if (req_index_op(&st->req, key)) {
 		count(slot, CNT_REQ_MAP_FULL);
 		st->sub_ns = 0;
 	}
@@ -1365,7 +1489,8 @@ int rep_submit(struct pt_regs *ctx)
 SEC("uprobe")
 int rep_reply(struct pt_regs *ctx)
 {
-	__u64 rop, rkey, now = bpf_ktime_get_ns(), *k, pkey, peer = 0, wait;
+	__u64 rop, rkey, now = bpf_ktime_get_ns(), pkey, peer = 0, wait;
+	struct req_slot *k;
 	struct peer_stats *ps;
 	struct ev_replica_reply *e;
 	struct op_state *st;
@@ -1382,8 +1507,8 @@ int rep_reply(struct pt_regs *ctx)
 		count(slot, CNT_BAD_ARG);
 		return 0;
 	}
-	k = bpf_map_lookup_elem(&reqidx, &r);
-	st = k ? op_state_of(*k) : 0;
+	k = req_find(&r);
+	st = k ? op_state_of(k->key) : 0;
 	if (!k || !st || !st->sub_ns || now < st->sub_ns) {
 		count(slot, CNT_REPLY_UNKNOWN);
 		return 0;
@@ -1405,7 +1530,7 @@ int rep_reply(struct pt_regs *ctx)
 		hist_add(&ps->wait, wait);
 	e = EV_NEW(ev_replica_reply, EV_REPLICA_REPLY, now, cur_gen(), slot);
 	if (e) {
-		e->op = *k & ((1ULL << TARGET_SHIFT) - 1);
+		e->op = k->key & ((1ULL << TARGET_SHIFT) - 1);
 		e->wait_ns = wait;
 		e->peer = peer;
 		e->tid = (__u32)bpf_get_current_pid_tgid();

@@ -177,6 +177,15 @@ struct op_slot {
 	struct op_state st;
 };
 
+/* A slot of the request-id index ("reqidx" array map, user space maps
+ * it): a replicated write in flight on its primary, found by the request
+ * id its replicas' replies carry; key 0 = free. Like the op table, each
+ * request id has OPS_WAYS slots from a hash of it. */
+struct req_slot {
+	struct reqid req;
+	__u64 key;		/* the op's key in the op table */
+};
+
 /* Replicas' replies per peer, key = target slot << 32 | peer OSD id */
 struct peer_stats {
 	__u64 last;		/* ops for which this peer replied last */

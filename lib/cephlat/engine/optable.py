@@ -1,4 +1,5 @@
-"""The BPF side's op table, read and aged out from user space.
+"""The BPF side's op table and request-id index, read and aged out from
+user space.
 
 probes/osdstage.bpf.c keeps the ops between enqueue and completion in an
 array of struct op_slot (probes/osdstage.h: the op's key, 0 = free, and
@@ -20,11 +21,12 @@ def table_size(max_ops):
     return n
 
 
-class OpTable:
-    def __init__(self, m, abi):
-        slot = abi.struct("op_slot")
-        state = abi.struct("op_state")
-        self.words = (slot.size + 7) // 8
+class _Mapped:
+    """An mmapable BPF array of `struct_name` as rows of 64-bit words."""
+
+    def __init__(self, m, abi, struct_name):
+        st = abi.struct(struct_name)
+        self.words = (st.size + 7) // 8
         size = m.max_entries * self.words * 8
         size = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE * mmap.PAGESIZE
         self._mm = mmap.mmap(m.fd, size, mmap.MAP_SHARED,
@@ -32,6 +34,39 @@ class OpTable:
         self.arr = np.frombuffer(self._mm, dtype=np.uint64,
                                  count=m.max_entries * self.words).reshape(
                                      m.max_entries, self.words)
+
+    def close(self):
+        self.arr = None
+        try:
+            self._mm.close()
+        except BufferError:
+            pass
+
+
+class ReqIndex(_Mapped):
+    """reqidx: struct req_slot rows (request id, op key; 0 = free)."""
+
+    def __init__(self, m, abi):
+        super().__init__(m, abi, "req_slot")
+        self._key = abi.struct("req_slot").offset("key") // 8
+
+    def drop_unless(self, live_keys):
+        """Free the entries whose op is not in the op table (live_keys():
+        its keys): their op completed or was aged out. The index is read
+        first: an op is in the table before it is indexed."""
+        k = self.arr[:, self._key].copy()
+        gone = np.nonzero((k != 0) & ~np.isin(k, live_keys()))[0]
+        # only entries not reused meanwhile
+        gone = gone[self.arr[gone, self._key] == k[gone]]
+        self.arr[gone, self._key] = 0
+        return int(gone.size)
+
+
+class OpTable(_Mapped):
+    def __init__(self, m, abi):
+        super().__init__(m, abi, "op_slot")
+        slot = abi.struct("op_slot")
+        state = abi.struct("op_state")
         base = slot.offset("st") // 8
         self._enq = base + state.offset("enq_ns") // 8
         self._deq = base + state.offset("deq_ns") // 8
@@ -64,9 +99,3 @@ class OpTable:
             out[s] = out.get(s, 0) + 1
         return out
 
-    def close(self):
-        self.arr = None
-        try:
-            self._mm.close()
-        except BufferError:
-            pass

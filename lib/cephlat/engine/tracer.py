@@ -18,7 +18,7 @@ from ..model.hist import Hist
 from ..model.roles import CEPH_ROLES
 from ..model.snapshot import Snapshot
 from . import bpf
-from .optable import OpTable, table_size
+from .optable import OpTable, ReqIndex, table_size
 from .stats import StatsReader, hist_delta, read_counters
 
 DEFAULT_MAX_OPS = 65536
@@ -143,6 +143,7 @@ class StageTracer:
             self._write_ctl()
         self.counters = self.obj.map("counters")
         self.ops = OpTable(self.obj.map("ops"), self.abi)
+        self.reqidx = ReqIndex(self.obj.map("reqidx"), self.abi)
         self.peers = self.obj.map("peers")
         self._peer_prev = {}
         self.attach()
@@ -463,12 +464,7 @@ class StageTracer:
             self.aged_out[slot] = self.aged_out.get(slot, 0) + k
             n += k
         # request ids of replicated writes whose op is gone
-        live = set(int(k) for k in self.ops.keys())
-        reqidx = self.obj.map("reqidx")
-        for key in reqidx.keys():
-            op = reqidx.lookup(key, 8)
-            if op is not None and struct.unpack("<Q", op)[0] not in live:
-                reqidx.delete(key)
+        self.reqidx.drop_unless(self.ops.keys)
         return n
 
     def age_counts(self):
@@ -479,6 +475,8 @@ class StageTracer:
         return self.ops.in_flight(slot)
 
     def close(self):
-        if getattr(self, "ops", None) is not None:
-            self.ops.close()
+        for table in (getattr(self, "ops", None),
+                      getattr(self, "reqidx", None)):
+            if table is not None:
+                table.close()
         self.obj.close()
