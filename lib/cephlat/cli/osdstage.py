@@ -156,8 +156,9 @@ def build_parser():
     p.add_argument("--strict", action="store_true",
                    help="fail if any requested stage cannot be probed")
     p.add_argument("--max-ops", type=positive_int, default=DEFAULT_MAX_OPS,
-                   metavar="N", help="ops tracked at once between enqueue and "
-                   "completion (default %d)" % DEFAULT_MAX_OPS)
+                   metavar="N", help="slots of the table of ops between "
+                   "enqueue and completion, a power of two (default %d)" %
+                   DEFAULT_MAX_OPS)
     p.add_argument("--op-timeout", type=positive_float,
                    default=DEFAULT_OP_TIMEOUT_S, metavar="SECS",
                    help="forget (and count) ops idle this long (default %g)"
