@@ -819,6 +819,16 @@ def stats_run(env, pid, asok, cmd, rw, secs, settle):
             "call_bias_us": (w["report"] or {}).get("call_bias_us")}
 
 
+def git_commit():
+    """The tree measured: its commit, "+dirty" with local changes."""
+    head = sh(["git", "-C", REPO, "rev-parse", "--short", "HEAD"])
+    if head.returncode:
+        return None
+    dirty = sh(["git", "-C", REPO, "status", "--porcelain", "--",
+                "probes", "lib", "tools"]).stdout.strip()
+    return head.stdout.strip() + ("+dirty" if dirty else "")
+
+
 def startup_idle(pid, n=3):
     """The default mode's start-up on the idle OSD (median of n)."""
     got = []
@@ -841,7 +851,7 @@ def main_part(a):
            "bounded_secs": window_of("bounded", a)[0],
            "client": "fio rbd engine, 4 KiB, iodepth 16", "modes": {},
            "spread": "min-max over the pairs",
-           "date": time.strftime("%Y-%m-%d"),
+           "date": time.strftime("%Y-%m-%d"), "commit": git_commit(),
            # anything else on the cores moves every figure: say how busy
            "loadavg_start": round(os.getloadavg()[1], 2)}
     workloads = [("randread", "randread")] + ([] if a.smoke else
@@ -942,7 +952,8 @@ def _sp(s, fmt="%.1f", unit=""):
     """A {median, min, max} as 'median (min-max)', '-' when absent."""
     if not s:
         return "-"
-    return (fmt + "%s (" + fmt + "-" + fmt + ")") % (
+    sep = " to " if s["min"] < 0 or s["max"] < 0 else "-"
+    return (fmt + "%s (" + fmt + sep + fmt + ")") % (
         s["median"], unit, s["min"], s["max"])
 
 
@@ -1035,7 +1046,9 @@ def target_rows(results, osds_results):
     per = _get(osds, "workloads", "randread", "all", "per_osd") or []
     rows.append(_vs_pacific(
         "3 OSDs traced at once (`--osd all`), added CPU per 4 KiB read on "
-        "each OSD vs Pacific 1-OSD", [("osd.%d " % p["osd"],
+        "each OSD vs Pacific 1-OSD%s" % (
+            "" if not osds or osds.get("window") == "steady" else
+            " (the 3-OSD run predates the steady-load windows)"), [("osd.%d " % p["osd"],
                                        p["added_us_per_op"]) for p in per],
         dflt))
     return rows
@@ -1178,9 +1191,10 @@ def render_release(res):
                  " (bounded: %d s)" % res["bounded_secs"]
                  if res.get("bounded_secs") not in (None, res["secs"])
                  else "",
-                 "; %s%d s in all" % ("run on %s, " % res["date"]
-                                      if res.get("date") else "",
-                                      res["runtime_s"])
+                 "; %s%s%d s in all" % (
+                     "run on %s, " % res["date"] if res.get("date") else "",
+                     "tools at %s, " % res["commit"] if res.get("commit")
+                     else "", res["runtime_s"])
                  if res.get("runtime_s") else ""), "",
              ] + (["Load average (5 min) of the machine at the start and "
                    "end of the run: %.2f, %.2f (%d cores; more than the "
