@@ -119,8 +119,11 @@ def test_text_report_has_the_tables(lab):
         out, err, _, _ = traced_window(lab, ["3", "1"])
     finally:
         bench.stop()
+    # the default stages; the probes: 6 on a read's path, bluestore_submit
+    # (2) and the replicated-write events (4)
     assert "Tracing %d stages + kernel of ceph-osd" % len(
-        probetable.STAGES) in err
+        probetable.DEFAULT_STAGES) in err
+    assert ", 12 probes)" in err, err
     for head in ("THREAD ROLE", "QUEUE_WAIT ATTRIBUTION", "SHARD", "VERDICT",
                  "kernel stage = offcpu", "kernel stage = wakeup_delay"):
         assert head in out, head
