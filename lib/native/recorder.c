@@ -2,31 +2,44 @@
 /* recorder.c - drain a BPF ring buffer: into CTF stream files (osdstage
  * captures), or raw into one buffer (rbdrecord; see the end).
  *
- * Built into build/libcephlat_rec.so and driven by lib/cephlat/capture.py
- * through ctypes. Python pays one call per poll, not one per event: each
- * record in the ring is already a complete CTF event (probes/osdstage.h,
- * struct ev_hdr + payload), so this only routes it to the stream of the
- * CPU it was recorded on and cuts the streams into packets.
+ * Built into build/libcephlat_rec.so and driven by lib/cephlat/capture/
+ * format.py through ctypes. Python is involved in no event: each record in
+ * the ring is already a complete CTF event (probes/osdstage.h, struct
+ * ev_hdr + payload), so this only routes it to the stream of the CPU it
+ * was recorded on and cuts the streams into packets.
+ *
+ * The ring is drained by a thread of its own (rec_start): the BPF programs
+ * submit without wake-ups, so it polls, every `interval_us` and at once
+ * again when a pass found more than an eighth of the ring filled. Python's
+ * loop (reports, map reads: tens of ms and more) then never delays the
+ * draining; a lock orders it with the calls from Python (rec_consume,
+ * rec_flush, rec_stats). Without rec_start, Python drains (rec_consume).
  *
  * Packets (layout = the metadata written by lib/cephlat/ctf.py):
  *   header:  u32 magic, u8 uuid[16], u32 stream_id
  *   context: u64 timestamp_begin, timestamp_end, content_size (bits),
  *            packet_size (bits), events_discarded; u32 cpu_id
- * A packet is written with one write(2) when full or when flushed, so a
- * file cut short holds whole packets plus at most one partial one.
+ * Full packets are written BATCH at a time (one write(2) of up to BATCH
+ * packets) and all at each flush, so a file cut short holds whole packets
+ * plus at most one partial one.
  *
  * CTF readers need each stream's timestamps in order. Records of one CPU
  * arrive almost in order (a program can be interrupted between reading
  * the clock and reserving its record); a record older than its stream's
  * last one is written with the last timestamp and counted ("reordered").
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #define CTF_MAGIC	0xC1FC1FC1u
@@ -37,11 +50,13 @@
 #define EV_CPU_OFF	12
 #define EV_HDR_SIZE	20
 #define MAX_CPUS	1024
+#define BATCH		8	/* full packets per write(2) */
 
 struct stream {
 	int fd;
-	unsigned char *buf;	/* a packet being filled */
-	size_t len;		/* bytes used, including the packet head */
+	unsigned char *buf;	/* BATCH packets: done ones, then the open one */
+	unsigned char *pkt;	/* the packet being filled (in buf) */
+	size_t len;		/* its bytes used, including the packet head */
 	uint64_t first_ts, last_ts;
 	int has_events;
 };
@@ -54,6 +69,13 @@ struct rec {
 	struct stream streams[MAX_CPUS];
 	uint64_t events, bytes, packets, reordered, malformed;
 	int err;		/* first write error (errno), sticky */
+	/* the drain thread */
+	pthread_mutex_t lock;	/* the ring, streams and counters */
+	pthread_t thread;
+	int running, stop;
+	unsigned interval_us;
+	size_t ring_size, pass_bytes;	/* record bytes taken in a pass */
+	uint64_t passes, busy_passes, reported;
 };
 
 static int stream_open(struct rec *r, unsigned cpu)
@@ -67,11 +89,12 @@ static int stream_open(struct rec *r, unsigned cpu)
 	s->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (s->fd < 0)
 		return -errno;
-	s->buf = calloc(1, r->packet_size);
+	s->buf = calloc(BATCH, r->packet_size);
 	if (!s->buf) {
 		close(s->fd);
 		return -ENOMEM;
 	}
+	s->pkt = s->buf;
 	s->len = PKT_HEAD;
 	return 0;
 }
@@ -79,28 +102,13 @@ static int stream_open(struct rec *r, unsigned cpu)
 static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
 
-/* Write the stream's packet (whole if `whole`, else cut to its content). */
-static int stream_flush(struct rec *r, unsigned cpu, int whole)
+static int write_all(struct rec *r, int fd, const unsigned char *p,
+		     size_t size)
 {
-	struct stream *s = &r->streams[cpu];
-	size_t size, off = 0;
-	unsigned char *p = s->buf;
+	size_t off = 0;
 
-	if (!s->buf || !s->has_events)
-		return 0;
-	size = whole ? r->packet_size : (s->len + 7) / 8 * 8;
-	memset(p + s->len, 0, size - s->len);
-	put32(p, CTF_MAGIC);
-	memcpy(p + 4, r->uuid, 16);
-	put32(p + 20, 0);
-	put64(p + HDR_SIZE, s->first_ts);
-	put64(p + HDR_SIZE + 8, s->last_ts);
-	put64(p + HDR_SIZE + 16, (uint64_t)s->len * 8);
-	put64(p + HDR_SIZE + 24, (uint64_t)size * 8);
-	put64(p + HDR_SIZE + 32, 0);
-	put32(p + HDR_SIZE + 40, cpu);
 	while (off < size) {
-		ssize_t n = write(s->fd, p + off, size - off);
+		ssize_t n = write(fd, p + off, size - off);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -111,10 +119,44 @@ static int stream_flush(struct rec *r, unsigned cpu, int whole)
 		}
 		off += n;
 	}
-	r->packets++;
 	r->bytes += size;
-	s->len = PKT_HEAD;
-	s->has_events = 0;
+	return 0;
+}
+
+/* Close the stream's open packet (padded to packet_size if `whole`, else
+ * cut to its content); write the batch when it is full or `out`. */
+static int stream_flush(struct rec *r, unsigned cpu, int whole, int out)
+{
+	struct stream *s = &r->streams[cpu];
+	unsigned char *p = s->pkt;
+	size_t size;
+
+	if (!s->buf)
+		return 0;
+	if (s->has_events) {
+		size = whole ? r->packet_size : (s->len + 7) / 8 * 8;
+		memset(p + s->len, 0, size - s->len);
+		put32(p, CTF_MAGIC);
+		memcpy(p + 4, r->uuid, 16);
+		put32(p + 20, 0);
+		put64(p + HDR_SIZE, s->first_ts);
+		put64(p + HDR_SIZE + 8, s->last_ts);
+		put64(p + HDR_SIZE + 16, (uint64_t)s->len * 8);
+		put64(p + HDR_SIZE + 24, (uint64_t)size * 8);
+		put64(p + HDR_SIZE + 32, 0);
+		put32(p + HDR_SIZE + 40, cpu);
+		r->packets++;
+		s->pkt += size;
+		s->len = PKT_HEAD;
+		s->has_events = 0;
+	}
+	if (s->pkt > s->buf &&
+	    (out || s->pkt + r->packet_size > s->buf + BATCH * r->packet_size)) {
+		size = s->pkt - s->buf;
+		s->pkt = s->buf;
+		if (write_all(r, s->fd, s->buf, size))
+			return -r->err;
+	}
 	return 0;
 }
 
@@ -144,16 +186,17 @@ static int on_event(void *ctx, void *data, size_t size)
 		return -r->err;
 	}
 	s = &r->streams[cpu];
-	if (s->len + size > r->packet_size && stream_flush(r, cpu, 1))
+	r->pass_bytes += size + 8;	/* + the ring's record header */
+	if (s->len + size > r->packet_size && stream_flush(r, cpu, 1, 0))
 		return -r->err;
 	if (!s->has_events) {
 		s->first_ts = ts;
 		s->last_ts = ts;
 		s->has_events = 1;
 	}
-	memcpy(s->buf + s->len, ev, size);
+	memcpy(s->pkt + s->len, ev, size);
 	if (ts < s->last_ts) {
-		put64(s->buf + s->len + EV_TS_OFF, s->last_ts);
+		put64(s->pkt + s->len + EV_TS_OFF, s->last_ts);
 		r->reordered++;
 	} else {
 		s->last_ts = ts;
@@ -169,6 +212,8 @@ static int on_event(void *ctx, void *data, size_t size)
 struct rec *rec_open(int map_fd, const char *dir, const unsigned char *uuid,
 		     unsigned packet_size)
 {
+	struct bpf_map_info info = {};
+	__u32 info_len = sizeof(info);
 	struct rec *r;
 
 	if (packet_size < PKT_HEAD + 256 || packet_size % 8 ||
@@ -182,10 +227,14 @@ struct rec *rec_open(int map_fd, const char *dir, const unsigned char *uuid,
 	strcpy(r->dir, dir);
 	memcpy(r->uuid, uuid, 16);
 	r->packet_size = packet_size;
+	pthread_mutex_init(&r->lock, NULL);
+	r->ring_size = bpf_obj_get_info_by_fd(map_fd, &info, &info_len) ?
+		       4096 : info.max_entries;
 	r->rb = ring_buffer__new(map_fd, on_event, r, NULL);
 	if (!r->rb) {
 		int e = errno;
 
+		pthread_mutex_destroy(&r->lock);
 		free(r);
 		errno = e;
 		return NULL;
@@ -193,40 +242,138 @@ struct rec *rec_open(int map_fd, const char *dir, const unsigned char *uuid,
 	return r;
 }
 
-/* Consume what is in the ring now. Returns the number of events written,
- * or -errno when writing failed (rec_error() keeps it). */
+/* One pass over the ring, under the lock. -> 1 if it took more than an
+ * eighth of the ring (go again at once), -1 after a write error, else 0 */
+static int drain(struct rec *r)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&r->lock);
+	r->pass_bytes = 0;
+	if (!r->err)
+		ring_buffer__consume(r->rb);
+	r->passes++;
+	if (r->err) {
+		rc = -1;
+	} else if (r->pass_bytes > r->ring_size / 8) {
+		r->busy_passes++;
+		rc = 1;
+	}
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
+static void *drain_thread(void *arg)
+{
+	struct rec *r = arg;
+	struct timespec t = {
+		.tv_sec = r->interval_us / 1000000,
+		.tv_nsec = (long)(r->interval_us % 1000000) * 1000,
+	};
+
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
+		int rc = drain(r);
+
+		if (rc < 0)
+			break;		/* rec_consume reports it */
+		if (rc == 0)
+			nanosleep(&t, NULL);
+		/* else the ring fills fast: go again at once */
+	}
+	return NULL;
+}
+
+/* Drain the ring from a thread of this library ("cephlat-rec") every
+ * interval_us microseconds until rec_close. 0 or -errno. */
+int rec_start(struct rec *r, unsigned interval_us)
+{
+	sigset_t all, old;
+	int e;
+
+	if (r->running)
+		return 0;
+	r->interval_us = interval_us ? interval_us : 1;
+	r->stop = 0;
+	/* signals stay with the caller's threads (Python's handlers) */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	e = pthread_create(&r->thread, NULL, drain_thread, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (e)
+		return -e;
+	pthread_setname_np(r->thread, "cephlat-rec");
+	r->running = 1;
+	return 0;
+}
+
+static void rec_stop(struct rec *r)
+{
+	if (!r->running)
+		return;
+	__atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(r->thread, NULL);
+	r->running = 0;
+}
+
+/* Consume what is in the ring now. Returns the number of events written
+ * since the previous call (by the drain thread too), or -errno when
+ * writing failed (sticky). */
 int rec_consume(struct rec *r)
 {
-	int n = ring_buffer__consume(r->rb);
+	int n;
 
-	if (r->err)
-		return -r->err;
+	drain(r);
+	pthread_mutex_lock(&r->lock);
+	n = r->err ? -r->err : (int)(r->events - r->reported);
+	r->reported = r->events;
+	pthread_mutex_unlock(&r->lock);
 	return n;
 }
 
-/* Write every stream's partial packet (cut to its content). */
+/* Write every stream's pending packets and its partial one (cut to its
+ * content). */
 int rec_flush(struct rec *r)
 {
+	int rc = 0;
+
+	pthread_mutex_lock(&r->lock);
 	for (unsigned cpu = 0; cpu < MAX_CPUS; cpu++)
-		if (r->streams[cpu].buf && stream_flush(r, cpu, 0))
-			return -r->err;
-	return 0;
+		if (r->streams[cpu].buf && stream_flush(r, cpu, 0, 1)) {
+			rc = -r->err;
+			break;
+		}
+	pthread_mutex_unlock(&r->lock);
+	return rc;
 }
 
 /* events, bytes, packets, reordered, malformed */
 void rec_stats(struct rec *r, uint64_t *out)
 {
+	pthread_mutex_lock(&r->lock);
 	out[0] = r->events;
 	out[1] = r->bytes;
 	out[2] = r->packets;
 	out[3] = r->reordered;
 	out[4] = r->malformed;
+	pthread_mutex_unlock(&r->lock);
 }
 
+/* passes over the ring, those that took more than an eighth of it */
+void rec_passes(struct rec *r, uint64_t *out)
+{
+	pthread_mutex_lock(&r->lock);
+	out[0] = r->passes;
+	out[1] = r->busy_passes;
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* Stop the drain thread and free everything (rec_consume and rec_flush
+ * first, to keep what the ring still holds). */
 void rec_close(struct rec *r)
 {
 	if (!r)
 		return;
+	rec_stop(r);
 	ring_buffer__free(r->rb);
 	for (unsigned cpu = 0; cpu < MAX_CPUS; cpu++) {
 		if (!r->streams[cpu].buf)
@@ -234,6 +381,7 @@ void rec_close(struct rec *r)
 		close(r->streams[cpu].fd);
 		free(r->streams[cpu].buf);
 	}
+	pthread_mutex_destroy(&r->lock);
 	free(r);
 }
 

@@ -96,7 +96,10 @@ def event_classes(abi, vocab, role_names):
 
 class Recorder:
     """lib/native/recorder.c through ctypes: drains the "events" ring
-    buffer into stream_cpuN files, one call per batch."""
+    buffer into stream_cpuN files, from a C thread of its own once
+    started (Python touches no event)."""
+
+    STATS = ("events", "bytes", "packets", "reordered", "malformed")
 
     def __init__(self, bpf_dir, ring_map, path, uuid, packet_size):
         lib = native.load(bpf_dir)
@@ -112,17 +115,24 @@ class Recorder:
                 self.path, os.strerror(-rc)))
         return rc
 
+    def start(self, interval_us):
+        """Drain every interval_us from the recorder's thread."""
+        self._check(self.lib.rec_start(self.h, interval_us))
+
     def consume(self):
+        """Drain now. -> events written since the last call."""
         return self._check(self.lib.rec_consume(self.h))
 
     def flush(self):
         self._check(self.lib.rec_flush(self.h))
 
     def stats(self):
-        out = (ctypes.c_uint64 * 5)()
+        out = (ctypes.c_uint64 * len(self.STATS))()
         self.lib.rec_stats(self.h, out)
-        return dict(zip(("events", "bytes", "packets", "reordered",
-                         "malformed"), out))
+        passes = (ctypes.c_uint64 * 2)()
+        self.lib.rec_passes(self.h, passes)
+        return dict(zip(self.STATS + ("passes", "busy_passes"),
+                        tuple(out) + tuple(passes)))
 
     def close(self):
         if self.h:
@@ -136,6 +146,9 @@ class CaptureWriter:
 
     PACKET = 65536
     FLUSH_S = 1.0          # partial packets reach the disk this often
+    # the recorder's thread drains the ring this often (and at once again
+    # while it fills fast): 100 wake-ups a second; 1 MB holds 12k events
+    DRAIN_US = 10000
 
     def __init__(self, path, tracer, info):
         """path: made ready by prepare()."""
@@ -162,6 +175,7 @@ class CaptureWriter:
                               whole_packets=False)
         self.rec = Recorder(tracer.bpf_dir, tracer.obj.map("events"), path,
                             self.ctf.uuid.bytes, self.PACKET)
+        self.rec.start(self.DRAIN_US)
         self._last_flush = time.monotonic()
         self.seen_threads = set()
 
@@ -170,7 +184,8 @@ class CaptureWriter:
                        ctx=(0, gen, target))
 
     def poll(self):
-        """Move what the ring buffer holds to the files (call often)."""
+        """Check the recorder (a write error raises) and drain the ring;
+        push partial packets to the files every FLUSH_S (call often)."""
         n = self.rec.consume()
         if time.monotonic() - self._last_flush >= self.FLUSH_S:
             self.flush()
@@ -216,8 +231,8 @@ class CaptureWriter:
     def close(self, reason, lost):
         """Drain, write the end marker, close. -> recorder stats"""
         self.rec.consume()
-        st = self.rec.stats()
         self.rec.flush()
+        st = self.rec.stats()
         self._w("end", time.monotonic_ns(), self.tracer.gen, st["events"],
                 lost, st["reordered"], reason)
         self.ctf.close()

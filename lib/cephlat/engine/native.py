@@ -18,9 +18,11 @@ def load(bpf_dir):
     for name, res, args in (
             ("rec_open", vp, [ctypes.c_int, ctypes.c_char_p,
                               ctypes.c_char_p, ctypes.c_uint]),
+            ("rec_start", ctypes.c_int, [vp, ctypes.c_uint]),
             ("rec_consume", ctypes.c_int, [vp]),
             ("rec_flush", ctypes.c_int, [vp]),
             ("rec_stats", None, [vp, ctypes.POINTER(ctypes.c_uint64)]),
+            ("rec_passes", None, [vp, ctypes.POINTER(ctypes.c_uint64)]),
             ("rec_close", None, [vp]),
             ("raw_open", vp, [ctypes.c_int]),
             ("raw_consume", ctypes.c_long, [vp]),
