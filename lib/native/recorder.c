@@ -180,7 +180,7 @@ static int on_event(void *ctx, void *data, size_t size)
 		r->malformed++;
 		return 0;
 	}
-	if (stream_open(r, cpu)) {
+	if (!r->streams[cpu].buf && stream_open(r, cpu)) {
 		if (!r->err)
 			r->err = errno ? errno : EIO;
 		return -r->err;
