@@ -9,8 +9,9 @@
  * was recorded on and cuts the streams into packets.
  *
  * The ring is drained by a thread of its own (rec_start): the BPF programs
- * submit without wake-ups, so it polls, every `interval_us` and at once
- * again when a pass found more than an eighth of the ring filled. Python's
+ * submit without wake-ups, so it polls, every `interval_us` or sooner when
+ * the ring fills fast (before a quarter of it fills at the rate the last
+ * pass saw). Python's
  * loop (reports, map reads: tens of ms and more) then never delays the
  * draining; a lock orders it with the calls from Python (rec_consume,
  * rec_flush, rec_stats). Without rec_start, Python drains (rec_consume).
@@ -228,8 +229,9 @@ struct rec *rec_open(int map_fd, const char *dir, const unsigned char *uuid,
 	memcpy(r->uuid, uuid, 16);
 	r->packet_size = packet_size;
 	pthread_mutex_init(&r->lock, NULL);
+	/* unknown (0): passes at the interval only */
 	r->ring_size = bpf_obj_get_info_by_fd(map_fd, &info, &info_len) ?
-		       4096 : info.max_entries;
+		       0 : info.max_entries;
 	r->rb = ring_buffer__new(map_fd, on_event, r, NULL);
 	if (!r->rb) {
 		int e = errno;
@@ -242,43 +244,61 @@ struct rec *rec_open(int map_fd, const char *dir, const unsigned char *uuid,
 	return r;
 }
 
-/* One pass over the ring, under the lock. -> 1 if it took more than an
- * eighth of the ring (go again at once), -1 after a write error, else 0 */
-static int drain(struct rec *r)
+/* One pass over the ring, under the lock. -> record bytes taken, or -1
+ * after a write error */
+static long drain(struct rec *r)
 {
-	int rc = 0;
+	long got;
 
 	pthread_mutex_lock(&r->lock);
 	r->pass_bytes = 0;
 	if (!r->err)
 		ring_buffer__consume(r->rb);
 	r->passes++;
-	if (r->err) {
-		rc = -1;
-	} else if (r->pass_bytes > r->ring_size / 8) {
-		r->busy_passes++;
-		rc = 1;
-	}
+	got = r->err ? -1 : (long)r->pass_bytes;
 	pthread_mutex_unlock(&r->lock);
-	return rc;
+	return got;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000ull + t.tv_nsec;
+}
+
+/* Pass every interval_us, sooner while the ring fills fast: the next pass
+ * comes before a quarter of the ring fills at the rate the last one saw
+ * (at once below 20 us: a "busy" pass). */
 static void *drain_thread(void *arg)
 {
 	struct rec *r = arg;
-	struct timespec t = {
-		.tv_sec = r->interval_us / 1000000,
-		.tv_nsec = (long)(r->interval_us % 1000000) * 1000,
-	};
+	uint64_t last = now_ns(), interval = r->interval_us * 1000ull;
 
 	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
-		int rc = drain(r);
+		long got = drain(r);
+		uint64_t t = now_ns(), wait = interval;
+		struct timespec ts;
 
-		if (rc < 0)
+		if (got < 0)
 			break;		/* rec_consume reports it */
-		if (rc == 0)
-			nanosleep(&t, NULL);
-		/* else the ring fills fast: go again at once */
+		if (r->ring_size && got > 0) {
+			double q = (double)(t - last) * (r->ring_size / 4) / got;
+
+			if (q < wait)
+				wait = q;
+		}
+		last = t;
+		if (wait < 20000) {
+			pthread_mutex_lock(&r->lock);
+			r->busy_passes++;
+			pthread_mutex_unlock(&r->lock);
+			continue;
+		}
+		ts.tv_sec = wait / 1000000000ull;
+		ts.tv_nsec = wait % 1000000000ull;
+		nanosleep(&ts, NULL);
 	}
 	return NULL;
 }
@@ -358,7 +378,7 @@ void rec_stats(struct rec *r, uint64_t *out)
 	pthread_mutex_unlock(&r->lock);
 }
 
-/* passes over the ring, those that took more than an eighth of it */
+/* passes over the ring, those made at once after another (busy) */
 void rec_passes(struct rec *r, uint64_t *out)
 {
 	pthread_mutex_lock(&r->lock);

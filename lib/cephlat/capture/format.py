@@ -146,8 +146,8 @@ class CaptureWriter:
 
     PACKET = 65536
     FLUSH_S = 1.0          # partial packets reach the disk this often
-    # the recorder's thread drains the ring this often (and at once again
-    # while it fills fast): 100 wake-ups a second; 1 MB holds 12k events
+    # the recorder's thread drains the ring this often, sooner while it
+    # fills fast: 100 wake-ups a second when idle
     DRAIN_US = 10000
 
     def __init__(self, path, tracer, info):
