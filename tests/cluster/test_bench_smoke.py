@@ -57,7 +57,11 @@ def test_bench_smoke(lab, tmp_path):
         # uprobe program runs per op, from the tracer's own programs with
         # the kernel's BPF statistics on (the bpftrace reference too)
         st = r["bpf_stats"][mode]
-        assert 0 < st["uprobe_runs_per_op"] < 30, (mode, st)
+        if mode == "bounded":
+            # a 3-s window may fall wholly in a detached part of a cycle
+            assert 0 <= st["uprobe_runs_per_op"] < 30, (mode, st)
+        else:
+            assert 0 < st["uprobe_runs_per_op"] < 30, (mode, st)
         assert st["all_runs_per_op"] >= st["uprobe_runs_per_op"]
     # uprobe hits per op from osdstage's own counters (names from the ABI)
     for mode in ("default", "userspace", "record"):
