@@ -113,12 +113,15 @@ def test_trace_reads_back_summarizes_and_converts(trace, tmp_path):
     p = subprocess.run([PYTHON, RBDRECORD, "--to-fio", trace, "-o", job],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    assert "img1.iolog: 3 requests, iodepth 1" in p.stderr
-    with open(os.path.join(job, "img1.iolog")) as f:
+    assert "img1: 3 requests, 1 thread, 1 lane (most in flight 1)" in \
+        p.stderr
+    with open(os.path.join(job, "img1.t0.0.iolog")) as f:
         assert f.read().splitlines() == [
-            "fio version 3 iolog", "0 rbd add", "0 rbd open",
-            "0 rbd read 8192 4096", "1 rbd write 1048576 16384",
-            "2 rbd sync 0 0", "2 rbd close"]
+            "fio version 3 iolog", "1 rbd add", "1 rbd open",
+            "1 rbd read 8192 4096", "2 rbd write 1048576 16384",
+            "3 rbd sync 0 0", "3 rbd close"]
+    text = open(os.path.join(job, "job.fio")).read()
+    assert "[img1.t0.0]" in text and "iodepth=1" in text
 
 
 def _refused(argv, fragment):
@@ -171,7 +174,7 @@ def test_force_replaces_what_rbdrecord_wrote(trace, tmp_path):
         p = subprocess.run([PYTHON, RBDRECORD, "--to-fio", again] + argv,
                            capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
-    assert sorted(os.listdir(job)) == ["img1.iolog", "job.fio"]
+    assert sorted(os.listdir(job)) == ["img1.t0.0.iolog", "job.fio"]
 
 
 def test_force_knows_an_lttng_trace_of_its_session(tmp_path):
@@ -206,3 +209,32 @@ def test_force_knows_an_lttng_trace_of_its_session(tmp_path):
             outdir.prepare(str(top), True)
         assert "(%s); not overwriting it" % why in str(e.value)
         assert (top / "ust" / "uid" / "0" / "64-bit" / "metadata").exists()
+
+
+def test_lanes_keep_concurrency_without_overlap():
+    """--to-fio deals a thread's requests into lanes replayed at iodepth
+    1: as many lanes as requests were in flight at most, and no lane holds
+    two requests that overlapped in time."""
+    from cephlat.rbd.fio import lanes
+    from cephlat.rbd.reader import Request
+    import random
+    rnd = random.Random(7)
+    reqs, t = [], 0
+    for i in range(2000):
+        t += rnd.randint(0, 300)
+        r = Request("read", 1, i * 4096, 4096, 1, t)
+        r.done = t + rnd.randint(50, 3000)
+        reqs.append(r)
+    out = lanes(reqs)
+    edges = sorted([(r.submit, 1) for r in reqs] +
+                   [(r.done, -1) for r in reqs])
+    cur = most = 0
+    for _, d in edges:
+        cur += d
+        most = max(most, cur)
+    assert len(out) == most > 1
+    assert sorted(r.off for lane in out for r in lane) == \
+        [r.off for r in reqs]
+    for lane in out:
+        for a, b in zip(lane, lane[1:]):
+            assert a.done <= b.submit and a.submit < b.submit

@@ -1,6 +1,18 @@
 """--to-fio: a trace as fio iologs (version 3: issue time, action, offset,
-length, in issue order) and a job for fio's rbd engine, one job per
-image."""
+length, in issue order) and a job for fio's rbd engine.
+
+fio 3.33 (Debian bookworm) with its rbd engine and librbd 16.2 has crashed
+replaying such an iolog at iodepth 8 (glibc "corrupted double-linked
+list", SIGSEGV in malloc under rados_shutdown: its heap was corrupted
+earlier), never at iodepth 1; the same iologs replay cleanly on files with
+libaio, io_uring, psync, posixaio and null. So every replay job runs at
+iodepth 1: a recorded thread's requests are dealt into
+lanes, each lane holding requests that never overlapped in time (as many
+lanes as that thread had requests in flight at most), one fio job per
+lane. All iologs share one clock, so the lanes together issue every
+request at its recorded time, with the recorded concurrency."""
+import collections
+import heapq
 import os
 
 from . import TOOL, outdir
@@ -27,8 +39,12 @@ def to_fio(args, err):
     t0 = min(reqs[0].submit for reqs in images.values())
     job = ["# fio job replaying %s %s" % (os.path.abspath(args.to_fio),
                                          outdir.JOB_MARK),
-           "# one job per image; iologs (version 3) keep order, offsets, "
-           "sizes and timing",
+           "# one job per lane (requests of one recorded thread that never "
+           "overlapped),",
+           "# iodepth 1 each (fio 3.33's rbd engine crashes replaying at "
+           "iodepth > 1);",
+           "# iologs (version 3, one clock) keep order, offsets, sizes, "
+           "timing",
            "[global]", "ioengine=rbd", "clientname=%s" % args.client,
            "thread"]
     if args.no_timing:
@@ -38,17 +54,29 @@ def to_fio(args, err):
         img = tr.images.get(ictx, {})
         name = args.image or tr.image_name(ictx)
         pool = args.pool or img.get("pool") or "rbd"
-        label = _label(name, used)
-        log = label + ".iolog"
-        depth = _max_in_flight(reqs)
-        with open(os.path.join(args.output, log), "w") as f:
-            f.write("\n".join(iolog(reqs, t0)) + "\n")
-        job += ["", "[%s]" % label, "pool=%s" % pool, "rbdname=%s" % name,
-                "read_iolog=%s" % os.path.join(os.path.abspath(args.output),
-                                               log),
-                "iodepth=%d" % depth]
-        err.write("%s: %s: %d requests, iodepth %d (most in flight), "
-                  "pool %s\n" % (TOOL, log, len(reqs), depth, pool))
+        base = _label(name, used)
+        threads = collections.OrderedDict()
+        for r in reqs:
+            threads.setdefault(r.tid, []).append(r)
+        nlanes = 0
+        for ti, treqs in enumerate(threads.values()):
+            for li, lane in enumerate(lanes(treqs)):
+                label = _label("%s.t%d.%d" % (base, ti, li), used)
+                log = label + ".iolog"
+                with open(os.path.join(args.output, log), "w") as f:
+                    f.write("\n".join(iolog(lane, t0)) + "\n")
+                job += ["", "[%s]" % label, "pool=%s" % pool,
+                        "rbdname=%s" % name,
+                        "read_iolog=%s" % os.path.join(
+                            os.path.abspath(args.output), log),
+                        "iodepth=1"]
+                nlanes += 1
+        err.write("%s: %s: %d requests, %d thread%s, %d lane%s (most in "
+                  "flight %d), pool %s\n" % (
+                      TOOL, name, len(reqs), len(threads),
+                      "" if len(threads) == 1 else "s", nlanes,
+                      "" if nlanes == 1 else "s", _max_in_flight(reqs),
+                      pool))
     with open(os.path.join(args.output, "job.fio"), "w") as f:
         f.write("\n".join(job) + "\n")
     err.write("%s: run it with: fio %s\n" % (
@@ -56,17 +84,36 @@ def to_fio(args, err):
     return 0
 
 
+def lanes(reqs):
+    """Requests (in issue order) dealt into the fewest lanes whose
+    requests never overlap: each goes to the lane that has been free the
+    longest (one whose last request completed before it was issued), else
+    to a new lane. As many lanes as requests were in flight at most."""
+    free, out = [], []            # heap of (done, lane index)
+    for r in reqs:
+        if free and free[0][0] <= r.submit:
+            _, i = heapq.heappop(free)
+        else:
+            i = len(out)
+            out.append([])
+        out[i].append(r)
+        heapq.heappush(free, (r.done, i))
+    return out
+
+
 def iolog(reqs, t0):
-    """One image's requests as the lines of a fio version 3 iolog."""
-    lines = ["fio version 3 iolog", "0 rbd add", "0 rbd open"]
+    """Requests as the lines of a fio version 3 iolog, times in us from
+    t0, plus 1: fio 3.33 does not wait before a timed line that follows a
+    time of 0, and every lane must keep its clock from its first line."""
+    lines = ["fio version 3 iolog", "1 rbd add", "1 rbd open"]
     for r in reqs:
         act = FIO_ACTION[r.op]
-        ts = (r.submit - t0) // 1000
+        ts = (r.submit - t0) // 1000 + 1
         if act == "sync":
             lines.append("%d rbd sync 0 0" % ts)
         else:
             lines.append("%d rbd %s %d %d" % (ts, act, r.off, r.len))
-    lines.append("%d rbd close" % ((reqs[-1].done - t0) // 1000))
+    lines.append("%d rbd close" % ((reqs[-1].done - t0) // 1000 + 1))
     return lines
 
 
