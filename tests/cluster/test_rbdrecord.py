@@ -135,33 +135,114 @@ def test_summary(recorded):
                                               want["write"][0]) in text
 
 
+def fio_totals(path):
+    """fio's read/write (ios, bytes) summed over the jobs of a run (the
+    --to-fio job has one job per lane); every job without error."""
+    per = {"read": [0, 0], "write": [0, 0]}
+    for job in json.load(open(path))["jobs"]:
+        assert job["error"] == 0, job
+        for op in per:
+            per[op][0] += job[op]["total_ios"]
+            per[op][1] += job[op]["io_bytes"]
+    return {op: tuple(v) for op, v in per.items()}
+
+
+REPLAYS = 5
+
+
 def test_replay_matches_the_original(lab, recorded):
+    """The converted job replays onto a fresh image 5 times in a row (each
+    recorded again): every run exits 0 with fio's and librbd's counts, and
+    the offsets and sizes, of the original (fio 3.33's rbd engine crashed
+    in most replays of the iodepth-8 job this used to write)."""
     d = recorded
     p = run_tool([RBDRECORD, "--to-fio", str(d / "trace"), "-o",
                   str(d / "replay"), "--image", "img2", "--force"])
     assert p.returncode == 0, p.stderr
+    assert "img2: 3000 requests, 1 thread, 8 lanes (most in flight 8)" in \
+        p.stderr, p.stderr
     job = (d / "replay" / "job.fio").read_text()
     assert "rbdname=img2" in job and "read_iolog=" in job
-    assert (d / "replay" / "img2.iolog").read_text().startswith(
+    assert job.count("iodepth=1") == 8 and "iodepth=8" not in job
+    assert (d / "replay" / "img2.t0.0.iolog").read_text().startswith(
         "fio version 3 iolog\n")
-    subprocess.run(["rbd", "rm", "rbd/img2"], capture_output=True,
-                   env=dict(os.environ, CEPH_CONF=lab["CEPH_CONF"]))
-    rbd(lab, "create", "--size", "1024", "rbd/img2")     # a fresh image
-    try:
-        record(lab, d / "replayed", "fio", "--output-format=json",
-               "--output=%s" % (d / "fio2.json"), str(d / "replay" /
-                                                    "job.fio"))
-    finally:
-        rbd(lab, "rm", "rbd/img2")
     orig, orig_set, _ = trace_requests(d / "trace")
-    again, again_set, tr = trace_requests(d / "replayed")
-    fio2 = fio_counts(d / "fio2.json")
+    for run in range(REPLAYS):
+        subprocess.run(["rbd", "rm", "rbd/img2"], capture_output=True,
+                       env=dict(os.environ, CEPH_CONF=lab["CEPH_CONF"]))
+        rbd(lab, "create", "--size", "1024", "rbd/img2")   # a fresh image
+        out = d / ("replayed%d" % run)
+        js = d / ("fio2-%d.json" % run)
+        try:
+            p = record(lab, out, "fio", "--output-format=json",
+                       "--output=%s" % js, str(d / "replay" / "job.fio"))
+        finally:
+            rbd(lab, "rm", "rbd/img2")
+        assert "fio exited with status" not in p.stderr, (run, p.stderr)
+        again, again_set, tr = trace_requests(out)
+        fio2 = fio_totals(js)
+        for op in ("read", "write"):
+            for i in (0, 1):           # count, bytes: what fio reports
+                assert abs(fio2[op][i] - orig[op][i]) <= \
+                    0.01 * orig[op][i], (run, op)
+            assert again[op] == orig[op], run  # and what librbd was asked
+        assert again_set == orig_set, run     # the same offsets and sizes
+        assert {i["name"] for i in tr.images.values()} == {"img2"}
+
+
+OBJECT = 4 << 20        # the lab's images: order 22
+
+
+def _objects(off, length):
+    return (off + length - 1) // OBJECT - off // OBJECT + 1
+
+
+def test_rbd_replay_onto_another_image(lab, recorded):
+    """Ceph's own replayer: rbd-replay-prep's output of our trace, replayed
+    with rbd-replay --map-image img1=img3 onto an image whose objects all
+    exist (so every read reaches the OSD) and without object-map or
+    exclusive-lock (no extra OSD ops for them): the OSD's op_r / op_w
+    deltas are the trace's requests split per 4 MiB object, within 1 %."""
+    from cephlat.ceph.adminsock import perf_dump
+    need(shutil.which("rbd-replay") is not None, "rbd-replay missing "
+         "(Debian's ceph-common)")
+    env = dict(os.environ, CEPH_CONF=lab["CEPH_CONF"])
+    prep = recorded / "trace.rbd-replay"
+    p = subprocess.run(["rbd-replay-prep", str(recorded / "trace"),
+                        str(prep)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr[-1000:]
+    _, _, tr = trace_requests(recorded / "trace")
+    want = collections.Counter()
+    for r in tr.requests:
+        want[r.op] += _objects(r.off, r.len)
+    assert want["read"] > 1000 and want["write"] > 500
+    subprocess.run(["rbd", "rm", "rbd/img3"], capture_output=True, env=env)
+    rbd(lab, "create", "--size", "1024", "--image-feature", "layering",
+        "rbd/img3")
+    try:
+        # every object the trace touches exists: write the first 64 MiB
+        rbd(lab, "bench", "--io-type", "write", "--io-pattern", "seq",
+            "--io-size", "4M", "--io-total", "64M", "--io-threads", "4",
+            "rbd/img3")
+        before = perf_dump(lab["asok"])["osd"]
+        p = subprocess.run(["rbd-replay", "--conf=%s" % lab["CEPH_CONF"],
+                            "-p", "rbd", "--map-image",
+                            "img1=img3", str(prep)],
+                           capture_output=True, text=True, timeout=300,
+                           env=env)
+        after = perf_dump(lab["asok"])["osd"]
+    finally:
+        rbd(lab, "rm", "rbd/img3")
+    assert p.returncode == 0, (p.stdout[-1000:], p.stderr[-1000:])
+    got = {"read": after["op_r"] - before["op_r"],
+           "write": after["op_w"] - before["op_w"]}
     for op in ("read", "write"):
-        for i in (0, 1):               # count, bytes: what fio reports
-            assert abs(fio2[op][i] - orig[op][i]) <= 0.01 * orig[op][i], op
-        assert again[op] == orig[op]   # and what librbd was asked
-    assert again_set == orig_set       # the same offsets and sizes
-    assert next(iter(tr.images.values()))["name"] == "img2"
+        # within 1 %: open and close read the header (+5 reads seen), and a
+        # few writes fewer reached the OSD than the trace holds (-4 of 1242
+        # seen: not yet explained)
+        assert abs(got[op] - want[op]) <= 0.01 * want[op], \
+            (op, got, dict(want))
 
 
 def test_lttng_mode_recipe_and_diagnosis(lab, tmp_path):
