@@ -15,8 +15,11 @@
 #   CEPH=reef|tentacle  with setup, lab, lab-env, lab-down, workload, bench: the
 #                   lab in a container with Debian trixie's Ceph 18.2 / sid's 20.2
 #                   (vagrant/container.sh); default CEPH=pacific, the host's 16.2
-#   make bench      what tracing costs the OSD (BENCHMARKS.md; ~20 min); BENCH=osds:
-#                   only one OSD traced vs three on the 3-OSD lab (~6 min), BENCH=main: the rest
+#   make bench      what tracing costs the OSD (BENCHMARKS.md; ~35 min); BENCH=osds:
+#                   only one OSD traced vs three on the 3-OSD lab (~6 min), BENCH=main: the
+#                   tracing modes on the 1-OSD lab (~22 min), BENCH=reader: issue 15's reader
+#                   on a >= 10 M-event capture of the controlled program and the recorder
+#                   alone (~6 min, no lab needed)
 #   make clean      remove build/
 
 # One interpreter everywhere: Debian's, which sees Debian's python3-* packages
@@ -147,7 +150,8 @@ test-cluster: build
 BENCH_PAIRS ?= 4
 BENCH_SECS ?= 8
 # BENCH=main: the tracing modes on the running lab; BENCH=osds: one OSD traced
-# vs three (switches the lab to OSDS=3); all: both
+# vs three (switches the lab to OSDS=3); BENCH=reader: the reader on a large
+# capture and the recorder alone (issue 15); all: every part
 BENCH ?= all
 BENCH_OSDS_PAIRS ?= 3
 BENCH_OSDS_SECS ?= 8

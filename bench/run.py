@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # bench/run.py - what tracing costs the OSD, measured side by side (make bench).
 #
-# USAGE: bench/run.py [--part all|main|osds] [--pairs N] [--secs S]
+# USAGE: bench/run.py [--part all|main|osds|reader] [--pairs N] [--secs S]
 #                     [--osds-pairs N] [--osds-secs S] [--smoke] [--out FILE]
 #                     [--osds-out FILE] [--md FILE]
 #
@@ -39,6 +39,17 @@
 # adds per op (utime+stime of the ceph-osd from /proc/PID/stat over its own
 # op_r+op_w+subop_w from its admin socket, traced minus untraced). Writes
 # bench/results/<release>.osds.json; BENCHMARKS.md merges every results file.
+#
+# The "reader" part (--part reader; in --part all too; no lab needed), issue
+# 15's figures on the controlled program tests/bpf/progs/shardq.cc: a capture
+# of >= 10 million events made by recording it (osdstage -w --ring-mb 256),
+# read back with -r -j, -r --slowest 5 -j and -r --html, each in a child of
+# its own (events/s over the wall time, the child's peak RSS), then deleted;
+# the recorder alone at set rates (tests/bpf/ringgen.py: written events/s,
+# lost, the recorder thread's CPU); alone (--part reader) also the traced
+# program's event rate (the main part has it). Merged into
+# bench/results/<release>.json (the main part keeps them when it rewrites
+# the file); --smoke: a capture of ~100k events, one rate for 1 s.
 import argparse
 import json
 import math
@@ -500,11 +511,31 @@ def summarize_main(pairs):
     return s
 
 
+def task_cpu_s(pid):
+    """CPU seconds of a process's live threads (/proc/PID/task/*/schedstat
+    field 0, ns on the CPU): -> (all of them, {thread name: seconds})."""
+    total, by = 0.0, {}
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
+                s = int(f.read().split()[0]) / 1e9
+            with open("/proc/%d/task/%s/comm" % (pid, t)) as f:
+                comm = f.read().strip()
+        except (OSError, ValueError, IndexError):
+            continue
+        total += s
+        by[comm] = by.get(comm, 0.0) + s
+    return total, by
+
+
 def recorder_throughput(items=300000):
-    """Drive the recorder hard: the controlled sharded queue (tests/bpf/
-    progs/shardq.cc) with no gap between bursts of 64 items, recorded with
-    -w: events written per second of the program's run, events lost, and
-    the recorder's CPU time as a share of one core."""
+    """The traced program's event rate: the controlled sharded queue
+    (tests/bpf/progs/shardq.cc) with no gap between bursts of 64 items,
+    recorded with -w: events written per second of the program's run
+    (limited by what the probes cost the traced program, not by the
+    recorder), events lost, and the tool's CPU from "go" to the program's
+    exit as a share of one core (its threads' schedstat at both points),
+    the recorder's drain thread (cephlat-rec) separately."""
     d = tempfile.mkdtemp(prefix="bench-rec-", dir="/var/tmp")
     try:
         exe = os.path.join(d, "shardq")
@@ -520,33 +551,40 @@ def recorder_throughput(items=300000):
         while "Tracing" not in tool.stderr.readline():
             if tool.poll() is not None:
                 sys.exit("bench: recorder run failed: " + tool.stderr.read())
+        cpu0, by0 = task_cpu_s(tool.pid)
         t0 = time.monotonic()
         prog.stdin.write("go\n")
         prog.stdin.flush()
         prog.stdout.readline()
         prog.wait(300)
         secs = time.monotonic() - t0
+        cpu1, by1 = task_cpu_s(tool.pid)
         tool.stdout.read()
         err = tool.stderr.read()
-        _, _, ru = os.wait4(tool.pid, 0)
+        tool.wait()
     finally:
         shutil.rmtree(d, ignore_errors=True)
     got = captured_events(err)
     if got is None:
         sys.exit("bench: recorder run wrote no capture: " + err[-500:])
+    rec = by1.get("cephlat-rec", 0.0) - by0.get("cephlat-rec", 0.0)
     return {"events": got[0], "lost": got[1], "secs": round(secs, 2),
             "events_per_s": round(got[0] / secs),
-            "cpu_pct_of_core": round(100 * (ru.ru_utime + ru.ru_stime) /
-                                     secs, 1)}
+            "cpu_window": "go to exit",
+            "cpu_pct_of_core": round(100 * (cpu1 - cpu0) / secs, 1),
+            "rec_thread_cpu_pct_of_core": round(100 * rec / secs, 1)
+            if "cephlat-rec" in by1 else None}
 
+
+def cpu_model():
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return ""
 
 
 def machine(env, pid):
-    cpu = ""
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
+    cpu = cpu_model()
     # never run the target's binary: a container's may not run here
     from cephlat.engine.elfsym import ElfSymbols
     with ElfSymbols("/proc/%d/exe" % pid) as elf:
@@ -761,9 +799,13 @@ def main(argv=None):
     ap.add_argument("--out", default=None,
                     help="default: bench/results/<release>.json")
     ap.add_argument("--md", default=os.path.join(REPO, "BENCHMARKS.md"))
-    ap.add_argument("--part", choices=("all", "main", "osds"), default="all",
+    ap.add_argument("--part", choices=("all", "main", "osds", "reader"),
+                    default="all",
                     help="main: the tracing modes on the running lab; osds: "
-                    "one OSD traced vs three, on the 3-OSD lab; all: both")
+                    "one OSD traced vs three, on the 3-OSD lab; reader: "
+                    "issue 15's reader on a >= 10 M-event capture of the "
+                    "controlled program and the recorder alone (no lab); "
+                    "all: every part")
     ap.add_argument("--osds-pairs", type=int, default=3)
     ap.add_argument("--osds-secs", type=int, default=8)
     ap.add_argument("--osds-out", default=None,
@@ -779,6 +821,8 @@ def main(argv=None):
         text += main_part(a)
     if a.part in ("all", "osds"):
         text += render_osds(osds_part(a))
+    if a.part in ("all", "reader"):
+        text += reader_part(a, traced=a.part == "reader")
     if not a.smoke:
         with open(a.md, "w") as f:
             f.write(render_md(load_results()))
@@ -927,9 +971,213 @@ def main_part(a):
     res["loadavg_end"] = round(os.getloadavg()[1], 2)
     out = a.out or os.path.join(RESULTS, res["machine"]["release"] + ".json")
     os.makedirs(os.path.dirname(out), exist_ok=True)
+    if os.path.exists(out):
+        # the reader part's figures (--part reader) stay
+        with open(out) as f:
+            prev = json.load(f)
+        res.update({k: prev[k] for k in ISSUE15_KEYS if k in prev})
     with open(out, "w") as f:
         json.dump(res, f, indent=1)
     return render_release(res)
+
+
+# --- issue 15: the reader on a large capture, the recorder alone ----------
+
+READER_MIN_EVENTS = 10000000
+# shardq 2 2 ITEMS normal 20 0 20 8 0 makes about 3.3 events per item
+READER_ITEMS = 3300000
+READER_SMOKE_ITEMS = 20000
+SHARDQ_READER_ARGS = ["2", "2", "{items}", "normal", "20", "0", "20", "8", "0"]
+# The lab's peak event rate, from issue 15: a 5-s capture at the lab's
+# peak held 599k events; a 10-minute capture at that rate, ~72 M events.
+LAB_PEAK_EVENTS_PER_S = 119800
+TEN_MIN_EVENTS = LAB_PEAK_EVENTS_PER_S * 600
+READS = [
+    # (key, osdstage arguments after -r CAP)
+    ("json", ["-j"]),
+    ("slowest", ["--slowest", "5", "-j"]),
+    ("html", ["--html", "{html}"]),
+]
+RINGGEN_RATES = (500000, 1000000, 2000000)
+RINGGEN_SECS = 3.0
+ISSUE15_KEYS = ("reader", "recorder_rates")
+# one command in a child of its own: its wall time, its own peak RSS
+# (RUSAGE_CHILDREN of this wrapper holds only that command) and CPU
+TIMED = (
+    "import json, resource, subprocess, sys, time\n"
+    "t = time.monotonic()\n"
+    "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL,\n"
+    "                   stderr=subprocess.PIPE)\n"
+    "secs = time.monotonic() - t\n"
+    "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print(json.dumps({'rc': p.returncode, 'secs': secs,\n"
+    "                  'maxrss_kb': ru.ru_maxrss,\n"
+    "                  'cpu_s': ru.ru_utime + ru.ru_stime,\n"
+    "                  'err': p.stderr.decode(errors='replace')[-800:]}))\n")
+
+
+def record_shardq(exe, cap, items, d):
+    """Record the controlled program (SHARDQ_READER_ARGS, `items` items)
+    under osdstage -w CAP --ring-mb 256 until it exits. -> dict"""
+    args = [a.replace("{items}", str(items)) for a in SHARDQ_READER_ARGS]
+    prog = subprocess.Popen([exe] + args, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    errpath = os.path.join(d, "record.err")
+    with open(errpath, "w") as errf:
+        tool = subprocess.Popen([PY, OSDSTAGE, "-p", str(prog.pid),
+                                 "--probes", SHARDQ_SPEC, "-w", cap,
+                                 "--ring-mb", "256", "1"],
+                                stdout=subprocess.DEVNULL, stderr=errf)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with open(errpath) as f:
+                if "Tracing" in f.read():
+                    break
+            if tool.poll() is not None or time.monotonic() > deadline:
+                with open(errpath) as f:
+                    sys.exit("bench: reader capture failed: " + f.read())
+            time.sleep(0.1)
+        t0 = time.monotonic()
+        prog.stdin.write("go\n")
+        prog.stdin.flush()
+        prog.stdout.read()
+        prog.wait(3600)
+        secs = time.monotonic() - t0
+        tool.wait(600)
+    finally:
+        for p in (prog, tool):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    with open(errpath) as f:
+        err = f.read()
+    got = captured_events(err)
+    if got is None:
+        sys.exit("bench: reader capture wrote no capture: " + err[-800:])
+    m = re.search(r"capture \S+: \d+ events, ([\d.]+) MB", err)
+    return {"program": "shardq " + " ".join(args), "items": items,
+            "events": got[0], "lost": got[1],
+            "capture_mb": float(m.group(1)) if m else None,
+            "record_secs": round(secs, 1)}
+
+
+def time_read(cap, extra, html=None):
+    """osdstage -r CAP EXTRA in a child of its own ({html}: the file html).
+    -> dict"""
+    args = [x.replace("{html}", html or "") for x in extra]
+    p = sh([PY, "-c", TIMED, PY, OSDSTAGE, "-r", cap] + args)
+    if p.returncode:
+        sys.exit("bench: timing wrapper failed: " + p.stderr[-800:])
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    if r["rc"]:
+        sys.exit("bench: osdstage -r %s failed (%d): %s" % (
+            " ".join(extra), r["rc"], r["err"]))
+    return {"args": "-r CAP " + " ".join(extra).replace("{html}", "F"),
+            "secs": round(r["secs"], 2),
+            "peak_rss_mb": round(r["maxrss_kb"] / 1024, 1),
+            "cpu_s": round(r["cpu_s"], 2)}
+
+
+def reader_bench(smoke=False):
+    """Issue 15 item 1: a capture of >= 10 M events of the controlled
+    program, read back with -j, --slowest 5 -j and --html, each in a child
+    of its own: events/s and peak RSS. The capture is deleted."""
+    d = tempfile.mkdtemp(prefix="bench-reader-", dir="/var/tmp")
+    try:
+        exe = os.path.join(d, "shardq")
+        sh(["g++", "-O2", "-g", "-pthread", "-o", exe, SHARDQ], check=True)
+        cap = os.path.join(d, "big.ctf")
+        items = READER_SMOKE_ITEMS if smoke else READER_ITEMS
+        rec = record_shardq(exe, cap, items, d)
+        print("bench: reader capture: %d events (%d lost), %.0f MB in %.0f s"
+              % (rec["events"], rec["lost"], rec["capture_mb"] or 0,
+                 rec["record_secs"]), file=sys.stderr)
+        if not smoke and rec["events"] < READER_MIN_EVENTS:
+            # too few: once more with the items scaled up, 5 % to spare
+            shutil.rmtree(cap, ignore_errors=True)
+            items = int(items * 1.05 * READER_MIN_EVENTS / rec["events"])
+            rec = record_shardq(exe, cap, items, d)
+            print("bench: reader capture again: %d events" % rec["events"],
+                  file=sys.stderr)
+        n = rec["events"]
+        rec["reads"] = {}
+        for key, extra in READS:
+            html = os.path.join(d, "report.html")
+            r = time_read(cap, extra, html)
+            r["events_per_s"] = round(n / r["secs"]) if r["secs"] else None
+            if key == "html":
+                r["html_mb"] = round(os.path.getsize(html) / 1e6, 1)
+                os.unlink(html)
+            rec["reads"][key] = r
+            print("bench: reader %-26s %6.1f s, %9d events/s, %5.0f MB RSS"
+                  % (r["args"], r["secs"], r["events_per_s"] or 0,
+                     r["peak_rss_mb"]), file=sys.stderr)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    h = rec["reads"]["html"]["events_per_s"]
+    rec["lab_peak_events_per_s"] = LAB_PEAK_EVENTS_PER_S
+    rec["ten_min_events"] = TEN_MIN_EVENTS
+    rec["ten_min_html_s"] = round(TEN_MIN_EVENTS / h, 1) if h else None
+    return rec
+
+
+def recorder_rates(rates=RINGGEN_RATES, secs=RINGGEN_SECS):
+    """Issue 15 item 2: the recorder alone (tests/bpf/ringgen.py: a BPF
+    program fills the ring at a set rate, lib/native/recorder.c drains it
+    into stream files): achieved events/s, lost, the recorder thread's
+    CPU as a share of one core, per rate."""
+    sys.path.insert(0, os.path.join(REPO, "tests", "bpf"))
+    import ringgen
+    d = tempfile.mkdtemp(prefix="bench-ringgen-", dir="/var/tmp")
+    rows = []
+    try:
+        obj = ringgen.build(d)
+        for rate in rates:
+            r = ringgen.run(obj, rate, secs, ring_mb=32)
+            r["set_rate"] = rate
+            rows.append(r)
+            print("bench: recorder at %d events/s: %d events/s, %d lost, "
+                  "%.1f %% of a core" % (rate, r["rate"], r["lost"],
+                                         r["cpu_pct"]), file=sys.stderr)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return {"ring_mb": 32, "secs": secs, "rows": rows}
+
+
+def reader_part(a, traced=True):
+    """Issue 15's figures on the controlled program (no lab needed),
+    merged into bench/results/<release>.json. traced: also the traced
+    program's event rate (recorder_throughput; the main part has it).
+    -> its text"""
+    t_start = time.monotonic()
+    rel = os.environ.get("CEPH") or "pacific"
+    out = a.out or os.path.join(RESULTS, rel + ".json")
+    reader = reader_bench(a.smoke)
+    reader.update({"date": time.strftime("%Y-%m-%d"),
+                   "commit": git_commit(),
+                   "machine": {"cpu_model": cpu_model(),
+                               "cores": os.cpu_count(),
+                               "kernel": platform.release()}})
+    rates = recorder_rates((RINGGEN_RATES[0],) if a.smoke else
+                           RINGGEN_RATES, 1.0 if a.smoke else RINGGEN_SECS)
+    res = {}
+    if os.path.exists(out):
+        with open(out) as f:
+            res = json.load(f)
+    res["reader"] = reader
+    res["recorder_rates"] = rates
+    if traced:
+        rec = recorder_throughput(50000 if a.smoke else 300000)
+        old = res.get("recorder") or {}
+        rec["lab_peak_cpu_pct"] = old.get("lab_peak_cpu_pct")
+        rec["lab_peak_events_per_s"] = old.get("lab_peak_events_per_s")
+        res["recorder"] = rec
+    reader["runtime_s"] = round(time.monotonic() - t_start)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1)
+    return "\n".join(["# Benchmarks", ""] + render_issue15(res)) + "\n"
 
 
 RESULTS = os.path.join(REPO, "bench", "results")
@@ -1082,6 +1330,154 @@ def render_targets(results, osds_results):
     return lines + [""]
 
 
+def _n(x, fmt="{:,}"):
+    return "-" if x is None else fmt.format(x)
+
+
+def issue15_rows(results):
+    """The issue 15 targets: [(measure, measured, target, met)], from the
+    first release's results that have the reader part (Pacific first)."""
+    res = next((r for r in results if r.get("reader")), None)
+    rows = []
+    rd = (res or {}).get("reader") or {}
+    reads = rd.get("reads") or {}
+    n = rd.get("events")
+    rows.append(("the capture read (controlled program, `-w --ring-mb "
+                 "256`)",
+                 "%s events (%s lost), %s MB" % (
+                     _n(n), _n(rd.get("lost")), _n(rd.get("capture_mb"),
+                                                   "{:,.0f}"))
+                 if n else "-", ">= 10,000,000 events",
+                 n >= READER_MIN_EVENTS if n else None))
+    for key, label in (("json", "`-r CAP -j`"),
+                       ("slowest", "`-r CAP --slowest 5 -j`")):
+        r = reads.get(key)
+        rows.append(("%s, events/s" % label,
+                     "%s (%.1f s)" % (_n(r["events_per_s"]), r["secs"])
+                     if r else "-", ">= 2,000,000",
+                     r["events_per_s"] >= 2000000 if r else None))
+    got = [(k, reads[k]["peak_rss_mb"]) for k, _ in READS if k in reads]
+    rows.append(("peak RSS of each read (`-j`; `--slowest 5 -j`; `--html`)",
+                 "; ".join("%s %.0f MB" % (k, mb) for k, mb in got) or "-",
+                 "<= 300 MB", all(mb <= 300 for _, mb in got)
+                 if got else None))
+    h = reads.get("html")
+    rows.append(("`--html` of a 10-minute capture at the lab's peak "
+                 "(extrapolated)",
+                 "%.0f s (%s events/s on this capture; %.1f M events "
+                 "assumed)" % (rd["ten_min_html_s"], _n(h["events_per_s"]),
+                               rd["ten_min_events"] / 1e6)
+                 if h and rd.get("ten_min_html_s") else "-", "< 60 s",
+                 rd["ten_min_html_s"] < 60 if h and rd.get("ten_min_html_s")
+                 else None))
+    rr = _get(res, "recorder_rates", "rows") or []
+    r5 = next((r for r in rr if r["set_rate"] == 500000), None)
+    # the highest set rate at which every event made was written
+    clean = [r for r in rr if r["lost"] == 0 and r["events"] == r["made"]]
+    top = max(clean, key=lambda r: r["set_rate"]) if clean else r5
+    rows.append(("recorder alone (ringgen), the highest set rate with "
+                 "none lost: written events/s",
+                 "%s events/s at a set %s (%s made, %s written, %s lost)" % (
+                     _n(top["rate"]), _n(top["set_rate"]), _n(top["made"]),
+                     _n(top["events"]), _n(top["lost"])) if top else "-",
+                 ">= 500,000 events/s, 0 lost",
+                 top in clean and top["rate"] >= 500000 if top else None))
+    rows.append(("recorder thread's CPU at 500,000 events/s",
+                 "%.1f %% of a core" % r5["cpu_pct"] if r5 else "-",
+                 "< 10 % of a core", r5["cpu_pct"] < 10 if r5 else None))
+    pk = _get(res, "recorder", "lab_peak_cpu_pct")
+    rows.append(("osdstage -w's CPU at the lab's peak (record mode, 4 KiB "
+                 "reads, whole tool)", "%.1f %% of a core at %s events/s" % (
+                     pk, _n(_get(res, "recorder", "lab_peak_events_per_s")))
+                 if pk is not None else "-", "< 10 % of a core",
+                 pk < 10 if pk is not None else None))
+    return rows
+
+
+def render_issue15_targets(results):
+    res = next((r for r in results if r.get("reader")), None)
+    lines = ["## Issue 15 targets", "",
+             "From the reader part's last run (`make bench BENCH=reader`)%s: "
+             "the reader on a "
+             "capture of the controlled program (tests/bpf/progs/shardq.cc) "
+             "made by the bench, the recorder alone driven by "
+             "tests/bpf/ringgen.py; no Ceph lab needed (the last row is the "
+             "main part's record mode on the lab). Details below, under "
+             "\"Reading a large capture\"." % (
+                 " (%s, tools at %s)" % (res["reader"]["date"],
+                                         res["reader"]["commit"])
+                 if res and res["reader"].get("commit") else ""), "",
+             "| measure | measured | target | |", "|---|---|---|---|"]
+    for measure, got, target, met in issue15_rows(results):
+        lines.append("| %s | %s | %s | %s |" % (measure, got, target,
+                                                 _met(met)))
+    return lines + [""]
+
+
+def render_issue15(res):
+    """The reader part's figures in full (one release's results)."""
+    rd = res.get("reader")
+    lines = []
+    if rd:
+        m = rd.get("machine") or {}
+        n = rd["events"]
+        lines += [
+            "## Reading a large capture; the recorder alone (issue 15)", "",
+            "Machine: %s, %s cores, kernel %s; run on %s, tools at %s, %s s "
+            "in all." % (m.get("cpu_model", "?"), m.get("cores", "?"),
+                         m.get("kernel", "?"), rd.get("date", "?"),
+                         rd.get("commit", "?"), rd.get("runtime_s", "?")), "",
+            "The capture: `%s` (its producer and 4 workers on 2 shards, "
+            "bursts of 8 items 20 us apart) recorded by `osdstage.py -p PID "
+            "--probes tests/bpf/progs/shardq.json -w CAP --ring-mb 256 1` "
+            "until it exited: **%s events** (%s lost), %s MB on disk, %.0f s "
+            "of recording. Each read below ran in a child process of its "
+            "own (wall time, and the peak RSS from "
+            "`getrusage(RUSAGE_CHILDREN)` of a wrapper whose only child it "
+            "was), one after the other, the capture in the page cache; "
+            "events/s = the capture's events over the wall time. The "
+            "capture is deleted afterwards." % (
+                rd["program"], _n(n), _n(rd["lost"]),
+                _n(rd.get("capture_mb"), "{:,.0f}"), rd["record_secs"]), "",
+            "| command | wall | events/s | peak RSS | CPU |",
+            "|---|---|---|---|---|"]
+        for key, _ in READS:
+            r = rd["reads"].get(key)
+            if r:
+                lines.append("| `osdstage.py %s` | %.1f s | %s | %.0f MB | "
+                             "%.1f s |" % (r["args"], r["secs"],
+                                           _n(r["events_per_s"]),
+                                           r["peak_rss_mb"], r["cpu_s"]))
+        h = rd["reads"].get("html")
+        if h and rd.get("ten_min_html_s"):
+            lines += ["", "`--html` of a 10-minute capture, extrapolated: "
+                      "%.0f s, assuming the lab's peak of %s events/s (issue "
+                      "15: 599k events in a 5-s capture) for 10 minutes = "
+                      "%.1f M events, read at this capture's --html rate of "
+                      "%s events/s (the reader streams: its time grows with "
+                      "the events)." % (
+                          rd["ten_min_html_s"],
+                          _n(rd["lab_peak_events_per_s"]),
+                          rd["ten_min_events"] / 1e6,
+                          _n(h["events_per_s"]))]
+    rr = res.get("recorder_rates")
+    if rr:
+        lines += ["", "The recorder alone: tests/bpf/ringgen.py's BPF "
+                  "program fills a %s MB ring at a set rate with records "
+                  "shaped like osdstage's events (80 bytes) for %.0f s while "
+                  "lib/native/recorder.c's drain thread (cephlat-rec), as "
+                  "`osdstage.py -w` runs it, writes them to stream files; "
+                  "CPU is that thread's (schedstat) over the run." % (
+                      _n(rr["ring_mb"]), rr["secs"]), "",
+                  "| set rate | written events/s | made | written | lost | "
+                  "recorder CPU |", "|---|---|---|---|---|---|"]
+        for r in rr["rows"]:
+            lines.append("| %s | %s | %s | %s | %s | %.1f %% of a core |" % (
+                _n(r["set_rate"]), _n(r["rate"]), _n(r["made"]),
+                _n(r["events"]), _n(r["lost"]), r["cpu_pct"]))
+    return lines + [""]
+
+
 METHOD = (
     "Every figure comes from interleaved pairs: an untraced window, then a "
     "traced one, for each mode in turn (pair 1 of every mode, then pair "
@@ -1134,6 +1530,10 @@ def render_md(results, osds_results=None):
     one."""
     if osds_results is None:
         osds_results = load_results(".osds")
+    # a results file may hold only the reader part's figures (--part
+    # reader before any main run)
+    issue15 = [r for r in results if r.get("reader")]
+    results = [r for r in results if "modes" in r]
     lines = ["# Benchmarks", "",
              "Generated by `make bench` (and `make bench CEPH=reef`, "
              "`CEPH=tentacle` for the container labs) from "
@@ -1141,6 +1541,7 @@ def render_md(results, osds_results=None):
              "several OSDs (`make bench BENCH=osds` runs only that part), "
              "`bench/results/<release>.osds.json`; do not edit by hand.", ""]
     lines += render_targets(results, osds_results)
+    lines += render_issue15_targets(issue15)
     lines += ["## How it is measured", "", METHOD, "", DEFAULTS_WHY, "",
               "## Releases side by side", "",
               "| release | Ceph | CET | runs | default randread IOPS ratio | "
@@ -1171,6 +1572,8 @@ def render_md(results, osds_results=None):
               "measure show only IOPS figures.", ""]
     for res in results:
         lines += render_release(res).splitlines()[2:] + [""]
+    for res in issue15[:1]:
+        lines += render_issue15(res)
     for res in osds_results:
         lines += render_osds(res).splitlines() + [""]
     return "\n".join(lines).rstrip("\n") + "\n"
@@ -1296,13 +1699,23 @@ def render_release(res):
                   if res.get("startup_busy_s") is not None else "-"),
               "| peak RSS | %.1f MB | <= 60 MB %s |" % (
                   res["peak_rss_mb"], _mark(res["peak_rss_mb"] <= 60)),
-              "| recorder events/s (controlled program, driven hard) | %d "
-              "(%d lost) | >= 100,000, 0 lost %s |" % (
+              "| traced program's event rate, recorded (controlled "
+              "program driven hard; limited by the probes' cost on the "
+              "traced program, not by the recorder) | %d events/s (%d "
+              "lost) | >= 100,000, 0 lost %s |" % (
                   res["recorder"]["events_per_s"], res["recorder"]["lost"],
                   _mark(res["recorder"]["events_per_s"] >= 100000 and
                         not res["recorder"]["lost"])),
-              "| recorder CPU, same run | %.1f %% of a core | |" %
-              res["recorder"]["cpu_pct_of_core"],
+              ("| osdstage -w's CPU, same run, from \"go\" to the "
+               "program's exit | %.1f %% of a core (recorder thread "
+               "cephlat-rec: %s) | |" % (
+                   res["recorder"]["cpu_pct_of_core"],
+                   "%.1f %%" % res["recorder"]["rec_thread_cpu_pct_of_core"]
+                   if res["recorder"].get("rec_thread_cpu_pct_of_core")
+                   is not None else "-"))
+              if res["recorder"].get("cpu_window") else
+              "| recorder CPU, same run (whole life of the tool) | %.1f %% "
+              "of a core | |" % res["recorder"]["cpu_pct_of_core"],
               "| recorder CPU at the lab's peak (record mode, randread) | "
               "%s %% of a core, %s events/s | < 10 %% %s |" % (
                   res["recorder"]["lab_peak_cpu_pct"],

@@ -143,3 +143,42 @@ def test_bench_osds_smoke(lab3, tmp_path):
             assert "| %s | `%s` |" % (wl, mode) in text, text
     assert "osd.2 added CPU per op" in text
     assert "- write: **" in text and "- randread: **" in text
+
+
+def test_bench_reader_smoke(bpf_ready, tmp_path):
+    """The reader part (`make bench BENCH=reader`) at a tiny size: a capture
+    of the controlled program read back with -j, --slowest and --html (each
+    timed with its own peak RSS), the recorder alone at 500k events/s, the
+    traced program's event rate; merged into an existing results file
+    without touching its other keys; no lab needed."""
+    out = tmp_path / "bench.json"
+    out.write_text(json.dumps({"modes": "kept", "recorder": {
+        "lab_peak_cpu_pct": 5.0, "lab_peak_events_per_s": 120000}}))
+    md = tmp_path / "BENCHMARKS.md"
+    p = subprocess.run([PYTHON, os.path.join(REPO, "bench", "run.py"),
+                        "--part", "reader", "--smoke", "--out", str(out),
+                        "--md", str(md)], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert not md.exists()          # a smoke run never rewrites BENCHMARKS.md
+    r = json.loads(out.read_text())
+    assert r["modes"] == "kept"
+    rd = r["reader"]
+    assert rd["events"] > 50000 and rd["lost"] == 0, rd
+    assert rd["capture_mb"] > 0
+    for key in ("json", "slowest", "html"):
+        s = rd["reads"][key]
+        assert s["secs"] > 0 and s["events_per_s"] > 1000, (key, s)
+        assert 10 < s["peak_rss_mb"] < 2000, (key, s)
+    assert rd["ten_min_html_s"] > 0
+    row = r["recorder_rates"]["rows"][0]
+    assert row["set_rate"] == 500000 and row["lost"] == 0, row
+    assert row["events"] == row["made"] > 100000, row
+    rec = r["recorder"]
+    assert rec["events"] > 50000 and rec["lost"] == 0, rec
+    assert rec["cpu_window"] == "go to exit"
+    assert 0 < rec["cpu_pct_of_core"] < 100
+    assert 0 <= rec["rec_thread_cpu_pct_of_core"] <= rec["cpu_pct_of_core"]
+    assert rec["lab_peak_cpu_pct"] == 5.0       # the main part's, kept
+    assert "## Reading a large capture" in p.stdout
+    assert "| `osdstage.py -r CAP --slowest 5 -j` |" in p.stdout
