@@ -336,3 +336,18 @@ def test_force_replaces_only_a_trace(lab, recorded, tmp_path):
     assert_one_line_error(p, "%s is not a trace rbdrecord wrote (it holds "
                           "todo.txt); not overwriting it" % notes, status=1)
     assert (notes / "todo.txt").read_text() == "keep me"
+
+
+def test_a_failing_command_gives_its_exit_status(lab, tmp_path):
+    """rbdrecord -- COMMAND exits as COMMAND did (128 + N for signal N),
+    keeping the trace; a command that succeeds: 0."""
+    p = run_tool([RBDRECORD, "-o", str(tmp_path / "ok"), "--", "true"])
+    assert p.returncode == 0, p.stderr
+    p = run_tool([RBDRECORD, "-o", str(tmp_path / "three"), "--", "sh", "-c",
+                  "exit 3"])
+    assert p.returncode == 3, p.stderr
+    assert "sh exited with status 3" in p.stderr
+    assert os.path.exists(str(tmp_path / "three" / "metadata"))
+    p = run_tool([RBDRECORD, "-o", str(tmp_path / "killed"), "--", "sh",
+                  "-c", "kill -SEGV $$"])
+    assert p.returncode == 128 + 11, p.stderr

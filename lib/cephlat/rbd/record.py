@@ -135,7 +135,10 @@ def record_ebpf(args, err):
     counts, lost, reordered = rec.stop()
     report_counts(err, args.output, counts, lost["ring"], reordered)
     if status:
+        # the trace is kept; the exit status is the command's, as with
+        # time(1): 128 + N when a signal N ended it
         err.write("%s: %s exited with status %d\n" % (TOOL, comm, status))
+        return 128 - status if status < 0 else status
     return 0
 
 
