@@ -469,6 +469,8 @@ int stage_entry(struct pt_regs *ctx)
 		count(slot, CNT_START_MAP_FULL);
 		return 0;
 	}
+	if (stage == ST_DEQUEUE_OP)	/* as in op_dequeue */
+		t->ts[ST_DO_OP] = 0;
 	/* last thing: what follows the timestamp is probe cost, not the call */
 	t->ts[stage] = bpf_ktime_get_ns();
 	return 0;
@@ -1372,10 +1374,15 @@ int op_dequeue(struct pt_regs *ctx)
 	if (bpf_get_attach_cookie(ctx) & OPARG_STARTS_DEQUEUE) {
 		/* the dequeue_op call stage starts here (no stage_entry on
 		 * this function): last thing, as in stage_entry */
-		if (ts)
+		if (ts) {
+			/* a do_op start left by a call whose dequeue_op
+			 * return was not probed (attached mid-call) must not
+			 * end at this one's */
+			ts->ts[ST_DO_OP] = 0;
 			ts->ts[ST_DEQUEUE_OP] = bpf_ktime_get_ns();
-		else
+		} else {
 			count(slot, CNT_START_MAP_FULL);
+		}
 	}
 	return 0;
 }

@@ -53,10 +53,12 @@ def record(exe, path, items):
 def captures(shardq_exe, tmp_path_factory):
     if not _CAPS:
         d = tmp_path_factory.mktemp("stream")
-        # how many events an item makes depends on the host's load:
-        # three times the items is at least twice the events
+        # how many events an item makes depends on the host's load, and
+        # the small capture's fixed part (metadata, thread states, idle
+        # scheduler events) weighs more: five times the items is safely
+        # over twice the bytes (three times gave 1.89x on a quiet host)
         _CAPS["small"] = record(shardq_exe, str(d / "small.ctf"), 20000)
-        _CAPS["large"] = record(shardq_exe, str(d / "large.ctf"), 60000)
+        _CAPS["large"] = record(shardq_exe, str(d / "large.ctf"), 100000)
     return _CAPS
 
 
