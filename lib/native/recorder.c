@@ -335,6 +335,13 @@ static void rec_stop(struct rec *r)
 	r->running = 0;
 }
 
+/* Stop the drain thread (the last drain and flush come after it, so
+ * nothing it could still take is left unwritten). */
+void rec_halt(struct rec *r)
+{
+	rec_stop(r);
+}
+
 /* Consume what is in the ring now. Returns the number of events written
  * since the previous call (by the drain thread too), or -errno when
  * writing failed (sticky). */

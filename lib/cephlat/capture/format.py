@@ -126,6 +126,10 @@ class Recorder:
     def flush(self):
         self._check(self.lib.rec_flush(self.h))
 
+    def halt(self):
+        """Stop the drain thread: what follows drains and flushes last."""
+        self.lib.rec_halt(self.h)
+
     def stats(self):
         out = (ctypes.c_uint64 * len(self.STATS))()
         self.lib.rec_stats(self.h, out)
@@ -230,6 +234,7 @@ class CaptureWriter:
 
     def close(self, reason, lost):
         """Drain, write the end marker, close. -> recorder stats"""
+        self.rec.halt()             # then no pass can follow the flush
         self.rec.consume()
         self.rec.flush()
         st = self.rec.stats()

@@ -24,6 +24,7 @@ def load(bpf_dir):
             ("rec_stats", None, [vp, ctypes.POINTER(ctypes.c_uint64)]),
             ("rec_passes", None, [vp, ctypes.POINTER(ctypes.c_uint64)]),
             ("rec_close", None, [vp]),
+            ("rec_halt", None, [vp]),
             ("raw_open", vp, [ctypes.c_int]),
             ("raw_consume", ctypes.c_long, [vp]),
             ("raw_data", vp, [vp]),
