@@ -1,7 +1,6 @@
 """A window of a capture as a timeline: per-thread lanes (running,
 asleep, waiting for a CPU), ops split into stages, and wake-up arrows -
 the input of render/html.py and render/perfetto.py."""
-from .events import clip
 
 SCHED = ("switch_out", "waking", "switch_in")
 
@@ -43,14 +42,7 @@ def _replay(cap, t0, t1):
     rp, chunks = cap.sched(t0 - 1, recorded=False)
     for _ in chunks:
         pass
-    states = rp.t
-    for name, ts, d in cap.iter_events(SCHED, t0, t1):
-        applied, closed = states.feed(name, ts, d)
-        if applied:
-            yield name, ts, d, clip(closed, t0, t1)
-    for tid in list(states.since):
-        yield None, t1, None, clip(
-            (tid, states.state[tid], states.since[tid], t1), t0, t1)
+    yield from rp.t.replay(cap.iter_events(SCHED, t0, t1), t0, t1)
 
 
 def _ops(cap, t0, t1, ops, max_ops):
