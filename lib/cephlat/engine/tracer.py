@@ -17,6 +17,7 @@ from ..model import events, vocab as vocabmod
 from ..model.hist import Hist
 from ..model.roles import CEPH_ROLES
 from ..model.snapshot import Snapshot
+from ..ceph.target import pid_alive
 from . import bpf
 from .optable import OpTable, ReqIndex, table_size
 from .stats import StatsReader, hist_delta, read_counters
@@ -176,11 +177,21 @@ class StageTracer:
                 kind = 0 if prog in ("stage_entry", "stage_return") else 1
                 groups.setdefault((kind, slot, prog, ret), []).append(
                     (sym.probe_offset, cookie, sym.demangled))
-        # stable: in plan order within a kind and target
+        # stable: in plan order within a kind and target; a target that
+        # has exited (duty cycles re-attach while the others run on) is
+        # left out: its executable is gone with it
         for kind, slot, prog, ret in sorted(groups, key=lambda k: k[:2]):
-            for link in self.obj.attach_uprobes(
+            if not pid_alive(self.pids[slot]):
+                continue
+            try:
+                new = self.obj.attach_uprobes(
                     prog, self.exe_paths[slot], groups[kind, slot, prog, ret],
-                    pid=self.pids[slot], retprobe=ret):
+                    pid=self.pids[slot], retprobe=ret)
+            except UserError:
+                if pid_alive(self.pids[slot]):
+                    raise
+                continue
+            for link in new:
                 link.tag = kind
                 links.append(link)
         self.target_links = links

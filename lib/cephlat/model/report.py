@@ -11,9 +11,11 @@ def _merge(hists):
     return out
 
 
-def thread_table(cur, prev, roles, secs):
-    """Per role: threads, % of time asleep off-CPU, % waiting for a CPU,
-    % of the off-CPU time in futex waits, wake-ups."""
+def role_deltas(cur, prev, roles, secs):
+    """Per role, over the interval prev -> cur: threads, the span they
+    existed in, and the nanoseconds asleep, runnable and in futex waits,
+    and wake-ups (raw sums: thread_table's percentages, the exporter's
+    counters)."""
     rows = {}
     end = cur.mono_ns
     start = prev.mono_ns if prev else end - int(secs * 1e9)
@@ -29,6 +31,13 @@ def thread_table(cur, prev, roles, secs):
         r["span_ns"] += max(0, min(end, t["died"] or end) - max(start, t["born"]))
         for k in ("sleep_ns", "runq_ns", "futex_ns", "wakeups"):
             r[k] += t[k] - (p[k] if p else 0)
+    return rows
+
+
+def thread_table(cur, prev, roles, secs):
+    """Per role: threads, % of time asleep off-CPU, % waiting for a CPU,
+    % of the off-CPU time in futex waits, wake-ups."""
+    rows = role_deltas(cur, prev, roles, secs)
     out = {}
     for name in roles.names:
         r = rows.get(name)
@@ -80,11 +89,14 @@ def attribution(hists, counters, vocab):
     return out, wakers
 
 
-def shard_table(cur, prev, threads):
+def shard_deltas(cur, prev, threads):
     """Per shard: the set of workers whose queue is one condition variable
     (the cv they are woken from by enqueuers). Ops attributed to a cv that
     no worker calls its queue now, or before a worker's queue was known,
-    are summed in a last row with shard "?"."""
+    are summed in a last row with shard "?".
+
+    -> [(shard index or "?", cv key or None, workers, field deltas)] in
+    shard order (raw sums: shard_table's rows, the exporter's counters)."""
     workers = {}
     for t in threads.values():
         if t.get("cv"):
@@ -99,18 +111,25 @@ def shard_table(cur, prev, threads):
         d = deltas.setdefault(row, dict.fromkeys(fields, 0))
         for k in fields:
             d[k] += c[k] - p.get(k, 0)
-    rows = []
     keys = sorted(k for k in deltas if k != "?") + \
         (["?"] if "?" in deltas else [])
-    for i, key in enumerate(keys):
-        d = deltas[key]
+    return [(i if key != "?" else "?", key if key != "?" else None,
+             workers.get(key, 0), deltas[key])
+            for i, key in enumerate(keys)]
+
+
+def shard_table(cur, prev, threads):
+    """Per shard (shard_deltas): ops, mean queue wait, the shares of the
+    queue wait by cause, wake-ups."""
+    rows = []
+    for shard, key, workers, d in shard_deltas(cur, prev, threads):
         if not d["ops"]:
             continue
         q = d["qwait_ns"] or 1
         rows.append({
-            "shard": i if key != "?" else "?",
-            "cv": "0x%x" % key if key != "?" else None,
-            "workers": workers.get(key, 0),
+            "shard": shard,
+            "cv": "0x%x" % key if key is not None else None,
+            "workers": workers,
             "ops": d["ops"],
             "queue_wait_mean_us": round(d["qwait_ns"] / d["ops"] / 1000, 1),
             "busy": round(d["busy_ns"] / q, 3),

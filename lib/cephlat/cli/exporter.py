@@ -1,0 +1,164 @@
+"""osdstage_exporter's command line: serve every OSD's per-stage latency,
+queue-wait attribution, thread times and the tool's own cost to
+Prometheus (exporter/service.py traces, exporter/collect.py keeps the
+sums and answers scrapes). Behind tools/osdstage_exporter.py."""
+import argparse
+import errno
+import socket
+import sys
+
+from ..ceph.target import require_btf, require_root, require_tracefs
+from ..engine.tracer import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S
+from ..errors import UserError, run_cli
+from .args import Parser, positive_float, positive_int
+from .osdstage import osd_list, stage_list
+
+TOOL = "osdstage_exporter"
+DEFAULT_LISTEN = "127.0.0.1:9929"
+DEFAULT_MAX_OVERHEAD = 1.0
+DEFAULT_REFRESH_S = 5.0
+
+
+class _Parser(Parser):
+    tool = TOOL
+
+
+EXAMPLES = """examples:
+  osdstage_exporter.py                  # every OSD of this host, on
+                                        # http://127.0.0.1:9929/metrics
+  osdstage_exporter.py --listen :9929   # every address of the host
+  osdstage_exporter.py --listen 10.0.0.5:9929 --max-overhead 0.5
+  osdstage_exporter.py --osd 0,2        # only osd.0 and osd.2
+  osdstage_exporter.py --no-kernel      # user-space stages only (cheaper)
+  curl -s 127.0.0.1:9929/metrics | grep ceph_osd_stage_latency
+
+Prometheus: add a scrape job for HOST:9929 (deploy/README.md); the Grafana
+dashboard is deploy/grafana/osdstage.json; systemd, podman and Kubernetes
+examples are in deploy/.
+"""
+
+
+def nonneg_float(s):
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a number: %r" % s)
+    if v < 0:
+        raise argparse.ArgumentTypeError("must be >= 0: %r" % s)
+    return v
+
+
+def listen_arg(s):
+    """ADDR:PORT, [V6ADDR]:PORT, :PORT (every address) or PORT."""
+    host, sep, port = s.rpartition(":")
+    if not sep:
+        host, port = "", s
+    host = host.strip("[]")
+    try:
+        p = int(port)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not ADDR:PORT: %r" % s)
+    if not 0 < p < 65536:
+        raise argparse.ArgumentTypeError("port out of range: %r" % s)
+    return (host or "0.0.0.0", p)
+
+
+def build_parser():
+    p = _Parser(
+        prog="osdstage_exporter.py",
+        description="Trace every ceph-osd of this host (as osdstage.py "
+                    "--osd all) and serve\nper-stage latency histograms, "
+                    "queue-wait attribution, thread times and the\ntool's "
+                    "own cost on /metrics for Prometheus. Follows OSDs that "
+                    "restart,\nappear or disappear.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--listen", type=listen_arg, default=DEFAULT_LISTEN,
+                   metavar="ADDR:PORT",
+                   help="where to serve /metrics (default %s; :PORT for "
+                        "every address)" % DEFAULT_LISTEN)
+    p.add_argument("--max-overhead", type=nonneg_float,
+                   default=DEFAULT_MAX_OVERHEAD, metavar="PCT",
+                   help="keep the estimated cost under PCT %%%% of the "
+                        "host's CPU time by attaching only part of the time "
+                        "(duty cycles; default %g; 0: no bound)"
+                        % DEFAULT_MAX_OVERHEAD)
+    p.add_argument("--refresh", type=positive_float,
+                   default=DEFAULT_REFRESH_S, metavar="SECS",
+                   help="how often the kernel's figures are read into "
+                        "/metrics (default %g)" % DEFAULT_REFRESH_S)
+    p.add_argument("--osd", metavar="ID|all", type=osd_list, default="all",
+                   help="the OSDs to trace: ID,ID,... or all (default)")
+    p.add_argument("-S", "--stages", type=stage_list, default=None,
+                   metavar="STAGE[,STAGE...]|all",
+                   help="user-space stages to trace (default: every stage "
+                        "but do_op and get_object_context; all: every one)")
+    p.add_argument("--no-kernel", action="store_true",
+                   help="no scheduler/futex/block/syncfs tracepoints: user-"
+                        "space stages only, no queue-wait attribution")
+    p.add_argument("--release", default=None, metavar="X.Y",
+                   help="use this Ceph release's probe table (default: asked "
+                        "from each binary)")
+    p.add_argument("--max-ops", type=positive_int, default=DEFAULT_MAX_OPS,
+                   metavar="N", help="slots of the table of ops in flight, a "
+                   "power of two (default %d)" % DEFAULT_MAX_OPS)
+    p.add_argument("--op-timeout", type=positive_float,
+                   default=DEFAULT_OP_TIMEOUT_S, metavar="SECS",
+                   help="forget (and count) ops idle this long (default %g)"
+                   % DEFAULT_OP_TIMEOUT_S)
+    return p
+
+
+def serve_http(listen, registry):
+    """Start /metrics (a thread of prometheus_client's); a bad address or
+    a port in use is one line."""
+    from prometheus_client import start_http_server
+    addr, port = listen
+    try:
+        start_http_server(port, addr=addr, registry=registry)
+    except socket.gaierror as e:
+        raise UserError("cannot listen on %s:%d: %s" % (addr, port,
+                                                        e.strerror))
+    except OSError as e:
+        why = {errno.EADDRINUSE: "port %d is in use (another exporter?)"
+               % port,
+               errno.EADDRNOTAVAIL: "%s is not an address of this host"
+               % addr,
+               errno.EACCES: "permission denied"}.get(e.errno, e.strerror)
+        raise UserError("cannot listen on %s:%d: %s" % (addr, port, why))
+
+
+def run(args, err=sys.stderr):
+    require_root(TOOL)
+    require_btf()
+    require_tracefs()
+    try:
+        from prometheus_client import CollectorRegistry
+        from prometheus_client import (GC_COLLECTOR, PLATFORM_COLLECTOR,
+                                       PROCESS_COLLECTOR)
+    except ImportError:
+        raise UserError("python3-prometheus-client is not installed (apt-get "
+                        "install python3-prometheus-client)")
+    from ..exporter.collect import Exported
+    from ..exporter.service import serve_forever
+    from .. import abi
+    abi.load("osdstage")            # the build is there (else one line)
+    exported = Exported(args.max_overhead)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(exported)
+    for c in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+        try:
+            registry.register(c)
+        except ValueError:
+            pass
+    serve_http(args.listen, registry)
+    err.write("%s: serving http://%s:%d/metrics (cost bound %s)\n" % (
+        TOOL, args.listen[0] if ":" not in args.listen[0] else
+        "[%s]" % args.listen[0], args.listen[1],
+        "%g %%" % args.max_overhead if args.max_overhead else "none"))
+    err.flush()
+    return serve_forever(args, exported, err)
+
+
+def main(argv=None):
+    return run_cli(TOOL, lambda: run(build_parser().parse_args(argv)))

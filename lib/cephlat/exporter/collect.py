@@ -1,0 +1,241 @@
+"""The exporter's state: every traced OSD's measurements summed since the
+exporter started (across OSD restarts and re-attaches: counters never go
+backwards), and the Prometheus collector that serves them.
+
+The live loop (exporter/service.py) hands over each refresh interval's
+two snapshots per OSD (add_interval); a scrape (collect) only reads what
+was summed, under a lock, so it costs the same whatever the load.
+"""
+import threading
+
+import numpy as np
+from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                    HistogramMetricFamily)
+
+from ..model import report
+from ..model.events import PEER_LAST, PEER_WAIT
+from ..model.hist import HIST_SLOTS, slot_bounds_us
+from .families import BUCKET_EXPONENTS, BUCKETS_S, BY_NAME
+
+STAGE = "ceph_osd_stage_latency_seconds"
+KERNEL = "ceph_osd_kernel_latency_seconds"
+REPLICA = "ceph_osd_replica_wait_seconds"
+ALL = "all"                   # the label value of "not split"
+HIT_KINDS = (("hit_entry", "entry"), ("hit_return", "return"),
+             ("hit_sched", "sched"), ("hit_syscall", "syscall"))
+CAUSES = ("busy", "signal", "runq", "pickup")
+WAKERS = (("wake_enqueuer", "enqueuer"), ("wake_other", "other"),
+          ("wake_timeout", "timeout"))
+
+
+def _slot_buckets():
+    """Fine slot -> the first bucket (le) that holds it; len(BUCKETS_S)
+    for +Inf. A slot's upper bound is at most the bucket's le."""
+    les = [1 << k for k in BUCKET_EXPONENTS]
+    out = np.empty(HIST_SLOTS, dtype=np.int64)
+    for slot in range(HIST_SLOTS):
+        hi = slot_bounds_us(slot)[1]
+        out[slot] = next((i for i, le in enumerate(les) if hi <= le),
+                         len(les))
+    return out
+
+
+SLOT_BUCKET = _slot_buckets()
+NBUCKETS = len(BUCKETS_S) + 1
+LE = tuple("%g" % b for b in BUCKETS_S) + ("+Inf",)
+
+
+class HistSum:
+    """A Prometheus histogram's state: per-bucket counts (not cumulative),
+    the sum in seconds and the count."""
+
+    __slots__ = ("counts", "sum_s", "count")
+
+    def __init__(self):
+        self.counts = np.zeros(NBUCKETS, dtype=np.int64)
+        self.sum_s, self.count = 0.0, 0
+
+    def add(self, h):
+        if not h.count:
+            return
+        self.counts += np.bincount(SLOT_BUCKET, weights=h.slots,
+                                   minlength=NBUCKETS).astype(np.int64)
+        self.sum_s += h.sum_ns / 1e9
+        self.count += h.count
+
+    def cumulative(self):
+        return list(zip(LE, np.cumsum(self.counts).tolist()))
+
+
+class OsdState:
+    """One OSD's (by name: osd.N) sums and its latest gauges."""
+
+    def __init__(self, name):
+        self.name = name
+        self.hists = {}       # (family, label values after ceph_daemon)
+        self.counters = {}    # (family, label values) -> float
+        self.gauges = {}      # (family, label values) -> float, replaced
+        self.info = None      # label values of ceph_osdstage_info
+        self.live = False
+
+    def hist(self, family, labels, h):
+        s = self.hists.get((family, labels))
+        if s is None:
+            s = self.hists[(family, labels)] = HistSum()
+        s.add(h)
+
+    def count(self, family, labels, v):
+        # a zero still makes the series: every family is there from the
+        # first refresh (a counter that is missing and then appears loses
+        # its first increase in rate())
+        key = (family, labels)
+        self.counters[key] = self.counters.get(key, 0) + max(v, 0)
+
+
+class Exported:
+    """Every OSD's state, and the host-wide gauges; thread-safe."""
+
+    def __init__(self, bound_pct):
+        self.lock = threading.Lock()
+        self.osds = {}
+        self.bound_pct = bound_pct
+        self.targets = 0
+        self.fullness = {}
+
+    def osd(self, name):
+        st = self.osds.get(name)
+        if st is None:
+            st = self.osds[name] = OsdState(name)
+        return st
+
+    def attached(self, name, info):
+        """Tracing of OSD `name` (re)started: info labels, attach count."""
+        with self.lock:
+            st = self.osd(name)
+            st.info, st.live = info, True
+            st.count("ceph_osdstage_attaches_total", (), 1)
+
+    def detached(self, names):
+        """These OSDs are no longer traced (exited): their sums stay, the
+        info and the gauges go."""
+        with self.lock:
+            for name in names:
+                st = self.osds.get(name)
+                if st is not None:
+                    st.live, st.info, st.gauges = False, None, {}
+
+    def set_host(self, targets, fullness):
+        with self.lock:
+            self.targets, self.fullness = targets, dict(fullness)
+
+    def add_interval(self, name, run, cur, prev, secs, overhead,
+                     in_flight):
+        """One refresh interval of OSD `name` (two snapshots of its run)."""
+        hists, counters = report.interval_deltas(cur, prev)
+        vocab = run.vocab
+        with self.lock:
+            st = self.osd(name)
+            for stage in run.stages:
+                if stage in run.classes:
+                    for c in vocab.op_classes:
+                        h = hists.get("%s.%s" % (stage, c))
+                        if h is not None:
+                            st.hist(STAGE, (stage, c), h)
+                elif stage in hists:
+                    st.hist(STAGE, (stage, ALL), hists[stage])
+            for key, h in hists.items():
+                if key.startswith(PEER_WAIT):
+                    st.hist(REPLICA, ("osd." + key[len(PEER_WAIT):],), h)
+                elif key.startswith(PEER_LAST):
+                    st.count("ceph_osd_replica_last_total",
+                             ("osd." + key[len(PEER_LAST):],), h.count)
+            if run.kernel:
+                self._kernel(st, run, hists, cur, prev, secs)
+            for key, kind in HIT_KINDS:
+                st.count("ceph_osdstage_probe_hits_total", (kind,),
+                         counters.get(key, 0))
+            for key, v in report.split_counters(counters, vocab).items():
+                st.count("ceph_osdstage_events_lost_total", (key,), v)
+            st.count("ceph_osdstage_traced_seconds_total", (), secs)
+            st.count("ceph_osdstage_attached_seconds_total", (),
+                     secs * overhead["interval_attached_fraction"])
+            st.gauges[("ceph_osdstage_overhead_ratio", ())] = \
+                overhead["estimated_pct"] / 100.0
+            if in_flight is not None:
+                st.gauges[("ceph_osdstage_ops_in_flight", ())] = in_flight
+
+    @staticmethod
+    def _kernel(st, run, hists, cur, prev, secs):
+        roles, vocab = run.roles, run.vocab
+        kst, per_role = report.kernel_stages(hists, roles, vocab)
+        for stage in vocab.kernel:
+            if stage in per_role:
+                for role, h in per_role[stage].items():
+                    st.hist(KERNEL, (stage, role), h)
+            else:
+                st.hist(KERNEL, (stage, ALL), kst[stage])
+        for role, r in report.role_deltas(cur, prev, roles, secs).items():
+            st.count("ceph_osd_thread_offcpu_seconds_total", (role,),
+                     r["sleep_ns"] / 1e9)
+            st.count("ceph_osd_thread_runqueue_seconds_total", (role,),
+                     r["runq_ns"] / 1e9)
+            st.count("ceph_osd_thread_futex_seconds_total", (role,),
+                     r["futex_ns"] / 1e9)
+            st.count("ceph_osd_thread_wakeups_total", (role,),
+                     r["wakeups"])
+        threads = {}
+        for t in cur.threads.values():
+            if not t["died"]:
+                name = roles.names[t["role"]] \
+                    if t["role"] < len(roles.names) else "other"
+                threads[name] = threads.get(name, 0) + 1
+        for key in [k for k in st.gauges if k[0] == "ceph_osd_threads"]:
+            del st.gauges[key]
+        for role, n in threads.items():
+            st.gauges[("ceph_osd_threads", (role,))] = n
+        if "queue_wait" not in run.stages:
+            return
+        for shard, _key, _workers, d in report.shard_deltas(cur, prev,
+                                                            cur.threads):
+            label = (str(shard) if shard != "?" else "unknown",)
+            st.count("ceph_osd_queue_ops_total", label, d["ops"])
+            for cause in CAUSES:
+                st.count("ceph_osd_queue_wait_seconds_total",
+                         label + (cause,), d[cause + "_ns"] / 1e9)
+            for key, waker in WAKERS:
+                st.count("ceph_osd_queue_wakeups_total", label + (waker,),
+                         d[key])
+            st.count("ceph_osd_queue_timeouts_with_work_total", label,
+                     d["timeouts_with_work"])
+
+    # --- the Prometheus side ---------------------------------------------
+    def collect(self):
+        """prometheus_client's collector protocol: every family of
+        families.py, present (maybe empty) whatever is traced."""
+        with self.lock:
+            out = {f.name: _family(f) for f in BY_NAME.values()}
+            for name in sorted(self.osds):
+                st = self.osds[name]
+                for (fam, labels), h in st.hists.items():
+                    out[fam].add_metric((name,) + labels, h.cumulative(),
+                                        h.sum_s)
+                for (fam, labels), v in st.counters.items():
+                    out[fam].add_metric((name,) + labels, v)
+                for (fam, labels), v in st.gauges.items():
+                    out[fam].add_metric((name,) + labels, v)
+                if st.info is not None:
+                    out["ceph_osdstage_info"].add_metric((name,) + st.info,
+                                                         1)
+            out["ceph_osdstage_overhead_bound_ratio"].add_metric(
+                (), self.bound_pct / 100.0)
+            out["ceph_osdstage_targets"].add_metric((), self.targets)
+            for m, v in sorted(self.fullness.items()):
+                out["ceph_osdstage_map_fullness_ratio"].add_metric((m,), v)
+        return list(out.values())
+
+
+def _family(f):
+    cls = {"histogram": HistogramMetricFamily,
+           "counter": CounterMetricFamily,
+           "gauge": GaugeMetricFamily}[f.type]
+    return cls(f.name, f.help, labels=list(f.labels))

@@ -1,0 +1,291 @@
+"""The exporter's loop: find the host's OSDs, trace them all with one set of
+BPF programs (engine/tracer.py, as `osdstage.py --osd all`), and every
+refresh add each OSD's interval to the exported sums (exporter/collect.py).
+
+OSDs come and go (restarts, new OSDs, removed ones): the set is looked at
+every second, and when it changes the tracer is closed, after a last
+refresh, and a new one is started for the new set. The sums live here,
+not in the tracer, so Prometheus' counters never go backwards. A process
+must have run for a second before it is traced (a starting ceph-osd forks
+and its first process exits).
+
+Cost: bounded by duty cycles (engine/duty.py) at --max-overhead, 1 % of the
+host's CPU by default; the attached share is exported with the figures.
+"""
+import argparse
+import os
+import signal
+import time
+
+from ..ceph.target import find_ceph_osds, pid_alive
+from ..engine import duty
+from ..engine.live import _plan, target_name
+from ..engine.optable import table_size
+from ..engine.tracer import StageTracer
+from ..errors import UserError
+from ..model.interval import RunInfo
+from ..model.roles import CEPH_ROLES
+
+TOOL = "osdstage_exporter"
+LOOK_S = 1.0            # how often the host's OSDs are looked for
+SETTLE_S = 1.0          # a process this young is looked at again later
+RETRY_S = 2.0           # after a failed start
+
+
+def _stat(pid):
+    """(parent pid, seconds since the process started), or None when it
+    is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime") as f:
+            up = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return int(fields[1]), up - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+
+
+def _id_order(osd_id):
+    return (0, int(osd_id)) if osd_id and osd_id.isdigit() else (1, 0)
+
+
+class Exporter:
+    def __init__(self, args, exported, err):
+        self.args, self.exported, self.err = args, exported, err
+        self.tracer = None
+        self.pids = ()          # what the tracer traces
+        self.names = []
+        self.runs = self.prevs = self.costs = None
+        self.cycle = None
+        self.t_last = 0.0
+        self.said_none = False
+        self.gone = set()       # names of traced OSDs that exited
+        self.last_error = None
+
+    def say(self, msg):
+        self.err.write("%s: %s\n" % (TOOL, msg))
+        self.err.flush()
+
+    # --- which OSDs ------------------------------------------------------
+    def wanted(self):
+        """The pids to trace now, in OSD id order: every ceph-osd of the
+        host (or those of --osd), each at least SETTLE_S old. A ceph-osd
+        that daemonizes forks, and the parent waits for its child to be
+        up before it exits: a process whose child is a ceph-osd of the
+        same id is that parent, and is left alone."""
+        found = []
+        for pid, osd_id in find_ceph_osds():
+            if self.args.osd != "all" and osd_id not in self.args.osd:
+                continue
+            st = _stat(pid) if pid_alive(pid) else None
+            if st is not None:
+                found.append((pid, osd_id) + st)
+        parents = {(ppid, osd_id) for _, osd_id, ppid, _ in found}
+        out = [(osd_id, pid) for pid, osd_id, _, age in found
+               if (pid, osd_id) not in parents and
+               (age >= SETTLE_S or pid in self.pids)]
+        return tuple(pid for osd_id, pid in
+                     sorted(out, key=lambda o: (_id_order(o[0]), o[1])))
+
+    # --- the tracer's life -----------------------------------------------
+    def start(self, pids):
+        a = self.args
+        plan_args = argparse.Namespace(
+            probes=None, pid=list(pids), osd=None, stages=a.stages,
+            release=a.release, strict=False, no_kernel=a.no_kernel)
+        targets, choice, roles, plans = _plan(plan_args, self.err)
+        rel = choice.release
+        exact = choice.exact is not False
+        tracer = StageTracer([t.pid for t in targets],
+                             [t.exe_path for t in targets], plans,
+                             settings=rel.settings() if exact else {},
+                             max_ops=a.max_ops, kernel=not a.no_kernel,
+                             roles=roles)
+        tracer.calibrate_always = True
+        try:
+            tracer.start()
+        except BaseException:
+            tracer.close()
+            raise
+        done = any(prog == "op_done" for _, prog, _, _ in plans[0].op_events)
+        classes = set(tracer.vocab.class_split) \
+            if rel.rmw and done and exact else set()
+        self.runs, self.names = [], []
+        for t, p in zip(targets, plans):
+            run = RunInfo(t.pid, choice.version, p.stages, p.unavailable,
+                          classes, tracer.call_bias_ns, tracer.kernel,
+                          roles or CEPH_ROLES, tracer.vocab)
+            run.name = target_name(t)
+            self.runs.append(run)
+            self.names.append(run.name)
+            info = (str(t.pid), choice.version or "", rel.name,
+                    rel.key if choice.exact is not None else "",
+                    "" if choice.exact is None else str(bool(choice.exact))
+                    .lower(), ",".join(p.stages))
+            self.exported.attached(run.name, info)
+        self.tracer, self.pids = tracer, tuple(pids)
+        self.prevs = tracer.snapshots()
+        self.t_last = time.time()
+        self.cycle = None
+        if a.max_overhead:
+            self.cycle = duty.DutyCycle(tracer, a.max_overhead)
+            self.cycle.start(tracer.snapshot_counters())
+        self.costs = [duty.Overhead(tracer, a.max_overhead, prev, self.cycle,
+                                    self.t_last, host_part=slot == 0)
+                      for slot, prev in enumerate(self.prevs)]
+        self.say("tracing %s (Ceph %s, %d stages%s)" % (
+            ", ".join("%s pid %d" % (n, p) for n, p in zip(self.names,
+                                                          self.pids)),
+            choice.version or rel.name, len(plans[0].stages),
+            "" if a.no_kernel else " + kernel"))
+
+    def stop(self):
+        """A last refresh, then detach and close."""
+        if self.tracer is None:
+            return
+        try:
+            self.refresh()
+        finally:
+            self.tracer.close()
+            self.exported.detached(self.names)
+            self.tracer, self.pids, self.names = None, (), []
+            self.gone = set()
+
+    def abandon(self):
+        """Close a failed tracer, keeping what can still be read."""
+        try:
+            self.stop()
+        except UserError:
+            if self.tracer is not None:
+                self.tracer.close()
+                self.exported.detached(self.names)
+            self.tracer, self.pids, self.names = None, (), []
+            self.gone = set()
+
+    def refresh(self):
+        """Every traced OSD's interval since the last refresh, summed."""
+        tr = self.tracer
+        now = time.time()
+        curs = tr.snapshots()
+        for slot, (cur, prev, run) in enumerate(zip(curs, self.prevs,
+                                                    self.runs)):
+            over = self.costs[slot].record(cur, prev, now, self.t_last)
+            if run.name in self.gone:
+                continue
+            self.exported.add_interval(run.name, run, cur, prev,
+                                       now - self.t_last, over,
+                                       tr.in_flight(slot))
+        ops = tr.in_flight() / float(table_size(tr.max_ops))
+        full = {"ops": round(ops, 6)}
+        if tr.kernel:
+            # every thread is one slot's
+            full["threads"] = round(sum(len(c.threads) for c in curs) /
+                                    float(tr.threads.max_entries), 6)
+        self.exported.set_host(len(self.pids) - len(self.gone), full)
+        self.prevs, self.t_last = curs, now
+
+    # --- the loop --------------------------------------------------------
+    def run(self, stopping):
+        """Until `stopping` is set (then detach), or _Retry (a start
+        failed: the caller waits and calls again)."""
+        a = self.args
+        next_look = next_refresh = 0.0
+        next_age = time.monotonic() + min(10.0, a.op_timeout)
+        while not stopping:
+            mono = time.monotonic()
+            if mono >= next_look:
+                next_look = mono + LOOK_S
+                self.look()
+            if self.tracer is not None:
+                if self.cycle is not None:
+                    self.cycle.tick(self.tracer.snapshot_counters())
+                if mono >= next_refresh:
+                    next_refresh = mono + a.refresh
+                    self.refresh()
+                if mono >= next_age:
+                    self.tracer.age_out(a.op_timeout)
+                    if self.tracer.kernel:
+                        self.tracer.prune_threads()
+                    next_age = mono + min(10.0, a.op_timeout)
+            time.sleep(0.2)
+        self.stop()
+
+    def look(self):
+        """Start or restart tracing when an OSD process appeared; stop when
+        none is left. An OSD that exited keeps its slot (nothing runs
+        there) until a new process comes: the others stay attached."""
+        want = self.wanted()
+        gone = [n for n, p in zip(self.names, self.pids)
+                if p not in want and n not in self.gone]
+        if gone:
+            self.say("%s exited; its figures stay, re-attaching when it is "
+                     "back" % ", ".join(gone))
+            self.gone.update(gone)
+            self.exported.detached(gone)
+        new = [p for p in want if p not in self.pids]
+        if not want:
+            if self.tracer is not None:
+                self.stop()
+            elif not self.said_none:
+                self.say("no ceph-osd on this host yet: /metrics holds the "
+                         "exporter's own figures; looking every %g s" %
+                         LOOK_S)
+                self.said_none = True
+            self.exported.set_host(0, {})
+            return
+        if not new and self.tracer is not None:
+            return
+        if self.tracer is not None:
+            self.say("new ceph-osd pid %s: re-attaching" % ", ".join(
+                str(p) for p in new))
+            self.stop()
+        self.said_none = False
+        try:
+            self.start(want)
+        except UserError as e:
+            # a process that exits while being planned, a binary without a
+            # probe table entry: tried again after a pause
+            self.pids = ()
+            msg = "cannot trace pid %s: %s" % (",".join(str(p) for p in want),
+                                               e)
+            if msg != self.last_error:
+                self.say(msg + "; trying again")
+                self.last_error = msg
+            raise _Retry()
+        self.last_error = None
+
+
+class _Retry(Exception):
+    pass
+
+
+def serve_forever(args, exported, err):
+    """Until SIGINT/SIGTERM: keep the host's OSDs traced."""
+    stopping = []
+
+    def on_signal(signum, frame):
+        stopping.append(signum)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT,
+                                                    signal.SIGTERM)}
+    ex = Exporter(args, exported, err)
+    try:
+        while not stopping:
+            try:
+                ex.run(stopping)
+            except UserError as e:
+                # the tracer failed under us (an attach racing an exiting
+                # OSD, a map read): start again from what the host has
+                ex.say("%s; tracing again" % e)
+                ex.abandon()
+                time.sleep(0.5)
+            except _Retry:
+                t = time.monotonic() + RETRY_S
+                while not stopping and time.monotonic() < t:
+                    time.sleep(0.2)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if ex.tracer is not None:
+            ex.stop()
+    return 0

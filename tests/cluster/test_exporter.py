@@ -1,0 +1,294 @@
+"""The Prometheus exporter (tools/osdstage_exporter.py) on the 3-OSD lab,
+scraped by a real Prometheus server (Debian's, started here on 127.0.0.1
+with its own config and data directory, stopped after):
+
+- every metric family with a ceph_daemon label is there for every OSD, in
+  /metrics and in Prometheus; ceph_osdstage_info names the lab's pids;
+- histogram_quantile(0.99, ...) over a window, per OSD and stage, is
+  within one bucket of the p99 that osdstage.py itself reports for the
+  same window (run alongside);
+- osd.1 is restarted twice: the exporter traces the new process within
+  5 s of its start, without being restarted itself, and no counter of any
+  OSD goes backwards (read from /metrics, and resets() in Prometheus);
+- every PromQL expression of the Grafana dashboard returns data;
+- SIGTERM: exit 0, one line per event on stderr, no traceback, nothing of
+  ours left attached.
+"""
+import json
+import math
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from conftest import LAB, OSDSTAGE, PYTHON, REPO, Bench, need, trim
+from cephlat.exporter.families import BUCKETS_S, FAMILIES
+from promserver import PROMETHEUS, Prometheus, free_port
+
+EXPORTER = os.path.join(REPO, "tools", "osdstage_exporter.py")
+DASHBOARD = os.path.join(REPO, "deploy", "grafana", "osdstage.json")
+WINDOW_S = 30          # the p99 comparison window
+REATTACH_S = 5.0       # the issue's bound on re-attaching
+
+
+def metrics(port):
+    """{(name, labels as sorted tuple): value} of the exporter's /metrics
+    (prometheus_client's own parser)."""
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
+                                timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def monotone(m):
+    """The samples that must never go backwards: counters and histogram
+    buckets, sums and counts of the ceph_ families."""
+    return {k: v for k, v in m.items() if k[0].startswith("ceph_") and
+            k[0].endswith(("_total", "_bucket", "_count", "_sum"))}
+
+
+def info_pids(m):
+    return {dict(k[1])["ceph_daemon"]: int(dict(k[1])["pid"])
+            for k in m if k[0] == "ceph_osdstage_info"}
+
+
+def bucket_index(seconds):
+    """The Prometheus bucket (families.BUCKETS_S) a duration falls in."""
+    for i, le in enumerate(BUCKETS_S):
+        if seconds <= le:
+            return i
+    return len(BUCKETS_S)
+
+
+class Served:
+    """The exporter and Prometheus, for the module."""
+
+    def __init__(self, lab3):
+        self.lab = lab3
+        self.port = free_port()
+        self.err_path = "/tmp/cephlat-exporter-test.err"
+        self.err = open(self.err_path, "w")
+        self.proc = subprocess.Popen(
+            [PYTHON, EXPORTER, "--listen", "127.0.0.1:%d" % self.port,
+             "--refresh", "1"], stdout=subprocess.DEVNULL, stderr=self.err)
+        self.prom = None
+        deadline = time.time() + 60
+        while True:
+            try:
+                if len(info_pids(metrics(self.port))) == 3:
+                    break
+            except OSError:
+                pass
+            assert self.proc.poll() is None, self.stderr()
+            assert time.time() < deadline, "no OSD traced in 60 s:\n" + \
+                self.stderr()
+            time.sleep(0.5)
+        self.prom = Prometheus(["127.0.0.1:%d" % self.port], scrape_s=1)
+
+    def stderr(self):
+        self.err.flush()
+        with open(self.err_path) as f:
+            return f.read()
+
+    def close(self):
+        if self.prom is not None:
+            self.prom.stop()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.err.close()
+
+
+@pytest.fixture(scope="module")
+def served(lab3):
+    need(os.path.exists(PROMETHEUS), "prometheus not installed (run: make "
+         "setup)")
+    trim(lab3)
+    s = Served(lab3)
+    try:
+        # the tool's own figures for a window of writes, beside the exporter
+        bench = Bench(lab3, "write", WINDOW_S + 15, threads=8)
+        time.sleep(5)
+        tool = subprocess.run(
+            [PYTHON, OSDSTAGE, "--osd", "all", "-j", str(WINDOW_S), "1"],
+            capture_output=True, text=True, timeout=WINDOW_S + 60)
+        s.window_end = time.time()
+        bench.wait()
+        assert tool.returncode == 0, tool.stderr
+        s.tool = json.loads(tool.stdout.splitlines()[-1])
+        time.sleep(3)       # the last scrapes of the window
+        yield s
+    finally:
+        s.close()
+
+
+def test_every_family_is_there_for_every_osd(served):
+    m = metrics(served.port)
+    osds = ["osd.%d" % i for i in range(3)]
+    assert info_pids(m) == dict(zip(osds, served.lab["pids"])), m
+    for fam in FAMILIES:
+        names = {fam.name + sfx for sfx in (
+            ("_bucket", "_sum", "_count") if fam.type == "histogram" else
+            ("",))}
+        if "ceph_daemon" not in fam.labels:
+            assert any(k[0] in names for k in m), fam.name
+            continue
+        for osd in osds:
+            assert any(k[0] in names and dict(k[1])["ceph_daemon"] == osd
+                       for k in m), (fam.name, osd)
+        # and Prometheus has scraped it for each
+        name = fam.name + ("_count" if fam.type == "histogram" else "")
+        got = served.prom.query("count by (ceph_daemon) (%s)" % name)
+        assert sorted(lab["ceph_daemon"] for lab, _ in got) == osds, \
+            (fam.name, got)
+    # the figures are real: writes were queued, replicated and committed
+    for osd in osds:
+        for stage in ("queue_wait", "op_total", "replica_wait", "repop"):
+            n = sum(v for k, v in m.items()
+                    if k[0] == "ceph_osd_stage_latency_seconds_count" and
+                    dict(k[1])["ceph_daemon"] == osd and
+                    dict(k[1])["stage"] == stage)
+            assert n > 50, (osd, stage, n)
+        busy = sum(v for k, v in m.items()
+                   if k[0] == "ceph_osd_queue_ops_total" and
+                   dict(k[1])["ceph_daemon"] == osd)
+        assert busy > 50, (osd, busy)
+
+
+def test_p99_agrees_with_the_tools_own_within_one_bucket(served):
+    checked = []
+    for osd, rec in served.tool["osds"].items():
+        for stage, s in rec["stages"].items():
+            if s["count"] < 200:
+                continue
+            got = served.prom.query(
+                'histogram_quantile(0.99, sum by (le) (increase('
+                'ceph_osd_stage_latency_seconds_bucket{ceph_daemon="%s",'
+                'stage="%s"}[%ds])))' % (osd, stage, WINDOW_S),
+                at=served.window_end)
+            assert got and not math.isnan(got[0][1]), (osd, stage, got)
+            prom_s, tool_s = got[0][1], s["p99_us"] / 1e6
+            checked.append((osd, stage, tool_s, prom_s))
+            assert abs(bucket_index(prom_s) - bucket_index(tool_s)) <= 1, \
+                "%s %s: osdstage p99 %.1f us, Prometheus %.1f us" % (
+                    osd, stage, tool_s * 1e6, prom_s * 1e6)
+    # every OSD had writes to compare: several stages each
+    assert len({c[0] for c in checked}) == 3, checked
+    assert len(checked) >= 9, checked
+
+
+def _restart_osd1(served):
+    """Stop osd.1 and let `lab.sh up` start it again. -> (new pid, the
+    seconds from the new process's start until /metrics names it)."""
+    old = served.lab["pids"][1]
+    os.kill(old, signal.SIGTERM)
+    deadline = time.time() + 60
+    while os.path.exists("/proc/%d" % old):
+        assert time.time() < deadline, "osd.1 did not exit"
+        time.sleep(0.2)
+    up = subprocess.Popen(["bash", LAB, "up"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True,
+                          env=dict(os.environ, LAB_OSDS="3",
+                                   CEPH="pacific"))
+    try:
+        new = None
+        deadline = time.time() + 120
+        while True:
+            pids = info_pids(metrics(served.port))
+            if pids.get("osd.1") not in (None, old):
+                new = pids["osd.1"]
+                seen = time.time()
+                break
+            assert time.time() < deadline, "osd.1 not traced again:\n" + \
+                served.stderr()
+            time.sleep(0.1)
+        with open("/proc/%d/stat" % new) as f:
+            start = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            up_s = float(f.read().split()[0])
+        born = time.time() - (up_s - start / os.sysconf("SC_CLK_TCK"))
+        out = up.communicate(timeout=300)[0]
+        assert up.returncode == 0, out
+    finally:
+        if up.poll() is None:
+            up.kill()
+    served.lab["pids"][1] = new
+    return new, seen - born
+
+
+def test_counters_never_go_backwards_across_osd_restarts(served):
+    assert served.proc.poll() is None
+    attaches0 = metrics(served.port)[(
+        "ceph_osdstage_attaches_total", (("ceph_daemon", "osd.1"),))]
+    delays = []
+    for _ in range(2):
+        before = monotone(metrics(served.port))
+        new, delay = _restart_osd1(served)
+        delays.append(delay)
+        b = Bench(served.lab, "write", 8, threads=8)
+        b.wait()
+        time.sleep(3)
+        after = metrics(served.port)
+        back = [(k, before[k], after.get(k)) for k in before
+                if after.get(k) is None or after[k] < before[k]]
+        assert not back, back[:10]
+        assert info_pids(after)["osd.1"] == new
+    assert max(delays) <= REATTACH_S, delays
+    assert served.proc.poll() is None, "the exporter exited:\n" + \
+        served.stderr()
+    m = metrics(served.port)
+    assert m[("ceph_osdstage_attaches_total",
+              (("ceph_daemon", "osd.1"),))] == attaches0 + 2
+    # osd.1 was measured after its restarts
+    n = sum(v for k, v in m.items()
+            if k[0] == "ceph_osd_stage_latency_seconds_count" and
+            dict(k[1]) == {"ceph_daemon": "osd.1", "stage": "repop",
+                           "op_class": "all"})
+    assert n > 0
+    # and Prometheus saw no reset of any counter
+    time.sleep(2)
+    for fam in FAMILIES:
+        for name in ((fam.name + "_count", fam.name + "_bucket")
+                     if fam.type == "histogram" else
+                     (fam.name,) if fam.type == "counter" else ()):
+            got = served.prom.query("sum(resets(%s[10m]))" % name)
+            assert got and got[0][1] == 0, (name, got)
+    assert served.stderr().count("re-attaching") >= 2
+
+
+def test_dashboard_queries_return_data(served):
+    from exporter_dashboard import dashboard_queries
+    queries = dashboard_queries(DASHBOARD)
+    assert len(queries) >= 8, queries
+    b = Bench(served.lab, "write", 30, threads=8)
+    try:
+        time.sleep(25)
+        # data: at least one series with a number (a rate of 0 is one; a
+        # quantile of nothing, NaN, is not)
+        empty = [q for q in queries
+                 if not any(math.isfinite(v) for _, v in
+                            served.prom.query(q))]
+    finally:
+        b.wait()
+    assert not empty, empty
+
+
+def test_sigterm_detaches_and_exits_0(served):
+    served.proc.send_signal(signal.SIGTERM)
+    assert served.proc.wait(timeout=30) == 0
+    err = served.stderr()
+    assert "Traceback" not in err, err
+    for line in err.splitlines():
+        assert line.startswith("osdstage_exporter: "), line
+    progs = subprocess.run(["bpftool", "-j", "prog", "show"],
+                           capture_output=True, text=True)
+    names = {p.get("name") for p in json.loads(progs.stdout or "[]")}
+    assert not names & {"op_enqueue", "op_dequeue", "op_done"}, names

@@ -1,0 +1,92 @@
+"""A real Prometheus server for the exporter's tests: Debian's `prometheus`,
+started on 127.0.0.1 with its own scrape config and data directory,
+stopped (and its directory removed) at the end. Queries go through its
+HTTP API."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+PROMETHEUS = "/usr/bin/prometheus"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Prometheus:
+    def __init__(self, targets, scrape_s=1):
+        self.dir = tempfile.mkdtemp(prefix="cephlat-prom-")
+        self.port = free_port()
+        cfg = os.path.join(self.dir, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n  scrape_interval: %ds\n  scrape_timeout: 1s\n"
+                    "scrape_configs:\n  - job_name: osdstage\n"
+                    "    static_configs:\n      - targets: [%s]\n" % (
+                        scrape_s, ", ".join("'%s'" % t for t in targets)))
+        self.log = open(os.path.join(self.dir, "prometheus.log"), "w")
+        self.proc = subprocess.Popen(
+            [PROMETHEUS, "--config.file=" + cfg,
+             "--storage.tsdb.path=" + os.path.join(self.dir, "data"),
+             "--web.listen-address=127.0.0.1:%d" % self.port,
+             "--log.level=warn"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.url = "http://127.0.0.1:%d" % self.port
+        deadline = time.time() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(self.url + "/-/ready",
+                                            timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise AssertionError("prometheus did not start:\n" +
+                                     self.logtext())
+            time.sleep(0.3)
+
+    def logtext(self):
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read()[-3000:]
+
+    def api(self, path, **params):
+        q = urllib.parse.urlencode(params)
+        with urllib.request.urlopen("%s/api/v1/%s?%s" % (self.url, path, q),
+                                    timeout=20) as r:
+            out = json.load(r)
+        assert out["status"] == "success", out
+        return out["data"]
+
+    def query(self, expr, at=None):
+        """-> [(labels, float value)] of an instant query."""
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = "%.3f" % at
+        data = self.api("query", **params)
+        if data["resultType"] == "scalar":
+            return [({}, float(data["result"][1]))]
+        return [(r["metric"], float(r["value"][1])) for r in data["result"]]
+
+    def targets_up(self):
+        return [t for t in self.api("targets")["activeTargets"]
+                if t["health"] == "up"]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
