@@ -1,0 +1,111 @@
+"""The exporter's sums and their Prometheus rendering (exporter/collect.py,
+exporter/families.py), without a tracer:
+
+- power-of-two buckets from the kernel's fine slots are exact: the
+  cumulative count at le is the number of durations below le;
+- sums add up across refreshes (and so across tracers: the state is the
+  exporter's, not the tracer's);
+- every family of families.py is in /metrics from the start (TYPE and
+  HELP), names and labels are what families.py says, and the text parses
+  with prometheus_client's own parser.
+"""
+import random
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from cephlat.exporter.collect import LE, Exported, HistSum
+from cephlat.exporter.families import BUCKETS_S, FAMILIES
+from cephlat.model.hist import Hist
+
+
+def durations(n, seed):
+    rnd = random.Random(seed)
+    # log-uniform from 100 ns to 20 s, away from bucket boundaries
+    out = []
+    while len(out) < n:
+        v = int(10 ** rnd.uniform(2, 10.3))
+        if all(abs(v - le * 1e9) > 2 for le in BUCKETS_S):
+            out.append(v)
+    return out
+
+
+def test_buckets_are_exact():
+    for seed in range(3):
+        vals = durations(5000, seed)
+        s = HistSum()
+        s.add(Hist.from_ns(vals))
+        cum = dict(s.cumulative())
+        for le in BUCKETS_S:
+            assert cum["%g" % le] == sum(1 for v in vals if v < le * 1e9), le
+        assert cum["+Inf"] == len(vals) == s.count
+        assert abs(s.sum_s - sum(vals) / 1e9) < 1e-6
+
+
+def test_sums_add_across_refreshes():
+    a, b = durations(300, 7), durations(500, 8)
+    s = HistSum()
+    s.add(Hist.from_ns(a))
+    s.add(Hist())                   # an empty interval changes nothing
+    s.add(Hist.from_ns(b))
+    whole = HistSum()
+    whole.add(Hist.from_ns(a + b))
+    assert s.cumulative() == whole.cumulative()
+    assert s.count == 800
+
+
+def _render(exported):
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(exported)
+    return generate_latest(reg).decode()
+
+
+def test_every_family_is_served_from_the_start():
+    text = _render(Exported(1.0))
+    for f in FAMILIES:
+        # (a counter's TYPE line drops _total once it has samples)
+        assert "# TYPE %s %s" % (f.name, f.type) in text or \
+            "# TYPE %s %s" % (f.name[:-len("_total")], f.type) in text, \
+            f.name
+        assert "# HELP %s" % f.name in text, f.name
+    parsed = {f.name: f for f in text_string_to_metric_families(text)}
+    assert parsed["ceph_osdstage_overhead_bound_ratio"].samples[0].value \
+        == 0.01
+    assert parsed["ceph_osdstage_targets"].samples[0].value == 0
+
+
+def test_an_osds_series_render_and_parse():
+    ex = Exported(0.0)
+    ex.attached("osd.3", ("123", "16.2.15", "pacific", "16.2", "true",
+                          "queue_wait,op_total"))
+    vals = durations(1000, 3)
+    with ex.lock:
+        st = ex.osd("osd.3")
+        st.hist("ceph_osd_stage_latency_seconds", ("queue_wait", "read"),
+                Hist.from_ns(vals))
+        st.count("ceph_osd_queue_wait_seconds_total", ("0", "busy"), 1.5)
+        st.count("ceph_osd_queue_wait_seconds_total", ("0", "busy"), 0.5)
+    text = _render(ex)
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    h = fams["ceph_osd_stage_latency_seconds"]
+    buckets = [s for s in h.samples if s.name.endswith("_bucket")]
+    assert [float(s.labels["le"]) for s in buckets] == \
+        [float(x) for x in LE]
+    counts = [s.value for s in buckets]
+    assert counts == sorted(counts) and counts[-1] == 1000
+    for s in h.samples:
+        assert s.labels["ceph_daemon"] == "osd.3"
+        assert s.labels["stage"] == "queue_wait"
+        assert s.labels["op_class"] == "read"
+    q = fams["ceph_osd_queue_wait_seconds"]     # the parser drops _total
+    assert q.samples[0].value == 2.0
+    assert q.samples[0].labels == {"ceph_daemon": "osd.3", "shard": "0",
+                                   "cause": "busy"}
+    info = fams["ceph_osdstage_info"].samples[0]
+    assert info.labels["pid"] == "123" and info.value == 1
+    assert fams["ceph_osdstage_attaches"].samples[0].value == 1
+    # an OSD that exits keeps its sums, loses its info
+    ex.detached(["osd.3"])
+    fams = {f.name: f for f in text_string_to_metric_families(_render(ex))}
+    assert not fams["ceph_osdstage_info"].samples
+    assert fams["ceph_osd_queue_wait_seconds"].samples[0].value == 2.0
