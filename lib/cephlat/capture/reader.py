@@ -475,7 +475,10 @@ class Capture:
         """tid -> role index: as user space named the thread, else as the
         first BPF event of the thread that carries a role said."""
         if self._role_of is None:
-            self._prepass()
+            rs = RoleScan(self)
+            for ch in self.chunks(self.ROLE_EVENTS):
+                rs.feed(ch)
+            rs.finish()
         return self._role_of
 
     def _last_refs(self):
@@ -487,9 +490,8 @@ class Capture:
         return self._lastref
 
     def _prepass(self):
-        """One pass over the op and scheduler events for what needs the
-        whole capture: role_of and the op addresses' last events."""
-        first = {}              # tid -> (ts, key, role)
+        """One pass over the op events for what needs the whole capture:
+        the op addresses' last events (only the op events are decoded)."""
         parts, n = [], 0
 
         def reduce(parts):
@@ -501,33 +503,14 @@ class Capture:
             tail = np.ones(len(a), bool)
             tail[:-1] = a[1:] != a[:-1]
             return [(a[tail], t[tail], k[tail])]
-        for ch in self.chunks(self.ROLE_EVENTS + self.OP_EVENTS):
+        for ch in self.chunks(self.OP_EVENTS):
             for c, r in ch.recs.items():
-                names = r.dtype.names
-                if not len(r):
+                if not len(r) or "op" not in r.dtype.names:
                     continue
-                if "op" in names and self._bpf[c] in self.OP_EVENTS:
-                    parts.append((r["op"], r["_ts"], ch.keys[c]))
-                    n += len(r)
-                if "role" not in names or \
-                        self._bpf[c] not in self.ROLE_EVENTS:
-                    continue
-                o = np.lexsort((ch.keys[c], r["_ts"], r["tid"]))
-                tid = r["tid"][o]
-                head = np.ones(len(o), bool)
-                head[1:] = tid[1:] != tid[:-1]
-                o = o[head]
-                for t, ts, k, ro in zip(r["tid"][o].tolist(),
-                                        r["_ts"][o].tolist(),
-                                        ch.keys[c][o].tolist(),
-                                        r["role"][o].tolist()):
-                    if t not in first or (ts, k) < first[t][:2]:
-                        first[t] = (ts, k, ro)
+                parts.append((r["op"], r["_ts"], ch.keys[c]))
+                n += len(r)
             if n > 1 << 20:
                 parts, n = reduce(parts), 0
-        out = {t: v[2] for t, v in first.items()}
-        out.update(self._meta_roles)
-        self._role_of = out
         e = np.zeros(0, np.uint64)
         self._lastref = reduce(parts)[0] if parts else (e, e, e)
 
@@ -699,13 +682,18 @@ class Capture:
         hs = HistSet()
         tracker = OpTracker(self, t0, t1)
         tt = ThreadTimes(self, t0, t1)
-        every = set(names) | set(self.OP_EVENTS) | set(SCHED_EVENTS)
+        every = set(names) | set(self.OP_EVENTS) | set(SCHED_EVENTS) | \
+            set(self.ROLE_EVENTS)
+        # role_of, from the same chunks (this pass reads them all)
+        rs = RoleScan(self) if self._role_of is None else None
         lo, hi = np.uint64(max(t0, 0)), np.uint64(t1)
         for ch in self.chunks(sorted(every)):
             if not tracker.stop:
                 for _, o in tracker.feed(ch):
                     took(o)
             tt.feed(ch)
+            if rs is not None:
+                rs.feed(ch)
             for name, r, keys in self._in_window(ch, names, lo, hi):
                 if name in ("waking", "switch_in", "futex_wait", "syncfs") \
                         and role_idx is not None:
@@ -736,6 +724,8 @@ class Capture:
                     x["max_ns"] = max(x["max_ns"], d["duration_ns"])
         for _, o in tracker.finish():
             took(o)
+        if rs is not None and self._role_of is None:
+            rs.finish()
         if op_class:
             h = {k: h[k] for k in sorted(h, key=first_h.get)}
             shards = {k: shards[k] for k in sorted(shards, key=first_s.get)}
@@ -893,6 +883,58 @@ class Capture:
 
 
 SCHED_EVENTS = ("switch_out", "waking", "switch_in")
+
+
+class RoleScan:
+    """Capture.role_of from chunks of the events of ROLE_EVENTS (fed
+    every chunk of the capture, in order): each thread's role as the
+    first of its events that carries one says (by its merge order), then
+    user space's names over them. Chunks come in time order, so only the
+    threads a chunk is the first to name are looked at in it."""
+
+    def __init__(self, cap):
+        self.cap = cap
+        self.first = {}             # tid -> (ts, key, role)
+        self.seen = np.zeros(1 << 16, bool)
+
+    def feed(self, ch):
+        cap = self.cap
+        new = []
+        for c, r in ch.recs.items():
+            if not len(r) or "role" not in r.dtype.names or \
+                    cap._bpf[c] not in cap.ROLE_EVENTS:
+                continue
+            tid = r["tid"]
+            top = int(tid.max())
+            if top >= len(self.seen):
+                grow = np.zeros(max(top + 1, 2 * len(self.seen)), bool)
+                grow[:len(self.seen)] = self.seen
+                self.seen = grow
+            i = np.nonzero(~self.seen[tid])[0]
+            if not len(i):
+                continue
+            k = ch.keys[c][i]
+            tid, ts, ro = tid[i], r["_ts"][i], r["role"][i]
+            o = np.lexsort((k, ts, tid))
+            tid = tid[o]
+            head = np.ones(len(o), bool)
+            head[1:] = tid[1:] != tid[:-1]
+            o = o[head]
+            new.append(tid[head])
+            first = self.first
+            for t, x, y, z in zip(tid[head].tolist(), ts[o].tolist(),
+                                  k[o].tolist(), ro[o].tolist()):
+                if t not in first or (x, y) < first[t][:2]:
+                    first[t] = (x, y, z)
+        for t in new:
+            self.seen[t] = True
+
+    def finish(self):
+        """-> role_of, kept by the capture"""
+        out = {t: v[2] for t, v in self.first.items()}
+        out.update(self.cap._meta_roles)
+        self.cap._role_of = out
+        return out
 
 
 class ThreadTimes:

@@ -29,6 +29,9 @@ _NP = {"u8": "<u1", "u16": "<u2", "u32": "<u4", "u64": "<u8", "x64": "<u8",
 # CEPHLAT_READ_CHUNK_KB changes it (tests read with small rounds)
 _ROUND_BYTES = int(os.environ.get("CEPHLAT_READ_CHUNK_KB", 4096)) << 10
 _INF = (1 << 64) - 1
+# stop marks after a span's bytes: more than a record's step (an id byte
+# gives at most 255 + the largest record)
+_TAIL = 1 << 16
 
 
 def class_dtype(context, c):
@@ -144,7 +147,11 @@ class Streams:
             if dt is not None and 0 <= cid < 256:
                 self.dtypes[cid] = dt
                 self.sizes[cid] = dt.itemsize
-        self.steps = np.where(self.sizes > 0, self.sizes, 1 << 40)
+        # the walk's step from a record's first byte (its id): its size;
+        # 0 (stand still) for an id of no known class, and for the
+        # stopper, an id no class has, marking where a packet ends
+        self.walk_steps = np.maximum(self.sizes, 0)
+        self.stopper = int(np.nonzero(self.sizes <= 0)[0][0])
         self._spans = {}
         self.span_bytes = 4 * _ROUND_BYTES
 
@@ -172,49 +179,59 @@ class Streams:
             j += 1
         start, stop = int(p.off[lo]), int(p.off[j - 1] + p.size[j - 1])
         path = p.path
+        # the bytes, then a tail of stop marks: a walk that runs past
+        # the last packet stays inside the buffer
+        raw = bytearray(stop - start + _TAIL)
         try:
             with open(path, "rb") as f:
                 f.seek(start)
-                raw = f.read(stop - start)
+                got = f.readinto(memoryview(raw)[:stop - start])
         except OSError as e:
             raise UserError("cannot read %s: %s" % (path, e.strerror))
+        if got != stop - start:
+            raise UserError("%s: corrupt packet at byte %d (bad size)" % (
+                path, start + got))
         buf = np.frombuffer(raw, dtype=np.uint8)
         pos = p.off[lo:j] - start + ctf.PACKET_HEAD
         ends = p.end[lo:j] - start
-        found, which = [], []
-        sizes = self.steps
-        cur = pos.copy()
-        end = ends.copy()
-        pk = np.arange(len(cur))
-        # walk every packet's chain of records at once, one event a step
-        # (an unknown id jumps past the packet's end: caught below)
-        while len(cur):
-            found.append(cur)
-            which.append(pk)
-            cur = cur + sizes[buf[cur]]
-            more = cur < end
-            if not more.all():
-                # a packet done: it must end exactly on its content's end
-                if np.any(cur[~more] != end[~more]):
-                    break
-                cur, end, pk = cur[more], end[more], pk[more]
-        if found:
-            # in file order: packet by packet, step by step (no sort)
-            pks = np.concatenate(which)
-            step = np.repeat(np.arange(len(found)), [len(x) for x in found])
-            first = np.zeros(len(pos), np.int64)
-            first[1:] = np.cumsum(np.bincount(pks, minlength=len(pos)))[:-1]
-            offs = np.empty(len(pks), np.int64)
-            offs[first[pks] + step] = np.concatenate(found)
-        else:
-            offs = np.zeros(0, dtype=np.int64)
+        # a stop mark at each packet's content end (its padding or the
+        # next header, which are read from Packets, never from here)
+        # and in the tail: a walk that reaches it stays there, as does
+        # one on an unknown id (caught below)
+        stopper = self.stopper
+        buf[stop - start:] = stopper
+        buf[ends] = stopper
+        steps = self.walk_steps
+        # walk every packet's chain of records at once, one event a step;
+        # done when every walk stands still
+        cur = pos
+        found = []
+        while True:
+            for _ in range(16):
+                found.append(cur)
+                cur = cur + steps[buf[cur]]
+            if not steps[buf[cur]].any():
+                break
+        # row per packet, its walk's positions in order: those before the
+        # packet's end are its records, in file order
+        walk = np.stack(found, axis=1)
+        inside = walk < ends[:, None]
+        offs = walk[inside]
+        bad = cur != ends
+        if np.any(bad):
+            # a walk that stopped on an unknown id, or one whose last
+            # record runs past its packet's content end
+            k = int(np.nonzero(bad)[0][0])
+            row = walk[k][inside[k]]
+            at = int(cur[k]) if cur[k] < ends[k] or not len(row) \
+                else int(row[-1])
+            raise UserError("%s: corrupt event at byte %d" % (path,
+                                                              at + start))
         # every record whole inside its packet, with a known id
         ids = buf[offs].astype(np.int64)
-        if len(cur) or np.any(buf[offs + 1] | buf[offs + 2] |
-                              buf[offs + 3]) or np.any(self.sizes[ids] <= 0):
-            bad = offs[self.sizes[ids] <= 0]
-            at = int(bad[0]) if len(bad) else int(cur[0]) if len(cur) \
-                else int(offs[0])
+        hi_bytes = buf[offs + 1] | buf[offs + 2] | buf[offs + 3]
+        if np.any(hi_bytes):
+            at = int(offs[np.nonzero(hi_bytes)[0][0]])
             raise UserError("%s: corrupt event at byte %d" % (path,
                                                               at + start))
         sp = self._spans[si] = (lo, j, start, buf, offs, ids)
