@@ -840,25 +840,22 @@ class Capture:
     def sched_feed(self, rp, ch, t1=None):
         """Feed replay rp a chunk's scheduler events (those up to t1) ->
         the applied ones (SchedReplay.feed) or None."""
-        cids = [self._cid[n] for n in SCHED_EVENTS if n in self._cid]
-        cls, idx = ch.merged(cids)
-        n = len(cls)
+        kinds = {self._cid[n]: k for k, n in enumerate(SCHED_EVENTS)
+                 if n in self._cid}
+        cids, o = ch.order(list(kinds))
+        n = len(o)
         if not n:
             return None
-        tid = np.empty(n, np.int64)
-        kind = np.empty(n, np.int64)
-        new = np.empty(n, np.int64)
-        ts = np.empty(n, np.uint64)
-        for k, name in enumerate(SCHED_EVENTS):
-            c = self._cid.get(name)
-            if c not in ch.recs:
-                continue
-            m = cls == c
-            ii = idx[m]
-            rec = ch.recs[c]
-            tid[m], ts[m], kind[m] = rec["tid"][ii], rec["_ts"][ii], k
-            new[m] = rec["state"][ii] if k == 0 else \
-                rp.t.runq if k == 1 else rp.t.run
+        recs = [ch.recs[c] for c in cids]
+        # the classes' columns concatenated, then put in merged order
+        tid = np.concatenate([r["tid"] for r in recs]).astype(np.int64)[o]
+        ts = np.concatenate([r["_ts"] for r in recs])[o]
+        kind = np.repeat(np.array([kinds[c] for c in cids], np.int64),
+                         [len(r) for r in recs])[o]
+        new = np.concatenate([
+            r["state"].astype(np.int64) if kinds[c] == 0 else
+            np.full(len(r), rp.t.runq if kinds[c] == 1 else rp.t.run,
+                    np.int64) for c, r in zip(cids, recs)])[o]
         if t1 is not None:
             keep = ts <= np.uint64(t1)
             if not keep.all():
@@ -883,6 +880,32 @@ class Capture:
 
 
 SCHED_EVENTS = ("switch_out", "waking", "switch_in")
+
+
+class Dense:
+    """Thread ids -> small dense indices (in the order first seen), for
+    per-thread sums with bincount instead of a sort."""
+
+    def __init__(self):
+        self.lut = np.full(1 << 16, -1, np.int64)
+        self.tids = []          # dense index -> tid
+
+    def __call__(self, tid):
+        if not len(tid):
+            return np.zeros(0, np.int64)
+        top = int(tid.max())
+        if top >= len(self.lut):
+            grow = np.full(max(top + 1, 2 * len(self.lut)), -1, np.int64)
+            grow[:len(self.lut)] = self.lut
+            self.lut = grow
+        d = self.lut[tid]
+        miss = d < 0
+        if miss.any():
+            for t in np.unique(tid[miss]).tolist():
+                self.lut[t] = len(self.tids)
+                self.tids.append(t)
+            d = self.lut[tid]
+        return d
 
 
 class RoleScan:
@@ -952,38 +975,59 @@ class ThreadTimes:
             self.rp.t.start(tid, t["state"], reps[0].mono_ns)
         self.futex = {}         # tid -> ns, in the order of their events
         self.acc = {}           # tid -> [sleep, runq, wakeups, died|None]
+        self.dense = Dense()
+
+    def _futex(self, r, keys):
+        """Futex waits r (keys: their merge keys) that overlap the window
+        (they end at their event) -> self.futex, threads in the order of
+        their first wait."""
+        t0, t1 = self.t0, self.t1
+        ts, dur = r["_ts"], r["duration_ns"]
+        at = ts >= np.uint64(max(t0, 0))
+        if not at.all():
+            r, keys, ts, dur = r[at], keys[at], ts[at], dur[at]
+        if not len(r) or max(int(ts.max()), int(dur.max())) >= 1 << 62:
+            # durations too large for int64: one by one, in merged order
+            o = np.lexsort((keys, ts))
+            for t, e, d in zip(r["tid"][o].tolist(), ts[o].tolist(),
+                               dur[o].tolist()):
+                a, b = max(e - d, t0), min(e, t1)
+                if b > a:
+                    self.futex[t] = self.futex.get(t, 0) + b - a
+            return
+        end = ts.astype(np.int64)
+        a = np.maximum(end - dur.astype(np.int64), t0)
+        b = np.minimum(end, t1)
+        sel = b > a
+        if not sel.any():
+            return
+        tids = r["tid"][sel]
+        d = self.dense(tids)
+        # float sums: exact below 2**53 ns (104 days)
+        sums = np.bincount(d, weights=(b - a)[sel],
+                           minlength=len(self.dense.tids))
+        has = np.bincount(d, minlength=len(self.dense.tids))
+        futex, names = self.futex, self.dense.tids
+        fresh = [i for i in np.nonzero(has)[0].tolist()
+                 if names[i] not in futex]
+        if fresh:
+            # new threads in the order of their first wait
+            m = np.isin(d, fresh)
+            o = np.lexsort((keys[sel][m], ts[sel][m]))
+            dm = d[m][o]
+            _, first_i = np.unique(dm, return_index=True)
+            for i in np.sort(first_i).tolist():
+                futex[names[int(dm[i])]] = 0
+        for i in np.nonzero(has)[0].tolist():
+            t = names[i]
+            futex[t] = futex[t] + int(sums[i])
 
     def feed(self, ch):
         cap, t0, t1 = self.cap, self.t0, self.t1
         c = cap._cid.get("futex_wait")
         r = ch.recs.get(c) if c is not None else None
         if r is not None and len(r):
-            # waits that overlap the window (they end at their event)
-            o = np.lexsort((ch.keys[c], r["_ts"]))
-            r = r[o]
-            r = r[r["_ts"] >= np.uint64(max(t0, 0))]
-            if len(r) and max(int(r["_ts"].max()), int(
-                    r["duration_ns"].max())) < 1 << 62:
-                end = r["_ts"].astype(np.int64)
-                a = np.maximum(end - r["duration_ns"].astype(np.int64), t0)
-                b = np.minimum(end, t1)
-                sel = b > a
-                tids, amount = r["tid"][sel], (b - a)[sel]
-                if len(tids):
-                    u, first_i, inv = np.unique(tids, return_index=True,
-                                                return_inverse=True)
-                    # float sums: exact below 2**53 ns (104 days)
-                    sums = np.bincount(inv, weights=amount,
-                                       minlength=len(u)).tolist()
-                    for i in np.argsort(first_i).tolist():
-                        t = int(u[i])
-                        self.futex[t] = self.futex.get(t, 0) + int(sums[i])
-            else:                       # durations too large for int64
-                for t, e, d in zip(r["tid"].tolist(), r["_ts"].tolist(),
-                                   r["duration_ns"].tolist()):
-                    a, b = max(e - d, t0), min(e, t1)
-                    if b > a:
-                        self.futex[t] = self.futex.get(t, 0) + b - a
+            self._futex(r, ch.keys[c])
         ev = cap.sched_feed(self.rp, ch, t1)
         if ev is None:
             return
@@ -996,27 +1040,33 @@ class ThreadTimes:
         wake = (kind == 1) & (ts >= t0)
         touch = acc | died | wake | (kind == 2)
         # rows in the order their threads were first touched
-        tt = tid[touch]
+        dense = self.dense
+        d = dense(tid)
+        names = dense.tids
         rows = self.acc
-        if len(tt):
-            u, first_i = np.unique(tt, return_index=True)
-            for t in u[np.argsort(first_i)].tolist():
-                if t not in rows:
-                    rows[t] = [0, 0, 0, None]
+        dt = d[touch]
+        if len(dt):
+            known = np.array([t in rows for t in names], bool)
+            new = ~known[dt]
+            if new.any():
+                dn = dt[new]
+                _, first_i = np.unique(dn, return_index=True)
+                for i in np.sort(first_i).tolist():
+                    rows[names[int(dn[i])]] = [0, 0, 0, None]
         st = ev["prev_state"]
         for want, f in ((rp.sleep, 0), (rp.runq, 1)):
             m = acc & (st == want)
             if np.any(m):
-                u, inv = np.unique(tid[m], return_inverse=True)
                 # float sums: exact below 2**53 ns (104 days)
-                sums = np.bincount(inv, weights=b[m] - a[m],
-                                   minlength=len(u))
-                for t, x in zip(u.tolist(), sums.tolist()):
-                    rows[t][f] += int(x)
+                sums = np.bincount(d[m], weights=b[m] - a[m],
+                                   minlength=len(names))
+                has = np.bincount(d[m], minlength=len(names))
+                for i in np.nonzero(has)[0].tolist():
+                    rows[names[i]][f] += int(sums[i])
         if np.any(wake):
-            u, c = np.unique(tid[wake], return_counts=True)
-            for t, x in zip(u.tolist(), c.tolist()):
-                rows[t][2] += x
+            c = np.bincount(d[wake], minlength=len(names))
+            for i in np.nonzero(c)[0].tolist():
+                rows[names[i]][2] += int(c[i])
         if np.any(died):
             for t, x in zip(tid[died].tolist(), ts[died].tolist()):
                 rows[t][3] = x

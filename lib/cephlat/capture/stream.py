@@ -115,20 +115,29 @@ class Chunk:
     def __init__(self, recs, keys):
         self.recs, self.keys = recs, keys     # cid -> array
 
+    def order(self, cids):
+        """-> (the classes of `cids` with events here, the merged order:
+        indices into their arrays concatenated in that order)"""
+        cids = [c for c in cids if c in self.recs and len(self.recs[c])]
+        if not cids:
+            return cids, np.zeros(0, dtype=np.int64)
+        if len(cids) == 1:
+            r = self.recs[cids[0]]
+            return cids, np.lexsort((self.keys[cids[0]], r["_ts"]))
+        ts = np.concatenate([self.recs[c]["_ts"] for c in cids])
+        key = np.concatenate([self.keys[c] for c in cids])
+        return cids, np.lexsort((key, ts))
+
     def merged(self, cids):
         """-> (class id per event, index in its class's array) for the
         events of classes `cids`, in merged order."""
-        cids = [c for c in cids if c in self.recs and len(self.recs[c])]
+        cids, o = self.order(cids)
         if not cids:
-            e = np.zeros(0, dtype=np.int64)
-            return e, e
-        ts = np.concatenate([self.recs[c]["_ts"] for c in cids])
-        key = np.concatenate([self.keys[c] for c in cids])
+            return o, o
         cls = np.concatenate([np.full(len(self.recs[c]), c, dtype=np.int64)
                               for c in cids])
         idx = np.concatenate([np.arange(len(self.recs[c]), dtype=np.int64)
                               for c in cids])
-        o = np.lexsort((key, ts))
         return cls[o], idx[o]
 
 
