@@ -201,31 +201,54 @@ class OpTracker:
 
     def _rows(self, ch):
         """(name, ts, fields, whether no later event names its op
-        address) of a chunk's op events, in time order."""
+        address) of a chunk's op events, in time order. Fields: a dict of
+        every field for the events an OpRec keeps (op_dequeue, op_done,
+        repop_done, local_commit); for the others only what feed() reads:
+        op_enqueue (op, tid, its fields when it carries a request id,
+        else None), stage (op or None, tid, stage, duration_ns),
+        replica_reply (op, peer, wait_ns)."""
         cap = self.cap
         addrs, lts, lkeys = self.refs
         cids = [cap._cid[n] for n in cap.OP_EVENTS if n in cap._cid]
-        cids = [c for c in cids if c in ch.recs and len(ch.recs[c])]
+        cids, o = ch.order(cids)
         if not cids:
             return
-        cls, idx = ch.merged(cids)
-        rows = {}
+        bpf = cap._bpf
+        rows, names = [], []
         for c in cids:
             r, k = ch.recs[c], ch.keys[c]
-            if "op" in r.dtype.names and len(addrs):
+            fields = r.dtype.names
+            if "op" in fields and len(addrs):
                 j = np.minimum(np.searchsorted(addrs, r["op"]),
                                len(addrs) - 1)
                 last = (addrs[j] == r["op"]) & (lts[j] == r["_ts"]) & \
                     (lkeys[j] == k)
             else:
                 last = np.zeros(len(r), bool)
-            rows[c] = list(zip(r["_ts"].tolist(),
-                               dicts(r, cap.trace.classes[c].names),
-                               last.tolist()))
-        bpf = cap._bpf
-        for c, i in zip(cls.tolist(), idx.tolist()):
-            ts, d, last = rows[c][i]
-            yield bpf[c], ts, d, last
+            name = bpf[c]
+            if name == "op_enqueue":
+                ds = [None] * len(r)
+                if "req_type" in fields:
+                    # a request id: OpRec reads it from the fields
+                    full = np.nonzero(r["req_type"])[0]
+                    for i, d in zip(full.tolist(), dicts(
+                            r[full], cap.trace.classes[c].names)):
+                        ds[i] = d
+                vals = zip(r["op"].tolist(), r["tid"].tolist(), ds)
+            elif name == "stage":
+                vals = zip(r["op"].tolist() if "op" in fields else
+                           [None] * len(r), r["tid"].tolist(),
+                           r["stage"].tolist(), r["duration_ns"].tolist())
+            elif name == "replica_reply":
+                vals = zip(r["op"].tolist(), r["peer"].tolist(),
+                           r["wait_ns"].tolist())
+            else:
+                vals = dicts(r, cap.trace.classes[c].names)
+            rows.extend(zip(r["_ts"].tolist(), vals, last.tolist()))
+            names.extend([name] * len(r))
+        for i in o.tolist():
+            ts, d, last = rows[i]
+            yield names[i], ts, d, last
 
     def feed(self, ch):
         live, last_on, latest = self.live, self.last_on, self.latest
@@ -237,15 +260,17 @@ class OpTracker:
                 self.stop = True    # nothing listed can change any more
                 break
             if name == "op_enqueue":
-                o = OpRec(d["op"], ts, d["tid"], d)
-                put(live, d["op"], o)
-                put(latest, d["op"], o)
+                op, tid, fields = d
+                o = OpRec(op, ts, tid, fields)
+                put(live, op, o)
+                put(latest, op, o)
             elif name == "op_dequeue":
-                o = live.get(d["op"])
+                op = d["op"]
+                o = live.get(op)
                 if o is None:                   # enqueued before the capture
-                    o = OpRec(d["op"], ts - d["queue_wait_ns"], d["enq_tid"])
-                    put(live, d["op"], o)
-                    put(latest, d["op"], o)
+                    o = OpRec(op, ts - d["queue_wait_ns"], d["enq_tid"])
+                    put(live, op, o)
+                    put(latest, op, o)
                 d["ts"] = ts
                 o.deq, o.tid = d, d["tid"]
                 put(last_on, d["tid"], o)
@@ -254,13 +279,13 @@ class OpTracker:
             elif name == "stage":
                 # an address is reused only once its op is freed, after the
                 # call stages of its worker: the latest op there is it
-                o = latest.get(d["op"]) if "op" in d else \
-                    last_on.get(d["tid"])
+                op, tid, stage, dur = d
+                o = latest.get(op) if op is not None else last_on.get(tid)
                 if o is not None:
-                    o.stages.append((label("stage", d["stage"]),
-                                     ts - d["duration_ns"], ts))
+                    o.stages.append((label("stage", stage), ts - dur, ts))
             elif name in ("op_done", "repop_done"):
-                o = live.pop(d["op"], None)
+                op = d["op"]
+                o = live.pop(op, None)
                 if o is not None:
                     d["ts"] = ts
                     if name == "op_done":
@@ -271,19 +296,23 @@ class OpTracker:
                         listed(o)
                     drop(o)
             elif name == "replica_reply":
-                o = live.get(d["op"])
+                op, peer, wait = d
+                o = live.get(op)
                 if o is not None:
-                    o.replies.append((d["peer"], d["wait_ns"], ts))
+                    o.replies.append((peer, wait, ts))
             elif name == "local_commit":
-                o = live.get(d["op"])
+                op = d["op"]
+                o = live.get(op)
                 if o is not None:
                     d["ts"] = ts
                     o.local = d
+            else:
+                op = d["op"]
             if last:
                 # no later event names this address: what it holds is
                 # final (the op may still be its worker's, below)
-                drop(live.pop(d["op"], None))
-                drop(latest.pop(d["op"], None))
+                drop(live.pop(op, None))
+                drop(latest.pop(op, None))
         out, self.done = self.done, []
         return out
 
