@@ -152,13 +152,15 @@ BENCH_PAIRS ?= 4
 BENCH_SECS ?= 8
 # BENCH=main: the tracing modes on the running lab; BENCH=osds: one OSD traced
 # vs three (switches the lab to OSDS=3); BENCH=reader: the reader on a large
-# capture and the recorder alone (issue 15); all: every part
+# capture and the recorder alone (issue 15); BENCH=exporter: the exporter's
+# soak, BENCH_SOAK_MIN minutes on the 3-OSD lab (issue 16); all: every part
 BENCH ?= all
+BENCH_SOAK_MIN ?= 30
 BENCH_OSDS_PAIRS ?= 3
 BENCH_OSDS_SECS ?= 8
 bench: setup build lab
 	CEPH=$(CEPH) $(PYTHON) bench/run.py --part $(BENCH) --pairs $(BENCH_PAIRS) --secs $(BENCH_SECS) \
-	  --osds-pairs $(BENCH_OSDS_PAIRS) --osds-secs $(BENCH_OSDS_SECS)
+	  --osds-pairs $(BENCH_OSDS_PAIRS) --osds-secs $(BENCH_OSDS_SECS) --soak-min $(BENCH_SOAK_MIN)
 
 clean:
 	rm -rf $(BUILD)

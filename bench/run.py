@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 # bench/run.py - what tracing costs the OSD, measured side by side (make bench).
 #
-# USAGE: bench/run.py [--part all|main|osds|reader] [--pairs N] [--secs S]
-#                     [--osds-pairs N] [--osds-secs S] [--smoke] [--out FILE]
-#                     [--osds-out FILE] [--md FILE]
+# USAGE: bench/run.py [--part all|main|osds|reader|exporter] [--pairs N]
+#                     [--secs S] [--osds-pairs N] [--osds-secs S] [--smoke]
+#                     [--out FILE] [--osds-out FILE] [--md FILE]
+#                     [--soak-min M] [--soak-bound PCT]
 #
 # On the lab OSD (started if needed): 4 KiB random reads and 4 KiB random
 # writes from fio's rbd engine (a real librbd client; it reports latency
@@ -50,6 +51,11 @@
 # program's event rate (the main part has it). Merged into
 # bench/results/<release>.json (the main part keeps them when it rewrites
 # the file); --smoke: a capture of ~100k events, one rate for 1 s.
+#
+# The "exporter" part (--part exporter; in --part all too), issue 16: the
+# exporter left running on the 3-OSD lab for --soak-min minutes under fio
+# randrw, scraped by a real Prometheus (bench/exporter_soak.py says what
+# is measured). Writes bench/results/<release>.exporter.json.
 import argparse
 import json
 import math
@@ -799,7 +805,8 @@ def main(argv=None):
     ap.add_argument("--out", default=None,
                     help="default: bench/results/<release>.json")
     ap.add_argument("--md", default=os.path.join(REPO, "BENCHMARKS.md"))
-    ap.add_argument("--part", choices=("all", "main", "osds", "reader"),
+    ap.add_argument("--part", choices=("all", "main", "osds", "reader",
+                                       "exporter"),
                     default="all",
                     help="main: the tracing modes on the running lab; osds: "
                     "one OSD traced vs three, on the 3-OSD lab; reader: "
@@ -810,6 +817,11 @@ def main(argv=None):
     ap.add_argument("--osds-secs", type=int, default=8)
     ap.add_argument("--osds-out", default=None,
                     help="default: bench/results/<release>.osds.json")
+    ap.add_argument("--soak-min", type=float, default=30.0,
+                    help="the exporter part's soak, minutes (default 30)")
+    ap.add_argument("--soak-bound", type=float, default=1.0,
+                    help="the exporter's --max-overhead in the soak "
+                    "(default 1: its own default)")
     a = ap.parse_args(argv)
     if os.geteuid() != 0:
         sys.exit("bench: must run as root")
@@ -823,6 +835,9 @@ def main(argv=None):
         text += render_osds(osds_part(a))
     if a.part in ("all", "reader"):
         text += reader_part(a, traced=a.part == "reader")
+    if a.part in ("all", "exporter") and not a.smoke:
+        import exporter_soak
+        text += exporter_soak.soak_part(a)
     if not a.smoke:
         with open(a.md, "w") as f:
             f.write(render_md(load_results()))
@@ -1578,6 +1593,10 @@ def render_md(results, osds_results=None):
         lines += render_issue15(res)
     for res in osds_results:
         lines += render_osds(res).splitlines() + [""]
+    soaks = load_results(".exporter")
+    if soaks:
+        import exporter_soak
+        lines += exporter_soak.render_soak(soaks[0])
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

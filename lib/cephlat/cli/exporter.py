@@ -6,6 +6,8 @@ import argparse
 import errno
 import socket
 import sys
+import threading
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from ..ceph.target import require_btf, require_root, require_tracefs
 from ..engine.tracer import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S
@@ -109,13 +111,36 @@ def build_parser():
     return p
 
 
-def serve_http(listen, registry):
-    """Start /metrics (a thread of prometheus_client's); a bad address or
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def serve_http(listen, exported):
+    """Serve /metrics from a thread: the page exported.publish() rendered
+    last (prometheus_client's format and content type). A bad address or
     a port in use is one line."""
-    from prometheus_client import start_http_server
+    from prometheus_client import CONTENT_TYPE_LATEST
+    from prometheus_client.exposition import ThreadingWSGIServer
     addr, port = listen
+
+    def app(environ, start_response):
+        if environ.get("PATH_INFO") not in ("/", "/metrics"):
+            start_response("404 Not Found", [("Content-Type",
+                                              "text/plain")])
+            return [b"not found: try /metrics\n"]
+        body = exported.page
+        start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST),
+                                  ("Content-Length", str(len(body)))])
+        return [body]
+
     try:
-        start_http_server(port, addr=addr, registry=registry)
+        family = socket.getaddrinfo(addr, port)[0][0]
+
+        class Server(ThreadingWSGIServer):
+            address_family = family
+
+        httpd = make_server(addr, port, app, Server, handler_class=_Quiet)
     except socket.gaierror as e:
         raise UserError("cannot listen on %s:%d: %s" % (addr, port,
                                                         e.strerror))
@@ -126,6 +151,9 @@ def serve_http(listen, registry):
                % addr,
                errno.EACCES: "permission denied"}.get(e.errno, e.strerror)
         raise UserError("cannot listen on %s:%d: %s" % (addr, port, why))
+    threading.Thread(target=httpd.serve_forever, daemon=True,
+                     name="metrics").start()
+    return httpd
 
 
 def run(args, err=sys.stderr):
@@ -147,11 +175,10 @@ def run(args, err=sys.stderr):
     registry = CollectorRegistry(auto_describe=False)
     registry.register(exported)
     for c in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
-        try:
-            registry.register(c)
-        except ValueError:
-            pass
-    serve_http(args.listen, registry)
+        registry.register(c)
+    exported.registry = registry
+    exported.publish()
+    serve_http(args.listen, exported)
     err.write("%s: serving http://%s:%d/metrics (cost bound %s)\n" % (
         TOOL, args.listen[0] if ":" not in args.listen[0] else
         "[%s]" % args.listen[0], args.listen[1],

@@ -89,6 +89,9 @@ class DutyCycle:
         self.cycle_cpu_s = 0.0
         self.last_cycle_cpu_s = 0.0
         self._cycle_cpu = 0.0
+        # the owner's other CPU time, % of the machine's, kept off the
+        # budget too (0 for osdstage; the exporter sets its own)
+        self.other_pct = 0.0
 
     def start(self, counters):
         self.window_counters = dict(counters,
@@ -109,12 +112,14 @@ class DutyCycle:
             # smooth: the full-rate cost of the workload drifts slowly
             self.full_pct = full if self.full_pct is None else \
                 0.5 * self.full_pct + 0.5 * full
-            # a cycle's own cost comes off the budget of its period
+            # a cycle's own cost comes off the budget of its period, and
+            # so does what the owner spends besides (other_pct: the
+            # exporter's own CPU)
             cycle_pct = 100.0 * self.last_cycle_cpu_s / (PERIOD_S * ncpus())
-            budget = max(self.bound * MARGIN - cycle_pct,
+            budget = max(self.bound * MARGIN - cycle_pct - self.other_pct,
                          0.1 * self.bound * MARGIN)
-            self.duty = 1.0 if self.full_pct <= self.bound * MARGIN else \
-                budget / self.full_pct
+            self.duty = 1.0 if self.full_pct <= self.bound * MARGIN - \
+                self.other_pct else min(1.0, budget / self.full_pct)
             if self.duty >= 1.0:
                 self.switch_at = now + PERIOD_S
                 self.window_start, self.window_counters = now, dict(counters)

@@ -1,7 +1,8 @@
 """Reading the BPF side's statistics: the per-CPU histograms of the
 `stats` map (two halves, one per report parity) and the counters."""
-import array
 import struct
+
+import numpy as np
 
 from ..model.hist import Hist, slot_bounds_us
 from . import bpf
@@ -36,23 +37,18 @@ class StatsReader:
         h = Hist()
         if raw is None:
             return h
-        a = array.array("Q")
-        a.frombytes(raw)
         w = (stride or self.stride) // 8
-        at //= 8
-        slots = [0] * self.nslots
-        for cpu in range(self.ncpu):
-            base = cpu * w + at
-            if not a[base + self.count]:
-                continue
-            h.count += a[base + self.count]
-            h.sum_ns += a[base + self.sum]
-            h.max_ns = max(h.max_ns, a[base + self.max])
-            first = base + self.slots
-            for i, c in enumerate(a[first:first + self.nslots]):
-                if c:
-                    slots[i] += c
-        h.slots = slots
+        a = np.frombuffer(raw, dtype=np.uint64,
+                          count=self.ncpu * w).reshape(self.ncpu, w)
+        a = a[:, at // 8:]
+        counts = a[:, self.count]
+        if not counts.any():
+            return h
+        h.count = int(counts.sum())
+        h.sum_ns = int(a[:, self.sum].sum())
+        h.max_ns = int(a[:, self.max].max())
+        h.slots = a[:, self.slots:self.slots + self.nslots].sum(
+            axis=0).tolist()
         return h
 
     def clear(self, half, slot=0):

@@ -99,6 +99,10 @@ class StageTracer:
         self.ring_bytes = ring_bytes
         self.gen = 0
         self._cum = {}
+        # snapshots() also sum every interval's histograms since start()
+        # (Snapshot.hists); a caller that keeps its own sums (the exporter)
+        # turns this off
+        self.keep_cumulative = True
 
     def start(self):
         ro = rodata_type(self.abi)(calib_tgid=os.getpid())
@@ -454,11 +458,14 @@ class StageTracer:
                         for name, sid in self.vocab.stage_ids.items()}
             self.reader.clear(half, slot)
             interval.update(self._peer_interval(slot))
-            cum = self._cum.setdefault(slot, {})
-            for name, h in interval.items():
-                cum.setdefault(name, Hist()).merge(h)
-            hists = {name: Hist(h.count, h.sum_ns, h.max_ns, list(h.slots))
-                     for name, h in cum.items()}
+            hists = {}
+            if self.keep_cumulative:
+                cum = self._cum.setdefault(slot, {})
+                for name, h in interval.items():
+                    cum.setdefault(name, Hist()).merge(h)
+                hists = {name: Hist(h.count, h.sum_ns, h.max_ns,
+                                    list(h.slots))
+                         for name, h in cum.items()}
             threads = self.read_threads(slot) if self.kernel else {}
             devs = self.read_devs(slot) if self.kernel else {}
             out.append(Snapshot(hists, counters[slot], threads, shards[slot],

@@ -101,6 +101,17 @@ class Exported:
         self.bound_pct = bound_pct
         self.targets = 0
         self.fullness = {}
+        self.self_cpu = 0.0
+        self.page = b""            # the last rendering (publish())
+        self.registry = None
+
+    def publish(self):
+        """Render /metrics once (after each refresh): a scrape serves these
+        bytes and costs the same whatever the state's size, without
+        waiting for the loop."""
+        if self.registry is not None:
+            from prometheus_client import generate_latest
+            self.page = generate_latest(self.registry)
 
     def osd(self, name):
         st = self.osds.get(name)
@@ -124,9 +135,11 @@ class Exported:
                 if st is not None:
                     st.live, st.info, st.gauges = False, None, {}
 
-    def set_host(self, targets, fullness):
+    def set_host(self, targets, fullness, self_cpu=None):
         with self.lock:
             self.targets, self.fullness = targets, dict(fullness)
+            if self_cpu is not None:
+                self.self_cpu = self_cpu
 
     def add_interval(self, name, run, cur, prev, secs, overhead,
                      in_flight):
@@ -229,6 +242,7 @@ class Exported:
             out["ceph_osdstage_overhead_bound_ratio"].add_metric(
                 (), self.bound_pct / 100.0)
             out["ceph_osdstage_targets"].add_metric((), self.targets)
+            out["ceph_osdstage_self_cpu_ratio"].add_metric((), self.self_cpu)
             for m, v in sorted(self.fullness.items()):
                 out["ceph_osdstage_map_fullness_ratio"].add_metric((m,), v)
         return list(out.values())

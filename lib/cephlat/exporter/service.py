@@ -123,8 +123,10 @@ class Exporter:
                     "" if choice.exact is None else str(bool(choice.exact))
                     .lower(), ",".join(p.stages))
             self.exported.attached(run.name, info)
+        tracer.keep_cumulative = False      # the sums are collect.py's
         self.tracer, self.pids = tracer, tuple(pids)
         self.prevs = tracer.snapshots()
+        self.cpu_last, self.cycles_last = time.process_time(), 0.0
         self.t_last = time.time()
         self.cycle = None
         if a.max_overhead:
@@ -133,6 +135,7 @@ class Exporter:
         self.costs = [duty.Overhead(tracer, a.max_overhead, prev, self.cycle,
                                     self.t_last, host_part=slot == 0)
                       for slot, prev in enumerate(self.prevs)]
+        self.exported.publish()
         self.say("tracing %s (Ceph %s, %d stages%s)" % (
             ", ".join("%s pid %d" % (n, p) for n, p in zip(self.names,
                                                           self.pids)),
@@ -150,6 +153,7 @@ class Exporter:
             self.exported.detached(self.names)
             self.tracer, self.pids, self.names = None, (), []
             self.gone = set()
+            self.exported.publish()
 
     def abandon(self):
         """Close a failed tracer, keeping what can still be read."""
@@ -175,13 +179,23 @@ class Exporter:
             self.exported.add_interval(run.name, run, cur, prev,
                                        now - self.t_last, over,
                                        tr.in_flight(slot))
+        # the exporter's own CPU over the interval, attach cycles apart
+        # (they are in the OSDs' estimates): off the duty cycle's budget
+        cpu = time.process_time()
+        cycles = self.cycle.cycle_cpu_s if self.cycle is not None else 0.0
+        own = max(0.0, (cpu - self.cpu_last) - (cycles - self.cycles_last))
+        self_cpu = own / max(now - self.t_last, 1e-3) / duty.ncpus()
+        self.cpu_last, self.cycles_last = cpu, cycles
+        if self.cycle is not None:
+            self.cycle.other_pct = 100.0 * self_cpu
         ops = tr.in_flight() / float(table_size(tr.max_ops))
         full = {"ops": round(ops, 6)}
         if tr.kernel:
             # every thread is one slot's
             full["threads"] = round(sum(len(c.threads) for c in curs) /
                                     float(tr.threads.max_entries), 6)
-        self.exported.set_host(len(self.pids) - len(self.gone), full)
+        self.exported.set_host(len(self.pids) - len(self.gone), full,
+                               self_cpu)
         self.prevs, self.t_last = curs, now
 
     # --- the loop --------------------------------------------------------
@@ -199,9 +213,12 @@ class Exporter:
             if self.tracer is not None:
                 if self.cycle is not None:
                     self.cycle.tick(self.tracer.snapshot_counters())
-                if mono >= next_refresh:
-                    next_refresh = mono + a.refresh
+            if mono >= next_refresh:
+                next_refresh = mono + a.refresh
+                if self.tracer is not None:
                     self.refresh()
+                self.exported.publish()
+            if self.tracer is not None:
                 if mono >= next_age:
                     self.tracer.age_out(a.op_timeout)
                     if self.tracer.kernel:

@@ -65,6 +65,8 @@ class Hist:
         self.slots[slot_of_ns(ns)] += n
 
     def merge(self, other):
+        if not other.count:
+            return
         self.count += other.count
         self.sum_ns += other.sum_ns
         self.max_ns = max(self.max_ns, other.max_ns)

@@ -1,0 +1,254 @@
+"""bench/run.py --part exporter (issue 16): the exporter left running on the
+3-OSD lab under load, as an operator would leave it, scraped by a real
+Prometheus every 5 s.
+
+Soak (default 30 min) with fio randrw against rbd/img1 the whole time, an
+untraced window of the same load before and after. Every 30 s: the
+exporter's RSS and CPU, its own scrape time, the map fullness and ops in
+flight it reports, its cost estimate. At the end: RSS drift (last sample
+vs the first after a 2-min warm-up: flat within 5 %), map entries
+(not growing), the slowest scrape (ours, and Prometheus' own
+scrape_duration_seconds; target <= 100 ms), and the measured cost against
+the bound (default 1 % of the host's CPU): the exporter process's own CPU
+plus what the OSDs spent per op above the untraced windows, times the op
+rate.
+
+Results: bench/results/<release>.exporter.json; render_soak() is its
+section of BENCHMARKS.md.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+import run as bench
+
+EXPORTER = os.path.join(bench.REPO, "tools", "osdstage_exporter.py")
+PROMETHEUS = "/usr/bin/prometheus"
+SAMPLE_S = 30
+WARMUP_S = 120
+BASE_S = 60
+SCRAPE_TARGET_MS = 100
+RSS_TARGET_PCT = 5.0
+
+
+def _rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _scrape(port):
+    """-> (seconds, {sample name + labels: value}) of one GET /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+    t0 = time.monotonic()
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
+                                timeout=10) as r:
+        text = r.read().decode()
+    took = time.monotonic() - t0
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return took, out
+
+
+def _sum(m, name, **labels):
+    return sum(v for (n, lab), v in m.items() if n == name and
+               all(dict(lab).get(k) == x for k, x in labels.items()))
+
+
+def _untraced(env, pids, asoks, secs):
+    """OSD CPU per op (all OSDs) over `secs` of the load, untraced."""
+    s0 = bench.osd_snapshot(pids, asoks)
+    time.sleep(secs)
+    s1 = bench.osd_snapshot(pids, asoks)
+    return _cpu_per_op(s0, s1)
+
+
+def _cpu_per_op(s0, s1):
+    cpu = sum(b[0] - a[0] for a, b in zip(s0["osds"], s1["osds"]))
+    ops = sum(b[1] - a[1] for a, b in zip(s0["osds"], s1["osds"]))
+    return {"cpu_s": cpu, "ops": ops, "secs": s1["t"] - s0["t"],
+            "us_per_op": 1e6 * cpu / ops if ops else None}
+
+
+def soak_part(a):
+    sys.path.insert(0, os.path.join(bench.REPO, "tests"))
+    from promserver import Prometheus, free_port
+    env = bench.lab_env(osds=3)
+    pids = [int(p) for p in env["OSD_PIDS"].split(",")]
+    asoks = env["OSD_ASOKS"].split(",")
+    bench.prefill(env, if_needed=True)
+    soak_s = int(a.soak_min * 60)
+    load = bench.Fio(env, "randrw", BASE_S * 2 + soak_s + 120)
+    port = free_port()
+    ex = prom = None
+    samples = []
+    try:
+        time.sleep(5)
+        before = _untraced(env, pids, asoks, BASE_S)
+        errf = open("/tmp/cephlat-soak-exporter.err", "w")
+        ex = subprocess.Popen([sys.executable, EXPORTER, "--listen",
+                               "127.0.0.1:%d" % port,
+                               "--max-overhead", str(a.soak_bound)],
+                              stdout=subprocess.DEVNULL, stderr=errf)
+        deadline = time.time() + 60
+        while True:
+            try:
+                if _sum(_scrape(port)[1], "ceph_osdstage_targets") == 3:
+                    break
+            except OSError:
+                pass
+            if ex.poll() is not None or time.time() > deadline:
+                sys.exit("bench: the exporter did not trace 3 OSDs")
+            time.sleep(0.5)
+        prom = Prometheus(["127.0.0.1:%d" % port], scrape_s=5)
+        t_start = time.monotonic()
+        s0 = bench.osd_snapshot(pids, asoks)
+        cpu0 = bench.proc_cpu_s(ex.pid)
+        while time.monotonic() - t_start < soak_s:
+            time.sleep(SAMPLE_S)
+            took, m = _scrape(port)
+            samples.append({
+                "t": round(time.monotonic() - t_start, 1),
+                "rss_kb": _rss_kb(ex.pid),
+                "cpu_s": bench.proc_cpu_s(ex.pid) - cpu0,
+                "scrape_ms": round(took * 1e3, 2),
+                "ops_fullness": _sum(m, "ceph_osdstage_map_fullness_ratio",
+                                     map="ops"),
+                "threads_fullness": _sum(m,
+                                         "ceph_osdstage_map_fullness_ratio",
+                                         map="threads"),
+                "in_flight": _sum(m, "ceph_osdstage_ops_in_flight"),
+                "estimate_pct": round(100 * _sum(
+                    m, "ceph_osdstage_overhead_ratio"), 4),
+                "attached_s": _sum(m, "ceph_osdstage_attached_seconds_total"),
+                "traced_s": _sum(m, "ceph_osdstage_traced_seconds_total"),
+                "lost": _sum(m, "ceph_osdstage_events_lost_total"),
+            })
+            if ex.poll() is not None:
+                sys.exit("bench: the exporter exited during the soak")
+        s1 = bench.osd_snapshot(pids, asoks)
+        ex_cpu = bench.proc_cpu_s(ex.pid) - cpu0
+        wall = time.monotonic() - t_start
+        prom_max = prom.query("max_over_time(scrape_duration_seconds"
+                              "[%ds])" % (soak_s + 60))
+        ex.terminate()
+        ex.wait(timeout=60)
+        after = _untraced(env, pids, asoks, BASE_S)
+    finally:
+        if prom is not None:
+            prom.stop()
+        if ex is not None and ex.poll() is None:
+            ex.kill()
+        load.stop()
+    traced = _cpu_per_op(s0, s1)
+    base = [x["us_per_op"] for x in (before, after) if x["us_per_op"]]
+    base_us = statistics.mean(base) if base else None
+    ops_s = traced["ops"] / traced["secs"] if traced["secs"] else 0
+    osd_added_pct = (100.0 * (traced["us_per_op"] - base_us) * 1e-6 *
+                     ops_s / bench.NCPU) if base_us and \
+        traced["us_per_op"] else None
+    ex_pct = 100.0 * ex_cpu / (wall * bench.NCPU)
+    warm = [s for s in samples if s["t"] >= WARMUP_S] or samples
+    rss0, rss1 = warm[0]["rss_kb"], samples[-1]["rss_kb"]
+    res = {
+        "machine": bench.machine(env, pids[0]),
+        "commit": bench.git_commit(),
+        "date": time.strftime("%Y-%m-%d"),
+        "soak_min": a.soak_min, "bound_pct": a.soak_bound,
+        "load": "fio rbd randrw 4 KiB iodepth 16 on rbd/img1 (3-OSD lab, "
+                "pool size 3)",
+        "samples": samples,
+        "rss_first_kb": rss0, "rss_last_kb": rss1,
+        "rss_max_kb": max(s["rss_kb"] for s in warm),
+        "rss_drift_pct": round(100.0 * (rss1 - rss0) / rss0, 2),
+        "scrape_max_ms": max(s["scrape_ms"] for s in samples),
+        "prometheus_scrape_max_ms": round(1e3 * max(
+            v for _, v in prom_max), 2) if prom_max else None,
+        "ops_fullness_max": max(s["ops_fullness"] for s in samples),
+        "threads_fullness_first": warm[0]["threads_fullness"],
+        "threads_fullness_last": samples[-1]["threads_fullness"],
+        "in_flight_max": max(s["in_flight"] for s in samples),
+        "estimate_pct_last": samples[-1]["estimate_pct"],
+        "attached_fraction": round(samples[-1]["attached_s"] /
+                                   max(samples[-1]["traced_s"], 1e-9), 3),
+        "lost": samples[-1]["lost"],
+        "exporter_cpu_pct": round(ex_pct, 3),
+        "osd_us_per_op_untraced": [round(x, 2) for x in base],
+        "osd_us_per_op_traced": round(traced["us_per_op"], 2)
+        if traced["us_per_op"] else None,
+        "ops_per_s": round(ops_s, 1),
+        "osd_added_pct": round(osd_added_pct, 3)
+        if osd_added_pct is not None else None,
+    }
+    res["measured_pct"] = round(ex_pct + max(0.0, osd_added_pct or 0.0), 3)
+    rel = res["machine"]["release"]
+    with open(os.path.join(bench.RESULTS, rel + ".exporter.json"), "w") as f:
+        json.dump(res, f, indent=1)
+        f.write("\n")
+    return "\n".join(render_soak(res)) + "\n"
+
+
+def soak_rows(res):
+    """The issue 16 targets table's rows for one soak."""
+    ok_rss = abs(res["rss_drift_pct"]) <= RSS_TARGET_PCT
+    scrape = max(res["scrape_max_ms"], res["prometheus_scrape_max_ms"] or 0)
+    grew = res["threads_fullness_last"] > res["threads_fullness_first"] \
+        * 1.05 + 0.001
+    return [
+        ("exporter RSS over the soak (after 2 min)", "flat within 5 %",
+         "%+.2f %% (%d -> %d kB, max %d)" % (
+             res["rss_drift_pct"], res["rss_first_kb"], res["rss_last_kb"],
+             res["rss_max_kb"]), ok_rss),
+        ("BPF maps", "not growing",
+         "threads table %.4f -> %.4f full; ops table at most %.4f full "
+         "(%d in flight)" % (res["threads_fullness_first"],
+                             res["threads_fullness_last"],
+                             res["ops_fullness_max"],
+                             res["in_flight_max"]), not grew),
+        ("slowest scrape", "<= %d ms" % SCRAPE_TARGET_MS,
+         "%.1f ms (ours, every %d s), %s (Prometheus' scrape_duration_"
+         "seconds, every 5 s)" % (
+             res["scrape_max_ms"], SAMPLE_S,
+             "%.1f ms" % res["prometheus_scrape_max_ms"]
+             if res["prometheus_scrape_max_ms"] is not None else "-"),
+         scrape <= SCRAPE_TARGET_MS),
+        ("measured cost vs the default bound", "<= %g %%" % res["bound_pct"],
+         "%.3f %% = exporter %.3f %% + OSDs %s (estimate %.3f %%; attached "
+         "%.0f %% of the time)" % (
+             res["measured_pct"], res["exporter_cpu_pct"],
+             "%+.3f %%" % res["osd_added_pct"]
+             if res["osd_added_pct"] is not None else "-",
+             res["estimate_pct_last"], 100 * res["attached_fraction"]),
+         res["measured_pct"] <= res["bound_pct"]),
+    ]
+
+
+def render_soak(res):
+    lines = ["## Issue 16: the exporter left running (%d-min soak, %s)" % (
+        res["soak_min"], bench._release(res).capitalize()), "",
+        "`make bench BENCH=exporter` (also in `make bench`): %s; "
+        "tools/osdstage_exporter.py with its default cost bound (%g %%), "
+        "scraped by Prometheus every 5 s; commit %s, %s." % (
+            res["load"], res["bound_pct"], res.get("commit") or "?",
+            res["date"]), "",
+        "| measure | target | measured | met |", "|---|---|---|---|"]
+    for what, target, got, ok in soak_rows(res):
+        lines.append("| %s | %s | %s | %s |" % (what, target, got,
+                                                  bench._met(ok)))
+    lines += ["", "OSD CPU per op (all three OSDs' CPU over their ops, "
+              "replica ops included): untraced %s us before/after, %s us "
+              "during the soak at %.0f ops/s; events lost: %d." % (
+                  " / ".join("%.1f" % x for x in
+                             res["osd_us_per_op_untraced"]) or "-",
+                  "%.1f" % res["osd_us_per_op_traced"]
+                  if res["osd_us_per_op_traced"] else "-",
+                  res["ops_per_s"], res["lost"]), ""]
+    return lines
