@@ -401,6 +401,7 @@ class Capture:
         self._role_of = None
         self._hists = None
         self._lastref = None
+        self._sched_snaps = []     # (ts, states) of ThreadTimes.snaps
         self.end = None
         trace = self.trace
         self._bpf = {c.id: c.name.split(":", 1)[1]
@@ -760,6 +761,7 @@ class Capture:
             shards = {k: shards[k] for k in sorted(shards, key=first_s.get)}
         hs.hists(into=h)
         threads = tt.finish()
+        self._sched_snaps = tt.snaps
         if role_idx is not None:
             threads = {t: v for t, v in threads.items()
                        if v["role"] == role_idx}
@@ -865,6 +867,22 @@ class Capture:
             rp.t.start(tid, t["state"], reps[0].mono_ns)
         return rp, (self.sched_feed(rp, ch) for ch in self.chunks(
             SCHED_EVENTS, t0, t1))
+
+    def sched_at(self, t):
+        """The scheduler events up to t replayed from no state (as
+        sched(t, recorded=False) replays them) -> SchedReplay; from the
+        last snapshot window() kept before t, if any."""
+        rp = SchedReplay(self.rules.labels["state"])
+        start = None
+        for ts, state in reversed(self._sched_snaps):
+            if ts <= t:
+                for tid, s, since in state:
+                    rp.t.start(tid, s, since)
+                start = ts + 1
+                break
+        for ch in self.chunks(SCHED_EVENTS, start, t):
+            self.sched_feed(rp, ch)
+        return rp
 
     def sched_feed(self, rp, ch, t1=None):
         """Feed replay rp a chunk's scheduler events (those up to t1) ->
@@ -1005,6 +1023,14 @@ class ThreadTimes:
         self.futex = {}         # tid -> ns, in the order of their events
         self.acc = {}           # tid -> [sleep, runq, wakeups, died|None]
         self.dense = Dense()
+        # what a replay from no state (Capture.sched(recorded=False))
+        # holds at chunk boundaries up to t1, from this one's states: a
+        # thread's state is the same in both once it has switched; before
+        # that, the other has it runnable since its first wake-up, if any
+        self.switched = np.zeros(0, bool)   # by dense index
+        self.woke = {}          # tid -> first wake-up, not switched yet
+        self.snaps = []         # [(last ts applied, [(tid, state, since)])]
+        self.stride, self.skip = 1, 0
 
     def _futex(self, r, keys):
         """Futex waits r (keys: their merge keys) that overlap the window
@@ -1058,6 +1084,7 @@ class ThreadTimes:
         if r is not None and len(r):
             self._futex(r, ch.keys[c])
         ev = cap.sched_feed(self.rp, ch, t1)
+        self._snap(ch)
         if ev is None:
             return
         rp = self.rp.t
@@ -1099,6 +1126,59 @@ class ThreadTimes:
         if np.any(died):
             for t, x in zip(tid[died].tolist(), ts[died].tolist()):
                 rows[t][3] = x
+
+    def _snap(self, ch):
+        """Keep track of what switched and woke in chunk ch; a snapshot
+        of the replay from no state after it (at most 128, evenly
+        spaced) if it lies before t1."""
+        cap = self.cap
+        last = -1
+        for name in SCHED_EVENTS:
+            c = cap._cid.get(name)
+            r = ch.recs.get(c) if c is not None else None
+            if r is None or not len(r):
+                continue
+            last = max(last, int(r["_ts"].max()))
+            if name == "waking":
+                continue
+            d = self.dense(r["tid"])
+            if len(self.switched) < len(self.dense.tids):
+                grow = np.zeros(len(self.dense.tids), bool)
+                grow[:len(self.switched)] = self.switched
+                self.switched = grow
+            self.switched[d] = True
+        c = cap._cid.get("waking")
+        r = ch.recs.get(c) if c is not None else None
+        if r is not None and len(r):
+            d = self.dense(r["tid"])
+            if len(self.switched) < len(self.dense.tids):
+                grow = np.zeros(len(self.dense.tids), bool)
+                grow[:len(self.switched)] = self.switched
+                self.switched = grow
+            m = ~self.switched[d]
+            if m.any():
+                for t, ts in zip(r["tid"][m].tolist(), r["_ts"][m].tolist()):
+                    if t not in self.woke or ts < self.woke[t]:
+                        self.woke[t] = ts
+        if self.woke:
+            names, sw = self.dense.tids, self.switched
+            for i in np.nonzero(sw)[0].tolist():
+                self.woke.pop(names[i], None)
+        if last < 0 or last > self.t1:
+            return
+        self.skip += 1
+        if self.skip < self.stride:
+            return
+        self.skip = 0
+        t = self.rp.t
+        lut, sw = self.dense.lut, self.switched
+        state = [(tid, s, t.since[tid]) for tid, s in t.state.items()
+                 if tid < len(lut) and lut[tid] >= 0 and sw[lut[tid]]]
+        state += [(tid, t.runq, ts) for tid, ts in self.woke.items()]
+        self.snaps.append((last, state))
+        if len(self.snaps) >= 128:
+            self.snaps = self.snaps[1::2]
+            self.stride *= 2
 
     def finish(self):
         cap, t0, t1 = self.cap, self.t0, self.t1

@@ -37,11 +37,10 @@ def _lanes(cap, t0, t1, lanes):
 
 def _replay(cap, t0, t1):
     """ThreadStates.replay of the capture's scheduler events over [t0,
-    t1]: the states at t0 from the events before it (replayed in bulk),
+    t1]: the states at t0 from the events before it (replayed in bulk,
+    from the window pass's last snapshot before t0: Capture.sched_at),
     then those of the window one by one."""
-    rp, chunks = cap.sched(t0 - 1, recorded=False)
-    for _ in chunks:
-        pass
+    rp = cap.sched_at(t0 - 1)
     yield from rp.t.replay(cap.iter_events(SCHED, t0, t1), t0, t1)
 
 
