@@ -1,0 +1,398 @@
+#!/usr/bin/python3
+"""mkdashboard.py - write the Grafana dashboard deploy/grafana/osdstage.json.
+
+USAGE: deploy/grafana/mkdashboard.py > deploy/grafana/osdstage.json
+
+The dashboard is generated (one place for its panels, its layout and its
+PromQL) and checked in; tests/unit/test_exporter_dashboard.py checks that
+the file is this script's output, that Grafana can load it, and that its
+queries use only the metric families of lib/cephlat/exporter/families.py.
+Every query filters on ceph_daemon=~"$osd" (or reads a host-wide family);
+"$stage" picks user-space stages. Units are Grafana's: s, percentunit, ops.
+"""
+import json
+import sys
+
+DS = {"type": "prometheus", "uid": "${datasource}"}
+OSD = 'ceph_daemon=~"$osd"'
+RI = "$__rate_interval"
+STAGE_BUCKET = "ceph_osd_stage_latency_seconds_bucket"
+
+
+class Layout:
+    """Panels in rows of Grafana's 24-column grid, with unique ids."""
+
+    def __init__(self):
+        self.panels, self.next_id, self.y, self.x, self.row_h = [], 1, 0, 0, 0
+
+    def _id(self):
+        self.next_id += 1
+        return self.next_id - 1
+
+    def row(self, title, repeat=None):
+        self._newline()
+        p = {"type": "row", "id": self._id(), "title": title,
+             "collapsed": False, "panels": [],
+             "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}}
+        if repeat:
+            p["repeat"] = repeat
+        self.panels.append(p)
+        self.y += 1
+
+    def _newline(self):
+        if self.x:
+            self.y += self.row_h
+            self.x, self.row_h = 0, 0
+
+    def add(self, panel, w, h):
+        if self.x + w > 24:
+            self._newline()
+        panel["id"] = self._id()
+        panel["gridPos"] = {"h": h, "w": w, "x": self.x, "y": self.y}
+        panel.setdefault("datasource", DS)
+        self.panels.append(panel)
+        self.x += w
+        self.row_h = max(self.row_h, h)
+        return panel
+
+
+def target(expr, legend="", ref="A", **kw):
+    t = {"datasource": DS, "refId": ref, "expr": expr,
+         "legendFormat": legend or "__auto", "range": True}
+    t.update(kw)
+    return t
+
+
+def targets(*pairs):
+    return [target(e, l, chr(ord("A") + i)) for i, (e, l) in
+            enumerate(pairs)]
+
+
+def timeseries(title, desc, tgts, unit, stack=False, fill=10):
+    custom = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": fill,
+              "showPoints": "never", "spanNulls": False,
+              "stacking": {"mode": "normal" if stack else "none",
+                           "group": "A"}}
+    return {"type": "timeseries", "title": title, "description": desc,
+            "targets": tgts,
+            "fieldConfig": {"defaults": {"unit": unit, "custom": custom},
+                            "overrides": []},
+            "options": {"legend": {"displayMode": "table",
+                                   "placement": "right",
+                                   "calcs": ["mean", "max"],
+                                   "showLegend": True},
+                        "tooltip": {"mode": "multi", "sort": "desc"}}}
+
+
+def p99(metric, by, match, q="0.99"):
+    return ('histogram_quantile(%s, sum by (%s, le) (rate(%s{%s}[%s])))'
+            % (q, by, metric, match, RI))
+
+
+def build():
+    L = Layout()
+
+    # --- overview ---------------------------------------------------------
+    L.row("Overview")
+    L.add({"type": "stat", "title": "OSDs traced",
+           "description": "OSDs of the selection the exporters trace now "
+                          "(ceph_osdstage_info: one per traced OSD)",
+           "targets": [target('count(ceph_osdstage_info{%s})' % OSD,
+                              "traced", instant=True, range=False)],
+           "fieldConfig": {"defaults": {"unit": "none"}, "overrides": []},
+           "options": {"reduceOptions": {"calcs": ["lastNotNull"]},
+                       "colorMode": "value", "graphMode": "none"}}, 4, 5)
+    L.add({"type": "stat", "title": "Op p99 (worst OSD)",
+           "description": "The highest p99 of op_total (enqueue to "
+                          "log_op_stats) among the selected OSDs",
+           "targets": [target('max(%s)' % p99(STAGE_BUCKET, "ceph_daemon",
+                                              'stage="op_total", %s' % OSD),
+                              "p99")],
+           "fieldConfig": {"defaults": {"unit": "s"}, "overrides": []},
+           "options": {"reduceOptions": {"calcs": ["lastNotNull"]},
+                       "colorMode": "value", "graphMode": "area"}}, 5, 5)
+    L.add({"type": "table", "title": "Traced OSDs: process, release, "
+                                     "probe table",
+           "description": "ceph_osdstage_info: the Ceph release read from "
+                          "each OSD's binary and the probe table used",
+           "targets": [target('max by (ceph_daemon, pid, ceph_version, '
+                              'release, probe_table, probe_table_exact, '
+                              'stages) (ceph_osdstage_info{%s})' % OSD, "",
+                              format="table", instant=True, range=False)],
+           "transformations": [{"id": "organize", "options": {
+               "excludeByName": {"Time": True, "Value": True}}}],
+           "fieldConfig": {"defaults": {}, "overrides": []},
+           "options": {"showHeader": True}}, 15, 5)
+
+    # --- latency ------------------------------------------------------------
+    L.row("Stage latency")
+    L.add(timeseries(
+        "p99 per stage per OSD",
+        "histogram_quantile(0.99) of each stage's histogram, per OSD (all "
+        "op classes). Buckets are powers of two from 1 us: the quantile "
+        "is exact to within one bucket.",
+        [target(p99(STAGE_BUCKET, "ceph_daemon, stage",
+                    'stage=~"$stage", %s' % OSD),
+                "{{ceph_daemon}} {{stage}}")], "s", fill=0), 12, 9)
+    L.add(timeseries(
+        "Mean per stage per OSD",
+        "rate(sum) / rate(count) of each stage's histogram",
+        [target('sum by (ceph_daemon, stage) (rate('
+                'ceph_osd_stage_latency_seconds_sum{stage=~"$stage", %s}'
+                '[%s])) / sum by (ceph_daemon, stage) (rate('
+                'ceph_osd_stage_latency_seconds_count{stage=~"$stage", %s}'
+                '[%s]))' % (OSD, RI, OSD, RI),
+                "{{ceph_daemon}} {{stage}}")], "s", fill=0), 12, 9)
+    L.add(timeseries(
+        "Ops per second per stage (by op class)",
+        "How many ops each stage measured per second, by op class "
+        "(read / write / other where the release splits it, else all)",
+        [target('sum by (stage, op_class) (rate('
+                'ceph_osd_stage_latency_seconds_count{stage=~"$stage", %s}'
+                '[%s]))' % (OSD, RI), "{{stage}} {{op_class}}")],
+        "ops", fill=0), 24, 8)
+
+    # heatmaps: one row per OSD, one heatmap per stage
+    L.row("Latency heatmaps: $osd", repeat="osd")
+    L.add({"type": "heatmap", "title": "$stage",
+           "description": "Ops per latency bucket over time (the "
+                          "stage's histogram, rate per second)",
+           "repeat": "stage", "repeatDirection": "h", "maxPerRow": 4,
+           "targets": [target('sum by (le) (rate(%s{stage=~"$stage", %s}'
+                              '[%s]))' % (STAGE_BUCKET, OSD, RI), "{{le}}",
+                              format="heatmap")],
+           "fieldConfig": {"defaults": {"custom": {
+               "scaleDistribution": {"type": "linear"}}}, "overrides": []},
+           "options": {"calculate": False,
+                       "yAxis": {"unit": "s", "axisPlacement": "left"},
+                       "rowsFrame": {"layout": "le"},
+                       "color": {"mode": "scheme", "scheme": "Oranges",
+                                 "exponent": 0.5, "fill": "dark-orange",
+                                 "scale": "exponential", "steps": 64},
+                       "cellGap": 1, "showValue": "never",
+                       "tooltip": {"show": True, "yHistogram": True},
+                       "legend": {"show": True}}}, 6, 8)
+
+    # --- queue wait ---------------------------------------------------------
+    L.row("Why queued ops wait")
+    L.add(timeseries(
+        "Queue wait by cause (stacked)",
+        "Seconds of queue wait per second, split by what the shard's "
+        "workers were doing: busy (on other ops), signal (asleep with work "
+        "queued: a late or missed wake-up), runq (woken, waiting for a "
+        "CPU), pickup (running, not yet dequeuing)",
+        [target('sum by (cause) (rate(ceph_osd_queue_wait_seconds_total'
+                '{%s}[%s]))' % (OSD, RI), "{{cause}}")], "s", stack=True,
+        fill=60), 12, 9)
+    L.add(timeseries(
+        "Mean queue wait per op by cause, per OSD",
+        "Each cause's seconds divided by the ops dequeued",
+        [target('sum by (ceph_daemon, cause) (rate('
+                'ceph_osd_queue_wait_seconds_total{%s}[%s])) / on '
+                '(ceph_daemon) group_left sum by (ceph_daemon) (rate('
+                'ceph_osd_queue_ops_total{%s}[%s]))' % (OSD, RI, OSD, RI),
+                "{{ceph_daemon}} {{cause}}")], "s", stack=True, fill=40),
+        12, 9)
+    L.add(timeseries(
+        "Shard worker wake-ups by waker",
+        "enqueuer: the thread that queued the work woke the worker; "
+        "other: anyone else; timeout: the timed wait expired",
+        [target('sum by (waker) (rate(ceph_osd_queue_wakeups_total{%s}'
+                '[%s]))' % (OSD, RI), "{{waker}}")], "ops", stack=True,
+        fill=60), 12, 8)
+    L.add(timeseries(
+        "Missed wake-ups (timeouts with work queued) per OSD",
+        "A worker woken by its timeout although work was queued: the "
+        "enqueuer's notify did not reach it",
+        [target('sum by (ceph_daemon) (rate('
+                'ceph_osd_queue_timeouts_with_work_total{%s}[%s]))'
+                % (OSD, RI), "{{ceph_daemon}}")], "ops", fill=0), 12, 8)
+
+    # --- threads ------------------------------------------------------------
+    L.row("OSD threads")
+    L.add(timeseries(
+        "Off-CPU by thread role",
+        "Seconds per second the OSD's threads of each role spent asleep "
+        "(all selected OSDs)",
+        [target('sum by (role) (rate(ceph_osd_thread_offcpu_seconds_total'
+                '{%s}[%s]))' % (OSD, RI), "{{role}}")], "s", stack=True,
+        fill=40), 8, 8)
+    L.add(timeseries(
+        "Run-queue by thread role",
+        "Seconds per second the threads of each role were runnable and "
+        "waited for a CPU (CPU starvation)",
+        [target('sum by (role) (rate('
+                'ceph_osd_thread_runqueue_seconds_total{%s}[%s]))'
+                % (OSD, RI), "{{role}}")], "s", stack=True, fill=40), 8, 8)
+    L.add(timeseries(
+        "Wake-up delay p99 by thread role",
+        "From sched_wakeup to back on a CPU (kernel histogram)",
+        [target(p99("ceph_osd_kernel_latency_seconds_bucket", "role",
+                    'stage="wakeup_delay", %s' % OSD), "{{role}}")], "s",
+        fill=0), 8, 8)
+    L.add(timeseries(
+        "Futex wait by thread role",
+        "Off-CPU seconds per second spent in futex waits (condition "
+        "variables, mutexes)",
+        [target('sum by (role) (rate(ceph_osd_thread_futex_seconds_total'
+                '{%s}[%s]))' % (OSD, RI), "{{role}}")], "s", stack=True,
+        fill=40), 8, 8)
+    L.add(timeseries(
+        "Wake-ups by thread role",
+        "Wake-ups per second of the threads of each role",
+        [target('sum by (role) (rate(ceph_osd_thread_wakeups_total{%s}'
+                '[%s]))' % (OSD, RI), "{{role}}")], "ops", stack=True,
+        fill=40), 8, 8)
+    L.add(timeseries(
+        "Threads by role",
+        "The OSD's threads of each role (all selected OSDs)",
+        [target('sum by (role) (ceph_osd_threads{%s})' % OSD, "{{role}}")],
+        "none", stack=True, fill=40), 8, 8)
+
+    # --- replicas -----------------------------------------------------------
+    L.row("Replication")
+    L.add(timeseries(
+        "Replica wait p99 per primary and peer",
+        "A primary's wait for each replica's commit reply",
+        [target(p99("ceph_osd_replica_wait_seconds_bucket",
+                    "ceph_daemon, peer", OSD),
+                "{{ceph_daemon}} <- {{peer}}")], "s", fill=0), 12, 8)
+    L.add(timeseries(
+        "Last reply by peer",
+        "Replicated writes per second whose last reply came from each "
+        "peer: a slow replica is the last one most of the time",
+        [target('sum by (peer) (rate(ceph_osd_replica_last_total{%s}[%s]))'
+                % (OSD, RI), "{{peer}}")], "ops", stack=True, fill=40),
+        12, 8)
+
+    # --- slowest OSDs -------------------------------------------------------
+    L.row("Slowest OSDs")
+    L.add({"type": "bargauge", "title": "Top 10 OSDs by op p99",
+           "description": "op_total p99 over the dashboard's rate "
+                          "interval, worst first",
+           "targets": [target('topk(10, %s)' % p99(
+               STAGE_BUCKET, "ceph_daemon", 'stage="op_total", %s' % OSD),
+               "{{ceph_daemon}}", instant=True, range=False)],
+           "fieldConfig": {"defaults": {"unit": "s", "min": 0},
+                           "overrides": []},
+           "options": {"orientation": "horizontal", "displayMode": "gradient",
+                       "reduceOptions": {"calcs": ["lastNotNull"]}}}, 12, 9)
+    L.add({"type": "bargauge", "title": "Top 10 OSDs by queue wait",
+           "description": "Seconds of queue wait per second (all causes)",
+           "targets": [target('topk(10, sum by (ceph_daemon) (rate('
+                              'ceph_osd_queue_wait_seconds_total{%s}[%s])))'
+                              % (OSD, RI), "{{ceph_daemon}}", instant=True,
+                              range=False)],
+           "fieldConfig": {"defaults": {"unit": "s", "min": 0},
+                           "overrides": []},
+           "options": {"orientation": "horizontal", "displayMode": "gradient",
+                       "reduceOptions": {"calcs": ["lastNotNull"]}}}, 12, 9)
+
+    # --- the tool's cost ----------------------------------------------------
+    L.row("Tool cost and losses")
+    L.add(timeseries(
+        "Estimated overhead vs bound",
+        "The exporter's estimated CPU cost of tracing each OSD as a "
+        "fraction of its host's CPU time (the first OSD of a host carries "
+        "the host-wide part), the exporter process's own CPU (reading maps, "
+        "serving /metrics) per exporter, and the bound (--max-overhead; "
+        "0: none)",
+        targets(('ceph_osdstage_overhead_ratio{%s}' % OSD,
+                 "{{ceph_daemon}}"),
+                ('ceph_osdstage_self_cpu_ratio', "exporter {{instance}}"),
+                ('max(ceph_osdstage_overhead_bound_ratio)', "bound")),
+        "percentunit", fill=0), 8, 8)
+    L.add(timeseries(
+        "Attached fraction",
+        "Share of the time the probes were attached (duty cycles keep the "
+        "cost under the bound; latency counts cover only these seconds)",
+        [target('sum by (ceph_daemon) (rate('
+                'ceph_osdstage_attached_seconds_total{%s}[%s])) / sum by '
+                '(ceph_daemon) (rate(ceph_osdstage_traced_seconds_total{%s}'
+                '[%s]))' % (OSD, RI, OSD, RI), "{{ceph_daemon}}")],
+        "percentunit", fill=0), 8, 8)
+    L.add(timeseries(
+        "Probe hits by kind",
+        "BPF program runs per second: entry/return uprobes, scheduler "
+        "and syscall tracepoints",
+        [target('sum by (kind) (rate(ceph_osdstage_probe_hits_total{%s}'
+                '[%s]))' % (OSD, RI), "{{kind}}")], "ops", stack=True,
+        fill=40), 8, 8)
+    L.add(timeseries(
+        "Events lost by reason",
+        "Measurements the tool could not make per second (a full map, an "
+        "op aged out, ...): non-zero means the figures undercount",
+        [target('sum by (reason) (rate(ceph_osdstage_events_lost_total{%s}'
+                '[%s]))' % (OSD, RI), "{{reason}}")], "ops", fill=0), 8, 8)
+    L.add(timeseries(
+        "BPF map fullness",
+        "How full the tool's fixed-size tables are (host-wide)",
+        [target('max by (map) (ceph_osdstage_map_fullness_ratio)',
+                "{{map}}")], "percentunit", fill=0), 8, 8)
+    L.add(timeseries(
+        "Ops in flight, targets, attaches",
+        "Ops held in the ops table per OSD; OSDs traced per exporter; "
+        "(re)attaches in the last hour (restarts of an OSD)",
+        targets(('ceph_osdstage_ops_in_flight{%s}' % OSD,
+                 "in flight {{ceph_daemon}}"),
+                ('sum(ceph_osdstage_targets)', "targets"),
+                ('sum by (ceph_daemon) (increase('
+                 'ceph_osdstage_attaches_total{%s}[1h]))' % OSD,
+                 "attaches {{ceph_daemon}}")), "none", fill=0), 8, 8)
+
+    var_q = {"type": "query", "datasource": DS, "refresh": 2,
+             "includeAll": True, "multi": True, "allValue": ".+",
+             "current": {"selected": True, "text": ["All"],
+                         "value": ["$__all"]},
+             "options": [], "hide": 0, "skipUrlSync": False, "regex": ""}
+    osd_q = "label_values(ceph_osdstage_info, ceph_daemon)"
+    stage_q = "label_values(%s, stage)" % STAGE_BUCKET
+    templating = [
+        {"type": "datasource", "name": "datasource", "label": "Data source",
+         "query": "prometheus", "current": {}, "hide": 0, "options": [],
+         "refresh": 1, "regex": "", "skipUrlSync": False},
+        dict(var_q, name="osd", label="OSD", definition=osd_q, sort=3,
+             query={"query": osd_q, "refId": "osd"}),
+        dict(var_q, name="stage", label="Stage", definition=stage_q,
+             sort=1, query={"query": stage_q, "refId": "stage"}),
+    ]
+    return {
+        "__inputs": [],
+        "annotations": {"list": [{
+            "builtIn": 1, "datasource": {"type": "grafana",
+                                         "uid": "-- Grafana --"},
+            "enable": True, "hide": True, "iconColor":
+            "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts",
+            "type": "dashboard"}]},
+        "description": "Per-stage latency, queue-wait attribution, thread "
+                       "times and tracing cost of every Ceph OSD, from "
+                       "osdstage_exporter (cephlat)",
+        "editable": True,
+        "fiscalYearStartMonth": 0,
+        "graphTooltip": 1,
+        "id": None,
+        "links": [],
+        "liveNow": False,
+        "panels": L.panels,
+        "refresh": "30s",
+        "schemaVersion": 39,
+        "tags": ["ceph", "osd", "latency", "ebpf"],
+        "templating": {"list": templating},
+        "time": {"from": "now-1h", "to": "now"},
+        "timepicker": {},
+        "timezone": "",
+        "title": "Ceph OSD stages (osdstage)",
+        "uid": "cephlat-osdstage",
+        "version": 1,
+        "weekStart": "",
+    }
+
+
+def main():
+    json.dump(build(), sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
