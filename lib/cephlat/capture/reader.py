@@ -533,12 +533,18 @@ class Capture:
             tail = np.ones(len(a), bool)
             tail[:-1] = a[1:] != a[:-1]
             return [(a[tail], t[tail], k[tail])]
-        for ch in self.chunks(self.OP_EVENTS):
-            for c, r in ch.recs.items():
-                if not len(r) or "op" not in r.dtype.names:
-                    continue
-                parts.append((r["op"], r["_ts"], ch.keys[c]))
-                n += len(r)
+        # in no particular order: what is kept is sorted
+        cids = [self._cid[n] for n in self.OP_EVENTS if n in self._cid]
+        slot_field = "_ctx2" if len(self.trace.context.fields) > 2 else None
+        for c, r, k in self.streams.scan(cids):
+            if slot_field:
+                m = r[slot_field] == self.slot
+                if not m.all():
+                    r, k = r[m], k[m]
+            if not len(r) or "op" not in r.dtype.names:
+                continue
+            parts.append((r["op"], r["_ts"], k))
+            n += len(r)
             if n > 1 << 20:
                 parts, n = reduce(parts), 0
         e = np.zeros(0, np.uint64)

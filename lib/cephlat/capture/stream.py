@@ -171,7 +171,7 @@ class Streams:
         return (min(firsts), max(lasts)) if firsts else (None, None)
 
     # ------------------------------------------------------------ decode
-    def _span(self, si, lo, hi):
+    def _span(self, si, lo, hi, budget=None):
         """Packets lo..hi-1 of stream si walked: (first packet, end
         packet, byte offset, bytes, event offsets sorted, their ids),
         from a span of packets walked at once (the walk costs one step
@@ -181,7 +181,9 @@ class Streams:
         if sp is not None and sp[0] <= lo and hi <= sp[1]:
             return sp
         p = self.packets[si]
-        budget = max(self.span_bytes // max(len(self.packets), 1), 1 << 18)
+        if budget is None:
+            budget = max(self.span_bytes // max(len(self.packets), 1),
+                         1 << 18)
         j, n = lo, 0
         while j < len(p) and (j < hi or n < budget):
             n += int(p.size[j])
@@ -264,6 +266,22 @@ class Streams:
             rows = sliding_window_view(buf, dt.itemsize)[o]
             out[cid] = (rows.view(dt).reshape(-1), o + base)
         return out
+
+    def scan(self, want):
+        """The events of classes `want` (ids), a span of one stream at a
+        time: (class id, records, keys), in no order across spans (for
+        what needs every event but not their order: a stream's spans
+        take the whole span budget, and nothing is merged)."""
+        want = set(want)
+        for si, p in enumerate(self.packets):
+            self._spans = {}
+            lo = 0
+            while lo < len(p):
+                hi = self._span(si, lo, lo + 1, self.span_bytes)[1]
+                for cid, (r, k) in self._decode(si, lo, hi, want).items():
+                    yield cid, r, k
+                lo = hi
+        self._spans = {}
 
     # ------------------------------------------------------------- rounds
     def chunks(self, want=None, t0=None, t1=None):
