@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# build-image.sh - build the exporter's image without pulling anything.
+#
+#   deploy/container/build-image.sh [IMAGE]     (default localhost/cephlat-exporter:latest)
+#
+# deploy/container/Containerfile starts FROM debian:bookworm. Where that
+# cannot be pulled (this project's test machines), the base is made locally,
+# as vagrant/container.sh makes the Ceph lab images: mmdebstrap builds a
+# minimal Debian bookworm root filesystem from the host's own Debian mirror,
+# `podman import` turns it into localhost/cephlat-debian:bookworm, and
+# `podman build --from` uses it in place of the FROM line. The Containerfile's
+# own steps then run unchanged (apt-get from the same mirror).
+#
+# Needs root, podman, runc, mmdebstrap, and the built BPF objects (make build).
+# Silent when it works; the image is rebuilt when it is missing or
+# REBUILD=1. The root filesystem is cached in CEPHLAT_ROOTFS_DIR
+# (/var/cache/cephlat/rootfs/bookworm.tar). CEPHLAT_MIRROR: the Debian mirror
+# (default: the host's, from apt). Logs: LAB_LOG_ROOT (/var/log/cephlat).
+set -euo pipefail
+
+PROG=build-image.sh
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(cd "$HERE/../.." && pwd)
+IMAGE=${1:-localhost/cephlat-exporter:latest}
+BASE=localhost/cephlat-debian:bookworm
+SUITE=bookworm
+ROOTFS_DIR=${CEPHLAT_ROOTFS_DIR:-/var/cache/cephlat/rootfs}
+LOG_ROOT=${LAB_LOG_ROOT:-/var/log/cephlat}
+
+msg() { echo "$PROG: $*" >&2; }
+die() { echo "$PROG: error: $*" >&2; exit 1; }
+pm() { podman "$@" 9<&-; }
+
+# run_logged STEP CMD...: CMD's output in a log; on failure its last lines.
+run_logged() {
+    local step=$1 log rc=0
+    shift
+    mkdir -p "$LOG_ROOT"
+    log=$LOG_ROOT/$step.log
+    "$@" >"$log" 2>&1 9<&- || rc=$?
+    ((rc == 0)) && return 0
+    {
+        echo "$PROG: error: step '$step' failed (exit $rc): $*"
+        echo "$PROG: last lines of $log:"
+        tail -n 25 "$log" | sed 's/^/    /'
+    } >&2
+    exit "$rc"
+}
+
+# The host's Debian mirror: the first apt source of the suite "bookworm".
+apt_mirror() {
+    [[ -n ${CEPHLAT_MIRROR:-} ]] && { echo "$CEPHLAT_MIRROR"; return 0; }
+    apt-get indextargets --format '$(RELEASE) $(REPO_URI)' 2>/dev/null |
+        awk -v s="$SUITE" '$1 == s {print $2; exit}' | grep . ||
+        die "no Debian $SUITE mirror in the host's apt sources; set CEPHLAT_MIRROR"
+}
+
+[[ $(id -u) -eq 0 ]] || die "must run as root"
+for t in podman runc mmdebstrap; do
+    command -v "$t" >/dev/null || die "$t is not installed (apt-get install podman runc mmdebstrap)"
+done
+for f in osdstage.bpf.o osdstage.abi.json libcephlat_calib.so; do
+    [[ -s $TOP/build/$f ]] || die "build/$f is missing: run 'make build' first"
+done
+
+if [[ ${REBUILD:-} != 1 ]] && pm image exists "$IMAGE"; then
+    exit 0
+fi
+
+tar=$ROOTFS_DIR/$SUITE.tar
+if [[ ! -s $tar ]]; then
+    mirror=$(apt_mirror)
+    mkdir -p "$ROOTFS_DIR"
+    tmp=$ROOTFS_DIR/.$SUITE.tmp.tar
+    trap 'rm -f "$tmp"' EXIT
+    msg "building the Debian $SUITE root filesystem in $tar (about a minute)"
+    run_logged "rootfs-$SUITE" mmdebstrap --mode=root --format=tar --variant=apt \
+        "$SUITE" "$tmp" "$mirror"
+    mv -f "$tmp" "$tar"
+    trap - EXIT
+    pm image rm -f "$BASE" >/dev/null 2>&1 || true
+fi
+pm image exists "$BASE" ||
+    run_logged "import-$SUITE" pm import --quiet "$tar" "$BASE"
+
+# runc: crun refuses this kernel's hybrid cgroup layout (design brief 4b);
+# the host network for apt (no bridge networking needed to build).
+run_logged "build-exporter-image" pm build --quiet --runtime runc --network host \
+    --from "$BASE" -t "$IMAGE" -f "$HERE/Containerfile" "$TOP"
+msg "built $IMAGE"
