@@ -329,18 +329,39 @@ class Streams:
                     pend.setdefault(cid, []).append((r, k))
                 cursor[si] = b
             recs, keys, rest = {}, {}, {}
+            lo64, top = np.uint64(lo_ts), np.uint64(min(h, hi_ts))
             for cid, parts in pend.items():
-                r = parts[0][0] if len(parts) == 1 else \
-                    np.concatenate([x[0] for x in parts])
-                k = parts[0][1] if len(parts) == 1 else \
-                    np.concatenate([x[1] for x in parts])
-                ts = r["_ts"]
-                m = (ts >= np.uint64(lo_ts)) & (ts <= np.uint64(min(h, hi_ts)))
-                later = ts > np.uint64(h)
-                if np.any(m):
-                    recs[cid], keys[cid] = r[m], k[m]
-                if np.any(later):
-                    rest[cid] = [(r[later], k[later])]
+                # each part's events of this round, and those after it,
+                # copied once: straight into the round's arrays
+                now, left = [], []
+                for r, k in parts:
+                    ts = r["_ts"]
+                    m = (ts >= lo64) & (ts <= top) if lo_ts else ts <= top
+                    later = ts > np.uint64(h)
+                    now.append(None if m.all() else m)
+                    if later.any():
+                        left.append((r[later], k[later]))
+                n = sum(len(r) if m is None else int(np.count_nonzero(m))
+                        for (r, _), m in zip(parts, now))
+                if n:
+                    if len(parts) == 1 and now[0] is None:
+                        recs[cid], keys[cid] = parts[0]
+                    else:
+                        recs[cid] = r = np.empty(n, parts[0][0].dtype)
+                        keys[cid] = k = np.empty(n, parts[0][1].dtype)
+                        at = 0
+                        for (pr, pk), m in zip(parts, now):
+                            if m is None:
+                                r[at:at + len(pr)], k[at:at + len(pr)] = \
+                                    pr, pk
+                                at += len(pr)
+                            else:
+                                c = int(np.count_nonzero(m))
+                                np.compress(m, pr, out=r[at:at + c])
+                                np.compress(m, pk, out=k[at:at + c])
+                                at += c
+                if left:
+                    rest[cid] = left
             pend = rest
             if recs:
                 yield Chunk(recs, keys)
