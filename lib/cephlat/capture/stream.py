@@ -162,6 +162,7 @@ class Streams:
         self.walk_steps = np.maximum(self.sizes, 0)
         self.stopper = int(np.nonzero(self.sizes <= 0)[0][0])
         self._spans = {}
+        self._raw = {}          # stream -> its span buffer
         self.span_bytes = 4 * _ROUND_BYTES
 
     def span(self):
@@ -192,7 +193,12 @@ class Streams:
         path = p.path
         # the bytes, then a tail of stop marks: a walk that runs past
         # the last packet stays inside the buffer
-        raw = bytearray(stop - start + _TAIL)
+        # (the stream's buffer of its last span, if large enough: fresh
+        # memory costs a page fault a page; nothing points into it once
+        # its span is done, records are copied out of it)
+        raw = self._raw.get(si)
+        if raw is None or len(raw) < stop - start + _TAIL:
+            raw = self._raw[si] = bytearray(stop - start + _TAIL)
         try:
             with open(path, "rb") as f:
                 f.seek(start)
@@ -202,7 +208,7 @@ class Streams:
         if got != stop - start:
             raise UserError("%s: corrupt packet at byte %d (bad size)" % (
                 path, start + got))
-        buf = np.frombuffer(raw, dtype=np.uint8)
+        buf = np.frombuffer(raw, dtype=np.uint8, count=stop - start + _TAIL)
         pos = p.off[lo:j] - start + ctf.PACKET_HEAD
         ends = p.end[lo:j] - start
         # a stop mark at each packet's content end (its padding or the
@@ -238,13 +244,13 @@ class Streams:
                 else int(row[-1])
             raise UserError("%s: corrupt event at byte %d" % (path,
                                                               at + start))
-        # every record whole inside its packet, with a known id
-        ids = buf[offs].astype(np.int64)
-        hi_bytes = buf[offs + 1] | buf[offs + 2] | buf[offs + 3]
-        if np.any(hi_bytes):
-            at = int(offs[np.nonzero(hi_bytes)[0][0]])
+        # every record whole inside its packet, with a known id (a u32)
+        ids = sliding_window_view(buf, 4)[offs].view("<u4").reshape(-1)
+        if len(ids) and int(ids.max()) > 255:
+            at = int(offs[np.nonzero(ids > 255)[0][0]])
             raise UserError("%s: corrupt event at byte %d" % (path,
                                                               at + start))
+        ids = ids.astype(np.int64)
         sp = self._spans[si] = (lo, j, start, buf, offs, ids)
         return sp
 
@@ -281,7 +287,7 @@ class Streams:
                 for cid, (r, k) in self._decode(si, lo, hi, want).items():
                     yield cid, r, k
                 lo = hi
-        self._spans = {}
+        self._spans, self._raw = {}, {}
 
     # ------------------------------------------------------------- rounds
     def chunks(self, want=None, t0=None, t1=None):
@@ -366,6 +372,7 @@ class Streams:
             if recs:
                 yield Chunk(recs, keys)
             if h == _INF:
+                self._spans, self._raw = {}, {}
                 return
 
 
