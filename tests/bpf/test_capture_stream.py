@@ -141,3 +141,31 @@ def test_memory_stays_bounded(captures, args):
              for c in (captures["small"], captures["large"])]
     assert sizes[1] > 2 * sizes[0], sizes
     assert large < 1.4 * small, (small, large, sizes)
+
+
+def test_timeline_states_from_snapshots_are_a_full_replays(captures):
+    """The timeline's thread states at its start come from snapshots the
+    window pass kept (Capture.sched_at): the same state and since when
+    for every thread as replaying every scheduler event before it from
+    no state (Capture.sched(recorded=False)), wherever the start is (the
+    timeline sorts what it draws: the threads' order does not matter)."""
+    from cephlat.capture import stream
+    from cephlat.capture.reader import Capture
+    old = stream._ROUND_BYTES
+    stream._ROUND_BYTES = 64 << 10          # many chunks, many snapshots
+    try:
+        c = Capture(captures["small"])
+        c.window(c.first_ns, c.last_ns)
+        assert len(c._sched_snaps) > 4
+        span = c.last_ns - c.first_ns
+        for frac in (0, 0.01, 0.3, 0.5, 0.77, 0.999, 1):
+            t = c.first_ns + int(span * frac)
+            got = c.sched_at(t).t
+            rp, chunks = c.sched(t, recorded=False)
+            for _ in chunks:
+                pass
+            want = rp.t
+            assert sorted(got.state.items()) == sorted(want.state.items())
+            assert sorted(got.since.items()) == sorted(want.since.items())
+    finally:
+        stream._ROUND_BYTES = old
