@@ -12,8 +12,8 @@
 # own steps then run unchanged (apt-get from the same mirror).
 #
 # Needs root, podman, runc, mmdebstrap, and the built BPF objects (make build).
-# Silent when it works; the image is rebuilt when it is missing or
-# REBUILD=1. The root filesystem is cached in CEPHLAT_ROOTFS_DIR
+# Silent when it works; the image is rebuilt when it is missing, older than
+# a file it copies (lib/, the exporter, build/), or REBUILD=1. The root filesystem is cached in CEPHLAT_ROOTFS_DIR
 # (/var/cache/cephlat/rootfs/bookworm.tar). CEPHLAT_MIRROR: the Debian mirror
 # (default: the host's, from apt). Logs: LAB_LOG_ROOT (/var/log/cephlat).
 set -euo pipefail
@@ -63,8 +63,16 @@ for f in osdstage.bpf.o osdstage.abi.json libcephlat_calib.so; do
     [[ -s $TOP/build/$f ]] || die "build/$f is missing: run 'make build' first"
 done
 
+# Up to date: the image is newer than every file it copies.
+newest_source() {
+    find "$TOP/lib" "$TOP/tools/osdstage_exporter.py" "$TOP/tools/osdstage.py" \
+        "$TOP/build" "$HERE/Containerfile" -type f \( -name '*.py' -o -name '*.bpf.o' \
+        -o -name '*.abi.json' -o -name '*.so' -o -name Containerfile \) \
+        -printf '%T@\n' | sort -n | tail -n1 | cut -d. -f1
+}
 if [[ ${REBUILD:-} != 1 ]] && pm image exists "$IMAGE"; then
-    exit 0
+    created=$(pm image inspect -f '{{.Created.Unix}}' "$IMAGE")
+    ((created >= $(newest_source))) && exit 0
 fi
 
 tar=$ROOTFS_DIR/$SUITE.tar
