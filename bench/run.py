@@ -819,6 +819,9 @@ def main(argv=None):
                     help="default: bench/results/<release>.osds.json")
     ap.add_argument("--soak-min", type=float, default=30.0,
                     help="the exporter part's soak, minutes (default 30)")
+    ap.add_argument("--soak-pairs", type=int, default=4,
+                    help="the exporter part's interleaved cost pairs "
+                    "(default 4)")
     ap.add_argument("--soak-bound", type=float, default=1.0,
                     help="the exporter's --max-overhead in the soak "
                     "(default 1: its own default)")

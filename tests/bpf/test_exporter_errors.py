@@ -75,7 +75,8 @@ def test_no_osd_on_the_host_serves_and_keeps_looking(bpf_ready, attempt):
     port = free_port()
     # a PID namespace with its own /proc: no ceph-osd in sight
     proc = subprocess.Popen(
-        ["unshare", "--pid", "--fork", "--mount-proc", PYTHON, EXPORTER,
+        ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+         PYTHON, EXPORTER,
          "--listen", "127.0.0.1:%d" % port],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -117,9 +117,9 @@ class _Quiet(WSGIRequestHandler):
 
 
 def serve_http(listen, exported):
-    """Serve /metrics from a thread: the page exported.publish() rendered
-    last (prometheus_client's format and content type). A bad address or
-    a port in use is one line."""
+    """Serve /metrics from a thread: exported.page(), the state of the
+    last refresh (prometheus_client's format and content type). A bad
+    address or a port in use is one line."""
     from prometheus_client import CONTENT_TYPE_LATEST
     from prometheus_client.exposition import ThreadingWSGIServer
     addr, port = listen
@@ -129,7 +129,7 @@ def serve_http(listen, exported):
             start_response("404 Not Found", [("Content-Type",
                                               "text/plain")])
             return [b"not found: try /metrics\n"]
-        body = exported.page
+        body = exported.page()
         start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST),
                                   ("Content-Length", str(len(body)))])
         return [body]

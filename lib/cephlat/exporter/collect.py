@@ -102,16 +102,24 @@ class Exported:
         self.targets = 0
         self.fullness = {}
         self.self_cpu = 0.0
-        self.page = b""            # the last rendering (publish())
         self.registry = None
+        self._page, self._stale = b"", True
+        self._render = threading.Lock()
 
     def publish(self):
-        """Render /metrics once (after each refresh): a scrape serves these
-        bytes and costs the same whatever the state's size, without
-        waiting for the loop."""
-        if self.registry is not None:
-            from prometheus_client import generate_latest
-            self.page = generate_latest(self.registry)
+        """The state changed (a refresh): the next scrape renders it."""
+        self._stale = True
+
+    def page(self):
+        """/metrics as bytes: rendered at most once per refresh, by the
+        first scrape after it (no scrape, no rendering); later scrapes of
+        the same state get the same bytes."""
+        with self._render:
+            if self._stale and self.registry is not None:
+                from prometheus_client import generate_latest
+                self._stale = False
+                self._page = generate_latest(self.registry)
+            return self._page
 
     def osd(self, name):
         st = self.osds.get(name)

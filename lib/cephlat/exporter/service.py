@@ -17,7 +17,7 @@ import os
 import signal
 import time
 
-from ..ceph.target import find_ceph_osds, pid_alive
+from ..ceph.target import osd_id_of, pid_alive, read_comm
 from ..engine import duty
 from ..engine.live import _plan, target_name
 from ..engine.optable import table_size
@@ -45,6 +45,42 @@ def _stat(pid):
     return int(fields[1]), up - int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
+class OsdScan:
+    """The host's ceph-osd processes, for a loop that looks every second
+    (as ceph/target.py's find_ceph_osds, reading less): a process's name
+    is read when its pid is new, while it is young (a fork that has not
+    exec'd ceph-osd yet) and always for ceph-osd processes; an older
+    process of another name is not read again."""
+
+    RECHECK_S = 10.0
+
+    def __init__(self):
+        self.seen = {}       # pid -> (first seen, monotonic; is ceph-osd)
+
+    def osds(self):
+        """[(pid, osd id or None)], by pid."""
+        now = time.monotonic()
+        seen, out = {}, []
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            pid = int(name)
+            first, osd = self.seen.get(pid, (now, None))
+            if osd is None or osd or now - first < self.RECHECK_S:
+                try:
+                    osd = read_comm(pid) == "ceph-osd"
+                except OSError:
+                    continue
+            seen[pid] = (first, osd)
+            if osd:
+                try:
+                    out.append((pid, osd_id_of(pid)))
+                except OSError:
+                    continue
+        self.seen = seen
+        return sorted(out)
+
+
 def _id_order(osd_id):
     return (0, int(osd_id)) if osd_id and osd_id.isdigit() else (1, 0)
 
@@ -60,6 +96,7 @@ class Exporter:
         self.t_last = 0.0
         self.said_none = False
         self.gone = set()       # names of traced OSDs that exited
+        self.scan = OsdScan()
         self.last_error = None
 
     def say(self, msg):
@@ -74,7 +111,7 @@ class Exporter:
         up before it exits: a process whose child is a ceph-osd of the
         same id is that parent, and is left alone."""
         found = []
-        for pid, osd_id in find_ceph_osds():
+        for pid, osd_id in self.scan.osds():
             if self.args.osd != "all" and osd_id not in self.args.osd:
                 continue
             st = _stat(pid) if pid_alive(pid) else None
@@ -210,9 +247,10 @@ class Exporter:
             if mono >= next_look:
                 next_look = mono + LOOK_S
                 self.look()
-            if self.tracer is not None:
-                if self.cycle is not None:
-                    self.cycle.tick(self.tracer.snapshot_counters())
+            if self.tracer is not None and self.cycle is not None and \
+                    mono >= self.cycle.switch_at:
+                # the counters are read only when the cycle switches
+                self.cycle.tick(self.tracer.snapshot_counters())
             if mono >= next_refresh:
                 next_refresh = mono + a.refresh
                 if self.tracer is not None:
