@@ -93,6 +93,11 @@ pm image exists "$BASE" ||
 
 # runc: crun refuses this kernel's hybrid cgroup layout (design brief 4b);
 # the host network for apt (no bridge networking needed to build).
+old=$(pm image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null) || old=""
 run_logged "build-exporter-image" pm build --quiet --runtime runc --network host \
     --from "$BASE" -t "$IMAGE" -f "$HERE/Containerfile" "$TOP"
+# the image this one replaces (untagged now), unless a container still uses it
+if [[ -n $old && $old != $(pm image inspect -f '{{.Id}}' "$IMAGE") ]]; then
+    pm image rm "$old" >/dev/null 2>&1 || true
+fi
 msg "built $IMAGE"
