@@ -12,8 +12,9 @@
 # own steps then run unchanged (apt-get from the same mirror).
 #
 # Needs root, podman, runc, mmdebstrap, and the built BPF objects (make build).
-# Silent when it works; the image is rebuilt when it is missing, older than
-# a file it copies (lib/, the exporter, build/), or REBUILD=1. The root filesystem is cached in CEPHLAT_ROOTFS_DIR
+# Silent when it works; the image is rebuilt when it is missing, when a file
+# it copies (lib/, the exporter, build/) changed (a hash of them is its label
+# cephlat.sources), or REBUILD=1. The root filesystem is cached in CEPHLAT_ROOTFS_DIR
 # (/var/cache/cephlat/rootfs/bookworm.tar). CEPHLAT_MIRROR: the Debian mirror
 # (default: the host's, from apt). Logs: LAB_LOG_ROOT (/var/log/cephlat).
 set -euo pipefail
@@ -63,16 +64,17 @@ for f in osdstage.bpf.o osdstage.abi.json libcephlat_calib.so; do
     [[ -s $TOP/build/$f ]] || die "build/$f is missing: run 'make build' first"
 done
 
-# Up to date: the image is newer than every file it copies.
-newest_source() {
-    find "$TOP/lib" "$TOP/tools/osdstage_exporter.py" "$TOP/tools/osdstage.py" \
-        "$TOP/build" "$HERE/Containerfile" -type f \( -name '*.py' -o -name '*.bpf.o' \
-        -o -name '*.abi.json' -o -name '*.so' -o -name Containerfile \) \
-        -printf '%T@\n' | sort -n | tail -n1 | cut -d. -f1
+# Up to date: the image carries the hash of the files it copies (a label).
+sources_hash() {
+    (cd "$TOP" && find lib tools/osdstage_exporter.py tools/osdstage.py build \
+        deploy/container/Containerfile -type f \( -name '*.py' -o -name '*.bpf.o' \
+        -o -name '*.abi.json' -o -name '*.so' -o -name Containerfile \) -print0 |
+        sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-32
 }
-if [[ ${REBUILD:-} != 1 ]] && pm image exists "$IMAGE"; then
-    created=$(pm image inspect -f '{{.Created.Unix}}' "$IMAGE")
-    ((created >= $(newest_source))) && exit 0
+HASH=$(sources_hash)
+if [[ ${REBUILD:-} != 1 ]] && pm image exists "$IMAGE" &&
+    [[ $(pm image inspect -f '{{index .Labels "cephlat.sources"}}' "$IMAGE") == "$HASH" ]]; then
+    exit 0
 fi
 
 tar=$ROOTFS_DIR/$SUITE.tar
@@ -95,7 +97,8 @@ pm image exists "$BASE" ||
 # the host network for apt (no bridge networking needed to build).
 old=$(pm image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null) || old=""
 run_logged "build-exporter-image" pm build --quiet --runtime runc --network host \
-    --from "$BASE" -t "$IMAGE" -f "$HERE/Containerfile" "$TOP"
+    --from "$BASE" --label "cephlat.sources=$HASH" -t "$IMAGE" \
+    -f "$HERE/Containerfile" "$TOP"
 # the image this one replaces (untagged now), unless a container still uses it
 if [[ -n $old && $old != $(pm image inspect -f '{{.Id}}' "$IMAGE") ]]; then
     pm image rm "$old" >/dev/null 2>&1 || true

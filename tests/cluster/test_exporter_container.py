@@ -10,11 +10,11 @@ root file system. Not privileged.
 - with any one of the three capabilities taken away it traces none, and
   says why on stderr (the set is the least that works, deploy/README.md).
 
-The image is built when missing (deploy/container/build-image.sh: an
-mmdebstrap root filesystem of Debian bookworm, cached, then the
-Containerfile) and kept as localhost/cephlat-exporter:latest. Rebuild it
-after changing lib/ or the BPF objects: REBUILD=1 build-image.sh, or
-podman rmi it. Under CI=true this fails when it cannot run.
+The image is built when missing or when lib/, the exporter or build/
+changed (deploy/container/build-image.sh: an mmdebstrap root filesystem of
+Debian bookworm, cached, then the Containerfile; a few seconds once the
+base exists) and kept as localhost/cephlat-exporter:latest. Under CI=true
+this fails when it cannot run.
 """
 import os
 import re
