@@ -79,7 +79,7 @@ def pick_target(args):
     return targets[0]
 
 
-def _plan(args, err):
+def plan_targets(args, err):
     """-> (targets, release choice, roles, plans: one per target)."""
     if args.probes:
         sp = spec.load(args.probes)
@@ -163,7 +163,7 @@ def _banner(args, err, targets, version, rel, plan):
 
 def run(args, out, err):
     """Trace until the count, Ctrl-C, SIGTERM or the target's exit."""
-    targets, choice, roles, plans = _plan(args, err)
+    targets, choice, roles, plans = plan_targets(args, err)
     plan = plans[0]
     version, rel = choice.version, choice.release
     # an inexact table entry's offsets are unchecked for this binary

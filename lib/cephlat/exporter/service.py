@@ -19,7 +19,7 @@ import time
 
 from ..ceph.target import osd_id_of, pid_alive, read_comm
 from ..engine import duty
-from ..engine.live import _plan, target_name
+from ..engine.live import plan_targets, target_name
 from ..engine.optable import table_size
 from ..engine.tracer import StageTracer
 from ..errors import UserError
@@ -130,7 +130,7 @@ class Exporter:
         plan_args = argparse.Namespace(
             probes=None, pid=list(pids), osd=None, stages=a.stages,
             release=a.release, strict=False, no_kernel=a.no_kernel)
-        targets, choice, roles, plans = _plan(plan_args, self.err)
+        targets, choice, roles, plans = plan_targets(plan_args, self.err)
         rel = choice.release
         exact = choice.exact is not False
         tracer = StageTracer([t.pid for t in targets],
