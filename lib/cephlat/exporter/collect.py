@@ -7,6 +7,7 @@ two snapshots per OSD (add_interval); a scrape (collect) only reads what
 was summed, under a lock, so it costs the same whatever the load.
 """
 import threading
+import time
 
 import numpy as np
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
@@ -21,6 +22,7 @@ STAGE = "ceph_osd_stage_latency_seconds"
 KERNEL = "ceph_osd_kernel_latency_seconds"
 REPLICA = "ceph_osd_replica_wait_seconds"
 ALL = "all"                   # the label value of "not split"
+SCRAPED_S = 120.0             # "someone scrapes": a scrape this recent
 HIT_KINDS = (("hit_entry", "entry"), ("hit_return", "return"),
              ("hit_sched", "sched"), ("hit_syscall", "syscall"))
 CAUSES = ("busy", "signal", "runq", "pickup")
@@ -105,21 +107,28 @@ class Exported:
         self.registry = None
         self._page, self._stale = b"", True
         self._render = threading.Lock()
+        self._scraped = -1e9
 
     def publish(self):
-        """The state changed (a refresh): the next scrape renders it."""
+        """The state changed (a refresh): rendered now when someone has
+        scraped in the last SCRAPED_S (a scrape then only copies bytes),
+        else by the next scrape (no scraper, no rendering)."""
         self._stale = True
+        if time.monotonic() - self._scraped < SCRAPED_S:
+            self._render_page()
 
-    def page(self):
-        """/metrics as bytes: rendered at most once per refresh, by the
-        first scrape after it (no scrape, no rendering); later scrapes of
-        the same state get the same bytes."""
+    def _render_page(self):
         with self._render:
             if self._stale and self.registry is not None:
                 from prometheus_client import generate_latest
                 self._stale = False
                 self._page = generate_latest(self.registry)
             return self._page
+
+    def page(self):
+        """/metrics as bytes: the last refresh's state, rendered once."""
+        self._scraped = time.monotonic()
+        return self._render_page()
 
     def osd(self, name):
         st = self.osds.get(name)
