@@ -633,6 +633,111 @@ static __always_inline void transition(struct thread_state *t, __u32 state,
 	t->ring_head = h + 1;
 }
 
+/* ------------------------------------------------------------------------
+ * futex waits, from the scheduler programs: no syscall tracepoint (one
+ * attached puts every syscall of every task on the kernel's tracing slow
+ * path, ~40-70 ns a syscall host-wide). A target thread switched out
+ * asleep inside futex(2) (its saved user registers: the syscall number,
+ * uaddr, op, timeout) is in a futex wait until its wake-up. A wait that
+ * returns without sleeping (EAGAIN: the word had changed) is not one. */
+
+#if defined(__TARGET_ARCH_arm64)
+#define NR_FUTEX	98
+#else
+#define NR_FUTEX	202	/* x86_64 */
+#endif
+#define FUTEX_CLOCK_REALTIME 256
+#define FUTEX_REL_SLACK_NS 20000
+
+static __always_inline int futex_is_wait(__u64 op)
+{
+	op &= FUTEX_CMD_MASK;
+	return op == FUTEX_WAIT || op == FUTEX_WAIT_BITSET ||
+	       op == FUTEX_LOCK_PI || op == FUTEX_LOCK_PI2 ||
+	       op == FUTEX_WAIT_REQUEUE_PI;
+}
+
+/* Target thread `prev` (state t) goes to sleep at `now`: in a futex wait?
+ * Called on prev's switch-out, in its own context (its user memory is the
+ * current mm: the timeout is read from it). */
+static __always_inline void futex_sleep(struct thread_state *t,
+					struct task_struct *prev, __u64 now)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+	struct { __s64 sec, nsec; } ts;
+	__u64 nr, uaddr, op, tmo, cmd;
+
+	t->futex_start = 0;
+	if (!regs)
+		return;
+#if defined(__TARGET_ARCH_arm64)
+	nr = regs->syscallno;
+	uaddr = regs->orig_x0;
+	op = regs->regs[1];
+	tmo = regs->regs[3];
+#else
+	nr = regs->orig_ax;	/* -1 outside a syscall */
+	uaddr = regs->di;
+	op = regs->si;
+	tmo = regs->r10;
+#endif
+	if (nr != NR_FUTEX || !futex_is_wait(op))
+		return;
+	t->futex_start = now;
+	t->futex_deadline = 0;
+	cmd = op & FUTEX_CMD_MASK;
+	/* the timeout: absolute, CLOCK_MONOTONIC unless FUTEX_CLOCK_REALTIME
+	 * (always CLOCK_REALTIME for FUTEX_LOCK_PI: a realtime deadline
+	 * stays unknown, 0); or relative (FUTEX_WAIT), from the call, a
+	 * little before now: less FUTEX_REL_SLACK_NS, so that the deadline
+	 * is not later than the kernel's */
+	if (tmo && (cmd == FUTEX_WAIT || !(op & FUTEX_CLOCK_REALTIME)) &&
+	    cmd != FUTEX_LOCK_PI &&
+	    !bpf_probe_read_user(&ts, sizeof(ts), (void *)tmo) &&
+	    ts.sec >= 0 && ts.nsec >= 0) {
+		__u64 d = ts.sec * 1000000000ULL + ts.nsec;
+
+		if (cmd == FUTEX_WAIT)
+			d = now + (d > FUTEX_REL_SLACK_NS ?
+				   d - FUTEX_REL_SLACK_NS : 0);
+		t->futex_deadline = d;
+	}
+	if (cmd == FUTEX_WAIT_BITSET)
+		/* glibc condition variables wait with FUTEX_WAIT_BITSET on one of
+		 * two adjacent words: the 8-byte-aligned address names the cv */
+		t->cv_uaddr = uaddr & ~7ULL;
+	else
+		t->cv_uaddr |= 1;	/* mark: last wait was not on the cv */
+}
+
+/* Target thread t, asleep in a futex wait, is woken at `now`: the wait's
+ * end (timed out: woken at or after its deadline, by the timer). */
+static __always_inline void futex_woken(struct thread_state *t, __u32 tid,
+					__u64 now, __u32 gen)
+{
+	struct ev_futex_wait *e;
+	__u64 d = now > t->futex_start ? now - t->futex_start : 0;
+	int timedout = t->futex_deadline && now >= t->futex_deadline;
+
+	t->futex_start = 0;
+	t->cum_futex += d;
+	record(t->target, ST_FUTEX_WAIT__ROLE + (t->role & (MAX_ROLES - 1)), d,
+	       gen);
+	e = EV_NEW(ev_futex_wait, EV_FUTEX_WAIT, now, gen, t->target);
+	if (e) {
+		e->uaddr = t->cv_uaddr & ~1ULL;
+		e->duration_ns = d;
+		e->ret = timedout ? -ETIMEDOUT : 0;
+		e->tid = tid;
+		e->role = t->role;
+		e->is_cv = !(t->cv_uaddr & 1);
+		EV_SEND(e);
+	}
+	if (!(t->cv_uaddr & 1))
+		t->cv_timedout = timedout;
+	t->cv_uaddr &= ~1ULL;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)
@@ -656,6 +761,10 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 			transition(t, state, now);
 			if (state == TS_DEAD)
 				t->died = now;
+			if (state == TS_SLEEP)
+				futex_sleep(t, prev, now);
+			else
+				t->futex_start = 0;
 			eo = EV_NEW(ev_switch_out, EV_SWITCH_OUT, now, gen,
 				    slot);
 			if (eo) {
@@ -725,6 +834,8 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	cur = bpf_get_current_task_btf();
 	/* a waker of the same process: it may be the op's enqueuer */
 	t->waker_tid = cur->tgid == p->tgid ? cur->pid : 0;
+	if (t->futex_start)
+		futex_woken(t, p->pid, now, gen);
 	e = EV_NEW(ev_waking, EV_WAKING, now, gen, slot);
 	if (e) {
 		e->offcpu_ns = off;	/* 0: not counted */
@@ -737,84 +848,10 @@ int BPF_PROG(on_waking, struct task_struct *p)
 }
 
 /* ------------------------------------------------------------------------
- * futex waits and syncfs (syscall tracepoints) */
-
-static __always_inline int futex_is_wait(__u64 op)
-{
-	op &= FUTEX_CMD_MASK;
-	return op == FUTEX_WAIT || op == FUTEX_WAIT_BITSET ||
-	       op == FUTEX_LOCK_PI || op == FUTEX_LOCK_PI2 ||
-	       op == FUTEX_WAIT_REQUEUE_PI;
-}
-
-SEC("tracepoint/syscalls/sys_enter_futex")
-int on_futex_enter(struct trace_event_raw_sys_enter *ctx)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-	struct thread_state *t;
-	__u64 op = ctx->args[1], now;
-	__u32 tid = (__u32)id;
-	int slot;
-
-	if (!futex_is_wait(op))
-		return 0;
-	slot = target_of(id >> 32);
-	if (slot < 0)
-		return 0;
-	count(slot, CNT_HIT_SYSCALL);
-	now = bpf_ktime_get_ns();
-	t = bpf_map_lookup_elem(&threads, &tid);
-	if (!t) {
-		t = thread_of(bpf_get_current_task_btf(), now, slot);
-		if (!t)
-			return 0;
-	}
-	t->futex_start = now;
-	if ((op & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET)
-		/* glibc condition variables wait with FUTEX_WAIT_BITSET on one of
-		 * two adjacent words: the 8-byte-aligned address names the cv */
-		t->cv_uaddr = ctx->args[0] & ~7ULL;
-	else
-		t->cv_uaddr |= 1;	/* mark: last wait was not on the cv */
-	return 0;
-}
-
-SEC("tracepoint/syscalls/sys_exit_futex")
-int on_futex_exit(struct trace_event_raw_sys_exit *ctx)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-	struct thread_state *t;
-	struct ev_futex_wait *e;
-	__u32 tid = (__u32)id, gen;
-	__u64 now, d;
-
-	if (target_of(id >> 32) < 0)
-		return 0;
-	t = bpf_map_lookup_elem(&threads, &tid);
-	if (!t || !t->futex_start)
-		return 0;
-	now = bpf_ktime_get_ns();
-	gen = cur_gen();
-	d = now > t->futex_start ? now - t->futex_start : 0;
-	t->futex_start = 0;
-	t->cum_futex += d;
-	record(t->target, ST_FUTEX_WAIT__ROLE + (t->role & (MAX_ROLES - 1)), d,
-	       gen);
-	e = EV_NEW(ev_futex_wait, EV_FUTEX_WAIT, now, gen, t->target);
-	if (e) {
-		e->uaddr = t->cv_uaddr & ~1ULL;
-		e->duration_ns = d;
-		e->ret = ctx->ret;
-		e->tid = tid;
-		e->role = t->role;
-		e->is_cv = !(t->cv_uaddr & 1);
-		EV_SEND(e);
-	}
-	if (!(t->cv_uaddr & 1))
-		t->cv_timedout = ctx->ret == -ETIMEDOUT;
-	t->cv_uaddr &= ~1ULL;
-	return 0;
-}
+ * syncfs(2): its syscall tracepoints, the only hook this kernel offers
+ * (no kprobes, no fentry). While one is attached every syscall of every
+ * task takes the tracing slow path: the loader leaves them out where no
+ * target calls syncfs (BlueStore OSDs; lib/cephlat/engine/tracer.py). */
 
 SEC("tracepoint/syscalls/sys_enter_syncfs")
 int on_syncfs_enter(struct trace_event_raw_sys_enter *ctx)
@@ -825,6 +862,7 @@ int on_syncfs_enter(struct trace_event_raw_sys_enter *ctx)
 
 	if (slot < 0)
 		return 0;
+	count(slot, CNT_HIT_SYSCALL);
 	now = bpf_ktime_get_ns();
 	t = thread_of(bpf_get_current_task_btf(), now, slot);
 	if (t)
@@ -840,9 +878,11 @@ int on_syncfs_exit(struct trace_event_raw_sys_exit *ctx)
 	struct ev_syncfs *e;
 	__u32 tid = (__u32)id, gen;
 	__u64 now;
+	int slot = target_of(id >> 32);
 
-	if (target_of(id >> 32) < 0)
+	if (slot < 0)
 		return 0;
+	count(slot, CNT_HIT_SYSCALL);
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t || !t->syncfs_start)
 		return 0;

@@ -70,7 +70,8 @@ enum stage_id {
 	ST_BLOCK_RQ,		/* block request issue -> complete */
 	ST__FIXED,
 	/* per thread role r (0..MAX_ROLES-1): */
-	ST_FUTEX_WAIT__ROLE = 32, /* futex wait syscall entry -> exit */
+	ST_FUTEX_WAIT__ROLE = 32, /* asleep in a futex wait: switched out
+				 * inside futex(2) -> woken */
 	ST_OFFCPU__ROLE = 40,	/* switched out while not runnable */
 	ST_WAKEUP_DELAY__ROLE = 48, /* sched_waking -> back on CPU */
 	ST__COUNT = 56,
@@ -123,7 +124,8 @@ enum counter_id {
 	CNT_HIT_SCHED,		/* scheduler tracepoint runs that found a
 				 * target's thread (the others return at the
 				 * target filter) */
-	CNT_HIT_SYSCALL,	/* futex/syncfs tracepoint runs of the target */
+	CNT_HIT_SYSCALL,	/* syncfs tracepoint runs of the target (futex
+				 * waits come from the scheduler programs) */
 	CNT__MAX = 24,
 };
 
@@ -215,7 +217,9 @@ struct thread_state {
 	__u64 cum_futex;	/* ns inside futex waits */
 	__u64 wake_ts;		/* last wake-up (sched_waking) */
 	__u64 oncpu_after_wake;	/* first switch-in after the last wake-up */
-	__u64 futex_start;
+	__u64 futex_start;	/* asleep in a futex wait since (0: not) */
+	__u64 futex_deadline;	/* that wait's timeout, CLOCK_MONOTONIC ns
+				 * (0: none or unknown) */
 	__u64 cv_uaddr;		/* last condition-variable futex (& ~7): shard */
 	__u64 syncfs_start;
 	__u32 waker_tid;	/* who woke it last (0 = not a target thread) */

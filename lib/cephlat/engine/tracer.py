@@ -32,6 +32,50 @@ def kernel_programs(abi):
     return abi.programs_in("tp_btf", "tracepoint")
 
 
+def syscall_programs(abi):
+    """The kernel programs on syscall tracepoints (syncfs's). While one is
+    attached, every syscall of every task on the host takes the kernel's
+    tracing slow path (issue 14: 40-70 ns a syscall); futex waits come from
+    the scheduler programs instead."""
+    return [p for p in kernel_programs(abi)
+            if abi.programs[p].startswith("tracepoint/syscalls/")]
+
+
+def bluestore(pid):
+    """Whether process `pid` is a BlueStore OSD (which never calls syncfs):
+    the data directory of the fsid file it holds open says so (its "type"
+    file, read through the process's root: containers too)."""
+    fds = "/proc/%d/fd" % pid
+    try:
+        names = os.listdir(fds)
+    except OSError:
+        return False
+    for fd in names:
+        try:
+            path = os.readlink(os.path.join(fds, fd))
+        except OSError:
+            continue
+        if not path.startswith("/") or os.path.basename(path) != "fsid":
+            continue
+        try:
+            with open("/proc/%d/root%s/type" % (pid, os.path.dirname(path))) \
+                    as f:
+                return f.read().strip() == "bluestore"
+        except OSError:
+            return False
+    return False
+
+
+def attached_kernel_programs(abi, pids):
+    """The kernel programs to attach for targets `pids`: all, less the
+    syscall tracepoints' when every target is a BlueStore OSD."""
+    progs = kernel_programs(abi)
+    if pids and all(bluestore(p) for p in pids):
+        skip = set(syscall_programs(abi))
+        progs = [p for p in progs if p not in skip]
+    return progs
+
+
 def rodata_type(abi):
     """The const volatile globals of probes/osdstage.bpf.c as a ctypes
     structure, every field at its .rodata offset."""
@@ -123,8 +167,10 @@ class StageTracer:
         self.obj.set_max_entries("counters", self.abi.const("CNT__MAX") * n)
         if self.ring_bytes:
             self.obj.set_max_entries("events", self.ring_bytes)
-        if not self.kernel:
-            for prog in kernel_programs(self.abi):
+        self.kernel_progs = attached_kernel_programs(self.abi, self.pids) \
+            if self.kernel else []
+        for prog in kernel_programs(self.abi):
+            if prog not in self.kernel_progs:
                 self.obj.set_autoload(prog, False)
         # one uprobe_multi link per program, target and direction when the
         # kernel has them (>= 6.6), else one classic link per function; a
@@ -171,7 +217,7 @@ class StageTracer:
         # in it (uprobe_multi; per function on a kernel without it)
         links = []
         if self.kernel:
-            for prog in kernel_programs(self.abi):
+            for prog in self.kernel_progs:
                 links.append(self.obj.attach(prog))
                 links[-1].tag = -1
         groups = {}

@@ -1,0 +1,58 @@
+"""BPF tier: the futex_wait kernel stage, taken from the scheduler programs
+(no syscall tracepoints): on a program whose futex calls have known outcomes
+(tests/bpf/progs/futexer.c). A wait is a sleep inside futex(2): EAGAIN
+returns are not waits; a timed-out wait (relative FUTEX_WAIT or absolute
+FUTEX_WAIT_BITSET deadline) is recorded with ret -ETIMEDOUT, a woken one with
+0; FUTEX_WAIT_BITSET waits are condition-variable waits on their word."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import trace_until_exit
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ETIMEDOUT = 110
+N = 20
+
+
+@pytest.fixture(scope="module")
+def futexer(tmp_path_factory):
+    exe = str(tmp_path_factory.mktemp("futexer") / "futexer")
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", exe,
+                    os.path.join(HERE, "progs", "futexer.c")], check=True)
+    return exe
+
+
+def test_futex_waits_from_the_scheduler(bpf_ready, futexer, tmp_path):
+    cap = str(tmp_path / "futex.ctf")
+    prog = subprocess.Popen([futexer, str(N)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    truth, out, err, status = trace_until_exit(
+        prog, ["--probes", os.path.join(HERE, "progs", "futexer.json"),
+               "-j", "-w", cap], banner="Tracing 0 stages + kernel")
+    assert status == 0, err
+    assert truth["eagain"] == N and truth["timedout"] == 2 * N and \
+        truth["woken"] == N and truth["other"] == 0, truth
+    from cephlat.capture.ctf import Trace
+    ev = [f for name, _, f in Trace(cap).events()
+          if name == "osdstage:futex_wait" and f["tid"] == truth["tid"]]
+    timed = [f for f in ev if f["ret"] == -ETIMEDOUT]
+    woken = [f for f in ev if f["ret"] == 0]
+    assert len(timed) + len(woken) == len(ev)
+    # every timeout seen, each after its 2 ms; half of them on the cv
+    assert len(timed) == 2 * N, ev
+    assert all(f["duration_ns"] >= 1.5e6 for f in timed)
+    cv = [f for f in timed if f["is_cv"]]
+    assert len(cv) == N and all(f["uaddr"] == truth["cv"] for f in cv)
+    # the woken cv waits (3 ms); at most one more: pthread_join's
+    woken_cv = [f for f in woken if f["is_cv"] and f["uaddr"] == truth["cv"]]
+    assert len(woken_cv) == N
+    assert all(2e6 <= f["duration_ns"] < 500e6 for f in woken_cv)
+    assert len(woken) - len(woken_cv) <= 1
+    # the EAGAIN returns never slept: not waits
+    assert len(ev) <= 3 * N + 1
+    rec = json.loads(out)
+    fw = rec["kernel"]["futex_wait"]
+    assert fw["count"] >= len(ev)
