@@ -26,9 +26,10 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 
 import run as bench
+
+sys.path.insert(0, os.path.join(bench.REPO, "tests"))   # promserver.py
 
 EXPORTER = os.path.join(bench.REPO, "tools", "osdstage_exporter.py")
 PROMETHEUS = "/usr/bin/prometheus"
@@ -50,17 +51,10 @@ def _rss_kb(pid):
 
 def _scrape(port):
     """-> (seconds, {sample name + labels: value}) of one GET /metrics."""
-    from prometheus_client.parser import text_string_to_metric_families
+    from promserver import scrape
     t0 = time.monotonic()
-    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
-                                timeout=10) as r:
-        text = r.read().decode()
-    took = time.monotonic() - t0
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return took, out
+    m = scrape(port)
+    return time.monotonic() - t0, m
 
 
 def _sum(m, name, **labels):
@@ -128,7 +122,6 @@ def _pair(pids, asoks, port, bound):
 
 
 def soak_part(a):
-    sys.path.insert(0, os.path.join(bench.REPO, "tests"))
     from promserver import Prometheus, free_port
     env = bench.lab_env(osds=3)
     pids = [int(p) for p in env["OSD_PIDS"].split(",")]

@@ -21,6 +21,20 @@ def free_port():
         return s.getsockname()[1]
 
 
+def scrape(port, timeout=10):
+    """{(sample name, labels as a sorted tuple): value} of an exporter's
+    /metrics on 127.0.0.1 (prometheus_client's own parser)."""
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
+                                timeout=timeout) as r:
+        text = r.read().decode()
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
 class Prometheus:
     def __init__(self, targets, scrape_s=1):
         self.dir = tempfile.mkdtemp(prefix="cephlat-prom-")

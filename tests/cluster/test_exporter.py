@@ -20,13 +20,12 @@ import os
 import signal
 import subprocess
 import time
-import urllib.request
 
 import pytest
 
 from conftest import LAB, OSDSTAGE, PYTHON, REPO, Bench, need, trim
 from cephlat.exporter.families import BUCKETS_S, FAMILIES
-from promserver import PROMETHEUS, Prometheus, free_port
+from promserver import PROMETHEUS, Prometheus, free_port, scrape
 
 EXPORTER = os.path.join(REPO, "tools", "osdstage_exporter.py")
 DASHBOARD = os.path.join(REPO, "deploy", "grafana", "osdstage.json")
@@ -35,17 +34,8 @@ REATTACH_S = 5.0       # the issue's bound on re-attaching
 
 
 def metrics(port):
-    """{(name, labels as sorted tuple): value} of the exporter's /metrics
-    (prometheus_client's own parser)."""
-    from prometheus_client.parser import text_string_to_metric_families
-    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
-                                timeout=10) as r:
-        text = r.read().decode()
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
+    """{(name, labels as sorted tuple): value} of the exporter's /metrics."""
+    return scrape(port)
 
 
 def monotone(m):

@@ -19,15 +19,15 @@ this fails when it cannot run.
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
-import urllib.request
 
 import pytest
 
+import promserver
 from conftest import REPO, Bench, lab_env, need
+from promserver import free_port
 
 IMAGE = "localhost/cephlat-exporter:latest"
 BUILD_IMAGE = os.path.join(REPO, "deploy", "container", "build-image.sh")
@@ -37,33 +37,17 @@ NAME = "cephlat-exporter-test"
 START_S = 60       # loading the programs and attaching 3 OSDs
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def podman(*args, timeout=120):
     return subprocess.run(["podman"] + list(args), capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def scrape(port):
-    """{(name, labels as sorted tuple): value}; {} when nothing listens."""
-    from prometheus_client.parser import text_string_to_metric_families
+    """promserver.scrape; {} when nothing listens."""
     try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
-                                    timeout=5) as r:
-            text = r.read().decode()
+        return promserver.scrape(port, timeout=5)
     except OSError:
         return {}
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
 
 
 def infos(m):

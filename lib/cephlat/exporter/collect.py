@@ -77,8 +77,7 @@ class OsdState:
         self.hists = {}       # (family, label values after ceph_daemon)
         self.counters = {}    # (family, label values) -> float
         self.gauges = {}      # (family, label values) -> float, replaced
-        self.info = None      # label values of ceph_osdstage_info
-        self.live = False
+        self.info = None      # label values of ceph_osdstage_info (traced now)
 
     def hist(self, family, labels, h):
         s = self.hists.get((family, labels))
@@ -140,7 +139,7 @@ class Exported:
         """Tracing of OSD `name` (re)started: info labels, attach count."""
         with self.lock:
             st = self.osd(name)
-            st.info, st.live = info, True
+            st.info = info
             st.count("ceph_osdstage_attaches_total", (), 1)
 
     def detached(self, names):
@@ -150,7 +149,7 @@ class Exported:
             for name in names:
                 st = self.osds.get(name)
                 if st is not None:
-                    st.live, st.info, st.gauges = False, None, {}
+                    st.info, st.gauges = None, {}
 
     def set_host(self, targets, fullness, self_cpu=None):
         with self.lock:
