@@ -511,7 +511,14 @@ int stage_return(struct pt_regs *ctx)
 	count(slot, CNT_HIT_RETURN);
 	t = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), 0, 0);
 	if (!t || !t->ts[stage]) {
-		count(slot, CNT_NO_START);
+		/* dequeue_op's start is op_dequeue's when both are wanted
+		 * (probetable: merged): an op event, attached after this
+		 * return probe and detached before it, so a return without
+		 * its start is a call of an op not followed, not a loss. A
+		 * uretprobe never fires for a call entered before it was
+		 * attached. */
+		if (stage != ST_DEQUEUE_OP)
+			count(slot, CNT_NO_START);
 		return 0;
 	}
 	if (now < t->ts[stage]) {

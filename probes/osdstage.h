@@ -97,7 +97,7 @@ struct stage_stats {
 enum counter_id {
 	/* what was lost or could not be measured */
 	CNT_START_MAP_FULL = 0,	/* no task storage for a thread */
-	CNT_NO_START,		/* a return without a matching entry (attached mid-call) */
+	CNT_NO_START,		/* a return without its entry: a re-entered function */
 	CNT_NEGATIVE,		/* end before start (should not happen) */
 	CNT_OP_MAP_FULL,	/* an enqueued op could not be tracked */
 	CNT_OP_UNKNOWN,		/* dequeue/done of an op not seen enqueued */

@@ -97,7 +97,7 @@ def test_every_osd_reported_with_replica_stages(lab3, runs, mode):
         assert rec["unavailable"] == {}, rec["unavailable"]
         assert {"replica_wait", "local_commit", "repop"} <= set(
             rec["stages"])
-        for k in ("start_map_full", "op_map_full", "bad_arg",
+        for k in ("start_map_full", "op_map_full", "bad_arg", "no_start",
                   "req_map_full", "events_lost"):
             assert rec["lost"][k] == 0, (name, rec["lost"])
 

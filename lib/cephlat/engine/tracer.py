@@ -211,10 +211,13 @@ class StageTracer:
 
     def attach(self):
         """Attach every probe of the plans (and the kernel programs)."""
-        # by kind, every target's at once: kernel, then the calls, then
-        # the op events (an op is followed only once its calls are). One
-        # link per (kind, target, program, direction), all its functions
-        # in it (uprobe_multi; per function on a kernel without it)
+        # by kind, every target's at once: kernel, then the calls' entries,
+        # their returns, then the op events (an op is followed only once
+        # its calls are; a return probe fires only for calls entered after
+        # it was attached, so with the entries already on, every return
+        # has its start). One link per (kind, target, program, direction),
+        # all its functions in it (uprobe_multi; per function on a kernel
+        # without it)
         links = []
         if self.kernel:
             for prog in self.kernel_progs:
@@ -224,7 +227,7 @@ class StageTracer:
         for slot, plan in enumerate(self.plans):
             for prog, sym, cookie, ret in plan.uprobes(self.vocab.stage_ids,
                                                        self.abi):
-                kind = 0 if prog in ("stage_entry", "stage_return") else 1
+                kind = {"stage_entry": 0, "stage_return": 1}.get(prog, 2)
                 groups.setdefault((kind, slot, prog, ret), []).append(
                     (sym.probe_offset, cookie, sym.demangled))
         # stable: in plan order within a kind and target; a target that
@@ -254,11 +257,14 @@ class StageTracer:
         In the reverse of attach()'s order: the op events go first, so no
         op is followed while its calls' probes come off one by one
         (unregistering a uprobe takes milliseconds): a capture's ops
-        each have every stage they ran, not only the last probes'.
+        each have every stage they ran, not only the last probes'. The
+        calls' returns go before their entries: a return probe left on its
+        own would fire, without a start, for every call entered after.
 
         Unregistering waits for RCU grace periods (~0.1 s a link here),
         and concurrent waits share them: the links of a kind (op events,
-        calls, kernel programs) are destroyed at once, from threads, the
+        call returns, call entries, kernel programs) are destroyed at
+        once, from threads, the
         kinds one after another. uprobe_multi links gain most; the kernel
         serializes most of a classic (perf event) link's wait."""
         from concurrent.futures import ThreadPoolExecutor
