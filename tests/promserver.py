@@ -21,13 +21,23 @@ def free_port():
         return s.getsockname()[1]
 
 
-def scrape(port, timeout=10):
-    """{(sample name, labels as a sorted tuple): value} of an exporter's
-    /metrics on 127.0.0.1 (prometheus_client's own parser)."""
-    from prometheus_client.parser import text_string_to_metric_families
+def fetch(port, timeout=10):
+    """The text of an exporter's /metrics on 127.0.0.1."""
     with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
                                 timeout=timeout) as r:
-        text = r.read().decode()
+        return r.read().decode()
+
+
+def scrape(port, timeout=10):
+    """{(sample name, labels as a sorted tuple): value} of an exporter's
+    /metrics on 127.0.0.1."""
+    return parse(fetch(port, timeout))
+
+
+def parse(text):
+    """{(sample name, labels as a sorted tuple): value} of a /metrics text
+    (prometheus_client's own parser)."""
+    from prometheus_client.parser import text_string_to_metric_families
     out = {}
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
@@ -36,7 +46,10 @@ def scrape(port, timeout=10):
 
 
 class Prometheus:
-    def __init__(self, targets, scrape_s=1):
+    def __init__(self, targets, scrape_s=1, self_scrape=False):
+        """Scrape `targets` (job osdstage) every `scrape_s` seconds, and
+        with self_scrape Prometheus' own /metrics too (job prometheus: what
+        a scrape takes on this machine when the exporter has no part)."""
         self.dir = tempfile.mkdtemp(prefix="cephlat-prom-")
         self.port = free_port()
         cfg = os.path.join(self.dir, "prometheus.yml")
@@ -45,6 +58,9 @@ class Prometheus:
                     "scrape_configs:\n  - job_name: osdstage\n"
                     "    static_configs:\n      - targets: [%s]\n" % (
                         scrape_s, ", ".join("'%s'" % t for t in targets)))
+            if self_scrape:
+                f.write("  - job_name: prometheus\n    static_configs:\n"
+                        "      - targets: ['127.0.0.1:%d']\n" % self.port)
         self.log = open(os.path.join(self.dir, "prometheus.log"), "w")
         self.proc = subprocess.Popen(
             [PROMETHEUS, "--config.file=" + cfg,

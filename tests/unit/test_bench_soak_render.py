@@ -1,0 +1,59 @@
+"""bench/exporter_soak.py's rows for BENCHMARKS.md: the scrape figures say
+what was timed, and a cost whose pairs spread wider than the bound is
+not called met."""
+import os
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+
+import exporter_soak  # noqa: E402
+
+
+def _res(**kw):
+    res = {"rss_drift_pct": 0.5, "rss_first_kb": 60000,
+           "rss_last_kb": 60300, "rss_max_kb": 60400,
+           "samples": [{"t": 30.0, "rss_kb": 60000},
+                       {"t": 1800.0, "rss_kb": 60300}],
+           "threads_fullness_first": 0.08, "threads_fullness_last": 0.08,
+           "ops_fullness_max": 0.004, "in_flight_max": 200,
+           "scrape_max_ms": 6.0, "scrape_timed": "GET",
+           "prometheus_scrape_max_ms": 90.0, "prometheus_scrape_p99_ms": 20.0,
+           "prometheus_self_scrape_max_ms": 80.0,
+           "prometheus_self_scrape_p99_ms": 15.0,
+           "bound_pct": 1.0, "pairs": [{}] * 4, "pair_secs": 40,
+           "exporter_cpu_pct": 0.4, "estimate_pct_last": 0.4,
+           "attached_fraction": 0.15,
+           "measured_pct": {"median": 0.5, "min": 0.1, "max": 0.9}}
+    res.update(kw)
+    return {what: (got, ok) for what, _, got, ok in
+            exporter_soak.soak_rows(res)}
+
+
+def test_scrape_row_says_what_was_timed():
+    got, ok = _res()["slowest scrape"]
+    assert "the GET alone" in got and ok is True
+    assert "90.0 ms, p99 20.0 ms" in got
+    assert "Prometheus scraping itself on the same machine: 80.0 ms" in got
+    # an older soak timed the bench's parse too, and had no control
+    got, ok = _res(scrape_timed=None, prometheus_self_scrape_max_ms=None,
+                   prometheus_scrape_p99_ms=None, scrape_max_ms=150.0)[
+        "slowest scrape"]
+    assert "the bench's own parse" in got and "itself" not in got
+    assert ok is False
+
+
+@pytest.mark.parametrize("measured,want", [
+    ({"median": 0.5, "min": 0.1, "max": 0.9}, True),
+    ({"median": 1.5, "min": 1.1, "max": 1.9}, False),
+    ({"median": -5.0, "min": -19.8, "max": 6.1}, "cannot tell"),
+    (None, None)])
+def test_cost_is_met_only_when_the_pairs_can_tell(measured, want):
+    _, ok = _res(measured_pct=measured)["measured cost vs the default bound"]
+    if isinstance(want, str):
+        assert want in ok
+    else:
+        assert ok is want
