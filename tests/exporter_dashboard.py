@@ -175,3 +175,22 @@ def label_values_queries(dashboard):
         out.append((v["name"], m.group(1) if m else None,
                     m.group(2) if m else q))
     return out
+
+
+def doc_queries(man_path, example_path):
+    """The PromQL the docs show: the man page's EXAMPLES blocks (.nf/.fi,
+    continuation lines joined) that are not shell commands, and the
+    example file's "PromQL: " lines."""
+    with open(man_path) as f:
+        man = f.read()
+    examples = man.split(".SH EXAMPLES", 1)[1].split("\n.SH ", 1)[0]
+    out = []
+    for block in re.findall(r"^\.nf\n(.*?)^\.fi$", examples, re.S | re.M):
+        text = block.replace("\\-", "-")
+        if re.match(r"\s*(osdstage_exporter|curl)\b", text):
+            continue
+        out.append(" ".join(text.split()))
+    with open(example_path) as f:
+        out += [line.split("PromQL: ", 1)[1].strip() for line in f
+                if line.startswith("PromQL: ")]
+    return out

@@ -9,7 +9,8 @@
 # BPF programs), follows OSDs that restart, appear or disappear, and serves
 # per-stage latency histograms, queue-wait attribution, thread times and
 # its own cost on /metrics (prometheus_client), cost-bounded by default.
-# See man/man8/osdstage_exporter.8 and deploy/README.md.
+# See man/man8/osdstage_exporter.8, tools/osdstage_exporter_example.txt
+# and deploy/README.md.
 import os
 import sys
 

@@ -255,9 +255,15 @@ def test_counters_never_go_backwards_across_osd_restarts(served):
 
 
 def test_dashboard_queries_return_data(served):
-    from exporter_dashboard import dashboard_queries
-    queries = dashboard_queries(DASHBOARD)
-    assert len(queries) >= 8, queries
+    """And the PromQL of the man page and the example file."""
+    from exporter_dashboard import dashboard_queries, doc_queries
+    docs = doc_queries(os.path.join(REPO, "man", "man8",
+                                    "osdstage_exporter.8"),
+                       os.path.join(REPO, "tools",
+                                    "osdstage_exporter_example.txt"))
+    assert len(docs) >= 6, docs
+    queries = dashboard_queries(DASHBOARD) + docs
+    assert len(queries) >= 14, queries
     b = Bench(served.lab, "write", 30, threads=8)
     try:
         time.sleep(25)

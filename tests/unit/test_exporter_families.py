@@ -1,6 +1,7 @@
 """exporter/families.py is the one definition of the exporter's metrics:
 the man page lists exactly those families (name, type, labels), every
-ceph_ name the man page or the README mentions is one of them, and the
+ceph_ name the man page, the README or the example file mentions is one
+of them, and the
 names follow Ceph's conventions (ceph_ prefix, ceph_daemon label, base
 units, _total only on counters)."""
 import os
@@ -30,7 +31,8 @@ def test_man_page_lists_every_family():
 
 def test_every_metric_named_in_the_docs_exists():
     known = {f.name + s for f in FAMILIES for s in SUFFIXES}
-    for path in (MAN, os.path.join(REPO, "README.md")):
+    for path in (MAN, os.path.join(REPO, "README.md"),
+                 os.path.join(REPO, "tools", "osdstage_exporter_example.txt")):
         text = _text(path).replace("\\-", "-").replace("\\", "")
         for name in set(re.findall(r"\bceph_osd[a-z_]*[a-z]", text)):
             if name in ("ceph_osd", "ceph_osd_op_r_latency_sum"):
