@@ -86,7 +86,9 @@ FAMILIES = (
            "Time the probes were attached (duty cycles bound the cost: "
            "latency counts cover only these seconds)"),
     Family("ceph_osdstage_attaches_total", "counter", D,
-           "Times the exporter started tracing this OSD (1 + restarts)"),
+           "Times the exporter started tracing this OSD: once, then once "
+           "more whenever a ceph-osd of the host starts (one tracer for "
+           "all the host's OSDs: it is rebuilt)"),
     Family("ceph_osdstage_probe_hits_total", "counter", D + ("kind",),
            "Probe program runs: entry and return uprobes, scheduler and "
            "syscall tracepoints"),

@@ -6,8 +6,9 @@ OSDs come and go (restarts, new OSDs, removed ones): the set is looked at
 every second, and when it changes the tracer is closed, after a last
 refresh, and a new one is started for the new set. The sums live here,
 not in the tracer, so Prometheus' counters never go backwards. A process
-must have run for a second before it is traced (a starting ceph-osd forks
-and its first process exits).
+must have run for a second, and have daemonized, before it is traced: a
+starting ceph-osd spends seconds (the monitors' config, the store's label)
+before it forks; its first process then waits for the child and exits.
 
 Cost: bounded by duty cycles (engine/duty.py) at --max-overhead, 1 % of the
 host's CPU by default; the attached share is exported with the figures.
@@ -17,7 +18,7 @@ import os
 import signal
 import time
 
-from ..ceph.target import osd_id_of, pid_alive, read_comm
+from ..ceph.target import osd_id_of, pid_alive, read_cmdline, read_comm
 from ..engine import duty
 from ..engine.live import plan_targets, target_name
 from ..engine.optable import table_size
@@ -30,11 +31,13 @@ TOOL = "osdstage_exporter"
 LOOK_S = 1.0            # how often the host's OSDs are looked for
 SETTLE_S = 1.0          # a process this young is looked at again later
 RETRY_S = 2.0           # after a failed start
+PREFORK_S = 20.0        # not forked after this: in the foreground by config
+FOREGROUND = ("-f", "--foreground", "-d")
 
 
 def _stat(pid):
-    """(parent pid, seconds since the process started), or None when it
-    is gone."""
+    """(parent pid, seconds since the process started, session id), or
+    None when it is gone."""
     try:
         with open("/proc/%d/stat" % pid) as f:
             fields = f.read().rsplit(")", 1)[1].split()
@@ -42,7 +45,24 @@ def _stat(pid):
             up = float(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-    return int(fields[1]), up - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[1]), up - int(fields[19]) / os.sysconf("SC_CLK_TCK"),
+            int(fields[3]))
+
+
+def daemonized(pid, sid, age):
+    """Is this ceph-osd the process that will serve? One run in the
+    foreground (-f, -d: containers, systemd units) is; a daemonizing one is
+    once it has forked and its child called setsid() (it leads its session).
+    Before that, the first process reads the monitors' config and the
+    store's label, seconds of work, then forks: traced then, it would be
+    traced twice. A process that has not forked after PREFORK_S is taken
+    to run in the foreground by configuration (daemonize = false)."""
+    if sid == pid or age >= PREFORK_S:
+        return True
+    try:
+        return any(a in FOREGROUND for a in read_cmdline(pid))
+    except OSError:
+        return False
 
 
 class OsdScan:
@@ -106,10 +126,11 @@ class Exporter:
     # --- which OSDs ------------------------------------------------------
     def wanted(self):
         """The pids to trace now, in OSD id order: every ceph-osd of the
-        host (or those of --osd), each at least SETTLE_S old. A ceph-osd
-        that daemonizes forks, and the parent waits for its child to be
-        up before it exits: a process whose child is a ceph-osd of the
-        same id is that parent, and is left alone."""
+        host (or those of --osd), each at least SETTLE_S old and
+        daemonized(). A ceph-osd that daemonizes forks, and the parent
+        waits for its child to be up before it exits: a process whose
+        child is a ceph-osd of the same id is that parent, and is left
+        alone."""
         found = []
         for pid, osd_id in self.scan.osds():
             if self.args.osd != "all" and osd_id not in self.args.osd:
@@ -117,10 +138,11 @@ class Exporter:
             st = _stat(pid) if pid_alive(pid) else None
             if st is not None:
                 found.append((pid, osd_id) + st)
-        parents = {(ppid, osd_id) for _, osd_id, ppid, _ in found}
-        out = [(osd_id, pid) for pid, osd_id, _, age in found
+        parents = {(ppid, osd_id) for _, osd_id, ppid, _, _ in found}
+        out = [(osd_id, pid) for pid, osd_id, _, age, sid in found
                if (pid, osd_id) not in parents and
-               (age >= SETTLE_S or pid in self.pids)]
+               (pid in self.pids or
+                (age >= SETTLE_S and daemonized(pid, sid, age)))]
         return tuple(pid for osd_id, pid in
                      sorted(out, key=lambda o: (_id_order(o[0]), o[1])))
 

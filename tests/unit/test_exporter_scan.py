@@ -1,0 +1,103 @@
+"""Which ceph-osd processes the exporter traces (exporter/service.py
+Exporter.wanted), on real processes named ceph-osd (a shell run through a
+link of that name, so /proc shows comm "ceph-osd" and "-i ID"):
+
+- a daemonizing ceph-osd before its fork (not its session's leader) is
+  left alone, however many seconds it has run: traced then, it would be
+  traced again when its child comes (CI saw 3 attaches for 2 restarts);
+- its child, which called setsid(), is traced;
+- one run in the foreground (-f, -d, --foreground) is traced as it is;
+- the parent of a child of the same id is left alone;
+- nothing is traced in its first second.
+"""
+import argparse
+import io
+import os
+import subprocess
+import time
+
+import pytest
+
+from cephlat.exporter import service
+from cephlat.exporter.service import Exporter, daemonized
+
+# a shell that stays one process (no exec of the last command)
+LOOP = "sleep 30; :"
+
+
+@pytest.fixture
+def fake_osd(tmp_path):
+    link = tmp_path / "ceph-osd"
+    os.symlink("/bin/sh", str(link))
+    procs = []
+
+    def start(osd_id, *extra, session=False):
+        p = subprocess.Popen([str(link), "-c", LOOP, "x", "-i", osd_id] +
+                             list(extra), start_new_session=session)
+        procs.append(p)
+        return p.pid
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def exporter(ids):
+    args = argparse.Namespace(osd=list(ids))
+    return Exporter(args, None, io.StringIO())
+
+
+def settled():
+    time.sleep(service.SETTLE_S + 0.3)
+
+
+def test_prefork_process_waits_child_is_traced(fake_osd):
+    ex = exporter(["91", "92"])
+    pre = fake_osd("91")
+    child = fake_osd("92", session=True)
+    assert ex.wanted() == ()            # both younger than SETTLE_S
+    settled()
+    for _ in range(3):
+        assert ex.wanted() == (child,)
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("flag", ["-f", "--foreground", "-d"])
+def test_foreground_is_traced(fake_osd, flag):
+    ex = exporter(["93"])
+    pid = fake_osd("93", flag)
+    settled()
+    assert ex.wanted() == (pid,)
+
+
+def test_prefork_is_traced_after_prefork_s(fake_osd):
+    pid = fake_osd("94")
+    settled()
+    assert not daemonized(pid, os.getsid(pid), service.SETTLE_S)
+    assert daemonized(pid, os.getsid(pid), service.PREFORK_S)
+    assert daemonized(pid, pid, 0.0)
+
+
+def test_waiting_parent_is_left_alone(tmp_path):
+    link = tmp_path / "ceph-osd"
+    os.symlink("/bin/sh", str(link))
+    # as a daemonizing ceph-osd after its fork: the child leads its own
+    # session; the parent, waiting for it, is a ceph-osd of the same id
+    inner = "setsid %s -c '%s' x -i 95 & wait" % (link, LOOP)
+    parent = subprocess.Popen([str(link), "-c", inner, "x", "-i", "95"],
+                              start_new_session=True)
+    kids = []
+    try:
+        settled()
+        kids = [int(p) for p in subprocess.check_output(
+            ["pgrep", "-P", str(parent.pid)], text=True).split()]
+        assert len(kids) == 1 and os.getsid(kids[0]) == kids[0]
+        for _ in range(3):
+            assert exporter(["95"]).wanted() == (kids[0],)
+            time.sleep(0.2)
+    finally:
+        subprocess.run(["pkill", "-KILL", "-s", str(parent.pid)])
+        for k in kids:
+            subprocess.run(["pkill", "-KILL", "-s", str(k)])
+        parent.wait()
