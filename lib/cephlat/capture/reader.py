@@ -120,11 +120,13 @@ class OpSummary:
     """What a window's ops are needed for, kept without holding them all:
     the n slowest (op_total, else queue_wait; ties: the first to enter
     the window), the slowest of all, and when each op was (for the
-    timeline, which picks its ops once it knows its window)."""
+    timeline, which picks its ops once it knows its window; spans=False:
+    no timeline, not kept)."""
 
-    def __init__(self, n):
+    def __init__(self, n, spans=True):
         self.n = max(n, 1)
         self.heap = []          # ((key, -rank), rank, op): the slowest
+        self.keep_spans = spans
         self.spans = array.array("q")   # rank, enq_ns, end per op
         self.addrs = array.array("Q")   # op address per op
         self.count = 0
@@ -136,6 +138,8 @@ class OpSummary:
             heapq.heappush(self.heap, (k, o.rank, o))
         elif k > self.heap[0][0]:
             heapq.heapreplace(self.heap, (k, o.rank, o))
+        if not self.keep_spans:
+            return
         try:
             end = op_end(o)
         except (TypeError, KeyError):
@@ -154,6 +158,7 @@ class OpSummary:
     def overlapping(self, a, b):
         """{(op address, enqueue ns): rank} of the ops whose span meets
         [a, b]."""
+        assert self.keep_spans
         sp = np.frombuffer(self.spans, dtype=np.int64).reshape(-1, 3)
         hit = np.nonzero((sp[:, 1] <= b) & (sp[:, 2] >= a))[0]
         addrs = np.frombuffer(self.addrs, dtype=np.uint64)
@@ -186,11 +191,6 @@ class OpTracker:
         if o.refs == 0 and o.listed:
             self.held -= 1
             self.done.append((o.rank, o))
-
-    def _put(self, m, k, o):
-        o.refs += 1
-        self._drop(m.get(k))
-        m[k] = o
 
     def _list(self, o):
         if self.keep is not None and not self.keep(o):
@@ -252,7 +252,7 @@ class OpTracker:
 
     def feed(self, ch):
         live, last_on, latest = self.live, self.last_on, self.latest
-        put, drop, listed = self._put, self._drop, self._list
+        drop, listed = self._drop, self._list
         t0, t1 = self.t0, self.t1
         label = self.cap.rules.label
         for name, ts, d, last in self._rows(ch):
@@ -262,18 +262,27 @@ class OpTracker:
             if name == "op_enqueue":
                 op, tid, fields = d
                 o = OpRec(op, ts, tid, fields)
-                put(live, op, o)
-                put(latest, op, o)
+                # put(): the maps hold references, counted
+                o.refs = 2
+                drop(live.get(op))
+                live[op] = o
+                drop(latest.get(op))
+                latest[op] = o
             elif name == "op_dequeue":
                 op = d["op"]
                 o = live.get(op)
                 if o is None:                   # enqueued before the capture
                     o = OpRec(op, ts - d["queue_wait_ns"], d["enq_tid"])
-                    put(live, op, o)
-                    put(latest, op, o)
+                    o.refs = 2
+                    live[op] = o
+                    drop(latest.get(op))
+                    latest[op] = o
                 d["ts"] = ts
-                o.deq, o.tid = d, d["tid"]
-                put(last_on, d["tid"], o)
+                tid = o.tid = d["tid"]
+                o.deq = d
+                o.refs += 1
+                drop(last_on.get(tid))
+                last_on[tid] = o
                 if t0 <= ts <= t1 and not o.listed:
                     listed(o)
             elif name == "stage":
@@ -663,19 +672,21 @@ class Capture:
             return o
         return None
 
-    def window(self, t0, t1, role=None, op_class=None, slowest=0):
+    def window(self, t0, t1, role=None, op_class=None, slowest=0,
+               spans=True):
         """One report over [t0, t1] from the events alone -> (snapshot
         with the window's histograms, the window's ops: OpSummary).
         op_class: only ops of that class (user-space stages and the
         attribution); role: kernel stages and thread times of that thread
-        role only; slowest: how many of the slowest ops to keep.
+        role only; slowest: how many of the slowest ops to keep; spans:
+        keep every op's span (for a timeline: ops_overlapping).
         One pass over the capture: the ops (OpTracker), the window's
         events (histograms, shards, devices) and the thread times
         (ThreadTimes) are fed the same chunks."""
         h, devs, shards = {}, {}, {}
         wakers = dict.fromkeys(WAKER_COUNTERS, 0)
         count, shard = self.rules.count, self.rules.shard
-        ops = OpSummary(slowest)
+        ops = OpSummary(slowest, spans)
         first_h, first_s = {}, {}     # key -> (rank, place in the op)
 
         def took(o):

@@ -252,7 +252,8 @@ def _window_record(args, cap, run_info):
                         "spans %.1f s)" % ((cap.last_ns - cap.first_ns) / 1e9))
     cur, ops = cap.window(t0, t1, role=args.thread_role,
                           op_class=args.op_class,
-                          slowest=args.slowest or 0)
+                          slowest=args.slowest or 0,
+                          spans=bool(args.html or args.perfetto))
     rec, hists = interval_record(run_info, cur, None, cap.wall(t1),
                                  (t1 - t0) / 1e9, None)
     rec["type"] = "window"
