@@ -32,6 +32,7 @@ LOOK_S = 1.0            # how often the host's OSDs are looked for
 SETTLE_S = 1.0          # a process this young is looked at again later
 RETRY_S = 2.0           # after a failed start
 PREFORK_S = 20.0        # not forked after this: in the foreground by config
+OWN_AFTER_S = 30.0      # the exporter's own share is judged after this
 FOREGROUND = ("-f", "--foreground", "-d")
 
 
@@ -63,6 +64,22 @@ def daemonized(pid, sid, age):
         return any(a in FOREGROUND for a in read_cmdline(pid))
     except OSError:
         return False
+
+
+def own_share_note(own_cpu_s, elapsed_s, bound_pct, refresh_s):
+    """One line when the exporter's own CPU (reading the maps every
+    refresh, serving /metrics), as a share of the host's, is over the cost
+    bound by itself: duty cycles cannot make up for it. None otherwise
+    (no bound, too early to tell, or under it)."""
+    if not bound_pct or elapsed_s < OWN_AFTER_S:
+        return None
+    pct = 100.0 * own_cpu_s / elapsed_s / duty.ncpus()
+    if pct <= bound_pct:
+        return None
+    return ("the exporter's own CPU is %.2f %% of the host's at --refresh "
+            "%g, over the %g %% bound by itself: the probes are attached as "
+            "little as they can be and the bound does not hold; a longer "
+            "--refresh costs less" % (pct, refresh_s, bound_pct))
 
 
 class OsdScan:
@@ -118,6 +135,9 @@ class Exporter:
         self.gone = set()       # names of traced OSDs that exited
         self.scan = OsdScan()
         self.last_error = None
+        self.own_s = 0.0        # own CPU and seconds since the first start
+        self.own_since = None
+        self.said_own = False
 
     def say(self, msg):
         self.err.write("%s: %s\n" % (TOOL, msg))
@@ -245,6 +265,7 @@ class Exporter:
         own = max(0.0, (cpu - self.cpu_last) - (cycles - self.cycles_last))
         self_cpu = own / max(now - self.t_last, 1e-3) / duty.ncpus()
         self.cpu_last, self.cycles_last = cpu, cycles
+        self._judge_own(own, now)
         if self.cycle is not None:
             self.cycle.other_pct = 100.0 * self_cpu
         ops = tr.in_flight() / float(table_size(tr.max_ops))
@@ -256,6 +277,19 @@ class Exporter:
         self.exported.set_host(len(self.pids) - len(self.gone), full,
                                self_cpu)
         self.prevs, self.t_last = curs, now
+
+    def _judge_own(self, own, now):
+        """Say once when the exporter's own share is over the bound."""
+        if self.own_since is None:
+            self.own_since = self.t_last
+        self.own_s += own
+        if self.said_own:
+            return
+        note = own_share_note(self.own_s, now - self.own_since,
+                              self.args.max_overhead, self.args.refresh)
+        if note:
+            self.say(note)
+            self.said_own = True
 
     # --- the loop --------------------------------------------------------
     def run(self, stopping):

@@ -1,6 +1,12 @@
-"""Which ceph-osd processes the exporter traces (exporter/service.py
-Exporter.wanted), on real processes named ceph-osd (a shell run through a
-link of that name, so /proc shows comm "ceph-osd" and "-i ID"):
+"""The exporter's loop (exporter/service.py) without a tracer.
+
+The exporter's own share of the host's CPU is judged against the bound
+(own_share_note): said once it is over the bound by itself, never with no
+bound, never in the first OWN_AFTER_S.
+
+Which ceph-osd processes the exporter traces (Exporter.wanted), on real
+processes named ceph-osd (a shell run through a link of that name, so
+/proc shows comm "ceph-osd" and "-i ID"):
 
 - a daemonizing ceph-osd before its fork (not its session's leader) is
   left alone, however many seconds it has run: traced then, it would be
@@ -19,7 +25,8 @@ import time
 import pytest
 
 from cephlat.exporter import service
-from cephlat.exporter.service import Exporter, daemonized
+from cephlat.engine import duty
+from cephlat.exporter.service import Exporter, daemonized, own_share_note
 
 # a shell that stays one process (no exec of the last command)
 LOOP = "sleep 30; :"
@@ -101,3 +108,17 @@ def test_waiting_parent_is_left_alone(tmp_path):
         for k in kids:
             subprocess.run(["pkill", "-KILL", "-s", str(k)])
         parent.wait()
+
+
+def test_own_share_note():
+    n = duty.ncpus()
+    long_s = service.OWN_AFTER_S * 2
+    # 1.6 % of the host at --refresh 1 against a 1 % bound: said
+    over = own_share_note(0.016 * long_s * n, long_s, 1.0, 1)
+    assert over and "1.60 %" in over and "--refresh 1" in over, over
+    assert "1 % bound" in over
+    # under the bound, no bound, too early: nothing
+    assert own_share_note(0.004 * long_s * n, long_s, 1.0, 5) is None
+    assert own_share_note(0.5 * long_s * n, long_s, 0, 1) is None
+    early = service.OWN_AFTER_S / 2
+    assert own_share_note(0.5 * early * n, early, 1.0, 1) is None
