@@ -66,6 +66,22 @@ def assert_one_line_error(proc, *fragments, status=None):
     assert proc.stdout == "", proc.stdout
 
 
+@pytest.fixture
+def spawn():
+    """spawn(argv, **Popen keywords) -> Popen: a helper process, killed
+    (and waited for) when the test ends."""
+    procs = []
+
+    def start(argv, **kw):
+        p = subprocess.Popen(argv, **kw)
+        procs.append(p)
+        return p
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
 @pytest.fixture(scope="session")
 def bpf_ready():
     need(os.geteuid() == 0, "BPF tier needs root")

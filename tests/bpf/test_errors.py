@@ -16,21 +16,14 @@ def sleeper(cxx):
 
 
 @pytest.fixture
-def running(sleeper, tmp_path):
+def running(sleeper, tmp_path, spawn):
     """start(name) -> pid of a sleeper whose executable is called `name`."""
-    procs = []
-
     def start(name="sleeper"):
         exe = str(tmp_path / name)
         shutil.copy(sleeper, exe)
-        p = subprocess.Popen([exe, "1000", "1"], stdin=subprocess.PIPE,
-                             stdout=subprocess.DEVNULL)
-        procs.append(p)
-        return p.pid
-    yield start
-    for p in procs:
-        p.kill()
-        p.wait()
+        return spawn([exe, "1000", "1"], stdin=subprocess.PIPE,
+                     stdout=subprocess.DEVNULL).pid
+    return start
 
 
 def test_not_root(bpf_ready):

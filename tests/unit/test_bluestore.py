@@ -1,6 +1,7 @@
 """tracer.bluestore() and attached_kernel_programs(): the syncfs syscall
 tracepoints are left off only when every target is a BlueStore OSD, told
 by the "type" file next to the fsid file the process holds open."""
+import itertools
 import os
 import subprocess
 import sys
@@ -17,28 +18,23 @@ HOLD = ("import sys, time\n"
 
 
 @pytest.fixture
-def holder(tmp_path):
+def holder(tmp_path, spawn):
     """holder(store_type or None, open_fsid=True) -> pid of a process
     holding <data dir>/fsid open, as an OSD does."""
-    procs = []
+    dirs = itertools.count()
 
     def start(store_type, open_fsid=True):
-        d = tmp_path / ("osd-%d" % len(procs))
+        d = tmp_path / ("osd-%d" % next(dirs))
         d.mkdir()
         (d / "fsid").write_text("00000000-0000-0000-0000-000000000000\n")
         if store_type is not None:
             (d / "type").write_text(store_type + "\n")
-        p = subprocess.Popen([sys.executable, "-c", HOLD,
-                              str(d / "fsid") if open_fsid else "-"],
-                             stdout=subprocess.PIPE, text=True)
+        p = spawn([sys.executable, "-c", HOLD,
+                   str(d / "fsid") if open_fsid else "-"],
+                  stdout=subprocess.PIPE, text=True)
         assert p.stdout.readline().strip() == "ready"
-        procs.append(p)
         return p.pid
-
-    yield start
-    for p in procs:
-        p.kill()
-        p.wait()
+    return start
 
 
 def test_the_type_file_says_bluestore(holder):

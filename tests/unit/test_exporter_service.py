@@ -33,21 +33,14 @@ LOOP = "sleep 30; :"
 
 
 @pytest.fixture
-def fake_osd(tmp_path):
+def fake_osd(tmp_path, spawn):
     link = tmp_path / "ceph-osd"
     os.symlink("/bin/sh", str(link))
-    procs = []
 
     def start(osd_id, *extra, session=False):
-        p = subprocess.Popen([str(link), "-c", LOOP, "x", "-i", osd_id] +
-                             list(extra), start_new_session=session)
-        procs.append(p)
-        return p.pid
-
-    yield start
-    for p in procs:
-        p.kill()
-        p.wait()
+        return spawn([str(link), "-c", LOOP, "x", "-i", osd_id] +
+                     list(extra), start_new_session=session).pid
+    return start
 
 
 def exporter(ids):

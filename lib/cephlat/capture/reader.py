@@ -192,6 +192,11 @@ class OpTracker:
             self.held -= 1
             self.done.append((o.rank, o))
 
+    def _put(self, m, k, o):
+        o.refs += 1
+        self._drop(m.get(k))
+        m[k] = o
+
     def _list(self, o):
         if self.keep is not None and not self.keep(o):
             return
@@ -252,7 +257,7 @@ class OpTracker:
 
     def feed(self, ch):
         live, last_on, latest = self.live, self.last_on, self.latest
-        drop, listed = self._drop, self._list
+        put, drop, listed = self._put, self._drop, self._list
         t0, t1 = self.t0, self.t1
         label = self.cap.rules.label
         for name, ts, d, last in self._rows(ch):
@@ -262,27 +267,18 @@ class OpTracker:
             if name == "op_enqueue":
                 op, tid, fields = d
                 o = OpRec(op, ts, tid, fields)
-                # put(): the maps hold references, counted
-                o.refs = 2
-                drop(live.get(op))
-                live[op] = o
-                drop(latest.get(op))
-                latest[op] = o
+                put(live, op, o)
+                put(latest, op, o)
             elif name == "op_dequeue":
                 op = d["op"]
                 o = live.get(op)
                 if o is None:                   # enqueued before the capture
                     o = OpRec(op, ts - d["queue_wait_ns"], d["enq_tid"])
-                    o.refs = 2
-                    live[op] = o
-                    drop(latest.get(op))
-                    latest[op] = o
+                    put(live, op, o)
+                    put(latest, op, o)
                 d["ts"] = ts
-                tid = o.tid = d["tid"]
-                o.deq = d
-                o.refs += 1
-                drop(last_on.get(tid))
-                last_on[tid] = o
+                o.deq, o.tid = d, d["tid"]
+                put(last_on, d["tid"], o)
                 if t0 <= ts <= t1 and not o.listed:
                     listed(o)
             elif name == "stage":
