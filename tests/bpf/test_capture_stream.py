@@ -169,3 +169,69 @@ def test_timeline_states_from_snapshots_are_a_full_replays(captures):
             assert sorted(got.since.items()) == sorted(want.since.items())
     finally:
         stream._ROUND_BYTES = old
+
+
+def _slowest_rows(path, t0, t1, n, mode):
+    """--slowest n of [t0, t1] as printed: mode "pick" (the ops SlowPick
+    names), "all" (every op followed) or "wrong" (a bound the ops found
+    do not hold: every op followed after all)."""
+    from cephlat.capture import reader
+    from cephlat.model.slowest import slowest
+    c = reader.Capture(path)
+    if mode == "all":
+        c._stage_ops = lambda: False
+    elif mode == "wrong":
+        c._slow_pick = lambda *a: _WrongPick(c, *a)
+    else:
+        picks = []
+        c._slow_pick = lambda *a: picks.append(
+            reader.Capture._slow_pick(c, *a)) or picks[0]
+    a = c.first_ns + int((c.last_ns - c.first_ns) * t0)
+    b = c.first_ns + int((c.last_ns - c.first_ns) * t1)
+    _, ops = c.window(a, b, slowest=n, spans=False)
+    if mode == "pick":
+        # the bound held: no pass of every op was needed
+        assert picks and picks[0].addresses() is not None
+        assert picks[0].holds(ops)
+    return slowest(c, ops.by_rank(), n)
+
+
+class _WrongPick:
+    """A SlowPick whose bound nothing found holds: it names no address."""
+
+    def __init__(self, cap, t0, t1, n):
+        pass
+
+    def addresses(self):
+        import numpy as np
+        return np.zeros(0, np.uint64)
+
+    def holds(self, summary):
+        assert not summary.heap
+        return False
+
+
+@pytest.mark.parametrize("n", [1, 5, 300])
+@pytest.mark.parametrize("t0,t1", [(0, 1), (0.1, 0.4), (0.7, 0.75)])
+def test_slowest_of_the_candidates_are_the_slowest_of_all(captures, n, t0,
+                                                          t1):
+    """--slowest follows only the ops whose address an event at the
+    bound names (SlowPick): the same rows as following every op, and when
+    the bound is wrong, the same rows again from every op."""
+    path = captures["small"]
+    want = _slowest_rows(path, t0, t1, n, "all")
+    assert len(want) == n
+    assert _slowest_rows(path, t0, t1, n, "pick") == want
+    assert _slowest_rows(path, t0, t1, n, "wrong") == want
+
+
+def test_slowest_follows_few_ops(captures):
+    """The candidates of the 5 slowest are a few addresses, not the
+    capture's ops: what makes --slowest as fast as -j."""
+    from cephlat.capture.reader import Capture
+    c = Capture(captures["small"])
+    p = c._slow_pick(c.first_ns, c.last_ns, 5)
+    addrs = p.addresses()
+    ops = len(c._last_refs()[0])
+    assert addrs is not None and 5 <= len(addrs) < 0.05 * ops, (
+        len(addrs), ops)

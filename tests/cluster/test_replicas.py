@@ -389,6 +389,32 @@ def test_text_report_has_every_osd_and_the_host_summary(lab3):
     assert "REPLICA_WAIT" in p.stdout and "REPOP" in p.stdout
 
 
+@pytest.mark.parametrize("mode", ["write", "rand"])
+def test_slowest_from_candidates_match_every_op_followed(lab3, runs, mode):
+    """--slowest follows only the ops at addresses an event at the bound
+    names (reader.SlowPick): on the OSDs' captures, where an op's address
+    is reused by thousands of later ops and writes wait for replicas,
+    the same rows as following every op, and the bound held (no second
+    pass)."""
+    from cephlat.model.slowest import slowest
+    cap = runs[mode]["cap"]
+    for slot in range(lab3["osds"]):
+        full = Capture(cap, slot)
+        full._stage_ops = lambda: False
+        _, ops = full.window(full.first_ns, full.last_ns, slowest=40,
+                             spans=False)
+        want = slowest(full, ops.by_rank(), 40)
+        assert len(want) == 40
+        for n in (1, 40):
+            c = Capture(cap, slot)
+            picks = []
+            c._slow_pick = lambda *a: picks.append(
+                Capture._slow_pick(c, *a)) or picks[0]
+            _, ops = c.window(c.first_ns, c.last_ns, slowest=n, spans=False)
+            assert picks[0].holds(ops), (mode, slot, n)
+            assert slowest(c, ops.by_rank(), n) == want[:n], (mode, slot, n)
+
+
 def test_slowest_reads_have_every_call_stage(lab3, runs):
     """Call stages carry their thread's op: every read listed has its own
     dequeue_op, do_op, get_object_context and bluestore_read (the issue

@@ -116,6 +116,23 @@ def op_end(o):
                                         o.deq["ts"])
 
 
+def _only_ops(ch, cids, addrs):
+    """(records, keys) of chunk ch's classes cids: only the events naming
+    one of addrs (sorted)."""
+    recs, keys = {}, {}
+    for c in cids:
+        r = ch.recs.get(c)
+        if r is None:
+            continue
+        if len(addrs):
+            j = np.minimum(np.searchsorted(addrs, r["op"]), len(addrs) - 1)
+            m = addrs[j] == r["op"]
+        else:
+            m = np.zeros(len(r), bool)
+        recs[c], keys[c] = r[m], ch.keys[c][m]
+    return recs, keys
+
+
 class OpSummary:
     """What a window's ops are needed for, kept without holding them all:
     the n slowest (op_total, else queue_wait; ties: the first to enter
@@ -166,6 +183,84 @@ class OpSummary:
                         sp[hit, 0].tolist()))
 
 
+class SlowPick:
+    """Which op addresses may hold one of the n slowest ops of [t0, t1]
+    (OpRec.key_ns: op_total, else queue_wait), found from the dequeue and
+    completion events alone, so that OpTracker need follow no other op.
+    The bound: the n-th largest queue wait of the window's dequeues, or
+    if larger the n-th largest valid total of its completions (of ops
+    enqueued in the capture: OpTracker lists no other); each is n ops'
+    (an op's key is its total, or its queue wait, which its total
+    includes). Candidates: every address with an event at the bound or
+    over it: an op whose key reaches the bound names one, whether or not
+    the bound was right. holds() checks the bound on what was found: n
+    ops, all at the bound or over it, are the n slowest of all (every
+    other op's key is under it); else the caller follows every op."""
+
+    def __init__(self, cap, t0, t1, n):
+        self.t0, self.t1, self.n = t0, t1, n
+        self.first = cap.first_ns
+        self.deq = cap._cid.get("op_dequeue")
+        self.done = cap._cid.get("op_done")
+        # the n largest queue waits, totals of the window so far
+        self.top = {self.deq: np.zeros(0, np.int64),
+                    self.done: np.zeros(0, np.int64)}
+        self.parts, self.held = [], 0       # (addresses, values) kept
+
+    def floor(self):
+        return max([int(t.min()) for t in self.top.values()
+                    if len(t) >= self.n] or [0])
+
+    def feed(self, c, r):
+        if c == self.deq:
+            v = r["queue_wait_ns"].astype(np.int64)
+            bound = v
+        elif c == self.done:
+            v = np.where(r["total_valid"] != 0, r["op_total_ns"],
+                         0).astype(np.int64)
+            # an op enqueued before the capture is listed by nobody
+            bound = np.where(r["_ts"].astype(np.int64) - v >= self.first,
+                             v, 0)
+        else:
+            return
+        ts = r["_ts"]
+        w = bound[(ts >= self.t0) & (ts <= self.t1)]
+        if len(w):
+            top = np.concatenate([self.top[c], w])
+            if len(top) > self.n:
+                top = np.partition(top, len(top) - self.n)[-self.n:]
+            self.top[c] = top
+        m = v >= self.floor()
+        self.parts.append((r["op"][m], v[m]))
+        self.held += int(m.sum())
+        if self.held > 1 << 20:
+            self._trim()
+
+    def _trim(self):
+        f = self.floor()
+        a = np.concatenate([x[0] for x in self.parts])
+        v = np.concatenate([x[1] for x in self.parts])
+        m = v >= f
+        a, v = a[m], v[m]
+        o = np.lexsort((v, a))          # each address once: its largest
+        a, v = a[o], v[o]
+        tail = np.ones(len(a), bool)
+        tail[:-1] = a[1:] != a[:-1]
+        self.parts = [(a[tail], v[tail])]
+        self.held = int(tail.sum())
+
+    def addresses(self):
+        """The candidates' addresses (sorted), or None: all of them."""
+        if self.floor() <= 0:
+            return None
+        self._trim()
+        return self.parts[0][0]
+
+    def holds(self, summary):
+        keys = [o.key_ns() for _, _, o in summary.heap]
+        return len(keys) == self.n and min(keys) >= self.floor()
+
+
 class OpTracker:
     """Ops pieced together from their events, fed a chunk at a time: the
     ops dequeued or completed in [t0, t1] (those `keep` accepts), with
@@ -175,8 +270,12 @@ class OpTracker:
     are held: feed() and finish() give (listing rank, OpRec) of the
     others, ranks in the order ops entered the window."""
 
-    def __init__(self, cap, t0, t1, keep=None):
+    def __init__(self, cap, t0, t1, keep=None, only=None):
+        """only: the op addresses (sorted array) to follow (None: all;
+        SlowPick). Events of one address are followed all or none: what
+        an op is made of is the same either way."""
         self.cap, self.t0, self.t1, self.keep = cap, t0, t1, keep
+        self.only = only
         self.live, self.last_on, self.latest = {}, {}, {}
         self.rank = 0
         self.held = 0           # listed ops something may still change
@@ -215,6 +314,8 @@ class OpTracker:
         cap = self.cap
         addrs, lts, lkeys = self.refs
         cids = [cap._cid[n] for n in cap.OP_EVENTS if n in cap._cid]
+        if self.only is not None:
+            ch = Chunk(*_only_ops(ch, cids, self.only))
         cids, o = ch.order(cids)
         if not cids:
             return
@@ -524,9 +625,34 @@ class Capture:
             self._prepass()
         return self._lastref
 
-    def _prepass(self):
+    def _op_scan(self, names):
+        """(class id, records, keys) of op events `names` of this slot, in
+        no particular order (Streams.scan)."""
+        cids = [self._cid[n] for n in names if n in self._cid]
+        slot_field = "_ctx2" if len(self.trace.context.fields) > 2 else None
+        for c, r, k in self.streams.scan(cids):
+            if slot_field:
+                m = r[slot_field] == self.slot
+                if not m.all():
+                    r, k = r[m], k[m]
+            if len(r):
+                yield c, r, k
+
+    def _slow_pick(self, t0, t1, n):
+        """SlowPick of [t0, t1]'s n slowest ops, from the prepass if it
+        is still to come, else from a scan of dequeues and completions."""
+        pick = SlowPick(self, t0, t1, n)
+        if self._lastref is None:
+            self._prepass(pick)
+        else:
+            for c, r, _ in self._op_scan(("op_dequeue", "op_done")):
+                pick.feed(c, r)
+        return pick
+
+    def _prepass(self, pick=None):
         """One pass over the op events for what needs the whole capture:
-        the op addresses' last events (only the op events are decoded)."""
+        the op addresses' last events (only the op events are decoded);
+        pick (SlowPick), if given, is fed the same events."""
         parts, n = [], 0
 
         def reduce(parts):
@@ -539,14 +665,10 @@ class Capture:
             tail[:-1] = a[1:] != a[:-1]
             return [(a[tail], t[tail], k[tail])]
         # in no particular order: what is kept is sorted
-        cids = [self._cid[n] for n in self.OP_EVENTS if n in self._cid]
-        slot_field = "_ctx2" if len(self.trace.context.fields) > 2 else None
-        for c, r, k in self.streams.scan(cids):
-            if slot_field:
-                m = r[slot_field] == self.slot
-                if not m.all():
-                    r, k = r[m], k[m]
-            if not len(r) or "op" not in r.dtype.names:
+        for c, r, k in self._op_scan(self.OP_EVENTS):
+            if pick is not None:
+                pick.feed(c, r)
+            if "op" not in r.dtype.names:
                 continue
             parts.append((r["op"], r["_ts"], k))
             n += len(r)
@@ -723,7 +845,14 @@ class Capture:
         if op_class is None:
             names += ["stage", "op_dequeue", "op_done"]
         hs = HistSet()
-        tracker = OpTracker(self, t0, t1)
+        # the ops are needed for the slowest, a timeline or an op class;
+        # for the slowest alone, only the ops that may be among them
+        need_ops = bool(slowest or spans or op_class)
+        pick = None
+        if slowest and not (spans or op_class) and self._stage_ops():
+            pick = self._slow_pick(t0, t1, slowest)
+        only = pick.addresses() if pick else None
+        tracker = OpTracker(self, t0, t1, only=only) if need_ops else None
         tt = ThreadTimes(self, t0, t1)
         every = set(names) | set(self.OP_EVENTS) | set(SCHED_EVENTS) | \
             set(self.ROLE_EVENTS)
@@ -731,7 +860,7 @@ class Capture:
         rs = RoleScan(self) if self._role_of is None else None
         lo, hi = np.uint64(max(t0, 0)), np.uint64(t1)
         for ch in self.chunks(sorted(every)):
-            if not tracker.stop:
+            if tracker and not tracker.stop:
                 for _, o in tracker.feed(ch):
                     took(o)
             tt.feed(ch)
@@ -765,8 +894,15 @@ class Capture:
                     x["sum_ns"] += d["duration_ns"]
                     x["bytes"] += d["bytes"]
                     x["max_ns"] = max(x["max_ns"], d["duration_ns"])
-        for _, o in tracker.finish():
-            took(o)
+        if tracker:
+            for _, o in tracker.finish():
+                took(o)
+        if only is not None and not pick.holds(ops):
+            # the bound was wrong (ops lost or of before the capture):
+            # every op followed, in a pass of their own
+            ops = OpSummary(slowest, spans)
+            for _, o in self.op_stream(t0, t1):
+                ops.add(o)
         if rs is not None and self._role_of is None:
             rs.finish()
         if op_class:
@@ -782,6 +918,12 @@ class Capture:
         counters.update(wakers)
         return Snapshot(None, counters, threads, shards, devs, t1,
                         self.full_hists(h)), ops
+
+    def _stage_ops(self):
+        """Whether call-stage events name their op (format 2): else a
+        stage is its worker's current op's, and every op is followed."""
+        c = self._cid.get("stage")
+        return c is None or "op" in self.streams.dtypes[c].names
 
     def _shards(self, r, keys, shards, wakers):
         """Rules.shard over op_dequeue records r (keys: their merge

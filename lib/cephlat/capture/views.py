@@ -209,7 +209,7 @@ def _replay(args, out, cap, run_info):
     if cap.end is None:
         t0 = cap.reported_until() or cap.first_ns
         if cap.last_ns > t0:
-            cur, _ = cap.window(t0, cap.last_ns)
+            cur, _ = cap.window(t0, cap.last_ns, spans=False)
             rec, hists = interval_record(run_info, cur, None,
                                          cap.wall(cap.last_ns),
                                          (cap.last_ns - t0) / 1e9, None)
