@@ -15,7 +15,12 @@ same load, without the exporter and with it (started afresh, its first
 duty cycles settled): the host's busy CPU time per op (all CPUs, so the
 exporter process, the uprobe traps in the OSDs and the kernel programs in
 any task all count), traced minus untraced, times the traced op rate, as
-a % of the host's CPU. Median and spread over the pairs.
+a % of the host's CPU. Median and spread over the pairs. The pairs run
+twice: under the soak's load (fio as fast as it goes: the host is
+saturated, and the cost shows as ops lost, through the op rate's own
+swings), then under fio held at a fixed rate (RATE_FRACTION of the soak's
+write rate in each direction: the host has idle time, and the cost shows
+as busy time at the same op rate).
 
 Results: bench/results/<release>.exporter.json; render_soak() is its
 section of BENCHMARKS.md.
@@ -38,6 +43,7 @@ WARMUP_S = 120
 PAIR_S = 40            # a cost window: four duty periods
 PAIR_SETTLE_S = 15     # the exporter's start-up and first duty window
 SCRAPE_TARGET_MS = 100
+RATE_FRACTION = 0.5    # the fixed-rate pairs' load, of the soak's rate
 RSS_TARGET_PCT = 5.0
 
 
@@ -131,6 +137,15 @@ def _pair(pids, asoks, port, bound):
             "cost_pct": round(cost, 3) if cost is not None else None}
 
 
+def _spread(pairs):
+    """{median, min, max} of the pairs' measured costs, or None."""
+    costs = [p["cost_pct"] for p in pairs if p["cost_pct"] is not None]
+    if not costs:
+        return None
+    return {"median": round(statistics.median(costs), 3),
+            "min": round(min(costs), 3), "max": round(max(costs), 3)}
+
+
 def soak_part(a):
     from promserver import Prometheus, free_port
     env = bench.lab_env(osds=3)
@@ -185,16 +200,24 @@ def soak_part(a):
         _stop(ex)
         pairs = [_pair(pids, asoks, port, a.soak_bound)
                  for _ in range(a.soak_pairs)]
+        w_iops, _ = load.stop()
+        load = None
+        rate = max(1, int(RATE_FRACTION * w_iops))
+        load = bench.Fio(env, "randrw", a.soak_pairs * (
+            2 * PAIR_S + PAIR_SETTLE_S + 30) + 60, rate_iops=rate)
+        time.sleep(5)
+        rate_pairs = [_pair(pids, asoks, port, a.soak_bound)
+                      for _ in range(a.soak_pairs)]
     finally:
         if prom is not None:
             prom.stop()
         if ex is not None and ex.poll() is None:
             ex.kill()
-        load.stop()
+        if load is not None:
+            load.stop()
     traced = _cpu_per_op(s0, s1)
     ops_s = traced["ops"] / traced["secs"] if traced["secs"] else 0
     ex_pct = 100.0 * ex_cpu / (wall * bench.NCPU)
-    costs = [p["cost_pct"] for p in pairs if p["cost_pct"] is not None]
     warm = [s for s in samples if s["t"] >= WARMUP_S] or samples
     rss0, rss1 = warm[0]["rss_kb"], samples[-1]["rss_kb"]
     res = {
@@ -228,9 +251,9 @@ def soak_part(a):
         if traced["us_per_op"] else None,
         "ops_per_s": round(ops_s, 1),
         "pairs": pairs, "pair_secs": PAIR_S,
-        "measured_pct": {"median": round(statistics.median(costs), 3),
-                         "min": round(min(costs), 3),
-                         "max": round(max(costs), 3)} if costs else None,
+        "measured_pct": _spread(pairs),
+        "rate_iops": rate, "full_write_iops": round(w_iops, 1),
+        "rate_pairs": rate_pairs, "rate_measured_pct": _spread(rate_pairs),
     }
     rel = res["machine"]["release"]
     with open(os.path.join(bench.RESULTS, rel + ".exporter.json"), "w") as f:
@@ -291,14 +314,24 @@ def soak_rows(res):
              if res["measured_pct"] else "-", len(res["pairs"]),
              res["pair_secs"], res["exporter_cpu_pct"],
              res["estimate_pct_last"], 100 * res["attached_fraction"]),
-         _cost_met(res)),
-    ]
+         _cost_met(res, res["measured_pct"])),
+    ] + ([
+        ("measured cost vs the default bound, fio held at a fixed rate",
+         "<= %g %%" % res["bound_pct"],
+         "%s of the host's CPU (%d pairs of %d s; fio at %d writes + %d "
+         "reads/s, %.0f %% of the soak's %.0f writes/s)" % (
+             bench._sp(res["rate_measured_pct"], "%.2f", " %")
+             if res["rate_measured_pct"] else "-", len(res["rate_pairs"]),
+             res["pair_secs"], res["rate_iops"], res["rate_iops"],
+             100.0 * res["rate_iops"] / max(res["full_write_iops"], 1),
+             res["full_write_iops"]),
+         _cost_met(res, res["rate_measured_pct"]))]
+        if "rate_pairs" in res else [])
 
 
-def _cost_met(res):
-    """Met when the median is within the bound, unless the pairs spread
-    wider than twice the bound: then the measure cannot tell."""
-    m = res["measured_pct"]
+def _cost_met(res, m):
+    """Met when the median `m` is within the bound, unless the pairs
+    spread wider than twice the bound: then the measure cannot tell."""
     if not m:
         return None
     if m["max"] - m["min"] > 2 * res["bound_pct"]:
@@ -332,12 +365,16 @@ def render_soak(res):
                             sorted(res.get("lost_by_reason", {}).items()))
                   or "none"),
               "", "The cost pairs, ops in %d s untraced / with the exporter "
-              "(host busy s): %s. The untraced windows alone drift as much "
-              "as the difference: with this few pairs the measured cost is "
-              "the OSDs' own swing, not a figure to steer by." % (
-                  res["pair_secs"], "; ".join(
-                      "%d (%.1f) / %d (%.1f)" % (
-                          p["untraced"]["ops"], p["untraced"]["host_s"],
-                          p["traced"]["ops"], p["traced"]["host_s"])
-                      for p in res["pairs"])), ""]
+              "(host busy s): %s." % (res["pair_secs"],
+                                      _pair_list(res["pairs"]))]
+    if "rate_pairs" in res:
+        lines += ["", "At the fixed rate: %s." % _pair_list(
+            res["rate_pairs"])]
+    lines.append("")
     return lines
+
+
+def _pair_list(pairs):
+    return "; ".join("%d (%.1f) / %d (%.1f)" % (
+        p["untraced"]["ops"], p["untraced"]["host_s"], p["traced"]["ops"],
+        p["traced"]["host_s"]) for p in pairs)

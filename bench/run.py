@@ -151,13 +151,17 @@ class Fio:
     """fio against rbd/img1 in the background: `secs` seconds, or until
     stop() (SIGINT: fio ends its jobs and still reports)."""
 
-    def __init__(self, env, rw, secs=None):
+    def __init__(self, env, rw, secs=None, rate_iops=None):
+        """rate_iops: at most this many I/Os a second in each direction
+        (fio --rate_iops); default: as fast as it goes."""
         self.rw = rw
         args = ["fio", "--name=bench", "--ioengine=rbd", "--clientname=admin",
                 "--pool=rbd", "--rbdname=img1", "--rw=" + rw, "--bs=4k",
                 "--iodepth=16", "--runtime=%d" % (secs or 3600),
                 "--time_based", "--direct=1", "--output-format=json",
                 "--randseed=1"]
+        if rate_iops:
+            args.append("--rate_iops=%d" % rate_iops)
         self.p = subprocess.Popen(args, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True,
                                   env=dict(os.environ,
@@ -821,8 +825,9 @@ def main(argv=None):
     ap.add_argument("--soak-min", type=float, default=30.0,
                     help="the exporter part's soak, minutes (default 30)")
     ap.add_argument("--soak-pairs", type=int, default=4,
-                    help="the exporter part's interleaved cost pairs "
-                    "(default 4)")
+                    help="the exporter part's interleaved cost pairs, "
+                    "under the soak's load and again with fio held at "
+                    "half its rate (default 4 of each)")
     ap.add_argument("--soak-bound", type=float, default=1.0,
                     help="the exporter's --max-overhead in the soak "
                     "(default 1: its own default)")

@@ -57,3 +57,20 @@ def test_cost_is_met_only_when_the_pairs_can_tell(measured, want):
         assert want in ok
     else:
         assert ok is want
+
+
+def test_fixed_rate_row_only_when_measured():
+    rows = _res()
+    assert not any("fixed rate" in k for k in rows)
+    rows = _res(rate_iops=600, full_write_iops=1200.0,
+                rate_pairs=[{}] * 4,
+                rate_measured_pct={"median": 0.6, "min": 0.2, "max": 1.1})
+    got, ok = rows["measured cost vs the default bound, fio held at a "
+                   "fixed rate"]
+    assert "fio at 600 writes + 600 reads/s, 50 % of the soak's 1200" in got
+    assert ok is True
+    got, ok = _res(rate_iops=600, full_write_iops=1200.0,
+                   rate_pairs=[{}] * 4, rate_measured_pct={
+                       "median": 0.6, "min": -2.0, "max": 1.1})[
+        "measured cost vs the default bound, fio held at a fixed rate"]
+    assert "cannot tell" in ok
