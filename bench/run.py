@@ -58,6 +58,7 @@
 # randrw, scraped by a real Prometheus (bench/exporter_soak.py says what
 # is measured). Writes bench/results/<release>.exporter.json.
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -863,20 +864,28 @@ def window_of(mode, a):
     return a.secs, SETTLE_S
 
 
-def stats_run(env, pid, asok, cmd, rw, secs, settle):
-    """One traced window with the kernel's BPF run statistics on: the
-    tracer's programs (runs per op, ns per run) and its uprobe program
-    runs per op."""
+@contextlib.contextmanager
+def bpf_stats_on():
+    """The kernel's BPF run statistics on (kernel.bpf_stats_enabled: each
+    program run also times itself), restored afterwards."""
     path = "/proc/sys/kernel/bpf_stats_enabled"
     with open(path) as f:
         old = f.read().strip()
     with open(path, "w") as f:
         f.write("1")
     try:
-        w = osd_window(env, [pid], [asok], rw, secs, cmd, settle, stats=True)
+        yield
     finally:
         with open(path, "w") as f:
             f.write(old)
+
+
+def stats_run(env, pid, asok, cmd, rw, secs, settle):
+    """One traced window with the kernel's BPF run statistics on: the
+    tracer's programs (runs per op, ns per run) and its uprobe program
+    runs per op."""
+    with bpf_stats_on():
+        w = osd_window(env, [pid], [asok], rw, secs, cmd, settle, stats=True)
     progs = w["progs"]
     up = sum(p["runs"] for p in progs.values() if p["uprobe"])
     return {"ops": w["ops"], "secs": w["secs"], "programs": progs,

@@ -74,3 +74,43 @@ def test_fixed_rate_row_only_when_measured():
                        "median": 0.6, "min": -2.0, "max": 1.1})[
         "measured cost vs the default bound, fio held at a fixed rate"]
     assert "cannot tell" in ok
+
+
+def test_parts_add_up_to_the_upper_bound():
+    # 40 s on the bench's CPUs: 0.4 s of the exporter, 0.05 s of programs,
+    # 20000 uprobe runs (a tracepoint program's runs are no traps)
+    secs = 40.0
+    share = 100.0 / (secs * exporter_soak.bench.NCPU)
+    p0 = {7: {"type": 2, "run_cnt": 1000, "run_time_ns": 10 ** 6},
+          8: {"type": 26, "run_cnt": 50, "run_time_ns": 10 ** 5}}
+    p1 = {7: {"type": 2, "run_cnt": 21000, "run_time_ns": 41 * 10 ** 6},
+          8: {"type": 26, "run_cnt": 99050, "run_time_ns": 101 * 10 ** 5},
+          9: {"type": 5, "run_cnt": 0, "run_time_ns": 0}}
+    got = exporter_soak._parts(0.4, p0, p1, secs)
+    assert got["uprobe_traps"] == 20000
+    assert got["exporter_pct"] == round(0.4 * share, 3)
+    assert got["bpf_pct"] == round(0.05 * share, 3)
+    assert got["traps_pct"] == round(
+        20000 * exporter_soak.TRAP_NS / 1e9 * share, 3)
+    assert got["pct"] == round(got["exporter_pct"] + got["bpf_pct"] +
+                               got["traps_pct"], 3)
+
+
+@pytest.mark.parametrize("pcts,want", [((0.6, 0.7, 0.8), True),
+                                       ((0.6, 0.7, 1.2), False)])
+def test_parts_row_judged_by_its_largest_pair(pcts, want):
+    pairs = [{"traced": {"secs": 40.0, "parts": {
+        "exporter_pct": 0.4, "bpf_pct": 0.05, "uprobe_traps": 8000,
+        "traps_pct": pct - 0.45, "pct": pct}}} for pct in pcts]
+    rows = _res(rate_iops=600, full_write_iops=1200.0, rate_pairs=pairs,
+                rate_measured_pct={"median": 2.0, "min": -0.5, "max": 2.5},
+                trap_ns=2000,
+                rate_parts_pct=exporter_soak._spread(
+                    pairs, lambda p: p["traced"]["parts"]["pct"]))
+    got, ok = rows["the same, from the cost's parts (an upper bound)"]
+    assert ok is want
+    assert "the exporter process 0.400 %" in got
+    assert "200 uprobe traps/s at 2.0 us" in got
+    # the whole host's difference is still shown, and still judged alone
+    assert "cannot tell" in rows[
+        "measured cost vs the default bound, fio held at a fixed rate"][1]
