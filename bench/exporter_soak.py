@@ -386,8 +386,8 @@ def _rate_rows(res):
     ps = [p["traced"]["parts"] for p in res["rate_pairs"]]
     med = {k: statistics.median(x[k] for x in ps)
            for k in ("exporter_pct", "bpf_pct", "traps_pct")}
-    traps = statistics.median(x["uprobe_traps"] / p["traced"]["secs"]
-                              for x, p in zip(ps, res["rate_pairs"]))
+    traps = statistics.median(p["traced"]["parts"]["uprobe_traps"] /
+                              p["traced"]["secs"] for p in res["rate_pairs"])
     rows.append((
         "the same, from the cost's parts (an upper bound)",
         "<= %g %%" % res["bound_pct"],

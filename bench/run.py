@@ -828,7 +828,8 @@ def main(argv=None):
     ap.add_argument("--soak-pairs", type=int, default=4,
                     help="the exporter part's interleaved cost pairs, "
                     "under the soak's load and again with fio held at "
-                    "half its rate (default 4 of each)")
+                    "half its rate, where the cost is also added up from "
+                    "its measured parts (default 4 of each)")
     ap.add_argument("--soak-bound", type=float, default=1.0,
                     help="the exporter's --max-overhead in the soak "
                     "(default 1: its own default)")
