@@ -77,7 +77,7 @@ sys.path.insert(0, os.path.join(REPO, "lib"))
 
 from cephlat import abi  # noqa: E402
 from cephlat.ceph import adminsock  # noqa: E402
-from cephlat.engine import duty  # noqa: E402
+from cephlat.engine import bpf, duty  # noqa: E402
 
 PY = "/usr/bin/python3"
 OSDSTAGE = os.path.join(REPO, "tools", "osdstage.py")
@@ -125,7 +125,7 @@ HIT_COUNTERS = tuple(n for n in OSDSTAGE_ABI.labels("counter_id")
                      if n and n.startswith("hit_"))
 KERNEL_HITS = ("hit_sched", "hit_syscall", "hit_block")
 UPROBE_HITS = tuple(n for n in HIT_COUNTERS if n not in KERNEL_HITS)
-BPF_PROG_TYPE_KPROBE = 2        # uprobes are kprobe-type programs (UAPI)
+BPF_PROG_TYPE_KPROBE = bpf.BPF_PROG_TYPE_KPROBE
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NCPU = os.cpu_count() or 1
 
@@ -275,19 +275,10 @@ def tracer_progs(pid):
     {prog_id: {"type", "run_cnt", "run_time_ns"}} (run counters move only
     while kernel.bpf_stats_enabled is 1)."""
     out = {}
-    fd_dir = "/proc/%d/fd" % pid
-    for fd in os.listdir(fd_dir):
-        try:
-            if os.readlink(os.path.join(fd_dir, fd)) != "anon_inode:bpf-prog":
-                continue
-            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
-                info = dict(line.split(":", 1) for line in f if ":" in line)
-        except OSError:
-            continue
-        pid_ = int(info["prog_id"])
-        out[pid_] = {"type": int(info["prog_type"]),
-                     "run_cnt": int(info.get("run_cnt", 0)),
-                     "run_time_ns": int(info.get("run_time_ns", 0))}
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        info = bpf.prog_fdinfo(pid, int(fd))
+        if info is not None:
+            out[info.pop("id")] = info
     return out
 
 

@@ -152,6 +152,50 @@ def test_one_link_per_program_target_and_direction(opqueue_exe, mode):
         assert counters["op_unknown"] == 0 and counters["op_map_full"] == 0
 
 
+def test_run_statistics_count_every_uprobe_run(opqueue_exe):
+    """measure_runs() (duty cycles): while attached the kernel's run
+    statistics are on, and run_totals() counts every run of our uprobe
+    programs, as many as the hits the programs count themselves, with
+    their time; detached, nothing runs and nothing is added."""
+    procs = [_start(opqueue_exe, n) for n in N_OPS]
+    try:
+        exes = ["/proc/%d/exe" % p.pid for p in procs]
+        tr = StageTracer([p.pid for p in procs], exes,
+                         [_plan(e) for e in exes], kernel=False)
+        tr.start()
+        try:
+            assert tr.run_totals() is None      # not asked for
+            tr.measure_runs()
+            assert tr._stats_fd is not None
+            tr.detach()
+            assert tr._stats_fd is None          # off while detached
+            tr.attach()
+            t0 = tr.run_totals()
+            c0 = tr.snapshot_counters()
+            for p in procs:
+                p.stdin.write("go\n")
+                p.stdin.flush()
+            for p, n in zip(procs, N_OPS):
+                assert p.stdout.readline().strip() == "done %d" % n
+                p.wait(30)
+            t1 = tr.run_totals()
+            c1 = tr.snapshot_counters()
+            tr.detach()
+            assert tr.run_totals() == t1
+        finally:
+            tr.close()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    hits = sum(c1.get(k, 0) - c0.get(k, 0) for k in c1
+               if k.startswith("hit_"))
+    # 3 op events and 2 calls (entry and return) per op
+    assert t1["uprobe_runs"] - t0["uprobe_runs"] == 7 * sum(N_OPS)
+    assert hits == 7 * sum(N_OPS), c1
+    assert t1["prog_ns"] - t0["prog_ns"] > 7 * sum(N_OPS) * 20
+
+
 def test_attach_errors_are_one_line(opqueue_exe):
     """A refused uprobe_multi link says what and why on one line."""
     assert bpf.uprobe_multi_supported()

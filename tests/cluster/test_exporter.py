@@ -238,11 +238,12 @@ def test_default_exporter_holds_its_bound(served):
                 dict(k[1])["ceph_daemon"] == osd and
                 dict(k[1])["stage"] == "queue_wait")
         assert n > 0, osd
-    # the probes' estimate since the start, well under what the same
-    # probes cost attached all the time (the exporter without a bound,
-    # same window), and with the exporter's own share (its last refresh:
-    # a point, not a mean) about the bound; how close the measured cost
-    # is to it: make bench
+    # the probes' cost since the start (both measured: the kernel's run
+    # statistics), a fraction of what the same probes cost attached all
+    # the time (the exporter without a bound, same window), and with the
+    # exporter's own share (its last refresh: a point, not a mean) within
+    # the bound but for a look's overshoot (CHECK_S at full rate, paid
+    # back after); the cost over 30 minutes: make bench
     est = sum(v for k, v in m.items()
               if k[0] == "ceph_osdstage_overhead_ratio")
     full = sum(v for k, v in served.main_m.items()
@@ -250,8 +251,8 @@ def test_default_exporter_holds_its_bound(served):
     own = m[("ceph_osdstage_self_cpu_ratio", ())]
     print("bounded exporter: estimate %.4f, own %.4f; unbounded %.4f" % (
         est, own, full))
-    assert 0 < est < full / 2, (est, full)
-    assert est + own <= 0.015, (est, own)
+    assert 0 < est < full / 4, (est, full)
+    assert est + own <= 0.0125, (est, own)
 
 
 def test_own_cost_over_the_bound_is_said(served):

@@ -82,9 +82,9 @@ def build_parser():
                         "every address)" % DEFAULT_LISTEN)
     p.add_argument("--max-overhead", type=nonneg_float,
                    default=DEFAULT_MAX_OVERHEAD, metavar="PCT",
-                   help="keep the estimated cost under PCT %%%% of the "
-                        "host's CPU time by attaching only part of the time "
-                        "(duty cycles; default %g; 0: no bound)"
+                   help="keep the measured cost since the start under PCT "
+                        "%%%% of the host's CPU time by attaching only part "
+                        "of the time (duty cycles; default %g; 0: no bound)"
                         % DEFAULT_MAX_OVERHEAD)
     p.add_argument("--refresh", type=positive_float,
                    default=DEFAULT_REFRESH_S, metavar="SECS",

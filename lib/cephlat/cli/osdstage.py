@@ -167,9 +167,10 @@ def build_parser():
                    help="no scheduler/futex/block/syncfs tracepoints: user-"
                         "space stages only, no queue-wait attribution")
     p.add_argument("--max-overhead", type=positive_float, metavar="PCT",
-                   help="keep the estimated cost under PCT %% of the "
-                        "machine's CPU time by attaching only part of the "
-                        "time (duty cycles; see osdstage(8), OVERHEAD)")
+                   help="keep the measured cost since the start under PCT "
+                        "%% of the machine's CPU time by attaching only part "
+                        "of the time (duty cycles; see osdstage(8), "
+                        "OVERHEAD)")
     p.add_argument("--probes", metavar="FILE",
                    help="trace any program (not only ceph-osd) from a probe "
                         "spec: enqueue/dequeue functions and worker threads "

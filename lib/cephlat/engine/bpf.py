@@ -146,6 +146,7 @@ def _load():
         "bpf_map_delete_elem": (i, [i, vp]),
         "bpf_map_get_next_key": (i, [i, vp, vp]),
         "libbpf_num_possible_cpus": (i, []),
+        "bpf_enable_stats": (i, [ctypes.c_int]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(L, name)
@@ -184,6 +185,36 @@ def last_log(n=3):
 
 def num_possible_cpus():
     return _load().libbpf_num_possible_cpus()
+
+
+BPF_STATS_RUN_TIME = 0          # enum bpf_stats_type (UAPI)
+
+
+def enable_run_stats():
+    """Turn the kernel's BPF run statistics on (each program run also adds
+    its time to its program's run_time_ns and run_cnt; for every program
+    of the host, not only ours) until the returned descriptor is closed:
+    an fd, or None where the kernel refuses (before Linux 5.8, or without
+    CAP_SYS_ADMIN)."""
+    fd = _load().bpf_enable_stats(BPF_STATS_RUN_TIME)
+    return fd if fd >= 0 else None
+
+
+def prog_fdinfo(pid, fd):
+    """What the kernel says of BPF program descriptor `fd` of process
+    `pid` ("self": this one): {"type", "id", "run_cnt", "run_time_ns"}
+    (the run figures move only while the run statistics are on), or None
+    when `fd` is not a BPF program."""
+    try:
+        if os.readlink("/proc/%s/fd/%d" % (pid, fd)) != "anon_inode:bpf-prog":
+            return None
+        with open("/proc/%s/fdinfo/%d" % (pid, fd)) as f:
+            info = dict(line.split(":", 1) for line in f if ":" in line)
+    except OSError:
+        return None
+    return {"type": int(info["prog_type"]), "id": int(info["prog_id"]),
+            "run_cnt": int(info.get("run_cnt", 0)),
+            "run_time_ns": int(info.get("run_time_ns", 0))}
 
 
 def _sys_bpf(cmd, attr):

@@ -1,6 +1,21 @@
-"""Bounding what tracing costs the traced process: estimate the cost from
-probe hits x cost per hit, and attach only part of the time (duty cycles)
-so that the estimate stays under a bound.
+"""Bounding what tracing costs the traced process: know the cost, and
+attach only part of the time (duty cycles) so that it stays under a bound.
+
+The cost is measured (RunCost): the kernel's BPF run statistics are held
+on while attached (Tracer.measure_runs), so the time of every run of our
+programs is known (scheduler and block programs in any task, uprobe
+programs in the target's threads), and each uprobe run is also charged its
+trap (the calibrated uprobe + uretprobe pair, at least MIN_UPROBE_COST_NS).
+The fixed costs per hit below are the fallback where the kernel refuses
+the statistics, and the reports' per-OSD split (scaled to the measure).
+Measured on the 3-OSD lab: the scheduler programs take ~250 ns a run,
+where TP_COST_NS and TP_FILTER_NS assume 150 and 40, and the block
+programs (not in the fixed costs) ~250 ns.
+
+The bound is held over the whole run, not window by window (DutyCycle): a
+budget earned every second, spent as measured, the rest banked for a
+while. A run that starts idle and then meets load stays under the bound
+since its start.
 
 Why duty cycles and not op sampling: a uprobe costs its trap (~1-2 us on
 the development VM) whether or not the BPF program then does anything, so
@@ -22,7 +37,18 @@ TP_FILTER_NS = 40
 MIN_UPROBE_COST_NS = 500
 PERIOD_S = 10.0
 MIN_ON_S = 1.0
+# attached all the time (the cost under the bound): how often the cost is
+# measured again, so that load arriving on an idle OSD is met within this
+CHECK_S = 2.0
+# attached with the bank paying for less than this: detach now
+MIN_LOOK_S = 0.5
 MARGIN = 0.8          # aim below the bound: the full-rate cost drifts
+# budget left over (an idle OSD) is kept at most this many seconds' worth:
+# it pays for load arriving, not for an hour at full rate after a night
+CREDIT_S = 60.0
+# the owner's own cost comes off the budget up to this share of it: the
+# probes keep the rest (an exporter over the bound by itself says so)
+OTHER_SHARE = 0.9
 
 
 def ncpus():
@@ -68,20 +94,73 @@ class CostMeter:
         return 100.0 * self.cost_ns(counters) / (attached_s * 1e9 * ncpus())
 
 
-class DutyCycle:
-    """Attach for `on` seconds, detach for `off`, with on/(on+off) chosen so
-    that full-rate cost x duty <= bound."""
+class RunCost:
+    """What our programs have cost since start(), in CPU ns: measured when
+    the kernel's BPF run statistics are on (Tracer.measure_runs: every run
+    of our programs timed, plus each uprobe run's trap at the calibrated
+    uprobe + uretprobe cost), else the fixed costs per hit (CostMeter).
+    Either way the fixed costs' estimate is kept too: `scale`, measured over
+    fixed, scales the reports' per-OSD estimates to the measure.
 
-    def __init__(self, tracer, bound_pct):
-        self.tracer, self.bound = tracer, bound_pct
+    update() brings it to now; call it before the probes are attached or
+    detached (the host's context switches count only while attached)."""
+
+    def __init__(self, tracer):
+        self.tracer = tracer
         self.meter = CostMeter(tracer)
+        self.runs0, self.counters0, self._sw = None, {}, 0
+        self.switches_attached = 0
+        self.ns = self.fixed_ns = 0.0
+        self.scale, self.measured = 1.0, False
+
+    def start(self, counters):
+        self.tracer.measure_runs()
+        self.runs0 = self.tracer.run_totals()
+        self.counters0 = dict(counters)
+        self._sw = self.meter.switches()
+
+    def update(self, counters):
+        """`counters`: the tracer's, summed over its targets."""
+        sw = self.meter.switches()
+        if self.tracer.attached:
+            self.switches_attached += max(0, sw - self._sw)
+        self._sw = sw
+        delta = {k: v - self.counters0.get(k, 0) for k, v in counters.items()}
+        delta["host_switches"] = self.switches_attached
+        self.fixed_ns = self.ns = float(self.meter.cost_ns(delta))
+        runs = self.tracer.run_totals()
+        if runs is None or self.runs0 is None:
+            return
+        self.ns = float(runs["prog_ns"] - self.runs0["prog_ns"] +
+                        (runs["uprobe_runs"] - self.runs0["uprobe_runs"]) *
+                        self.meter.uprobe_ns)
+        if self.fixed_ns > 0:
+            self.scale, self.measured = self.ns / self.fixed_ns, True
+
+
+def pct_s(ns):
+    """CPU ns as % of the machine x seconds."""
+    return 100.0 * ns / (1e9 * ncpus())
+
+
+class DutyCycle:
+    """Attach and detach so that what the probes cost since the start, with
+    the cycles' own cost and the owner's (other_pct), stays under the
+    bound x MARGIN: a budget is earned every second and spent as measured
+    (RunCost); what is left over is banked, at most CREDIT_S seconds'
+    worth, and pays for staying attached when load arrives, until spent.
+    Then on/(on+off) is the share the budget pays for."""
+
+    def __init__(self, tracer, bound_pct, clock=time.monotonic):
+        self.tracer, self.bound, self.clock = tracer, bound_pct, clock
+        self.cost = RunCost(tracer)
+        self.meter = self.cost.meter
         self.duty = 1.0
         self.full_pct = None
         self.on_s, self.off_s = MIN_ON_S, 0.0
-        now = time.monotonic()
+        now = clock()
         self.switch_at = now + MIN_ON_S          # first window: measure
-        self.window_start = now
-        self.window_counters = None
+        self.window_start, self.window_ns = now, 0.0
         self.attached_total = 0.0                # attached seconds, running
         # what the cycles themselves cost: our CPU time attaching and
         # detaching (the kernel's uprobe (un)registration runs in our
@@ -90,65 +169,97 @@ class DutyCycle:
         self.last_cycle_cpu_s = 0.0
         self._cycle_cpu = 0.0
         # the owner's other CPU time, % of the machine's, kept off the
-        # budget too (0 for osdstage; the exporter sets its own)
+        # budget too (0 for osdstage; the exporter sets its own), at most
+        # OTHER_SHARE of it
         self.other_pct = 0.0
+        # the budget not spent yet, % of the machine x seconds (below 0:
+        # overspent, paid back before the probes come on again)
+        self.bank = 0.0
+        self._settled = (now, 0.0, 0.0)         # time, cost ns, cycle CPU
+
+    @property
+    def scale(self):
+        return self.cost.scale
+
+    @property
+    def measured(self):
+        return self.cost.measured
 
     def start(self, counters):
-        self.window_counters = dict(counters,
-                                    host_switches=self.meter.switches())
-        self.window_start = time.monotonic()
+        self.cost.start(counters)
+        self.window_start = self.clock()
+        self._settled = (self.window_start, 0.0, 0.0)
+
+    def _rate(self):
+        """Budget a second, % of the machine: the bound's, less the owner's
+        share (that much is spent whatever the probes do)."""
+        b = self.bound * MARGIN
+        return b - min(self.other_pct, OTHER_SHARE * b)
+
+    def _settle(self, counters):
+        """Cost and bank up to now -> now."""
+        self.cost.update(counters)
+        now = self.clock()
+        t, ns, cpu = self._settled
+        spent = pct_s(self.cost.ns - ns) + \
+            100.0 * (self.cycle_cpu_s - cpu) / ncpus()
+        self.bank = min(self.bank + self._rate() * (now - t) - spent,
+                        self.bound * MARGIN * CREDIT_S)
+        self._settled = (now, self.cost.ns, self.cycle_cpu_s)
+        return now
 
     def tick(self, counters):
-        counters = dict(counters, host_switches=self.meter.switches())
-        now = time.monotonic()
-        if now < self.switch_at:
+        if self.clock() < self.switch_at:
             return
+        now = self._settle(counters)
         if self.tracer.attached:
             span = now - self.window_start
             self.attached_total += span
-            delta = {k: v - self.window_counters.get(k, 0)
-                     for k, v in counters.items()}
-            full = self.meter.pct(delta, span)
-            # smooth: the full-rate cost of the workload drifts slowly
-            self.full_pct = full if self.full_pct is None else \
-                0.5 * self.full_pct + 0.5 * full
-            # a cycle's own cost comes off the budget of its period, and
-            # so does what the owner spends besides (other_pct: the
-            # exporter's own CPU)
-            cycle_pct = 100.0 * self.last_cycle_cpu_s / (PERIOD_S * ncpus())
-            budget = max(self.bound * MARGIN - cycle_pct - self.other_pct,
-                         0.1 * self.bound * MARGIN)
-            self.duty = 1.0 if self.full_pct <= self.bound * MARGIN - \
-                self.other_pct else min(1.0, budget / self.full_pct)
-            if self.duty >= 1.0:
-                self.switch_at = now + PERIOD_S
-                self.window_start, self.window_counters = now, dict(counters)
+            full = pct_s(self.cost.ns - self.window_ns) / max(span, 1e-3)
+            # smooth a falling cost (the workload drifts slowly); a rising
+            # one is taken at once
+            self.full_pct = full if self.full_pct is None or \
+                full > self.full_pct else 0.5 * self.full_pct + 0.5 * full
+            rate = self._rate()
+            self.duty = 1.0 if self.full_pct <= rate else \
+                rate / self.full_pct
+            self.window_start, self.window_ns = now, self.cost.ns
+            # stay on while the bank pays for it, looking again every
+            # CHECK_S (load arriving is met there) or when it runs out
+            left = CHECK_S if self.full_pct <= rate else \
+                self.bank / (self.full_pct - rate)
+            if left >= MIN_LOOK_S:
+                self.switch_at = now + min(CHECK_S, left)
                 return
             # detaching takes a while (uprobe unregistration waits for RCU)
             # and the probes fire until it is done: that counts as attached
-            t0, c0 = time.monotonic(), time.process_time()
+            t0, c0 = self.clock(), time.process_time()
             self.tracer.detach()
-            detach_s = time.monotonic() - t0
+            detach_s = self.clock() - t0
             self._cycle_cpu += time.process_time() - c0
             self.cycle_cpu_s += time.process_time() - c0
             self.last_cycle_cpu_s, self._cycle_cpu = self._cycle_cpu, 0.0
             self.attached_total += detach_s
+            self._settle(counters)          # the detach's cost too
+            # off until the bank pays for the next window and its cycle
             self.on_s = max(MIN_ON_S, self.duty * PERIOD_S)
-            self.off_s = (self.on_s + detach_s) * (1 - self.duty) / self.duty
-            self.switch_at = time.monotonic() + self.off_s
+            owe = (self.full_pct - rate) * self.on_s - self.bank + \
+                100.0 * self.last_cycle_cpu_s / ncpus() + \
+                self.full_pct * detach_s
+            self.off_s = max(MIN_ON_S, owe / rate)
+            self.switch_at = self.clock() + self.off_s
         else:
             c0 = time.process_time()
-            self.window_start = time.monotonic()
             self.tracer.attach()
             spent = time.process_time() - c0
             self._cycle_cpu += spent
             self.cycle_cpu_s += spent
-            self.window_counters = dict(counters)
-            self.switch_at = self.window_start + self.on_s
+            self.window_start, self.window_ns = self.clock(), self.cost.ns
+            self.switch_at = self.window_start + min(self.on_s, CHECK_S)
 
     def attached_seconds(self):
         """Attached time so far, including the current window."""
-        extra = time.monotonic() - self.window_start if self.tracer.attached \
+        extra = self.clock() - self.window_start if self.tracer.attached \
             else 0.0
         return self.attached_total + extra
 
@@ -162,10 +273,13 @@ class Overhead:
     the attached share, and the interval's probe hits."""
 
     def __init__(self, tracer, bound_pct, first, cycle, t_start,
-                 host_part=True):
+                 host_part=True, cost=None):
         # host_part: this estimate carries the host's share (the scheduler
         # programs' runs for other processes: once per run, not per OSD)
         self.host_part = host_part
+        # a RunCost (the duty cycle's by default), kept up to date by the
+        # owner: the estimate is scaled to what it measured
+        self.cost = cost if cost is not None or cycle is None else cycle.cost
         self.meter = CostMeter(tracer)
         self.bound_pct, self.first, self.cycle = bound_pct, first, cycle
         self.t_start = t_start
@@ -193,7 +307,14 @@ class Overhead:
         self.switches_last = sw
         total["host_switches"] = int(max(0, sw - self.switches0) *
                                      min(1.0, total_att / elapsed))
-        full = self.meter.pct(total, total_att) if total_att > 0 else 0.0
+        scale = 1.0
+        if self.cost is not None:
+            # the fixed costs' estimate, scaled to the measure
+            scale = self.cost.scale
+            if self.host_part:
+                total["host_switches"] = self.cost.switches_attached
+        full = scale * self.meter.pct(total, total_att) if total_att > 0 \
+            else 0.0
         # the duty cycles' own cost (attach/detach), over the whole run
         cycles_pct = 100.0 * cycle.cycle_cpu_s / (elapsed * ncpus()) \
             if cycle and self.host_part else 0.0

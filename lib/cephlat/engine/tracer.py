@@ -136,6 +136,9 @@ class StageTracer:
         self.cet = self.plan.cet   # calibrate on a function of this flavour
         self.calibrate_always = False
         self.call_bias_ns = 0
+        # the kernel's BPF run statistics, held on while attached when the
+        # cost is measured (measure_runs(): duty cycles)
+        self.run_stats, self._stats_fd = False, None
         self.obj = bpf.BPFObject(os.path.join(self.bpf_dir, "osdstage.bpf.o"))
         self.reader = None
         self.aged_out = {}         # slot -> ops aged out
@@ -219,6 +222,7 @@ class StageTracer:
         # all its functions in it (uprobe_multi; per function on a kernel
         # without it)
         links = []
+        self._stats(self.run_stats)
         if self.kernel:
             for prog in self.kernel_progs:
                 links.append(self.obj.attach(prog))
@@ -279,6 +283,40 @@ class StageTracer:
                 list(pool.map(bpf.Link.destroy, links))
         self.target_links = []
         self.attached = False
+        self._stats(False)
+
+    def measure_runs(self):
+        """From now on, hold the kernel's BPF run statistics on while the
+        probes are attached (bpf.enable_run_stats: they cost each program
+        run two clock reads, of every BPF program of the host): what our
+        programs cost is then measured, run_totals(). Off while detached,
+        when none of ours runs."""
+        self.run_stats = True
+        self._stats(self.attached)
+
+    def _stats(self, on):
+        if on and self._stats_fd is None:
+            self._stats_fd = bpf.enable_run_stats()
+        elif not on and self._stats_fd is not None:
+            os.close(self._stats_fd)
+            self._stats_fd = None
+
+    def run_totals(self):
+        """Our programs' runs so far while the run statistics were on:
+        {"prog_ns": their time, "uprobe_runs": runs of the uprobe programs
+        (each is a trap in the target)}; None unless measure_runs() was
+        called, or while attached the kernel refused the statistics."""
+        if not self.run_stats or (self.attached and self._stats_fd is None):
+            return None
+        tot = {"prog_ns": 0, "uprobe_runs": 0}
+        for _, fd in self.obj.programs():
+            info = bpf.prog_fdinfo("self", fd) if fd >= 0 else None
+            if info is None:
+                continue
+            tot["prog_ns"] += info["run_time_ns"]
+            if info["type"] == bpf.BPF_PROG_TYPE_KPROBE:
+                tot["uprobe_runs"] += info["run_cnt"]
+        return tot
 
     def _calibrate(self, calls=100, gap_s=0.0005):
         """What a uprobe + uretprobe pair adds to an entry -> return time
@@ -545,6 +583,7 @@ class StageTracer:
         return self.ops.in_flight(slot)
 
     def close(self):
+        self._stats(False)
         for table in (getattr(self, "ops", None),
                       getattr(self, "reqidx", None)):
             if table is not None:

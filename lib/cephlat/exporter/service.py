@@ -128,7 +128,7 @@ class Exporter:
         self.tracer = None
         self.pids = ()          # what the tracer traces
         self.names = []
-        self.runs = self.prevs = self.costs = None
+        self.runs = self.prevs = self.costs = self.run_cost = None
         self.cycle = None
         self.t_last = 0.0
         self.said_none = False
@@ -208,11 +208,18 @@ class Exporter:
         self.cpu_last, self.cycles_last = time.process_time(), 0.0
         self.t_last = time.time()
         self.cycle = None
+        # the published cost is measured, bounded or not (RunCost): an
+        # exporter runs for good, its cost is one of its figures
         if a.max_overhead:
             self.cycle = duty.DutyCycle(tracer, a.max_overhead)
+            self.run_cost = self.cycle.cost
             self.cycle.start(tracer.snapshot_counters())
+        else:
+            self.run_cost = duty.RunCost(tracer)
+            self.run_cost.start(tracer.snapshot_counters())
         self.costs = [duty.Overhead(tracer, a.max_overhead, prev, self.cycle,
-                                    self.t_last, host_part=slot == 0)
+                                    self.t_last, host_part=slot == 0,
+                                    cost=self.run_cost)
                       for slot, prev in enumerate(self.prevs)]
         self.exported.publish()
         self.say("tracing %s (Ceph %s, %d stages%s)" % (
@@ -250,6 +257,7 @@ class Exporter:
         tr = self.tracer
         now = time.time()
         curs = tr.snapshots()
+        self.run_cost.update(tr.snapshot_counters())
         for slot, (cur, prev, run) in enumerate(zip(curs, self.prevs,
                                                     self.runs)):
             over = self.costs[slot].record(cur, prev, now, self.t_last)
@@ -267,7 +275,12 @@ class Exporter:
         self.cpu_last, self.cycles_last = cpu, cycles
         self._judge_own(own, now)
         if self.cycle is not None:
-            self.cycle.other_pct = 100.0 * self_cpu
+            # the share since the start, over at least a duty period: one
+            # short interval (the first refresh comes at once, its one-off
+            # work in milliseconds) read 180 % and kept the probes off
+            # for a minute
+            self.cycle.other_pct = 100.0 * self.own_s / max(
+                now - self.own_since, duty.PERIOD_S) / duty.ncpus()
         ops = tr.in_flight() / float(table_size(tr.max_ops))
         full = {"ops": round(ops, 6)}
         if tr.kernel:

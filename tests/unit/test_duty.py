@@ -1,0 +1,200 @@
+"""engine/duty.py: the cost is measured (RunCost: the kernel's BPF run
+statistics, plus a trap per uprobe run), the reports' estimate is scaled to
+it, and the duty cycle holds the bound over the whole run: a budget earned
+every second, spent as measured, the rest banked for CREDIT_S. Without the
+statistics (an older kernel, or refused) the fixed costs stay.
+
+The tracer here is a simulation on a clock of its own: while attached its
+programs cost a set rate, so what the run spent is known exactly."""
+import pytest
+
+from cephlat.engine import duty
+
+TRAP_NS = 1500          # the calibrated uprobe + uretprobe pair
+
+
+class SimTracer:
+    """What DutyCycle, RunCost and Overhead use of engine/tracer.py's
+    Tracer, on a clock `t` moved by run(): while attached, `load` uprobe
+    hits a second, each run of their programs `prog_ns`."""
+
+    def __init__(self, stats=True):
+        self.t = 1000.0
+        self.attached, self.kernel, self.call_bias_ns = True, False, TRAP_NS
+        self.stats, self.run_stats = stats, False
+        self.totals = {"prog_ns": 0, "uprobe_runs": 0}
+        self.hits = 0
+        self.load, self.prog_ns = 0, 1000
+        self.attaches = self.detaches = 0
+        self.cpu = {"on": 0.0}             # % x s the probes cost, true
+
+    def clock(self):
+        return self.t
+
+    def measure_runs(self):
+        self.run_stats = True
+
+    def run_totals(self):
+        return dict(self.totals) if self.stats and self.run_stats else None
+
+    def attach(self):
+        self.attached, self.attaches = True, self.attaches + 1
+
+    def detach(self):
+        self.attached, self.detaches = False, self.detaches + 1
+
+    def counters(self):
+        return {"hit_entry": self.hits}
+
+    def run(self, cycle, secs, step=0.2):
+        """`secs` of the owner's loop: tick every `step`."""
+        end = self.t + secs
+        while self.t < end - 1e-9:
+            self.t += step
+            if self.attached:
+                n = int(self.load * step)
+                self.hits += n
+                self.totals["uprobe_runs"] += n
+                self.totals["prog_ns"] += n * self.prog_ns
+                self.cpu["on"] += duty.pct_s(n * (self.prog_ns + TRAP_NS))
+            cycle.tick(self.counters())
+
+    def full_pct(self):
+        """What the probes cost attached, % of the machine."""
+        return duty.pct_s(self.load * (self.prog_ns + TRAP_NS))
+
+
+def _cycle(bound, tr):
+    c = duty.DutyCycle(tr, bound, clock=tr.clock)
+    c.start(tr.counters())
+    return c
+
+
+def test_a_window_is_charged_what_it_measured():
+    tr = SimTracer()
+    tr.load = 100000 // duty.ncpus()
+    cycle = _cycle(1.0, tr)
+    assert tr.run_stats, "the duty cycle turns the run statistics on"
+    tr.run(cycle, 1.0)
+    assert cycle.full_pct == pytest.approx(tr.full_pct(), rel=0.01)
+    # the fixed costs knew only the trap: measured / fixed
+    assert cycle.scale == pytest.approx((1000 + TRAP_NS) / TRAP_NS,
+                                        rel=0.01)
+    # over the bound: the probes come off
+    assert tr.detaches == 1 and not tr.attached
+
+
+@pytest.mark.parametrize("full", [2.0, 5.0, 20.0])
+def test_the_bound_holds_over_the_whole_run(full):
+    """Idle for a while, then load at `full` % of the machine attached:
+    at every second what the probes spent since the start is within the
+    bound x MARGIN (an overshoot of a look's worth, paid back), and in the
+    long run the attached share is what the budget pays for."""
+    tr = SimTracer()
+    tr.load = 200
+    cycle = _cycle(1.0, tr)
+    tr.run(cycle, 20.0)
+    assert tr.detaches == 0, "idle: attached all the time"
+    tr.load = int(full / duty.pct_s(tr.prog_ns + TRAP_NS))
+    t0, worst = tr.t - 21.0, 0.0
+    on0 = cycle.attached_seconds()
+    for _ in range(600):
+        tr.run(cycle, 1.0)
+        worst = max(worst, tr.cpu["on"] + 100.0 * cycle.cycle_cpu_s /
+                    duty.ncpus() - duty.MARGIN * (tr.t - t0))
+    slack = full * duty.CHECK_S
+    assert worst <= slack, (worst, slack)
+    mean = tr.cpu["on"] / (tr.t - t0)
+    assert mean <= duty.MARGIN * 1.0 * 1.02, mean
+    assert mean >= duty.MARGIN * 0.7, "the budget goes unspent"
+    share = (cycle.attached_seconds() - on0) / 600.0
+    assert share == pytest.approx(duty.MARGIN / full, rel=0.25)
+    assert tr.detaches >= 600 / (duty.PERIOD_S + 60) and tr.attaches >= 5
+
+
+def test_the_bank_pays_for_load_arriving_but_not_for_long():
+    """After an hour idle the probes stay on under new load for as long as
+    CREDIT_S seconds of budget pay, not for an hour."""
+    tr = SimTracer()
+    tr.load = 10
+    cycle = _cycle(1.0, tr)
+    tr.run(cycle, 3600.0, step=1.0)
+    tr.load = int(5.0 / duty.pct_s(tr.prog_ns + TRAP_NS))
+    start = tr.t
+    while tr.attached and tr.t - start < 600:
+        tr.run(cycle, 0.2)
+    stayed = tr.t - start
+    want = duty.MARGIN * duty.CREDIT_S / (5.0 - duty.MARGIN)
+    assert want * 0.8 <= stayed <= want + duty.CHECK_S + 0.5, (stayed, want)
+
+
+def test_the_owners_share_comes_off_the_budget():
+    tr = SimTracer()
+    tr.load = int(5.0 / duty.pct_s(tr.prog_ns + TRAP_NS))
+    alone, shared = _cycle(1.0, tr), None
+    tr.run(alone, 300.0)
+    alone_on = alone.attached_seconds()
+    tr2 = SimTracer()
+    tr2.load = tr.load
+    shared = _cycle(1.0, tr2)
+    shared.other_pct = 0.4
+    tr2.run(shared, 300.0)
+    ratio = shared.attached_seconds() / alone_on
+    assert ratio == pytest.approx((0.8 - 0.4) / 0.8, rel=0.25), ratio
+    # an owner over the bound by itself leaves the probes OTHER_SHARE's
+    # rest, not nothing
+    tr3 = SimTracer()
+    tr3.load = tr.load
+    starved = _cycle(1.0, tr3)
+    starved.other_pct = 5.0
+    tr3.run(starved, 300.0)
+    assert 0 < starved.attached_seconds() < 0.5 * ratio * alone_on
+
+
+def test_the_reports_estimate_is_scaled_to_the_measure():
+    tr = SimTracer()
+    tr.load = 1000
+    cycle = _cycle(50.0, tr)          # a bound the probes stay under
+
+    class Snap:
+        def __init__(self, hits):
+            self.counters = {"hit_entry": hits}
+
+    first = Snap(0)
+    t_start = tr.t
+    ov = duty.Overhead(tr, 50.0, first, cycle, t_start, host_part=False)
+    ov.meter.switches = lambda: 0
+    tr.run(cycle, 10.0)
+    assert tr.detaches == 0
+    rec = ov.record(Snap(tr.hits), first, tr.t, t_start)
+    want = tr.cpu["on"] / (tr.t - t_start)
+    assert rec["estimated_pct"] == pytest.approx(want, rel=0.05)
+
+
+def test_without_run_statistics_the_fixed_costs_stay():
+    tr = SimTracer(stats=False)
+    tr.load = int(5.0 / duty.pct_s(tr.prog_ns + TRAP_NS))
+    cycle = _cycle(1.0, tr)
+    tr.run(cycle, 1.0)
+    assert cycle.full_pct == pytest.approx(
+        duty.pct_s(tr.load * TRAP_NS), rel=0.02)
+    assert cycle.scale == 1.0 and not cycle.measured
+    assert tr.detaches == 1
+
+
+def test_load_arriving_in_a_window_is_met_within_a_look():
+    """A window the bank planned for a light load ends within a look of
+    the load growing, not when planned."""
+    tr = SimTracer()
+    per = duty.pct_s(tr.prog_ns + TRAP_NS)
+    tr.load = int(1.5 / per)
+    cycle = _cycle(1.0, tr)
+    tr.run(cycle, 120.0)
+    assert tr.detaches >= 3 and cycle.on_s > 2 * duty.CHECK_S
+    while not tr.attached:
+        tr.run(cycle, 0.2)
+    tr.load = int(20.0 / per)
+    on = tr.t
+    while tr.attached:
+        tr.run(cycle, 0.2)
+    assert tr.t - on <= duty.CHECK_S + 0.5, (tr.t - on, cycle.on_s)
