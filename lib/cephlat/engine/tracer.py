@@ -399,14 +399,12 @@ class StageTracer:
             except OSError:
                 pass
 
-    def read_threads(self, slot=0):
-        """{tid: dict} of target `slot`'s threads, with in-progress time
-        added."""
+    def read_threads(self):
+        """{slot: {tid: dict}} of every target's threads, with in-progress
+        time added: one pass over the map for all targets."""
         now = time.monotonic_ns()
         out = {}
         for key, t in self._entries(self.threads, "thread_state"):
-            if t["target"] != slot:
-                continue
             row = {"role": t["role"], "state": t["state"],
                    "sleep_ns": t["cum_sleep"], "runq_ns": t["cum_runq"],
                    "futex_ns": t["cum_futex"], "wakeups": t["wakeups"],
@@ -415,7 +413,8 @@ class StageTracer:
                           now)
             if t["futex_start"] and now > t["futex_start"]:
                 row["futex_ns"] += now - t["futex_start"]
-            out[struct.unpack("<I", key)[0]] = row
+            out.setdefault(t["target"], {})[
+                struct.unpack("<I", key)[0]] = row
         return out
 
     def prune_threads(self):
@@ -449,25 +448,27 @@ class StageTracer:
                     out[k] = max(out[k], x) if "max" in k else out[k] + x
             yield key, out
 
-    def _split(self, m, key_fmt, shift, slot):
-        """{address: value} of a per-CPU hash map keyed slot << shift |
-        address."""
+    def _split(self, m, key_fmt, shift):
+        """{slot: {address: value}} of a per-CPU hash map keyed
+        slot << shift | address: one pass for all targets."""
         mask = (1 << shift) - 1
         struct_name, fmt = key_fmt
         out = {}
         for key, v in self._entries(m, struct_name, percpu=True):
             k = struct.unpack(fmt, key)[0]
-            if k >> shift == slot:
-                out[k & mask] = v
+            out.setdefault(k >> shift, {})[k & mask] = v
         return out
 
-    def read_shards(self, slot=0):
+    def read_shards(self):
+        """{slot: {shard: stats}}"""
         return self._split(self.shards, ("shard_stats", "<Q"),
-                           self.abi.const("TARGET_SHIFT"), slot)
+                           self.abi.const("TARGET_SHIFT"))
 
-    def read_devs(self, slot=0):
-        return {self.vocab.dev_name(dev): d for dev, d in self._split(
-            self.devs, ("dev_stats", "<Q"), 32, slot).items()}
+    def read_devs(self):
+        """{slot: {device name: stats}}"""
+        return {slot: {self.vocab.dev_name(dev): d for dev, d in ds.items()}
+                for slot, ds in self._split(self.devs, ("dev_stats", "<Q"),
+                                            32).items()}
 
     def read_peers(self, slot=0):
         """{peer osd id: (replies' wait Hist, times last)} of target
@@ -537,10 +538,12 @@ class StageTracer:
         mono = time.monotonic_ns()
         n = len(self.pids)
         counters = [self.snapshot_counters(s) for s in range(n)]
-        shards = [self.read_shards(s) for s in range(n)]
+        shards = self.read_shards()
         aged = self.age_counts()
         time.sleep(0.002)
         half = gen & 1
+        threads = self.read_threads() if self.kernel else {}
+        devs = self.read_devs() if self.kernel else {}
         out = []
         for slot in range(n):
             counters[slot]["op_aged_out"] = aged.get(slot, 0)
@@ -556,10 +559,9 @@ class StageTracer:
                 hists = {name: Hist(h.count, h.sum_ns, h.max_ns,
                                     list(h.slots))
                          for name, h in cum.items()}
-            threads = self.read_threads(slot) if self.kernel else {}
-            devs = self.read_devs(slot) if self.kernel else {}
-            out.append(Snapshot(hists, counters[slot], threads, shards[slot],
-                                devs, mono, interval, gen))
+            out.append(Snapshot(hists, counters[slot], threads.get(slot, {}),
+                                shards.get(slot, {}), devs.get(slot, {}),
+                                mono, interval, gen))
         return out
 
     def age_out(self, timeout_s=DEFAULT_OP_TIMEOUT_S):
