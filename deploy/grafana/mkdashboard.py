@@ -291,8 +291,8 @@ def build():
     # --- the tool's cost ----------------------------------------------------
     L.row("Tool cost and losses")
     L.add(timeseries(
-        "Estimated overhead vs bound",
-        "The exporter's estimated CPU cost of tracing each OSD as a "
+        "Tracing cost vs bound",
+        "The exporter's measured CPU cost of tracing each OSD as a "
         "fraction of its host's CPU time (the first OSD of a host carries "
         "the host-wide part), the exporter process's own CPU (reading maps, "
         "serving /metrics) per exporter, and the bound (--max-overhead; "

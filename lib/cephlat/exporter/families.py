@@ -69,9 +69,11 @@ FAMILIES = (
            "One per traced OSD: its process, Ceph release and the probe "
            "table used"),
     Family("ceph_osdstage_overhead_ratio", "gauge", D,
-           "Estimated CPU cost of tracing this OSD as a fraction of the "
-           "host's CPU time since it was attached (the first OSD carries "
-           "the host-wide part)"),
+           "CPU cost of tracing this OSD as a fraction of the host's CPU "
+           "time since it was attached: measured (the kernel's BPF run "
+           "statistics, a calibrated trap per uprobe run), split between "
+           "the OSDs by their probe hits (the first OSD carries the "
+           "host-wide part)"),
     Family("ceph_osdstage_self_cpu_ratio", "gauge", (),
            "CPU time of the exporter process itself (reading the maps, "
            "serving /metrics; attach cycles are in "
