@@ -236,8 +236,9 @@ class DutyCycle:
             t0, c0 = self.clock(), time.process_time()
             self.tracer.detach()
             detach_s = self.clock() - t0
-            self._cycle_cpu += time.process_time() - c0
-            self.cycle_cpu_s += time.process_time() - c0
+            spent = time.process_time() - c0
+            self._cycle_cpu += spent
+            self.cycle_cpu_s += spent
             self.last_cycle_cpu_s, self._cycle_cpu = self._cycle_cpu, 0.0
             self.attached_total += detach_s
             self._settle(counters)          # the detach's cost too

@@ -267,7 +267,8 @@ def _wait(args, err, targets, gone, tracer, writer, stopping, cycle,
             t = targets[0]
             return "%s %d exited" % (t.comm, t.pid) if len(targets) == 1 \
                 else "every traced process exited"
-        if cycle is not None:
+        if cycle is not None and cycle.clock() >= cycle.switch_at:
+            # the counters are read only when the cycle switches or looks
             cycle.tick(tracer.snapshot_counters())
         if time.monotonic() >= ages[0]:
             tracer.age_out(args.op_timeout)
