@@ -196,6 +196,64 @@ def test_run_statistics_count_every_uprobe_run(opqueue_exe):
     assert t1["prog_ns"] - t0["prog_ns"] > 7 * sum(N_OPS) * 20
 
 
+def _hist(h):
+    return h.count, h.sum_ns, h.max_ns, h.slots
+
+
+def test_batch_reads_are_the_key_by_key_ones(opqueue_exe):
+    """The counters and the stats map are read in one batch call per
+    target (BPF_MAP_LOOKUP_BATCH: an exporter's refresh reads them all):
+    on this kernel the batch is taken, gives what key-by-key lookups give,
+    and a batch clear leaves every key zero."""
+    from cephlat.engine import stats
+    procs = [_start(opqueue_exe, n) for n in N_OPS]
+    try:
+        exes = ["/proc/%d/exe" % p.pid for p in procs]
+        tr = StageTracer([p.pid for p in procs], exes,
+                         [_plan(e) for e in exes], kernel=False)
+        tr.start()
+        try:
+            for p in procs:
+                p.stdin.write("go\n")
+                p.stdin.flush()
+            for p, n in zip(procs, N_OPS):
+                assert p.stdout.readline().strip() == "done %d" % n
+                p.wait(30)
+            rd, n = tr.reader, tr.vocab.n_ids
+            size = rd.stride * rd.ncpu
+            for slot in range(len(procs)):
+                batch = stats.read_counters(tr.counters, tr.vocab, tr.abi,
+                                            slot)
+                real = tr.counters.lookup_range
+                try:
+                    tr.counters.lookup_range = lambda *a: None
+                    single = stats.read_counters(tr.counters, tr.vocab,
+                                                 tr.abi, slot)
+                finally:
+                    tr.counters.lookup_range = real
+                assert batch == single and batch["hit_entry"] > 0, batch
+                for half in (0, 1):
+                    first = rd.map.lookup_range(
+                        (slot * 2 + half) * tr.vocab.max_stages, n, size)
+                    assert first is not None, "no batch lookups here"
+                    got = rd.read_all(half, slot)
+                    want = [rd.read(sid, half, slot) for sid in range(n)]
+                    assert [_hist(h) for h in got] == \
+                        [_hist(h) for h in want]
+                assert sum(h.count for half in (0, 1)
+                           for h in rd.read_all(half, slot)) > 0
+                for half in (0, 1):
+                    rd.clear(half, slot)
+                    assert all(rd.read(sid, half, slot).count == 0
+                               for sid in range(n))
+        finally:
+            tr.close()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+
+
 def test_attach_errors_are_one_line(opqueue_exe):
     """A refused uprobe_multi link says what and why on one line."""
     assert bpf.uprobe_multi_supported()

@@ -145,6 +145,9 @@ def _load():
         "bpf_map_update_elem": (i, [i, vp, vp, u64]),
         "bpf_map_delete_elem": (i, [i, vp]),
         "bpf_map_get_next_key": (i, [i, vp, vp]),
+        "bpf_map_lookup_batch": (i, [i, vp, vp, vp, vp,
+                                     ctypes.POINTER(u32), vp]),
+        "bpf_map_update_batch": (i, [i, vp, vp, ctypes.POINTER(u32), vp]),
         "libbpf_num_possible_cpus": (i, []),
         "bpf_enable_stats": (i, [ctypes.c_int]),
     }
@@ -305,6 +308,37 @@ class Map:
             e = ctypes.get_errno()
             raise OSError(e, "bpf_map_update_elem(%s): %s" % (self.name,
                                                                os.strerror(e)))
+
+    def lookup_range(self, first, n, value_size):
+        """The values of array keys first .. first+n-1 in one system call
+        (BPF_MAP_LOOKUP_BATCH; for a per-CPU array, value_size is every
+        CPU's copy): n values back to back, or None where the kernel has no
+        batch operations (the caller then reads key by key)."""
+        L = _load()
+        keys = ctypes.create_string_buffer(4 * n)
+        vals = ctypes.create_string_buffer(value_size * n)
+        out = ctypes.create_string_buffer(4)
+        count = ctypes.c_uint32(n)
+        # the batch starts after in_batch: the key before the first
+        prev = ctypes.create_string_buffer(
+            (first - 1).to_bytes(4, "little"), 4) if first else None
+        r = L.bpf_map_lookup_batch(self.fd, prev, out, keys, vals,
+                                   ctypes.byref(count), None)
+        if (r != 0 and ctypes.get_errno() != errno.ENOENT) or \
+                count.value != n:
+            return None
+        return vals.raw
+
+    def zero_range(self, first, n, value_size):
+        """Zero array keys first .. first+n-1 in one system call
+        (BPF_MAP_UPDATE_BATCH); False where the kernel cannot."""
+        keys = b"".join((first + k).to_bytes(4, "little") for k in range(n))
+        kb = ctypes.create_string_buffer(keys, len(keys))
+        vb = ctypes.create_string_buffer(value_size * n)
+        count = ctypes.c_uint32(n)
+        return _load().bpf_map_update_batch(self.fd, kb, vb,
+                                            ctypes.byref(count), None) == 0 \
+            and count.value == n
 
     def delete(self, key_bytes):
         kb = ctypes.create_string_buffer(key_bytes, len(key_bytes))

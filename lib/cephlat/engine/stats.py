@@ -31,6 +31,16 @@ class StatsReader:
                               self.stride * self.ncpu)
         return self.parse(raw)
 
+    def read_all(self, half=0, slot=0):
+        """[Hist] of every stage id of (half, slot): one batch read where
+        the kernel has them (an exporter's refresh reads them all)."""
+        n, size = self.vocab.n_ids, self.stride * self.ncpu
+        first = struct.unpack("<I", self._key(0, half, slot))[0]
+        raw = self.map.lookup_range(first, n, size)
+        if raw is None:
+            return [self.read(sid, half, slot) for sid in range(n)]
+        return [self.parse(raw[i * size:(i + 1) * size]) for i in range(n)]
+
     def parse(self, raw, stride=None, at=0):
         """A Hist from per-CPU values `raw`: struct stage_stats at byte
         `at` of each CPU's value (`stride` bytes apart)."""
@@ -52,6 +62,10 @@ class StatsReader:
         return h
 
     def clear(self, half, slot=0):
+        first = struct.unpack("<I", self._key(0, half, slot))[0]
+        if self.map.zero_range(first, self.vocab.n_ids,
+                               self.stride * self.ncpu):
+            return
         zero = bytes(self.stride * self.ncpu)
         for sid in range(self.vocab.n_ids):
             self.map.update(self._key(sid, half, slot), zero)
@@ -61,7 +75,14 @@ def read_counters(cmap, vocab, abi, slot=0):
     """The counters of target slot `slot` (CNT__MAX per slot)."""
     ncpu = bpf.num_possible_cpus()
     ids = abi.enum("counter_id")
-    base = slot * abi.const("CNT__MAX")
+    n = abi.const("CNT__MAX")
+    base = slot * n
+    raw = cmap.lookup_range(base, n, 8 * ncpu)      # one call for all
+    if raw is not None:
+        per = struct.unpack("<%dQ" % (n * ncpu), raw)
+        return {name: sum(per[ids["CNT_" + name.upper()] * ncpu:
+                              (ids["CNT_" + name.upper()] + 1) * ncpu])
+                for name in vocab.counters}
     out = {}
     for name in vocab.counters:
         raw = cmap.lookup(struct.pack("<I", base + ids["CNT_" + name.upper()]),

@@ -547,7 +547,8 @@ class StageTracer:
         out = []
         for slot in range(n):
             counters[slot]["op_aged_out"] = aged.get(slot, 0)
-            interval = {name: self.reader.read(sid, half, slot)
+            hs = self.reader.read_all(half, slot)
+            interval = {name: hs[sid]
                         for name, sid in self.vocab.stage_ids.items()}
             self.reader.clear(half, slot)
             interval.update(self._peer_interval(slot))
