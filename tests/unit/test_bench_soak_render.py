@@ -114,3 +114,22 @@ def test_parts_row_judged_by_its_largest_pair(pcts, want):
     # the whole host's difference is still shown, and still judged alone
     assert "cannot tell" in rows[
         "measured cost vs the default bound, fio held at a fixed rate"][1]
+
+
+@pytest.mark.parametrize("total,anon,want", [
+    (0.5, 0.4, True),
+    (-5.3, -0.2, True),       # library pages dropped by the kernel
+    (-5.3, -5.2, False),      # its own memory fell: not flat either
+    (5.3, 0.2, False),        # grew
+    (0.3, 6.0, False)])
+def test_rss_is_judged_on_the_exporters_own_memory(total, anon, want):
+    got, ok = _res(rss_drift_pct=total, rss_anon_drift_pct=anon,
+                   rss_file_kb=[24000, 20900])[
+        "exporter RSS over the soak (after 2 min)"]
+    assert ok is want
+    assert "its own (anonymous) memory %+.2f %%" % anon in got
+    assert "24000 -> 20900 kB" in got
+    # an older soak without the split: the total alone
+    _, ok = _res(rss_drift_pct=total)[
+        "exporter RSS over the soak (after 2 min)"]
+    assert ok is (abs(total) <= 5)
