@@ -137,7 +137,7 @@ class StageTracer:
         self.calibrate_always = False
         self.call_bias_ns = 0
         # the kernel's BPF run statistics, held on while attached when the
-        # cost is measured (measure_runs(): duty cycles)
+        # cost is measured (measure_runs(): duty cycles, the exporter)
         self.run_stats, self._stats_fd = False, None
         self.obj = bpf.BPFObject(os.path.join(self.bpf_dir, "osdstage.bpf.o"))
         self.reader = None
