@@ -10,6 +10,7 @@ once), with its three op events plus two call stages on functions each
 op calls once, so that stage_entry and stage_return each hold two
 functions per process. The kernel's own view of the links is read back
 from /proc/self/fdinfo (link_type, pid, uprobe_cnt, cookies)."""
+import contextlib
 import os
 import subprocess
 
@@ -62,6 +63,36 @@ def _start(exe, n):
     return p
 
 
+@contextlib.contextmanager
+def _traced(exe):
+    """(tracer, processes): the queue program started N_OPS times, each
+    waiting for "go", traced by one started tracer; all closed after."""
+    procs = [_start(exe, n) for n in N_OPS]
+    try:
+        exes = ["/proc/%d/exe" % p.pid for p in procs]
+        tr = StageTracer([p.pid for p in procs], exes,
+                         [_plan(e) for e in exes], kernel=False)
+        tr.start()
+        try:
+            yield tr, procs
+        finally:
+            tr.close()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+
+
+def _run_ops(procs):
+    """Let every process run its ops, and wait for it to end."""
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    for p, n in zip(procs, N_OPS):
+        assert p.stdout.readline().strip() == "done %d" % n
+        p.wait(30)
+
+
 def _kernel_links():
     """This process's uprobe_multi links as the kernel shows them:
     [{link_type, pid, uprobe_cnt, cookies}]"""
@@ -90,62 +121,45 @@ def test_one_link_per_program_target_and_direction(opqueue_exe, mode):
     the links are per program, target and direction (multi) or per
     function (classic), and every op of each process is still counted
     exactly, in every stage."""
-    procs = [_start(opqueue_exe, n) for n in N_OPS]
-    try:
-        exes = ["/proc/%d/exe" % p.pid for p in procs]
-        plans = [_plan(e) for e in exes]
-        uprobes = plans[0].uprobes()
+    with _traced(opqueue_exe) as (tr, procs):
+        uprobes = tr.plans[0].uprobes()
         assert len(uprobes) == 7          # 2 + 2 calls, 3 op events
         per_target = {(prog, ret) for prog, _, _, ret in uprobes}
         assert len(per_target) == 5
-        tr = StageTracer([p.pid for p in procs], exes, plans, kernel=False)
-        tr.start()
-        try:
-            assert tr.multi == (mode == "multi")
-            for cycle in range(3):
-                tr.detach()
-                assert tr.target_links == [] and not tr.attached
-                assert not [l for l in _kernel_links()
-                            if l["pid"] != os.getpid()]
-                tr.attach()
-            links = tr.target_links
-            # the object keeps no destroyed links (a duty cycle's, for
-            # hours): the targets' and the calibration's two
-            assert all(l.alive for l in tr.obj.links)
-            assert len(tr.obj.links) <= len(links) + 2
-            theirs = [l for l in _kernel_links() if l["pid"] != os.getpid()]
-            if mode == "multi":
-                assert len(links) == len(per_target) * len(procs)
-                assert all(l.multi for l in links)
-                assert sum(l.n for l in links) == len(uprobes) * len(procs)
-                # the kernel's view: 5 links in each process, two of them
-                # (stage_entry, stage_return) with two functions each
-                for p in procs:
-                    mine = [l for l in theirs if l["pid"] == p.pid]
-                    assert sorted(l["cnt"] for l in mine) == [1, 1, 1, 2, 2]
-                    assert sum(l["type"] == "uretprobe_multi"
-                               for l in mine) == 1
-                    sids = sorted(tr.vocab.stage_ids[s] for s in CALLS)
-                    assert [l["cookies"] for l in mine
-                            if l["type"] == "uretprobe_multi"] == [sids]
-            else:
-                assert len(links) == len(uprobes) * len(procs)
-                assert not any(l.multi for l in links) and theirs == []
-            for p in procs:
-                p.stdin.write("go\n")
-                p.stdin.flush()
-            for p, n in zip(procs, N_OPS):
-                assert p.stdout.readline().strip() == "done %d" % n
-                p.wait(30)
-            snaps = tr.snapshots()
-            assert tr.in_flight() == 0
+        assert tr.multi == (mode == "multi")
+        for cycle in range(3):
             tr.detach()
-        finally:
-            tr.close()
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+            assert tr.target_links == [] and not tr.attached
+            assert not [l for l in _kernel_links()
+                        if l["pid"] != os.getpid()]
+            tr.attach()
+        links = tr.target_links
+        # the object keeps no destroyed links (a duty cycle's, for
+        # hours): the targets' and the calibration's two
+        assert all(l.alive for l in tr.obj.links)
+        assert len(tr.obj.links) <= len(links) + 2
+        theirs = [l for l in _kernel_links() if l["pid"] != os.getpid()]
+        if mode == "multi":
+            assert len(links) == len(per_target) * len(procs)
+            assert all(l.multi for l in links)
+            assert sum(l.n for l in links) == len(uprobes) * len(procs)
+            # the kernel's view: 5 links in each process, two of them
+            # (stage_entry, stage_return) with two functions each
+            for p in procs:
+                mine = [l for l in theirs if l["pid"] == p.pid]
+                assert sorted(l["cnt"] for l in mine) == [1, 1, 1, 2, 2]
+                assert sum(l["type"] == "uretprobe_multi"
+                           for l in mine) == 1
+                sids = sorted(tr.vocab.stage_ids[s] for s in CALLS)
+                assert [l["cookies"] for l in mine
+                        if l["type"] == "uretprobe_multi"] == [sids]
+        else:
+            assert len(links) == len(uprobes) * len(procs)
+            assert not any(l.multi for l in links) and theirs == []
+        _run_ops(procs)
+        snaps = tr.snapshots()
+        assert tr.in_flight() == 0
+        tr.detach()
     for (hists, counters, *_), n in zip(snaps, N_OPS):
         for stage in ["queue_wait", "op_total"] + list(CALLS):
             assert hists[stage].count == n, (stage, hists[stage].count, n)
@@ -157,37 +171,20 @@ def test_run_statistics_count_every_uprobe_run(opqueue_exe):
     statistics are on, and run_totals() counts every run of our uprobe
     programs, as many as the hits the programs count themselves, with
     their time; detached, nothing runs and nothing is added."""
-    procs = [_start(opqueue_exe, n) for n in N_OPS]
-    try:
-        exes = ["/proc/%d/exe" % p.pid for p in procs]
-        tr = StageTracer([p.pid for p in procs], exes,
-                         [_plan(e) for e in exes], kernel=False)
-        tr.start()
-        try:
-            assert tr.run_totals() is None      # not asked for
-            tr.measure_runs()
-            assert tr._stats_fd is not None
-            tr.detach()
-            assert tr._stats_fd is None          # off while detached
-            tr.attach()
-            t0 = tr.run_totals()
-            c0 = tr.snapshot_counters()
-            for p in procs:
-                p.stdin.write("go\n")
-                p.stdin.flush()
-            for p, n in zip(procs, N_OPS):
-                assert p.stdout.readline().strip() == "done %d" % n
-                p.wait(30)
-            t1 = tr.run_totals()
-            c1 = tr.snapshot_counters()
-            tr.detach()
-            assert tr.run_totals() == t1
-        finally:
-            tr.close()
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    with _traced(opqueue_exe) as (tr, procs):
+        assert tr.run_totals() is None      # not asked for
+        tr.measure_runs()
+        assert tr._stats_fd is not None
+        tr.detach()
+        assert tr._stats_fd is None          # off while detached
+        tr.attach()
+        t0 = tr.run_totals()
+        c0 = tr.snapshot_counters()
+        _run_ops(procs)
+        t1 = tr.run_totals()
+        c1 = tr.snapshot_counters()
+        tr.detach()
+        assert tr.run_totals() == t1
     hits = sum(c1.get(k, 0) - c0.get(k, 0) for k in c1
                if k.startswith("hit_"))
     # 3 op events and 2 calls (entry and return) per op
@@ -206,52 +203,35 @@ def test_batch_reads_are_the_key_by_key_ones(opqueue_exe):
     on this kernel the batch is taken, gives what key-by-key lookups give,
     and a batch clear leaves every key zero."""
     from cephlat.engine import stats
-    procs = [_start(opqueue_exe, n) for n in N_OPS]
-    try:
-        exes = ["/proc/%d/exe" % p.pid for p in procs]
-        tr = StageTracer([p.pid for p in procs], exes,
-                         [_plan(e) for e in exes], kernel=False)
-        tr.start()
-        try:
-            for p in procs:
-                p.stdin.write("go\n")
-                p.stdin.flush()
-            for p, n in zip(procs, N_OPS):
-                assert p.stdout.readline().strip() == "done %d" % n
-                p.wait(30)
-            rd, n = tr.reader, tr.vocab.n_ids
-            size = rd.stride * rd.ncpu
-            for slot in range(len(procs)):
-                batch = stats.read_counters(tr.counters, tr.vocab, tr.abi,
-                                            slot)
-                real = tr.counters.lookup_range
-                try:
-                    tr.counters.lookup_range = lambda *a: None
-                    single = stats.read_counters(tr.counters, tr.vocab,
-                                                 tr.abi, slot)
-                finally:
-                    tr.counters.lookup_range = real
-                assert batch == single and batch["hit_entry"] > 0, batch
-                for half in (0, 1):
-                    first = rd.map.lookup_range(
-                        (slot * 2 + half) * tr.vocab.max_stages, n, size)
-                    assert first is not None, "no batch lookups here"
-                    got = rd.read_all(half, slot)
-                    want = [rd.read(sid, half, slot) for sid in range(n)]
-                    assert [_hist(h) for h in got] == \
-                        [_hist(h) for h in want]
-                assert sum(h.count for half in (0, 1)
-                           for h in rd.read_all(half, slot)) > 0
-                for half in (0, 1):
-                    rd.clear(half, slot)
-                    assert all(rd.read(sid, half, slot).count == 0
-                               for sid in range(n))
-        finally:
-            tr.close()
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    with _traced(opqueue_exe) as (tr, procs):
+        _run_ops(procs)
+        rd, n = tr.reader, tr.vocab.n_ids
+        size = rd.stride * rd.ncpu
+        for slot in range(len(procs)):
+            batch = stats.read_counters(tr.counters, tr.vocab, tr.abi,
+                                        slot)
+            real = tr.counters.lookup_range
+            try:
+                tr.counters.lookup_range = lambda *a: None
+                single = stats.read_counters(tr.counters, tr.vocab,
+                                             tr.abi, slot)
+            finally:
+                tr.counters.lookup_range = real
+            assert batch == single and batch["hit_entry"] > 0, batch
+            for half in (0, 1):
+                first = rd.map.lookup_range(rd.index(0, half, slot), n,
+                                            size)
+                assert first is not None, "no batch lookups here"
+                got = rd.read_all(half, slot)
+                want = [rd.read(sid, half, slot) for sid in range(n)]
+                assert [_hist(h) for h in got] == \
+                    [_hist(h) for h in want]
+            assert sum(h.count for half in (0, 1)
+                       for h in rd.read_all(half, slot)) > 0
+            for half in (0, 1):
+                rd.clear(half, slot)
+                assert all(rd.read(sid, half, slot).count == 0
+                           for sid in range(n))
 
 
 def test_attach_errors_are_one_line(opqueue_exe):

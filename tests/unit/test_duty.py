@@ -78,7 +78,7 @@ def test_a_window_is_charged_what_it_measured():
     tr.run(cycle, 1.0)
     assert cycle.full_pct == pytest.approx(tr.full_pct(), rel=0.01)
     # the fixed costs knew only the trap: measured / fixed
-    assert cycle.scale == pytest.approx((1000 + TRAP_NS) / TRAP_NS,
+    assert cycle.cost.scale == pytest.approx((1000 + TRAP_NS) / TRAP_NS,
                                         rel=0.01)
     # over the bound: the probes come off
     assert tr.detaches == 1 and not tr.attached
@@ -178,7 +178,7 @@ def test_without_run_statistics_the_fixed_costs_stay():
     tr.run(cycle, 1.0)
     assert cycle.full_pct == pytest.approx(
         duty.pct_s(tr.load * TRAP_NS), rel=0.02)
-    assert cycle.scale == 1.0 and not cycle.measured
+    assert cycle.cost.scale == 1.0 and not cycle.cost.measured
     assert tr.detaches == 1
 
 

@@ -154,7 +154,6 @@ class DutyCycle:
     def __init__(self, tracer, bound_pct, clock=time.monotonic):
         self.tracer, self.bound, self.clock = tracer, bound_pct, clock
         self.cost = RunCost(tracer)
-        self.meter = self.cost.meter
         self.duty = 1.0
         self.full_pct = None
         self.on_s, self.off_s = MIN_ON_S, 0.0
@@ -176,14 +175,6 @@ class DutyCycle:
         # overspent, paid back before the probes come on again)
         self.bank = 0.0
         self._settled = (now, 0.0, 0.0)         # time, cost ns, cycle CPU
-
-    @property
-    def scale(self):
-        return self.cost.scale
-
-    @property
-    def measured(self):
-        return self.cost.measured
 
     def start(self, counters):
         self.cost.start(counters)

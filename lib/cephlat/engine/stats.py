@@ -21,10 +21,13 @@ class StatsReader:
             st.offset(m) // 8 for m in ("count", "sum_ns", "max_ns", "slots"))
         self.nslots = st.by_name["slots"]["size"] // 8
 
+    def index(self, stage_id, half, slot):
+        """The stats map key of (stage, half, target): probes/
+        osdstage.bpf.c, map "stats"."""
+        return stage_id + (slot * 2 + half) * self.vocab.max_stages
+
     def _key(self, stage_id, half, slot):
-        # probes/osdstage.bpf.c, map "stats"
-        return struct.pack("<I", stage_id + (slot * 2 + half) *
-                           self.vocab.max_stages)
+        return struct.pack("<I", self.index(stage_id, half, slot))
 
     def read(self, stage_id, half=0, slot=0):
         raw = self.map.lookup(self._key(stage_id, half, slot),
@@ -35,8 +38,7 @@ class StatsReader:
         """[Hist] of every stage id of (half, slot): one batch read where
         the kernel has them (an exporter's refresh reads them all)."""
         n, size = self.vocab.n_ids, self.stride * self.ncpu
-        first = struct.unpack("<I", self._key(0, half, slot))[0]
-        raw = self.map.lookup_range(first, n, size)
+        raw = self.map.lookup_range(self.index(0, half, slot), n, size)
         if raw is None:
             return [self.read(sid, half, slot) for sid in range(n)]
         return [self.parse(raw[i * size:(i + 1) * size]) for i in range(n)]
@@ -62,8 +64,7 @@ class StatsReader:
         return h
 
     def clear(self, half, slot=0):
-        first = struct.unpack("<I", self._key(0, half, slot))[0]
-        if self.map.zero_range(first, self.vocab.n_ids,
+        if self.map.zero_range(self.index(0, half, slot), self.vocab.n_ids,
                                self.stride * self.ncpu):
             return
         zero = bytes(self.stride * self.ncpu)
