@@ -57,10 +57,20 @@ def test_missed_wakeups_counted_exactly(results):
     assert rec["wakers"]["timeouts_with_work"] == truth["timeouts_with_work"]
     assert sum(s["timeouts_with_work"] for s in rec["shards"]) == \
         truth["timeouts_with_work"]
-    for mode in ("normal", "delay", "contend"):
-        truth, rec = results[mode]
-        assert rec["wakers"]["timeouts_with_work"] == \
-            truth["timeouts_with_work"], mode
+
+
+@pytest.mark.parametrize("mode", ["normal", "delay", "contend"])
+def test_notified_waits_are_not_timeouts(results, mode):
+    """Where the producer notifies, a wait counts as a timeout when the
+    program saw it expire, and at most also when it saw it succeed only
+    after its deadline ("late": the timer may have woken the worker before
+    the notify reached the wait, which only the kernel sees). A notify in
+    the timer's slack, after the deadline but before the timer, is no
+    timeout: the waker is seen notifying the worker's cv."""
+    truth, rec = results[mode]
+    got = rec["wakers"]["timeouts_with_work"]
+    want = truth["timeouts_with_work"]
+    assert want <= got <= want + truth["late_with_work"], (got, truth)
 
 
 @pytest.mark.parametrize("mode", list(CASES))
