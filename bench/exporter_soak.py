@@ -14,11 +14,12 @@ scrape_duration_seconds; target <= 100 ms).
 
 Then the measured cost against the bound (default 1 % of the host's CPU),
 as the main part measures cost: interleaved pairs of windows under the
-same load, without the exporter and with it (started afresh, its first
-duty cycles settled): the host's busy CPU time per op (all CPUs, so the
-exporter process, the uprobe traps in the OSDs and the kernel programs in
-any task all count), traced minus untraced, times the traced op rate, as
-a % of the host's CPU. Median and spread over the pairs. The pairs run
+same load, without the exporter, with it (started afresh, its first
+duty cycles settled) and without it again: the host's busy CPU time per
+op (all CPUs, so the exporter process, the uprobe traps in the OSDs and
+the kernel programs in any task all count), traced minus the two
+untraced windows together, times the traced op rate, as a % of the
+host's CPU. Median and spread over the pairs. The pairs run
 twice: under the soak's load (fio as fast as it goes: the host is
 saturated, and the cost shows as ops lost, through the op rate's own
 swings), then under fio held at a fixed rate (RATE_FRACTION of the soak's
@@ -173,12 +174,14 @@ def _parts(ex_cpu_s, p0, p1, secs):
 
 
 def _pair(pids, asoks, port, bound, parts=False):
-    """One untraced window and one with the exporter (started afresh):
-    the host's busy CPU per op, traced minus untraced, at the traced op
-    rate, as % of the host's CPU; with `parts`, the traced window's cost
-    from its parts too."""
+    """An untraced window, one with the exporter (started afresh), and an
+    untraced one again (A-B-A: a drift of the lab's CPU per op over the
+    pair, from RocksDB's compactions or the image filling, cancels out):
+    the host's busy CPU per op, traced minus the two untraced windows
+    together, at the traced op rate, as % of the host's CPU; with
+    `parts`, the traced window's cost from its parts too."""
     time.sleep(3)
-    u = _window(pids, asoks)
+    before = _window(pids, asoks)
     ex = _start_exporter(port, bound)
     try:
         time.sleep(PAIR_SETTLE_S)
@@ -189,11 +192,19 @@ def _pair(pids, asoks, port, bound, parts=False):
             t = _window(pids, asoks)
     finally:
         _stop(ex)
+    time.sleep(3)
+    return _pair_cost(before, t, _window(pids, asoks))
+
+
+def _pair_cost(before, t, after):
+    """A pair from its three windows: the cost as % of the host's CPU."""
+    u = {k: before[k] + after[k] for k in ("ops", "secs", "host_s")}
     cost = None
     if u["ops"] and t["ops"]:
         added = t["host_s"] / t["ops"] - u["host_s"] / u["ops"]
         cost = 100.0 * added * (t["ops"] / t["secs"]) / bench.NCPU
-    return {"untraced": u, "traced": t,
+    return {"untraced": u, "untraced_windows": [before, after],
+            "traced": t,
             "cost_pct": round(cost, 3) if cost is not None else None}
 
 
@@ -210,7 +221,7 @@ def soak_part(a):
     bench.prefill(env, if_needed=True)
     soak_s = int(a.soak_min * 60)
     load = bench.Fio(env, "randrw", soak_s + a.soak_pairs * (
-        2 * PAIR_S + PAIR_SETTLE_S + 30) + 120)
+        3 * PAIR_S + PAIR_SETTLE_S + 40) + 120)
     port = free_port()
     ex = prom = None
     samples = []
@@ -260,7 +271,7 @@ def soak_part(a):
         load = None
         rate = max(1, int(RATE_FRACTION * w_iops))
         load = bench.Fio(env, "randrw", a.soak_pairs * (
-            2 * PAIR_S + PAIR_SETTLE_S + 30) + 60, rate_iops=rate)
+            3 * PAIR_S + PAIR_SETTLE_S + 40) + 60, rate_iops=rate)
         time.sleep(5)
         rate_pairs = [_pair(pids, asoks, port, a.soak_bound, parts=True)
                       for _ in range(a.soak_pairs)]
@@ -463,14 +474,23 @@ def render_soak(res):
                   ", ".join("%s %d" % kv for kv in
                             sorted(res.get("lost_by_reason", {}).items()))
                   or "none"),
-              "", "The cost pairs, ops in %d s untraced / with the exporter "
-              "(host busy s): %s." % (res["pair_secs"],
-                                      _pair_list(res["pairs"]))]
+              "", _pairs_line(res)]
     if "rate_pairs" in res:
         lines += ["", "At the fixed rate: %s." % _pair_list(
             res["rate_pairs"])]
     lines.append("")
     return lines
+
+
+def _pairs_line(res):
+    """The cost pairs' windows. A-B-A pairs have an untraced window after
+    the traced one too; results of earlier commits, before it only."""
+    aba = bool(res["pairs"]) and "untraced_windows" in res["pairs"][0]
+    return ("The cost pairs, ops in %d s untraced (%s) / %d s with the "
+            "exporter (host busy s): %s." % (
+                res["pair_secs"] * (2 if aba else 1),
+                "before and after, together" if aba else "before",
+                res["pair_secs"], _pair_list(res["pairs"])))
 
 
 def _pair_list(pairs):

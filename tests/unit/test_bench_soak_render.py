@@ -133,3 +133,31 @@ def test_rss_is_judged_on_the_exporters_own_memory(total, anon, want):
     _, ok = _res(rss_drift_pct=total)[
         "exporter RSS over the soak (after 2 min)"]
     assert ok is (abs(total) <= 5)
+
+
+def test_pairs_are_aba_and_a_drift_cancels():
+    """The host's CPU per op drifting up steadily over a pair (untraced
+    before, traced, untraced after) is no cost; 0.2 s more busy time in
+    the traced window is."""
+    def w(host_s):
+        return {"ops": 16000, "secs": 40.0, "host_s": host_s}
+    p = exporter_soak._pair_cost(w(30.0), w(31.0), w(32.0))
+    assert p["cost_pct"] == 0
+    assert p["untraced"] == {"ops": 32000, "secs": 80.0, "host_s": 62.0}
+    p = exporter_soak._pair_cost(w(30.0), w(31.2), w(32.0))
+    share = 100.0 * 0.2 / 40.0 / exporter_soak.bench.NCPU
+    assert p["cost_pct"] == pytest.approx(share, abs=1e-3)
+    # untraced then traced alone would have read the drift as a cost
+    assert exporter_soak._pair_cost(w(30.0), w(31.0), w(30.0))[
+        "cost_pct"] > 0
+
+
+def test_the_pairs_line_says_how_the_pairs_ran():
+    w = {"ops": 16000, "secs": 40.0, "host_s": 30.0}
+    aba = [exporter_soak._pair_cost(w, w, w)]
+    old = [{"untraced": w, "traced": w, "cost_pct": 0.0}]
+    got = exporter_soak._pairs_line({"pair_secs": 40, "pairs": aba})
+    assert "80 s untraced (before and after, together) / 40 s" in got
+    assert "32000 (60.0) / 16000 (30.0)" in got
+    got = exporter_soak._pairs_line({"pair_secs": 40, "pairs": old})
+    assert "40 s untraced (before) / 40 s" in got
