@@ -669,32 +669,52 @@ static __always_inline int futex_is_wait(__u64 op)
 	       op == FUTEX_WAIT_REQUEUE_PI;
 }
 
+/* The futex(2) call a task is inside, from its saved user registers. */
+struct futex_call {
+	__u64 uaddr, op, timeout, uaddr2;
+};
+
+static __always_inline int futex_call_of(struct task_struct *task,
+					 struct futex_call *c)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+
+	if (!regs)
+		return 0;
+#if defined(__TARGET_ARCH_arm64)
+	if (regs->syscallno != NR_FUTEX)
+		return 0;
+	c->uaddr = regs->orig_x0;
+	c->op = regs->regs[1];
+	c->timeout = regs->regs[3];
+	c->uaddr2 = regs->regs[4];
+#else
+	if (regs->orig_ax != NR_FUTEX)	/* -1 outside a syscall */
+		return 0;
+	c->uaddr = regs->di;
+	c->op = regs->si;
+	c->timeout = regs->r10;
+	c->uaddr2 = regs->r8;
+#endif
+	return 1;
+}
+
 /* Target thread `prev` (state t) goes to sleep at `now`: in a futex wait?
  * Called on prev's switch-out, in its own context (its user memory is the
  * current mm: the timeout is read from it). */
 static __always_inline void futex_sleep(struct thread_state *t,
 					struct task_struct *prev, __u64 now)
 {
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 	struct { __s64 sec, nsec; } ts;
-	__u64 nr, uaddr, op, tmo, cmd;
+	struct futex_call c;
+	__u64 uaddr, op, tmo, cmd;
 
 	t->futex_start = 0;
-	if (!regs)
+	if (!futex_call_of(prev, &c) || !futex_is_wait(c.op))
 		return;
-#if defined(__TARGET_ARCH_arm64)
-	nr = regs->syscallno;
-	uaddr = regs->orig_x0;
-	op = regs->regs[1];
-	tmo = regs->regs[3];
-#else
-	nr = regs->orig_ax;	/* -1 outside a syscall */
-	uaddr = regs->di;
-	op = regs->si;
-	tmo = regs->r10;
-#endif
-	if (nr != NR_FUTEX || !futex_is_wait(op))
-		return;
+	uaddr = c.uaddr;
+	op = c.op;
+	tmo = c.timeout;
 	t->futex_start = now;
 	t->futex_deadline = 0;
 	cmd = op & FUTEX_CMD_MASK;
@@ -729,30 +749,17 @@ static __always_inline void futex_sleep(struct thread_state *t,
  * one is in such a call only if it was itself notifying this cv. */
 static __always_inline int futex_notifies(struct task_struct *waker, __u64 cv)
 {
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(waker);
-	__u64 nr, op, a1, a2;
+	struct futex_call c;
+	__u64 op;
 
-	if (!regs || !cv || (cv & 1))
+	if (!cv || (cv & 1) || !futex_call_of(waker, &c))
 		return 0;
-#if defined(__TARGET_ARCH_arm64)
-	nr = regs->syscallno;
-	a1 = regs->orig_x0;
-	op = regs->regs[1];
-	a2 = regs->regs[4];
-#else
-	nr = regs->orig_ax;
-	a1 = regs->di;
-	op = regs->si;
-	a2 = regs->r8;
-#endif
-	if (nr != NR_FUTEX)
-		return 0;
-	op &= FUTEX_CMD_MASK;
+	op = c.op & FUTEX_CMD_MASK;
 	if (op == FUTEX_WAKE || op == FUTEX_WAKE_BITSET)
-		return (a1 & ~7ULL) == cv;
+		return (c.uaddr & ~7ULL) == cv;
 	if (op == FUTEX_WAKE_OP || op == FUTEX_REQUEUE ||
 	    op == FUTEX_CMP_REQUEUE)
-		return (a1 & ~7ULL) == cv || (a2 & ~7ULL) == cv;
+		return (c.uaddr & ~7ULL) == cv || (c.uaddr2 & ~7ULL) == cv;
 	return 0;
 }
 
