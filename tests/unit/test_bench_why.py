@@ -1,0 +1,66 @@
+"""bench/run.py's account of the default mode's cost per read
+(BENCHMARKS.md, "Where the cost per read goes"): the traps are the
+userspace mode's added OSD CPU less its programs, and the IOPS ratio a
+CPU-bound lab allows follows the host's CPU per op."""
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+
+import run  # noqa: E402
+
+
+def _prog(runs_per_op, ns, uprobe):
+    return {"runs": 1000, "runs_per_op": runs_per_op, "avg_ns": ns,
+            "uprobe": uprobe}
+
+
+def _res(default_us=14.0, userspace_us=10.0):
+    def wl(added):
+        return {"osd_added_us_per_op": {"median": added, "min": 0,
+                                        "max": 2 * added},
+                "uprobe_hits_per_op": {"median": 6.0, "min": 6.0,
+                                       "max": 6.0},
+                "host_untraced_us_per_op": {"median": 150.0},
+                "host_added_us_per_op": {"median": 20.0},
+                "iops_ratio_median": 0.88}
+    progs = {"op_dequeue": _prog(1.0, 1000, True),
+             "stage_return": _prog(2.0, 500, True),
+             "on_switch": _prog(10.0, 200, False),
+             "rep_reply": {"runs": 0, "runs_per_op": 0.0, "avg_ns": 0.0,
+                           "uprobe": True}}
+    return {"machine": {"release": "pacific"}, "pairs": 4, "secs": 8,
+            "call_bias_us": 1.5,
+            "modes": {"default": {"randread": wl(default_us)},
+                      "userspace": {"randread": wl(userspace_us)}},
+            "bpf_stats": {"default": {"programs": progs},
+                          "userspace": {"programs": {
+                              k: v for k, v in progs.items()
+                              if v["uprobe"]}}}}
+
+
+def test_parts_add_up_from_the_runs_figures():
+    c = run.cost_parts(_res())
+    assert c["uprobe_progs"] == 2.0          # 1 x 1000 + 2 x 500 ns
+    assert c["kernel_progs"] == 2.0          # 10 x 200 ns
+    assert c["traps"] == 8.0                 # 10 us userspace - 2 us
+    assert abs(c["per_hit"] - 8.0 / 6) < 1e-9
+
+
+def test_a_run_without_the_userspace_mode_is_not_taken_apart():
+    res = _res()
+    del res["modes"]["userspace"]
+    assert run.cost_parts(res) is None
+    assert run.render_why([res], []) == []
+
+
+def test_the_section_states_the_figures_and_what_the_ratio_needs():
+    text = "\n".join(run.render_why([_res()], []))
+    assert "| pacific | 4 x 8 s | 14.0 us | 8.0 us (6.00 hits) | 2.0 us " \
+        "| 2.0 us | 1.33 us | 10.0 us | 1.50 us |" in text
+    # 150 untraced + 20 added -> 150/170; 0.95 allows 150 x (1/0.95 - 1)
+    assert "gives 0.882" in text and "at most 7.9 us added" in text
+    assert "at most 3 hits per op" in text      # 5 us // 1.33 us
+    assert "What was tried:" in text
