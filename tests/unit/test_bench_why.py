@@ -64,3 +64,16 @@ def test_the_section_states_the_figures_and_what_the_ratio_needs():
     assert "gives 0.882" in text and "at most 7.9 us added" in text
     assert "at most 3 hits per op" in text      # 5 us // 1.33 us
     assert "What was tried:" in text
+
+
+def test_three_osds_are_compared_with_one_traced_on_the_same_lab():
+    def osd(n, us):
+        return {"osd": n, "added_us_per_op": {"median": us, "min": us - 1,
+                                              "max": us + 1}}
+    osds = {"machine": {"release": "pacific"}, "workloads": {"randread": {
+        "one": {"per_osd": [osd(0, 40.0), osd(1, 5.0)]},
+        "all": {"per_osd": [osd(0, 35.0), osd(1, 22.5)]}}}}
+    text = "\n".join(run.render_why([_res()], [osds]))
+    assert "osd.0 traced alone added 40.0 us (39.0-41.0) per read, all " \
+        "three traced osd.0 35.0 us, osd.1 22.5 us" in text
+    assert "traced alone" not in "\n".join(run.render_why([_res()], []))
