@@ -1437,6 +1437,22 @@ def cost_parts(res):
             "iops_ratio": d.get("iops_ratio_median")}
 
 
+def _cet_why(rows):
+    """The other releases' uprobe side against Pacific's: the userspace
+    mode's added OSD CPU per op (no kernel programs), [(release, parts)]
+    from cost_parts."""
+    pac = next((c for r, c in rows if _release(r) == "pacific"), None)
+    other = [(_release(r), c) for r, c in rows if _release(r) != "pacific"]
+    if not pac or not other:
+        return ""
+    return (" The uprobe side alone (userspace mode, no kernel programs) "
+            "added %s against Pacific's %.1f us per op: the CET builds "
+            "are probed after their endbr64, so their traps cost what "
+            "Pacific's do." % (
+                ", ".join("%s %.1f us" % (rel, c["userspace_added"])
+                          for rel, c in other), pac["userspace_added"]))
+
+
 def _lab3_why(osds_results):
     """The osds part's answer to "does tracing 3 OSDs cost more per op":
     osd.0 traced alone on the 3-OSD lab against each OSD with all three
@@ -1551,7 +1567,7 @@ def render_why(results, osds_results):
             "- **other releases and 3 OSDs within 20 % of Pacific**: the "
             "1-OSD pairs themselves spread over more than 20 % (min-max "
             "above), so the medians of 2-4 pairs cannot hold that band." +
-            _lab3_why(osds_results))
+            _cet_why(rows) + _lab3_why(osds_results))
     if why:
         lines += ["", "Per missed target:", ""] + why
     lines += ["", "What was tried:", ""]

@@ -87,3 +87,11 @@ def test_three_osds_are_compared_with_one_traced_on_the_same_lab():
     assert "osd.0 traced alone added 40.0 us (39.0-41.0) per read, all " \
         "three traced osd.0 35.0 us, osd.1 22.5 us" in text
     assert "traced alone" not in "\n".join(run.render_why([_res()], []))
+
+
+def test_other_releases_uprobe_side_is_set_beside_pacifics():
+    reef = _res(default_us=17.0, userspace_us=11.0)
+    reef["machine"]["release"] = "reef"
+    text = "\n".join(run.render_why([_res(), reef], []))
+    assert "added reef 11.0 us against Pacific's 10.0 us per op" in text
+    assert "against Pacific's" not in "\n".join(run.render_why([_res()], []))
