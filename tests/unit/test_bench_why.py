@@ -94,4 +94,6 @@ def test_other_releases_uprobe_side_is_set_beside_pacifics():
     reef["machine"]["release"] = "reef"
     text = "\n".join(run.render_why([_res(), reef], []))
     assert "added reef 11.0 us against Pacific's 10.0 us per op" in text
+    assert "Pacific's own 1-OSD pairs ranged 0.0-28.0 us around its " \
+        "median of 14.0 us" in text
     assert "against Pacific's" not in "\n".join(run.render_why([_res()], []))
