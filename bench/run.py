@@ -1437,11 +1437,10 @@ def cost_parts(res):
             "iops_ratio": d.get("iops_ratio_median")}
 
 
-def _cet_why(rows):
-    """The other releases' uprobe side against Pacific's: the userspace
-    mode's added OSD CPU per op (no kernel programs), [(release, parts)]
-    from cost_parts."""
-    pac = next((c for r, c in rows if _release(r) == "pacific"), None)
+def _cet_why(pac, rows):
+    """The other releases' uprobe side against Pacific's (pac): the
+    userspace mode's added OSD CPU per op (no kernel programs); rows are
+    [(release's results, its cost_parts)]."""
     other = [(_release(r), c) for r, c in rows if _release(r) != "pacific"]
     if not pac or not other:
         return ""
@@ -1573,7 +1572,7 @@ def render_why(results, osds_results):
              "a 20 %% band by the pairs alone." % (
                  spread["min"], spread["max"], spread["median"])
              if spread else "") +
-            _cet_why(rows) + _lab3_why(osds_results))
+            _cet_why(pac, rows) + _lab3_why(osds_results))
     if why:
         lines += ["", "Per missed target:", ""] + why
     lines += ["", "What was tried:", ""]
