@@ -46,10 +46,11 @@ def parse(text):
 
 
 class Prometheus:
-    def __init__(self, targets, scrape_s=1, self_scrape=False):
+    def __init__(self, targets, scrape_s=1, self_scrape=False, nice=0):
         """Scrape `targets` (job osdstage) every `scrape_s` seconds, and
         with self_scrape Prometheus' own /metrics too (job prometheus: what
-        a scrape takes on this machine when the exporter has no part)."""
+        a scrape takes on this machine when the exporter has no part);
+        `nice`: run at that nice value (all its threads)."""
         self.dir = tempfile.mkdtemp(prefix="cephlat-prom-")
         self.port = free_port()
         cfg = os.path.join(self.dir, "prometheus.yml")
@@ -67,7 +68,8 @@ class Prometheus:
              "--storage.tsdb.path=" + os.path.join(self.dir, "data"),
              "--web.listen-address=127.0.0.1:%d" % self.port,
              "--log.level=warn"],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT,
+            preexec_fn=(lambda: os.nice(nice)) if nice else None)
         self.url = "http://127.0.0.1:%d" % self.port
         deadline = time.time() + 30
         while True:

@@ -38,12 +38,43 @@ def test_scrape_row_says_what_was_timed():
     assert "the GET alone" in got and ok is True
     assert "90.0 ms, p99 20.0 ms" in got
     assert "Prometheus scraping itself on the same machine: 80.0 ms" in got
+    assert "samples" not in got         # a soak that did not count them
+    got, _ = _res(page_samples=2905, page_bytes=[316508, 23127])[
+        "slowest scrape"]
+    assert got.endswith("the page: 2905 samples, 317 kB (23 kB "
+                        "gzip-compressed, as Prometheus asks for it)")
     # an older soak timed the bench's parse too, and had no control
     got, ok = _res(scrape_timed=None, prometheus_self_scrape_max_ms=None,
                    prometheus_scrape_p99_ms=None, scrape_max_ms=150.0)[
         "slowest scrape"]
     assert "the bench's own parse" in got and "itself" not in got
     assert ok is False
+
+
+SOAK3 = dict(monitor_nice=-10, scrape_max_ms=30.0, scrape_p99_ms=17.0,
+             scrape_gets=360, scrape_errors=0, scrape_timed="GET gzip",
+             prometheus_scrape_max_ms=60.0, prometheus_scrape_p99_ms=33.0,
+             prometheus_self_scrape_max_ms=39.0,
+             prometheus_self_scrape_p99_ms=26.0,
+             colocated_scrape_max_ms=140.0, colocated_scrape_p99_ms=61.0,
+             colocated_self_scrape_max_ms=90.0,
+             colocated_self_scrape_p99_ms=31.0)
+
+
+def test_scrape_row_judges_the_answer_and_the_monitoring_side():
+    got, ok = _res(**SOAK3)["slowest scrape"]
+    assert ok is True
+    assert "by a client at nice -10): 30.0 ms, p99 17.0 ms over 360 " \
+        "GETs, 0 failed" in got
+    assert "at nice -10, a monitoring host with CPU to spare: 60.0 ms, " \
+        "p99 33.0 ms, scraping itself 39.0 ms" in got
+    # the co-located Prometheus is shown, not judged
+    assert "(shown, not judged): 140.0 ms, p99 61.0 ms, scraping itself " \
+        "90.0 ms" in got
+    # either judged figure over the target, or a failed GET: not met
+    for bad in ({"scrape_max_ms": 101.0}, {"prometheus_scrape_max_ms": 120.0},
+                {"scrape_errors": 1}, {"scrape_gets": 0}):
+        assert _res(**dict(SOAK3, **bad))["slowest scrape"][1] is False, bad
 
 
 @pytest.mark.parametrize("measured,want", [
