@@ -587,9 +587,12 @@ def render_soak(res):
         res["soak_min"], bench._release(res).capitalize()), "",
         "`make bench BENCH=exporter` (also in `make bench`): %s; "
         "tools/osdstage_exporter.py with its default cost bound (%g %%), "
-        "scraped by Prometheus every 5 s; commit %s, %s." % (
-            res["load"], res["bound_pct"], res.get("commit") or "?",
-            res["date"]), "",
+        "scraped every 5 s by %s; commit %s, %s." % (
+            res["load"], res["bound_pct"],
+            "two Prometheus servers, one at nice %d (standing for a "
+            "monitoring host), one at the OSDs' priority" %
+            res["monitor_nice"] if "monitor_nice" in res else "Prometheus",
+            res.get("commit") or "?", res["date"]), "",
         "| measure | target | measured | met |", "|---|---|---|---|"]
     for what, target, got, ok in soak_rows(res):
         lines.append("| %s | %s | %s | %s |" % (
