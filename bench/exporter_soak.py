@@ -1,6 +1,6 @@
 """bench/run.py --part exporter (issue 16): the exporter left running on the
-3-OSD lab under load, as an operator would leave it, scraped by a real
-Prometheus every 5 s.
+3-OSD lab under load, as an operator would leave it, scraped by real
+Prometheus servers every 5 s.
 
 Soak (default 30 min) with fio randrw against rbd/img1 the whole time.
 Every 30 s: the exporter's RSS and CPU, the map fullness and ops in flight
@@ -12,8 +12,9 @@ entries (not growing), the slowest scrape (target <= 100 ms).
 
 A scrape is timed three ways, every 5 s, over the whole soak:
 - the exporter's answer: a GET of /metrics as Prometheus asks for it
-  (gzip), timed by a client process of its own at nice MONITOR_NICE (not
-  its own wait for a CPU on the saturated lab);
+  (gzip), timed by a client process of its own at nice MONITOR_NICE (so
+  that the figure is the exporter's answer, not the client's own wait for
+  a CPU on the saturated lab);
 - Prometheus' scrape_duration_seconds, which also holds its parse and
   store of every sample, with Prometheus at MONITOR_NICE: a monitoring
   host with CPU to spare, as Prometheus runs in a deployment;
@@ -97,13 +98,9 @@ def _rss(pid):
 
 
 def _scrape(port):
-    """-> (seconds the GET /metrics took, {sample name + labels: value});
-    the time is the request's alone, not the bench's parse of the page."""
-    from promserver import fetch, parse
-    t0 = time.monotonic()
-    text = fetch(port)
-    took = time.monotonic() - t0
-    return took, parse(text)
+    """{sample name + labels: value} of the exporter's /metrics."""
+    from promserver import scrape
+    return scrape(port)
 
 
 def _page_bytes(port):
@@ -197,7 +194,7 @@ def _start_exporter(port, bound):
     deadline = time.time() + 60
     while True:
         try:
-            if _sum(_scrape(port)[1], "ceph_osdstage_targets") == 3:
+            if _sum(_scrape(port), "ceph_osdstage_targets") == 3:
                 return ex
         except OSError:
             pass
@@ -312,7 +309,7 @@ def soak_part(a):
         cpu0 = bench.proc_cpu_s(ex.pid)
         while time.monotonic() - t_start < soak_s:
             time.sleep(SAMPLE_S)
-            _, m = _scrape(port)
+            m = _scrape(port)
             samples.append({
                 "t": round(time.monotonic() - t_start, 1),
                 **_rss(ex.pid),
@@ -345,7 +342,7 @@ def soak_part(a):
             'max_over_time(scrape_samples_scraped{job="osdstage"}[%ds])'
             % (soak_s + 60))
         page = _page_bytes(port)
-        lost = {dict(k[1])["reason"]: v for k, v in _scrape(port)[1].items()
+        lost = {dict(k[1])["reason"]: v for k, v in _scrape(port).items()
                 if k[0] == "ceph_osdstage_events_lost_total" and v}
         _stop(ex)
         pairs = [_pair(pids, asoks, port, a.soak_bound)
