@@ -105,14 +105,8 @@ def _scrape(port):
 
 def _page_bytes(port):
     """[bytes of /metrics as text, gzip-compressed (as Prometheus asks)]."""
-    import urllib.request
-    out = []
-    for enc in ("identity", "gzip"):
-        req = urllib.request.Request("http://127.0.0.1:%d/metrics" % port,
-                                     headers={"Accept-Encoding": enc})
-        with urllib.request.urlopen(req, timeout=10) as r:
-            out.append(len(r.read()))
-    return out
+    from promserver import get
+    return [len(get(port, gzip=gz)[1]) for gz in (False, True)]
 
 
 class _GetTimer:
@@ -144,17 +138,13 @@ class _GetTimer:
 def time_gets(port):
     """The _GetTimer process: one line per GET, its ms or "error ..."."""
     import signal
-    import urllib.request
+    from promserver import get
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    url = "http://127.0.0.1:%d/metrics" % port
     while True:
         time.sleep(SCRAPE_S)
         t0 = time.monotonic()
         try:
-            req = urllib.request.Request(url,
-                                         headers={"Accept-Encoding": "gzip"})
-            with urllib.request.urlopen(req, timeout=10) as r:
-                r.read()
+            get(port, gzip=True)
             print("%.2f" % (1e3 * (time.monotonic() - t0)), flush=True)
         except OSError as e:
             print("error %s" % e, flush=True)

@@ -1536,7 +1536,7 @@ def render_why(results, osds_results):
                             pac["hits"], int(t["userspace_added_us_per_op"]
                                              // pac["per_hit"])))
     if pac and pac["host_untraced"] and pac["host_added"] is not None \
-            and pac["iops_ratio"] and pac["iops_ratio"] < t["default"]:
+            and pac["iops_ratio"] and missed("default mode, IOPS ratio"):
         why.append(
             "- **IOPS ratio >= %.2f at full rate**: the lab is CPU-bound "
             "(2 cores), so IOPS follow the host's CPU per op: %.0f us "
@@ -1562,9 +1562,9 @@ def render_why(results, osds_results):
             "(the release sections), but a whole-host difference of 2 % "
             "is inside the pairs' spread, which comes from the untraced "
             "OSD's own CPU per op swinging between windows.")
-    spread = _get(pac_res, "modes", "default", "randread",
-                  "osd_added_us_per_op")
     if missed("Reef", "Tentacle", "3 OSDs"):
+        spread = _get(pac_res, "modes", "default", "randread",
+                      "osd_added_us_per_op")
         why.append(
             "- **other releases and 3 OSDs within 20 % of Pacific**:" +
             (" Pacific's own 1-OSD pairs ranged %.1f-%.1f us around its "

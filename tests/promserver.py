@@ -21,11 +21,19 @@ def free_port():
         return s.getsockname()[1]
 
 
+def get(port, path="/metrics", gzip=False, timeout=10):
+    """(headers, body bytes) of a GET on 127.0.0.1:port; with `gzip`,
+    asking for it as Prometheus does (the body as sent)."""
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path))
+    if gzip:
+        req.add_header("Accept-Encoding", "gzip")
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.headers, r.read()
+
+
 def fetch(port, timeout=10):
     """The text of an exporter's /metrics on 127.0.0.1."""
-    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
-                                timeout=timeout) as r:
-        return r.read().decode()
+    return get(port, timeout=timeout)[1].decode()
 
 
 def scrape(port, timeout=10):

@@ -11,14 +11,13 @@ import gzip
 import threading
 import time
 import urllib.error
-import urllib.request
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from cephlat.cli.exporter import serve_http
 from cephlat.exporter.collect import Exported
-from promserver import free_port, parse
+from promserver import free_port, get, parse
 
 
 class Gate:
@@ -46,14 +45,6 @@ def _exported():
     return ex, gate
 
 
-def _get(port, path="/metrics", gz=False):
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path))
-    if gz:
-        req.add_header("Accept-Encoding", "gzip")
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return r.headers, r.read()
-
-
 def test_gzip_when_accepted_plain_otherwise():
     ex, _ = _exported()
     ex.set_host(2, {"ops": 0.25})
@@ -62,9 +53,9 @@ def test_gzip_when_accepted_plain_otherwise():
     httpd = serve_http(("127.0.0.1", port), ex)
     try:
         for n in (2, 3, 4):     # the first gzip scrape, then at render
-            h, plain = _get(port)
+            h, plain = get(port)
             assert h.get("Content-Encoding") is None
-            hz, body = _get(port, gz=True)
+            hz, body = get(port, gzip=True)
             assert hz["Content-Encoding"] == "gzip"
             assert int(hz["Content-Length"]) == len(body) < len(plain)
             assert gzip.decompress(body) == plain
@@ -73,7 +64,7 @@ def test_gzip_when_accepted_plain_otherwise():
             ex.set_host(n + 1, {"ops": 0.5})
             ex.publish()
         with pytest.raises(urllib.error.HTTPError) as e:
-            _get(port, "/other")
+            get(port, "/other")
         assert e.value.code == 404
         assert b"/metrics" in e.value.read()
     finally:
