@@ -93,9 +93,9 @@ $(BUILD)/libcephlat_calib_cet.so: probes/calib.c
 		-shared -fPIC -o $@ $<
 
 # the capture recorder: ring buffer -> CTF stream files (lib/native/)
-$(BUILD)/libcephlat_rec.so: lib/native/recorder.c
+$(BUILD)/libcephlat_rec.so: lib/native/recorder.c probes/osdstage.h
 	@mkdir -p $(BUILD)
-	$(CC) -O2 -Wall -Werror -shared -fPIC -pthread -o $@ $< -lbpf
+	$(CC) -O2 -Wall -Werror -Iprobes -shared -fPIC -pthread -o $@ $< -lbpf
 
 # Installs only what is missing, silently; a failed step is named, with apt's
 # (or mmdebstrap's) own last lines and its log in /var/log/cephlat/.

@@ -6,7 +6,9 @@ Under CI=true a tier that cannot run FAILS instead of skipping.
 """
 import json
 import os
+import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -34,7 +36,6 @@ def need(ok, why):
 
 def header_enum(name, header="osdstage.h"):
     """{enumerator: value} of `enum name` in probes/`header`"""
-    import re
     with open(os.path.join(REPO, "probes", header)) as f:
         text = f.read()
     body = re.search(r"enum %s \{(.*?)\};" % name, text, re.S).group(1)
@@ -96,7 +97,6 @@ def bpf_ready():
 @pytest.fixture(scope="session")
 def cxx():
     """Compile a C++ source into a tmp dir: cxx(src_path_or_text, name)."""
-    import shutil
     import tempfile
     need(shutil.which("g++") is not None, "g++ missing (run: make setup)")
     d = tempfile.mkdtemp(prefix="cephlat-test-")
@@ -461,7 +461,29 @@ def trace_until_exit(prog, tool_args, banner="Tracing"):
         for p in (prog, tool):
             if p.poll() is None:
                 p.kill()
+    if "-w" in tool_args and tool.returncode == 0:
+        # every capture a test makes is one every CTF reader takes
+        assert_ctf_readers_accept(tool_args[list(tool_args).index("-w") + 1])
     return truth, out, err, tool.returncode
+
+
+def assert_ctf_readers_accept(cap):
+    """Every CTF reader takes capture `cap` whole: each stream in time
+    order across its packets (our record-by-record check), and babeltrace2
+    (whose muxer stops at the first message older than one it has given)
+    reads as many events as our reader. -> that count"""
+    from cephlat.capture.ctf import Trace
+    need(shutil.which("babeltrace2") is not None,
+         "babeltrace2 missing (make setup)")
+    ours, faults = Trace(cap).check_order()
+    assert faults == [], "%s: out of time order: %s" % (cap, faults)
+    p = subprocess.run(["babeltrace2", cap, "-c", "sink.utils.counter"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    # the counter prints running totals; the last block is the whole
+    counts = re.findall(r"^\s*(\d+) Event messages$", p.stdout, re.M)
+    assert counts and int(counts[-1]) == ours, (cap, counts[-1:], ours)
+    return ours
 
 
 def parse_json_lines(text):

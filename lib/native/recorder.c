@@ -24,10 +24,16 @@
  * packets) and all at each flush, so a file cut short holds whole packets
  * plus at most one partial one.
  *
- * CTF readers need each stream's timestamps in order. Records of one CPU
- * arrive almost in order (a program can be interrupted between reading
- * the clock and reserving its record); a record older than its stream's
- * last one is written with the last timestamp and counted ("reordered").
+ * CTF readers need each stream's timestamps in order, across packets too
+ * (babeltrace2's muxer stops at the first message older than one it has
+ * delivered). Records of one CPU arrive almost in order (a program can be
+ * interrupted between reading the clock and reserving its record); a
+ * record older than its stream's last one -- in this packet or an earlier
+ * one -- is written with that last timestamp and counted ("reordered"), so
+ * every packet's bounds contain its events and follow the packet before.
+ *
+ * The event header's layout is struct ev_hdr of probes/osdstage.h, the one
+ * contract; its offsets are taken from the header here.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -40,16 +46,19 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <stddef.h>
+#include <linux/types.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "osdstage.h"
 
 #define CTF_MAGIC	0xC1FC1FC1u
 #define HDR_SIZE	24
 #define CTX_SIZE	44
 #define PKT_HEAD	(HDR_SIZE + CTX_SIZE)
-#define EV_TS_OFF	4	/* struct ev_hdr: u32 id, u64 ts, u32 cpu, ... */
-#define EV_CPU_OFF	12
-#define EV_HDR_SIZE	20
+#define EV_TS_OFF	offsetof(struct ev_hdr, ts)
+#define EV_CPU_OFF	offsetof(struct ev_hdr, cpu)
+#define EV_HDR_SIZE	sizeof(struct ev_hdr)
 #define MAX_CPUS	1024
 #define BATCH		8	/* full packets per write(2) */
 
@@ -58,7 +67,8 @@ struct stream {
 	unsigned char *buf;	/* BATCH packets: done ones, then the open one */
 	unsigned char *pkt;	/* the packet being filled (in buf) */
 	size_t len;		/* its bytes used, including the packet head */
-	uint64_t first_ts, last_ts;
+	uint64_t first_ts;	/* the open packet's first event */
+	uint64_t last_ts;	/* the stream's last event (any packet) */
 	int has_events;
 };
 
@@ -190,17 +200,16 @@ static int on_event(void *ctx, void *data, size_t size)
 	r->pass_bytes += size + 8;	/* + the ring's record header */
 	if (s->len + size > r->packet_size && stream_flush(r, cpu, 1, 0))
 		return -r->err;
-	if (!s->has_events) {
-		s->first_ts = ts;
-		s->last_ts = ts;
-		s->has_events = 1;
-	}
 	memcpy(s->pkt + s->len, ev, size);
 	if (ts < s->last_ts) {
-		put64(s->pkt + s->len + EV_TS_OFF, s->last_ts);
+		ts = s->last_ts;
+		put64(s->pkt + s->len + EV_TS_OFF, ts);
 		r->reordered++;
-	} else {
-		s->last_ts = ts;
+	}
+	s->last_ts = ts;
+	if (!s->has_events) {
+		s->first_ts = ts;
+		s->has_events = 1;
 	}
 	s->len += size;
 	r->events++;

@@ -35,7 +35,24 @@ def build(out_dir, bpf_dir=None):
 
 
 class _Ro(ctypes.Structure):
-    _fields_ = [("pid", ctypes.c_uint32), ("per_call", ctypes.c_uint32)]
+    _fields_ = [("pid", ctypes.c_uint32), ("per_call", ctypes.c_uint32),
+                ("skew_every", ctypes.c_uint32), ("skew_ns", ctypes.c_uint64)]
+
+
+def _metadata(path):
+    """A CTF metadata (and an empty stream_meta) describing ringgen's
+    records, so that babeltrace2 reads what the recorder wrote to `path`.
+    -> the trace's uuid (the recorder's packets must carry it)"""
+    from cephlat.capture import ctf
+    classes = [ctf.EventClass("ringgen:unused", []),        # id 0
+               ctf.EventClass("ringgen:rec",                # id 1
+                              [("p%d" % i, "u64") for i in range(7)] +
+                              [("p7", "u32")])]
+    w = ctf.Writer(path, classes, force=True, stream="stream_meta",
+                   event_context=[("cpu", "u32"), ("interval", "u32"),
+                                  ("target", "u8")], whole_packets=False)
+    w.close()
+    return w.uuid.bytes
 
 
 def _thread_cpu_s(comm):
@@ -56,21 +73,28 @@ def _thread_cpu_s(comm):
 
 
 def run(obj_path, rate, secs, ring_mb=32, per_call=64, bpf_dir=None,
-        drain_us=capfmt.CaptureWriter.DRAIN_US):
+        drain_us=capfmt.CaptureWriter.DRAIN_US, skew_every=0, skew_ns=0,
+        keep=None, migrate=False):
     """Fill the ring at `rate` events/s for `secs` while the recorder
     drains it (drain_us None: no recorder thread, this loop drains every
-    0.1 s as osdstage's did before the recorder had one). -> dict: made, events (written), lost, rate (achieved
-    events/s), cpu_pct (the recorder thread's share of one core)"""
+    0.1 s as osdstage's did before the recorder had one). skew_every,
+    skew_ns: stamp every N-th record that much early (progs/ringgen.bpf.c).
+    keep: a new directory to leave the trace in, with metadata (else it is
+    removed). migrate: move this thread to another CPU at every call.
+    -> dict: made, events (written), lost, rate (achieved events/s),
+    cpu_pct (the recorder thread's share of one core), reordered"""
     obj = bpf.BPFObject(obj_path)
-    d = tempfile.mkdtemp(prefix="ringgen-", dir="/var/tmp")
+    d = keep or tempfile.mkdtemp(prefix="ringgen-", dir="/var/tmp")
     rec = None
+    cpus = sorted(os.sched_getaffinity(0))
     try:
-        obj.set_rodata(_Ro(os.getpid(), per_call))
+        uuid = _metadata(d) if keep else os.urandom(16)
+        obj.set_rodata(_Ro(os.getpid(), per_call, skew_every, skew_ns))
         obj.set_max_entries("events", capfmt.ring_bytes(ring_mb))
         obj.load()
         obj.attach_tracepoint("gen", "syscalls", "sys_enter_getppid")
         rec = capfmt.Recorder(bpf_dir or default_bpf_dir(),
-                              obj.map("events"), d, os.urandom(16), 65536)
+                              obj.map("events"), d, uuid, 65536)
         if drain_us is not None:
             rec.start(drain_us)
         comm = "cephlat-rec" if drain_us is not None else None
@@ -84,6 +108,8 @@ def run(obj_path, rate, secs, ring_mb=32, per_call=64, bpf_dir=None,
                 break
             due = int(rate * el / per_call)
             while calls < due:
+                if migrate:
+                    os.sched_setaffinity(0, {cpus[calls % len(cpus)]})
                 getppid()
                 calls += 1
             if drain_us is None and el >= next_poll:
@@ -100,13 +126,17 @@ def run(obj_path, rate, secs, ring_mb=32, per_call=64, bpf_dir=None,
             int.from_bytes(bss[8:], "little")
         size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
     finally:
+        if migrate:
+            os.sched_setaffinity(0, cpus)
         if rec is not None:
             rec.close()
         obj.close()
-        for f in os.listdir(d):
-            os.unlink(os.path.join(d, f))
-        os.rmdir(d)
+        if not keep:
+            for f in os.listdir(d):
+                os.unlink(os.path.join(d, f))
+            os.rmdir(d)
     return {"made": made, "events": st["events"], "lost": lost,
+            "reordered": st["reordered"],
             "bytes": size, "secs": round(el, 2),
             "rate": round(st["events"] / el),
             "cpu_pct": round(100 * (cpu1 - cpu0) / el, 1),

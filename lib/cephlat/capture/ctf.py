@@ -409,8 +409,23 @@ class Trace:
             d.update(zip(c.names, vals))
             yield c.name, ts, d
 
-    def _stream_records(self, fname):
+    def check_order(self, limit=20):
+        """What a CTF reader that merges streams by time (babeltrace2's
+        muxer) would stop at, read record by record: in each stream file,
+        an event older than the one before it (in any packet), an event
+        outside its packet's begin/end, a packet that begins before the
+        previous one ended. -> (events read, up to `limit` faults as
+        lines; [] when in order)"""
+        faults, n = [], 0
+        for f in self.streams:
+            for _ in self._stream_records(f, faults):
+                n += 1
+        return n, faults[:limit]
+
+    def _stream_records(self, fname, faults=None):
+        """faults: a list to append order faults to (check_order)."""
         stream = os.path.join(self.path, fname)
+        last = 0                        # the stream's last timestamp
         try:
             with open(stream, "rb") as f:
                 data = f.read()
@@ -427,8 +442,8 @@ class Trace:
             if magic != MAGIC:
                 raise UserError("%s: corrupt packet at byte %d (bad magic)"
                                 % (stream, pos))
-            _b, _e, content_bits, size_bits, _d, _cpu = _CTX.unpack_from(
-                data, pos + _HDR.size)
+            begin, end_ts, content_bits, size_bits, _d, _cpu = \
+                _CTX.unpack_from(data, pos + _HDR.size)
             size, content = size_bits // 8, content_bits // 8
             if size <= 0 or content > size or size % 8 or \
                     content < PACKET_HEAD:
@@ -439,12 +454,26 @@ class Trace:
                 return
             p = pos + PACKET_HEAD
             end = pos + content
+            if faults is not None and content > PACKET_HEAD:
+                if begin < last:
+                    faults.append("%s: packet at byte %d begins %d ns "
+                                  "before the last event" % (
+                                      fname, pos, last - begin))
+                last = max(last, begin)
             try:
                 while p < end:
                     eid, ts = evh(data, p)
                     c = classes.get(eid)
                     if c is None:
                         raise ValueError
+                    if faults is not None:
+                        if ts < last or not begin <= ts <= end_ts:
+                            faults.append(
+                                "%s: event at byte %d (ts %d) %s" % (
+                                    fname, p, ts,
+                                    "older than the one before" if ts < last
+                                    else "outside its packet"))
+                        last = max(last, ts)
                     ctx, p = ctx_dec(data, p + 12, end)
                     vals, p = c.decode(data, p, end)
                     yield c, ts, ctx, vals

@@ -4,6 +4,10 @@
  * process `pid` submits `per_call` records shaped like osdstage's events
  * (struct ev_hdr of probes/osdstage.h, then payload; `size` bytes) the way
  * osdstage's probes do (no wake-up); a full ring is counted in `lost`.
+ * With `skew_every` N > 0, every N-th record of a call is stamped
+ * `skew_ns` earlier than the clock says: a program interrupted between
+ * reading the clock and reserving its record, on purpose (the recorder
+ * must still write each stream in time order).
  * Driven by tests/bpf/ringgen.py. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -15,6 +19,8 @@ struct {
 
 const volatile __u32 pid = 0;
 const volatile __u32 per_call = 64;
+const volatile __u32 skew_every = 0;
+const volatile __u64 skew_ns = 0;
 
 __u64 made = 0, lost = 0;
 
@@ -37,6 +43,8 @@ static long one(__u32 i, void *ctx)
 	}
 	e->id = 1;
 	e->ts = bpf_ktime_get_ns();
+	if (skew_every && i % skew_every == skew_every - 1)
+		e->ts -= skew_ns;
 	e->cpu = bpf_get_smp_processor_id();
 	e->interval = 0;
 	e->target = 0;
