@@ -157,7 +157,8 @@ struct {
 	__type(value, struct req_slot);
 } reqidx SEC(".maps");
 
-/* per target and peer OSD: its replies' waits (cumulative) */
+/* per target, peer OSD and interval half (osdstage.h HALF_SHIFT): its
+ * replies' waits and how often it was last (cumulative in each half) */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 1024);
@@ -172,6 +173,24 @@ struct {
 	__type(key, __u32);
 	__type(value, struct peer_stats);
 } pzero SEC(".maps");
+
+/* Peer `peer` of target `slot` in the half of interval `gen` (inserted
+ * when new); NULL when the map is full. */
+static __always_inline struct peer_stats *peer_stats_of(__u32 slot,
+							__u32 peer,
+							__u32 gen)
+{
+	__u64 key = (__u64)slot << 32 | peer | (__u64)(gen & 1) << HALF_SHIFT;
+	struct peer_stats *ps = bpf_map_lookup_elem(&peers, &key), *z;
+	__u32 zero = 0;
+
+	if (ps)
+		return ps;
+	z = bpf_map_lookup_elem(&pzero, &zero);
+	if (z)
+		bpf_map_update_elem(&peers, &key, z, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&peers, &key);
+}
 
 /* per target slot, two halves of MAX_STAGES entries by report-interval
  * parity: key (slot * 2 + parity) * MAX_STAGES + stage; sized by the
@@ -189,7 +208,9 @@ struct {
 	__uint(max_entries, 4096);
 } events SEC(".maps");
 
-/* CNT__MAX counters per target slot; sized by the loader */
+/* CNT__MAX counters per target slot and interval half ((slot * 2 + half)
+ * * CNT__MAX + id); sized by the loader. Never cleared: user space reads
+ * both halves summed for totals, a closed half for an interval. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, CNT__MAX);
@@ -197,13 +218,28 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
-static __always_inline void count(__u32 slot, __u32 id)
+static __always_inline __u32 cur_gen(void);
+
+/* count one `id` of target `slot` in the half of report interval `gen` */
+static __always_inline void count_in(__u32 slot, __u32 id, __u32 gen)
 {
-	__u32 key = slot * CNT__MAX + id;
+	__u32 key = (slot * 2 + (gen & 1)) * CNT__MAX + id;
 	__u64 *c = bpf_map_lookup_elem(&counters, &key);
 
 	if (c)
 		(*c)++;
+}
+
+/* ... in the current interval */
+static __always_inline void count(__u32 slot, __u32 id)
+{
+	count_in(slot, id, cur_gen());
+}
+
+/* a shard, device or peer key in the half of interval `gen` */
+static __always_inline __u64 in_half(__u64 key, __u32 gen)
+{
+	return key | (__u64)(gen & 1) << HALF_SHIFT;
 }
 
 /* The op table's first slot for `key` (Fibonacci hashing of the address
@@ -419,7 +455,7 @@ static __always_inline void *ev_reserve(__u64 size, __u32 id, __u64 ts,
 		return 0;
 	h = bpf_ringbuf_reserve(&events, size, 0);
 	if (!h) {
-		count(target, CNT_EVENTS_LOST);
+		count_in(target, CNT_EVENTS_LOST, gen);
 		return 0;
 	}
 	h->id = id;
@@ -1129,7 +1165,7 @@ int BPF_PROG(on_rq_complete, struct request *rq, blk_status_t error,
 		e->bytes = nr_bytes;
 		EV_SEND(e);
 	}
-	dkey = (__u64)slot << 32 | dev;
+	dkey = in_half((__u64)slot << 32 | dev, gen);
 	ds = bpf_map_lookup_elem(&devs, &dkey);
 	if (!ds) {
 		bpf_map_update_elem(&devs, &dkey, &z, BPF_NOEXIST);
@@ -1246,7 +1282,7 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 		/* running since before the enqueue: all of it was busy */
 	} else {
 		if (!cum_at(t, st->enq_ns, &cs, &cr)) {
-			count(slot, CNT_ATTR_TRUNCATED);
+			count_in(slot, CNT_ATTR_TRUNCATED, gen);
 			if (e)
 				e->truncated = 1;
 		}
@@ -1289,7 +1325,7 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	key = t->queue_cv;
 	if (e)
 		e->shard = key;
-	key |= (__u64)slot << TARGET_SHIFT;
+	key = in_half(key | (__u64)slot << TARGET_SHIFT, gen);
 	sh = bpf_map_lookup_elem(&shards, &key);
 	if (!sh) {
 		bpf_map_update_elem(&shards, &key, &z, BPF_NOEXIST);
@@ -1310,7 +1346,7 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	timedout = t->cv_timedout;
 	t->cv_timedout = 0;
 	if (timedout) {
-		count(slot, CNT_TIMEOUTS_WITH_WORK);
+		count_in(slot, CNT_TIMEOUTS_WITH_WORK, gen);
 		sh->timeouts_with_work++;
 		if (e)
 			e->timeout_with_work = 1;
@@ -1318,17 +1354,17 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	if (!woke)
 		return;
 	if (timedout) {
-		count(slot, CNT_WAKE_TIMEOUT);
+		count_in(slot, CNT_WAKE_TIMEOUT, gen);
 		sh->wake_timeout++;
 		if (e)
 			e->wake = WK_TIMEOUT;
 	} else if (t->waker_tid && t->waker_tid == st->enq_tid) {
-		count(slot, CNT_WAKE_ENQUEUER);
+		count_in(slot, CNT_WAKE_ENQUEUER, gen);
 		sh->wake_enqueuer++;
 		if (e)
 			e->wake = WK_ENQUEUER;
 	} else {
-		count(slot, CNT_WAKE_OTHER);
+		count_in(slot, CNT_WAKE_OTHER, gen);
 		sh->wake_other++;
 		if (e)
 			e->wake = WK_OTHER;
@@ -1558,8 +1594,9 @@ int op_done(struct pt_regs *ctx)
 		record(slot, ST_QUEUE_WAIT__READ + cls, st->qwait_ns, gen);
 	if (st->sub_ns) {		/* a replicated write: all committed */
 		if (st->replies && st->last_ns >= st->sub_ns) {
-			__u64 pkey = (__u64)slot << 32 | st->last_peer;
-			struct peer_stats *ps = bpf_map_lookup_elem(&peers, &pkey);
+			struct peer_stats *ps = peer_stats_of(slot,
+							      st->last_peer,
+							      gen);
 
 			record(slot, ST_REPLICA_WAIT, st->last_ns - st->sub_ns,
 			       gen);
@@ -1644,13 +1681,13 @@ int rep_submit(struct pt_regs *ctx)
 SEC("uprobe")
 int rep_reply(struct pt_regs *ctx)
 {
-	__u64 rop, rkey, now = bpf_ktime_get_ns(), pkey, peer = 0, wait;
+	__u64 rop, rkey, now = bpf_ktime_get_ns(), peer = 0, wait;
 	struct req_slot *k;
 	struct peer_stats *ps;
 	struct ev_replica_reply *e;
 	struct op_state *st;
 	struct reqid r = {};
-	__u32 zero = 0;
+	__u32 gen;
 	int slot = op_hit(ctx, &rop, &rkey);
 
 	if (slot < 0)
@@ -1672,18 +1709,11 @@ int rep_reply(struct pt_regs *ctx)
 	st->replies++;
 	st->last_ns = now;
 	st->last_peer = peer;
-	pkey = (__u64)slot << 32 | (__u32)peer;
-	ps = bpf_map_lookup_elem(&peers, &pkey);
-	if (!ps) {
-		struct peer_stats *z = bpf_map_lookup_elem(&pzero, &zero);
-
-		if (z)
-			bpf_map_update_elem(&peers, &pkey, z, BPF_NOEXIST);
-		ps = bpf_map_lookup_elem(&peers, &pkey);
-	}
+	gen = cur_gen();
+	ps = peer_stats_of(slot, peer, gen);
 	if (ps)
 		hist_add(&ps->wait, wait);
-	e = EV_NEW(ev_replica_reply, EV_REPLICA_REPLY, now, cur_gen(), slot);
+	e = EV_NEW(ev_replica_reply, EV_REPLICA_REPLY, now, gen, slot);
 	if (e) {
 		e->op = k->key & ((1ULL << TARGET_SHIFT) - 1);
 		e->wait_ns = wait;

@@ -33,6 +33,13 @@ enum osdstage_limits {
 	TARGET_SHIFT = 56,	/* op and shard keys: target slot << 56 | address */
 	OBJ_NAME_LEN = 64,	/* object names in capture events (cut) */
 	OPS_WAYS = 4,		/* op table: slots an op may take (below) */
+	/* shard, device and peer keys: the report interval's half, gen & 1,
+	 * in the top bit. Like the stage statistics (two halves), the maps
+	 * that feed a report are written in the half of the interval their
+	 * op or event counted in, so that user space reads the half that
+	 * closed, complete and still, and every figure of one report covers
+	 * the same ops. Counters: CNT__MAX per (slot, half). */
+	HALF_SHIFT = 63,
 };
 
 /* Stage ids: the cookie of "call" probes and the index of the stats map. */
@@ -188,7 +195,8 @@ struct req_slot {
 	__u64 key;		/* the op's key in the op table */
 };
 
-/* Replicas' replies per peer, key = target slot << 32 | peer OSD id */
+/* Replicas' replies per peer, key = half << HALF_SHIFT | target slot << 32 |
+ * peer OSD id */
 struct peer_stats {
 	__u64 last;		/* ops for which this peer replied last */
 	struct stage_stats wait; /* sub-ops sent -> its reply */
@@ -235,8 +243,8 @@ struct thread_state {
 	struct tring ring[TRING];
 };
 
-/* Per-shard attribution, key = target slot << TARGET_SHIFT | condition
- * variable address (& ~7). */
+/* Per-shard attribution, key = half << HALF_SHIFT | target slot <<
+ * TARGET_SHIFT | condition variable address (& ~7). */
 struct shard_stats {
 	__u64 ops;
 	__u64 qwait_ns;
@@ -251,8 +259,8 @@ struct shard_stats {
 	__u64 timeouts_with_work;
 };
 
-/* Block requests per device, key = target slot << 32 | device (the
- * target that issued them). */
+/* Block requests per device, key = half << HALF_SHIFT | target slot << 32 |
+ * device (the target that issued them). */
 struct dev_stats {
 	__u64 count;
 	__u64 sum_ns;

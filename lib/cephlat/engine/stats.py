@@ -72,23 +72,28 @@ class StatsReader:
             self.map.update(self._key(sid, half, slot), zero)
 
 
-def read_counters(cmap, vocab, abi, slot=0):
-    """The counters of target slot `slot` (CNT__MAX per slot)."""
+def read_counters(cmap, vocab, abi, slot=0, half=None):
+    """The counters of target slot `slot`: CNT__MAX per slot and interval
+    half (probes/osdstage.h HALF_SHIFT); half None: both summed (the
+    totals so far), else that half's (complete once its interval closed)."""
     ncpu = bpf.num_possible_cpus()
     ids = abi.enum("counter_id")
     n = abi.const("CNT__MAX")
-    base = slot * n
-    raw = cmap.lookup_range(base, n, 8 * ncpu)      # one call for all
-    if raw is not None:
-        per = struct.unpack("<%dQ" % (n * ncpu), raw)
-        return {name: sum(per[ids["CNT_" + name.upper()] * ncpu:
-                              (ids["CNT_" + name.upper()] + 1) * ncpu])
-                for name in vocab.counters}
-    out = {}
-    for name in vocab.counters:
-        raw = cmap.lookup(struct.pack("<I", base + ids["CNT_" + name.upper()]),
-                          8 * ncpu)
-        out[name] = sum(struct.unpack("<%dQ" % ncpu, raw)) if raw else 0
+    halves = (0, 1) if half is None else (half,)
+    out = {name: 0 for name in vocab.counters}
+    for h in halves:
+        base = (slot * 2 + h) * n
+        raw = cmap.lookup_range(base, n, 8 * ncpu)      # one call for all
+        if raw is not None:
+            per = struct.unpack("<%dQ" % (n * ncpu), raw)
+            for name in vocab.counters:
+                i = ids["CNT_" + name.upper()]
+                out[name] += sum(per[i * ncpu:(i + 1) * ncpu])
+            continue
+        for name in vocab.counters:
+            raw = cmap.lookup(struct.pack(
+                "<I", base + ids["CNT_" + name.upper()]), 8 * ncpu)
+            out[name] += sum(struct.unpack("<%dQ" % ncpu, raw)) if raw else 0
     return out
 
 

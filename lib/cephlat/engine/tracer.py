@@ -27,6 +27,22 @@ DEFAULT_OP_TIMEOUT_S = 120.0
 default_bpf_dir = abimod.default_bpf_dir
 
 
+def _add(a, b):
+    """Two readings of one key of a map summed: dicts of counts (fields
+    named *max*: the larger), or (Hist, count) pairs; a may be None. A new
+    value: neither is changed."""
+    if isinstance(b, tuple):
+        h = Hist(b[0].count, b[0].sum_ns, b[0].max_ns, list(b[0].slots))
+        if a is None:
+            return (h, b[1])
+        h.merge(a[0])
+        return (h, a[1] + b[1])
+    if a is None:
+        return dict(b)
+    return {k: max(v, a.get(k, 0)) if "max" in k else v + a.get(k, 0)
+            for k, v in b.items()}
+
+
 def kernel_programs(abi):
     """The programs on kernel tracepoints (the rest are uprobes)."""
     return abi.programs_in("tp_btf", "tracepoint")
@@ -167,7 +183,9 @@ class StageTracer:
         n = len(self.pids)
         self.obj.set_max_entries("ops", table_size(self.max_ops))
         self.obj.set_max_entries("stats", 2 * self.vocab.max_stages * n)
-        self.obj.set_max_entries("counters", self.abi.const("CNT__MAX") * n)
+        # a set of counters per target and interval half
+        self.obj.set_max_entries("counters",
+                                 self.abi.const("CNT__MAX") * n * 2)
         if self.ring_bytes:
             self.obj.set_max_entries("events", self.ring_bytes)
         self.kernel_progs = attached_kernel_programs(self.abi, self.pids) \
@@ -200,6 +218,7 @@ class StageTracer:
         self.reqidx = ReqIndex(self.obj.map("reqidx"), self.abi)
         self.peers = self.obj.map("peers")
         self._peer_prev = {}
+        self._halves = {}       # map name -> {half: its state at closing}
         self.attach()
 
     def _write_ctl(self):
@@ -448,52 +467,78 @@ class StageTracer:
                     out[k] = max(out[k], x) if "max" in k else out[k] + x
             yield key, out
 
-    def _split(self, m, key_fmt, shift):
+    def _split(self, m, key_fmt, shift, half=None):
         """{slot: {address: value}} of a per-CPU hash map keyed
-        slot << shift | address: one pass for all targets."""
+        half << HALF_SHIFT | slot << shift | address: one pass for all
+        targets; half None: both halves summed, else that one's."""
+        hshift = self.abi.const("HALF_SHIFT")
         mask = (1 << shift) - 1
         struct_name, fmt = key_fmt
         out = {}
         for key, v in self._entries(m, struct_name, percpu=True):
             k = struct.unpack(fmt, key)[0]
-            out.setdefault(k >> shift, {})[k & mask] = v
+            if half is not None and k >> hshift != half:
+                continue
+            k &= (1 << hshift) - 1
+            addrs = out.setdefault(k >> shift, {})
+            addrs[k & mask] = _add(addrs.get(k & mask), v)
         return out
 
-    def read_shards(self):
+    def _closed(self, name, half, read):
+        """The totals of map `name` up to the interval just closed, in
+        half `half`: that half read now (it is complete and still), the
+        other as it was when its own interval closed. -> {slot: {key:
+        stats}}, the two halves summed"""
+        halves = self._halves.setdefault(name, {})
+        halves[half] = read(half)
+        out = {}
+        for h in halves.values():
+            for slot, addrs in h.items():
+                mine = out.setdefault(slot, {})
+                for k, v in addrs.items():
+                    mine[k] = _add(mine.get(k), v)
+        return out
+
+    def read_shards(self, half=None):
         """{slot: {shard: stats}}"""
         return self._split(self.shards, ("shard_stats", "<Q"),
-                           self.abi.const("TARGET_SHIFT"))
+                           self.abi.const("TARGET_SHIFT"), half)
 
-    def read_devs(self):
+    def read_devs(self, half=None):
         """{slot: {device name: stats}}"""
         return {slot: {self.vocab.dev_name(dev): d for dev, d in ds.items()}
                 for slot, ds in self._split(self.devs, ("dev_stats", "<Q"),
-                                            32).items()}
+                                            32, half).items()}
 
-    def read_peers(self, slot=0):
-        """{peer osd id: (replies' wait Hist, times last)} of target
-        `slot`, cumulative (probes/osdstage.h struct peer_stats)."""
+    def read_peers(self, half=None):
+        """{slot: {peer osd id: (replies' wait Hist, times last)}}
+        (probes/osdstage.h struct peer_stats); half None: both halves
+        summed, else that one's."""
         ps = self.abi.struct("peer_stats")
         stride = (ps.size + 7) // 8 * 8
         ncpu = self.reader.ncpu
+        hshift = self.abi.const("HALF_SHIFT")
         out = {}
         for key in self.peers.keys():
             k = struct.unpack("<Q", key)[0]
-            if k >> 32 != slot:
+            if half is not None and k >> hshift != half:
                 continue
             raw = self.peers.lookup(key, stride * ncpu)
             if raw is None:
                 continue
             last = sum(struct.unpack_from("<Q", raw, cpu * stride)[0]
                        for cpu in range(ncpu))
-            out[k & 0xffffffff] = (self.reader.parse(
-                raw, stride, ps.offset("wait")), last)
+            peers = out.setdefault((k >> 32) & 0xffffffff, {})
+            peer = k & 0xffffffff
+            peers[peer] = _add(peers.get(peer), (self.reader.parse(
+                raw, stride, ps.offset("wait")), last))
         return out
 
-    def _peer_interval(self, slot):
+    def _peer_interval(self, slot, peers):
         """The interval's per-peer histograms, as model/events.py keys
-        them (a capture's replay builds the same from its events)."""
-        cur = self.read_peers(slot)
+        them (a capture's replay builds the same from its events), from
+        the cumulative `peers` of the slot."""
+        cur = peers
         prev = self._peer_prev.get(slot, {})
         self._peer_prev[slot] = cur
         out = {}
@@ -528,22 +573,32 @@ class StageTracer:
         what was counted since the previous snapshot.
 
         The report interval ends here: the programs count into the other
-        half of the stats map from now on. Counters and shards are read at
-        once, so they cover the same ops as the histograms; the old half is
-        read (and cleared) once the programs that read the old interval
-        number have finished (they run for microseconds)."""
+        half of the stats, counters, shards, devices and peers maps from
+        now on (probes/osdstage.h HALF_SHIFT). The old half is read once
+        the programs that read the old interval number have finished (they
+        run for microseconds): complete and still, so every figure of the
+        report covers the same ops. The stats' half is cleared; the others
+        keep counting up and are summed with the other half as it was when
+        it closed."""
         gen = self.gen
         self.gen += 1
         self._write_ctl()
         mono = time.monotonic_ns()
         n = len(self.pids)
-        counters = [self.snapshot_counters(s) for s in range(n)]
-        shards = self.read_shards()
         aged = self.age_counts()
         time.sleep(0.002)
         half = gen & 1
+        # the closed half of every map that feeds the report, summed with
+        # the other half as it closed: each figure covers the same ops
+        counters = self._closed("counters", half, lambda h: {
+            s: {"": read_counters(self.counters, self.vocab, self.abi, s, h)}
+            for s in range(n)})
+        counters = [dict(counters.get(s, {}).get("", {})) for s in range(n)]
+        shards = self._closed("shards", half, self.read_shards)
+        peers = self._closed("peers", half, self.read_peers)
         threads = self.read_threads() if self.kernel else {}
-        devs = self.read_devs() if self.kernel else {}
+        devs = self._closed("devs", half, self.read_devs) \
+            if self.kernel else {}
         out = []
         for slot in range(n):
             counters[slot]["op_aged_out"] = aged.get(slot, 0)
@@ -551,7 +606,7 @@ class StageTracer:
             interval = {name: hs[sid]
                         for name, sid in self.vocab.stage_ids.items()}
             self.reader.clear(half, slot)
-            interval.update(self._peer_interval(slot))
+            interval.update(self._peer_interval(slot, peers.get(slot, {})))
             hists = {}
             if self.keep_cumulative:
                 cum = self._cum.setdefault(slot, {})
