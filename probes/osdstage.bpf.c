@@ -1254,6 +1254,20 @@ static __always_inline int cum_at(struct thread_state *t, __u64 at,
 	return 0;			/* older than the ring: its oldest entry */
 }
 
+/* The stats of shard `cv` (0: unknown) of target `slot` in the half of
+ * interval `gen`, inserted when new; NULL when the map is full. */
+static __always_inline struct shard_stats *shard_of(__u32 slot, __u64 cv,
+						    __u32 gen)
+{
+	__u64 key = in_half(cv | (__u64)slot << TARGET_SHIFT, gen);
+	struct shard_stats *sh = bpf_map_lookup_elem(&shards, &key), z = {};
+
+	if (sh)
+		return sh;
+	bpf_map_update_elem(&shards, &key, &z, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&shards, &key);
+}
+
 /* Split the op's queue wait by the state of worker `tid` since the
  * enqueue; `e` (the capture event, may be NULL) gets the parts. */
 static __always_inline void attribute(struct op_state *st, __u64 now,
@@ -1262,12 +1276,20 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 {
 	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
 	__u64 qw = st->qwait_ns, cs = 0, cr = 0, sig = 0, rq = 0, pick = 0, busy;
-	struct shard_stats *sh, z = {};
+	struct shard_stats *sh;
 	__u64 key;
 	int woke = 0, timedout;
 
-	if (!t)
+	if (!t) {
+		/* a worker the scheduler programs do not know: no split, but
+		 * the op counts in its (unknown) shard as in queue_wait */
+		sh = shard_of(slot, 0, gen);
+		if (sh) {
+			sh->ops++;
+			sh->qwait_ns += qw;
+		}
 		return;
+	}
 	if (t->state == TS_SLEEP) {
 		/* running here, yet asleep as far as the scheduler programs
 		 * saw: neither its wake-up nor its switch-in was seen (Linux
@@ -1325,14 +1347,9 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	key = t->queue_cv;
 	if (e)
 		e->shard = key;
-	key = in_half(key | (__u64)slot << TARGET_SHIFT, gen);
-	sh = bpf_map_lookup_elem(&shards, &key);
-	if (!sh) {
-		bpf_map_update_elem(&shards, &key, &z, BPF_NOEXIST);
-		sh = bpf_map_lookup_elem(&shards, &key);
-		if (!sh)
-			return;
-	}
+	sh = shard_of(slot, key, gen);
+	if (!sh)
+		return;
 	sh->ops++;
 	sh->qwait_ns += qw;
 	sh->busy_ns += busy;

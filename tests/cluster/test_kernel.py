@@ -64,9 +64,32 @@ def test_shards_are_the_osd_shards(reads):
     shards = [s for s in reads["shards"] if s["shard"] != "?"]
     assert len(shards) == 5
     assert all(s["workers"] == 1 for s in shards)
-    # maps are read one after the other while ops go on: a few may differ
+    # one interval, one snapshot: every map read for a report covers the
+    # same ops (their programs write the interval's half of each map)
     n = reads["stages"]["queue_wait"]["count"]
-    assert abs(sum(s["ops"] for s in reads["shards"]) - n) <= 0.001 * n
+    assert sum(s["ops"] for s in reads["shards"]) == n
+
+
+def test_every_interval_is_one_snapshot(lab):
+    """Five 1-s reports under random reads: in each, the shards' ops are
+    exactly queue_wait's count and the shards' wake-ups exactly the
+    wakers' (the figures come from four maps read one after the other
+    while ops go on)."""
+    bench = Bench(lab, "rand", 20, threads=16)
+    try:
+        time.sleep(3)
+        out, err, _, _ = traced_window(lab, ["-j", "1", "5"])
+    finally:
+        bench.stop()
+    recs = [json.loads(l) for l in out.splitlines() if l.strip()]
+    assert len(recs) == 5, err
+    for rec in recs:
+        n = rec["stages"]["queue_wait"]["count"]
+        assert n > 100, rec["stages"]["queue_wait"]
+        assert sum(s["ops"] for s in rec["shards"]) == n, rec["shards"]
+        for k in ("enqueuer", "other", "timeout"):
+            assert sum(s["wake_" + k] for s in rec["shards"]) == \
+                rec["wakers"][k], (k, rec["wakers"], rec["shards"])
 
 
 def test_verdict_present(reads):

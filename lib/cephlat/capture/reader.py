@@ -77,10 +77,13 @@ class OpRec:
     """One op's life, pieced together from its events."""
     __slots__ = ("op", "enq_ns", "enq_tid", "deq", "done", "stages", "tid",
                  "listed", "req", "pg", "replies", "local", "repop", "refs",
-                 "rank")
+                 "rank", "enq_seen")
 
-    def __init__(self, op, enq_ns, enq_tid, d=None):
+    def __init__(self, op, enq_ns, enq_tid, d=None, enq_seen=True):
+        """enq_seen: its op_enqueue is in the capture (else enq_ns is
+        worked out from its dequeue: enqueued before the capture)."""
         self.op, self.enq_ns, self.enq_tid = op, enq_ns, enq_tid
+        self.enq_seen = enq_seen
         self.deq = self.done = None
         self.listed = False
         self.refs = 0             # how many maps of op_stream hold it
@@ -93,6 +96,16 @@ class OpRec:
         self.replies = []         # (peer osd id, wait ns, ts): primary
         self.local = None         # own commit event (primary)
         self.repop = None         # repop_done event (a replica op)
+
+    def partial(self):
+        """Why the capture holds only part of this op, in words, or None:
+        its enqueue came before the capture began, or it completed
+        without a dequeue in the capture."""
+        if not self.enq_seen:
+            return "enqueued before the capture began"
+        if self.done and not self.deq:
+            return "completed, but its dequeue is not in the capture"
+        return None
 
     def kind(self):
         """client (completed as a client op), repop (a replica op) or
@@ -374,7 +387,8 @@ class OpTracker:
                 op = d["op"]
                 o = live.get(op)
                 if o is None:                   # enqueued before the capture
-                    o = OpRec(op, ts - d["queue_wait_ns"], d["enq_tid"])
+                    o = OpRec(op, ts - d["queue_wait_ns"], d["enq_tid"],
+                              enq_seen=False)
                     put(live, op, o)
                     put(latest, op, o)
                 d["ts"] = ts

@@ -231,26 +231,41 @@ class StageTracer:
             "<%dI" % len(self.pids), *self.pids)
         self.obj.map(".bss").update(struct.pack("<I", 0), bytes(raw))
 
+    # Kinds of probe, in attach order (see attach and detach)
+    KERNEL, CALL_ENTRY, CALL_RETURN, OP_END, OP_MIDDLE, OP_START = range(-1, 5)
+    OP_KINDS = {"op_done": OP_END, "rep_reply": OP_END,
+                "rep_local_commit": OP_END, "repop_done": OP_END,
+                "op_dequeue": OP_MIDDLE, "rep_submit": OP_MIDDLE,
+                "op_enqueue": OP_START}
+    DETACH_ORDER = (OP_START, OP_END, OP_MIDDLE, CALL_RETURN, CALL_ENTRY,
+                    KERNEL)
+
     def attach(self):
         """Attach every probe of the plans (and the kernel programs)."""
         # by kind, every target's at once: kernel, then the calls' entries,
         # their returns, then the op events (an op is followed only once
         # its calls are; a return probe fires only for calls entered after
         # it was attached, so with the entries already on, every return
-        # has its start). One link per (kind, target, program, direction),
-        # all its functions in it (uprobe_multi; per function on a kernel
-        # without it)
+        # has its start). The op events from the op's end back to its
+        # start, op_enqueue last: an op followed from its enqueue meets
+        # every later probe of its life already on (attached in pipeline
+        # order, an op enqueued between the enqueue's and the dequeue's
+        # attach completed with no dequeue in the capture). One link per
+        # (kind, target, program, direction), all its functions in it
+        # (uprobe_multi; per function on a kernel without it)
         links = []
         self._stats(self.run_stats)
         if self.kernel:
             for prog in self.kernel_progs:
                 links.append(self.obj.attach(prog))
-                links[-1].tag = -1
+                links[-1].tag = self.KERNEL
         groups = {}
         for slot, plan in enumerate(self.plans):
             for prog, sym, cookie, ret in plan.uprobes(self.vocab.stage_ids,
                                                        self.abi):
-                kind = {"stage_entry": 0, "stage_return": 1}.get(prog, 2)
+                kind = {"stage_entry": self.CALL_ENTRY,
+                        "stage_return": self.CALL_RETURN}.get(
+                            prog, self.OP_KINDS.get(prog, self.OP_END))
                 groups.setdefault((kind, slot, prog, ret), []).append(
                     (sym.probe_offset, cookie, sym.demangled))
         # stable: in plan order within a kind and target; a target that
@@ -277,12 +292,15 @@ class StageTracer:
         """Detach the plan's probes (maps and calibration stay): nothing of
         ours runs in the target until attach() again.
 
-        In the reverse of attach()'s order: the op events go first, so no
-        op is followed while its calls' probes come off one by one
-        (unregistering a uprobe takes milliseconds): a capture's ops
-        each have every stage they ran, not only the last probes'. The
-        calls' returns go before their entries: a return probe left on its
-        own would fire, without a start, for every call entered after.
+        The op events go first, so no op is followed while its calls'
+        probes come off one by one (unregistering a uprobe takes
+        milliseconds): a capture's ops each have every stage they ran, not
+        only the last probes'. Of those, op_enqueue first (no new op is
+        followed), then the op's ends, then its middle (dequeue, sub-ops
+        sent): an op in flight is then either seen to its end or seen
+        dequeued and not completed, never completed without its dequeue.
+        The calls' returns go before their entries: a return probe left on
+        its own would fire, without a start, for every call entered after.
 
         Unregistering waits for RCU grace periods (~0.1 s a link here),
         and concurrent waits share them: the links of a kind (op events,
@@ -291,12 +309,10 @@ class StageTracer:
         kinds one after another. uprobe_multi links gain most; the kernel
         serializes most of a classic (perf event) link's wait."""
         from concurrent.futures import ThreadPoolExecutor
-        kinds = []
+        by_kind = {}
         for link in reversed(getattr(self, "target_links", [])):
-            if kinds and kinds[-1][0].tag == link.tag:
-                kinds[-1].append(link)
-            else:
-                kinds.append([link])
+            by_kind.setdefault(link.tag, []).append(link)
+        kinds = [by_kind[k] for k in self.DETACH_ORDER if k in by_kind]
         with ThreadPoolExecutor(32) as pool:
             for links in kinds:
                 list(pool.map(bpf.Link.destroy, links))
@@ -528,7 +544,8 @@ class StageTracer:
                 continue
             last = sum(struct.unpack_from("<Q", raw, cpu * stride)[0]
                        for cpu in range(ncpu))
-            peers = out.setdefault((k >> 32) & 0xffffffff, {})
+            k &= (1 << hshift) - 1
+            peers = out.setdefault(k >> 32, {})
             peer = k & 0xffffffff
             peers[peer] = _add(peers.get(peer), (self.reader.parse(
                 raw, stride, ps.offset("wait")), last))

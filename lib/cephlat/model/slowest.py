@@ -20,6 +20,9 @@ def op_row(cap, o):
         "total_us": round(o.done["op_total_ns"] / 1000, 1)
         if o.done and o.done["total_valid"] else None,
     }
+    partial = o.partial()
+    if partial:
+        row["partial"] = partial
     if o.deq:
         row["dequeue"] = {
             "at_us": round((deq["ts"] - o.enq_ns) / 1000, 1),

@@ -157,9 +157,10 @@ def _op_title(r):
         took = "%s us to its commit reply" % r["repop_us"]
     else:
         took = "completion not probed"
-    return "op %s%s%s: %s, queue_wait %s us" % (
+    return "op %s%s%s: %s, queue_wait %s us%s" % (
         r["op"], who, " " + what if what else "", took,
-        r.get("queue_wait_us", "?"))
+        r.get("queue_wait_us", "?"),
+        " (partial: %s)" % r["partial"] if r.get("partial") else "")
 
 
 def _print_ops(out, rows, numbered=True):
