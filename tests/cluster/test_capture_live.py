@@ -15,7 +15,8 @@ import tempfile
 import pytest
 
 from browser import chromium, rendered
-from conftest import OSDSTAGE, PYTHON, REPO, need, run_tool, wait_for_line
+from conftest import (OSDSTAGE, PYTHON, REPO, assert_ctf_readers_accept,
+                      need, run_tool, wait_for_line)
 
 ARTEFACTS = os.environ.get("CEPHLAT_ARTEFACTS", "/tmp/cephlat-artefacts")
 
@@ -48,6 +49,8 @@ def lab_capture(lab, tmp_path_factory):
     assert "none lost" in err, err
     lines = out.splitlines()
     assert len(lines) == 2
+    # every CTF reader takes it whole (its streams in time order)
+    assert_ctf_readers_accept(cap)
     return cap, lines
 
 

@@ -20,8 +20,8 @@ import pytest
 from cephlat.ceph import probetable
 from cephlat.engine.elfsym import ElfSymbols
 
-from conftest import (OSDSTAGE, PYTHON, Bench, prefill, run_tool,
-                      wait_for_line)
+from conftest import (OSDSTAGE, PYTHON, Bench, assert_ctf_readers_accept,
+                      prefill, run_tool, wait_for_line)
 
 RBDRECORD = os.path.join(os.path.dirname(OSDSTAGE), "rbdrecord.py")
 # the Pacific lab's accuracy tests, run here on this module's `runs`
@@ -106,6 +106,7 @@ def test_capture_reads_back_identically(container_lab, tmp_path):
     finally:
         bench.stop()
     assert p.returncode == 0 and "none lost" in p.stderr, p.stderr
+    assert_ctf_readers_accept(cap)
     r = run_tool([OSDSTAGE, "-r", cap, "-j"])
     assert r.returncode == 0 and r.stderr == "", r.stderr
     assert r.stdout.splitlines() == p.stdout.splitlines()

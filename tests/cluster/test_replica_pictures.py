@@ -12,7 +12,8 @@ from html.parser import HTMLParser
 import pytest
 
 from browser import rendered
-from conftest import OSDSTAGE, Bench, need, run_tool
+from conftest import (OSDSTAGE, Bench, assert_ctf_readers_accept, need,
+                      run_tool)
 from cephlat.render import perfetto
 from cephlat.render.perfetto import CPU_TID_BASE
 
@@ -31,6 +32,7 @@ def cap(lab3, tmp_path_factory):
         bench.stop()
     assert p.returncode == 0, p.stderr
     assert "none lost" in p.stderr, p.stderr
+    assert_ctf_readers_accept(path)
     return path
 
 

@@ -18,7 +18,8 @@ from datetime import datetime
 
 import pytest
 
-from conftest import OSDSTAGE, PYTHON, Bench, prefill, run_tool
+from conftest import (OSDSTAGE, PYTHON, Bench, assert_ctf_readers_accept,
+                      prefill, run_tool)
 from test_osdstage_live import traced_window
 from cephlat.ceph.adminsock import command
 from cephlat.capture.reader import Capture
@@ -76,6 +77,7 @@ def runs(lab3, tmp_path_factory):
                            for a in lab3["asoks"]]
         finally:
             bench.stop()
+        assert_ctf_readers_accept(cap)
         out[mode] = dict(host=host, err=err, before=before, after=after,
                          cap=cap, historic=historic, by_duration=by_duration)
     return out
