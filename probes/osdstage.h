@@ -99,8 +99,9 @@ struct stage_stats {
 	__u64 slots[HIST_SLOTS];
 };
 
-/* Counters in the "counters" array map: CNT__MAX per target slot (slot
- * 0 also holds what no target can be named for). */
+/* Counters in the "counters" array map: CNT__MAX per target slot and
+ * interval half (see HALF_SHIFT; slot 0 also holds what no target can be
+ * named for). */
 enum counter_id {
 	/* what was lost or could not be measured */
 	CNT_START_MAP_FULL = 0,	/* no task storage for a thread */

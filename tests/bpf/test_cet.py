@@ -43,7 +43,7 @@ def _bias(cet):
 def test_probe_cost_is_alike_on_both_flavours(bpf_ready):
     """Three rounds each, medians: a probe after endbr64 costs what a probe
     on a plain function costs (single-stepping endbr64 would cost several
-    times more: design.md §4b)."""
+    times more: docs/ceph.md, CET)."""
     plain = sorted(_bias(False) for _ in range(3))[1]
     cet = sorted(_bias(True) for _ in range(3))[1]
     assert plain > 0 and cet > 0

@@ -48,7 +48,7 @@ def test_abi_file_is_what_the_object_says(built):
 
 def test_report_names_follow_the_header(built):
     v = Vocab(built.enums)
-    # names are a contract (design.md §3): the header must keep them
+    # names are a contract (docs/stages.md): the header must keep them
     assert v.probed == list(probetable.STAGES)
     assert v.kernel == ["syncfs", "block_rq", "futex_wait", "offcpu",
                         "wakeup_delay"]

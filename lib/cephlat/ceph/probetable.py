@@ -21,7 +21,7 @@ whose offsets a release lacks is unavailable there (Stage.needs).
 import re
 from collections import OrderedDict
 
-# --- stages (names are a contract: design.md §3) ---------------------------
+# --- stages (names are a contract: docs/stages.md) ---------------------------
 # The probed stages: how each is measured. Their ids and report order are
 # enum stage_id of probes/osdstage.h (model/vocab.py reads them from the
 # build; tests/unit/test_probetable.py checks that both name the same
@@ -87,7 +87,7 @@ STAGES = OrderedDict((s.name, s) for s in [
 ])
 
 # Traced without -S: every stage but those few people need (each probe hit
-# costs the OSD about a microsecond: design.md 5b). -S all: every stage.
+# costs the OSD about a microsecond: docs/ceph.md). -S all: every stage.
 DEFAULT_STAGES = [n for n, s in STAGES.items() if s.default]
 
 

@@ -11,7 +11,7 @@ release the probe table knows, in a container or not.
 All are function start addresses: Debian's bpftrace (0.17, built without
 its probe-offset support) refuses a probe anywhere else, so on a CET build
 it cannot skip endbr64 as osdstage.py does, and every hit pays the
-kernel's single-step of it (design.md §4b).
+kernel's single-step of it (docs/ceph.md, CET).
 """
 import os
 

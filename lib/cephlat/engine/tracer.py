@@ -110,7 +110,7 @@ def apply_settings(ro, settings):
         setattr(ro, name, value)
 
 
-# Ceph's threads (design.md §4); role 1 are the shard workers.
+# Ceph's threads (docs/ceph.md); role 1 are the shard workers.
 
 
 def _per_target(value, n):
