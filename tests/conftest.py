@@ -424,8 +424,22 @@ def prefill(env, secs=5):
 
 
 def perf_counters(asok):
+    """The OSD's perf dump, with "_t": the wall-clock time it was taken
+    (the middle of the call)."""
     from cephlat.ceph.adminsock import perf_dump
-    return perf_dump(asok)
+    t0 = time.time()
+    out = perf_dump(asok)
+    out["_t"] = (t0 + time.time()) / 2
+    return out
+
+
+def in_report(n, before, after, rec):
+    """Ceph's count `n` between perf dumps `before` and `after`, scaled to
+    the interval of report `rec` (its "interval_s"). The dumps bracket the
+    report with the tool's start and the printing of its report, which a
+    slower or busier machine makes longer: counts compared as is differ by
+    the ops of those edges; the workloads run at a steady rate."""
+    return n * rec["interval_s"] / (after["_t"] - before["_t"])
 
 
 def wait_for_line(stream, needle, timeout):

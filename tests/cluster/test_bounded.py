@@ -19,13 +19,17 @@ def run(lab, args, timeout=120):
 
 
 def test_bounded_percentiles_match_full_rate(lab):
+    """A bounded window between two full-rate ones: its percentiles within
+    35 % of the full rate's, or within twice what the two full-rate
+    windows differ by when this machine's runs swing more than that."""
     prefill(lab, 3)
-    bench = Bench(lab, "rand", 60, threads=THREADS)
+    bench = Bench(lab, "rand", 90, threads=THREADS)
     try:
         time.sleep(3)
         full = run(lab, ["-S", "queue_wait,op_total", "10", "1"])
         bounded = run(lab, ["-S", "queue_wait,op_total", "--max-overhead",
                             "2", "30", "1"])
+        again = run(lab, ["-S", "queue_wait,op_total", "10", "1"])
     finally:
         bench.stop()
     ov = bounded["overhead"]
@@ -34,10 +38,13 @@ def test_bounded_percentiles_match_full_rate(lab):
     assert ov["estimated_pct"] <= 2 * 1.5, ov      # first window is full rate
     assert full["overhead"]["attached_fraction"] == 1.0
     for stage in ("queue_wait", "op_total"):
-        f, b = full["stages"][stage], bounded["stages"][stage]
+        f, f2 = full["stages"][stage], again["stages"][stage]
+        b = bounded["stages"][stage]
         assert b["count"] > 1000
         for q in ("p50_us", "p90_us"):
-            assert abs(b[q] - f[q]) <= 0.35 * f[q], (stage, q, f[q], b[q])
+            mid, spread = (f[q] + f2[q]) / 2, abs(f[q] - f2[q])
+            assert abs(b[q] - mid) <= max(0.35 * mid, 2 * spread), (
+                stage, q, f[q], f2[q], b[q])
 
 
 def test_duty_cycles_lose_no_call_starts(lab):
