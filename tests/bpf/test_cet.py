@@ -40,11 +40,27 @@ def _bias(cet):
         t.close()
 
 
-def test_probe_cost_is_alike_on_both_flavours(bpf_ready):
-    """Three rounds each, medians: a probe after endbr64 costs what a probe
-    on a plain function costs (single-stepping endbr64 would cost several
-    times more: docs/ceph.md, CET)."""
-    plain = sorted(_bias(False) for _ in range(3))[1]
-    cet = sorted(_bias(True) for _ in range(3))[1]
-    assert plain > 0 and cet > 0
-    assert 0.5 <= cet / plain <= 2.0, (plain, cet)
+def _bias_on_endbr64(monkeypatch):
+    """The CET function probed at its first byte, endbr64, which the
+    kernel single-steps: what probing a CET build naively costs here."""
+    with monkeypatch.context() as m:
+        m.setattr(ElfSymbols, "mark_cet", lambda self, sym: sym)
+        return _bias(True)
+
+
+def test_probe_cost_is_alike_on_both_flavours(bpf_ready, monkeypatch):
+    """Rounds taking turns (plain, after endbr64, on endbr64), medians: a
+    probe after endbr64 costs what a probe on a plain function costs, much
+    less than what single-stepping endbr64 adds (docs/ceph.md, CET): the
+    difference is judged against that step, measured here, not against a
+    fixed ratio (the calibration's median moves with the machine's load)."""
+    plain, after, on = [], [], []
+    for _ in range(3):
+        plain.append(_bias(False))
+        after.append(_bias(True))
+        on.append(_bias_on_endbr64(monkeypatch))
+    plain, after, on = (sorted(x)[1] for x in (plain, after, on))
+    assert plain > 0 and after > 0
+    step = on - plain               # what the single-step adds
+    assert step > 0, (plain, after, on)
+    assert abs(after - plain) < step / 2, (plain, after, on)

@@ -227,6 +227,11 @@ def test_request_ids_and_times_agree_with_optracker(lab3, runs):
         # enqueue; ops we hold only part of say why)
         partial = {q: ours[q].partial() for q in both if ours[q].partial()}
         assert not partial, (name, partial)
+        # OpTracker marks its events a few lines away from our probes: a
+        # thread preempted in between moves one side by a run-queue wait.
+        # How long those last here is the window's own measure: the OSD's
+        # p99 wake-up delay (on a slower or busier machine, longer)
+        rq_us = r["host"]["osds"][name]["kernel"]["wakeup_delay"]["p99_us"]
         qw_ok = tot_ok = peer_ok = peer_n = 0
         for q in both:
             ev, o = theirs[q], ours[q]
@@ -234,11 +239,11 @@ def test_request_ids_and_times_agree_with_optracker(lab3, runs):
             assert o.done["object"] == ev["object"][:63], (q, o.done, ev)
             qw = (ev["reached_pg"] - ev["queued_for_pg"]) * 1e6
             mine = o.deq["queue_wait_ns"] / 1000
-            qw_ok += abs(mine - qw) <= max(0.1 * qw, 50)
+            qw_ok += abs(mine - qw) <= max(0.1 * qw, 50, rq_us)
             # we end at log_op_stats, just before the reply is sent
             total = (ev["commit_sent"] - ev["queued_for_pg"]) * 1e6
             mine = o.done["op_total_ns"] / 1000
-            tot_ok += abs(mine - total) <= max(0.1 * total, 100)
+            tot_ok += abs(mine - total) <= max(0.1 * total, 100, rq_us)
             # documented: Ceph's op starts at the message's receipt
             assert mine <= (ev["done"] - ev["initiated"]) * 1e6 + 50, q
             sent = [t for e, t in ev.items()
@@ -251,13 +256,13 @@ def test_request_ids_and_times_agree_with_optracker(lab3, runs):
                     peer_n += 1
                     want = (got - sent[0]) * 1e6
                     peer_ok += abs(wait_ns / 1000 - want) <= max(
-                        0.1 * want, 100)
+                        0.1 * want, 100, rq_us)
         matched += len(both)
         if both:
             assert qw_ok >= 0.95 * len(both), (name, qw_ok, len(both))
             assert tot_ok >= 0.95 * len(both), (name, tot_ok, len(both))
         if peer_n:
-            assert peer_ok >= 0.95 * peer_n, (name, peer_ok, peer_n)
+            assert peer_ok >= 0.95 * peer_n, (name, peer_ok, peer_n, rq_us)
     assert matched >= 200, matched
 
 
