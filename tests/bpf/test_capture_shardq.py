@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from conftest import (OSDSTAGE, PYTHON, assert_one_line_error, need,
-                      run_tool, wait_for_line)
+from conftest import (OSDSTAGE, PYTHON, assert_ctf_readers_accept,
+                      assert_one_line_error, need, run_tool, wait_for_line)
 from shardq import CASES, SPEC, shardq_exe, shardq_runs  # noqa: F401
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -214,6 +214,7 @@ def test_overwrite_needs_force_and_paths_are_checked(sleeper, tmp_path):
     assert_one_line_error(record(sleeper, cap), "exists; pass --force")
     p = record(sleeper, cap, "--force")
     assert p.returncode == 0 and "capture %s" % cap in p.stderr, p.stderr
+    assert_ctf_readers_accept(cap)
     assert json.loads(read(cap, "-j").stdout) == json.loads(p.stdout)
     assert_one_line_error(record(sleeper, "/nonexistent/dir/c.ctf"),
                           "no directory /nonexistent/dir")
@@ -254,6 +255,8 @@ def test_recording_until_stopped(shardq_exe, tmp_path, sig):
         prog.wait()
     p = read(cap, "-j")
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    # killed too: whole packets only, each stream in order
+    assert_ctf_readers_accept(cap)
     rec = json.loads(p.stdout.splitlines()[-1])
     n = rec["stages"]["queue_wait"]["count"]
     if sig == signal.SIGINT:

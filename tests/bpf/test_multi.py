@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from conftest import OSDSTAGE, PYTHON, run_tool, wait_for_line
+from conftest import (OSDSTAGE, PYTHON, assert_ctf_readers_accept, run_tool,
+                      wait_for_line)
 from shardq import SPEC, shardq_exe  # noqa: F401
 
 ITEMS = (40, 90)        # per process: known, different
@@ -54,6 +55,7 @@ def test_each_target_counts_its_own_ops(shardq_exe, tmp_path, run):
     assert status == 0, err
     assert "every traced process exited" in err, err
     assert "none lost" in err, err
+    assert_ctf_readers_accept(cap)      # several targets' streams in order
     lines = [json.loads(l) for l in out.splitlines() if l.strip()]
     assert len(lines) == 1
     host = lines[0]
