@@ -9,6 +9,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -440,6 +441,43 @@ def in_report(n, before, after, rec):
     slower or busier machine makes longer: counts compared as is differ by
     the ops of those edges; the workloads run at a steady rate."""
     return n * rec["interval_s"] / (after["_t"] - before["_t"])
+
+
+def _kernel_stacks(pid):
+    """Where each thread of `pid` is in the kernel (state, wchan, stack):
+    what a test reports about a process that did not exit."""
+    out = []
+    for tid in sorted(os.listdir("/proc/%d/task" % pid), key=int):
+        d = "/proc/%d/task/%s/" % (pid, tid)
+        try:
+            comm = open(d + "comm").read().strip()
+            state = open(d + "stat").read().rsplit(")", 1)[1].split()[0]
+            wchan = open(d + "wchan").read().strip()
+            stack = open(d + "stack").read().strip().replace("\n", " | ")
+        except OSError as e:
+            out.append("%s: %s" % (tid, e))
+            continue
+        out.append("%s %s %s %s: %s" % (tid, comm, state, wchan, stack))
+    return "\n".join(out)
+
+
+def stop_bpftrace(p, timeout=60):
+    """Ctrl-C a running bpftrace (Popen, text pipes) and collect what it
+    printed -> (stdout, stderr). One that has not exited within `timeout`
+    seconds fails the test with where each of its threads was in the
+    kernel (a CI run once saw bpftrace 0.17 not exit after a SIGINT on
+    syncfs.bt; not reproduced here in ~90 runs under the same load)."""
+    p.send_signal(signal.SIGINT)
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        stacks = _kernel_stacks(p.pid)
+        p.kill()
+        out, err = p.communicate()
+        raise AssertionError(
+            "bpftrace (%s) did not exit within %ds of its SIGINT; its "
+            "threads:\n%s\nstdout: %r\nstderr: %r" % (
+                " ".join(p.args), timeout, stacks, out, err)) from e
 
 
 def wait_for_line(stream, needle, timeout):

@@ -3,13 +3,13 @@ import glob
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 
 import pytest
 
-from conftest import OSDSTAGE, PYTHON, REPO, Bench, need, prefill
+from conftest import (OSDSTAGE, PYTHON, REPO, Bench, need, prefill,
+                      stop_bpftrace)
 
 BT = sorted(glob.glob(os.path.join(REPO, "probes", "*.bt")))
 
@@ -76,8 +76,7 @@ def test_osdstages_bt_on_the_lab(lab):
             line = p.stdout.readline()
         assert "Hit Ctrl-C" in line
         time.sleep(4)
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)
+        out, err = stop_bpftrace(p)
     finally:
         bench.stop()
     assert p.returncode == 0, err
@@ -102,8 +101,7 @@ def run_bt(script, pid, secs, args=()):
             break
     assert "Hit Ctrl-C" in line, p.stderr.read()
     time.sleep(secs)
-    p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=60)
+    out, err = stop_bpftrace(p)
     assert p.returncode == 0, err
     return out
 

@@ -21,7 +21,8 @@ from cephlat.ceph import probetable
 from cephlat.engine.elfsym import ElfSymbols
 
 from conftest import (OSDSTAGE, PYTHON, Bench, assert_ctf_readers_accept,
-                      in_report, prefill, run_tool, wait_for_line)
+                      in_report, prefill, run_tool, stop_bpftrace,
+                      wait_for_line)
 
 RBDRECORD = os.path.join(os.path.dirname(OSDSTAGE), "rbdrecord.py")
 # the Pacific lab's accuracy tests, run here on this module's `runs`
@@ -126,8 +127,7 @@ def test_bpftrace_scripts_attach_and_print(container_lab):
         try:
             wait_for_line(p.stdout, "Hit Ctrl-C", 60)
             time.sleep(4)
-            p.send_signal(2)
-            out, err = p.communicate(timeout=60)
+            out, err = stop_bpftrace(p)
         finally:
             if p.poll() is None:
                 p.kill()
