@@ -101,6 +101,14 @@ struct {
 	__type(value, struct thread_state);
 } threads SEC(".maps");
 
+/* shard workers' long rings of state changes (struct wring) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, WRINGS);
+	__type(key, __u32);
+	__type(value, struct wring);
+} wrings SEC(".maps");
+
 /* an all-zero thread_state to insert new threads from (too big for the BPF
  * stack, too big to memset); never written */
 struct {
@@ -656,29 +664,87 @@ static __always_inline struct thread_state *thread_of(struct task_struct *p,
 	return t;
 }
 
-/* Leave the current state at `now`, enter `state`, remember it. */
+/* Leave the current state at `now`, enter `state` (a sleep of kind
+ * `sleep`, enum sleep_kind), remember it: in the thread's worker ring
+ * once it has one, else in its short ring. */
 static __always_inline void transition(struct thread_state *t, __u32 state,
-				       __u64 now)
+				       __u32 sleep, __u64 now)
 {
-	__u32 h;
+	struct tring *e = NULL;
+	struct wring *w;
+	__u32 h, k;
 
 	if (now > t->since) {
 		if (t->state == TS_SLEEP) {
 			t->cum_sleep += now - t->since;
-			if (!t->in_op)	/* in_op cannot change while asleep */
+			if (t->sleep == SK_HELD)
+				t->cum_held += now - t->since;
+			else if (t->sleep == SK_IDLE)
 				t->cum_isleep += now - t->since;
 		} else if (t->state == TS_RUNQ) {
 			t->cum_runq += now - t->since;
 		}
 	}
 	t->state = state;
+	t->sleep = state == TS_SLEEP ? sleep : SK_WORK;
 	t->since = now;
-	h = t->ring_head & (TRING - 1);
-	t->ring[h].ts = now;
-	t->ring[h].cum_isleep = t->cum_isleep;
-	t->ring[h].cum_runq = t->cum_runq;
-	t->ring[h].state = state;
-	t->ring_head = h + 1;
+	if (t->wring) {
+		k = t->wring - 1;
+		w = bpf_map_lookup_elem(&wrings, &k);
+		if (w) {
+			e = &w->e[w->head & (WRING - 1)];
+			w->head++;
+		}
+	}
+	if (!e) {
+		h = t->ring_head & (TRING - 1);
+		e = &t->ring[h];
+		t->ring_head = h + 1;
+	}
+	e->ts = now;
+	e->cum_isleep = t->cum_isleep;
+	e->cum_held = t->cum_held;
+	e->cum_runq = t->cum_runq;
+	e->state = state;
+	e->sleep = t->sleep;
+}
+
+static __always_inline __u32 hash32(__u32 x)
+{
+	return x * 2654435761U;		/* Knuth's multiplicative hash */
+}
+
+/* Give worker t (thread `tid`) a long ring, once: a free one of its
+ * WRING_WAYS, or one whose owner has exited. None free: it keeps its
+ * short ring (long waits then count as truncated). */
+static __always_inline void wring_claim(struct thread_state *t, __u32 tid)
+{
+	if (t->wring)
+		return;
+	for (int i = 0; i < WRING_WAYS; i++) {
+		__u32 k = (hash32(tid) >> 8) + i, o_tid;
+		__u64 owner;
+		struct thread_state *o;
+		struct wring *w;
+
+		k &= WRINGS - 1;
+		w = bpf_map_lookup_elem(&wrings, &k);
+		if (!w)
+			continue;
+		owner = w->tid;
+		if (owner && owner != tid) {
+			o_tid = owner;
+			o = bpf_map_lookup_elem(&threads, &o_tid);
+			if (o && !o->died)
+				continue;
+		}
+		if (__sync_val_compare_and_swap(&w->tid, owner, (__u64)tid) !=
+		    owner)
+			continue;
+		w->head = 0;
+		t->wring = k + 1;
+		return;
+	}
 }
 
 /* ------------------------------------------------------------------------
@@ -806,10 +872,10 @@ static __always_inline int futex_notifies(struct task_struct *waker, __u64 cv)
  * and a notify in between wakes the thread with success. Left counted as
  * a timeout: a notify that reaches the wait after its timer woke the
  * thread but before the thread ran (the kernel then reports success too;
- * it is seen nowhere here). */
+ * it is seen nowhere here). `held`: the wait was a scheduler hold. */
 static __always_inline void futex_woken(struct thread_state *t, __u32 tid,
 					__u64 now, __u32 gen,
-					struct task_struct *waker)
+					struct task_struct *waker, __u32 held)
 {
 	struct ev_futex_wait *e;
 	__u64 d = now > t->futex_start ? now - t->futex_start : 0;
@@ -830,8 +896,9 @@ static __always_inline void futex_woken(struct thread_state *t, __u32 tid,
 		e->is_cv = !(t->cv_uaddr & 1);
 		EV_SEND(e);
 	}
+	/* a scheduler hold ends at its time by design: not a missed wake-up */
 	if (!(t->cv_uaddr & 1))
-		t->cv_timedout = timedout;
+		t->cv_timedout = timedout && !held;
 	t->cv_uaddr &= ~1ULL;
 }
 
@@ -858,15 +925,17 @@ static __always_inline void wake_up(struct thread_state *t,
 	struct ev_waking *e;
 	__u64 off = now > t->since ? now - t->since : 0;
 
+	__u32 held = t->sleep == SK_HELD;
+
 	if (off)
 		record(slot, ST_OFFCPU__ROLE + (t->role & (MAX_ROLES - 1)), off,
 		       gen);
-	transition(t, TS_RUNQ, now);
+	transition(t, TS_RUNQ, SK_WORK, now);
 	t->wake_ts = now;
 	t->wakeups++;
 	t->waker_tid = waker_tid;
 	if (t->futex_start)
-		futex_woken(t, p->pid, now, gen, waker);
+		futex_woken(t, p->pid, now, gen, waker, held);
 	e = EV_NEW(ev_waking, EV_WAKING, now, gen, slot);
 	if (e) {
 		e->offcpu_ns = off;	/* 0: not counted */
@@ -875,6 +944,22 @@ static __always_inline void wake_up(struct thread_state *t,
 		e->role = t->role;
 		EV_SEND(e);
 	}
+}
+
+/* What the sleep thread t (of target `slot`) goes into is, right after
+ * futex_sleep() read it: work inside an op; a scheduler hold (an idle
+ * timed wait on a condition variable, on an mClock OSD: under mClock a
+ * shard worker waits with a timeout only when the scheduler's dequeue
+ * answered with a time instead of an op, on its queue's cv; its
+ * empty-queue wait has none); else idle. */
+static __always_inline __u32 sleep_kind(struct thread_state *t, int slot)
+{
+	if (t->in_op)		/* in_op cannot change while asleep */
+		return SK_WORK;
+	if (t->futex_start && t->futex_deadline && !(t->cv_uaddr & 1) &&
+	    t->cv_uaddr && (ctl.mclock >> (slot & (MAX_TARGETS - 1))) & 1)
+		return SK_HELD;
+	return SK_IDLE;
 }
 
 SEC("tp_btf/sched_switch")
@@ -897,13 +982,16 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 		if (t) {
 			state = (prev_state & TASK_DEAD_STATE) ? TS_DEAD :
 				prev_state ? TS_SLEEP : TS_RUNQ;
-			transition(t, state, now);
-			if (state == TS_DEAD)
-				t->died = now;
 			if (state == TS_SLEEP)
 				futex_sleep(t, prev, now);
 			else
 				t->futex_start = 0;
+			/* a shard worker keeps a long history from the start */
+			if (!t->wring && t->role == worker_role)
+				wring_claim(t, prev->pid);
+			transition(t, state, sleep_kind(t, slot), now);
+			if (state == TS_DEAD)
+				t->died = now;
 			eo = EV_NEW(ev_switch_out, EV_SWITCH_OUT, now, gen,
 				    slot);
 			if (eo) {
@@ -952,7 +1040,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 			ei->woken = woken;
 			EV_SEND(ei);
 		}
-		transition(t, TS_RUN, now);
+		transition(t, TS_RUN, SK_WORK, now);
 	}
 	return 0;
 }
@@ -1223,31 +1311,75 @@ static __always_inline __u32 op_class(__u64 op)
 	return OPC_OTHER;
 }
 
-/* Cumulative idle-sleep / run-queue time of thread t at time `at` (past),
- * from its ring of state transitions. Returns 0 if `at` is older than the
- * ring (then cs and cr hold the oldest known values). */
-static __always_inline int cum_at(struct thread_state *t, __u64 at,
-				  __u64 *cs, __u64 *cr)
-{
-	__u32 head = t->ring_head;
+/* A thread's cumulative idle-sleep, held and run-queue ns at a time. */
+struct cums {
+	__u64 isleep, held, runq;
+};
 
-	*cs = 0;
-	*cr = 0;
+/* c = the cumulative times at `at`, from ring entry e, the latest change
+ * at or before `at` */
+static __always_inline void cums_from(struct tring *e, __u64 at,
+				      struct cums *c)
+{
+	c->isleep = e->cum_isleep;
+	c->held = e->cum_held;
+	c->runq = e->cum_runq;
+	if (e->state == TS_SLEEP && e->sleep == SK_HELD)
+		c->held += at - e->ts;
+	else if (e->state == TS_SLEEP && e->sleep == SK_IDLE)
+		c->isleep += at - e->ts;
+	else if (e->state == TS_RUNQ)
+		c->runq += at - e->ts;
+}
+
+/* Thread t's cumulative times at time `at` (past) into c, from its worker
+ * ring, else its short ring. Returns 0 if `at` is older than what the
+ * rings remember (c then holds zeros or the oldest known values). */
+static __always_inline int cum_at(struct thread_state *t, __u64 at,
+				  struct cums *c)
+{
+	__u32 head = t->ring_head, k, lo, hi, mid;
+	struct wring *w = NULL;
+
+	c->isleep = c->held = c->runq = 0;
+	if (t->wring) {
+		k = t->wring - 1;
+		w = bpf_map_lookup_elem(&wrings, &k);
+	}
+	if (w && w->head) {
+		/* its changes since it was given the ring are in time order:
+		 * the latest at or before `at` by bisection */
+		hi = w->head - 1;
+		lo = w->head > WRING ? w->head - WRING : 0;
+		if (w->e[lo & (WRING - 1)].ts <= at) {
+			for (int i = 0; i <= WRING_BITS; i++) {
+				if (lo >= hi)
+					break;
+				mid = lo + (hi - lo + 1) / 2;
+				if (w->e[mid & (WRING - 1)].ts <= at)
+					lo = mid;
+				else
+					hi = mid - 1;
+			}
+			cums_from(&w->e[lo & (WRING - 1)], at, c);
+			return 1;
+		}
+		if (w->head > WRING)
+			return 0;	/* older than the ring */
+		/* before the ring began: the short ring has it */
+	}
 	/* newest first: an op usually waited for only the last few changes */
 	for (int i = 0; i < TRING; i++) {
 		struct tring *e = &t->ring[(head - 1 - i) & (TRING - 1)];
-		__u64 ts = e->ts;
 
-		if (!ts)
+		if (!e->ts)
 			return 0;	/* ring not full yet: `at` predates it */
-		*cs = e->cum_isleep;
-		*cr = e->cum_runq;
-		if (ts <= at) {
+		c->isleep = e->cum_isleep;
+		c->held = e->cum_held;
+		c->runq = e->cum_runq;
+		if (e->ts <= at) {
 			/* the latest transition at or before `at` */
-			if (e->state == TS_SLEEP && !t->in_op)
-				*cs += at - ts;
-			else if (e->state == TS_RUNQ)
-				*cr += at - ts;
+			cums_from(e, at, c);
 			return 1;
 		}
 	}
@@ -1275,7 +1407,8 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 				      struct ev_op_dequeue *e)
 {
 	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
-	__u64 qw = st->qwait_ns, cs = 0, cr = 0, sig = 0, rq = 0, pick = 0, busy;
+	__u64 qw = st->qwait_ns, sig = 0, held = 0, rq = 0, pick = 0, busy;
+	struct cums c = {};
 	struct shard_stats *sh;
 	__u64 key;
 	int woke = 0, timedout;
@@ -1297,40 +1430,47 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 		 * one, for a thread whose timed futex wait expired: ~1 in
 		 * 2,000 such waits here). Taken as woken and running now. */
 		wake_up(t, bpf_get_current_task_btf(), slot, now, gen, NULL);
-		transition(t, TS_RUN, now);
+		transition(t, TS_RUN, SK_WORK, now);
 		t->oncpu_after_wake = now;
 	}
+	/* a worker's first op: from now on its changes go to a long ring */
+	wring_claim(t, tid);
 	if (st->enq_ns >= t->since && t->state == TS_RUN) {
 		/* running since before the enqueue: all of it was busy */
 	} else {
-		if (!cum_at(t, st->enq_ns, &cs, &cr)) {
+		if (!cum_at(t, st->enq_ns, &c)) {
 			count_in(slot, CNT_ATTR_TRUNCATED, gen);
 			if (e)
 				e->truncated = 1;
 		}
 		/* now the worker is running: its totals are current. Sleeping
-		 * inside an earlier op (I/O, locks) is work: only idle sleep
-		 * is signal delay. */
-		sig = t->cum_isleep > cs ? t->cum_isleep - cs : 0;
-		rq = t->cum_runq > cr ? t->cum_runq - cr : 0;
-		if (sig > qw)
-			sig = qw;
-		if (rq > qw - sig)
-			rq = qw - sig;
-		if (sig && t->oncpu_after_wake > st->enq_ns &&
+		 * inside an earlier op (I/O, locks) is work; a scheduler hold
+		 * is held; only other idle sleep is signal delay. */
+		held = t->cum_held > c.held ? t->cum_held - c.held : 0;
+		sig = t->cum_isleep > c.isleep ? t->cum_isleep - c.isleep : 0;
+		rq = t->cum_runq > c.runq ? t->cum_runq - c.runq : 0;
+		if (held > qw)
+			held = qw;
+		if (sig > qw - held)
+			sig = qw - held;
+		if (rq > qw - held - sig)
+			rq = qw - held - sig;
+		if ((sig || held) && t->oncpu_after_wake > st->enq_ns &&
 		    now > t->oncpu_after_wake)
 			pick = now - t->oncpu_after_wake;
-		if (pick > qw - sig - rq)
-			pick = qw - sig - rq;
+		if (pick > qw - held - sig - rq)
+			pick = qw - held - sig - rq;
 		woke = sig > 0;
 	}
-	busy = qw - sig - rq - pick;
+	busy = qw - held - sig - rq - pick;
+	record(slot, ST_ATTR__HELD, held, gen);
 	record(slot, ST_ATTR__BUSY, busy, gen);
 	record(slot, ST_ATTR__SIGNAL, sig, gen);
 	record(slot, ST_ATTR__RUNQ, rq, gen);
 	record(slot, ST_ATTR__PICKUP, pick, gen);
 	if (e) {
 		e->attributed = 1;
+		e->held_ns = held;
 		e->busy_ns = busy;
 		e->signal_ns = sig;
 		e->runq_ns = rq;
@@ -1339,10 +1479,12 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	}
 
 	/* woken from an idle wait on a condition variable by this op's
-	 * enqueuer (or by the wait's timeout): that cv is the queue's and
-	 * names the worker's shard. Wake-ups by others may be on other cvs. */
-	if (sig && !(t->cv_uaddr & 1) && t->cv_uaddr &&
-	    (t->cv_timedout || (t->waker_tid && t->waker_tid == st->enq_tid)))
+	 * enqueuer (or by the wait's timeout), or held in a timed wait on one:
+	 * that cv is the queue's and names the worker's shard. Wake-ups by
+	 * others may be on other cvs. */
+	if ((sig || held) && !(t->cv_uaddr & 1) && t->cv_uaddr &&
+	    (held || t->cv_timedout ||
+	     (t->waker_tid && t->waker_tid == st->enq_tid)))
 		t->queue_cv = t->cv_uaddr;
 	key = t->queue_cv;
 	if (e)
@@ -1352,6 +1494,7 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 		return;
 	sh->ops++;
 	sh->qwait_ns += qw;
+	sh->held_ns += held;
 	sh->busy_ns += busy;
 	sh->signal_ns += sig;
 	sh->runq_ns += rq;

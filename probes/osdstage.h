@@ -40,6 +40,13 @@ enum osdstage_limits {
 	 * closed, complete and still, and every figure of one report covers
 	 * the same ops. Counters: CNT__MAX per (slot, half). */
 	HALF_SHIFT = 63,
+	/* a shard worker's long history of state changes (struct wring):
+	 * entries (a power of two) and rings (a power of two), each
+	 * thread's in one of WRING_WAYS rings from a hash of its tid */
+	WRING = 512,
+	WRING_BITS = 9,
+	WRINGS = 256,
+	WRING_WAYS = 4,
 };
 
 /* Stage ids: the cookie of "call" probes and the index of the stats map. */
@@ -66,6 +73,8 @@ enum stage_id {
 	ST_OP_TOTAL__OTHER,
 	ST__CALIB,		/* probe-cost calibration (our own process) */
 	/* queue_wait split by what the dequeuing worker was doing */
+	ST_ATTR__HELD,		/* asleep in the scheduler's timed wait: mClock
+				 * held the queued ops until a time it gave */
 	ST_ATTR__BUSY,		/* running other work */
 	ST_ATTR__SIGNAL,	/* asleep with the op queued */
 	ST_ATTR__RUNQ,		/* runnable, waiting for a CPU */
@@ -206,12 +215,30 @@ struct peer_stats {
 /* Thread states for the attribution. */
 enum tstate_kind { TS_RUN = 0, TS_SLEEP = 1, TS_RUNQ = 2, TS_DEAD = 3 };
 
+/* What a sleep is, for the attribution: work (inside an op: I/O, locks),
+ * idle (waiting for the queue), or a scheduler hold (idle in the queue's
+ * timed wait on an mClock OSD: the scheduler gave the time). */
+enum sleep_kind { SK_WORK = 0, SK_IDLE = 1, SK_HELD = 2 };
+
 struct tring {
 	__u64 ts;		/* when the thread entered `state` */
-	__u64 cum_isleep;	/* cumulative idle-sleep / run-queue ns at ts */
+	__u64 cum_isleep;	/* cumulative idle-sleep, held and run-queue */
+	__u64 cum_held;		/*   ns at ts */
 	__u64 cum_runq;
 	__u32 state;
+	__u32 sleep;		/* enum sleep_kind, when state is TS_SLEEP */
+};
+
+/* A shard worker's ring of state changes ("wrings" array map), claimed at
+ * its first dequeue: long enough for queue waits of mClock holds, when the
+ * shard's workers all wake at each of the scheduler's times (~3 entries a
+ * worker per op ahead in the queue). Thread states keep a short ring of
+ * their own (TRING) from before. */
+struct wring {
+	__u64 tid;		/* owner; 0 = free (64 bits: compare-and-swap) */
+	__u32 head;		/* entries written (the next is head % WRING) */
 	__u32 pad;
+	struct tring e[WRING];
 };
 
 /* Per-thread state of the target's threads ("threads" hash, key = tid). */
@@ -222,7 +249,9 @@ struct thread_state {
 	__u64 since;		/* when `state` began */
 	__u64 cum_sleep;	/* ns asleep (off CPU, not runnable) */
 	__u64 cum_runq;		/* ns runnable but not running */
-	__u64 cum_isleep;	/* ns asleep while idle (not inside an op) */
+	__u64 cum_isleep;	/* ns asleep while idle (not inside an op),
+				 * not in a scheduler hold */
+	__u64 cum_held;		/* ns asleep in scheduler holds */
 	__u64 cum_futex;	/* ns inside futex waits */
 	__u64 wake_ts;		/* last wake-up (sched_waking) */
 	__u64 oncpu_after_wake;	/* first switch-in after the last wake-up */
@@ -241,6 +270,8 @@ struct thread_state {
 	__u32 in_op;		/* between dequeue and the dequeue function's
 				 * return: a sleep now is work, not idleness */
 	__u32 target;		/* the target slot of its process */
+	__u32 sleep;		/* enum sleep_kind of the sleep it is in */
+	__u32 wring;		/* its struct wring's index + 1 (0: none) */
 	struct tring ring[TRING];
 };
 
@@ -249,6 +280,7 @@ struct thread_state {
 struct shard_stats {
 	__u64 ops;
 	__u64 qwait_ns;
+	__u64 held_ns;
 	__u64 busy_ns;
 	__u64 signal_ns;
 	__u64 runq_ns;
@@ -277,11 +309,14 @@ struct dev_stats {
  * targets: the traced processes (tgids), packed from slot 0; a slot
  *   keeps its number for the whole run: statistics, counters, op and
  *   shard keys and capture events are per slot. Written before attaching
- *   and when a target is added; 0 ends the list. */
+ *   and when a target is added; 0 ends the list;
+ * mclock: the targets whose scheduler is mClock (osd_op_queue). */
 struct ctl {
 	__u64 call_bias_ns;
 	__u32 gen;
-	__u32 pad;
+	__u32 mclock;		/* bit per target slot: its OSD schedules ops
+				 * with mClock (a timed wait on its queue is a
+				 * scheduler hold, not a missed wake-up) */
 	__u32 targets[MAX_TARGETS];
 };
 
@@ -364,6 +399,7 @@ struct ev_op_dequeue {
 	struct ev_hdr h;
 	ev_addr_t op;
 	__u64 queue_wait_ns;
+	__u64 held_ns;
 	__u64 busy_ns;
 	__u64 signal_ns;
 	__u64 runq_ns;

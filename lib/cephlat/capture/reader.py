@@ -569,7 +569,8 @@ class Capture:
                     **{k: d[k] for k in THREAD_FIELDS})
                 self._meta_roles[d["tid"]] = d["role"]
             elif name == "snap_shard":
-                cur.shards[d["cv"]] = {k: d[k] for k in SHARD_FIELDS}
+                # held_ns: not in captures from before mClock holds
+                cur.shards[d["cv"]] = {k: d.get(k, 0) for k in SHARD_FIELDS}
             elif name == "snap_dev":
                 cur.devs[d["dev"]] = {k: d[k] for k in DEV_FIELDS}
             elif name == "snap_counter":
@@ -964,7 +965,8 @@ class Capture:
             s["ops"] += len(x)
             s["qwait_ns"] += total(x["queue_wait_ns"])
             for part in self.vocab.attr_parts:
-                s[part + "_ns"] += total(x[part + "_ns"])
+                if part + "_ns" in x.dtype.names:
+                    s[part + "_ns"] += total(x[part + "_ns"])
             s["qwait_max_ns"] = max(s["qwait_max_ns"],
                                     int(x["queue_wait_ns"].max()))
             twk = int(np.count_nonzero(x["timeout_with_work"]))

@@ -102,6 +102,7 @@ class Target:
         self.exe_path = "/proc/%d/exe" % pid
         self.osd_id = osd_id_of(pid) if not allow_any else None
         self._version = None
+        self._sched = False
 
     def alive(self):
         return pid_alive(self.pid)
@@ -123,6 +124,21 @@ class Target:
         if not self._version:
             self._version = self._asok_version() or ""
         return self._version or None
+
+    def scheduler(self):
+        """The OSD's op scheduler and its settings (ceph/scheduler.py),
+        read once from its admin socket; None for a process that is not
+        an OSD or whose socket does not answer."""
+        if self._sched is False:
+            from . import scheduler
+            self._sched = scheduler.read(self.pid, self.osd_id) \
+                if self.osd_id is not None or self.comm == "ceph-osd" \
+                else None
+        return self._sched
+
+    def mclock(self):
+        s = self.scheduler()
+        return bool(s and s.get("mclock"))
 
     def _asok_version(self):
         from . import adminsock

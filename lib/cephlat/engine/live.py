@@ -172,7 +172,7 @@ def run(args, out, err):
                          [t.exe_path for t in targets], plans,
                          settings=rel.settings() if exact else {},
                          max_ops=args.max_ops, kernel=not args.no_kernel,
-                         roles=roles,
+                         roles=roles, mclock=[t.mclock() for t in targets],
                          ring_bytes=capture.ring_bytes(
                              args.ring_mb or DEFAULT_RING_MB * len(targets))
                          if args.write else 0)
@@ -200,7 +200,7 @@ def run(args, out, err):
         for t, p in zip(targets, plans):
             run_info = RunInfo(t.pid, version, p.stages, p.unavailable,
                                classes, tracer.call_bias_ns, tracer.kernel,
-                               roles, tracer.vocab)
+                               roles, tracer.vocab, t.scheduler())
             if choice.exact is not None:
                 run_info.probe_table = (rel.key, choice.exact)
             run_info.name = target_name(t)
@@ -209,7 +209,8 @@ def run(args, out, err):
             info = dict(runs[0].info(), release=rel.name,
                         probes={role: sym.demangled for role, sym in
                                 plan.symbols.items()},
-                        targets=[{"pid": t.pid, "name": target_name(t)}
+                        targets=[{"pid": t.pid, "name": target_name(t),
+                                  "scheduler": t.scheduler()}
                                  for t in targets])
             writer = capture.CaptureWriter(args.write, tracer, info)
             _name_threads(writer, targets, time.monotonic_ns())

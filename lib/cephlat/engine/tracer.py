@@ -130,7 +130,7 @@ class StageTracer:
     def __init__(self, pid, exe_path, plan, rmw=None, settings=None,
                  max_ops=DEFAULT_MAX_OPS,
                  bpf_dir=None, calibrate=True, kernel=False, roles=None,
-                 ring_bytes=0):
+                 ring_bytes=0, mclock=None):
         self.pids = list(pid) if isinstance(pid, (list, tuple)) else [pid]
         n = len(self.pids)
         self.exe_paths = _per_target(exe_path, n)
@@ -160,6 +160,8 @@ class StageTracer:
         self.aged_out = {}         # slot -> ops aged out
         # capture events: ring buffer size (0 = not recording)
         self.ring_bytes = ring_bytes
+        # the targets whose OSD schedules with mClock (ctl.mclock)
+        self.mclock = list(mclock or [False] * n)
         self.gen = 0
         self._cum = {}
         # snapshots() also sum every interval's histograms since start()
@@ -224,8 +226,9 @@ class StageTracer:
     def _write_ctl(self):
         # struct ctl, the whole .bss (tests/unit/test_layout.py)
         ctl = self.abi.struct("ctl")
-        raw = bytearray(ctl.pack(call_bias_ns=self.call_bias_ns,
-                                 gen=self.gen))
+        raw = bytearray(ctl.pack(
+            call_bias_ns=self.call_bias_ns, gen=self.gen,
+            mclock=sum(1 << i for i, m in enumerate(self.mclock) if m)))
         at = ctl.offset("targets")
         raw[at:at + 4 * len(self.pids)] = struct.pack(
             "<%dI" % len(self.pids), *self.pids)

@@ -179,7 +179,8 @@ class Exporter:
                              [t.exe_path for t in targets], plans,
                              settings=rel.settings() if exact else {},
                              max_ops=a.max_ops, kernel=not a.no_kernel,
-                             roles=roles)
+                             roles=roles,
+                             mclock=[t.mclock() for t in targets])
         tracer.calibrate_always = True
         try:
             tracer.start()
@@ -193,7 +194,7 @@ class Exporter:
         for t, p in zip(targets, plans):
             run = RunInfo(t.pid, choice.version, p.stages, p.unavailable,
                           classes, tracer.call_bias_ns, tracer.kernel,
-                          roles or CEPH_ROLES, tracer.vocab)
+                          roles or CEPH_ROLES, tracer.vocab, t.scheduler())
             run.name = target_name(t)
             self.runs.append(run)
             self.names.append(run.name)

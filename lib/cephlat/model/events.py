@@ -14,7 +14,7 @@ both follow.
 """
 from .hist import Hist
 
-SHARD_FIELDS = ("ops", "qwait_ns", "busy_ns", "signal_ns", "runq_ns",
+SHARD_FIELDS = ("ops", "qwait_ns", "held_ns", "busy_ns", "signal_ns", "runq_ns",
                 "pickup_ns", "wake_enqueuer", "wake_other", "wake_timeout",
                 "qwait_max_ns", "timeouts_with_work")
 # per replica of a replicated write (its primary's view): histogram keys
@@ -62,7 +62,8 @@ class Rules:
             add("queue_wait", d["queue_wait_ns"])
             if d["attributed"]:
                 for part in self.vocab.attr_parts:
-                    add("attr." + part, d[part + "_ns"])
+                    if part + "_ns" in d:   # held: not in older captures
+                        add("attr." + part, d[part + "_ns"])
         elif name == "op_done":
             cls = self.label("op_class", d["op_class"])
             if d["total_valid"]:
@@ -104,7 +105,7 @@ class Rules:
         s["ops"] += 1
         s["qwait_ns"] += d["queue_wait_ns"]
         for part in self.vocab.attr_parts:
-            s[part + "_ns"] += d[part + "_ns"]
+            s[part + "_ns"] += d.get(part + "_ns", 0)
         s["qwait_max_ns"] = max(s["qwait_max_ns"], d["queue_wait_ns"])
         if d["timeout_with_work"]:
             s["timeouts_with_work"] += 1
@@ -272,7 +273,8 @@ def count_arrays(rules, name, r):
         add("queue_wait", allx, r["queue_wait_ns"])
         att = np.nonzero(r["attributed"])[0]
         for part in rules.vocab.attr_parts:
-            add("attr." + part, att, r[part + "_ns"][att])
+            if part + "_ns" in names:   # held: not in older captures
+                add("attr." + part, att, r[part + "_ns"][att])
     elif name == "op_done":
         for c, idx in each(r["op_class"], allx):
             cls = rules.label("op_class", c)

@@ -16,8 +16,10 @@ class RunInfo:
     from a capture's metadata (the same fields, recorded)."""
 
     def __init__(self, pid, version, stages, unavailable, classes,
-                 call_bias_ns, kernel, roles, vocab):
+                 call_bias_ns, kernel, roles, vocab, scheduler=None):
         self.pid, self.version, self.vocab = pid, version, vocab
+        # the OSD's op scheduler and its settings (ceph/scheduler.py)
+        self.scheduler = scheduler
         # (probe table entry used, is it the binary's own release?)
         self.probe_table = None
         self.stages, self.unavailable = list(stages), dict(unavailable)
@@ -30,6 +32,8 @@ class RunInfo:
         out = {"pid": self.pid, "ceph_version": self.version,
                "stages": self.stages, "unavailable": self.unavailable,
                "classes": sorted(self.classes)}
+        if self.scheduler:
+            out["scheduler"] = self.scheduler
         if self.probe_table:
             out["probe_table"], out["probe_table_exact"] = self.probe_table
         return out
@@ -39,7 +43,9 @@ class RunInfo:
         i = cap.info
         run = cls(cap.pid, i["ceph_version"], i["stages"],
                   i["unavailable"], i["classes"], cap.call_bias_ns,
-                  cap.kernel, cap.roles, cap.vocab)
+                  cap.kernel, cap.roles, cap.vocab,
+                  cap.targets[cap.slot].get("scheduler",
+                                            i.get("scheduler")))
         if "probe_table" in i:
             run.probe_table = (i["probe_table"], i["probe_table_exact"])
         run.name = cap.name
@@ -81,6 +87,8 @@ def interval_record(run, cur, prev, ts, secs, in_flight):
         "in_flight": in_flight,
         "call_bias_us": round(run.call_bias_ns / 1000.0, 3),
     })
+    if run.scheduler:
+        rec["scheduler"] = run.scheduler
     if run.kernel:
         _kernel_part(run, rec, hists, counters, cur, prev, secs)
     return rec, hists
@@ -122,12 +130,14 @@ def _kernel_part(run, rec, hists, counters, cur, prev, secs):
         attr, wakers = report.attribution(hists, counters, vocab)
         rec["attribution"] = attr
         rec["wakers"] = wakers
-        rec["shards"] = report.shard_table(cur, prev, cur.threads)
+        rec["shards"] = report.shard_table(cur, prev, cur.threads,
+                                           vocab.attr_parts)
         rec["worker_sleep_pct"] = threads.get(worker, {}).get("offcpu_pct")
     stage_hists = {k: hists[k] for k in run.stages}
     cause, text = report.verdict(stage_hists, kst, attr, wakers, threads,
                                  worker, rec["stages"].get(
-                                     "replica_wait", {}).get("by_peer"))
+                                     "replica_wait", {}).get("by_peer"),
+                                 run.scheduler)
     rec["cause"] = cause
     rec["verdict"] = text
     hists.update({"kernel." + k: v for k, v in kst.items()})

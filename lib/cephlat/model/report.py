@@ -73,6 +73,12 @@ def kernel_stages(hists, roles, vocab):
     return out, per_role
 
 
+# the parts of a queue wait (vocab.attr_parts), as reports name them
+ATTR_LABELS = {"held": "held by the scheduler", "busy": "worker busy",
+               "signal": "signal delay (asleep)", "runq": "run-queue delay",
+               "pickup": "pickup"}
+
+
 def attribution(hists, counters, vocab):
     parts = {p: hists["attr." + p] for p in vocab.attr_parts}
     total = sum(h.sum_ns for h in parts.values())
@@ -101,16 +107,17 @@ def shard_deltas(cur, prev, threads):
     for t in threads.values():
         if t.get("cv"):
             workers[t["cv"]] = workers.get(t["cv"], 0) + 1
-    fields = ("ops", "qwait_ns", "busy_ns", "signal_ns", "runq_ns",
-              "pickup_ns", "wake_enqueuer", "wake_other", "wake_timeout",
-              "timeouts_with_work")
+    fields = ("ops", "qwait_ns", "held_ns", "busy_ns", "signal_ns",
+              "runq_ns", "pickup_ns", "wake_enqueuer", "wake_other",
+              "wake_timeout", "timeouts_with_work")
     deltas = {}
     for key, c in cur.shards.items():
         p = prev.shards.get(key, {}) if prev else {}
         row = "?" if key not in workers else key
         d = deltas.setdefault(row, dict.fromkeys(fields, 0))
         for k in fields:
-            d[k] += c[k] - p.get(k, 0)
+            # held_ns: not in captures made before mClock holds were told
+            d[k] += c.get(k, 0) - p.get(k, 0)
     keys = sorted(k for k in deltas if k != "?") + \
         (["?"] if "?" in deltas else [])
     return [(i if key != "?" else "?", key if key != "?" else None,
@@ -118,29 +125,27 @@ def shard_deltas(cur, prev, threads):
             for i, key in enumerate(keys)]
 
 
-def shard_table(cur, prev, threads):
+def shard_table(cur, prev, threads, parts):
     """Per shard (shard_deltas): ops, mean queue wait, the shares of the
-    queue wait by cause, wake-ups."""
+    queue wait by cause (`parts`: the run's vocab.attr_parts), wake-ups."""
     rows = []
     for shard, key, workers, d in shard_deltas(cur, prev, threads):
         if not d["ops"]:
             continue
         q = d["qwait_ns"] or 1
-        rows.append({
+        row = {
             "shard": shard,
             "cv": "0x%x" % key if key is not None else None,
             "workers": workers,
             "ops": d["ops"],
-            "queue_wait_mean_us": round(d["qwait_ns"] / d["ops"] / 1000, 1),
-            "busy": round(d["busy_ns"] / q, 3),
-            "signal": round(d["signal_ns"] / q, 3),
-            "runq": round(d["runq_ns"] / q, 3),
-            "pickup": round(d["pickup_ns"] / q, 3),
+            "queue_wait_mean_us": round(d["qwait_ns"] / d["ops"] / 1000, 1)}
+        row.update({p: round(d[p + "_ns"] / q, 3) for p in parts})
+        rows.append(dict(row, **{
             "wake_enqueuer": d["wake_enqueuer"],
             "wake_other": d["wake_other"],
             "wake_timeout": d["wake_timeout"],
             "timeouts_with_work": d["timeouts_with_work"],
-        })
+        }))
     return rows
 
 
@@ -149,6 +154,7 @@ def _ms(us):
 
 
 CAUSES = {
+    "held": "scheduler limit",
     "busy": "workers saturated",
     "signal": "wake-ups late",
     "missed": "wake-ups missed",
@@ -239,9 +245,50 @@ def _kernel_lines(kstages, lines, cause):
     return cause
 
 
-def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None):
+def _held_lines(attr, sched, head):
+    """mClock held the queued ops: by how much, and the settings an
+    operator changes. -> lines"""
+    from . import sched as scheduler
+    lines = ["%s; %d %% of it the scheduler held them: mClock had the "
+             "workers wait, with ops queued, until the time it gave (held "
+             "p50 %s). That is the scheduler's choice, not a missed "
+             "wake-up." % (head, round(100 * attr["held"]["share"]),
+                           _ms(attr["held"]["p50_us"]))]
+    if not sched or not sched.get("mclock"):
+        return lines
+    lim = scheduler.limit_iops(sched, "client")
+    cl = sched["classes"]["client"]
+    if lim:
+        line = ("client ops are limited to %s x %s IOPS = %.0f IOPS "
+                "(osd_mclock_profile %s, osd_mclock_scheduler_client_lim "
+                "%s; capacity %s = %s, %s)" % (
+                    scheduler.fmt(cl["lim"]),
+                    scheduler.fmt(sched["capacity_iops"]), lim,
+                    sched.get("profile"), scheduler.fmt(cl["lim"]),
+                    sched["capacity_setting"],
+                    scheduler.fmt(sched["capacity_iops"]),
+                    scheduler.source_words(sched)))
+        if sched.get("capacity_source", "default") == "default":
+            line += ": set %s to what the device does, or raise the "                 "client limit or change the profile." %                 sched["capacity_setting"]
+        else:
+            line += ": raise the client limit, change the profile, or "                 "check the measured capacity."
+        lines.append(line)
+    else:
+        lines.append(
+            "no limit binds client ops (profile %s): the holds come from "
+            "the classes' reservations and limits against the capacity "
+            "(%s); %s" % (sched.get("profile"),
+                          scheduler.fmt(sched.get("capacity_iops")) + " IOPS"
+                          if sched.get("capacity_iops") else "unknown",
+                          scheduler.describe(sched)))
+    return lines
+
+
+def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
+            sched=None):
     """-> (cause, text): the dominant reason ops waited, in plain words,
-    with the numbers behind it. peers: replica_wait's by_peer."""
+    with the numbers behind it. peers: replica_wait's by_peer; sched: the
+    OSD's scheduler (ceph/scheduler.py)."""
     qw = stages.get("queue_wait")
     lines = []
     cause = "none"
@@ -254,12 +301,16 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None):
     else:
         woke = wakers["enqueuer"] + wakers["other"] + wakers["timeout"]
         shares = {p: attr[p]["share"] for p in attr}
-        top = max(("busy", "signal", "runq"), key=lambda p: shares[p])
+        top = max(("held", "busy", "signal", "runq"),
+                  key=lambda p: shares.get(p, 0.0))
         qs = qw.summary()
         head = "ops waited %s in shard queues (p99 %s)" % (
             _ms(qs["mean_us"]), _ms(qs["p99_us"]))
         to_pct = 100.0 * wakers["timeout"] / woke if woke else 0.0
-        if top == "signal" or (to_pct >= 50 and shares["signal"] >= 0.25):
+        if top == "held":
+            cause = "held"
+            lines.extend(_held_lines(attr, sched, head))
+        elif top == "signal" or (to_pct >= 50 and shares["signal"] >= 0.25):
             cause = "missed" if to_pct >= 50 else "signal"
             lines.append(
                 "%s; %d %% of it was workers asleep with work queued (signal "

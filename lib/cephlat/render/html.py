@@ -24,10 +24,9 @@ from .html_timeline import _host_timeline, _timeline
 from .htmlbits import _cls, _dur, _e, _table, _wall
 
 
-ATTR_COLOURS = {"busy": "#4e79a7", "signal": "#f28e2b", "runq": "#e15759",
-                "pickup": "#76b7b2"}
-ATTR_LABELS = {"busy": "worker busy", "signal": "signal delay (asleep)",
-               "runq": "run-queue delay", "pickup": "pickup"}
+ATTR_COLOURS = {"held": "#b07aa1", "busy": "#4e79a7", "signal": "#f28e2b",
+                "runq": "#e15759", "pickup": "#76b7b2"}
+ATTR_LABELS = report.ATTR_LABELS
 
 CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
@@ -272,13 +271,13 @@ def _shards(rec):
     parts = list(rec.get("attribution") or ())
     rows = [[r["shard"], r["workers"], r["ops"],
              "%.1f" % r["queue_wait_mean_us"]] +
-            ["%.0f %%" % (100 * r[p]) for p in parts] +
+            ["%.0f %%" % (100 * r.get(p, 0)) for p in parts] +
             [r["timeouts_with_work"]] for r in rec.get("shards") or []]
     if not rows:
         return ""
     return "<h3>Per shard</h3>" + _table(
-        ["shard", "workers", "ops", "qwait us", "busy", "signal", "runq",
-         "pickup", "timeouts"], rows, "shards")
+        ["shard", "workers", "ops", "qwait us"] + parts + ["timeouts"], rows,
+        "shards")
 
 
 def _roles(rec):

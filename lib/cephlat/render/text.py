@@ -3,7 +3,7 @@ slowest ops of a capture window, and of the OSD list."""
 import textwrap
 import time
 
-from ..model import report
+from ..model import report, sched as schedmod
 from ..model.hist import render_log2
 
 
@@ -25,6 +25,10 @@ def print_text(out, args, rec, hists):
         _thread_roles(out, rec["threads"])
     if rec.get("attribution"):
         _attribution(out, rec)
+    sched = schedmod.describe(rec.get("scheduler"))
+    if sched:
+        out.write("\n" + textwrap.fill(sched, 78, subsequent_indent="  ") +
+                  "\n")
     if rec.get("verdict"):
         out.write("\nVERDICT (%s):\n" % report.CAUSES.get(rec["cause"],
                                                          rec["cause"]))
@@ -96,17 +100,13 @@ def _thread_roles(out, threads):
             t["futex_pct_of_offcpu"], t["wakeups"]))
 
 
-_ATTR_LABELS = {"busy": "worker busy", "signal": "signal delay (asleep)",
-                "runq": "run-queue delay", "pickup": "pickup"}
-
-
 def _attribution(out, rec):
     a, w = rec["attribution"], rec["wakers"]
     out.write("\n%-26s %9s %9s %9s %7s\n" % (
         "QUEUE_WAIT ATTRIBUTION", "MEAN", "P50", "P99", "SHARE"))
     for part, v in a.items():
         out.write("%-26s %9.1f %9.1f %9.1f %6.0f%%\n" % (
-            _ATTR_LABELS.get(part, part), v["mean_us"], v["p50_us"],
+            report.ATTR_LABELS.get(part, part), v["mean_us"], v["p50_us"],
             v["p99_us"], 100 * v["share"]))
     out.write("workers that slept with the op queued were woken by: the "
               "enqueuer %d,\nanother thread %d, their timed wait %d; "
@@ -115,16 +115,15 @@ def _attribution(out, rec):
                   w["timeouts_with_work"]))
     if not rec.get("shards"):
         return
-    out.write("\n%-6s %7s %8s %9s %6s %6s %6s %6s %8s\n" % (
-        "SHARD", "WORKERS", "OPS", "QWAIT_US", "BUSY", "SIGNAL",
-        "RUNQ", "PICKUP", "TIMEOUTS"))
+    parts = list(a)
+    out.write("\n%-6s %7s %8s %9s" % ("SHARD", "WORKERS", "OPS", "QWAIT_US") +
+              "".join(" %6s" % p.upper() for p in parts) +
+              " %8s\n" % "TIMEOUTS")
     for r in rec["shards"]:
-        out.write("%-6s %7d %8d %9.1f %5.0f%% %5.0f%% %5.0f%% %5.0f%% "
-                  "%8d\n" % (
-                      r["shard"], r["workers"], r["ops"],
-                      r["queue_wait_mean_us"], 100 * r["busy"],
-                      100 * r["signal"], 100 * r["runq"],
-                      100 * r["pickup"], r["timeouts_with_work"]))
+        out.write("%-6s %7d %8d %9.1f" % (r["shard"], r["workers"], r["ops"],
+                                          r["queue_wait_mean_us"]) +
+                  "".join(" %5.0f%%" % (100 * r.get(p, 0)) for p in parts) +
+                  " %8d\n" % r["timeouts_with_work"])
 
 
 def print_op_story(out, story):

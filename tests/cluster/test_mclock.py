@@ -1,0 +1,115 @@
+"""mClock holds on the OSDs operators run: Reef (18.2) and Tentacle (20.2)
+schedule ops with mClock. With the client class limited to half of the
+OSD's capacity (profile custom, client res 0.1, lim 0.5) and 16 reads in
+flight, Ceph serves lim x capacity IOPS and the shard workers sleep, with
+ops queued, until the times the scheduler gives: the tool must call that
+the scheduler's hold, with the limit, the capacity and where the capacity
+came from, and never a missed wake-up."""
+import json
+
+import pytest
+
+from conftest import Bench, lab_run, prefill
+from test_osdstage_live import traced_window
+
+CLIENT_RES, CLIENT_LIM = 0.1, 0.5
+SETTINGS = {"osd_mclock_profile": "custom",
+            "osd_mclock_scheduler_client_res": CLIENT_RES,
+            "osd_mclock_scheduler_client_lim": CLIENT_LIM}
+WINDOWS, WINDOW_S = 3, "6"
+
+
+def _config(lab, *args):
+    p = lab_run(lab, "ceph", "config", *args)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def _asok_get(lab, name):
+    p = lab_run(lab, "ceph", "daemon", "osd.0", "config", "get", name)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)[name]
+
+
+@pytest.fixture(scope="module")
+def limited(container_lab):
+    """The lab with the client class limited; three traced windows under
+    16 concurrent 4 KiB random reads -> [(report, perf before, after)]"""
+    lab = container_lab
+    prefill(lab, 3)
+    for k, v in SETTINGS.items():
+        _config(lab, "set", "osd", k, str(v))
+    try:
+        assert float(_asok_get(lab, "osd_mclock_scheduler_client_lim")) == \
+            CLIENT_LIM
+        bench = Bench(lab, "rand", 60, threads=16)
+        runs = []
+        try:
+            for _ in range(WINDOWS):
+                out, err, before, after = traced_window(
+                    lab, ["-j", WINDOW_S, "1"])
+                runs.append((json.loads(out.strip().splitlines()[-1]),
+                             before, after))
+        finally:
+            bench.stop()
+    finally:
+        for k in SETTINGS:
+            _config(lab, "rm", "osd", k)
+    return lab, runs
+
+
+def test_the_scheduler_and_its_settings_are_read(limited):
+    lab, runs = limited
+    cap = float(_asok_get(lab, "osd_mclock_max_capacity_iops_hdd"))
+    for rec, _, _ in runs:
+        s = rec["scheduler"]
+        assert s["mclock"] and s["queue"] == "mclock_scheduler"
+        assert s["profile"] == "custom"
+        assert s["classes"]["client"]["res"] == CLIENT_RES
+        assert s["classes"]["client"]["lim"] == CLIENT_LIM
+        # the lab's loop device is rotational, its capacity the default
+        assert s["device"] == "hdd"
+        assert s["capacity_iops"] == cap
+        assert s["capacity_source"] == "default"
+
+
+def test_ceph_serves_the_limit(limited):
+    """The setting does what the report will say it does: Ceph's own read
+    count over each window is lim x capacity IOPS within 10 %."""
+    lab, runs = limited
+    for rec, before, after in runs:
+        n = after["osd"]["op_r"] - before["osd"]["op_r"]
+        iops = n / (after["_t"] - before["_t"])
+        want = CLIENT_LIM * rec["scheduler"]["capacity_iops"]
+        assert abs(iops - want) <= 0.1 * want, (iops, want)
+
+
+def test_queue_wait_is_held_by_the_scheduler(limited):
+    """Each window: 90 % or more of the queue wait is the scheduler's hold,
+    in the attribution and in the shard rows; no op's split is truncated;
+    no expired wait counts as a missed wake-up."""
+    _, runs = limited
+    for rec, _, _ in runs:
+        assert rec["stages"]["queue_wait"]["count"] > 100, rec["stages"]
+        assert rec["attribution"]["held"]["share"] >= 0.9, rec["attribution"]
+        held = sum(r["held"] * r["ops"] * r["queue_wait_mean_us"]
+                   for r in rec["shards"])
+        qw = sum(r["ops"] * r["queue_wait_mean_us"] for r in rec["shards"])
+        assert held >= 0.9 * qw, rec["shards"]
+        assert rec["lost"]["attr_truncated"] == 0, rec["lost"]
+        assert rec["wakers"]["timeout"] == 0, rec["wakers"]
+
+
+def test_the_verdict_names_the_limit(limited):
+    _, runs = limited
+    for rec, _, _ in runs:
+        s = rec["scheduler"]
+        assert rec["cause"] == "held", rec["verdict"]
+        text = " ".join(rec["verdict"].split())
+        assert "osd_mclock_scheduler_client_lim 0.5" in text, text
+        assert "0.5 x %g IOPS = %.0f IOPS" % (
+            s["capacity_iops"], CLIENT_LIM * s["capacity_iops"]) in text, text
+        assert "osd_mclock_max_capacity_iops_hdd = %g, the default for hdd" \
+            % s["capacity_iops"] in text, text
+        assert "missed" not in rec["cause"]
+        assert "wake-ups are being missed" not in text, text
