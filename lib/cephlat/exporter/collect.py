@@ -26,7 +26,6 @@ ALL = "all"                   # the label value of "not split"
 SCRAPED_S = 120.0             # "someone scrapes": a scrape this recent
 HIT_KINDS = (("hit_entry", "entry"), ("hit_return", "return"),
              ("hit_sched", "sched"), ("hit_syscall", "syscall"))
-CAUSES = ("busy", "signal", "runq", "pickup")
 WAKERS = (("wake_enqueuer", "enqueuer"), ("wake_other", "other"),
           ("wake_timeout", "timeout"))
 
@@ -254,7 +253,8 @@ class Exported:
                                                             cur.threads):
             label = (str(shard) if shard != "?" else "unknown",)
             st.count("ceph_osd_queue_ops_total", label, d["ops"])
-            for cause in CAUSES:
+            # the causes: the attribution's parts (vocab.attr_parts)
+            for cause in run.vocab.attr_parts:
                 st.count("ceph_osd_queue_wait_seconds_total",
                          label + (cause,), d[cause + "_ns"] / 1e9)
             for key, waker in WAKERS:
