@@ -2,6 +2,8 @@
 snapshots of the same run (live: read from the kernel maps; offline: read
 back from a capture). Renderers (render/) turn it into text, HTML or a
 timeline; the JSON output is the record itself."""
+import json
+
 from . import report
 
 
@@ -18,8 +20,11 @@ class RunInfo:
     def __init__(self, pid, version, stages, unavailable, classes,
                  call_bias_ns, kernel, roles, vocab, scheduler=None):
         self.pid, self.version, self.vocab = pid, version, vocab
-        # the OSD's op scheduler and its settings (ceph/scheduler.py)
-        self.scheduler = scheduler
+        # the OSD's op scheduler and its settings (ceph/scheduler.py), keys
+        # sorted as a capture's metadata holds them: a report read back
+        # from a capture is the live one, byte for byte
+        self.scheduler = json.loads(json.dumps(scheduler, sort_keys=True)) \
+            if scheduler else None
         # (probe table entry used, is it the binary's own release?)
         self.probe_table = None
         self.stages, self.unavailable = list(stages), dict(unavailable)

@@ -30,7 +30,9 @@ def describe(sched):
     if not sched.get("mclock"):
         return "scheduler: %s (never holds queued ops)." % sched.get("queue")
     parts = []
-    for c, v in sched.get("classes", {}).items():
+    classes = sched.get("classes", {})
+    for c in sorted(classes, key=lambda c: (c != "client", c)):
+        v = classes[c]
         parts.append("%s res %s wgt %s lim %s" % (
             c.replace("background_", "bg_"), fmt(v.get("res")),
             fmt(v.get("wgt")), fmt(v.get("lim")) if v.get("lim")
