@@ -1351,6 +1351,15 @@ static __always_inline int cum_at(struct thread_state *t, __u64 at,
 		 * the latest at or before `at` by bisection */
 		hi = w->head - 1;
 		lo = w->head > WRING ? w->head - WRING : 0;
+		/* newest first: most ops waited for the last few changes */
+		for (int i = 0; i < 4; i++) {
+			if (hi < lo + i)
+				break;
+			if (w->e[(hi - i) & (WRING - 1)].ts <= at) {
+				cums_from(&w->e[(hi - i) & (WRING - 1)], at, c);
+				return 1;
+			}
+		}
 		if (w->e[lo & (WRING - 1)].ts <= at) {
 			for (int i = 0; i <= WRING_BITS; i++) {
 				if (lo >= hi)
