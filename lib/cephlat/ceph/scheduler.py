@@ -26,7 +26,7 @@ def _num(v):
         return None
 
 
-def _rotational(pid, devices):
+def _rotational(devices):
     """1 rotational, 0 not, None unknown: what BlueStore itself reads, the
     block device's queue/rotational in sysfs (one kernel: the host's)."""
     for d in devices:
@@ -96,16 +96,15 @@ def read(pid, osd_id=None):
         devices = adminsock.command(path, "list_devices", timeout=5.0)
     except (UserError, ValueError, AttributeError):
         return None
-    caps = {}
-    for kind in ("hdd", "ssd"):
-        name = "osd_mclock_max_capacity_iops_" + kind
-        if name not in diff.get("diff", {}):
-            try:
-                caps[name] = {"default": adminsock.command(
-                    path, "config get", var=name, timeout=5.0).get(name)}
-            except (UserError, ValueError, AttributeError):
-                pass
-    d = dict(caps, **diff.get("diff", {}))
-    return from_config(d, queue, _rotational(pid, devices
-                                             if isinstance(devices, list)
-                                             else []))
+    d = dict(diff.get("diff", {}))
+    rotational = _rotational(devices if isinstance(devices, list) else [])
+    kind = {1: "hdd", 0: "ssd"}.get(rotational)
+    name = "osd_mclock_max_capacity_iops_%s" % kind
+    if kind and name not in d:
+        # at its default: `config diff` leaves it out
+        try:
+            d[name] = {"default": adminsock.command(
+                path, "config get", var=name, timeout=5.0).get(name)}
+        except (UserError, ValueError, AttributeError):
+            pass
+    return from_config(d, queue, rotational)

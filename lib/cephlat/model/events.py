@@ -14,8 +14,8 @@ both follow.
 """
 from .hist import Hist
 
-SHARD_FIELDS = ("ops", "qwait_ns", "held_ns", "busy_ns", "signal_ns", "runq_ns",
-                "pickup_ns", "wake_enqueuer", "wake_other", "wake_timeout",
+SHARD_FIELDS = ("ops", "qwait_ns", "held_ns", "busy_ns", "signal_ns",
+                "runq_ns", "pickup_ns", "wake_enqueuer", "wake_other", "wake_timeout",
                 "qwait_max_ns", "timeouts_with_work")
 # per replica of a replicated write (its primary's view): histogram keys
 # PEER_WAIT + osd id (sub-ops sent -> its reply) and PEER_LAST + osd id

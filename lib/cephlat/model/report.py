@@ -1,6 +1,8 @@
 """From two kernel snapshots to what an operator reads: kernel stages per
 thread role, the queue-wait attribution, per-shard numbers and a verdict
 in plain words."""
+from . import sched as scheduler
+from .events import SHARD_FIELDS
 from .hist import Hist
 
 
@@ -107,9 +109,7 @@ def shard_deltas(cur, prev, threads):
     for t in threads.values():
         if t.get("cv"):
             workers[t["cv"]] = workers.get(t["cv"], 0) + 1
-    fields = ("ops", "qwait_ns", "held_ns", "busy_ns", "signal_ns",
-              "runq_ns", "pickup_ns", "wake_enqueuer", "wake_other",
-              "wake_timeout", "timeouts_with_work")
+    fields = [f for f in SHARD_FIELDS if f != "qwait_max_ns"]
     deltas = {}
     for key, c in cur.shards.items():
         p = prev.shards.get(key, {}) if prev else {}
@@ -248,7 +248,6 @@ def _kernel_lines(kstages, lines, cause):
 def _held_lines(attr, sched, head):
     """mClock held the queued ops: by how much, and the settings an
     operator changes. -> lines"""
-    from . import sched as scheduler
     lines = ["%s; %d %% of it the scheduler held them: mClock had the "
              "workers wait, with ops queued, until the time it gave (held "
              "p50 %s). That is the scheduler's choice, not a missed "
@@ -269,18 +268,21 @@ def _held_lines(attr, sched, head):
                     scheduler.fmt(sched["capacity_iops"]),
                     scheduler.source_words(sched)))
         if sched.get("capacity_source", "default") == "default":
-            line += ": set %s to what the device does, or raise the "                 "client limit or change the profile." %                 sched["capacity_setting"]
+            line += (": set %s to what the device does, or raise the "
+                     "client limit or change the profile." %
+                     sched["capacity_setting"])
         else:
-            line += ": raise the client limit, change the profile, or "                 "check the measured capacity."
+            line += (": raise the client limit, change the profile, or "
+                     "check the measured capacity.")
         lines.append(line)
     else:
         lines.append(
             "no limit binds client ops (profile %s): the holds come from "
             "the classes' reservations and limits against the capacity "
-            "(%s); %s" % (sched.get("profile"),
-                          scheduler.fmt(sched.get("capacity_iops")) + " IOPS"
-                          if sched.get("capacity_iops") else "unknown",
-                          scheduler.describe(sched)))
+            "(%s; the scheduler line above gives them)." % (
+                sched.get("profile"),
+                scheduler.fmt(sched.get("capacity_iops")) + " IOPS"
+                if sched.get("capacity_iops") else "unknown"))
     return lines
 
 
