@@ -6,7 +6,9 @@ runs). The four runs happen once per session.
 Cases: (a) normal notify with bursts of work (workers busy), (b) the
 producer never notifies (items wait for the timed wait: missed wake-ups),
 (c) it notifies late by a known delay, (d) CPU hogs pinned on the workers'
-CPU.
+CPU, (e) items are due only a known time after their enqueue and workers
+wait for that with them queued, as mClock holds ops (traced with a spec
+that says the scheduler is mClock).
 """
 import json
 import os
@@ -18,6 +20,7 @@ from conftest import trace_until_exit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = os.path.join(HERE, "progs", "shardq.json")
+SPECS = {"hold": os.path.join(HERE, "progs", "shardq-mclock.json")}
 
 CASES = {
     # mode: (items, gap_us, delay_us, timeout_ms, burst, work_us)
@@ -25,6 +28,8 @@ CASES = {
     "forget": (60, 2000, 0, 20, 1, 0),
     "delay": (100, 2000, 2000, 50, 1, 0),
     "contend": (100, 2000, 0, 50, 1, 0),
+    # delay_us: how long after its enqueue an item is due
+    "hold": (80, 2000, 3000, 50, 4, 100),
 }
 _RUNS = {}
 
@@ -37,7 +42,8 @@ def run_case(exe, mode, capture, extra=()):
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True)
     truth, out, err, status = trace_until_exit(
-        prog, ["--probes", SPEC, "-j", "-w", capture] + list(extra))
+        prog, ["--probes", SPECS.get(mode, SPEC), "-j", "-w", capture] +
+        list(extra))
     assert status == 0, err
     assert "shardq %d exited; detached." % prog.pid in err
     assert "capture %s:" % capture in err and "none lost" in err, err

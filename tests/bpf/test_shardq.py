@@ -13,7 +13,7 @@ import pytest
 from shardq import CASES, shardq_exe, shardq_runs  # noqa: F401 (fixtures)
 
 CAUSE = {"normal": "busy", "forget": "missed", "delay": "signal",
-         "contend": "runq"}
+         "contend": "runq", "hold": "held"}
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +78,27 @@ def test_verdict_names_the_cause(results, mode):
     _, rec = results[mode]
     assert rec["cause"] == CAUSE[mode], rec["verdict"]
     words = {"busy": "saturated", "missed": "missed", "signal": "asleep",
-             "runq": "CPU contention"}[CAUSE[mode]]
+             "runq": "CPU contention",
+             "held": "the scheduler held them"}[CAUSE[mode]]
     assert words in rec["verdict"]
+
+
+def test_holds_match_the_program(results):
+    """Items held until they are due, with the workers in timed waits on
+    the queue (mClock's way): the held part is the program's own hold
+    waits; no expired wait is a missed wake-up; under WPQ the same kind of
+    wait stays signal delay (the forget case: missed)."""
+    truth, rec = results["hold"]
+    a = rec["attribution"]
+    assert truth["held_mean_us"] > 0.9 * truth["queue_wait_mean_us"], truth
+    assert within(a["held"]["mean_us"], truth["held_mean_us"]), (a, truth)
+    assert rec["wakers"]["timeout"] == 0, rec["wakers"]
+    assert rec["wakers"]["timeouts_with_work"] == 0, rec["wakers"]
+    assert rec["lost"]["attr_truncated"] == 0, rec["lost"]
+    assert rec["scheduler"] == {"queue": "mclock_scheduler", "mclock": True}
+    _, rec = results["forget"]
+    assert rec["attribution"]["held"]["mean_us"] == 0, rec["attribution"]
+    assert rec["scheduler"] == {"queue": "wpq", "mclock": False}
 
 
 def test_shards_and_roles(results):

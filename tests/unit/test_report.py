@@ -81,6 +81,10 @@ def test_spec_parses():
     assert s.roles.names == ["other", "worker", "io"]
     assert s.roles.classify("w-3") == 1 and s.roles.classify("io-1") == 2
     assert spec.parse('{"workers": "x"}').stages() == []
+    assert spec.parse('{"workers": "x"}').scheduler == {"queue": "wpq",
+                                                        "mclock": False}
+    assert spec.parse('{"workers": "x", "scheduler": "mclock"}').scheduler \
+        == {"queue": "mclock_scheduler", "mclock": True}
 
 
 @pytest.mark.parametrize("text,fragment", [
@@ -94,6 +98,8 @@ def test_spec_parses():
     ('{"workers": "w", "enqueue": {"function": "f", "key_arg": 1, '
      '"params": "("}, "dequeue": {"function": "g", "key_arg": 1}}',
      "not a regular expression"),
+    ('{"workers": "w", "scheduler": "fifo"}',
+     '"scheduler" is "wpq" or "mclock", not "fifo"'),
 ])
 def test_spec_errors(text, fragment):
     with pytest.raises(UserError) as e:

@@ -49,3 +49,11 @@ def test_an_unknown_device_class_leaves_the_capacity_out():
     assert s["device"] is None and "capacity_iops" not in s
     assert sched.limit_iops(s) is None
     assert "capacity" not in sched.describe(s)
+
+
+def test_a_declared_scheduler_without_settings():
+    """A probe spec says "mclock" for a program with no OSD settings."""
+    s = {"queue": "mclock_scheduler", "mclock": True}
+    assert sched.limit_iops(s) is None
+    assert sched.describe(s) == \
+        "scheduler: mClock (no settings read: not an OSD)."

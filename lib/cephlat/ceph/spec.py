@@ -10,7 +10,8 @@ it), which argument holds the item's key, and the worker threads' name:
     "dequeue": {"function": "sim::dequeue", "key_arg": 1},
     "done":    {"function": "sim::finish", "key_arg": 1},
     "workers": "shardq-w",
-    "roles":   {"shardq-hog": "hog"}
+    "roles":   {"shardq-hog": "hog"},
+    "scheduler": "mclock"
   }
 
 Without "enqueue" and "dequeue" only the kernel stages of the process are
@@ -20,7 +21,10 @@ function: the demangled qualified name; "params" (optional) a regular
 expression the demangled parameter list must match. key_arg counts
 arguments from 1 (`this` is 1 for a member function); "deref": true when
 the argument points at a smart pointer holding the key. workers: the
-thread-name prefix of the queue's workers; roles: more prefixes to name.
+thread-name prefix of the queue's workers; roles: more prefixes to name;
+scheduler (optional): "wpq" (the default: a worker never waits with items
+queued on purpose) or "mclock" (a worker's idle timed wait on a condition
+variable is the scheduler holding queued items until a time it gave).
 Ceph's built-in table (probetable.py) is the same thing for ceph-osd.
 """
 import json
@@ -34,9 +38,15 @@ _ROLE_OF = {"enqueue": "enqueue_op", "dequeue": "dequeue_op",
             "done": "log_op_stats"}
 
 
+SCHEDULERS = {"wpq": "wpq", "mclock": "mclock_scheduler"}
+
+
 class Spec:
-    def __init__(self, name, release, roles):
+    def __init__(self, name, release, roles, scheduler="wpq"):
         self.name, self.release, self.roles = name, release, roles
+        # as ceph/scheduler.py describes an OSD's (without settings)
+        self.scheduler = {"queue": SCHEDULERS[scheduler],
+                          "mclock": scheduler == "mclock"}
 
     def stages(self):
         if "enqueue_op" not in self.release.funcs:
@@ -86,7 +96,11 @@ def parse(text, path="<spec>"):
                         "names" % (path, max_roles - 2))
     roles = Roles([(d["workers"], "worker")] + sorted(extra.items()))
     name = str(d.get("name", "spec"))
-    return Spec(name, Release("spec", name, funcs), roles)
+    sched = d.get("scheduler", "wpq")
+    if sched not in SCHEDULERS:
+        raise UserError("%s: \"scheduler\" is \"wpq\" or \"mclock\", not "
+                        "%s" % (path, json.dumps(sched)))
+    return Spec(name, Release("spec", name, funcs), roles, sched)
 
 
 def load(path):

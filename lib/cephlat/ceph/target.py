@@ -136,6 +136,11 @@ class Target:
                 else None
         return self._sched
 
+    def set_scheduler(self, sched):
+        """The scheduler a probe spec declares for a process that has no
+        admin socket to read it from."""
+        self._sched = sched
+
     def mclock(self):
         s = self.scheduler()
         return bool(s and s.get("mclock"))

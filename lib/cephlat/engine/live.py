@@ -86,6 +86,8 @@ def plan_targets(args, err):
         if args.pid is None:
             raise UserError("--probes needs -p PID")
         targets = pick_targets(args, allow_any=True)
+        for t in targets:
+            t.set_scheduler(sp.scheduler)
         choice, roles = Choice(None, sp.release, None), sp.roles
         wanted = sp.stages() if args.stages in (None, "all") else \
             args.stages

@@ -253,11 +253,12 @@ def _held_lines(attr, sched, head):
              "p50 %s). That is the scheduler's choice, not a missed "
              "wake-up." % (head, round(100 * attr["held"]["share"]),
                            _ms(attr["held"]["p50_us"]))]
-    if not sched or not sched.get("mclock"):
+    if not sched or "classes" not in sched:
+        # no OSD settings to name (a probe spec's program)
         return lines
     lim = scheduler.limit_iops(sched, "client")
-    cl = sched["classes"]["client"]
     if lim:
+        cl = sched["classes"]["client"]
         line = ("client ops are limited to %s x %s IOPS = %.0f IOPS "
                 "(osd_mclock_profile %s, osd_mclock_scheduler_client_lim "
                 "%s; capacity %s = %s, %s)" % (

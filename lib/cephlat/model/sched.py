@@ -29,6 +29,8 @@ def describe(sched):
         return None
     if not sched.get("mclock"):
         return "scheduler: %s (never holds queued ops)." % sched.get("queue")
+    if "classes" not in sched:
+        return "scheduler: mClock (no settings read: not an OSD)."
     parts = []
     classes = sched.get("classes", {})
     for c in sorted(classes, key=lambda c: (c != "client", c)):

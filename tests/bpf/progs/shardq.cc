@@ -9,6 +9,11 @@
 //        delay    it notifies DELAY_US after queueing
 //        contend  as normal, but every CPU runs busy threads and the
 //                 workers are pinned to CPU 0 (CPU contention)
+//        hold     as normal, but an item is due only DELAY_US after its
+//                 enqueue, as mClock's tags make ops: a worker whose head
+//                 item is not due waits, with it queued, until it is (a
+//                 timed wait on the shard's cv, as Ceph's mClock worker
+//                 does); an empty queue is waited for with no timeout
 // Each shard is a queue with a mutex and a condition variable; its WORKERS
 // threads (named "shardq-w<shard>") wait with a timeout. One producer
 // pushes ITEMS items round-robin over the shards, BURST at a time into one
@@ -25,6 +30,8 @@
 //                       from its wait (signal delay + run-queue delay)
 //   timeouts_with_work  timed waits that expired after which the worker
 //                       took an item (counted once per expired wait)
+//   held_mean_us        the dequeuing worker's hold waits between an
+//                       item's enqueue and its dequeue, mean over items
 //   late_with_work      waits that returned success at or after their
 //                       deadline, after which the worker took an item: the
 //                       kernel says "woken", but the timer may have woken
@@ -58,7 +65,7 @@ static inline unsigned long now_ns()
 }
 
 struct Item {
-    unsigned long t_enq = 0, t_resume = 0, t_deq = 0;
+    unsigned long t_enq = 0, t_resume = 0, t_deq = 0, t_due = 0, held = 0;
     bool asleep_at_enq = false;
 };
 
@@ -74,9 +81,12 @@ struct Shard {
 // The item's timestamps are taken as close as possible to where a tracer's
 // probes take theirs: t_enq first thing inside enqueue() (a uprobe fires
 // just before it), t_deq just before the call to dequeue().
+static unsigned long hold_ns = 0;   // hold mode: an item is due this late
+
 __attribute__((noinline)) void enqueue(Shard *s, Item *it)
 {
     it->t_enq = now_ns();
+    it->t_due = it->t_enq + hold_ns;
     std::lock_guard<std::mutex> l(s->m);
     it->asleep_at_enq = s->waiting == s->workers;
     s->q.push_back(it);
@@ -111,8 +121,21 @@ static void spin_us(unsigned us)
         asm volatile("" ::: "memory");
 }
 
+static bool hold_mode = false;
+
+static struct timespec ts_of(unsigned long ns)
+{
+    struct timespec t;
+    t.tv_sec = ns / 1000000000UL;
+    t.tv_nsec = ns % 1000000000UL;
+    return t;
+}
+
 static void worker(sim::Shard *s, int shard, unsigned timeout_ms, bool pin)
 {
+    // hold mode: this worker's hold waits [start, end), for the ground
+    // truth of each item it takes
+    std::vector<std::pair<unsigned long, unsigned long>> holds;
     char name[16];
     std::snprintf(name, sizeof(name), "shardq-w%d", shard);
     pthread_setname_np(pthread_self(), name);
@@ -122,6 +145,22 @@ static void worker(sim::Shard *s, int shard, unsigned timeout_ms, bool pin)
     bool late = false;          // it succeeded at or after its deadline
     std::unique_lock<std::mutex> l(s->m);
     while (!stop) {
+        if (hold_mode && s->q.empty()) {
+            s->waiting++;
+            pthread_cond_wait(s->cv.native_handle(),
+                              l.mutex()->native_handle());
+            s->waiting--;
+            continue;
+        }
+        if (hold_mode && s->q.front()->t_due > sim::now_ns()) {
+            struct timespec dl = ts_of(s->q.front()->t_due);
+            unsigned long a = sim::now_ns();
+            pthread_cond_clockwait(s->cv.native_handle(),
+                                   l.mutex()->native_handle(),
+                                   CLOCK_MONOTONIC, &dl);
+            holds.emplace_back(a, sim::now_ns());
+            continue;
+        }
         if (s->q.empty()) {
             s->waiting++;
             // pthread directly: its ETIMEDOUT means the futex wait expired,
@@ -154,6 +193,9 @@ static void worker(sim::Shard *s, int shard, unsigned timeout_ms, bool pin)
         timed_out = late = false;
         l.unlock();
         it->t_deq = sim::now_ns();
+        for (auto h = holds.rbegin(); h != holds.rend() &&
+             h->second > it->t_enq; ++h)
+            it->held += h->second - std::max(h->first, it->t_enq);
         sim::dequeue(it);
         spin_us(work_us);
         done_items++;
@@ -165,7 +207,7 @@ int main(int argc, char **argv)
 {
     if (argc < 5) {
         std::fprintf(stderr, "usage: shardq SHARDS WORKERS ITEMS "
-                     "normal|forget|delay|contend [GAP_US [DELAY_US "
+                     "normal|forget|delay|contend|hold [GAP_US [DELAY_US "
                      "[TIMEOUT_MS]]]\n");
         return 2;
     }
@@ -180,6 +222,9 @@ int main(int argc, char **argv)
     if (burst < 1)
         burst = 1;
     bool contend = mode == "contend";
+    hold_mode = mode == "hold";
+    if (hold_mode)
+        sim::hold_ns = delay_us * 1000UL;
 
     std::vector<sim::Shard> shards(nshards);
     std::vector<std::thread> threads;
@@ -232,10 +277,11 @@ int main(int argc, char **argv)
     for (auto &t : hogs)
         t.join();
 
-    double qw = 0, wake = 0;
+    double qw = 0, wake = 0, held = 0;
     long asleep = 0;
     for (auto &it : items) {
         qw += it.t_deq - it.t_enq;
+        held += it.held;
         if (it.asleep_at_enq && it.t_resume) {
             asleep++;
             wake += it.t_resume - it.t_enq;
@@ -243,9 +289,11 @@ int main(int argc, char **argv)
     }
     std::printf("{\"items\": %ld, \"queue_wait_mean_us\": %.3f, "
                 "\"asleep_items\": %ld, \"wake_mean_us\": %.3f, "
-                "\"timeouts_with_work\": %ld, \"late_with_work\": %ld}\n",
+                "\"timeouts_with_work\": %ld, \"late_with_work\": %ld, "
+                "\"held_mean_us\": %.3f}\n",
                 nitems, qw / nitems / 1000.0, asleep,
                 asleep ? wake / asleep / 1000.0 : 0.0,
-                (long)timeouts_with_work, (long)late_with_work);
+                (long)timeouts_with_work, (long)late_with_work,
+                held / nitems / 1000.0);
     return 0;
 }
