@@ -99,8 +99,12 @@ def read(pid, osd_id=None):
     d = dict(diff.get("diff", {}))
     rotational = _rotational(devices if isinstance(devices, list) else [])
     kind = {1: "hdd", 0: "ssd"}.get(rotational)
-    name = "osd_mclock_max_capacity_iops_%s" % kind
-    if kind and name not in d:
+    names = ["osd_mclock_profile"]
+    if kind:
+        names.append("osd_mclock_max_capacity_iops_%s" % kind)
+    for name in names:
+        if name in d:
+            continue
         # at its default: `config diff` leaves it out
         try:
             d[name] = {"default": adminsock.command(
