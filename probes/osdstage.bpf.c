@@ -56,6 +56,9 @@ const volatile __u32 inprog_op_off = 0;	/* ReplicatedBackend::InProgressOp -> op
 const volatile __u32 enq_pg_on_stack = 0; /* the enqueue function's spg_t is
 					 * its first stack argument */
 const volatile __u32 msg_off = 0;	/* OpRequest -> request (Message*) */
+const volatile __u32 msg_stamps_off = 0; /* Message -> its stamps (struct
+					 * msg_stamps); 0: the messenger
+					 * stages are not traced */
 const volatile __u32 op_name_off = 0;	/* MOSDOp -> hobj.oid.name */
 const volatile __u32 repop_name_off = 0; /* MOSDRepOp -> poid.oid.name */
 
@@ -1627,6 +1630,44 @@ static __always_inline struct op_state *known_op(struct pt_regs *ctx,
 	return st;
 }
 
+static __always_inline __u64 utime_ns(struct utime t)
+{
+	return (__u64)t.sec * 1000000000ull + t.nsec;
+}
+
+/* The messenger stages of an op enqueued at `now` (monotonic), from its
+ * message's wall-clock stamps: two reads, no probe hit. 0: not traced or
+ * stamps missing / out of order (counted). */
+static __always_inline int msg_stages(__u64 op, int slot, __u64 now,
+				      __u32 gen, __u64 out[3])
+{
+	struct msg_stamps m;
+	__u64 msg = 0, recv, thr, all, enq;
+
+	if (!msg_stamps_off || !msg_off)
+		return 0;
+	if (bpf_probe_read_user(&msg, sizeof(msg), (void *)(op + msg_off)) ||
+	    !msg || bpf_probe_read_user(&m, sizeof(m),
+					(void *)(msg + msg_stamps_off)))
+		goto bad;
+	recv = utime_ns(m.recv);
+	thr = utime_ns(m.throttle);
+	all = utime_ns(m.recv_complete);
+	enq = now + *(volatile __s64 *)&ctl.real_off_ns;
+	if (!m.recv.sec || thr < recv || all < thr || enq < all)
+		goto bad;
+	out[0] = thr - recv;
+	out[1] = all - thr;
+	out[2] = enq - all;
+	record(slot, ST_THROTTLE_WAIT, out[0], gen);
+	record(slot, ST_RECV, out[1], gen);
+	record(slot, ST_DISPATCH, out[2], gen);
+	return 1;
+bad:
+	count_in(slot, CNT_MSG_UNSTAMPED, gen);
+	return 0;
+}
+
 SEC("uprobe")
 int op_enqueue(struct pt_regs *ctx)
 {
@@ -1636,9 +1677,9 @@ int op_enqueue(struct pt_regs *ctx)
 	struct ev_op_enqueue *e;
 	struct op_slot *s;
 	struct op_state n = {};
-	int replaced;
-	__u64 op, key, now;
-	__u32 tid;
+	int replaced, stamped;
+	__u64 op, key, now, msgs[3] = {};
+	__u32 tid, gen;
 	int slot = op_hit(ctx, &op, &key);
 
 	if (slot < 0)
@@ -1659,7 +1700,9 @@ int op_enqueue(struct pt_regs *ctx)
 	}
 	s->st = n;
 	s->key = key;
-	e = EV_NEW(ev_op_enqueue, EV_OP_ENQUEUE, now, cur_gen(), slot);
+	gen = cur_gen();
+	stamped = msg_stages(op, slot, now, gen, msgs);
+	e = EV_NEW(ev_op_enqueue, EV_OP_ENQUEUE, now, gen, slot);
 	if (e) {
 		struct reqid r = {};
 		struct { __u64 pool; __u32 seed; __u32 pad; __s8 shard; } pg = {};
@@ -1678,6 +1721,10 @@ int op_enqueue(struct pt_regs *ctx)
 		e->pg_seed = pg.seed;
 		e->pg_shard = pg.shard;
 		e->req_type = r.type;
+		e->stamped = stamped;
+		e->throttle_wait_ns = msgs[0];
+		e->recv_ns = msgs[1];
+		e->dispatch_ns = msgs[2];
 		EV_SEND(e);
 	}
 	return 0;

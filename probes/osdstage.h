@@ -53,7 +53,13 @@ enum osdstage_limits {
 enum stage_id {
 	/* the probed stages, in report order; the probe table
 	 * (lib/cephlat/ceph/probetable.py) says how each is probed */
-	ST_QUEUE_WAIT = 0,	/* OSD::enqueue_op -> OSD::dequeue_op, same op */
+	/* before the OSD's clock starts: the op's message's own stamps
+	 * (struct msg_stamps), read in op_enqueue */
+	ST_THROTTLE_WAIT = 0,	/* header read -> the messenger's throttles
+				 * passed */
+	ST_RECV,		/* throttles passed -> message read in full */
+	ST_DISPATCH,		/* read in full -> dispatched -> OSD::enqueue_op */
+	ST_QUEUE_WAIT,		/* OSD::enqueue_op -> OSD::dequeue_op, same op */
 	ST_DEQUEUE_OP,
 	ST_DO_OP,
 	ST_GET_OBJECT_CONTEXT,
@@ -128,6 +134,8 @@ enum counter_id {
 	CNT_EVENTS_LOST,	/* capture events the ring buffer had no room for */
 	CNT_REPLY_UNKNOWN,	/* a replica's reply to an op not seen sending */
 	CNT_REQ_MAP_FULL,	/* a replicated op could not be indexed */
+	CNT_MSG_UNSTAMPED,	/* an enqueued op's message stamps were missing
+				 * or out of order: no messenger stages */
 	CNT__RESULTS,		/* results from here on */
 	CNT_WAKE_ENQUEUER = CNT__RESULTS, /* the dequeuing worker slept with
 				 * the op queued and was woken by the
@@ -172,6 +180,22 @@ struct reqid {
 
 /* Per-op state, keyed by target slot << TARGET_SHIFT | the op's address
  * (the OpRequest for Ceph). */
+/* Ceph's Message stamps (utime_t: wall-clock seconds and nanoseconds),
+ * in this order from the per-release offset msg_stamps_off (the probe
+ * table; tests/cluster/test_dwarf.py checks the order): OpTracker's
+ * header_read, dispatched, throttled and all_read. */
+struct utime {
+	__u32 sec;
+	__u32 nsec;
+};
+
+struct msg_stamps {
+	struct utime recv;		/* header read */
+	struct utime dispatch;		/* handed to the OSD */
+	struct utime throttle;		/* the throttles passed */
+	struct utime recv_complete;	/* read in full */
+};
+
 struct op_state {
 	__u64 enq_ns;		/* enqueue: queue_wait and op_total start */
 	__u64 deq_ns;		/* first dequeue, 0 = still queued */
@@ -313,6 +337,8 @@ struct dev_stats {
  * mclock: the targets whose scheduler is mClock (osd_op_queue). */
 struct ctl {
 	__u64 call_bias_ns;
+	__s64 real_off_ns;	/* CLOCK_REALTIME - CLOCK_MONOTONIC (Ceph's
+				 * stamps are wall clock), at the last write */
 	__u32 gen;
 	__u32 mclock;		/* bit per target slot: its OSD schedules ops
 				 * with mClock (a timed wait on its queue is a
@@ -393,6 +419,10 @@ struct ev_op_enqueue {
 	__u32 pg_seed;
 	__s8 pg_shard;
 	__u8 req_type;		/* 8 client, 4 osd, 0 unknown */
+	__u8 stamped;		/* the messenger stages below are valid */
+	__u64 throttle_wait_ns;
+	__u64 recv_ns;
+	__u64 dispatch_ns;
 } EV_PACKED;
 
 struct ev_op_dequeue {

@@ -61,6 +61,11 @@ OFFSETS = {
     "inprog_op_off": "&((ReplicatedBackend::InProgressOp*)0)->op",
     "repmod_op_off": "&((ReplicatedBackend::RepModify*)0)->op",
     "msg_off": "&((OpRequest*)0)->request",
+    "msg_stamps_off": "&((Message*)0)->recv_stamp",
+    "msg.dispatch_stamp": "&((Message*)0)->dispatch_stamp",
+    "msg.throttle_stamp": "&((Message*)0)->throttle_stamp",
+    "msg.recv_complete_stamp": "&((Message*)0)->recv_complete_stamp",
+    "utime.tv_nsec": "&((utime_t*)0)->tv.tv_nsec",
     "op_name_off": "&((MOSDOp*)0)->hobj.oid.name",
     "repop_name_off": "&((MOSDRepOp*)0)->poid.oid.name",
     "reqid._num": "&((osd_reqid_t*)0)->name._num",
@@ -111,6 +116,12 @@ def test_replica_offsets(gdb_out):
     # read_reqid() and read_object() of probes/osdstage.bpf.c
     assert (got["reqid._num"], got["reqid.tid"], got["reqid.inc"],
             got["string.len"]) == (8, 16, 24, 8)
+    # struct msg_stamps of probes/osdstage.h: recv, dispatch, throttle,
+    # recv_complete, each {u32 sec; u32 nsec}
+    base = got["msg_stamps_off"]
+    assert [got["msg.dispatch_stamp"] - base, got["msg.throttle_stamp"] -
+            base, got["msg.recv_complete_stamp"] - base,
+            got["utime.tv_nsec"]] == [8, 16, 24, 4]
 
 
 # the parameter that holds what the cookie points the program at: the op,

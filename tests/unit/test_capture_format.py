@@ -67,7 +67,8 @@ def test_event_classes_are_the_bpf_structs():
                                            "timeout"]
     assert by["op_done"]["op_class"][2] == ["read", "write", "other"]
     assert by["switch_out"]["state"][2] == ["run", "sleep", "runq", "dead"]
-    assert by["stage"]["stage"][2][:7] == [
+    assert by["stage"]["stage"][2][:10] == [
+        "throttle_wait", "recv", "dispatch",
         "queue_wait", "dequeue_op", "do_op", "get_object_context",
         "bluestore_read", "bluestore_submit", "op_total"]
     assert by["op_dequeue"]["shard"][1] == by["op_enqueue"]["op"][1] == "x64"

@@ -40,12 +40,13 @@ def test_rodata_offsets_match_the_object():
 
 def test_bss_holds_only_ctl():
     need(os.path.exists(OBJ), "BPF objects not built (run: make)")
-    # StageTracer writes struct ctl {u64 call_bias_ns; u32 gen; u32 mclock;
-    # u32 targets[MAX_TARGETS]} as the whole .bss value
+    # StageTracer writes struct ctl {u64 call_bias_ns; s64 real_off_ns;
+    # u32 gen; u32 mclock; u32 targets[MAX_TARGETS]} as the whole .bss
+    # value
     a = abi.load("osdstage", BUILD)
     ctl = a.struct("ctl")
     assert _section_symbols(OBJ, ".bss") == {"ctl": (0, ctl.size)}
-    assert ctl.size == 16 + 4 * a.const("MAX_TARGETS")
-    assert ctl.offset("targets") == 16
-    assert ctl.unpack(ctl.pack(call_bias_ns=7, gen=3)) == {
-        "call_bias_ns": 7, "gen": 3, "mclock": 0}
+    assert ctl.size == 24 + 4 * a.const("MAX_TARGETS")
+    assert ctl.offset("targets") == 24
+    assert ctl.unpack(ctl.pack(call_bias_ns=7, real_off_ns=-5, gen=3)) == {
+        "call_bias_ns": 7, "real_off_ns": -5, "gen": 3, "mclock": 0}

@@ -11,9 +11,23 @@ from conftest import need
 
 def test_stage_names_are_the_contract():
     assert list(probetable.STAGES) == [
+        "throttle_wait", "recv", "dispatch",
         "queue_wait", "dequeue_op", "do_op", "get_object_context",
         "bluestore_read", "bluestore_submit", "op_total", "replica_wait",
         "local_commit", "repop"]
+
+
+def test_messenger_stages_are_the_enqueue_events_fields():
+    """The messenger stages come with op_enqueue (no probe of their own)
+    and its capture event carries one <stage>_ns field each."""
+    from cephlat import abi
+    ev = abi.load("osdstage").struct("ev_op_enqueue")
+    names = [m["name"] for m in ev.members if m["name"].endswith("_ns")]
+    assert names == [s + "_ns" for s in probetable.MESSENGER_STAGES]
+    for s in probetable.MESSENGER_STAGES:
+        st = probetable.STAGES[s]
+        assert st.events == [("enqueue_op", "op_enqueue")]
+        assert "msg_stamps_off" in st.needs
 
 
 def test_every_release_covers_every_role():
@@ -62,7 +76,8 @@ def test_default_stages_leave_out_what_few_need():
     hit each per op); -S all: every stage; a stage ended by another's
     return brings that stage."""
     assert probetable.wanted_stages(None) == [
-        "queue_wait", "dequeue_op", "bluestore_read", "bluestore_submit",
+        "throttle_wait", "recv", "dispatch", "queue_wait", "dequeue_op",
+        "bluestore_read", "bluestore_submit",
         "op_total", "replica_wait", "local_commit", "repop"]
     assert probetable.wanted_stages("all") == list(probetable.STAGES)
     assert probetable.wanted_stages(["do_op"]) == ["dequeue_op", "do_op"]

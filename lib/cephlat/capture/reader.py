@@ -77,7 +77,7 @@ class OpRec:
     """One op's life, pieced together from its events."""
     __slots__ = ("op", "enq_ns", "enq_tid", "deq", "done", "stages", "tid",
                  "listed", "req", "pg", "replies", "local", "repop", "refs",
-                 "rank", "enq_seen")
+                 "rank", "enq_seen", "msg")
 
     def __init__(self, op, enq_ns, enq_tid, d=None, enq_seen=True):
         """enq_seen: its op_enqueue is in the capture (else enq_ns is
@@ -93,6 +93,10 @@ class OpRec:
         self.req = reqid_name(d) if d else None
         self.pg = "%d.%x" % (d["pg_pool"], d["pg_seed"]) if d and \
             d.get("pg_pool") is not None and self.req else None
+        # its messenger stages {stage: ns} (the enqueue event's *_ns
+        # fields, when its message's stamps were read), else None
+        self.msg = {k[:-3]: v for k, v in d.items() if k.endswith("_ns")} \
+            if d and d.get("stamped") else None
         self.replies = []         # (peer osd id, wait ns, ts): primary
         self.local = None         # own commit event (primary)
         self.repop = None         # repop_done event (a replica op)

@@ -45,7 +45,25 @@ class Stage:
 
 _OP_LIFE = [("enqueue_op", "op_enqueue"), ("dequeue_op", "op_dequeue")]
 
+# Before the OSD's clock starts (op_total starts at enqueue_op): the op's
+# message's own wall-clock stamps (Message::recv_stamp, throttle_stamp,
+# recv_complete_stamp, OpTracker's header_read, throttled, all_read), read
+# by op_enqueue: no probe hit of their own. What no stamp shows (docs/
+# stages.md): the time a throttled connection's bytes wait in the socket.
+_MSG = [("enqueue_op", "op_enqueue")]
+_MSG_NEEDS = ("msg_off", "msg_stamps_off")
+MESSENGER_STAGES = ("throttle_wait", "recv", "dispatch")
+
 STAGES = OrderedDict((s.name, s) for s in [
+    Stage("throttle_wait", "op", "the op's message: header read -> the "
+          "messenger's throttles passed (its recv_stamp -> throttle_stamp)",
+          events=_MSG, needs=_MSG_NEEDS),
+    Stage("recv", "op", "the op's message: throttles passed -> read in full "
+          "(throttle_stamp -> recv_complete_stamp)",
+          events=_MSG, needs=_MSG_NEEDS),
+    Stage("dispatch", "op", "the op's message read in full -> dispatched -> "
+          "OSD::enqueue_op (recv_complete_stamp -> enqueue)",
+          events=_MSG, needs=_MSG_NEEDS),
     Stage("queue_wait", "op", "OSD::enqueue_op -> OSD::dequeue_op (same op)",
           events=[("enqueue_op", "op_enqueue"), ("dequeue_op", "op_dequeue")]),
     Stage("dequeue_op", "call", "OSD::dequeue_op entry -> return",
@@ -222,7 +240,11 @@ _PACIFIC_OFFSETS = {"reqid_off": 232, "src_num_off": 272,
                     # message (OpRequest::request; MOSDOp::hobj and
                     # MOSDRepOp::poid's oid.name, decoded by then)
                     "msg_off": 224, "op_name_off": 336,
-                    "repop_name_off": 424}
+                    "repop_name_off": 424,
+                    # Message::recv_stamp, then dispatch_stamp,
+                    # throttle_stamp, recv_complete_stamp (struct
+                    # msg_stamps of probes/osdstage.h)
+                    "msg_stamps_off": 200}
 # OpRequest grew with TrackedOp (192 -> 232 -> 240 bytes); the records did
 # not move (ceph-osd-dbg 18.2.7+ds-1+deb13u1, 20.2.4+ds-2)
 _REEF_OFFSETS = dict(_PACIFIC_OFFSETS, reqid_off=272, src_num_off=312,

@@ -141,6 +141,14 @@ class Target:
         admin socket to read it from."""
         self._sched = sched
 
+    def throttles(self):
+        """The messenger throttles' counters now (ceph/throttles.py), or
+        None (not an OSD, or its socket does not answer)."""
+        if self.osd_id is None and self.comm != "ceph-osd":
+            return None
+        from . import throttles
+        return throttles.read(self.pid, self.osd_id)
+
     def mclock(self):
         s = self.scheduler()
         return bool(s and s.get("mclock"))

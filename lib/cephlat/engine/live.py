@@ -285,8 +285,15 @@ def _wait(args, err, targets, gone, tracer, writer, stopping, cycle,
     return None
 
 
+def _throttles(targets, snaps):
+    """Each OSD's messenger throttle counters, read with its snapshot."""
+    for t, snap in zip(targets, snaps):
+        snap.throttles = t.throttles()
+
+
 def _loop(args, out, err, targets, tracer, runs, writer, stopping):
     prevs = tracer.snapshots()
+    _throttles(targets, prevs)
     if writer is not None:
         for slot, prev in enumerate(prevs):
             writer.snapshot(prev, None, slot)
@@ -310,6 +317,7 @@ def _loop(args, out, err, targets, tracer, runs, writer, stopping):
                       cycle, deadline, ages)
         now = time.time()
         curs = tracer.snapshots()
+        _throttles(targets, curs)
         recs = []
         for slot, (cur, prev, run_info) in enumerate(zip(curs, prevs, runs)):
             rec, hists = interval_record(

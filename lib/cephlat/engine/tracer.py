@@ -17,6 +17,7 @@ from ..model import events, vocab as vocabmod
 from ..model.hist import Hist
 from ..model.roles import CEPH_ROLES
 from ..model.snapshot import Snapshot
+from ..ceph import probetable
 from ..ceph.target import pid_alive
 from . import bpf
 from .optable import OpTable, ReqIndex, table_size
@@ -90,6 +91,20 @@ def attached_kernel_programs(abi, pids):
         skip = set(syscall_programs(abi))
         progs = [p for p in progs if p not in skip]
     return progs
+
+
+def real_offset_ns():
+    """CLOCK_REALTIME - CLOCK_MONOTONIC now (bpf_ktime_get_ns is the
+    monotonic clock, Ceph's stamps are wall clock): the pair of readings
+    closest together of three."""
+    best = None
+    for _ in range(3):
+        m0 = time.monotonic_ns()
+        r = time.time_ns()
+        m1 = time.monotonic_ns()
+        if best is None or m1 - m0 < best[0]:
+            best = (m1 - m0, r - (m0 + m1) // 2)
+    return best[1]
 
 
 def rodata_type(abi):
@@ -174,6 +189,10 @@ class StageTracer:
         if self.rmw:
             ro.rmw_flags_off, ro.rmw_read_bit, ro.rmw_write_bit = self.rmw
         apply_settings(ro, self.settings)
+        # the messenger stages cost two reads per op: only when traced
+        if not any(st in p.stages for p in self.plans
+                   for st in probetable.MESSENGER_STAGES):
+            ro.msg_stamps_off = 0
         ro.ops_mask = table_size(self.max_ops) - 1
         self.roles.fill(ro)
         ro.record_events = 1 if self.ring_bytes else 0
@@ -228,6 +247,7 @@ class StageTracer:
         ctl = self.abi.struct("ctl")
         raw = bytearray(ctl.pack(
             call_bias_ns=self.call_bias_ns, gen=self.gen,
+            real_off_ns=real_offset_ns(),
             mclock=sum(1 << i for i, m in enumerate(self.mclock) if m)))
         at = ctl.offset("targets")
         raw[at:at + 4 * len(self.pids)] = struct.pack(

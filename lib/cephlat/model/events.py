@@ -46,6 +46,12 @@ class Rules:
         self.vocab, self.labels = vocab, labels
         self.role_mask = vocab.max_roles - 1
 
+    def msg_stages(self, fields):
+        """The stages an op_enqueue event carries (valid when its
+        "stamped" is set): its fields named <probed stage>_ns (the
+        messenger stages, from the message's stamps)."""
+        return [st for st in self.vocab.probed if st + "_ns" in fields]
+
     def label(self, field, value):
         return self.labels[field][value]
 
@@ -58,6 +64,10 @@ class Rules:
             x.add_ns(ns)
         if name == "stage":
             add(self.label("stage", d["stage"]), d["duration_ns"])
+        elif name == "op_enqueue":
+            if d.get("stamped"):        # not in older captures
+                for st in self.msg_stages(d):
+                    add(st, d[st + "_ns"])
         elif name == "op_dequeue":
             add("queue_wait", d["queue_wait_ns"])
             if d["attributed"]:
@@ -269,6 +279,11 @@ def count_arrays(rules, name, r):
     if name == "stage":
         for s, idx in each(r["stage"], allx):
             add(rules.label("stage", s), idx, r["duration_ns"][idx])
+    elif name == "op_enqueue":
+        if "stamped" in names:          # not in older captures
+            st = np.nonzero(r["stamped"])[0]
+            for stage in rules.msg_stages(names):
+                add(stage, st, r[stage + "_ns"][st])
     elif name == "op_dequeue":
         add("queue_wait", allx, r["queue_wait_ns"])
         att = np.nonzero(r["attributed"])[0]

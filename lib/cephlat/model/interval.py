@@ -94,6 +94,10 @@ def interval_record(run, cur, prev, ts, secs, in_flight):
     })
     if run.scheduler:
         rec["scheduler"] = run.scheduler
+    throttles = report.throttle_deltas(getattr(cur, "throttles", None),
+                                       getattr(prev, "throttles", None))
+    if throttles is not None:
+        rec["throttles"] = throttles
     if run.kernel:
         _kernel_part(run, rec, hists, counters, cur, prev, secs)
     return rec, hists
@@ -142,7 +146,7 @@ def _kernel_part(run, rec, hists, counters, cur, prev, secs):
     cause, text = report.verdict(stage_hists, kst, attr, wakers, threads,
                                  worker, rec["stages"].get(
                                      "replica_wait", {}).get("by_peer"),
-                                 run.scheduler)
+                                 run.scheduler, rec.get("throttles"))
     rec["cause"] = cause
     rec["verdict"] = text
     hists.update({"kernel." + k: v for k, v in kst.items()})

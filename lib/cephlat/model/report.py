@@ -154,6 +154,7 @@ def _ms(us):
 
 
 CAUSES = {
+    "throttle": "messenger throttle",
     "held": "scheduler limit",
     "busy": "workers saturated",
     "signal": "wake-ups late",
@@ -287,11 +288,81 @@ def _held_lines(attr, sched, head):
     return lines
 
 
+# the async messenger retries a throttled connection's read every 1 ms:
+# each failed try (get_or_fail_fail) stands for about this long blocked
+THROTTLE_RETRY_S = 0.001
+
+
+def throttle_deltas(cur, prev):
+    """The messenger throttles over an interval, from their counters at
+    its ends (ceph/throttles.py): {name: {"setting", "max", "val", "gets",
+    "fails", "waits", "blocked_s"}}; blocked_s: the connections' time blocked, about
+    (fails x the 1-ms retry + the blocking waits' sum). None when either
+    end was not read."""
+    if not cur or not prev:
+        return None
+    out = {}
+    for name, c in sorted(cur.items()):
+        p = prev.get(name)
+        if p is None:
+            continue
+        fails = max(0, c["fails"] - p["fails"])
+        waits = max(0, c["waits"] - p["waits"])
+        wait_s = max(0.0, c["wait_s"] - p["wait_s"])
+        out[name] = {"setting": c.get("setting"),
+                     "max": c["max"], "val": c["val"],
+                     "gets": max(0, c["get"] - p["get"]), "fails": fails,
+                     "waits": waits,
+                     "blocked_s": round(fails * THROTTLE_RETRY_S + wait_s,
+                                        3)}
+    return out
+
+
+def _throttle_lines(throttles, stages):
+    """A messenger throttle was full: which, its cap, how long the
+    head-of-line messages waited, and what the OSD cannot see. -> (lines,
+    is it the cause: the connections were blocked longer per op than the
+    ops took inside the OSD)"""
+    full = [(n, t) for n, t in (throttles or {}).items()
+            if t["fails"] or t["waits"]]
+    if not full:
+        return [], False
+    tw, tot = stages.get("throttle_wait"), stages.get("op_total")
+    ops = tot.count if tot is not None and tot.count else 0
+    in_osd_s = tot.summary()["mean_us"] / 1e6 if ops else 0.0
+    lines, cause = [], False
+    for name, t in full:
+        per_op = t["blocked_s"] / ops if ops else 0.0
+        cause = cause or bool(ops and per_op >= in_osd_s)
+        head = ("messenger throttle %s was full (cap %s%s): %d reads of "
+                "a message found it full%s" % (
+                    name, t["max"], ", " + t["setting"] if t.get("setting")
+                    else "", t["fails"],
+                    " and %d waited for it" % t["waits"] if t["waits"]
+                    else ""))
+        if ops:
+            head += (", about %s blocked per op against %s per op in the "
+                     "OSD (op_total)" % (_ms(per_op * 1e6),
+                                         _ms(in_osd_s * 1e6)))
+        if tw is not None and tw.count:
+            s = tw.summary()
+            head += ("; the head-of-line messages waited up to %s "
+                     "(throttle_wait p99 %s)" % (_ms(s["max_us"]),
+                                                 _ms(s["p99_us"])))
+        lines.append(head + ".")
+    lines.append("the messages behind them waited unread in the socket, "
+                 "which no stamp shows: clients wait longer than the OSD "
+                 "measures. Raise the throttle's cap or spread the load "
+                 "over more OSDs.")
+    return lines, cause
+
+
 def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
-            sched=None):
+            sched=None, throttles=None):
     """-> (cause, text): the dominant reason ops waited, in plain words,
     with the numbers behind it. peers: replica_wait's by_peer; sched: the
-    OSD's scheduler (ceph/scheduler.py)."""
+    OSD's scheduler (ceph/scheduler.py); throttles: the messenger's
+    (throttle_deltas)."""
     qw = stages.get("queue_wait")
     lines = []
     cause = "none"
@@ -355,6 +426,10 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
                      (_ms(attr["runq"]["mean_us"]),
                       "%d %%" % round(sleep_pct) if sleep_pct is not None
                       else "an unknown share"))
+    tlines, throttled = _throttle_lines(throttles, stages)
+    if throttled:
+        cause = "throttle"
+    lines[:0] = tlines
     cause = _kernel_lines(kstages, lines, cause)
     return cause, "\n".join(lines)
 

@@ -13,6 +13,9 @@ class Snapshot:
         self.threads, self.shards, self.devs = threads, shards, devs
         self.mono_ns = mono_ns
         self.interval, self.gen = interval, gen
+        # the messenger throttles' counters (ceph/throttles.py), read from
+        # the OSD's admin socket at the same moment (live runs only)
+        self.throttles = None
 
     def __iter__(self):             # hists, counters = tracer.snapshot()
         return iter((self.hists, self.counters))
