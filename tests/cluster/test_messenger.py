@@ -8,10 +8,12 @@ per op against OpTracker's header_read, throttled, all_read and
 queued_for_pg of the same request ids, on Pacific (host lab), Reef and
 Tentacle (container labs)."""
 import json
+import subprocess
 
 import pytest
 
-from conftest import Bench, assert_ctf_readers_accept, lab_run, prefill
+from conftest import (OSDSTAGE, PYTHON, Bench, assert_ctf_readers_accept,
+                      lab_run, prefill)
 from test_osdstage_live import traced_window
 from test_replicas import optracker_ops
 from cephlat.ceph.adminsock import command
@@ -137,3 +139,17 @@ def test_full_throttle_named_with_its_cap_containers(container_run):
 def test_messenger_stages_are_optrackers_containers(container_run):
     _, (rec, _, cap, historic) = container_run
     _check_ops(rec, cap, historic)
+
+
+def test_read_back_keeps_the_throttles_and_verdict(host_run):
+    """The capture's report is the live one: the throttles' counters
+    (read from the OSD, not from events) are kept with it."""
+    _, (rec, _, cap, _) = host_run
+    p = subprocess.run([PYTHON, OSDSTAGE, "-r", cap, "-j"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    back = json.loads(p.stdout.strip().splitlines()[0])
+    assert back["throttles"] == rec["throttles"]
+    assert (back["cause"], back["verdict"]) == (rec["cause"], rec["verdict"])
+    for s in ("throttle_wait", "recv", "dispatch"):
+        assert back["stages"][s] == rec["stages"][s], s

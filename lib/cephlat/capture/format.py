@@ -226,7 +226,8 @@ class CaptureWriter:
         for name, v in snap.counters.items():
             w("snap_counter", name, v)
         if rec is not None:
-            extra = {k: rec[k] for k in ("overhead",) if k in rec}
+            extra = {k: rec[k] for k in ("overhead", "throttles")
+                     if k in rec}
             w("report", repr(rec["ts"]), repr(rec["interval_s"]),
               -1 if rec["in_flight"] is None else rec["in_flight"],
               json.dumps(extra))

@@ -47,8 +47,10 @@ class Report:
         self.extra = {}
 
     def snapshot(self, hists=None):
-        return Snapshot(None, dict(self.counters), self.threads, self.shards,
-                        self.devs, self.mono_ns, hists, self.gen)
+        s = Snapshot(None, dict(self.counters), self.threads, self.shards,
+                     self.devs, self.mono_ns, hists, self.gen)
+        s.throttles_over = self.extra.get("throttles")
+        return s
 
 
 # CEPH_ENTITY_TYPE_* (msg_types.h): a request id's entity

@@ -94,8 +94,10 @@ def interval_record(run, cur, prev, ts, secs, in_flight):
     })
     if run.scheduler:
         rec["scheduler"] = run.scheduler
-    throttles = report.throttle_deltas(getattr(cur, "throttles", None),
-                                       getattr(prev, "throttles", None))
+    throttles = getattr(cur, "throttles_over", None)
+    if throttles is None:
+        throttles = report.throttle_deltas(getattr(cur, "throttles", None),
+                                           getattr(prev, "throttles", None))
     if throttles is not None:
         rec["throttles"] = throttles
     if run.kernel:

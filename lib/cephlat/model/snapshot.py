@@ -14,8 +14,11 @@ class Snapshot:
         self.mono_ns = mono_ns
         self.interval, self.gen = interval, gen
         # the messenger throttles' counters (ceph/throttles.py), read from
-        # the OSD's admin socket at the same moment (live runs only)
+        # the OSD's admin socket at the same moment (live runs); a
+        # capture's snapshot holds instead their deltas over the interval
+        # it closed, as the live report had them (throttles_over)
         self.throttles = None
+        self.throttles_over = None
 
     def __iter__(self):             # hists, counters = tracer.snapshot()
         return iter((self.hists, self.counters))
