@@ -105,3 +105,46 @@ def test_spec_errors(text, fragment):
     with pytest.raises(UserError) as e:
         spec.parse(text, "s.json")
     assert fragment in str(e.value) and str(e.value).startswith("s.json")
+
+
+def test_every_loss_counter_says_what_was_lost():
+    """Each counter of the header that counts a loss (enum counter_id
+    before CNT__RESULTS) has words for the report, and no words are left
+    for a counter the header no longer has."""
+    from cephlat.model.vocab import live
+    v = live()
+    losses = [c for c in v.counters if c not in v.result_counters]
+    assert sorted(report.LOSS_WORDS) == sorted(losses + [report.AGED_OUT])
+    lines = report.loss_lines({"op_unknown": 3, "bad_arg": 0})
+    assert lines == ["op_unknown=3: " + report.LOSS_WORDS["op_unknown"]]
+
+
+def test_text_folds_stages_without_events():
+    """A stage that saw nothing is one name on one line, not an empty
+    histogram and a row of zeros; losses are printed in words."""
+    import io
+    import types
+    from cephlat.render.text import print_text
+    zero = dict(count=0, mean_us=0, p50_us=0, p90_us=0, p99_us=0, max_us=0)
+    some = dict(count=2, mean_us=5, p50_us=5, p90_us=6, p99_us=6, max_us=6)
+    h = Hist()
+    h.add_ns(5000)
+    h.add_ns(6000)
+    rec = {"stages": {"queue_wait": some, "replica_wait": zero,
+                      "repop": zero},
+           "interval_s": 1.0, "call_bias_us": 0.0, "unavailable": {},
+           "lost": {"attr_truncated": 13, "op_unknown": 0}}
+    out = io.StringIO()
+    print_text(out, types.SimpleNamespace(milliseconds=False,
+                                          timestamp=False),
+               rec, {"queue_wait": h, "replica_wait": Hist(),
+                     "repop": Hist()})
+    text = out.getvalue()
+    assert "stage = queue_wait" in text and "stage = repop" not in text
+    rows = [l.split()[0] for l in text.splitlines()
+            if l[:1].isalpha() and l.split()[1:2] and
+            l.split()[1].isdigit()]
+    assert rows == ["queue_wait"]
+    assert "no events in this interval: replica_wait, repop" in text
+    assert "lost: attr_truncated=13: ops that waited" in text
+    assert "op_unknown" not in text

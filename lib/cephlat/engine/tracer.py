@@ -14,6 +14,7 @@ import time
 from .. import abi as abimod
 from ..errors import UserError
 from ..model import events, vocab as vocabmod
+from ..model.report import AGED_OUT
 from ..model.hist import Hist
 from ..model.roles import CEPH_ROLES
 from ..model.snapshot import Snapshot
@@ -641,7 +642,7 @@ class StageTracer:
             if self.kernel else {}
         out = []
         for slot in range(n):
-            counters[slot]["op_aged_out"] = aged.get(slot, 0)
+            counters[slot][AGED_OUT] = aged.get(slot, 0)
             hs = self.reader.read_all(half, slot)
             interval = {name: hs[sid]
                         for name, sid in self.vocab.stage_ids.items()}

@@ -449,6 +449,59 @@ def split_counters(counters, vocab):
             if k not in vocab.result_counters}
 
 
+# What each loss counter (enum counter_id before CNT__RESULTS, and the
+# tracer's own op_aged_out) means for the figures, and what to do about
+# it: every report that prints a loss says it in these words
+# (tests/unit/test_report.py: one per counter).
+# the loss the tracer counts itself (ops it forgot), beside the header's
+AGED_OUT = "op_aged_out"
+
+LOSS_WORDS = {
+    "start_map_full": "stage timings not taken: a thread had no task "
+                      "storage (should not happen: report it)",
+    "no_start": "returns seen without their entry, not timed: calls in "
+                "flight when the probes attached (growing: a function "
+                "re-enters itself)",
+    "negative": "timings ending before they started, dropped (should not "
+                "happen: report it)",
+    "op_map_full": "ops not followed: the op table was full (raise "
+                   "--max-ops)",
+    "op_unknown": "dequeues or completions of ops not seen enqueued, not "
+                  "timed: ops already queued when the probes attached "
+                  "(growing: raise --max-ops or --op-timeout)",
+    "bad_arg": "ops whose request could not be read, not followed: a probe "
+               "offset does not fit this build (check --release or the "
+               "probe table)",
+    "op_replaced": "ops that never completed before their memory was "
+                   "reused by a new op, dropped (aborted ops, or ops older "
+                   "than --op-timeout)",
+    "thread_map_full": "threads not followed: the thread table was full "
+                       "(their sleeps and wake-ups are missing)",
+    "attr_truncated": "ops that waited through more than the worker's "
+                      "recorded state changes: the oldest part of their "
+                      "queue wait counts as worker busy (a few: nothing to "
+                      "do)",
+    "rq_map_full": "block requests not timed: the request table was full",
+    "events_lost": "capture events the ring buffer had no room for (raise "
+                   "--ring-mb)",
+    "reply_unknown": "replica replies to ops not seen sending sub-ops, not "
+                     "counted: sub-ops in flight when the probes attached",
+    "req_map_full": "replicated ops whose replies cannot be matched: the "
+                    "request table was full",
+    AGED_OUT: "ops idle longer than --op-timeout, forgotten: ops "
+                   "that never completed (client gone, op dropped)",
+    "msg_unstamped": "ops without the messenger stages: their message's "
+                     "stamps were missing or out of order (ops Ceph made "
+                     "itself, or a messenger offset that does not fit)",
+}
+
+
+def loss_lines(lost):
+    """One line per loss counter that counted: 'name=N: what it means'."""
+    return ["%s=%d: %s" % (k, v, LOSS_WORDS.get(k, "lost"))
+            for k, v in lost.items() if v]
+
+
 # the stages a host summary shows per OSD (when traced), p99 in us
 SUMMARY_STAGES = ("queue_wait", "op_total", "replica_wait", "repop")
 

@@ -37,14 +37,23 @@ def print_text(out, args, rec, hists):
                                     subsequent_indent="    ") + "\n")
     for stage, why in rec["unavailable"].items():
         out.write("unavailable: %s: %s\n" % (stage, why))
-    lost = {k: v for k, v in rec["lost"].items() if v}
-    if lost:
-        out.write("lost: %s\n" % ", ".join("%s=%d" % kv for kv in lost.items()))
+    for line in report.loss_lines(rec["lost"]):
+        out.write(textwrap.fill("lost: " + line, 78, subsequent_indent="    ",
+                                break_on_hyphens=False) + "\n")
     out.flush()
 
 
+def _empty(rec):
+    """The stages that saw nothing this interval (one line, not a
+    histogram and a row of zeros each)."""
+    return [st for st, s in rec["stages"].items() if not s["count"]]
+
+
 def _histograms(out, rec, hists, unit, unit_us):
+    empty = _empty(rec)
     for stage in rec["stages"]:
+        if stage in empty:
+            continue
         out.write("\nstage = %s\n" % stage)
         lines = render_log2(hists[stage].log2_buckets(unit_us), unit)
         out.write("\n".join(lines) + "\n" if lines else "     (no events)\n")
@@ -69,7 +78,10 @@ def _summary_table(out, args, rec):
         "STAGE", "COUNT", "MEAN", "P50", "P90", "P99", "MAX"))
     fmt = "%-20s %9d %9.3f %9.3f %9.3f %9.3f %9.3f\n" if args.milliseconds \
         else "%-20s %9d %9.1f %9.1f %9.1f %9.1f %9.1f\n"
+    empty = _empty(rec)
     for stage, s in rec["stages"].items():
+        if stage in empty:
+            continue
         _row(out, fmt, div, stage, s)
         for cls, cs in s.get("by_class", {}).items():
             if cs["count"]:
@@ -81,6 +93,9 @@ def _summary_table(out, args, rec):
         "ms" if args.milliseconds else "us", rec["interval_s"],
         "; probe cost %.1f us/call subtracted" % rec["call_bias_us"]
         if rec["call_bias_us"] and rec["stages"] else ""))
+    if empty:
+        out.write(textwrap.fill("no events in this interval: " + ", ".join(empty), 78,
+                                subsequent_indent="  ") + "\n")
     ov = rec.get("overhead")
     if ov:
         out.write("estimated tracing cost: %.2f %% of CPU time%s\n" % (
