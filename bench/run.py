@@ -78,6 +78,7 @@ sys.path.insert(0, os.path.join(REPO, "lib"))
 from cephlat import abi  # noqa: E402
 from cephlat.ceph import adminsock  # noqa: E402
 from cephlat.engine import bpf, duty  # noqa: E402
+from cephlat.model.vocab import Vocab  # noqa: E402
 
 PY = "/usr/bin/python3"
 OSDSTAGE = os.path.join(REPO, "tools", "osdstage.py")
@@ -119,12 +120,8 @@ OSDSTAGE_ABI = abi.load("osdstage")
 # every program of probes/osdstage.bpf.c, as the build lists them
 OUR_PROGRAMS = tuple(OSDSTAGE_ABI.programs)
 UPROBE_PROGRAMS = tuple(OSDSTAGE_ABI.programs_in("uprobe", "uretprobe"))
-# the tool's hit counters (counter_id enum of the build): those that count
-# tracepoint runs (scheduler, syscalls, block) and uprobe hits (the rest)
-HIT_COUNTERS = tuple(n for n in OSDSTAGE_ABI.labels("counter_id")
-                     if n and n.startswith("hit_"))
-KERNEL_HITS = ("hit_sched", "hit_syscall", "hit_block")
-UPROBE_HITS = tuple(n for n in HIT_COUNTERS if n not in KERNEL_HITS)
+# the tool's uprobe hit counters, as the header marks them
+UPROBE_HITS = Vocab(OSDSTAGE_ABI.enums).uprobe_hits
 BPF_PROG_TYPE_KPROBE = bpf.BPF_PROG_TYPE_KPROBE
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NCPU = os.cpu_count() or 1

@@ -152,6 +152,11 @@ enum counter_id {
 	CNT_HIT_SYSCALL,	/* syncfs tracepoint runs of the target (futex
 				 * waits come from the scheduler programs) */
 	CNT__MAX = 24,
+	/* markers: the counters from CNT__UPROBE_HITS count uprobe hits,
+	 * those from CNT__TP_HITS on tracepoint runs (the cost model's two
+	 * prices: engine/duty.py, the exporter, the bench) */
+	CNT__UPROBE_HITS = CNT_HIT_ENTRY,
+	CNT__TP_HITS = CNT_HIT_SCHED,
 };
 
 enum op_class { OPC_READ = 0, OPC_WRITE, OPC_OTHER };

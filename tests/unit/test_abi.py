@@ -14,7 +14,7 @@ import pytest
 from cephlat import abi
 from cephlat.capture import format as capture
 from cephlat.ceph import probetable
-from cephlat.engine import duty, plan, tracer
+from cephlat.engine import plan, tracer
 from cephlat.model.roles import Roles
 from cephlat.engine.elfsym import ElfSymbols
 from cephlat.errors import UserError
@@ -75,9 +75,13 @@ def test_counters_follow_the_header(built):
     assert max(ids.values()) == ids["CNT__MAX"]
     assert {"events_lost", "op_map_full", "op_unknown"} <= \
         set(v.counters) - v.result_counters
-    assert set(duty.HIT_COUNTERS) | {
-        "wake_enqueuer", "wake_other", "wake_timeout",
+    # the hits by price as the header's markers split them: every hit
+    # counter has one, and the rest of the results are the wake-ups
+    assert v.uprobe_hits == ("hit_entry", "hit_return")
+    assert v.tp_hits == ("hit_sched", "hit_syscall")
+    assert set(v.hits) | {"wake_" + w for w in v.wakers} | {
         "timeouts_with_work"} == v.result_counters
+    assert v.wakers == ("enqueuer", "other", "timeout")
 
 
 def test_every_program_is_attached_by_someone(built):

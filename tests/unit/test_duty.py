@@ -9,6 +9,7 @@ programs cost a set rate, so what the run spent is known exactly."""
 import pytest
 
 from cephlat.engine import duty
+from cephlat.model.vocab import live as live_vocab
 
 TRAP_NS = 1500          # the calibrated uprobe + uretprobe pair
 
@@ -27,6 +28,7 @@ class SimTracer:
         self.load, self.prog_ns = 0, 1000
         self.attaches = self.detaches = 0
         self.cpu = {"on": 0.0}             # % x s the probes cost, true
+        self.vocab = live_vocab()          # the hit counters' prices
 
     def clock(self):
         return self.t

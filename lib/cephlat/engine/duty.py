@@ -73,6 +73,9 @@ class CostMeter:
     def __init__(self, tracer):
         self.tracer = tracer
         self.uprobe_ns = max(tracer.call_bias_ns, MIN_UPROBE_COST_NS)
+        # the hit counters at each price, as the header marks them
+        self.uprobe_hits = tracer.vocab.uprobe_hits
+        self.tp_hits = tracer.vocab.tp_hits
 
     def switches(self):
         """The host's context switches so far, where the scheduler
@@ -81,10 +84,9 @@ class CostMeter:
             else 0
 
     def cost_ns(self, counters):
-        return ((counters.get("hit_entry", 0) + counters.get("hit_return", 0))
-                * self.uprobe_ns +
-                (counters.get("hit_sched", 0) + counters.get("hit_syscall", 0))
-                * TP_COST_NS +
+        return (sum(counters.get(k, 0) for k in self.uprobe_hits) *
+                self.uprobe_ns +
+                sum(counters.get(k, 0) for k in self.tp_hits) * TP_COST_NS +
                 counters.get("host_switches", 0) * TP_FILTER_NS)
 
     def pct(self, counters, attached_s):
@@ -256,9 +258,6 @@ class DutyCycle:
         return self.attached_total + extra
 
 
-HIT_COUNTERS = ("hit_entry", "hit_return", "hit_sched", "hit_syscall")
-
-
 class Overhead:
     """What each report says about the cost: the estimate since the start
     (duty cycles are seconds long, an interval may hold only part of one),
@@ -286,7 +285,7 @@ class Overhead:
         attached = (att - self.att_last) if cycle else (now - t_last)
         self.att_last = att
         hits = {k: cur.counters.get(k, 0) - prev.counters.get(k, 0)
-                for k in HIT_COUNTERS}
+                for k in self.meter.uprobe_hits + self.meter.tp_hits}
         frac = min(1.0, attached / max(now - t_last, 1e-9))
         total = {k: cur.counters.get(k, 0) - self.first.counters.get(k, 0)
                  for k in hits}

@@ -24,10 +24,6 @@ KERNEL = "ceph_osd_kernel_latency_seconds"
 REPLICA = "ceph_osd_replica_wait_seconds"
 ALL = "all"                   # the label value of "not split"
 SCRAPED_S = 120.0             # "someone scrapes": a scrape this recent
-HIT_KINDS = (("hit_entry", "entry"), ("hit_return", "return"),
-             ("hit_sched", "sched"), ("hit_syscall", "syscall"))
-WAKERS = (("wake_enqueuer", "enqueuer"), ("wake_other", "other"),
-          ("wake_timeout", "timeout"))
 
 
 def _slot_buckets():
@@ -205,9 +201,9 @@ class Exported:
                              ("osd." + key[len(PEER_LAST):],), h.count)
             if run.kernel:
                 self._kernel(st, run, hists, cur, prev, secs)
-            for key, kind in HIT_KINDS:
-                st.count("ceph_osdstage_probe_hits_total", (kind,),
-                         counters.get(key, 0))
+            for key in vocab.hits:          # label: "hit_entry" -> "entry"
+                st.count("ceph_osdstage_probe_hits_total",
+                         (key[len("hit_"):],), counters.get(key, 0))
             for key, v in report.split_counters(counters, vocab).items():
                 st.count("ceph_osdstage_events_lost_total", (key,), v)
             st.count("ceph_osdstage_traced_seconds_total", (), secs)
@@ -257,9 +253,9 @@ class Exported:
             for cause in run.vocab.attr_parts:
                 st.count("ceph_osd_queue_wait_seconds_total",
                          label + (cause,), d[cause + "_ns"] / 1e9)
-            for key, waker in WAKERS:
+            for waker in run.vocab.wakers:
                 st.count("ceph_osd_queue_wakeups_total", label + (waker,),
-                         d[key])
+                         d["wake_" + waker])
             st.count("ceph_osd_queue_timeouts_with_work_total", label,
                      d["timeouts_with_work"])
 

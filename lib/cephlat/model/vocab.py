@@ -26,17 +26,32 @@ class Vocab:
         self.dev_minor_bits = lim["DEV_MINOR_BITS"]
         self.op_classes = abimod.labels(enums["op_class"])
         self.wakes = abimod.labels(enums["wake_kind"])
+        # who woke a worker that slept with the op queued (WK_NONE: no one)
+        self.wakers = tuple(self.wakes[1:])
         self.states = abimod.labels(enums["tstate_kind"])
         self._stages(enums["stage_id"])
         self.counters, self.result_counters = [], set()
+        ids = dict((n, v) for n, v in enums["counter_id"])
+        # probe hits by price: uprobe hits, then tracepoint runs (none in
+        # a capture made before the header marked them)
+        up = ids.get("CNT__UPROBE_HITS", ids["CNT__MAX"])
+        tp = ids.get("CNT__TP_HITS", ids["CNT__MAX"])
+        uprobe, tracepoint = [], []
         results = False
-        for n, _ in sorted(enums["counter_id"], key=lambda p: p[1]):
+        for n, v in sorted(enums["counter_id"], key=lambda p: p[1]):
             if n == "CNT__RESULTS":
                 results = True
             elif not n.startswith("CNT__"):
-                self.counters.append(_key(n, "CNT_"))
+                key = _key(n, "CNT_")
+                self.counters.append(key)
                 if results:
-                    self.result_counters.add(self.counters[-1])
+                    self.result_counters.add(key)
+                if up <= v < tp:
+                    uprobe.append(key)
+                elif v >= tp:
+                    tracepoint.append(key)
+        self.uprobe_hits, self.tp_hits = tuple(uprobe), tuple(tracepoint)
+        self.hits = self.uprobe_hits + self.tp_hits
 
     def _stages(self, pairs):
         self.stage_ids = {}          # report key -> stats map id
