@@ -148,3 +148,30 @@ def test_text_folds_stages_without_events():
     assert "no events in this interval: replica_wait, repop" in text
     assert "lost: attr_truncated=13: ops that waited" in text
     assert "op_unknown" not in text
+
+
+def test_held_without_a_limit_gives_the_served_rate():
+    """Ops held by mClock with no client limit configured: the verdict
+    says so and gives the rate ops were served at as a share of the
+    capacity (a custom limit removed after its profile stays in force
+    while the config says none: Reef does that)."""
+    sched = {"queue": "mclock_scheduler", "mclock": True,
+             "profile": "balanced", "capacity_iops": 315.0,
+             "capacity_setting": "osd_mclock_max_capacity_iops_hdd",
+             "classes": {"client": {"res": 0.5, "wgt": 1, "lim": 0}}}
+    parts = attr(1, 1, 1)
+    parts["held"] = {"mean_us": 99000, "p50_us": 99000, "p99_us": 105000,
+                     "share": 0.99}
+    for p in ("busy", "signal", "runq", "pickup"):
+        parts[p]["share"] = 0.0025
+    c, text = report.verdict({"queue_wait": qw(100000, 1570)}, kst(), parts,
+                             WAKERS, THREADS, "tp_osd_tp", sched=sched,
+                             secs=10.0)
+    assert c == "held"
+    text = " ".join(text.split())
+    assert "no limit binds client ops (profile balanced)" in text
+    assert "dequeued at 157 per second, 0.50 x the capacity" in text
+    # without the interval's length: no rate
+    _, text = report.verdict({"queue_wait": qw(100000, 1570)}, kst(), parts,
+                             WAKERS, THREADS, "tp_osd_tp", sched=sched)
+    assert "per second" not in text

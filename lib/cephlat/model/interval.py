@@ -148,7 +148,7 @@ def _kernel_part(run, rec, hists, counters, cur, prev, secs):
     cause, text = report.verdict(stage_hists, kst, attr, wakers, threads,
                                  worker, rec["stages"].get(
                                      "replica_wait", {}).get("by_peer"),
-                                 run.scheduler, rec.get("throttles"))
+                                 run.scheduler, rec.get("throttles"), secs)
     rec["cause"] = cause
     rec["verdict"] = text
     hists.update({"kernel." + k: v for k, v in kst.items()})

@@ -246,9 +246,9 @@ def _kernel_lines(kstages, lines, cause):
     return cause
 
 
-def _held_lines(attr, sched, head):
+def _held_lines(attr, sched, head, rate=None):
     """mClock held the queued ops: by how much, and the settings an
-    operator changes. -> lines"""
+    operator changes (rate: ops dequeued per second). -> lines"""
     lines = ["%s; %d %% of it the scheduler held them: mClock had the "
              "workers wait, with ops queued, until the time it gave (held "
              "p50 %s). That is the scheduler's choice, not a missed "
@@ -285,6 +285,14 @@ def _held_lines(attr, sched, head):
                 sched.get("profile"),
                 scheduler.fmt(sched.get("capacity_iops")) + " IOPS"
                 if sched.get("capacity_iops") else "unknown"))
+        if rate and sched.get("capacity_iops"):
+            # a custom limit removed after its profile stays in force
+            # while the config says none (docs/ceph.md): the rate shows it
+            lines.append(
+                "ops were dequeued at %.0f per second, %.2f x the capacity: "
+                "if that is a limit no longer configured, set the profile "
+                "again (a custom limit removed after its profile stays in "
+                "force)." % (rate, rate / sched["capacity_iops"]))
     return lines
 
 
@@ -358,11 +366,11 @@ def _throttle_lines(throttles, stages):
 
 
 def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
-            sched=None, throttles=None):
+            sched=None, throttles=None, secs=None):
     """-> (cause, text): the dominant reason ops waited, in plain words,
     with the numbers behind it. peers: replica_wait's by_peer; sched: the
     OSD's scheduler (ceph/scheduler.py); throttles: the messenger's
-    (throttle_deltas)."""
+    (throttle_deltas); secs: the interval's length."""
     qw = stages.get("queue_wait")
     lines = []
     cause = "none"
@@ -383,7 +391,8 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
         to_pct = 100.0 * wakers["timeout"] / woke if woke else 0.0
         if top == "held":
             cause = "held"
-            lines.extend(_held_lines(attr, sched, head))
+            lines.extend(_held_lines(attr, sched, head,
+                                     qw.count / secs if secs else None))
         elif top == "signal" or (to_pct >= 50 and shares["signal"] >= 0.25):
             cause = "missed" if to_pct >= 50 else "signal"
             lines.append(
