@@ -191,3 +191,13 @@ def test_a_new_per_release_offset_is_a_table_entry(built):
         208, 0x2, 0x4)
     with pytest.raises(UserError):
         tracer.apply_settings(ro, {"no_such_offset": 8})
+
+
+def test_shard_and_waker_fields_are_the_headers(built):
+    """The shard sums the model names from the vocabulary (attribution
+    parts, wakers) are struct shard_stats member by member, and the waker
+    counters are in enum counter_id: adding a part or a waker to the
+    header adds its shard field and counter everywhere."""
+    v = Vocab(built.enums)
+    assert v.shard_fields == built.struct("shard_stats").scalars
+    assert set(v.waker_counters) <= v.result_counters

@@ -23,7 +23,6 @@ import time
 from . import ctf
 from ..engine import native
 from ..errors import UserError
-from ..model.events import SHARD_FIELDS
 
 # The capture format: 0 had no version and no vocabulary in its metadata;
 # 1 stores both (env "format", env "vocab": the enums of model/vocab.py);
@@ -82,7 +81,8 @@ def event_classes(abi, vocab, role_names):
         ("thread", [("tid", "u32"), role, ("comm", "string")]),
         ("snap_thread", [("tid", "u32"), role, ("state", "u8", states)] +
          [(f, "x64" if f == "cv" else "u64") for f in THREAD_FIELDS]),
-        ("snap_shard", [("cv", "x64")] + [(f, "u64") for f in SHARD_FIELDS]),
+        ("snap_shard", [("cv", "x64")] +
+         [(f, "u64") for f in vocab.shard_fields]),
         ("snap_dev", [("dev", "string")] + [(f, "u64") for f in DEV_FIELDS]),
         ("snap_counter", [("name", "string"), ("value", "u64")]),
         ("report", [("wall_ts", "string"), ("interval_s", "string"),
@@ -213,6 +213,7 @@ class CaptureWriter:
         """What the report of interval snap.gen on target `slot` used
         besides the histograms (those are rebuilt from the events)."""
         ts, g = snap.mono_ns, snap.gen
+        shard_fields = self.tracer.vocab.shard_fields
 
         def w(name, *vals):
             self._w(name, ts, g, *vals, target=slot)
@@ -220,7 +221,7 @@ class CaptureWriter:
             w("snap_thread", tid, t["role"], t["state"],
               *[t[k] for k in THREAD_FIELDS])
         for cv, sh in snap.shards.items():
-            w("snap_shard", cv, *[sh[k] for k in SHARD_FIELDS])
+            w("snap_shard", cv, *[sh[k] for k in shard_fields])
         for dev, d in snap.devs.items():
             w("snap_dev", dev, *[d[k] for k in DEV_FIELDS])
         for name, v in snap.counters.items():

@@ -25,7 +25,7 @@ from .format import DEV_FIELDS, FORMAT, THREAD_FIELDS
 from ..model.roles import Roles
 from ..model.snapshot import Snapshot
 from ..errors import UserError
-from ..model.events import (SHARD_FIELDS, WAKER_COUNTERS, HistSet, Rules,
+from ..model.events import (HistSet, Rules,
                             SchedReplay, accrue, count_arrays)
 from ..model.hist import Hist
 from ..model.vocab import Vocab
@@ -576,7 +576,8 @@ class Capture:
                 self._meta_roles[d["tid"]] = d["role"]
             elif name == "snap_shard":
                 # held_ns: not in captures from before mClock holds
-                cur.shards[d["cv"]] = {k: d.get(k, 0) for k in SHARD_FIELDS}
+                cur.shards[d["cv"]] = {k: d.get(k, 0)
+                                       for k in self.vocab.shard_fields}
             elif name == "snap_dev":
                 cur.devs[d["dev"]] = {k: d[k] for k in DEV_FIELDS}
             elif name == "snap_counter":
@@ -823,7 +824,7 @@ class Capture:
         events (histograms, shards, devices) and the thread times
         (ThreadTimes) are fed the same chunks."""
         h, devs, shards = {}, {}, {}
-        wakers = dict.fromkeys(WAKER_COUNTERS, 0)
+        wakers = dict.fromkeys(self.vocab.waker_counters, 0)
         count, shard = self.rules.count, self.rules.shard
         ops = OpSummary(slowest, spans)
         first_h, first_s = {}, {}     # key -> (rank, place in the op)
@@ -854,7 +855,7 @@ class Capture:
             for k, x in osh.items():
                 if k in shards:
                     y = shards[k]
-                    for f in SHARD_FIELDS:
+                    for f in self.vocab.shard_fields:
                         y[f] = max(y[f], x[f]) if f == "qwait_max_ns" \
                             else y[f] + x[f]
                     first_s[k] = min(first_s[k], o.rank)
@@ -967,7 +968,8 @@ class Capture:
         for i in np.argsort(first).tolist():
             m = inv == i
             x = r[m]
-            s = shards.setdefault(int(u[i]), dict.fromkeys(SHARD_FIELDS, 0))
+            s = shards.setdefault(int(u[i]),
+                                  dict.fromkeys(self.vocab.shard_fields, 0))
             s["ops"] += len(x)
             s["qwait_ns"] += total(x["queue_wait_ns"])
             for part in self.vocab.attr_parts:

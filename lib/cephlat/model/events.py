@@ -14,16 +14,11 @@ both follow.
 """
 from .hist import Hist
 
-SHARD_FIELDS = ("ops", "qwait_ns", "held_ns", "busy_ns", "signal_ns",
-                "runq_ns", "pickup_ns", "wake_enqueuer", "wake_other", "wake_timeout",
-                "qwait_max_ns", "timeouts_with_work")
 # per replica of a replicated write (its primary's view): histogram keys
 # PEER_WAIT + osd id (sub-ops sent -> its reply) and PEER_LAST + osd id
 # (count: the writes it replied to last)
 PEER_WAIT = "replica_wait.peer."
 PEER_LAST = "replica_wait.last."
-WAKER_COUNTERS = ("wake_enqueuer", "wake_other", "wake_timeout",
-                  "timeouts_with_work")
 
 
 def accrue(row, states, state, a, b):
@@ -111,7 +106,8 @@ class Rules:
         counters, as the BPF side's attribute() counts them."""
         if not d["attributed"]:
             return
-        s = shards.setdefault(d["shard"], dict.fromkeys(SHARD_FIELDS, 0))
+        s = shards.setdefault(d["shard"],
+                              dict.fromkeys(self.vocab.shard_fields, 0))
         s["ops"] += 1
         s["qwait_ns"] += d["queue_wait_ns"]
         for part in self.vocab.attr_parts:

@@ -2,7 +2,6 @@
 thread role, the queue-wait attribution, per-shard numbers and a verdict
 in plain words."""
 from . import sched as scheduler
-from .events import SHARD_FIELDS
 from .hist import Hist
 
 
@@ -109,15 +108,15 @@ def shard_deltas(cur, prev, threads):
     for t in threads.values():
         if t.get("cv"):
             workers[t["cv"]] = workers.get(t["cv"], 0) + 1
-    fields = [f for f in SHARD_FIELDS if f != "qwait_max_ns"]
     deltas = {}
     for key, c in cur.shards.items():
         p = prev.shards.get(key, {}) if prev else {}
         row = "?" if key not in workers else key
-        d = deltas.setdefault(row, dict.fromkeys(fields, 0))
-        for k in fields:
-            # held_ns: not in captures made before mClock holds were told
-            d[k] += c.get(k, 0) - p.get(k, 0)
+        d = deltas.setdefault(row, {})
+        # the sums the snapshot has (struct shard_stats; a capture's own)
+        for k, v in c.items():
+            if k != "qwait_max_ns":
+                d[k] = d.get(k, 0) + v - p.get(k, 0)
     keys = sorted(k for k in deltas if k != "?") + \
         (["?"] if "?" in deltas else [])
     return [(i if key != "?" else "?", key if key != "?" else None,

@@ -90,6 +90,24 @@ class Vocab:
                 elif base == "attr":
                     self.attr_parts.append(part)
 
+    @property
+    def waker_counters(self):
+        """The counters of who woke workers that slept with the op queued
+        (enum wake_kind) and of timed waits that found work."""
+        return tuple("wake_" + w for w in self.wakers) + \
+            ("timeouts_with_work",)
+
+    @property
+    def shard_fields(self):
+        """A shard's sums (struct shard_stats of the header, member by
+        member; tests/unit/test_abi.py holds the two together): its ops,
+        their queue wait, each attribution part, each waker, the longest
+        wait and the timed waits that found work."""
+        return (("ops", "qwait_ns") +
+                tuple(p + "_ns" for p in self.attr_parts) +
+                tuple("wake_" + w for w in self.wakers) +
+                ("qwait_max_ns", "timeouts_with_work"))
+
     def dev_name(self, dev):
         """A block device number of the BPF side as "major:minor"."""
         return "%d:%d" % (dev >> self.dev_minor_bits,
