@@ -254,7 +254,7 @@ def print_host_summary(out, args, host):
 
 
 def print_list(out, rows):
-    """The OSD list (ceph/inventory.py) as a table."""
+    """The OSD list (engine/inventory.py) as a table."""
     if not rows:
         out.write("no ceph-osd process is running\n")
         return

@@ -1,9 +1,9 @@
 """The ceph-osd processes of this host and what can be probed in each."""
-from ..engine.elfsym import ElfSymbols
-from ..engine.plan import choose_release, resolve
+from ..ceph import probetable
+from ..ceph.target import Target, find_ceph_osds
 from ..errors import UserError
-from . import probetable
-from .target import Target, find_ceph_osds
+from .elfsym import ElfSymbols
+from .plan import choose_release, resolve
 
 
 def osd_rows(release=None):
