@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(ROOT, "lib"))
 from cephlat.abi import default_bpf_dir          # noqa: E402
 from cephlat.capture import format as capfmt    # noqa: E402
 from cephlat.engine import bpf                  # noqa: E402
+from cephlat.engine.tracer import ring_bytes    # noqa: E402
 
 SRC = os.path.join(HERE, "progs", "ringgen.bpf.c")
 EVENT = 80                                      # bytes, as op_enqueue
@@ -90,7 +91,7 @@ def run(obj_path, rate, secs, ring_mb=32, per_call=64, bpf_dir=None,
     try:
         uuid = _metadata(d) if keep else os.urandom(16)
         obj.set_rodata(_Ro(os.getpid(), per_call, skew_every, skew_ns))
-        obj.set_max_entries("events", capfmt.ring_bytes(ring_mb))
+        obj.set_max_entries("events", ring_bytes(ring_mb))
         obj.load()
         obj.attach_tracepoint("gen", "syscalls", "sys_enter_getppid")
         rec = capfmt.Recorder(bpf_dir or default_bpf_dir(),

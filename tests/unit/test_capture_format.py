@@ -8,6 +8,7 @@ from elftools.elf.elffile import ELFFile
 from cephlat import abi
 from cephlat.capture import ctf
 from cephlat.capture import format as capture
+from cephlat.engine.tracer import ring_bytes
 from cephlat.model.vocab import Vocab
 from conftest import BUILD, header_enum, need
 
@@ -95,7 +96,7 @@ def test_enums_and_context_round_trip(tmp_path):
 def test_ring_bytes_is_a_power_of_two_pages():
     for mb, want in ((16, 16 << 20), (1, 1 << 20), (0.001, 4096),
                      (3, 4 << 20)):
-        assert capture.ring_bytes(mb) == want
+        assert ring_bytes(mb) == want
 
 
 RBD_OBJ = os.path.join(BUILD, "rbdrecord.bpf.o")

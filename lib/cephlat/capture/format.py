@@ -264,12 +264,6 @@ def thread_names(pid):
     return out
 
 
-def ring_bytes(mb):
-    """Ring buffer size: a power of two number of pages."""
-    n = max(1, int(mb * 1024 * 1024) // 4096)
-    return 4096 * (1 << (n - 1).bit_length())
-
-
 def prepare(path, force):
     """Make `path` a new, empty capture directory (mode 0700) before
     anything is attached, or fail with one line. -> True if it was

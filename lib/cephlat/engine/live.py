@@ -16,124 +16,23 @@ import signal
 import time
 
 from ..capture import format as capture
-from ..ceph import probetable, spec
-from ..ceph.target import (Target, find_ceph_osds, require_btf,
-                           require_tracefs)
 from ..errors import UserError, quiet_broken_pipe
-from ..model.interval import RunInfo, host_record, interval_record
+from ..model.interval import host_record, interval_record
 from ..model.snapshot import Snapshot
 from ..render.text import print_host, print_text
 from . import duty
 from .btargs import binary_of, bt_args
 from .elfsym import ElfSymbols
-from ..model.roles import CEPH_ROLES
-from .plan import Choice, choose_release, resolve
-from .tracer import StageTracer
-
-TOOL = "osdstage"
+from .plan import choose_release
+from .session import TOOL, Session, Want, pick_target, target_name
 DEFAULT_RING_MB = 32          # capture ring buffer per traced OSD
-
-
-def _one_osd(osds, osd_id):
-    found = [pid for pid, i in osds if i == osd_id]
-    if not found:
-        raise UserError("no running ceph-osd with id %s (see: osdstage.py "
-                        "--list)" % osd_id)
-    if len(found) > 1:
-        raise UserError("several ceph-osd processes have id %s: pids %s; use "
-                        "-p" % (osd_id, ", ".join(str(p) for p in found)))
-    return found[0]
-
-
-def pick_targets(args, allow_any=False):
-    """The processes to trace, in slot order: -p PID[,PID...] or --osd
-    ID[,ID...] or --osd all (every ceph-osd of the host, by id)."""
-    if args.pid is not None:
-        pids = args.pid
-    else:
-        osds = find_ceph_osds()
-        if args.osd == "all":
-            if not osds:
-                raise UserError("no running ceph-osd on this host")
-            osds.sort(key=lambda o: (o[1] is None, int(o[1]) if o[1] and
-                                     o[1].isdigit() else 0, o[0]))
-            pids = [pid for pid, _ in osds]
-        else:
-            pids = [_one_osd(osds, i) for i in args.osd]
-    if len(set(pids)) != len(pids):
-        raise UserError("the same process is named twice: %s" % ",".join(
-            str(p) for p in pids))
-    return [Target(p, allow_any=allow_any) for p in pids]
-
-
-def target_name(t):
-    """osd.N for a ceph-osd, else "pid N" (a --probes target)."""
-    return "osd.%s" % t.osd_id if getattr(t, "osd_id", None) else \
-        "pid %d" % t.pid
-
-
-def pick_target(args):
-    targets = pick_targets(args)
-    if len(targets) > 1:
-        raise UserError("this needs one OSD: name one with -p or --osd")
-    return targets[0]
-
-
-def plan_targets(args, err):
-    """-> (targets, release choice, roles, plans: one per target)."""
-    if args.probes:
-        sp = spec.load(args.probes)
-        if args.pid is None:
-            raise UserError("--probes needs -p PID")
-        targets = pick_targets(args, allow_any=True)
-        for t in targets:
-            t.set_scheduler(sp.scheduler)
-        choice, roles = Choice(None, sp.release, None), sp.roles
-        wanted = sp.stages() if args.stages in (None, "all") else \
-            args.stages
-    else:
-        targets = pick_targets(args)
-        roles = CEPH_ROLES
-        wanted = probetable.wanted_stages(args.stages)
-    require_btf()
-    require_tracefs()
-    plans, first = [], None
-    for target in targets:
-        with ElfSymbols(target.exe_path) as elf:
-            if not args.probes:
-                choice = choose_release(elf, target.ceph_version(),
-                                        args.release, "ceph-osd %d" %
-                                        target.pid)
-                if first is None and choice.notice:
-                    err.write("%s: %s\n" % (TOOL, choice.notice))
-            # an inexact table entry's offsets are unchecked for this binary
-            plans.append(resolve(elf, choice.release, wanted,
-                                 choice.release.settings()
-                                 if choice.exact is not False else {}))
-        if first is None:
-            first = choice
-        elif (choice.release.key, choice.exact) != (first.release.key,
-                                                    first.exact):
-            raise UserError(
-                "%s is Ceph %s and %s is Ceph %s: trace OSDs of different "
-                "releases in separate runs" % (
-                    target_name(targets[0]), first.version or "?",
-                    target_name(target), choice.version or "?"))
-    plan = plans[0]
-    if plan.unavailable and (args.strict or not plan.stages):
-        stage, why = next(iter(plan.unavailable.items()))
-        raise UserError("stage %s unavailable: %s" % (stage, why))
-    if not plan.stages and args.no_kernel:
-        raise UserError("nothing to trace: the probe spec has no enqueue/"
-                        "dequeue and --no-kernel is set")
-    return targets, first, roles, plans
 
 
 def bpftrace_args(args, err):
     """The arguments of probes/osdstages.bt for the target OSD."""
     if args.probes:
         raise UserError("--bpftrace-args is for ceph-osd: drop --probes")
-    target = pick_target(args)
+    target = pick_target(Want.from_args(args))
     with ElfSymbols(target.exe_path) as elf:
         choice = choose_release(elf, target.ceph_version(), args.release,
                                 "ceph-osd %d" % target.pid)
@@ -165,25 +64,14 @@ def _banner(args, err, targets, version, rel, plan):
 
 def run(args, out, err):
     """Trace until the count, Ctrl-C, SIGTERM or the target's exit."""
-    targets, choice, roles, plans = plan_targets(args, err)
+    want = Want.from_args(args)
+    if args.write:
+        want.ring_mb_per_target = DEFAULT_RING_MB
+    ses = Session(want, err)
+    targets, choice, plans, tracer = ses.targets, ses.choice, ses.plans, \
+        ses.tracer
     plan = plans[0]
     version, rel = choice.version, choice.release
-    # an inexact table entry's offsets are unchecked for this binary
-    exact = choice.exact is not False
-    tracer = StageTracer([t.pid for t in targets],
-                         [t.exe_path for t in targets], plans,
-                         settings=rel.settings() if exact else {},
-                         max_ops=args.max_ops, kernel=not args.no_kernel,
-                         roles=roles, mclock=[t.mclock() for t in targets],
-                         ring_bytes=capture.ring_bytes(
-                             args.ring_mb or DEFAULT_RING_MB * len(targets))
-                         if args.write else 0)
-    # the cost estimate needs the measured cost of a uprobe hit
-    tracer.calibrate_always = True
-    # the op class is read at completion: split only when that is probed
-    done = any(prog == "op_done" for _, prog, _, _ in plan.op_events)
-    classes = set(tracer.vocab.class_split) if rel.rmw and done and exact \
-        else set()
     stopping = []
     writer = None
 
@@ -198,15 +86,7 @@ def run(args, out, err):
                                                     signal.SIGTERM)}
     try:
         tracer.start()
-        runs = []
-        for t, p in zip(targets, plans):
-            run_info = RunInfo(t.pid, version, p.stages, p.unavailable,
-                               classes, tracer.call_bias_ns, tracer.kernel,
-                               roles, tracer.vocab, t.scheduler())
-            if choice.exact is not None:
-                run_info.probe_table = (rel.key, choice.exact)
-            run_info.name = target_name(t)
-            runs.append(run_info)
+        runs = ses.run_infos()
         if args.write:
             info = dict(runs[0].info(), release=rel.name,
                         probes={role: sym.demangled for role, sym in

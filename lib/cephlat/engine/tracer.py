@@ -26,6 +26,13 @@ from .stats import StatsReader, hist_delta, read_counters
 
 DEFAULT_MAX_OPS = 65536
 DEFAULT_OP_TIMEOUT_S = 120.0
+
+
+def ring_bytes(mb):
+    """The capture ring buffer's size for `mb` MB: a power of two number
+    of pages."""
+    n = max(1, int(mb * 1024 * 1024) // 4096)
+    return 4096 * (1 << (n - 1).bit_length())
 default_bpf_dir = abimod.default_bpf_dir
 
 

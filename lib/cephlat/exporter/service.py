@@ -13,19 +13,15 @@ before it forks; its first process then waits for the child and exits.
 Cost: bounded by duty cycles (engine/duty.py) at --max-overhead, 1 % of the
 host's CPU by default; the attached share is exported with the figures.
 """
-import argparse
 import os
 import signal
 import time
 
 from ..ceph.target import osd_id_of, pid_alive, read_cmdline, read_comm
 from ..engine import duty
-from ..engine.live import plan_targets, target_name
+from ..engine.session import Session, Want
 from ..engine.optable import table_size
-from ..engine.tracer import StageTracer
 from ..errors import UserError
-from ..model.interval import RunInfo
-from ..model.roles import CEPH_ROLES
 
 TOOL = "osdstage_exporter"
 LOOK_S = 1.0            # how often the host's OSDs are looked for
@@ -169,35 +165,20 @@ class Exporter:
     # --- the tracer's life -----------------------------------------------
     def start(self, pids):
         a = self.args
-        plan_args = argparse.Namespace(
-            probes=None, pid=list(pids), osd=None, stages=a.stages,
-            release=a.release, strict=False, no_kernel=a.no_kernel)
-        targets, choice, roles, plans = plan_targets(plan_args, self.err)
-        rel = choice.release
-        exact = choice.exact is not False
-        tracer = StageTracer([t.pid for t in targets],
-                             [t.exe_path for t in targets], plans,
-                             settings=rel.settings() if exact else {},
-                             max_ops=a.max_ops, kernel=not a.no_kernel,
-                             roles=roles,
-                             mclock=[t.mclock() for t in targets])
-        tracer.calibrate_always = True
+        ses = Session(Want(pid=list(pids), stages=a.stages,
+                           release=a.release, no_kernel=a.no_kernel,
+                           max_ops=a.max_ops), self.err)
+        targets, choice, plans, tracer = ses.targets, ses.choice, \
+            ses.plans, ses.tracer
         try:
             tracer.start()
         except BaseException:
             tracer.close()
             raise
-        done = any(prog == "op_done" for _, prog, _, _ in plans[0].op_events)
-        classes = set(tracer.vocab.class_split) \
-            if rel.rmw and done and exact else set()
-        self.runs, self.names = [], []
-        for t, p in zip(targets, plans):
-            run = RunInfo(t.pid, choice.version, p.stages, p.unavailable,
-                          classes, tracer.call_bias_ns, tracer.kernel,
-                          roles or CEPH_ROLES, tracer.vocab, t.scheduler())
-            run.name = target_name(t)
-            self.runs.append(run)
-            self.names.append(run.name)
+        rel = choice.release
+        self.runs = ses.run_infos()
+        self.names = [run.name for run in self.runs]
+        for t, p, run in zip(targets, plans, self.runs):
             info = (str(t.pid), choice.version or "", rel.name,
                     rel.key if choice.exact is not None else "",
                     "" if choice.exact is None else str(bool(choice.exact))

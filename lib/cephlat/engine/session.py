@@ -1,0 +1,178 @@
+"""Setting tracing up, the same for every front end (osdstage.py's live
+run, the exporter): which processes (Want: -p, --osd, a probe spec), the
+probe table of their release, a plan of probes per target, the tracer,
+and after its start each target's RunInfo (what the report model needs to
+know of the run)."""
+from ..ceph import probetable, spec
+from ..ceph.target import (Target, find_ceph_osds, require_btf,
+                           require_tracefs)
+from ..errors import UserError
+from ..model.interval import RunInfo
+from ..model.roles import CEPH_ROLES
+from .elfsym import ElfSymbols
+from .plan import Choice, choose_release, resolve
+from .tracer import DEFAULT_MAX_OPS, StageTracer, ring_bytes
+
+TOOL = "osdstage"
+
+
+class Want:
+    """What to trace and how (osdstage.py's options of those names, or the
+    exporter's)."""
+
+    # ring_mb: the capture ring buffer (None: no capture), else
+    # ring_mb_per_target for each target
+    FIELDS = dict(pid=None, osd=None, probes=None, stages=None,
+                  release=None, strict=False, no_kernel=False,
+                  max_ops=DEFAULT_MAX_OPS, ring_mb=None,
+                  ring_mb_per_target=0)
+
+    def __init__(self, **kw):
+        unknown = set(kw) - set(self.FIELDS)
+        if unknown:
+            raise TypeError("Want has no %s" % unknown.pop())
+        for k, v in self.FIELDS.items():
+            setattr(self, k, kw.get(k, v))
+
+    @classmethod
+    def from_args(cls, args):
+        """From a parsed command line that has the fields' options."""
+        return cls(**{k: getattr(args, k) for k in cls.FIELDS
+                      if hasattr(args, k)})
+
+
+class Session:
+    """The targets of `want`, their release's probe table, one plan per
+    target and the tracer (not started: .tracer.start() attaches)."""
+
+    def __init__(self, want, err):
+        self.targets, self.choice, self.roles, self.plans = \
+            plan_targets(want, err)
+        rel = self.choice.release
+        # an inexact table entry's offsets are unchecked for this binary
+        self.exact = self.choice.exact is not False
+        mb = want.ring_mb or want.ring_mb_per_target * len(self.targets)
+        self.tracer = StageTracer(
+            [t.pid for t in self.targets],
+            [t.exe_path for t in self.targets], self.plans,
+            settings=rel.settings() if self.exact else {},
+            max_ops=want.max_ops, kernel=not want.no_kernel,
+            roles=self.roles, mclock=[t.mclock() for t in self.targets],
+            ring_bytes=ring_bytes(mb) if mb else 0)
+        # the cost estimate needs the measured cost of a uprobe hit
+        self.tracer.calibrate_always = True
+        # the op class is read at completion: split only when it is probed
+        done = any(prog == "op_done"
+                   for _, prog, _, _ in self.plans[0].op_events)
+        self.classes = set(self.tracer.vocab.class_split) \
+            if rel.rmw and done and self.exact else set()
+
+    def run_infos(self):
+        """Each target's RunInfo (once the tracer has started: the probe
+        cost it measured goes in)."""
+        tr, choice = self.tracer, self.choice
+        out = []
+        for t, p in zip(self.targets, self.plans):
+            run = RunInfo(t.pid, choice.version, p.stages, p.unavailable,
+                          self.classes, tr.call_bias_ns, tr.kernel,
+                          self.roles or CEPH_ROLES, tr.vocab, t.scheduler())
+            if choice.exact is not None:
+                run.probe_table = (choice.release.key, choice.exact)
+            run.name = target_name(t)
+            out.append(run)
+        return out
+
+
+def _one_osd(osds, osd_id):
+    found = [pid for pid, i in osds if i == osd_id]
+    if not found:
+        raise UserError("no running ceph-osd with id %s (see: osdstage.py "
+                        "--list)" % osd_id)
+    if len(found) > 1:
+        raise UserError("several ceph-osd processes have id %s: pids %s; use "
+                        "-p" % (osd_id, ", ".join(str(p) for p in found)))
+    return found[0]
+
+
+def pick_targets(want, allow_any=False):
+    """The processes to trace, in slot order: -p PID[,PID...] or --osd
+    ID[,ID...] or --osd all (every ceph-osd of the host, by id)."""
+    if want.pid is not None:
+        pids = want.pid
+    else:
+        osds = find_ceph_osds()
+        if want.osd == "all":
+            if not osds:
+                raise UserError("no running ceph-osd on this host")
+            osds.sort(key=lambda o: (o[1] is None, int(o[1]) if o[1] and
+                                     o[1].isdigit() else 0, o[0]))
+            pids = [pid for pid, _ in osds]
+        else:
+            pids = [_one_osd(osds, i) for i in want.osd]
+    if len(set(pids)) != len(pids):
+        raise UserError("the same process is named twice: %s" % ",".join(
+            str(p) for p in pids))
+    return [Target(p, allow_any=allow_any) for p in pids]
+
+
+def target_name(t):
+    """osd.N for a ceph-osd, else "pid N" (a --probes target)."""
+    return "osd.%s" % t.osd_id if getattr(t, "osd_id", None) else \
+        "pid %d" % t.pid
+
+
+def pick_target(want):
+    targets = pick_targets(want)
+    if len(targets) > 1:
+        raise UserError("this needs one OSD: name one with -p or --osd")
+    return targets[0]
+
+
+def plan_targets(want, err):
+    """-> (targets, release choice, roles, plans: one per target)."""
+    if want.probes:
+        sp = spec.load(want.probes)
+        if want.pid is None:
+            raise UserError("--probes needs -p PID")
+        targets = pick_targets(want, allow_any=True)
+        for t in targets:
+            t.set_scheduler(sp.scheduler)
+        choice, roles = Choice(None, sp.release, None), sp.roles
+        wanted = sp.stages() if want.stages in (None, "all") else \
+            want.stages
+    else:
+        targets = pick_targets(want)
+        roles = CEPH_ROLES
+        wanted = probetable.wanted_stages(want.stages)
+    require_btf()
+    require_tracefs()
+    plans, first = [], None
+    for target in targets:
+        with ElfSymbols(target.exe_path) as elf:
+            if not want.probes:
+                choice = choose_release(elf, target.ceph_version(),
+                                        want.release, "ceph-osd %d" %
+                                        target.pid)
+                if first is None and choice.notice:
+                    err.write("%s: %s\n" % (TOOL, choice.notice))
+            # an inexact table entry's offsets are unchecked for this binary
+            plans.append(resolve(elf, choice.release, wanted,
+                                 choice.release.settings()
+                                 if choice.exact is not False else {}))
+        if first is None:
+            first = choice
+        elif (choice.release.key, choice.exact) != (first.release.key,
+                                                    first.exact):
+            raise UserError(
+                "%s is Ceph %s and %s is Ceph %s: trace OSDs of different "
+                "releases in separate runs" % (
+                    target_name(targets[0]), first.version or "?",
+                    target_name(target), choice.version or "?"))
+    plan = plans[0]
+    if plan.unavailable and (want.strict or not plan.stages):
+        stage, why = next(iter(plan.unavailable.items()))
+        raise UserError("stage %s unavailable: %s" % (stage, why))
+    if not plan.stages and want.no_kernel:
+        raise UserError("nothing to trace: the probe spec has no enqueue/"
+                        "dequeue and --no-kernel is set")
+    return targets, first, roles, plans
