@@ -11,8 +11,7 @@ from ..errors import UserError, quiet_broken_pipe
 from ..model.interval import RunInfo, host_record, interval_record
 from ..model.slowest import op_row, slowest
 from ..model.timeline import host_timeline, timeline
-from ..render.text import (print_host, print_op_story, print_slowest,
-                           print_text)
+from ..render.text import emit, print_op_story, print_slowest
 from .reader import Capture, OpSummary
 
 TOOL = "osdstage"
@@ -173,12 +172,8 @@ def _op_story(args, out, caps, err=None):
 def _show_host(args, out, runs, recs, ts, secs):
     for rec, _ in recs:
         _filter_stages(args, rec)
-    host = host_record(runs, [(rec, h) for rec, h, *_ in recs], ts, secs)
-    if args.json:
-        out.write(json.dumps(host) + "\n")
-        out.flush()
-    else:
-        print_host(out, args, host, [(rec, h) for rec, h, *_ in recs])
+    pairs = [(rec, h) for rec, h, *_ in recs]
+    emit(out, args, pairs, host_record(runs, pairs, ts, secs))
 
 
 def _filter_stages(args, rec):
@@ -192,11 +187,7 @@ def _filter_stages(args, rec):
 
 def _emit(args, out, rec, hists):
     _filter_stages(args, rec)
-    if args.json:
-        out.write(json.dumps(rec) + "\n")
-        out.flush()
-    else:
-        print_text(out, args, rec, hists)
+    emit(out, args, [(rec, hists)])
 
 
 def _replay(args, out, cap, run_info):

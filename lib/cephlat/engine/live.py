@@ -10,7 +10,6 @@ JSON). Several: a report per OSD and a host summary (JSON: {"type":
 Reports are built by model/interval.py and printed by render/text.py (or
 as JSON); the cost accounting is engine/duty.py's.
 """
-import json
 import os
 import signal
 import time
@@ -19,7 +18,7 @@ from ..capture import format as capture
 from ..errors import UserError, quiet_broken_pipe
 from ..model.interval import host_record, interval_record
 from ..model.snapshot import Snapshot
-from ..render.text import print_host, print_text
+from ..render.text import emit
 from . import duty
 from .btargs import binary_of, bt_args
 from .elfsym import ElfSymbols
@@ -217,16 +216,7 @@ def _loop(args, out, err, targets, tracer, runs, writer, stopping):
         prevs = curs
         t_last = now
         try:
-            if host is not None and args.json:
-                out.write(json.dumps(host) + "\n")
-                out.flush()
-            elif host is not None:
-                print_host(out, args, host, recs)
-            elif args.json:
-                out.write(json.dumps(recs[0][0]) + "\n")
-                out.flush()
-            else:
-                print_text(out, args, *recs[0])
+            emit(out, args, recs, host)
         except BrokenPipeError:
             quiet_broken_pipe()
             return 0

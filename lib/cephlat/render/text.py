@@ -1,5 +1,6 @@
 """Text rendering of reports (bcc-style histograms and tables), of the
 slowest ops of a capture window, and of the OSD list."""
+import json
 import textwrap
 import time
 
@@ -218,6 +219,21 @@ def _replication(out, r):
         out.write("   +%s own commit\n" % r["local_commit_us"])
     if r.get("repop_us") is not None:
         out.write("   +%s committed, reply sent (repop)\n" % r["repop_us"])
+
+
+def emit(out, args, recs, host=None):
+    """One report, live or read back: the host object when several OSDs
+    were traced (host_record), else the one OSD's interval object; as
+    JSON (args.json) or text. recs: (interval object, histograms) per
+    OSD."""
+    if args.json:
+        out.write(json.dumps(host if host is not None else recs[0][0]) +
+                  "\n")
+        out.flush()
+    elif host is not None:
+        print_host(out, args, host, recs)
+    else:
+        print_text(out, args, *recs[0])
 
 
 def print_host(out, args, host, recs):
