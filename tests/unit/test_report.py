@@ -175,3 +175,22 @@ def test_held_without_a_limit_gives_the_served_rate():
     _, text = report.verdict({"queue_wait": qw(100000, 1570)}, kst(), parts,
                              WAKERS, THREADS, "tp_osd_tp", sched=sched)
     assert "per second" not in text
+
+
+def test_host_verdict_adds_the_slow_replicas_own_line():
+    """Several OSDs traced together: the primary's verdict keeps its text
+    and gains a line with the slow replica's own figures."""
+    primary = {"cause": "replica",
+               "verdict": "replicas: osd.2 replied last: look at osd.2.\n"
+                          "block requests: 3, mean 40 us, p99 90 us.",
+               "stages": {"replica_wait": {"last_peer": "osd.2"}}}
+    replica = {"cause": "busy", "verdict": "busy",
+               "stages": {"queue_wait": {"p99_us": 1500.0},
+                          "repop": {"count": 10, "p99_us": 4000.0}}}
+    before = primary["verdict"]
+    report.host_verdicts({"osd.0": primary, "osd.2": replica})
+    assert primary["verdict"].startswith(before + "\n")
+    assert primary["verdict"].splitlines()[-1] == (
+        "osd.2's own queue wait p99 1.50 ms, its replica ops p99 4.00 ms "
+        "(osd.2: workers saturated).")
+    assert replica["verdict"] == "busy"

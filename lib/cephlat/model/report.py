@@ -547,8 +547,8 @@ def by_peer(hists):
 
 def host_verdicts(recs):
     """Several OSDs traced together: a slow replica named in a primary's
-    verdict gets its own numbers from its report ({name: interval
-    object}, changed in place)."""
+    verdict gets a line of its own numbers, from its report ({name:
+    interval object}, changed in place: a line added, none rewritten)."""
     for name, rec in recs.items():
         rw = rec.get("stages", {}).get("replica_wait") or {}
         slow = rec.get("cause") == "replica" and rw.get("last_peer")
@@ -564,5 +564,4 @@ def host_verdicts(recs):
         if peer.get("cause") and peer["cause"] not in ("none", "idle"):
             extra += " (%s: %s)" % (slow, CAUSES.get(peer["cause"],
                                                       peer["cause"]))
-        rec["verdict"] = rec["verdict"].replace(
-            ": look at %s." % slow, "; %s: look at %s." % (extra, slow), 1)
+        rec["verdict"] += "\n%s." % extra
