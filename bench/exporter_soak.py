@@ -58,7 +58,7 @@ import subprocess
 import sys
 import time
 
-import run as bench
+import labkit as bench
 
 sys.path.insert(0, os.path.join(bench.REPO, "tests"))   # promserver.py
 
