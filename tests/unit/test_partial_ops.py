@@ -1,6 +1,6 @@
 """Ops a capture holds only part of say so (issue 28): OpRec.partial and
 the op lists' first line."""
-from cephlat.capture.reader import OpRec
+from cephlat.capture.ops import OpRec
 from cephlat.render import text
 
 
