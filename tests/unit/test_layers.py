@@ -33,13 +33,6 @@ KNOWN = {
     # a probe spec names thread roles, bounded by the build's MAX_ROLES
     ("ceph/spec.py", "model.roles"),
     ("ceph/spec.py", "model.vocab"),
-    # the live loop prints its reports and writes the capture itself
-    ("engine/live.py", "capture.format"),
-    ("engine/live.py", "render.text"),
-    # the reading of a capture is driven and printed from here
-    ("capture/views.py", "render.text"),
-    ("capture/views.py", "render.html"),
-    ("capture/views.py", "render.perfetto"),
 }
 
 

@@ -1,15 +1,15 @@
 """osdstage's command line: the arguments, and which part of the package
-runs them (engine/live.py traces, capture/views.py reads a capture,
+runs them (cli/live.py traces, cli/views.py reads a capture,
 engine/inventory.py lists OSDs). Behind tools/osdstage.py."""
 import argparse
 import json
 import sys
 
-from ..capture import views
-from ..capture.views import OFFLINE_ONLY, TOOL
+from . import live, views
+from .views import OFFLINE_ONLY, TOOL
 from ..ceph import probetable
 from ..ceph.target import require_root
-from ..engine import inventory, live
+from ..engine import inventory
 from ..engine.tracer import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S
 from ..errors import UserError, run_cli
 from ..model import vocab

@@ -12,8 +12,8 @@ from ..model.interval import RunInfo, host_record, interval_record
 from ..model.slowest import op_row, slowest
 from ..model.timeline import host_timeline, timeline
 from ..render.text import emit, print_op_story, print_slowest
-from .ops import OpSummary
-from .reader import Capture
+from ..capture.ops import OpSummary
+from ..capture.reader import Capture
 
 TOOL = "osdstage"
 # the options that ask for a window report

@@ -19,11 +19,11 @@ from ..errors import UserError, quiet_broken_pipe
 from ..model.interval import host_record, interval_record
 from ..model.snapshot import Snapshot
 from ..render.text import emit
-from . import duty
-from .btargs import binary_of, bt_args
-from .elfsym import ElfSymbols
-from .plan import choose_release
-from .session import TOOL, Session, Want, pick_target, target_name
+from ..engine import duty
+from ..engine.btargs import binary_of, bt_args
+from ..engine.elfsym import ElfSymbols
+from ..engine.plan import choose_release
+from ..engine.session import TOOL, Session, Want, pick_target, target_name
 DEFAULT_RING_MB = 32          # capture ring buffer per traced OSD
 
 
