@@ -121,24 +121,20 @@ def _check_ops(rec, cap, historic):
     assert hol > 0, "no op of OpTracker's waited a 1-ms throttle retry"
 
 
-def test_full_throttle_named_with_its_cap(host_run):
-    _, (rec, err, _, _) = host_run
+def _check(run):
+    """The full throttle named with its cap, and each op's messenger
+    stages OpTracker's."""
+    _, (rec, err, cap, historic) = run
     _check_report(rec, err)
-
-
-def test_messenger_stages_are_optrackers(host_run):
-    _, (rec, _, cap, historic) = host_run
     _check_ops(rec, cap, historic)
 
 
-def test_full_throttle_named_with_its_cap_containers(container_run):
-    _, (rec, err, _, _) = container_run
-    _check_report(rec, err)
+def test_throttle_and_stamps(host_run):
+    _check(host_run)
 
 
-def test_messenger_stages_are_optrackers_containers(container_run):
-    _, (rec, _, cap, historic) = container_run
-    _check_ops(rec, cap, historic)
+def test_throttle_and_stamps_containers(container_run):
+    _check(container_run)
 
 
 def test_read_back_keeps_the_throttles_and_verdict(host_run):
