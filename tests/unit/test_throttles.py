@@ -39,7 +39,7 @@ def test_deltas_and_the_time_blocked():
     assert report.throttle_deltas(from_dump(_dump(1, 1)), None) is None
 
 
-def test_a_full_throttle_is_the_cause_when_it_blocks_longer_than_the_osd():
+def test_a_full_throttle_is_the_cause_unless_the_osd_takes_far_longer():
     thr = report.throttle_deltas(from_dump(_dump(1000, 2000)),
                                  from_dump(_dump(0, 1000)))
     # 1 s blocked over 1000 ops: 1 ms per op against 100 us in the OSD
@@ -57,6 +57,12 @@ def test_a_full_throttle_is_the_cause_when_it_blocks_longer_than_the_osd():
     slow = dict(stages, op_total=_hist(*[10000] * 1000))
     lines, cause = report._throttle_lines(thr, slow)
     assert lines and not cause
+    # about as long in the OSD as blocked (CPU contention): still the
+    # throttle, whose unseen socket wait comes on top; past twice as
+    # long, the OSD's time
+    for osd_us, named in ((1100, True), (1900, True), (2100, False)):
+        near = dict(stages, op_total=_hist(*[osd_us] * 1000))
+        assert report._throttle_lines(thr, near)[1] == named, osd_us
     # not full: nothing to say
     idle = report.throttle_deltas(from_dump(_dump(5, 2000)),
                                   from_dump(_dump(5, 1000)))
