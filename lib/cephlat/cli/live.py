@@ -15,15 +15,16 @@ import signal
 import time
 
 from ..capture import format as capture
-from ..errors import UserError, quiet_broken_pipe
-from ..model.interval import host_record, interval_record
-from ..model.snapshot import Snapshot
-from ..render.text import emit
 from ..engine import duty
 from ..engine.btargs import binary_of, bt_args
 from ..engine.elfsym import ElfSymbols
 from ..engine.plan import choose_release
 from ..engine.session import TOOL, Session, Want, pick_target, target_name
+from ..errors import UserError, quiet_broken_pipe
+from ..model.interval import host_record, interval_record
+from ..model.snapshot import Snapshot
+from ..render.text import emit
+
 DEFAULT_RING_MB = 32          # capture ring buffer per traced OSD
 
 
@@ -64,8 +65,9 @@ def _banner(args, err, targets, version, rel, plan):
 def run(args, out, err):
     """Trace until the count, Ctrl-C, SIGTERM or the target's exit."""
     want = Want.from_args(args)
-    if args.write:
-        want.ring_mb_per_target = DEFAULT_RING_MB
+    # a ring buffer only for a capture (--ring-mb alone sizes nothing)
+    want.ring_mb = args.ring_mb if args.write else None
+    want.ring_mb_per_target = DEFAULT_RING_MB if args.write else 0
     ses = Session(want, err)
     targets, choice, plans, tracer = ses.targets, ses.choice, ses.plans, \
         ses.tracer
