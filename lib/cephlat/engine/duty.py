@@ -285,7 +285,7 @@ class Overhead:
         attached = (att - self.att_last) if cycle else (now - t_last)
         self.att_last = att
         hits = {k: cur.counters.get(k, 0) - prev.counters.get(k, 0)
-                for k in self.meter.uprobe_hits + self.meter.tp_hits}
+                for k in self.meter.tracer.vocab.hits}
         frac = min(1.0, attached / max(now - t_last, 1e-9))
         total = {k: cur.counters.get(k, 0) - self.first.counters.get(k, 0)
                  for k in hits}

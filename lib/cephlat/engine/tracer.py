@@ -33,6 +33,8 @@ def ring_bytes(mb):
     of pages."""
     n = max(1, int(mb * 1024 * 1024) // 4096)
     return 4096 * (1 << (n - 1).bit_length())
+
+
 default_bpf_dir = abimod.default_bpf_dir
 
 

@@ -314,9 +314,9 @@ THROTTLE_CAUSE_SHARE = 0.5
 def throttle_deltas(cur, prev):
     """The messenger throttles over an interval, from their counters at
     its ends (ceph/throttles.py): {name: {"setting", "max", "val", "gets",
-    "fails", "waits", "blocked_s"}}; blocked_s: the connections' time blocked, about
-    (fails x the 1-ms retry + the blocking waits' sum). None when either
-    end was not read."""
+    "fails", "waits", "blocked_s"}}; blocked_s: the connections' time
+    blocked, about (fails x the 1-ms retry + the blocking waits' sum).
+    None when either end was not read."""
     if not cur or not prev:
         return None
     out = {}

@@ -95,7 +95,8 @@ def _summary_table(out, args, rec):
         "; probe cost %.1f us/call subtracted" % rec["call_bias_us"]
         if rec["call_bias_us"] and rec["stages"] else ""))
     if empty:
-        out.write(textwrap.fill("no events in this interval: " + ", ".join(empty), 78,
+        out.write(textwrap.fill("no events in this interval: " +
+                                ", ".join(empty), 78,
                                 subsequent_indent="  ") + "\n")
     ov = rec.get("overhead")
     if ov:
