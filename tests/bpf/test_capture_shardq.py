@@ -133,11 +133,31 @@ def _packets(path):
     return out
 
 
+def _dequeues(cap, streams=None):
+    """op_dequeue records in `cap` (its stream files `streams`, else all),
+    read by the CTF module alone: each is one queue_wait of the report."""
+    from cephlat.capture.ctf import Trace
+    t = Trace(cap)
+    if streams is not None:
+        t.streams = list(streams)
+    return sum(1 for c, _, _, _ in t.records()
+               if c.name.endswith(":op_dequeue"))
+
+
 def test_truncated_capture_reads_up_to_the_cut(shardq_runs, tmp_path):
+    """A stream file cut anywhere: the report holds every queue_wait of
+    the complete packets, no fewer (counted from the cut files by the CTF
+    module alone) and, when the cut took some away, fewer than the live
+    run's. The file cut is the CPU stream with the most dequeues (a cut
+    at byte 40 takes them all), not the largest: on a slower machine the
+    largest can be one whose last packet holds no dequeue."""
     _, live, cap = shardq_runs["normal"]
     full = live["stages"]["queue_wait"]["count"]
-    big = max((f for f in os.listdir(cap) if f.startswith("stream_cpu")),
-              key=lambda f: os.path.getsize(os.path.join(cap, f)))
+    assert _dequeues(cap) == full
+    per = {f: _dequeues(cap, [f]) for f in os.listdir(cap)
+           if f.startswith("stream_cpu")}
+    big = max(per, key=per.get)
+    assert per[big] > 0, per
     starts = _packets(os.path.join(cap, big))
     size = os.path.getsize(os.path.join(cap, big))
     # a short run: maybe one packet per CPU; the lab's capture (cluster
@@ -154,7 +174,10 @@ def test_truncated_capture_reads_up_to_the_cut(shardq_runs, tmp_path):
         if cut not in starts:
             assert "was cut short (%s ends inside a packet)" % big in p.stderr
         rec = json.loads(p.stdout.splitlines()[-1])
-        assert rec["stages"]["queue_wait"]["count"] < full
+        kept = _dequeues(str(d))
+        assert rec["stages"]["queue_wait"]["count"] == kept, (cut, kept)
+        if cut == 40:
+            assert kept == full - per[big], (kept, full, per[big])
     # the user-space stream cut too: no end marker, reports from events
     d = tmp_path / "nometa"
     shutil.copytree(cap, d)
