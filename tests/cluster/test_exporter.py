@@ -33,6 +33,7 @@ import time
 import pytest
 
 from conftest import LAB, OSDSTAGE, PYTHON, REPO, Bench, need, trim
+from cephlat.engine import duty
 from cephlat.exporter import service
 from cephlat.exporter.families import BUCKETS_S, FAMILIES
 from promserver import PROMETHEUS, Prometheus, free_port, scrape
@@ -245,18 +246,22 @@ def test_default_exporter_holds_its_bound(served):
     # the probes' cost since the start (both measured: the kernel's run
     # statistics), a fraction of what the same probes cost attached all
     # the time (the exporter without a bound, same window), and with the
-    # exporter's own share (its last refresh: a point, not a mean) within
-    # the bound but for a look's overshoot (CHECK_S at full rate, paid
-    # back after); the cost over 30 minutes: make bench
+    # exporter's own share (since its start too) within the bound but for
+    # a look's overshoot: CHECK_S at the full rate before the cycle
+    # detaches, over the seconds traced (paid back later in a longer
+    # run; the cost over 30 minutes: make bench)
     est = sum(v for k, v in m.items()
               if k[0] == "ceph_osdstage_overhead_ratio")
     full = sum(v for k, v in served.main_m.items()
                if k[0] == "ceph_osdstage_overhead_ratio")
     own = m[("ceph_osdstage_self_cpu_ratio", ())]
-    print("bounded exporter: estimate %.4f, own %.4f; unbounded %.4f" % (
-        est, own, full))
+    traced = min(v for k, v in m.items()
+                 if k[0] == "ceph_osdstage_traced_seconds_total")
+    over = duty.CHECK_S * full / traced
+    print("bounded exporter: estimate %.4f, own %.4f (mean); unbounded "
+          "%.4f; a look's overshoot %.4f" % (est, own, full, over))
     assert 0 < est < full / 4, (est, full)
-    assert est + own <= 0.0125, (est, own)
+    assert est + own <= 0.01 + over, (est, own, over)
 
 
 def test_own_cost_over_the_bound_is_said(served):

@@ -79,8 +79,8 @@ FAMILIES = (
            "CPU time of the exporter process itself (reading the maps, "
            "serving /metrics; attach cycles are in "
            "ceph_osdstage_overhead_ratio) as a fraction of the host's CPU "
-           "time, over the last refresh. The cost of tracing is the sum of "
-           "the overhead ratios plus this"),
+           "time since the exporter started (over at least 10 s). The cost "
+           "of tracing is the sum of the overhead ratios plus this"),
     Family("ceph_osdstage_overhead_bound_ratio", "gauge", (),
            "The cost bound (--max-overhead) as a fraction; 0: none"),
     Family("ceph_osdstage_traced_seconds_total", "counter", D,
