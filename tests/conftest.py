@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -436,11 +437,81 @@ def perf_counters(asok):
 
 def in_report(n, before, after, rec):
     """Ceph's count `n` between perf dumps `before` and `after`, scaled to
-    the interval of report `rec` (its "interval_s"). The dumps bracket the
-    report with the tool's start and the printing of its report, which a
-    slower or busier machine makes longer: counts compared as is differ by
-    the ops of those edges; the workloads run at a steady rate."""
+    the interval of report `rec` (its "interval_s"). traced_window's dumps
+    are already at the report's edges (CounterPoll.window): the scale is
+    then ~1 and corrects only a dump taken a little off its edge."""
     return n * rec["interval_s"] / (after["_t"] - before["_t"])
+
+
+def _lerp(a, b, f):
+    """Dumps a and b (alike) with every number at a + f x (b - a)."""
+    if isinstance(a, dict):
+        return {k: _lerp(v, b.get(k, v), f) if k in b else v
+                for k, v in a.items()}
+    if isinstance(a, (int, float)) and not isinstance(a, bool) and \
+            isinstance(b, (int, float)):
+        return a + f * (b - a)
+    return b
+
+
+class CounterPoll:
+    """Perf dumps of admin sockets `asoks`, every POLL_S seconds in a
+    thread between start() and stop(): Ceph's counters at any time of
+    that span (at(t), linear between the dumps around it), so that a
+    tool's report is compared with Ceph's counts over the report's own
+    window and not over the dumps' bracket (the tool's start and the
+    printing of its report, which a busy machine makes longer while the
+    workload's rate there is not the window's: a Reef write window came
+    out 3.7 % short so)."""
+    POLL_S = 0.25
+
+    def __init__(self, asoks):
+        self.asoks = asoks
+        self.dumps = []                 # [[dump per asok], ...]
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _dump(self):
+        self.dumps.append([perf_counters(a) for a in self.asoks])
+
+    def _poll(self):
+        while not self.done.wait(self.POLL_S):
+            self._dump()
+
+    def start(self):
+        self._dump()
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        self._dump()
+
+    def at(self, t):
+        """[dump per asok] at wall-clock time t (extrapolated from the
+        nearest two dumps outside the span)."""
+        d = self.dumps
+        i = 0
+        while i < len(d) - 2 and d[i + 1][0]["_t"] < t:
+            i += 1
+        out = []
+        for a, b in zip(d[i], d[i + 1]):
+            f = (t - a["_t"]) / (b["_t"] - a["_t"])
+            out.append(dict(_lerp(a, b, f), _t=t))
+        return out
+
+    def window(self, line):
+        """([dumps] at the start, at the end) of the report on JSON line
+        `line` (its wall-clock "ts" and "interval_s"); the first and the
+        last dumps for any other output."""
+        try:
+            rec = json.loads(line)
+            end = float(rec["ts"])
+            start = end - float(rec["interval_s"])
+        except (ValueError, TypeError, KeyError):
+            return self.dumps[0], self.dumps[-1]
+        return self.at(start), self.at(end)
 
 
 def _kernel_stacks(pid):

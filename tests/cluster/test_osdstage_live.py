@@ -9,7 +9,7 @@ import pytest
 
 from cephlat.ceph import probetable
 
-from conftest import (OSDSTAGE, PYTHON, Bench, in_report, perf_counters,
+from conftest import (OSDSTAGE, PYTHON, Bench, CounterPoll, in_report,
                       prefill, wait_for_line)
 
 
@@ -19,24 +19,25 @@ def ops(dump):
 
 def traced_window(lab, args, timeout=120, target=None, asoks=None):
     """Run osdstage with `args` (one report) on the lab's OSD (or on
-    `target`, e.g. ["--osd", "all"]); take perf dumps when it says the
-    probes are attached and as soon as its report arrives (before it
-    detaches and exits): of the lab's OSD, or a list, one per admin
-    socket of `asoks`. -> (stdout, stderr, before, after)"""
+    `target`, e.g. ["--osd", "all"]); Ceph's counters at the first
+    report's window edges (perf dumps polled from the moment it says the
+    probes are attached until its report arrives, CounterPoll): of the
+    lab's OSD, or a list, one per admin socket of `asoks`.
+    -> (stdout, stderr, before, after)"""
     target = target or ["-p", str(lab["pid"])]
-
-    def dump():
-        if asoks is None:
-            return perf_counters(lab["asok"])
-        return [perf_counters(a) for a in asoks]
     p = subprocess.Popen([PYTHON, OSDSTAGE] + target + args,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     try:
         banner = wait_for_line(p.stderr, "Tracing", 60)
-        before = dump()
-        first = p.stdout.readline()
-        after = dump()
+        poll = CounterPoll(asoks or [lab["asok"]]).start()
+        try:
+            first = p.stdout.readline()
+        finally:
+            poll.stop()
+        before, after = poll.window(first)
+        if asoks is None:
+            before, after = before[0], after[0]
         out = first + p.stdout.read()
         rest = p.stderr.read()
         p.wait(timeout)
