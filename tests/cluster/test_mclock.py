@@ -90,17 +90,25 @@ def test_ceph_serves_the_limit(limited):
 
 
 def test_queue_wait_is_held_by_the_scheduler(limited):
-    """Each window: 90 % or more of the queue wait is the scheduler's hold,
-    in the attribution and in the shard rows; no op's split is truncated;
-    no expired wait counts as a missed wake-up."""
+    """Each window: the queue wait is the scheduler's hold but for the
+    workers' CPU (running other ops: busy; waiting for a CPU once woken:
+    runq; on it before the dequeue: pickup), which a slower or busier machine makes longer (a CI run: 4.6
+    and 5.4 %); none of it is workers asleep with ops queued and not held
+    (signal), the hold is the largest part by far, the shard rows say the
+    same, no op's split is truncated, no expired wait counts as a missed
+    wake-up."""
     _, runs = limited
     for rec, _, _ in runs:
         assert rec["stages"]["queue_wait"]["count"] > 100, rec["stages"]
-        assert rec["attribution"]["held"]["share"] >= 0.9, rec["attribution"]
+        a = rec["attribution"]
+        share = {p: a[p]["share"] for p in a}
+        cpu = share["busy"] + share["runq"] + share.get("pickup", 0.0)
+        assert sum(share.values()) - share["held"] - cpu <= 0.01, a
+        assert share["held"] >= max(0.5, 2 * cpu), a
         held = sum(r["held"] * r["ops"] * r["queue_wait_mean_us"]
                    for r in rec["shards"])
         qw = sum(r["ops"] * r["queue_wait_mean_us"] for r in rec["shards"])
-        assert held >= 0.9 * qw, rec["shards"]
+        assert abs(held / qw - share["held"]) <= 0.005, (rec["shards"], a)
         assert rec["lost"]["attr_truncated"] == 0, rec["lost"]
         assert rec["wakers"]["timeout"] == 0, rec["wakers"]
 
