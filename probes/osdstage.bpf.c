@@ -688,6 +688,11 @@ static __always_inline void transition(struct thread_state *t, __u32 state,
 			t->cum_runq += now - t->since;
 		}
 	}
+	if (t->state == TS_SLEEP && t->sleep == SK_HELD) {
+		t->held_end = now;
+		t->he_isleep = t->cum_isleep;
+		t->he_runq = t->cum_runq;
+	}
 	t->state = state;
 	t->sleep = state == TS_SLEEP ? sleep : SK_WORK;
 	t->since = now;
@@ -1449,6 +1454,30 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	wring_claim(t, tid);
 	if (st->enq_ns >= t->since && t->state == TS_RUN) {
 		/* running since before the enqueue: all of it was busy */
+	} else if (t->held_end > st->enq_ns) {
+		/* a scheduler hold of this worker ended after the enqueue: up
+		 * to then the op was not due (a worker sleeps on a hold only
+		 * when no queued op is; when it ends a run of other ops, none
+		 * was due then either, and an op once due stays due), so all
+		 * of it was held, the ops served in between and the run-queue
+		 * waits of the holds' ends included. The rest splits by what
+		 * the worker did since, from its totals then (no ring look-up:
+		 * a long hold truncates nothing). */
+		held = t->held_end - st->enq_ns;
+		if (held > qw)
+			held = qw;
+		sig = t->cum_isleep - t->he_isleep;
+		rq = t->cum_runq - t->he_runq;
+		if (sig > qw - held)
+			sig = qw - held;
+		if (rq > qw - held - sig)
+			rq = qw - held - sig;
+		if (t->oncpu_after_wake >= t->held_end &&
+		    now > t->oncpu_after_wake)
+			pick = now - t->oncpu_after_wake;
+		if (pick > qw - held - sig - rq)
+			pick = qw - held - sig - rq;
+		woke = sig > 0;
 	} else {
 		if (!cum_at(t, st->enq_ns, &c)) {
 			count_in(slot, CNT_ATTR_TRUNCATED, gen);

@@ -301,6 +301,9 @@ struct thread_state {
 	__u32 target;		/* the target slot of its process */
 	__u32 sleep;		/* enum sleep_kind of the sleep it is in */
 	__u32 wring;		/* its struct wring's index + 1 (0: none) */
+	__u64 held_end;		/* when its last scheduler hold ended */
+	__u64 he_isleep;	/* cum_isleep and cum_runq then: an op queued */
+	__u64 he_runq;		/*   before it splits from there on */
 	struct tring ring[TRING];
 };
 

@@ -90,21 +90,20 @@ def test_ceph_serves_the_limit(limited):
 
 
 def test_queue_wait_is_held_by_the_scheduler(limited):
-    """Each window: the queue wait is the scheduler's hold but for the
-    workers' CPU (running other ops: busy; waiting for a CPU once woken:
-    runq; on it before the dequeue: pickup), which a slower or busier machine makes longer (a CI run: 4.6
-    and 5.4 %); none of it is workers asleep with ops queued and not held
-    (signal), the hold is the largest part by far, the shard rows say the
-    same, no op's split is truncated, no expired wait counts as a missed
-    wake-up."""
+    """Each window: 90 % or more of the queue wait is the scheduler's hold,
+    in the attribution and in the shard rows (up to the end of the
+    dequeuing worker's last hold an op was not due: the ops it served in
+    between and the run-queue waits of the holds' ends are the hold's);
+    the rest is the workers' CPU after it (busy, runq, pickup), none of it
+    asleep with ops queued and not held (signal); no op's split is
+    truncated; no expired wait counts as a missed wake-up."""
     _, runs = limited
     for rec, _, _ in runs:
         assert rec["stages"]["queue_wait"]["count"] > 100, rec["stages"]
         a = rec["attribution"]
         share = {p: a[p]["share"] for p in a}
-        cpu = share["busy"] + share["runq"] + share.get("pickup", 0.0)
-        assert sum(share.values()) - share["held"] - cpu <= 0.01, a
-        assert share["held"] >= max(0.5, 2 * cpu), a
+        assert share["held"] >= 0.9, a
+        assert share["signal"] <= 0.01, a
         held = sum(r["held"] * r["ops"] * r["queue_wait_mean_us"]
                    for r in rec["shards"])
         qw = sum(r["ops"] * r["queue_wait_mean_us"] for r in rec["shards"])

@@ -32,6 +32,12 @@
 //                       took an item (counted once per expired wait)
 //   held_mean_us        the dequeuing worker's hold waits between an
 //                       item's enqueue and its dequeue, mean over items
+//   held_till_mean_us   from an item's enqueue to the end of the dequeuing
+//                       worker's last hold wait before its dequeue (0: none
+//                       ended after the enqueue), mean over items: up to
+//                       then the item was not due (a worker holds only
+//                       when the head item is not), whatever the worker
+//                       did in between
 //   late_with_work      waits that returned success at or after their
 //                       deadline, after which the worker took an item: the
 //                       kernel says "woken", but the timer may have woken
@@ -65,7 +71,8 @@ static inline unsigned long now_ns()
 }
 
 struct Item {
-    unsigned long t_enq = 0, t_resume = 0, t_deq = 0, t_due = 0, held = 0;
+    unsigned long t_enq = 0, t_resume = 0, t_deq = 0, t_due = 0, held = 0,
+        held_till = 0;
     bool asleep_at_enq = false;
 };
 
@@ -196,6 +203,8 @@ static void worker(sim::Shard *s, int shard, unsigned timeout_ms, bool pin)
         for (auto h = holds.rbegin(); h != holds.rend() &&
              h->second > it->t_enq; ++h)
             it->held += h->second - std::max(h->first, it->t_enq);
+        if (!holds.empty() && holds.back().second > it->t_enq)
+            it->held_till = holds.back().second - it->t_enq;
         sim::dequeue(it);
         spin_us(work_us);
         done_items++;
@@ -277,11 +286,12 @@ int main(int argc, char **argv)
     for (auto &t : hogs)
         t.join();
 
-    double qw = 0, wake = 0, held = 0;
+    double qw = 0, wake = 0, held = 0, held_till = 0;
     long asleep = 0;
     for (auto &it : items) {
         qw += it.t_deq - it.t_enq;
         held += it.held;
+        held_till += it.held_till;
         if (it.asleep_at_enq && it.t_resume) {
             asleep++;
             wake += it.t_resume - it.t_enq;
@@ -290,10 +300,10 @@ int main(int argc, char **argv)
     std::printf("{\"items\": %ld, \"queue_wait_mean_us\": %.3f, "
                 "\"asleep_items\": %ld, \"wake_mean_us\": %.3f, "
                 "\"timeouts_with_work\": %ld, \"late_with_work\": %ld, "
-                "\"held_mean_us\": %.3f}\n",
+                "\"held_mean_us\": %.3f, \"held_till_mean_us\": %.3f}\n",
                 nitems, qw / nitems / 1000.0, asleep,
                 asleep ? wake / asleep / 1000.0 : 0.0,
                 (long)timeouts_with_work, (long)late_with_work,
-                held / nitems / 1000.0);
+                held / nitems / 1000.0, held_till / nitems / 1000.0);
     return 0;
 }
