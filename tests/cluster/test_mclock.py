@@ -93,10 +93,10 @@ def test_queue_wait_is_held_by_the_scheduler(limited):
     """Each window: 90 % or more of the queue wait is the scheduler's hold,
     in the attribution and in the shard rows (up to the end of the
     dequeuing worker's last hold an op was not due: the ops it served in
-    between and the run-queue waits of the holds' ends are the hold's);
-    the rest is the workers' CPU after it (busy, runq, pickup), none of it
-    asleep with ops queued and not held (signal); no op's split is
-    truncated; no expired wait counts as a missed wake-up."""
+    between are the hold's); the rest is the workers' CPU after it (the
+    last hold's run-queue wait, pickup, busy), none of it asleep with ops
+    queued and not held (signal); no op's split is truncated; no expired
+    wait counts as a missed wake-up."""
     _, runs = limited
     for rec, _, _ in runs:
         assert rec["stages"]["queue_wait"]["count"] > 100, rec["stages"]

@@ -37,10 +37,10 @@ FAMILIES = (
     Family("ceph_osd_queue_wait_seconds_total", "counter",
            D + ("shard", "cause"),
            "Queue wait of ops split by what their shard's workers were "
-           "doing: held (asleep in mClock's timed wait: the scheduler held "
-           "the queued ops), busy (on other ops), signal (asleep with work "
-           "queued), runq (woken, waiting for a CPU), pickup (running, not "
-           "yet dequeuing)"),
+           "doing: held (mClock held the queued ops: up to the end of the "
+           "dequeuing worker's last timed wait on its queue), then busy "
+           "(on other ops), signal (asleep with work queued), runq (woken, "
+           "waiting for a CPU), pickup (running, not yet dequeuing)"),
     Family("ceph_osd_queue_ops_total", "counter", D + ("shard",),
            "Ops dequeued from each shard's queue"),
     Family("ceph_osd_queue_wakeups_total", "counter", D + ("shard", "waker"),
