@@ -8,10 +8,12 @@ release the probe table knows, in a container or not.
            bluestore_read, bluestore_submit, log_op_stats
   $10-$14  the same functions for the return probes of dequeue_op, do_op,
            get_object_context, bluestore_read, bluestore_submit
-All are function start addresses: Debian's bpftrace (0.17, built without
-its probe-offset support) refuses a probe anywhere else, so on a CET build
-it cannot skip endbr64 as osdstage.py does, and every hit pays the
-kernel's single-step of it (docs/ceph.md, CET).
+ENTRIES and RETURNS are that order; the comment above each of the
+script's probes names its role, and tests/unit/test_btargs.py holds the
+two together. All are function start addresses: Debian's bpftrace (0.17,
+built without its probe-offset support) refuses a probe anywhere else, so
+on a CET build it cannot skip endbr64 as osdstage.py does, and every hit
+pays the kernel's single-step of it (docs/ceph.md, CET).
 """
 import os
 
