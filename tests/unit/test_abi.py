@@ -201,3 +201,10 @@ def test_shard_and_waker_fields_are_the_headers(built):
     v = Vocab(built.enums)
     assert v.shard_fields == built.struct("shard_stats").scalars
     assert set(v.waker_counters) <= v.result_counters
+
+
+def test_device_fields_are_the_headers(built):
+    """A capture's snap_dev records (capture/format.py DEV_FIELDS) are
+    struct dev_stats member by member, as the live run reads them: a
+    member added to the header and not to the capture fails here."""
+    assert capture.DEV_FIELDS == built.struct("dev_stats").scalars

@@ -29,8 +29,11 @@ from ..errors import UserError
 # 2 holds several targets: every event carries `target` (its slot; info
 # "targets" names them) and call-stage events the op their thread ran.
 FORMAT = 2
+# a thread's row of the snapshot (engine/tracer.py names them from struct
+# thread_state's running totals)
 THREAD_FIELDS = ("sleep_ns", "runq_ns", "futex_ns", "wakeups", "cv", "born",
                  "died")
+# struct dev_stats, member by member (tests/unit/test_abi.py)
 DEV_FIELDS = ("count", "sum_ns", "bytes", "max_ns")
 _CTF_TYPE = {"u8": "u8", "u16": "u16", "u32": "u32", "u64": "u64",
              "s8": "s8", "s32": "s32", "s64": "s64"}
