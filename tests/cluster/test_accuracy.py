@@ -85,15 +85,35 @@ def test_bluestore_read_mean_within_15_percent(runs):
     assert abs(got - want) <= 0.15 * want, (got, want)
 
 
+def before_enqueue_us(rec):
+    """The messenger stages' means summed: the op's message from its
+    recv_stamp to OSD::enqueue_op, from the message's own stamps."""
+    return sum(rec["stages"][s]["mean_us"]
+               for s in probetable.MESSENGER_STAGES)
+
+
+def assert_from_recv_stamp(rec, got, want):
+    """Ceph's latencies start at the message's recv_stamp, ours at
+    OSD::enqueue_op: ours at most Ceph's, and Ceph's within 5 % once the
+    messenger stages (recv_stamp -> enqueue_op, on the same ops) are
+    added (measured: 0.0-1.1 % under, Pacific, Reef and Tentacle, reads
+    and writes; the rest is where Ceph's clock reads sit from our probes).
+    The gap is messenger CPU and run-queue delay, which a slower or busier
+    machine makes longer: a fixed share of Ceph's figure (70 % before)
+    holds only on the machine it was chosen on."""
+    assert got <= want, (got, want)
+    full = got + before_enqueue_us(rec)
+    assert abs(full - want) <= 0.05 * want, (got, full, want, {
+        s: rec["stages"][s]["mean_us"] for s in probetable.MESSENGER_STAGES})
+
+
 @pytest.mark.parametrize("mode", ["read", "write"])
 def test_queue_wait_bounded_by_ceph(runs, mode):
-    """queue_wait's mean within [70 %, 100 %] of Ceph's time before
-    dequeue (which also counts the time before OSD::enqueue_op)."""
+    """queue_wait's mean against Ceph's time before dequeue
+    (op_before_dequeue_op_lat: recv_stamp -> dequeue_op)."""
     rec, before, after = runs[mode]
     want, _ = lat_mean_us(before, after, "osd", "op_before_dequeue_op_lat")
-    got = rec["stages"]["queue_wait"]["mean_us"]
-    assert got <= want, (got, want)
-    assert got >= 0.7 * want, (got, want)
+    assert_from_recv_stamp(rec, rec["stages"]["queue_wait"]["mean_us"], want)
 
 
 @pytest.mark.parametrize("mode,counter", [("read", "op_r_latency"),
@@ -105,9 +125,7 @@ def test_op_total_bounded_by_ceph(runs, mode, counter):
     cls = s["by_class"][mode]
     # the class split finds the run's ops
     assert cls["count"] >= 0.97 * s["count"], s["by_class"]
-    got = cls["mean_us"]
-    assert got <= want, (got, want)
-    assert got >= 0.7 * want, (got, want)
+    assert_from_recv_stamp(rec, cls["mean_us"], want)
 
 
 def test_stages_nest(runs):
