@@ -25,21 +25,40 @@ def within(got, want, tol=0.10):
     return abs(got - want) <= tol * want
 
 
+def trap_us(rec):
+    """What the probes' traps put between our timestamps and the
+    program's: the program stamps an item after enqueue()'s entry probe
+    has fired and before dequeue()'s does, so ours take in about a probe
+    pair's cost (call_bias_us, calibrated at start), which a busy machine
+    raises: a run with a busy loop beside the contend case's hogs found
+    the ~45-us queue waits 5.4 us longer than the program's (call_bias
+    1.85 us). Twice the calibrated pair."""
+    return 2 * rec["call_bias_us"]
+
+
 @pytest.mark.parametrize("mode", list(CASES))
 def test_queue_wait_matches_the_program(results, mode):
     truth, rec = results[mode]
     qw = rec["stages"]["queue_wait"]
+    want = truth["queue_wait_mean_us"]
     assert qw["count"] == truth["items"]
-    assert within(qw["mean_us"], truth["queue_wait_mean_us"]), (qw, truth)
+    assert abs(qw["mean_us"] - want) <= 0.10 * want + trap_us(rec), (
+        qw, truth, rec["call_bias_us"])
 
 
 @pytest.mark.parametrize("mode", ["forget", "delay", "contend"])
 def test_wake_delay_matches_the_program(results, mode):
+    """The program's wake delay runs from its enqueue to its worker's
+    return from the wait: our signal + runq (to the worker's switch-in),
+    then part of pickup (back in user space, the mutex retaken)."""
     truth, rec = results[mode]
     a = rec["attribution"]
     assert truth["asleep_items"] == truth["items"]
-    got = a["signal"]["mean_us"] + a["runq"]["mean_us"]
-    assert within(got, truth["wake_mean_us"]), (a, truth)
+    lo = a["signal"]["mean_us"] + a["runq"]["mean_us"]
+    hi = lo + a["pickup"]["mean_us"]
+    want = truth["wake_mean_us"]
+    slack = 0.10 * want + trap_us(rec)
+    assert lo - slack <= want <= hi + slack, (a, truth, rec["call_bias_us"])
 
 
 @pytest.mark.parametrize("mode", list(CASES))
