@@ -446,7 +446,7 @@ def in_report(n, before, after, rec):
 def _lerp(a, b, f):
     """Dumps a and b (alike) with every number at a + f x (b - a)."""
     if isinstance(a, dict):
-        return {k: _lerp(v, b.get(k, v), f) if k in b else v
+        return {k: _lerp(v, b[k], f) if k in b else v
                 for k, v in a.items()}
     if isinstance(a, (int, float)) and not isinstance(a, bool) and \
             isinstance(b, (int, float)):
@@ -461,8 +461,8 @@ class CounterPoll:
     tool's report is compared with Ceph's counts over the report's own
     window and not over the dumps' bracket (the tool's start and the
     printing of its report, which a busy machine makes longer while the
-    workload's rate there is not the window's: a Reef write window came
-    out 3.7 % short so)."""
+    workload's rate there is not the window's: Ceph's count of a Reef
+    write window, scaled so, came out 3.7 % under ours)."""
     POLL_S = 0.25
 
     def __init__(self, asoks):
