@@ -184,13 +184,15 @@ def test_op_pictures_centre_on_the_write(lab3, cap, write, tmp_path):
     mine = {fid: sf for fid, sf in flow_pairs(trace, "repop").items()
             if sf[0]["args"]["reqid"] == req}
     assert sorted(f["args"]["replica"] for _, f in mine.values()) == peers
+    # the sub-ops went out together (one stamp, submit_transaction's); a
+    # reply's own time may be late: a record older than its CPU stream's
+    # last one is written at that one's time ("reordered" in the capture's
+    # end record; seen 7.5 us late with 44 of 640k records so written)
+    sent = enq + min(r["at_us"] - r["wait_us"] for r in row["replies"])
     for s, f in mine.values():
-        reply = [r for r in row["replies"]
-                 if r["peer"] == f["args"]["replica"]][0]
-        # from the primary's op when it sent the sub-op ...
+        # from the primary's op when it sent the sub-ops ...
         assert s["pid"] == pid_of[primary] and s["tid"] == \
             row["dequeue"]["tid"]
-        sent = enq + reply["at_us"] - reply["wait_us"]
         assert abs(wall_us(trace, s["ts"]) - sent) < EPS_US, (s, sent)
         assert {x[2] for x in enclosing(sl, s)} & {"do_op", "dequeue_op"}
         # ... to the replica op's first slice on the replica, which
