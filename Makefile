@@ -73,7 +73,7 @@ $(BUILD)/vmlinux.h:
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp
 	@mv $@.tmp $@
 
-$(BUILD)/%.bpf.o: probes/%.bpf.c $(wildcard probes/*.h) $(BUILD)/vmlinux.h
+$(BUILD)/%.bpf.o: probes/%.bpf.c $(wildcard probes/*.h probes/*/*.h) $(BUILD)/vmlinux.h
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
 $(BUILD)/%.abi.json: $(BUILD)/%.bpf.o probes/abigen.py

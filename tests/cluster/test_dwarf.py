@@ -113,7 +113,7 @@ def test_replica_offsets(gdb_out):
     for name in OFFSETS:
         if name in table:
             assert got[name] == table[name], name
-    # read_reqid() and read_object() of probes/osdstage.bpf.c
+    # read_reqid() and read_object() of probes/osdstage/ops.bpf.h
     assert (got["reqid._num"], got["reqid.tid"], got["reqid.inc"],
             got["string.len"]) == (8, 16, 24, 8)
     # struct msg_stamps of probes/osdstage.h: recv, dispatch, throttle,

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* osdstage/calls.bpf.h - "call" stages: a function's entry to its return on one thread.
+ * Part of osdstage.bpf.c, which includes the parts in order: one
+ * compilation unit, not a header of its own. */
+
+/* ------------------------------------------------------------------------
+ * "call" stages */
+
+/* The slot of a "call" probe's process: a target's, or 0 for our own
+ * calibration calls; -1 = not ours. */
+static __always_inline int call_slot(__u64 id)
+{
+	int slot = target_of(id >> 32);
+
+	if (slot < 0 && (id >> 32) == calib_tgid)
+		return 0;
+	return slot;
+}
+
+SEC("uprobe")
+int stage_entry(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 stage = bpf_get_attach_cookie(ctx) & (MAX_STAGES - 1);
+	struct task_starts *t;
+	int slot = call_slot(id);
+
+	if (slot < 0)
+		return 0;
+	count(slot, CNT_HIT_ENTRY);
+	t = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), 0,
+				 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!t) {
+		count(slot, CNT_START_MAP_FULL);
+		return 0;
+	}
+	if (stage == ST_DEQUEUE_OP)	/* as in op_dequeue */
+		t->ts[ST_DO_OP] = 0;
+	/* last thing: what follows the timestamp is probe cost, not the call */
+	t->ts[stage] = bpf_ktime_get_ns();
+	return 0;
+}
+
+/* A call stage ended: its statistics and capture event. */
+static __always_inline void end_call(__u32 slot, __u32 stage, __u64 now,
+				     __u64 d, __u64 bias, __u64 op, __u32 tid,
+				     __u32 gen)
+{
+	struct ev_stage *e;
+
+	d = d > bias ? d - bias : 0;
+	e = EV_NEW(ev_stage, EV_STAGE, now, gen, slot);
+	if (e) {
+		e->duration_ns = d;
+		e->op = op;
+		e->tid = tid;
+		e->stage = stage;
+		EV_SEND(e);
+	}
+	record(slot, stage, d, gen);
+}
+
+SEC("uretprobe")
+int stage_return(struct pt_regs *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();	/* first thing, for the same reason */
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 stage = bpf_get_attach_cookie(ctx) & (MAX_STAGES - 1);
+	struct task_starts *t;
+	__u64 d, bias, op;
+	__u32 gen;
+	int slot = call_slot(id);
+
+	if (slot < 0)
+		return 0;
+	count(slot, CNT_HIT_RETURN);
+	t = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), 0, 0);
+	if (!t || !t->ts[stage]) {
+		/* dequeue_op's start is op_dequeue's when both are wanted
+		 * (probetable: merged): an op event, attached after this
+		 * return probe and detached before it, so a return without
+		 * its start is a call of an op not followed, not a loss. A
+		 * uretprobe never fires for a call entered before it was
+		 * attached. */
+		if (stage != ST_DEQUEUE_OP)
+			count(slot, CNT_NO_START);
+		return 0;
+	}
+	if (now < t->ts[stage]) {
+		count(slot, CNT_NEGATIVE);
+		t->ts[stage] = 0;
+		return 0;
+	}
+	d = now - t->ts[stage];
+	t->ts[stage] = 0;
+	op = t->cur_op;
+	bias = ctl.call_bias_ns;
+	gen = cur_gen();
+	if (stage == ST_DEQUEUE_OP) {	/* the worker is done with its op */
+		mark_in_op((__u32)id, 0);
+		t->cur_op = 0;
+		/* do_op ran inside it and has no return probe of its own
+		 * (probetable: ends_at) */
+		if (t->ts[ST_DO_OP] && now > t->ts[ST_DO_OP])
+			end_call(slot, ST_DO_OP, now, now - t->ts[ST_DO_OP],
+				 bias, op, (__u32)id, gen);
+		t->ts[ST_DO_OP] = 0;
+	}
+	if (stage == ST__CALIB)
+		record(slot, stage, d, gen);
+	else
+		end_call(slot, stage, now, d, bias, op, (__u32)id, gen);
+	return 0;
+}

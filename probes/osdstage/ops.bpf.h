@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* osdstage/ops.bpf.h - op stages: enqueue, dequeue and completion of one op.
+ * Part of osdstage.bpf.c, which includes the parts in order: one
+ * compilation unit, not a header of its own. */
+
+/* Op-keyed events: enqueue, dequeue and completion of one op, each its
+ * own program; the cookie says where the op key is (enum op_arg). */
+
+/* The op key of this hit, or 0 (counted when it could not be read). */
+static __always_inline __u64 op_key(struct pt_regs *ctx, __u32 slot)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 op = arg_n(ctx, cookie & OPARG_NUM_MASK);
+
+	if (cookie & OPARG_DEREF) {
+		__u64 ptr = op;
+
+		if (!ptr || bpf_probe_read_user(&op, sizeof(op), (void *)ptr)) {
+			count(slot, CNT_BAD_ARG);
+			return 0;
+		}
+	}
+	return op;
+}
+
+/* The request id of OpRequest `op` into r; 0 when read. */
+static __always_inline int read_reqid(__u64 op, struct reqid *r, __u32 slot)
+{
+	/* osd_reqid_t: entity_name_t {u8 _type; s64 _num}, u64 tid, s32 inc */
+	struct { __u8 type; __u8 pad[7]; __u64 num; __u64 tid; __s32 inc; } raw;
+
+	if (!reqid_off || bpf_probe_read_user(&raw, sizeof(raw),
+					      (void *)(op + reqid_off)))
+		return -1;
+	r->num = raw.num;
+	r->tid = raw.tid;
+	r->inc = raw.inc;
+	r->type = raw.type;
+	r->slot = slot;
+	r->pad = 0;
+	return 0;
+}
+
+/* The name of the object OpRequest `op` is for (its message's std::string
+ * at name_off: data pointer, length), cut to OBJ_NAME_LEN - 1 bytes.
+ * For captures only; "" when unknown. */
+static __always_inline void read_object(__u64 op, __u32 name_off, char *out)
+{
+	struct { __u64 ptr; __u64 len; } str;
+	__u64 msg = 0;
+
+	out[0] = 0;
+	if (!msg_off || !name_off ||
+	    bpf_probe_read_user(&msg, sizeof(msg), (void *)(op + msg_off)) ||
+	    !msg ||
+	    bpf_probe_read_user(&str, sizeof(str), (void *)(msg + name_off)) ||
+	    !str.ptr || !str.len)
+		return;
+	bpf_probe_read_user_str(out, OBJ_NAME_LEN, (void *)str.ptr);
+}
+
+/* A hit of a target: counted. -> its slot (-1: not a target, or the op
+ * could not be read), the op's address and its key in the ops map. */
+static __always_inline int op_hit(struct pt_regs *ctx, __u64 *op, __u64 *key)
+{
+	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
+
+	if (slot < 0)
+		return -1;
+	count(slot, CNT_HIT_ENTRY);
+	*op = op_key(ctx, slot);
+	*key = (__u64)slot << TARGET_SHIFT | *op;
+	return *op ? slot : -1;
+}
+
+/* A dequeue or completion: the op's state, or NULL (not seen enqueued:
+ * counted) */
+static __always_inline struct op_state *known_op(struct pt_regs *ctx,
+						 __u64 *op, __u64 *key,
+						 int *slot)
+{
+	struct op_state *st;
+
+	*slot = op_hit(ctx, op, key);
+	if (*slot < 0)
+		return 0;
+	st = op_state_of(*key);
+	if (!st)
+		count(*slot, CNT_OP_UNKNOWN);
+	return st;
+}
+
+static __always_inline __u64 utime_ns(struct utime t)
+{
+	return (__u64)t.sec * 1000000000ull + t.nsec;
+}
+
+/* The messenger stages of an op enqueued at `now` (monotonic), from its
+ * message's wall-clock stamps: two reads, no probe hit. 0: not traced or
+ * stamps missing / out of order (counted). */
+static __always_inline int msg_stages(__u64 op, int slot, __u64 now,
+				      __u32 gen, __u64 out[3])
+{
+	struct msg_stamps m;
+	__u64 msg = 0, recv, thr, all, enq;
+
+	if (!msg_stamps_off || !msg_off)
+		return 0;
+	if (bpf_probe_read_user(&msg, sizeof(msg), (void *)(op + msg_off)) ||
+	    !msg || bpf_probe_read_user(&m, sizeof(m),
+					(void *)(msg + msg_stamps_off)))
+		goto bad;
+	recv = utime_ns(m.recv);
+	thr = utime_ns(m.throttle);
+	all = utime_ns(m.recv_complete);
+	enq = now + *(volatile __s64 *)&ctl.real_off_ns;
+	if (!m.recv.sec || thr < recv || all < thr || enq < all)
+		goto bad;
+	out[0] = thr - recv;
+	out[1] = all - thr;
+	out[2] = enq - all;
+	record(slot, ST_THROTTLE_WAIT, out[0], gen);
+	record(slot, ST_RECV, out[1], gen);
+	record(slot, ST_DISPATCH, out[2], gen);
+	return 1;
+bad:
+	count_in(slot, CNT_MSG_UNSTAMPED, gen);
+	return 0;
+}
+
+SEC("uprobe")
+int op_enqueue(struct pt_regs *ctx)
+{
+	/* OSD::enqueue_op sees each op once (requeues go through
+	 * _enqueue_front), so an existing entry is a stale op whose
+	 * OpRequest was freed and its address reused. */
+	struct ev_op_enqueue *e;
+	struct op_slot *s;
+	struct op_state n = {};
+	int replaced, stamped;
+	__u64 op, key, now, msgs[3] = {};
+	__u32 tid, gen;
+	int slot = op_hit(ctx, &op, &key);
+
+	if (slot < 0)
+		return 0;
+	now = bpf_ktime_get_ns();
+	tid = (__u32)bpf_get_current_pid_tgid();
+	n.enq_ns = now;
+	n.enq_tid = tid;
+	s = op_claim(key, &replaced);
+	if (!s) {
+		count(slot, CNT_OP_MAP_FULL);
+		return 0;
+	}
+	if (replaced) {
+		count(slot, CNT_OP_REPLACED);
+		if (s->st.sub_ns)	/* its request id index goes too */
+			req_forget(&s->st.req);
+	}
+	s->st = n;
+	s->key = key;
+	gen = cur_gen();
+	stamped = msg_stages(op, slot, now, gen, msgs);
+	e = EV_NEW(ev_op_enqueue, EV_OP_ENQUEUE, now, gen, slot);
+	if (e) {
+		struct reqid r = {};
+		struct { __u64 pool; __u32 seed; __u32 pad; __s8 shard; } pg = {};
+
+		/* who and where, for the capture only: one read each */
+		read_reqid(op, &r, slot);
+		if (enq_pg_on_stack)
+			bpf_probe_read_user(&pg, sizeof(pg),
+					    (void *)(PT_REGS_SP(ctx) + 8));
+		e->op = op;
+		e->req_num = r.num;
+		e->req_tid = r.tid;
+		e->req_inc = r.inc;
+		e->tid = tid;
+		e->pg_pool = pg.pool;
+		e->pg_seed = pg.seed;
+		e->pg_shard = pg.shard;
+		e->req_type = r.type;
+		e->stamped = stamped;
+		e->throttle_wait_ns = msgs[0];
+		e->recv_ns = msgs[1];
+		e->dispatch_ns = msgs[2];
+		EV_SEND(e);
+	}
+	return 0;
+}
+
+SEC("uprobe")
+int op_dequeue(struct pt_regs *ctx)
+{
+	struct ev_op_dequeue *e;
+	struct op_state *st;
+	struct task_starts *ts;
+	__u64 op, key, now;
+	__u32 tid, gen;
+	int slot;
+
+	st = known_op(ctx, &op, &key, &slot);
+	if (slot < 0)
+		return 0;
+	now = bpf_ktime_get_ns();
+	/* the op this worker executes now: its call stages name it */
+	ts = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), 0,
+				  BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (ts)
+		ts->cur_op = op;
+	/* a requeued op is dequeued again: its first wait is queue_wait */
+	if (st && !st->deq_ns && now >= st->enq_ns) {
+		tid = (__u32)bpf_get_current_pid_tgid();
+		gen = cur_gen();
+		st->qwait_ns = now - st->enq_ns;
+		st->deq_ns = now;
+		record(slot, ST_QUEUE_WAIT, st->qwait_ns, gen);
+		e = EV_NEW(ev_op_dequeue, EV_OP_DEQUEUE, now, gen, slot);
+		if (e) {
+			__builtin_memset((char *)e + sizeof(e->h), 0,
+					 sizeof(*e) - sizeof(e->h));
+			e->op = op;
+			e->queue_wait_ns = st->qwait_ns;
+			e->tid = tid;
+			e->enq_tid = st->enq_tid;
+		}
+		attribute(st, now, tid, gen, slot, e);
+		if (e)
+			EV_SEND(e);
+		if (track_in_op)
+			mark_in_op(tid, 1);
+	}
+	if (bpf_get_attach_cookie(ctx) & OPARG_STARTS_DEQUEUE) {
+		/* the dequeue_op call stage starts here (no stage_entry on
+		 * this function): last thing, as in stage_entry */
+		if (ts) {
+			/* a do_op start left by a call whose dequeue_op
+			 * return was not probed (attached mid-call) must not
+			 * end at this one's */
+			ts->ts[ST_DO_OP] = 0;
+			ts->ts[ST_DEQUEUE_OP] = bpf_ktime_get_ns();
+		} else {
+			count(slot, CNT_START_MAP_FULL);
+		}
+	}
+	return 0;
+}
+
+SEC("uprobe")
+int op_done(struct pt_regs *ctx)
+{
+	struct ev_op_done *e;
+	struct op_state *st;
+	__u64 op, key, now;
+	__u32 cls, gen;
+	int slot;
+
+	st = known_op(ctx, &op, &key, &slot);
+	if (!st)
+		return 0;
+	now = bpf_ktime_get_ns();
+	gen = cur_gen();
+	cls = op_class(op);
+	if (now >= st->enq_ns) {
+		record(slot, ST_OP_TOTAL, now - st->enq_ns, gen);
+		record(slot, ST_OP_TOTAL__READ + cls, now - st->enq_ns, gen);
+	}
+	if (st->deq_ns)
+		record(slot, ST_QUEUE_WAIT__READ + cls, st->qwait_ns, gen);
+	if (st->sub_ns) {		/* a replicated write: all committed */
+		if (st->replies && st->last_ns >= st->sub_ns) {
+			struct peer_stats *ps = peer_stats_of(slot,
+							      st->last_peer,
+							      gen);
+
+			record(slot, ST_REPLICA_WAIT, st->last_ns - st->sub_ns,
+			       gen);
+			if (ps)
+				ps->last++;
+		}
+		req_forget(&st->req);
+	}
+	e = EV_NEW(ev_op_done, EV_OP_DONE, now, gen, slot);
+	if (e) {
+		e->op = op;
+		e->op_total_ns = now >= st->enq_ns ? now - st->enq_ns : 0;
+		e->queue_wait_ns = st->deq_ns ? st->qwait_ns : 0;
+		e->tid = (__u32)bpf_get_current_pid_tgid();
+		e->op_class = cls;
+		e->dequeued = st->deq_ns != 0;
+		e->total_valid = now >= st->enq_ns;
+		e->replies = st->replies;
+		e->replica_wait_ns = st->replies && st->last_ns >= st->sub_ns ?
+				     st->last_ns - st->sub_ns : 0;
+		e->local_commit_ns = st->local_ns > st->sub_ns && st->sub_ns ?
+				     st->local_ns - st->sub_ns : 0;
+		e->last_peer = st->last_peer;
+		read_object(op, op_name_off, e->object);
+		EV_SEND(e);
+	}
+	op_forget(key);
+	return 0;
+}

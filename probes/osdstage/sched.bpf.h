@@ -1,0 +1,340 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* osdstage/sched.bpf.h - futex waits, wake-ups and the scheduler programs (sched_switch, sched_waking).
+ * Part of osdstage.bpf.c, which includes the parts in order: one
+ * compilation unit, not a header of its own. */
+
+#define ETIMEDOUT	110
+#define FUTEX_CMD_MASK	0x7f	/* without FUTEX_PRIVATE_FLAG / CLOCK_REALTIME */
+#define FUTEX_WAIT	0
+#define FUTEX_WAKE	1
+#define FUTEX_REQUEUE	3
+#define FUTEX_CMP_REQUEUE 4
+#define FUTEX_WAKE_OP	5
+#define FUTEX_LOCK_PI	6
+#define FUTEX_WAIT_BITSET 9
+#define FUTEX_WAKE_BITSET 10
+#define FUTEX_WAIT_REQUEUE_PI 11
+#define FUTEX_LOCK_PI2	13
+#define TASK_DEAD_STATE	0x80	/* TASK_DEAD: the thread's last switch-out */
+
+/* ------------------------------------------------------------------------
+ * futex waits, from the scheduler programs: no syscall tracepoint (one
+ * attached puts every syscall of every task on the kernel's tracing slow
+ * path, ~40-70 ns a syscall host-wide). A target thread switched out
+ * asleep inside futex(2) (its saved user registers: the syscall number,
+ * uaddr, op, timeout) is in a futex wait until its wake-up. A wait that
+ * returns without sleeping (EAGAIN: the word had changed) is not one. */
+
+#if defined(__TARGET_ARCH_arm64)
+#define NR_FUTEX	98
+#else
+#define NR_FUTEX	202	/* x86_64 */
+#endif
+#define FUTEX_CLOCK_REALTIME 256
+#define FUTEX_REL_SLACK_NS 20000
+
+static __always_inline int futex_is_wait(__u64 op)
+{
+	op &= FUTEX_CMD_MASK;
+	return op == FUTEX_WAIT || op == FUTEX_WAIT_BITSET ||
+	       op == FUTEX_LOCK_PI || op == FUTEX_LOCK_PI2 ||
+	       op == FUTEX_WAIT_REQUEUE_PI;
+}
+
+/* The futex(2) call a task is inside, from its saved user registers. */
+struct futex_call {
+	__u64 uaddr, op, timeout, uaddr2;
+};
+
+static __always_inline int futex_call_of(struct task_struct *task,
+					 struct futex_call *c)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+
+	if (!regs)
+		return 0;
+#if defined(__TARGET_ARCH_arm64)
+	if (regs->syscallno != NR_FUTEX)
+		return 0;
+	c->uaddr = regs->orig_x0;
+	c->op = regs->regs[1];
+	c->timeout = regs->regs[3];
+	c->uaddr2 = regs->regs[4];
+#else
+	if (regs->orig_ax != NR_FUTEX)	/* -1 outside a syscall */
+		return 0;
+	c->uaddr = regs->di;
+	c->op = regs->si;
+	c->timeout = regs->r10;
+	c->uaddr2 = regs->r8;
+#endif
+	return 1;
+}
+
+/* Target thread `prev` (state t) goes to sleep at `now`: in a futex wait?
+ * Called on prev's switch-out, in its own context (its user memory is the
+ * current mm: the timeout is read from it). */
+static __always_inline void futex_sleep(struct thread_state *t,
+					struct task_struct *prev, __u64 now)
+{
+	struct { __s64 sec, nsec; } ts;
+	struct futex_call c;
+	__u64 uaddr, op, tmo, cmd;
+
+	t->futex_start = 0;
+	if (!futex_call_of(prev, &c) || !futex_is_wait(c.op))
+		return;
+	uaddr = c.uaddr;
+	op = c.op;
+	tmo = c.timeout;
+	t->futex_start = now;
+	t->futex_deadline = 0;
+	cmd = op & FUTEX_CMD_MASK;
+	/* the timeout: absolute, CLOCK_MONOTONIC unless FUTEX_CLOCK_REALTIME
+	 * (always CLOCK_REALTIME for FUTEX_LOCK_PI: a realtime deadline
+	 * stays unknown, 0); or relative (FUTEX_WAIT), from the call, a
+	 * little before now: less FUTEX_REL_SLACK_NS, so that the deadline
+	 * is not later than the kernel's */
+	if (tmo && (cmd == FUTEX_WAIT || !(op & FUTEX_CLOCK_REALTIME)) &&
+	    cmd != FUTEX_LOCK_PI &&
+	    !bpf_probe_read_user(&ts, sizeof(ts), (void *)tmo) &&
+	    ts.sec >= 0 && ts.nsec >= 0) {
+		__u64 d = ts.sec * 1000000000ULL + ts.nsec;
+
+		if (cmd == FUTEX_WAIT)
+			d = now + (d > FUTEX_REL_SLACK_NS ?
+				   d - FUTEX_REL_SLACK_NS : 0);
+		t->futex_deadline = d;
+	}
+	if (cmd == FUTEX_WAIT_BITSET)
+		/* glibc condition variables wait with FUTEX_WAIT_BITSET on one of
+		 * two adjacent words: the 8-byte-aligned address names the cv */
+		t->cv_uaddr = uaddr & ~7ULL;
+	else
+		t->cv_uaddr |= 1;	/* mark: last wait was not on the cv */
+}
+
+/* Is `waker`, the task waking a thread of its own process, inside a
+ * futex(2) call that wakes the waiters of the condition variable whose
+ * words are at `cv` (futex_sleep's cv_uaddr)? A notify is. A timer's
+ * wake-up comes from an interrupt, of whichever task it interrupted: that
+ * one is in such a call only if it was itself notifying this cv. */
+static __always_inline int futex_notifies(struct task_struct *waker, __u64 cv)
+{
+	struct futex_call c;
+	__u64 op;
+
+	if (!cv || (cv & 1) || !futex_call_of(waker, &c))
+		return 0;
+	op = c.op & FUTEX_CMD_MASK;
+	if (op == FUTEX_WAKE || op == FUTEX_WAKE_BITSET)
+		return (c.uaddr & ~7ULL) == cv;
+	if (op == FUTEX_WAKE_OP || op == FUTEX_REQUEUE ||
+	    op == FUTEX_CMP_REQUEUE)
+		return (c.uaddr & ~7ULL) == cv || (c.uaddr2 & ~7ULL) == cv;
+	return 0;
+}
+
+/* Target thread t, asleep in a futex wait, is woken at `now` by `waker`
+ * (a thread of its process, or NULL): the wait's end. Timed out: woken at
+ * or after its deadline, and not by a notify of its condition variable:
+ * the kernel fires the timer up to the thread's timer slack (50 us) late,
+ * and a notify in between wakes the thread with success. Left counted as
+ * a timeout: a notify that reaches the wait after its timer woke the
+ * thread but before the thread ran (the kernel then reports success too;
+ * it is seen nowhere here). `held`: the wait was a scheduler hold. */
+static __always_inline void futex_woken(struct thread_state *t, __u32 tid,
+					__u64 now, __u32 gen,
+					struct task_struct *waker, __u32 held)
+{
+	struct ev_futex_wait *e;
+	__u64 d = now > t->futex_start ? now - t->futex_start : 0;
+	int timedout = t->futex_deadline && now >= t->futex_deadline &&
+		       !(waker && futex_notifies(waker, t->cv_uaddr));
+
+	t->futex_start = 0;
+	t->cum_futex += d;
+	record(t->target, ST_FUTEX_WAIT__ROLE + (t->role & (MAX_ROLES - 1)), d,
+	       gen);
+	e = EV_NEW(ev_futex_wait, EV_FUTEX_WAIT, now, gen, t->target);
+	if (e) {
+		e->uaddr = t->cv_uaddr & ~1ULL;
+		e->duration_ns = d;
+		e->ret = timedout ? -ETIMEDOUT : 0;
+		e->tid = tid;
+		e->role = t->role;
+		e->is_cv = !(t->cv_uaddr & 1);
+		EV_SEND(e);
+	}
+	/* a scheduler hold ends at its time by design: not a missed wake-up */
+	if (!(t->cv_uaddr & 1))
+		t->cv_timedout = timedout && !held;
+	t->cv_uaddr &= ~1ULL;
+}
+
+/* p's state: 0 runnable (TASK_RUNNING); __state since Linux 5.14 */
+struct task_struct___pre514 {
+	long state;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u32 task_state(struct task_struct *p)
+{
+	if (bpf_core_field_exists(p->__state))
+		return BPF_CORE_READ(p, __state);
+	return BPF_CORE_READ((struct task_struct___pre514 *)p, state);
+}
+
+/* Target thread t (task p), asleep, is woken at `now` by `waker`, a
+ * thread of its process (NULL: another process's, an interrupt of one,
+ * or unknown). */
+static __always_inline void wake_up(struct thread_state *t,
+				    struct task_struct *p, int slot, __u64 now,
+				    __u32 gen, struct task_struct *waker)
+{
+	__u32 waker_tid = waker ? waker->pid : 0;
+	struct ev_waking *e;
+	__u64 off = now > t->since ? now - t->since : 0;
+
+	__u32 held = t->sleep == SK_HELD;
+
+	if (off)
+		record(slot, ST_OFFCPU__ROLE + (t->role & (MAX_ROLES - 1)), off,
+		       gen);
+	transition(t, TS_RUNQ, SK_WORK, now);
+	t->wake_ts = now;
+	t->wakeups++;
+	t->waker_tid = waker_tid;
+	if (t->futex_start)
+		futex_woken(t, p->pid, now, gen, waker, held);
+	e = EV_NEW(ev_waking, EV_WAKING, now, gen, slot);
+	if (e) {
+		e->offcpu_ns = off;	/* 0: not counted */
+		e->tid = p->pid;
+		e->waker_tid = waker_tid;
+		e->role = t->role;
+		EV_SEND(e);
+	}
+}
+
+/* What the sleep thread t (of target `slot`) goes into is, right after
+ * futex_sleep() read it: work inside an op; a scheduler hold (an idle
+ * timed wait on a condition variable, on an mClock OSD: under mClock a
+ * shard worker waits with a timeout only when the scheduler's dequeue
+ * answered with a time instead of an op, on its queue's cv; its
+ * empty-queue wait has none); else idle. */
+static __always_inline __u32 sleep_kind(struct thread_state *t, int slot)
+{
+	if (t->in_op)		/* in_op cannot change while asleep */
+		return SK_WORK;
+	if (t->futex_start && t->futex_deadline && !(t->cv_uaddr & 1) &&
+	    t->cv_uaddr && (ctl.mclock >> (slot & (MAX_TARGETS - 1))) & 1)
+		return SK_HELD;
+	return SK_IDLE;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
+	     struct task_struct *next, unsigned int prev_state)
+{
+	__u64 now = 0;
+	struct thread_state *t;
+	struct ev_switch_out *eo;
+	struct ev_switch_in *ei;
+	__u32 gen = 0, state, woken = 0;
+	int slot;
+
+	slot = target_of(prev->tgid);
+	if (slot >= 0) {
+		count(slot, CNT_HIT_SCHED);
+		now = bpf_ktime_get_ns();
+		gen = cur_gen();
+		t = thread_of(prev, now, slot);
+		if (t) {
+			state = (prev_state & TASK_DEAD_STATE) ? TS_DEAD :
+				prev_state ? TS_SLEEP : TS_RUNQ;
+			if (state == TS_SLEEP)
+				futex_sleep(t, prev, now);
+			else
+				t->futex_start = 0;
+			/* a shard worker keeps a long history from the start */
+			if (!t->wring && t->role == worker_role)
+				wring_claim(t, prev->pid);
+			transition(t, state, sleep_kind(t, slot), now);
+			if (state == TS_DEAD)
+				t->died = now;
+			eo = EV_NEW(ev_switch_out, EV_SWITCH_OUT, now, gen,
+				    slot);
+			if (eo) {
+				eo->tid = prev->pid;
+				eo->state = state;
+				eo->role = t->role;
+				EV_SEND(eo);
+			}
+		}
+	}
+	slot = target_of(next->tgid);
+	if (slot >= 0) {
+		if (!now) {
+			count(slot, CNT_HIT_SCHED);
+			now = bpf_ktime_get_ns();
+			gen = cur_gen();
+		}
+		t = thread_of(next, now, slot);
+		if (!t)
+			return 0;
+		if (t->state == TS_SLEEP && !task_state(next)) {
+			/* switched in runnable after it went to sleep: woken
+			 * without a sched_waking. 6.18 does that now and then
+			 * to a thread whose timed futex wait expired (~1 in
+			 * 2,000 such waits here; a perf-event tracepoint
+			 * misses it too). Its wake-up is taken as now, by no
+			 * one known; no run-queue delay is recorded for it.
+			 * (A thread preempted while it was going to sleep
+			 * comes back still in its sleeping state: no wake-up
+			 * yet.) */
+			wake_up(t, next, slot, now, gen, NULL);
+			t->oncpu_after_wake = now;
+		} else if (t->state == TS_RUNQ && t->wake_ts &&
+			   t->wake_ts >= t->since) {
+			/* first time on CPU since its wake-up */
+			record(slot, ST_WAKEUP_DELAY__ROLE +
+			       (t->role & (MAX_ROLES - 1)), now - t->wake_ts, gen);
+			t->oncpu_after_wake = now;
+			woken = 1;
+		}
+		ei = EV_NEW(ev_switch_in, EV_SWITCH_IN, now, gen, slot);
+		if (ei) {
+			ei->wakeup_ns = woken ? now - t->wake_ts : 0;
+			ei->tid = next->pid;
+			ei->role = t->role;
+			ei->woken = woken;
+			EV_SEND(ei);
+		}
+		transition(t, TS_RUN, SK_WORK, now);
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_waking, struct task_struct *p)
+{
+	struct task_struct *cur;
+	struct thread_state *t;
+	__u64 now;
+	__u32 gen;
+	int slot;
+
+	slot = target_of(p->tgid);
+	if (slot < 0)
+		return 0;
+	count(slot, CNT_HIT_SCHED);
+	now = bpf_ktime_get_ns();
+	gen = cur_gen();
+	t = thread_of(p, now, slot);
+	if (!t || t->state != TS_SLEEP)
+		return 0;
+	cur = bpf_get_current_task_btf();
+	/* a waker of the same process: it may be the op's enqueuer */
+	wake_up(t, p, slot, now, gen, cur->tgid == p->tgid ? cur : NULL);
+	return 0;
+}
