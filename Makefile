@@ -58,7 +58,7 @@ export LAB_OSD_OPTS SECS THREADS
 # daemons themselves are installed by $(LAB) install (shared with vagrant/).
 PKGS := clang llvm libbpf1 libbpf-dev bpftool bpftrace lttng-tools \
 	babeltrace2 python3-bt2 fio g++ binutils gdb ruby util-linux procps \
-	python3-pytest python3-pyelftools python3-numpy ceph-osd-dbg chromium \
+	python3-pytest python3-pyelftools python3-capstone python3-numpy ceph-osd-dbg chromium \
 	prometheus python3-prometheus-client python3-yaml systemd
 
 .PHONY: all build setup setup-containers lab lab-env lab-down workload demo test \

@@ -43,11 +43,23 @@ def test_release_found_in_a_binary_that_cannot_run_here(container_lab):
     assert (row["probe_table"], row["probe_table_exact"], row["cet"]) == (
         version[:-1], True, True), row
     assert set(row["stages"].values()) == {"ok"}, row["stages"]
+    # every probe on an instruction the kernel emulates: 20.2's two
+    # replica functions start with `sub $N,%rsp` and their probes move to
+    # their first jcc (docs/ceph.md); 18.2's all start with a push
+    assert row["probes_single_step"] == [], row
+    moved = {m["function"].split("(")[0]: m for m in row["probes_moved"]}
+    assert set(moved) == ({"ReplicatedBackend::do_repop_reply",
+                           "ReplicatedBackend::op_commit"}
+                          if version.startswith("20.2") else set()), moved
+    for m in moved.values():
+        assert m["entry"].startswith("sub rsp,") and m["at"][0] == "j", m
     p = run_tool([OSDSTAGE, "--list"])
     line = next(l.split() for l in p.stdout.splitlines()[1:]
                 if l.split()[1] == str(pid))
     assert line[2].startswith(version) and line[4:6] == [version[:-1],
                                                          "yes"]
+    notes = [l for l in p.stdout.splitlines() if "probe moved" in l]
+    assert len(notes) == len(moved), p.stdout
 
 
 def test_op_class_offsets_are_the_binarys_own(container_lab):

@@ -41,7 +41,7 @@ ENGINE_DEFAULT_SECCOMP = "/usr/share/containers/seccomp.json"
 # the set found on the lab, one capability at a time (deploy/README.md)
 CAPS = {"BPF", "PERFMON", "SYS_PTRACE"}
 RUNTIME_PKGS = {"python3", "python3-numpy", "python3-prometheus-client",
-                "python3-pyelftools", "libbpf1"}
+                "python3-pyelftools", "python3-capstone", "libbpf1"}
 
 
 def read(path):

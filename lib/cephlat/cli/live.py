@@ -59,6 +59,10 @@ def _banner(args, err, targets, version, rel, plan):
                   "Hit Ctrl-C to end." if args.count is None else
                   "%d report%s." % (args.count,
                                     "" if args.count == 1 else "s")))
+    for f, insn in plan.single_steps():
+        err.write("note: the probe on %s single-steps its first instruction "
+                  "(%s): ~10 times the cost of a hit.\n" % (
+                      f.split("(", 1)[0], insn))
     err.flush()
 
 

@@ -81,12 +81,13 @@ ENDBR64 = b"\xf3\x0f\x1e\xfa"       # CET: an indirect-branch target
 
 class Symbol:
     __slots__ = ("name", "demangled", "addr", "size", "offset", "table",
-                 "cet")
+                 "cet", "moved")
 
     def __init__(self, name, demangled, addr, size, offset, table):
         self.name, self.demangled = name, demangled
         self.addr, self.size, self.offset, self.table = addr, size, offset, table
         self.cet = False          # starts with endbr64 (see probe_offset)
+        self.moved = 0            # bytes past the entry (engine/probesite)
 
     @property
     def probe_offset(self):
@@ -95,8 +96,16 @@ class Symbol:
         here, against ~0.6 us on the `push` after it): on a CET build the
         probe goes right after it. The registers and the stack are those of
         the entry, so arguments and the return address (uretprobe) are
-        unchanged."""
-        return self.offset + (len(ENDBR64) if self.cet else 0)
+        unchanged. `moved`: an op event's probe moved off an instruction
+        the kernel would single-step (engine/probesite.py)."""
+        return self.offset + (len(ENDBR64) if self.cet else 0) + self.moved
+
+    def moved_by(self, n):
+        """A copy of this symbol whose probe goes `n` bytes further."""
+        s = Symbol(self.name, self.demangled, self.addr, self.size,
+                   self.offset, self.table)
+        s.cet, s.moved = self.cet, self.moved + n
+        return s
 
     def __repr__(self):
         return "Symbol(%s @0x%x)" % (self.demangled, self.offset)

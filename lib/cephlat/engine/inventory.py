@@ -9,8 +9,9 @@ from .plan import choose_release, resolve
 def osd_rows(release=None):
     """Every ceph-osd on this host (containers included): id, pid,
     version, release, the probe table entry used, whether it is a CET
-    build, and which stages can be probed (with the reason for those that
-    cannot)."""
+    build, which stages can be probed (with the reason for those that
+    cannot), and the probes moved off an entry the kernel would
+    single-step or left single-stepping (engine/probesite.py)."""
     rows = []
     for pid, osd_id in find_ceph_osds():
         row = {"pid": pid, "osd": osd_id, "ceph_version": None,
@@ -27,7 +28,13 @@ def osd_rows(release=None):
                                if choice.exact is not False else {})
             row.update(release=choice.release.name,
                        probe_table=choice.release.key,
-                       probe_table_exact=choice.exact, cet=plan.cet)
+                       probe_table_exact=choice.exact, cet=plan.cet,
+                       probes_moved=[
+                           {"function": f, "entry": e, "offset": n,
+                            "at": i} for f, e, n, i in plan.moved()],
+                       probes_single_step=[
+                           {"function": f, "at": i}
+                           for f, i in plan.single_steps()])
             if choice.notice:
                 row["notice"] = choice.notice
             for s in probetable.STAGES:

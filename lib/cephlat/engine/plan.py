@@ -2,6 +2,7 @@
 found in a binary (engine/elfsym.py), as uprobes for the tracer."""
 from ..ceph import probetable
 from ..errors import UserError
+from . import probesite
 
 
 class Plan:
@@ -13,6 +14,7 @@ class Plan:
         self.stages = []         # available stages, in table order
         self.unavailable = {}    # stage -> reason
         self.symbols = {}        # role -> Symbol
+        self.sites = {}          # function -> probesite.Site of its probes
 
     def probe_count(self):
         return len(self.uprobes())
@@ -46,6 +48,18 @@ class Plan:
                     cookie |= abi.const("OPARG_STARTS_DEQUEUE")
             out.append((prog, sym, cookie, False))
         return out
+
+    def single_steps(self):
+        """The probed functions whose probe the kernel single-steps (its
+        instruction cannot be emulated, and the probe cannot move):
+        [(function, instruction)]."""
+        return [(f, s.insn) for f, s in self.sites.items() if s.single_step]
+
+    def moved(self):
+        """The op events' probes moved past an entry the kernel would
+        single-step: [(function, entry instruction, +bytes, instruction)]."""
+        return [(f, s.entry_insn, s.offset, s.insn)
+                for f, s in self.sites.items() if s.offset]
 
     @property
     def cet(self):
@@ -105,7 +119,36 @@ def resolve(elf, release, wanted, settings=None):
                 plan.op_events.append((role, ev, plan.symbols[role],
                                        release.funcs[role].op_arg or
                                        (0, False)))
+    _place(elf, plan)
     return plan
+
+
+def _site(elf, sym, arg):
+    skip = sym.probe_offset - sym.offset
+    code = elf.read_at_vaddr(sym.addr + skip, max(sym.size - skip, 0))
+    return probesite.place(code, sym.addr + skip, arg)
+
+
+def _place(elf, plan):
+    """Each probed function's probe site (engine/probesite.py): a call
+    stage's stays at the entry (its return probe needs it), and so does an
+    op event's on a function that also has one; an op event alone on a
+    function whose entry the kernel would single-step moves to the first
+    emulated instruction it safely can."""
+    entry = {sym.addr for _, sym in plan.calls}
+    for _, sym in plan.calls:
+        site = _site(elf, sym, None)
+        if site is not None:
+            plan.sites[sym.demangled] = site
+    for k, (role, ev, sym, arg) in enumerate(plan.op_events):
+        if sym.addr in entry:
+            continue
+        site = _site(elf, sym, arg[0])
+        if site is None:
+            continue
+        plan.sites[sym.demangled] = site
+        if site.offset:
+            plan.op_events[k] = (role, ev, sym.moved_by(site.offset), arg)
 
 
 

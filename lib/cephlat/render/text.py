@@ -270,6 +270,11 @@ def print_host_summary(out, args, host):
     out.flush()
 
 
+def _fn(demangled):
+    """A function's name without its parameters."""
+    return demangled.split("(", 1)[0]
+
+
 def print_list(out, rows):
     """The OSD list (engine/inventory.py) as a table."""
     if not rows:
@@ -293,6 +298,14 @@ def print_list(out, rows):
         for s, v in r["stages"].items():
             if v != "ok":
                 out.write("       %s: %s\n" % (s, v))
+        for m in r.get("probes_moved", ()):
+            out.write("       probe moved %d bytes in, to `%s`: %s (its "
+                      "entry `%s` would single-step)\n" % (
+                          m["offset"], m["at"], _fn(m["function"]),
+                          m["entry"]))
+        for m in r.get("probes_single_step", ()):
+            out.write("       probe single-steps `%s`: %s (~10 times the "
+                      "cost of a hit)\n" % (m["at"], _fn(m["function"])))
     if any(r.get("probe_table") and not r["probe_table_exact"]
            for r in rows):
         out.write("(* the newest probe table entry whose every function "
