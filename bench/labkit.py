@@ -1,9 +1,10 @@
 """bench/labkit.py - what every part of `make bench` uses to drive the lab
 and measure it: the lab's environment, fio on the lab's image, the OSD's
 CPU time and op counts, the BPF programs' run statistics, the machine's
-description and the figures' formatting. bench/run.py (the parts, the
-targets, BENCHMARKS.md) and bench/exporter_soak.py (issue 16's soak) both
-import it; neither imports the other at load time."""
+description and the figures' formatting. The bench's other modules
+(measure.py, measure_reader.py, summary.py, targets.py, render.py, run.py)
+and exporter_soak.py (issue 16's soak) import it; it imports none of
+them, and exporter_soak.py imports nothing else of the bench."""
 import contextlib
 import json
 import math

@@ -1,4 +1,4 @@
-"""bench/run.py's account of the default mode's cost per read
+"""bench/targets.py's account of the default mode's cost per read
 (BENCHMARKS.md, "Where the cost per read goes"): the traps are the
 userspace mode's added OSD CPU less its programs, and the IOPS ratio a
 CPU-bound lab allows follows the host's CPU per op."""
@@ -9,7 +9,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "bench"))
 
-import run  # noqa: E402
+import summary  # noqa: E402
+import targets  # noqa: E402
 
 
 def _prog(runs_per_op, ns, uprobe):
@@ -43,7 +44,7 @@ def _res(default_us=14.0, userspace_us=10.0):
 
 
 def test_parts_add_up_from_the_runs_figures():
-    c = run.cost_parts(_res())
+    c = summary.cost_parts(_res())
     assert c["uprobe_progs"] == 2.0          # 1 x 1000 + 2 x 500 ns
     assert c["kernel_progs"] == 2.0          # 10 x 200 ns
     assert c["traps"] == 8.0                 # 10 us userspace - 2 us
@@ -53,12 +54,12 @@ def test_parts_add_up_from_the_runs_figures():
 def test_a_run_without_the_userspace_mode_is_not_taken_apart():
     res = _res()
     del res["modes"]["userspace"]
-    assert run.cost_parts(res) is None
-    assert run.render_why([res], []) == []
+    assert summary.cost_parts(res) is None
+    assert targets.render_why([res], []) == []
 
 
 def test_the_section_states_the_figures_and_what_the_ratio_needs():
-    text = "\n".join(run.render_why([_res()], []))
+    text = "\n".join(targets.render_why([_res()], []))
     assert "| pacific | 4 x 8 s | 14.0 us | 8.0 us (6.00 hits) | 2.0 us " \
         "| 2.0 us | 1.33 us | 10.0 us | 1.50 us |" in text
     # 150 untraced + 20 added -> 150/170; 0.95 allows 150 x (1/0.95 - 1)
@@ -69,8 +70,8 @@ def test_the_section_states_the_figures_and_what_the_ratio_needs():
 
 
 def test_only_missed_targets_are_explained():
-    text = "\n".join(run.render_why([_res(default_us=9.0,
-                                           userspace_us=4.5)], []))
+    text = "\n".join(targets.render_why([_res(default_us=9.0,
+                                               userspace_us=4.5)], []))
     assert "**added OSD CPU per read" not in text
     assert "**userspace mode" not in text
     assert "**IOPS ratio" in text                     # 0.88 < 0.95
@@ -83,17 +84,19 @@ def test_three_osds_are_compared_with_one_traced_on_the_same_lab():
     osds = {"machine": {"release": "pacific"}, "workloads": {"randread": {
         "one": {"per_osd": [osd(0, 40.0), osd(1, 5.0)]},
         "all": {"per_osd": [osd(0, 35.0), osd(1, 22.5)]}}}}
-    text = "\n".join(run.render_why([_res()], [osds]))
+    text = "\n".join(targets.render_why([_res()], [osds]))
     assert "osd.0 traced alone added 40.0 us (39.0-41.0) per read, all " \
         "three traced osd.0 35.0 us, osd.1 22.5 us" in text
-    assert "traced alone" not in "\n".join(run.render_why([_res()], []))
+    assert "traced alone" not in "\n".join(
+        targets.render_why([_res()], []))
 
 
 def test_other_releases_uprobe_side_is_set_beside_pacifics():
     reef = _res(default_us=17.0, userspace_us=11.0)
     reef["machine"]["release"] = "reef"
-    text = "\n".join(run.render_why([_res(), reef], []))
+    text = "\n".join(targets.render_why([_res(), reef], []))
     assert "added reef 11.0 us against Pacific's 10.0 us per op" in text
     assert "Pacific's own 1-OSD pairs ranged 0.0-28.0 us around its " \
         "median of 14.0 us" in text
-    assert "against Pacific's" not in "\n".join(run.render_why([_res()], []))
+    assert "against Pacific's" not in "\n".join(
+        targets.render_why([_res()], []))

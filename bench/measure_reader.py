@@ -1,0 +1,198 @@
+"""bench/measure_reader.py - issue 15's figures, measured on the controlled
+program without a Ceph lab (the reader part, `make bench BENCH=reader`):
+a capture of >= 10 million events of tests/bpf/progs/shardq.cc recorded
+by osdstage -w, read back with -j, --slowest 5 -j and --html, each read
+timed in a child process of its own (reader_bench), and the recorder
+alone at set rates, driven by tests/bpf/ringgen.py (recorder_rates). It
+uses measure.py's paths to the tool and its capture summary line; the
+figures are judged in targets.py and rendered in render.py."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from labkit import REPO, sh
+from measure import OSDSTAGE, PY, SHARDQ, SHARDQ_SPEC, captured_events
+
+
+# --- issue 15: the reader on a large capture, the recorder alone ----------
+
+READER_MIN_EVENTS = 10000000
+# shardq 2 2 ITEMS normal 20 0 20 8 0 makes about 1.85 events per item
+# on the idle 2-core machine (more when other work shares the cores: more
+# context switches), ~31k items/s: 5.7 M items, ~10.5 M events in ~3 min
+READER_ITEMS = 5700000
+READER_SMOKE_ITEMS = 20000
+# each read this many times, the reads taking turns (the same read's wall
+# time varied by 15-25 % between bench runs here): the median is reported,
+# with the spread
+READ_RUNS = 3
+SHARDQ_READER_ARGS = ["2", "2", "{items}", "normal", "20", "0", "20", "8", "0"]
+# The lab's peak event rate, from issue 15: a 5-s capture at the lab's
+# peak held 599k events; a 10-minute capture at that rate, ~72 M events.
+LAB_PEAK_EVENTS_PER_S = 119800
+TEN_MIN_EVENTS = LAB_PEAK_EVENTS_PER_S * 600
+READS = [
+    # (key, osdstage arguments after -r CAP)
+    ("json", ["-j"]),
+    ("slowest", ["--slowest", "5", "-j"]),
+    ("html", ["--html", "{html}"]),
+]
+RINGGEN_RATES = (500000, 1000000, 2000000)
+RINGGEN_SECS = 3.0
+ISSUE15_KEYS = ("reader", "recorder_rates")
+# one command in a child of its own: its wall time, its own peak RSS
+# (RUSAGE_CHILDREN of this wrapper holds only that command) and CPU
+TIMED = (
+    "import json, resource, subprocess, sys, time\n"
+    "t = time.monotonic()\n"
+    "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL,\n"
+    "                   stderr=subprocess.PIPE)\n"
+    "secs = time.monotonic() - t\n"
+    "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print(json.dumps({'rc': p.returncode, 'secs': secs,\n"
+    "                  'maxrss_kb': ru.ru_maxrss,\n"
+    "                  'cpu_s': ru.ru_utime + ru.ru_stime,\n"
+    "                  'err': p.stderr.decode(errors='replace')[-800:]}))\n")
+
+
+def record_shardq(exe, cap, items, d):
+    """Record the controlled program (SHARDQ_READER_ARGS, `items` items)
+    under osdstage -w CAP --ring-mb 256 until it exits. -> dict"""
+    args = [a.replace("{items}", str(items)) for a in SHARDQ_READER_ARGS]
+    prog = subprocess.Popen([exe] + args, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    errpath = os.path.join(d, "record.err")
+    with open(errpath, "w") as errf:
+        tool = subprocess.Popen([PY, OSDSTAGE, "-p", str(prog.pid),
+                                 "--probes", SHARDQ_SPEC, "-w", cap,
+                                 "--ring-mb", "256", "1"],
+                                stdout=subprocess.DEVNULL, stderr=errf)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with open(errpath) as f:
+                if "Tracing" in f.read():
+                    break
+            if tool.poll() is not None or time.monotonic() > deadline:
+                with open(errpath) as f:
+                    sys.exit("bench: reader capture failed: " + f.read())
+            time.sleep(0.1)
+        t0 = time.monotonic()
+        prog.stdin.write("go\n")
+        prog.stdin.flush()
+        prog.stdout.read()
+        prog.wait(3600)
+        secs = time.monotonic() - t0
+        tool.wait(600)
+    finally:
+        for p in (prog, tool):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    with open(errpath) as f:
+        err = f.read()
+    got = captured_events(err)
+    if got is None:
+        sys.exit("bench: reader capture wrote no capture: " + err[-800:])
+    m = re.search(r"capture \S+: \d+ events, ([\d.]+) MB", err)
+    return {"program": "shardq " + " ".join(args), "items": items,
+            "events": got[0], "lost": got[1],
+            "capture_mb": float(m.group(1)) if m else None,
+            "record_secs": round(secs, 1)}
+
+
+def time_read(cap, extra, html=None):
+    """osdstage -r CAP EXTRA in a child of its own ({html}: the file html).
+    -> dict"""
+    args = [x.replace("{html}", html or "") for x in extra]
+    p = sh([PY, "-c", TIMED, PY, OSDSTAGE, "-r", cap] + args)
+    if p.returncode:
+        sys.exit("bench: timing wrapper failed: " + p.stderr[-800:])
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    if r["rc"]:
+        sys.exit("bench: osdstage -r %s failed (%d): %s" % (
+            " ".join(extra), r["rc"], r["err"]))
+    return {"args": "-r CAP " + " ".join(extra).replace("{html}", "F"),
+            "secs": round(r["secs"], 2),
+            "peak_rss_mb": round(r["maxrss_kb"] / 1024, 1),
+            "cpu_s": round(r["cpu_s"], 2)}
+
+
+def reader_bench(smoke=False):
+    """Issue 15 item 1: a capture of >= 10 M events of the controlled
+    program, read back with -j, --slowest 5 -j and --html, each in a child
+    of its own: events/s and peak RSS. The capture is deleted."""
+    d = tempfile.mkdtemp(prefix="bench-reader-", dir="/var/tmp")
+    try:
+        exe = os.path.join(d, "shardq")
+        sh(["g++", "-O2", "-g", "-pthread", "-o", exe, SHARDQ], check=True)
+        cap = os.path.join(d, "big.ctf")
+        items = READER_SMOKE_ITEMS if smoke else READER_ITEMS
+        rec = record_shardq(exe, cap, items, d)
+        print("bench: reader capture: %d events (%d lost), %.0f MB in %.0f s"
+              % (rec["events"], rec["lost"], rec["capture_mb"] or 0,
+                 rec["record_secs"]), file=sys.stderr)
+        if not smoke and rec["events"] < READER_MIN_EVENTS:
+            # too few: once more with the items scaled up, 5 % to spare
+            shutil.rmtree(cap, ignore_errors=True)
+            items = int(items * 1.05 * READER_MIN_EVENTS / rec["events"])
+            rec = record_shardq(exe, cap, items, d)
+            print("bench: reader capture again: %d events" % rec["events"],
+                  file=sys.stderr)
+        n = rec["events"]
+        rec["reads"] = {}
+        runs = {key: [] for key, _ in READS}
+        for _ in range(1 if smoke else READ_RUNS):
+            for key, extra in READS:
+                html = os.path.join(d, "report.html")
+                r = time_read(cap, extra, html)
+                if key == "html":
+                    r["html_mb"] = round(os.path.getsize(html) / 1e6, 1)
+                    os.unlink(html)
+                runs[key].append(r)
+        for key, _ in READS:
+            # the median run's figures; the peak RSS, the highest of all
+            rs = sorted(runs[key], key=lambda x: x["secs"])
+            r = dict(rs[len(rs) // 2])
+            r["runs_s"] = [x["secs"] for x in runs[key]]
+            r["peak_rss_mb"] = max(x["peak_rss_mb"] for x in rs)
+            r["events_per_s"] = round(n / r["secs"]) if r["secs"] else None
+            rec["reads"][key] = r
+            print("bench: reader %-26s %6.1f s, %9d events/s, %5.0f MB RSS"
+                  % (r["args"], r["secs"], r["events_per_s"] or 0,
+                     r["peak_rss_mb"]), file=sys.stderr)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    h = rec["reads"]["html"]["events_per_s"]
+    rec["lab_peak_events_per_s"] = LAB_PEAK_EVENTS_PER_S
+    rec["ten_min_events"] = TEN_MIN_EVENTS
+    rec["ten_min_html_s"] = round(TEN_MIN_EVENTS / h, 1) if h else None
+    return rec
+
+
+def recorder_rates(rates=RINGGEN_RATES, secs=RINGGEN_SECS):
+    """Issue 15 item 2: the recorder alone (tests/bpf/ringgen.py: a BPF
+    program fills the ring at a set rate, lib/native/recorder.c drains it
+    into stream files): achieved events/s, lost, the recorder thread's
+    CPU as a share of one core, per rate."""
+    sys.path.insert(0, os.path.join(REPO, "tests", "bpf"))
+    import ringgen
+    d = tempfile.mkdtemp(prefix="bench-ringgen-", dir="/var/tmp")
+    rows = []
+    try:
+        obj = ringgen.build(d)
+        for rate in rates:
+            r = ringgen.run(obj, rate, secs, ring_mb=32)
+            r["set_rate"] = rate
+            rows.append(r)
+            print("bench: recorder at %d events/s: %d events/s, %d lost, "
+                  "%.1f %% of a core" % (rate, r["rate"], r["lost"],
+                                         r["cpu_pct"]), file=sys.stderr)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return {"ring_mb": 32, "secs": secs, "rows": rows}

@@ -1,0 +1,367 @@
+"""bench/targets.py - judging the figures against the issues' targets: the
+targets (TARGETS, BOUND_PCT), the issue 14 rows from every release's
+results with Pacific's 1-OSD run as the reference (target_rows,
+_vs_pacific, _slowest), whether the cost per op holds when three OSDs
+are traced instead of one (cost_holds), the issue 15 rows (issue15_rows),
+and why each missed issue 14 target is missed: the cost per read taken
+apart with the runs' own figures, and what was tried (render_why,
+_cet_why, _lab3_why, TRIED). It reads results dicts only; the tables
+around these rows are render.py's."""
+from labkit import _release, _sp
+from measure_reader import READER_MIN_EVENTS, READS
+from summary import RELEASE_ORDER, _get, cost_parts
+
+
+BOUND_PCT = 2.0             # what the bounded mode asks (--max-overhead 2)
+TARGETS = {
+    "default": 0.95, "userspace": 0.96, "bounded": 0.98,
+    "avg_ns": 200, "startup_s": 0.5, "peak_rss_mb": 60,
+    "recorder_events_per_s": 100000, "recorder_cpu_pct": 10,
+    # issue 14
+    "default_added_us_per_read": 10.0, "userspace_added_us_per_op": 5.0,
+    "bounded_cost_pct": BOUND_PCT, "hits_per_read": 6.0,
+    "release_cost_within": 0.20,
+}
+
+
+def cost_holds(wl_res):
+    """Does the per-op cost on an OSD stay the same when every OSD is
+    traced? Holds when each OSD's median added CPU per op under --osd all
+    is at most the highest pair of osd.0 under --osd 0 (inside the
+    one-OSD run-to-run spread). -> (holds, [(osd, median_all)], bound)"""
+    one = wl_res["one"]["per_osd"][0]["added_us_per_op"]
+    if one is None:
+        return None, [], None
+    got = [(p["osd"], p["added_us_per_op"]["median"])
+           for p in wl_res["all"]["per_osd"] if p["added_us_per_op"]]
+    return all(m <= one["max"] for _, m in got), got, one["max"]
+
+
+def _slowest(res):
+    """(name, avg ns) of the default mode's slowest program that ran."""
+    ran = [(p["avg_ns"], n) for n, p in (res.get("programs") or {}).items()
+           if p.get("runs")]
+    if not ran:
+        return None, None
+    ns, name = max(ran)
+    return name, ns
+
+
+def _mark(ok):
+    return "ok" if ok else "**MISSED**"
+
+
+def target_rows(results, osds_results):
+    """The issue 14 targets: [(measure, measured, target, met)], met None
+    when not measured. Pacific's 1-OSD run is the reference."""
+    pac = next((r for r in results if _release(r) == "pacific"), None)
+    rows = []
+
+    def mode(m, wl="randread"):
+        s = dict(_get(pac, "modes", m, wl) or {})
+        if "iops_ratio_median" in s and "iops_ratio" not in s:
+            s["iops_ratio"] = {k: s["iops_ratio_" + k]
+                               for k in ("median", "min", "max")}
+        return s
+
+    dflt = mode("default").get("osd_added_us_per_op")
+    rows.append(("default mode, added OSD CPU per 4 KiB read",
+                 _sp(dflt, unit=" us"), "<= 10 us",
+                 dflt["median"] <= 10 if dflt else None))
+    r = mode("default").get("iops_ratio")
+    rows.append(("default mode, IOPS ratio (4 KiB reads, full rate)",
+                 _sp(r, "%.3f"), ">= 0.95",
+                 r["median"] >= 0.95 if r else None))
+    us = [(wl, mode("userspace", wl).get("osd_added_us_per_op"))
+          for wl in ("randread", "write")]
+    got = [(wl, s) for wl, s in us if s]
+    rows.append(("user-space stages only (`--no-kernel`), added OSD CPU "
+                 "per op", "; ".join("%s %s" % (wl, _sp(s, unit=" us"))
+                                     for wl, s in got) or "-", "<= 5 us",
+                 all(s["median"] <= 5 for _, s in got) if got else None))
+    r = mode("bounded").get("iops_ratio")
+    rows.append(("`--max-overhead 2`, IOPS ratio (4 KiB reads)",
+                 _sp(r, "%.3f"), ">= 0.98",
+                 r["median"] >= 0.98 if r else None))
+    cost = [(wl, mode("bounded", wl).get("cost_pct"))
+            for wl in ("randread", "write")]
+    got = [(wl, s) for wl, s in cost if s]
+    rows.append(("`--max-overhead 2`, measured cost (added host CPU, share "
+                 "of all CPUs)", "; ".join("%s %s" % (wl, _sp(
+                     s, "%.2f", " %")) for wl, s in got) or "-", "<= 2 %",
+                 all(s["median"] <= BOUND_PCT for _, s in got)
+                 if got else None))
+    name, ns = _slowest(pac) if pac else (None, None)
+    rows.append(("slowest BPF program, ns per run (default mode)",
+                 "%.0f ns (%s)" % (ns, name) if name else "-", "<= 200 ns",
+                 ns <= 200 if name else None))
+    h = mode("default").get("uprobe_hits_per_op")
+    rows.append(("uprobe hits per 4 KiB read, default mode",
+                 _sp(h, "%.2f"), "<= 6", h["median"] <= 6 if h else None))
+    for rel in RELEASE_ORDER[1:]:
+        other = next((r for r in results if _release(r) == rel), None)
+        s = _get(other, "modes", "default", "randread", "osd_added_us_per_op")
+        rows.append(_vs_pacific(
+            "%s, default mode added OSD CPU per 4 KiB read vs Pacific 1-OSD"
+            % rel.capitalize(), [("", s)], dflt))
+    osds = next((r for r in osds_results if _release(r) == "pacific"), None)
+    per = _get(osds, "workloads", "randread", "all", "per_osd") or []
+    rows.append(_vs_pacific(
+        "3 OSDs traced at once (`--osd all`), added CPU per 4 KiB read on "
+        "each OSD vs Pacific 1-OSD%s" % (
+            "" if not osds or osds.get("window") == "steady" else
+            " (the 3-OSD run predates the steady-load windows)"), [("osd.%d " % p["osd"],
+                                       p["added_us_per_op"]) for p in per],
+        dflt))
+    return rows
+
+
+def _vs_pacific(measure, got, ref):
+    """A "within 20 % of Pacific 1-OSD" row."""
+    got = [(label, s) for label, s in got if s]
+    if not got or not ref or ref["median"] <= 0:
+        return (measure, "not measured" if not got else
+                "; ".join("%s%s" % (lb, _sp(s, unit=" us")) for lb, s in got),
+                "within 20 %", None)
+    ratios = [(label, s, s["median"] / ref["median"]) for label, s in got]
+    return (measure, "; ".join("%s%s = %.2f x" % (lb, _sp(s, unit=" us"), q)
+                               for lb, s, q in ratios) +
+            " (Pacific %.1f us)" % ref["median"], "within 20 %",
+            all(abs(q - 1) <= TARGETS["release_cost_within"]
+                for _, _, q in ratios))
+
+
+# What the bench cannot measure itself: what was tried against each missed
+# issue 14 target (kept with the code that renders the figures; the sessions'
+# notes on the issue have the details and before/after figures).
+TRIED = [
+    ("uprobe hits per read", "11 -> 6: do_op ends at the return of the "
+     "enclosing dequeue_op (no return probe of its own); dequeue_op starts "
+     "in op_dequeue's program (no stage_entry on it); do_op and "
+     "get_object_context are opt-in (`-S all`)"),
+    ("BPF programs", "ops, block requests and the request-id index moved "
+     "from hash maps to direct-mapped 4-way arrays (a hash insert or "
+     "delete costs ~0.8 us here); shard and device statistics per CPU, no "
+     "atomics; block requests read through BTF and filtered to the "
+     "targets' devices; uprobe arguments read straight from the context; "
+     "scheduler hits counted after the target filter; futex waits taken "
+     "from the scheduler programs (a task's saved registers) instead of "
+     "syscall tracepoints, which put every task's syscalls on the tracing "
+     "slow path"),
+    ("attach/detach", "one uprobe_multi link per (program, target, "
+     "direction): detaching 3 OSDs 4.6 s -> 0.4 s; the duty cycles' own "
+     "CPU comes out of their budget, and the bound is held on a measured "
+     "cost (the kernel's BPF run statistics) over the whole run"),
+    ("not tried", "moving the queue-wait attribution out of op_dequeue "
+     "into user space (a per-CPU event the reader attributes: ~0.7 us "
+     "less in the OSD per op, at the price of an event per op); fewer "
+     "default stages (bluestore_read opt-in would save 2 hits, ~3 us, "
+     "and lose the disk-vs-queue split operators ask for first)"),
+]
+
+
+def _cet_why(pac, rows):
+    """The other releases' uprobe side against Pacific's (pac): the
+    userspace mode's added OSD CPU per op (no kernel programs); rows are
+    [(release's results, its cost_parts)]."""
+    other = [(_release(r), c) for r, c in rows if _release(r) != "pacific"]
+    if not pac or not other:
+        return ""
+    return (" The uprobe side alone (userspace mode, no kernel programs) "
+            "added %s against Pacific's %.1f us per op: the CET builds "
+            "are probed after their endbr64, so their traps cost what "
+            "Pacific's do." % (
+                ", ".join("%s %.1f us" % (rel, c["userspace_added"])
+                          for rel, c in other), pac["userspace_added"]))
+
+
+def _lab3_why(osds_results):
+    """The osds part's answer to "does tracing 3 OSDs cost more per op":
+    osd.0 traced alone on the 3-OSD lab against each OSD with all three
+    traced (reads)."""
+    osds = next((r for r in osds_results if _release(r) == "pacific"), None)
+    one = _get(osds, "workloads", "randread", "one", "per_osd") or []
+    per = _get(osds, "workloads", "randread", "all", "per_osd") or []
+    alone = next((p["added_us_per_op"] for p in one if p["osd"] == 0), None)
+    if not alone or not per:
+        return ""
+    return (" The 3-OSD lab itself costs more per op: there osd.0 traced "
+            "alone added %s per read, all three traced %s (the osds "
+            "part, same lab): the lab's per-op cost (3 OSDs' threads "
+            "switching on 2 cores, over each OSD's share of the ops), not "
+            "the number of OSDs traced." % (
+                _sp(alone, unit=" us"),
+                ", ".join("osd.%d %.1f us" % (p["osd"],
+                                              p["added_us_per_op"]["median"])
+                          for p in per)))
+
+
+def render_why(results, osds_results):
+    """Why each missed issue 14 target is missed: the default mode's cost
+    per read taken apart from the run's own figures, and what was tried."""
+    rows = [(r, cost_parts(r)) for r in results]
+    rows = [(r, c) for r, c in rows if c]
+    if not rows:
+        return []
+    lines = ["### Where the cost per read goes (why targets are missed)", "",
+             "The default mode's added OSD CPU per 4 KiB read, taken apart "
+             "with each run's own figures: its uprobe programs and its "
+             "scheduler and block programs (BPF run statistics: runs per "
+             "op x ns per run); the uprobe traps are what is left of the "
+             "userspace mode's added OSD CPU once its programs are taken "
+             "out (that mode runs no kernel programs), per hit over its "
+             "uprobe hits per op. The kernel programs run partly in the "
+             "OSD's threads (a switch-out, a wake-up by an OSD thread) and "
+             "partly elsewhere.", "",
+             "| release | pairs | OSD added, default | uprobe traps | "
+             "uprobe programs | scheduler + block programs | trap per hit "
+             "| OSD added, userspace | probe pair cost (calibrated) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r, c in rows:
+        lines.append("| %s | %d x %d s | %.1f us | %.1f us (%.2f hits) | "
+                     "%.1f us | %.1f us | %.2f us | %.1f us | %s |" % (
+                         _release(r), r["pairs"], r["secs"], c["osd_added"],
+                         c["traps"], c["hits"], c["uprobe_progs"],
+                         c["kernel_progs"], c["per_hit"],
+                         c["userspace_added"],
+                         "%.2f us" % r["call_bias_us"]
+                         if r.get("call_bias_us") is not None else "-"))
+    lines += ["", "The medians are over few pairs, each of which spreads "
+              "by several us (the release sections): a trap per hit below "
+              "half the calibrated uprobe + uretprobe pair is the pairs' "
+              "noise, not a cheaper trap."]
+    rows14 = target_rows(results, osds_results)
+
+    def missed(*prefixes):
+        return any(met is False for m, _, _, met in rows14
+                   if m.startswith(prefixes))
+    why = []
+    pac_res, pac = next(((r, c) for r, c in rows
+                         if _release(r) == "pacific"), (None, None))
+    t = TARGETS
+    if pac and missed("default mode, added OSD CPU"):
+        why.append(
+            "- **added OSD CPU per read <= %.0f us**: the %.2f uprobe "
+            "hits cost %.1f us in traps alone (%.2f us each inside the "
+            "busy OSD, against ~0.9 us for an emulated `push` in a tight "
+            "loop, design brief 5b); their programs add %.1f us and the "
+            "scheduler and block programs up to %.1f us. With every "
+            "program free the traps would still be %.0f %% of the budget."
+            % (t["default_added_us_per_read"], pac["hits"], pac["traps"],
+               pac["per_hit"], pac["uprobe_progs"], pac["kernel_progs"],
+               100 * pac["traps"] / t["default_added_us_per_read"]))
+    if pac and missed("user-space stages only"):
+        why.append(
+            "- **userspace mode <= %.0f us per op**: below the traps' "
+            "own %.1f us for the %.2f hits a read needs for its default "
+            "stages; reaching it takes at most %d hits per op at this "
+            "trap cost." % (t["userspace_added_us_per_op"], pac["traps"],
+                            pac["hits"], int(t["userspace_added_us_per_op"]
+                                             // pac["per_hit"])))
+    if pac and pac["host_untraced"] and pac["host_added"] is not None \
+            and pac["iops_ratio"] and missed("default mode, IOPS ratio"):
+        why.append(
+            "- **IOPS ratio >= %.2f at full rate**: the lab is CPU-bound "
+            "(2 cores), so IOPS follow the host's CPU per op: %.0f us "
+            "untraced plus %.1f us added gives %.3f (measured %.3f); %.2f "
+            "needs at most %.1f us added per op on the whole host." % (
+                t["default"], pac["host_untraced"], pac["host_added"],
+                pac["host_untraced"] / (pac["host_untraced"] +
+                                        pac["host_added"]),
+                pac["iops_ratio"], t["default"],
+                pac["host_untraced"] * (1 / t["default"] - 1)))
+    if missed("slowest BPF program"):
+        why.append(
+            "- **slowest program <= 200 ns**: op_dequeue does the "
+            "queue-wait attribution (the worker's state ring, four "
+            "histograms, the shard's statistics) in the probe; a trivial "
+            "uprobe program measured 220-250 ns per run on this VM under "
+            "the kernel's run statistics (an earlier session's check), so "
+            "200 ns is at the floor of what a uprobe program can show "
+            "here.")
+    if missed("`--max-overhead 2`, measured cost"):
+        why.append(
+            "- **`--max-overhead 2`**: its own estimate holds the bound "
+            "(the release sections), but a whole-host difference of 2 % "
+            "is inside the pairs' spread, which comes from the untraced "
+            "OSD's own CPU per op swinging between windows.")
+    if missed("Reef", "Tentacle", "3 OSDs"):
+        spread = _get(pac_res, "modes", "default", "randread",
+                      "osd_added_us_per_op")
+        why.append(
+            "- **other releases and 3 OSDs within 20 % of Pacific**:" +
+            (" Pacific's own 1-OSD pairs ranged %.1f-%.1f us around its "
+             "median of %.1f us, so medians of 2-4 pairs are not held to "
+             "a 20 %% band by the pairs alone." % (
+                 spread["min"], spread["max"], spread["median"])
+             if spread else "") +
+            _cet_why(pac, rows) + _lab3_why(osds_results))
+    if why:
+        lines += ["", "Per missed target:", ""] + why
+    lines += ["", "What was tried:", ""]
+    lines += ["- %s: %s." % (k, v) for k, v in TRIED]
+    return lines + [""]
+
+
+def _n(x, fmt="{:,}"):
+    return "-" if x is None else fmt.format(x)
+
+
+def issue15_rows(results):
+    """The issue 15 targets: [(measure, measured, target, met)], from the
+    first release's results that have the reader part (Pacific first)."""
+    res = next((r for r in results if r.get("reader")), None)
+    rows = []
+    rd = (res or {}).get("reader") or {}
+    reads = rd.get("reads") or {}
+    n = rd.get("events")
+    rows.append(("the capture read (controlled program, `-w --ring-mb "
+                 "256`)",
+                 "%s events (%s lost), %s MB" % (
+                     _n(n), _n(rd.get("lost")), _n(rd.get("capture_mb"),
+                                                   "{:,.0f}"))
+                 if n else "-", ">= 10,000,000 events",
+                 n >= READER_MIN_EVENTS if n else None))
+    for key, label in (("json", "`-r CAP -j`"),
+                       ("slowest", "`-r CAP --slowest 5 -j`")):
+        r = reads.get(key)
+        rows.append(("%s, events/s" % label,
+                     "%s (%.1f s)" % (_n(r["events_per_s"]), r["secs"])
+                     if r else "-", ">= 2,000,000",
+                     r["events_per_s"] >= 2000000 if r else None))
+    got = [(k, reads[k]["peak_rss_mb"]) for k, _ in READS if k in reads]
+    rows.append(("peak RSS of each read (`-j`; `--slowest 5 -j`; `--html`)",
+                 "; ".join("%s %.0f MB" % (k, mb) for k, mb in got) or "-",
+                 "<= 300 MB", all(mb <= 300 for _, mb in got)
+                 if got else None))
+    h = reads.get("html")
+    rows.append(("`--html` of a 10-minute capture at the lab's peak "
+                 "(extrapolated)",
+                 "%.0f s (%s events/s on this capture; %.1f M events "
+                 "assumed)" % (rd["ten_min_html_s"], _n(h["events_per_s"]),
+                               rd["ten_min_events"] / 1e6)
+                 if h and rd.get("ten_min_html_s") else "-", "< 60 s",
+                 rd["ten_min_html_s"] < 60 if h and rd.get("ten_min_html_s")
+                 else None))
+    rr = _get(res, "recorder_rates", "rows") or []
+    r5 = next((r for r in rr if r["set_rate"] == 500000), None)
+    # the highest set rate at which every event made was written
+    clean = [r for r in rr if r["lost"] == 0 and r["events"] == r["made"]]
+    top = max(clean, key=lambda r: r["set_rate"]) if clean else r5
+    rows.append(("recorder alone (ringgen), the highest set rate with "
+                 "none lost: written events/s",
+                 "%s events/s at a set %s (%s made, %s written, %s lost)" % (
+                     _n(top["rate"]), _n(top["set_rate"]), _n(top["made"]),
+                     _n(top["events"]), _n(top["lost"])) if top else "-",
+                 ">= 500,000 events/s, 0 lost",
+                 top in clean and top["rate"] >= 500000 if top else None))
+    rows.append(("recorder thread's CPU at 500,000 events/s",
+                 "%.1f %% of a core" % r5["cpu_pct"] if r5 else "-",
+                 "< 10 % of a core", r5["cpu_pct"] < 10 if r5 else None))
+    pk = _get(res, "recorder", "lab_peak_cpu_pct")
+    rows.append(("osdstage -w's CPU at the lab's peak (record mode, 4 KiB "
+                 "reads, whole tool)", "%.1f %% of a core at %s events/s" % (
+                     pk, _n(_get(res, "recorder", "lab_peak_events_per_s")))
+                 if pk is not None else "-", "< 10 % of a core",
+                 pk < 10 if pk is not None else None))
+    return rows
