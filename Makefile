@@ -19,7 +19,8 @@
 #                   only one OSD traced vs three on the 3-OSD lab (~6 min), BENCH=main: the
 #                   tracing modes on the 1-OSD lab (~22 min), BENCH=reader: issue 15's reader
 #                   on a >= 10 M-event capture of the controlled program and the recorder
-#                   alone (~6 min, no lab needed)
+#                   alone (~6 min, no lab needed), BENCH=floor: what one uprobe hit costs
+#                   here by the instruction probed (~1 min, no lab needed)
 #   make clean      remove build/
 
 # One interpreter everywhere: Debian's, which sees Debian's python3-* packages

@@ -10,7 +10,7 @@ sections of the parts it ran."""
 from labkit import _met, _release, _sp
 from measure import OSDS_LABELS, OSDS_MODES
 from measure_reader import READS
-from summary import _get, load_results
+from summary import _get, cost_parts, load_results
 from targets import (
     TARGETS, _mark, _n, cost_holds, issue15_rows, render_why, target_rows)
 
@@ -314,6 +314,13 @@ def render_md(results, osds_results=None):
     if soaks:
         import exporter_soak
         lines += exporter_soak.render_soak(soaks[0])
+    import floor
+    traps = {}
+    for res in results:
+        c = cost_parts(res)
+        if c:
+            traps[_release(res)] = c["per_hit"]
+    lines += floor.render_section(traps)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # bench/run.py - what tracing costs the OSD, measured side by side (make bench).
 #
-# USAGE: bench/run.py [--part all|main|osds|reader|exporter] [--pairs N]
+# USAGE: bench/run.py [--part all|main|osds|reader|exporter|floor] [--pairs N]
 #                     [--secs S] [--osds-pairs N] [--osds-secs S] [--smoke]
 #                     [--out FILE] [--osds-out FILE] [--md FILE]
 #                     [--soak-min M] [--soak-bound PCT]
@@ -58,15 +58,20 @@
 # randrw, scraped by a real Prometheus (bench/exporter_soak.py says what
 # is measured). Writes bench/results/<release>.exporter.json.
 #
+# The "floor" part (--part floor; in --part all too; no lab needed), issue
+# 27: what one uprobe hit costs on this machine by the instruction probed
+# and the link (bench/floor.py says how). Writes bench/results/floor.json.
+#
 # This file parses the options, runs the parts (main_part, osds_part,
-# reader_part; the exporter part is exporter_soak.soak_part) and rewrites
+# reader_part; the exporter part is exporter_soak.soak_part, the floor
+# part floor.floor_part, each rendering its own section) and rewrites
 # BENCHMARKS.md. What they use, each module importing only those listed
 # after it: render.py (BENCHMARKS.md), targets.py (the targets judged, and
 # why the missed ones are missed), summary.py (windows into figures; the
 # saved results), measure_reader.py (issue 15's figures, no lab needed),
 # measure.py (the tracer and the windows on the lab), labkit.py (the lab,
 # fio, the OSD's counters, the figures' formatting). exporter_soak.py
-# imports labkit.py only.
+# imports labkit.py only; floor.py nothing of bench/.
 import argparse
 import json
 import os
@@ -156,17 +161,23 @@ def main(argv=None):
                     help="default: bench/results/<release>.json")
     ap.add_argument("--md", default=os.path.join(REPO, "BENCHMARKS.md"))
     ap.add_argument("--part", choices=("all", "main", "osds", "reader",
-                                       "exporter"),
+                                       "exporter", "floor"),
                     default="all",
                     help="main: the tracing modes on the running lab; osds: "
                     "one OSD traced vs three, on the 3-OSD lab; reader: "
                     "issue 15's reader on a >= 10 M-event capture of the "
                     "controlled program and the recorder alone (no lab); "
+                    "floor: what one uprobe hit costs on this machine, by "
+                    "the instruction probed (bench/floor.py; no lab); "
                     "all: every part")
     ap.add_argument("--osds-pairs", type=int, default=3)
     ap.add_argument("--osds-secs", type=int, default=8)
     ap.add_argument("--osds-out", default=None,
                     help="default: bench/results/<release>.osds.json")
+    ap.add_argument("--floor-rounds", type=int, default=7,
+                    help="the floor part's interleaved rounds (default 7)")
+    ap.add_argument("--floor-calls", type=int, default=1000000,
+                    help="the floor part's calls per run (default 1000000)")
     ap.add_argument("--soak-min", type=float, default=30.0,
                     help="the exporter part's soak, minutes (default 30)")
     ap.add_argument("--soak-pairs", type=int, default=4,
@@ -193,6 +204,9 @@ def main(argv=None):
     if a.part in ("all", "exporter") and not a.smoke:
         import exporter_soak
         text += exporter_soak.soak_part(a)
+    if a.part in ("all", "floor") and not a.smoke:
+        import floor
+        text += floor.floor_part(a)
     if not a.smoke:
         with open(a.md, "w") as f:
             f.write(render_md(load_results()))

@@ -4,9 +4,13 @@ with the argument it reads unchanged; nothing else moves."""
 import pytest
 
 from cephlat.engine import probesite
+from conftest import need
 
-pytestmark = pytest.mark.skipif(probesite.capstone is None,
-                                reason="python3-capstone missing")
+
+@pytest.fixture(autouse=True)
+def capstone():
+    need(probesite.capstone is not None, "python3-capstone missing "
+         "(make setup)")
 
 SUB = "4881ecb8000000"          # sub rsp, 0xb8
 MOV_RBP_RDI = "4889fd"          # mov rbp, rdi
