@@ -18,10 +18,11 @@ import os
 import numpy as np
 
 from .ctf import Trace
-from .stream import Chunk, Streams, dicts
+from .stream import Streams, dicts
 from .format import DEV_FIELDS, FORMAT, THREAD_FIELDS
-from .ops import OpSummary, OpTracker, SlowPick, merged_first
+from .ops import OpTracker, SlowPick, merged_first
 from .threads import SCHED_EVENTS, RoleScan, ThreadTimes
+from .window import WindowPass
 from ..model.roles import Roles
 from ..model.snapshot import Snapshot
 from ..errors import UserError
@@ -424,215 +425,14 @@ class Capture:
         One pass over the capture: the ops (OpTracker), the window's
         events (histograms, shards, devices) and the thread times
         (ThreadTimes) are fed the same chunks."""
-        h, devs, shards = {}, {}, {}
-        wakers = dict.fromkeys(self.vocab.waker_counters, 0)
-        count, shard = self.rules.count, self.rules.shard
-        ops = OpSummary(slowest, spans)
-        first_h, first_s = {}, {}     # key -> (rank, place in the op)
-
-        def took(o):
-            if op_class and o.op_class(self.rules) != op_class:
-                return
-            ops.add(o)
-            if not op_class:
-                return
-            # counted as the ops entered the window: keys and shards
-            # keep the place their first op gave them
-            oh, osh = {}, {}
-            if o.deq and t0 <= o.deq["ts"] <= t1:
-                count("op_dequeue", o.deq, oh)
-                shard(osh, wakers, o.deq)
-            if o.done and t0 <= o.done["ts"] <= t1:
-                count("op_done", o.done, oh)
-            for st, a, b in o.stages:
-                if t0 <= b <= t1:
-                    oh.setdefault(st, Hist()).add_ns(b - a)
-            for j, (k, x) in enumerate(oh.items()):
-                if k in h:
-                    h[k].merge(x)
-                    first_h[k] = min(first_h[k], (o.rank, j))
-                else:
-                    h[k], first_h[k] = x, (o.rank, j)
-            for k, x in osh.items():
-                if k in shards:
-                    y = shards[k]
-                    for f in self.vocab.shard_fields:
-                        y[f] = max(y[f], x[f]) if f == "qwait_max_ns" \
-                            else y[f] + x[f]
-                    first_s[k] = min(first_s[k], o.rank)
-                else:
-                    shards[k], first_s[k] = x, o.rank
-
-        role_idx = self.roles.names.index(role) if role else None
-        names = ["waking", "switch_in", "futex_wait", "syncfs", "block_rq"]
-        if op_class is None:
-            names += ["stage", "op_dequeue", "op_done"]
-        hs = HistSet()
-        # the ops are needed for the slowest, a timeline or an op class;
-        # for the slowest alone, only the ops that may be among them
-        need_ops = bool(slowest or spans or op_class)
-        pick = None
-        if slowest and not (spans or op_class) and self._stage_ops():
-            pick = self._slow_pick(t0, t1, slowest)
-        only = pick.addresses() if pick else None
-        tracker = OpTracker(self, t0, t1, only=only) if need_ops else None
-        tt = ThreadTimes(self, t0, t1)
-        every = set(names) | set(self.OP_EVENTS) | set(SCHED_EVENTS) | \
-            set(self.ROLE_EVENTS)
-        # role_of, from the same chunks (this pass reads them all)
-        rs = RoleScan(self) if self._role_of is None else None
-        lo, hi = np.uint64(max(t0, 0)), np.uint64(t1)
-        for ch in self.chunks(sorted(every)):
-            if tracker and not tracker.stop:
-                for _, o in tracker.feed(ch):
-                    took(o)
-            tt.feed(ch)
-            if rs is not None:
-                rs.feed(ch)
-            for name, r, keys in self._in_window(ch, names, lo, hi):
-                if name in ("waking", "switch_in", "futex_wait", "syncfs") \
-                        and role_idx is not None:
-                    if "role" in r.dtype.names:
-                        m = r["role"] == role_idx
-                    else:
-                        ro = self.role_of
-                        m = np.array([ro.get(t) == role_idx
-                                      for t in r["tid"].tolist()], bool)
-                    r, keys = r[m], keys[m]
-                if not len(r):
-                    continue
-                for sub, (key, idx, ns) in enumerate(
-                        count_arrays(self.rules, name, r)):
-                    hs.add(key, ns, merged_first(r, keys, idx, sub))
-            if op_class is None:
-                for _, r, keys in self._in_window(ch, ("op_dequeue",), lo,
-                                                  hi):
-                    self._shards(r, keys, shards, wakers)
-            if "block_rq" in self._cid:
-                for name, ts, d in self._events_of(ch, ("block_rq",), lo,
-                                                   hi):
-                    dev = self.vocab.dev_name(d["dev"])
-                    x = devs.setdefault(dev, dict.fromkeys(DEV_FIELDS, 0))
-                    x["count"] += 1
-                    x["sum_ns"] += d["duration_ns"]
-                    x["bytes"] += d["bytes"]
-                    x["max_ns"] = max(x["max_ns"], d["duration_ns"])
-        if tracker:
-            for _, o in tracker.finish():
-                took(o)
-        if only is not None and not pick.holds(ops):
-            # the bound was wrong (ops lost or of before the capture):
-            # every op followed, in a pass of their own
-            ops = OpSummary(slowest, spans)
-            for _, o in self.op_stream(t0, t1):
-                ops.add(o)
-        if rs is not None and self._role_of is None:
-            rs.finish()
-        if op_class:
-            h = {k: h[k] for k in sorted(h, key=first_h.get)}
-            shards = {k: shards[k] for k in sorted(shards, key=first_s.get)}
-        hs.hists(into=h)
-        threads = tt.finish()
-        self._sched_snaps = tt.snaps
-        if role_idx is not None:
-            threads = {t: v for t, v in threads.items()
-                       if v["role"] == role_idx}
-        counters = self._counters_over(t0, t1)
-        counters.update(wakers)
-        return Snapshot(None, counters, threads, shards, devs, t1,
-                        self.full_hists(h)), ops
+        return WindowPass(self, t0, t1, role, op_class, slowest,
+                          spans).run()
 
     def _stage_ops(self):
         """Whether call-stage events name their op (format 2): else a
         stage is its worker's current op's, and every op is followed."""
         c = self._cid.get("stage")
         return c is None or "op" in self.streams.dtypes[c].names
-
-    def _shards(self, r, keys, shards, wakers):
-        """Rules.shard over op_dequeue records r (keys: their merge
-        keys), shards in the order of their first dequeue."""
-        m = r["attributed"] != 0
-        r, keys = r[m], keys[m]
-        if not len(r):
-            return
-        r = r[np.lexsort((keys, r["_ts"]))]
-        u, first, inv = np.unique(r["shard"], return_index=True,
-                                  return_inverse=True)
-        wake_labels = self.rules.labels["wake"]
-
-        def total(x):
-            x = np.asarray(x, np.uint64)
-            mx = int(x.max()) if len(x) else 0
-            if mx and len(x) > ((1 << 64) - 1) // mx:
-                return sum(x.tolist())
-            return int(x.sum(dtype=np.uint64))
-        for i in np.argsort(first).tolist():
-            m = inv == i
-            x = r[m]
-            s = shards.setdefault(int(u[i]),
-                                  dict.fromkeys(self.vocab.shard_fields, 0))
-            s["ops"] += len(x)
-            s["qwait_ns"] += total(x["queue_wait_ns"])
-            for part in self.vocab.attr_parts:
-                if part + "_ns" in x.dtype.names:
-                    s[part + "_ns"] += total(x[part + "_ns"])
-            s["qwait_max_ns"] = max(s["qwait_max_ns"],
-                                    int(x["queue_wait_ns"].max()))
-            twk = int(np.count_nonzero(x["timeout_with_work"]))
-            s["timeouts_with_work"] += twk
-            wakers["timeouts_with_work"] += twk
-            w, c = np.unique(x["wake"], return_counts=True)
-            for v, n in zip(w.tolist(), c.tolist()):
-                wake = wake_labels[v]
-                if wake != "none":
-                    s["wake_" + wake] += n
-                    wakers["wake_" + wake] += n
-
-    def _in_window(self, ch, names, lo, hi):
-        """(name, records, keys) of a chunk's events of classes `names`
-        with lo <= ts <= hi."""
-        for n in names:
-            c = self._cid.get(n)
-            r = ch.recs.get(c) if c is not None else None
-            if r is None or not len(r):
-                continue
-            ts = r["_ts"]
-            m = (ts >= lo) & (ts <= hi)
-            if m.all():
-                yield n, r, ch.keys[c]
-            elif m.any():
-                yield n, r[m], ch.keys[c][m]
-
-    def _events_of(self, ch, names, lo, hi):
-        """(name, ts, fields) of a chunk's events of classes `names` with
-        lo <= ts <= hi, in merged order."""
-        sub = {}
-        for n, r, k in self._in_window(ch, names, lo, hi):
-            sub[self._cid[n]] = r
-            sub[-1 - self._cid[n]] = k
-        cids = [c for c in sub if c >= 0]
-        if not cids:
-            return
-        cls, idx = Chunk({c: sub[c] for c in cids},
-                         {c: sub[-1 - c] for c in cids}).merged(cids)
-        rows = {c: list(zip(sub[c]["_ts"].tolist(),
-                            dicts(sub[c], self.trace.classes[c].names)))
-                for c in cids}
-        for c, i in zip(cls.tolist(), idx.tolist()):
-            ts, d = rows[c][i]
-            yield self._bpf[c], ts, d
-
-    def _counters_over(self, t0, t1):
-        """Loss counters of the recorded reports the window overlaps."""
-        reps = self.ordered_reports()
-        if not reps:
-            return {}
-        before = [r for r in reps if r.mono_ns <= t0] or reps[:1]
-        after = [r for r in reps if r.mono_ns >= t1] or reps[-1:]
-        a, b = before[-1].counters, after[0].counters
-        if a is b:
-            a = {}
-        return {k: v - a.get(k, 0) for k, v in b.items()}
 
     def sched(self, t1, t0=None, recorded=True):
         """The scheduler events up to t1 replayed (SchedReplay), a chunk
