@@ -148,8 +148,8 @@ def test_html_report_in_chromium_and_perfetto(lab_capture, tmp_path):
     assert d.classes["op"] > 10 and d.classes["stage"] > d.classes["op"]
     assert d.classes["wake"] > 0 and d.classes["bar"] > 10
     assert d.classes["cpu-run"] and d.classes["cpu-sleep"]
-    from cephlat.model import report
-    assert report.CAUSES[rec["cause"]] in " ".join(d.verdict)
+    from cephlat.model import verdict
+    assert verdict.CAUSES[rec["cause"]] in " ".join(d.verdict)
     os.makedirs(ARTEFACTS, exist_ok=True)
     png = os.path.join(ARTEFACTS, "lab-report.png")
     c = chromium(["--hide-scrollbars", "--screenshot=" + png,

@@ -13,7 +13,7 @@ import pytest
 
 from browser import chromium, console_lines, dom
 from conftest import need
-from cephlat.model import report
+from cephlat.model import verdict
 from cephlat.render import html as htmlreport
 from cephlat.render import html_timeline, perfetto
 from cephlat.model.hist import Hist
@@ -256,7 +256,7 @@ def test_chromium_dom_after_script(capture, page_file):
     assert d.classes["cpu-run"] and d.classes["cpu-runq"] and \
         d.classes["cpu-sleep"]
     text = " ".join("".join(d.verdict).split())
-    assert report.CAUSES["signal"] in text
+    assert verdict.CAUSES["signal"] in text
     assert "queued <50 %>." in text and "& rising" in text
     assert 'id="tl-range">showing +0 ns to +' in p.stdout   # JS drew the axis
 

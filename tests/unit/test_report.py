@@ -2,7 +2,7 @@
 import pytest
 
 from cephlat.ceph import spec
-from cephlat.model import report
+from cephlat.model import report, verdict
 from cephlat.errors import UserError
 from cephlat.model.hist import Hist
 
@@ -33,7 +33,7 @@ def kst():
     ((50, 50, 300), "runq", "CPU contention"),
 ])
 def test_dominant_part_names_the_cause(parts, cause, words):
-    c, text = report.verdict({"queue_wait": qw(400)}, kst(), attr(*parts),
+    c, text = verdict.verdict({"queue_wait": qw(400)}, kst(), attr(*parts),
                              WAKERS, THREADS, "tp_osd_tp")
     assert c == cause and words in text
     assert "workers slept 66 %" in text
@@ -41,13 +41,13 @@ def test_dominant_part_names_the_cause(parts, cause, words):
 
 def test_missed_when_timeouts_dominate():
     w = {"enqueuer": 1, "other": 0, "timeout": 99, "timeouts_with_work": 99}
-    c, text = report.verdict({"queue_wait": qw(2000)}, kst(),
+    c, text = verdict.verdict({"queue_wait": qw(2000)}, kst(),
                              attr(10, 1900, 90), w, THREADS, "tp_osd_tp")
     assert c == "missed" and "99 %" in text and "timed wait" in text
 
 
 def test_short_waits_are_not_a_problem():
-    c, text = report.verdict({"queue_wait": qw(30)}, kst(), attr(5, 5, 20),
+    c, text = verdict.verdict({"queue_wait": qw(30)}, kst(), attr(5, 5, 20),
                              WAKERS, THREADS, "tp_osd_tp")
     assert c == "idle" and "not the problem" in text
 
@@ -55,7 +55,7 @@ def test_short_waits_are_not_a_problem():
 def test_storage_dominates_writes():
     stages = {"queue_wait": qw(300), "op_total": qw(3000),
               "do_op": qw(150), "bluestore_submit": qw(40)}
-    c, text = report.verdict(stages, kst(), attr(50, 10, 240), WAKERS,
+    c, text = verdict.verdict(stages, kst(), attr(50, 10, 240), WAKERS,
                              THREADS, "tp_osd_tp")
     assert c == "storage" and text.startswith("storage dominates")
     # 3000 - 300 - 150 = 2550 us after the hand-off, + 40 us submit
@@ -64,9 +64,9 @@ def test_storage_dominates_writes():
 
 def test_syncfs_stalls_and_no_ops():
     k = {"block_rq": Hist(), "syncfs": Hist.from_ns([200e6] * 3)}
-    c, text = report.verdict({}, k, None, None, {}, "worker")
+    c, text = verdict.verdict({}, k, None, None, {}, "worker")
     assert c == "syncfs" and "syncfs stalls" in text
-    c, text = report.verdict({"queue_wait": Hist()}, kst(), attr(1, 1, 1),
+    c, text = verdict.verdict({"queue_wait": Hist()}, kst(), attr(1, 1, 1),
                              WAKERS, THREADS, "tp_osd_tp")
     assert c == "none" and "no ops" in text
 
@@ -164,7 +164,7 @@ def test_held_without_a_limit_gives_the_served_rate():
                      "share": 0.99}
     for p in ("busy", "signal", "runq", "pickup"):
         parts[p]["share"] = 0.0025
-    c, text = report.verdict({"queue_wait": qw(100000, 1570)}, kst(), parts,
+    c, text = verdict.verdict({"queue_wait": qw(100000, 1570)}, kst(), parts,
                              WAKERS, THREADS, "tp_osd_tp", sched=sched,
                              secs=10.0)
     assert c == "held"
@@ -172,7 +172,7 @@ def test_held_without_a_limit_gives_the_served_rate():
     assert "no limit binds client ops (profile balanced)" in text
     assert "dequeued at 157 per second, 0.50 x the capacity" in text
     # without the interval's length: no rate
-    _, text = report.verdict({"queue_wait": qw(100000, 1570)}, kst(), parts,
+    _, text = verdict.verdict({"queue_wait": qw(100000, 1570)}, kst(), parts,
                              WAKERS, THREADS, "tp_osd_tp", sched=sched)
     assert "per second" not in text
 
@@ -188,7 +188,7 @@ def test_host_verdict_adds_the_slow_replicas_own_line():
                "stages": {"queue_wait": {"p99_us": 1500.0},
                           "repop": {"count": 10, "p99_us": 4000.0}}}
     before = primary["verdict"]
-    report.host_verdicts({"osd.0": primary, "osd.2": replica})
+    verdict.host_verdicts({"osd.0": primary, "osd.2": replica})
     assert primary["verdict"].startswith(before + "\n")
     assert primary["verdict"].splitlines()[-1] == (
         "osd.2's own queue wait p99 1.50 ms, its replica ops p99 4.00 ms "

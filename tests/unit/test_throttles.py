@@ -1,8 +1,8 @@
 """The messenger throttles: read from a perf dump as an OSD gives it
-(ceph/throttles.py), their interval deltas and the verdict's words
-(model/report.py)."""
+(ceph/throttles.py), their interval deltas (model/report.py) and the
+verdict's words (model/verdict.py)."""
 from cephlat.ceph.throttles import from_dump
-from cephlat.model import report
+from cephlat.model import report, verdict
 from cephlat.model.hist import Hist
 
 
@@ -45,7 +45,7 @@ def test_a_full_throttle_is_the_cause_unless_the_osd_takes_far_longer():
     # 1 s blocked over 1000 ops: 1 ms per op against 100 us in the OSD
     stages = {"op_total": _hist(*[100] * 1000),
               "throttle_wait": _hist(1, 1, 2500)}
-    lines, cause = report._throttle_lines(thr, stages)
+    lines, cause = verdict._throttle_lines(thr, stages)
     text = " ".join(" ".join(lines).split())
     assert cause
     assert "osd_client_messages was full (cap 4, osd_client_message_cap)" \
@@ -55,15 +55,15 @@ def test_a_full_throttle_is_the_cause_unless_the_osd_takes_far_longer():
     # the same throttle full while ops take 10 ms in the OSD: named, but
     # the OSD's own time is the reason
     slow = dict(stages, op_total=_hist(*[10000] * 1000))
-    lines, cause = report._throttle_lines(thr, slow)
+    lines, cause = verdict._throttle_lines(thr, slow)
     assert lines and not cause
     # about as long in the OSD as blocked (CPU contention): still the
     # throttle, whose unseen socket wait comes on top; past twice as
     # long, the OSD's time
     for osd_us, named in ((1100, True), (1900, True), (2100, False)):
         near = dict(stages, op_total=_hist(*[osd_us] * 1000))
-        assert report._throttle_lines(thr, near)[1] == named, osd_us
+        assert verdict._throttle_lines(thr, near)[1] == named, osd_us
     # not full: nothing to say
     idle = report.throttle_deltas(from_dump(_dump(5, 2000)),
                                   from_dump(_dump(5, 1000)))
-    assert report._throttle_lines(idle, stages) == ([], False)
+    assert verdict._throttle_lines(idle, stages) == ([], False)

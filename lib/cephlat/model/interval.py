@@ -4,7 +4,7 @@ back from a capture). Renderers (render/) turn it into text, HTML or a
 timeline; the JSON output is the record itself."""
 import json
 
-from . import report
+from . import report, verdict
 
 
 def _summary_with_hist(h):
@@ -145,7 +145,7 @@ def _kernel_part(run, rec, hists, counters, cur, prev, secs):
                                            vocab.attr_parts)
         rec["worker_sleep_pct"] = threads.get(worker, {}).get("offcpu_pct")
     stage_hists = {k: hists[k] for k in run.stages}
-    cause, text = report.verdict(stage_hists, kst, attr, wakers, threads,
+    cause, text = verdict.verdict(stage_hists, kst, attr, wakers, threads,
                                  worker, rec["stages"].get(
                                      "replica_wait", {}).get("by_peer"),
                                  run.scheduler, rec.get("throttles"), secs)
@@ -161,7 +161,7 @@ def host_record(runs, recs, ts, secs, overhead=None):
     """Several OSDs' reports of one interval: {"osds": {name: interval
     object}}, a summary row per OSD and the host's cost (live runs)."""
     osds = {run.name: rec for run, (rec, _) in zip(runs, recs)}
-    report.host_verdicts(osds)
+    verdict.host_verdicts(osds)
     out = {"type": "host", "ts": round(ts, 6), "interval_s": round(secs, 3),
            "osds": osds,
            "summary": [report.osd_summary(run.name, rec)

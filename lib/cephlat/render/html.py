@@ -19,7 +19,7 @@ The page records JS errors in <html data-js-errors> and sets
 (never dequeued) are left out; at most MAX_OPS ops are drawn, and runs of
 scheduler states too short to see are merged.
 """
-from ..model import report
+from ..model import report, verdict
 from .html_timeline import _host_timeline, _timeline
 from .htmlbits import _cls, _dur, _e, _table, _wall
 
@@ -171,7 +171,7 @@ def _verdict(rec):
     cause = rec.get("cause")
     lines = "".join("<p>%s</p>" % _e(l) for l in rec["verdict"].splitlines())
     return '<section id="verdict"><h2>Verdict: %s</h2>%s</section>' % (
-        _e(report.CAUSES.get(cause, cause)), lines)
+        _e(verdict.CAUSES.get(cause, cause)), lines)
 
 
 def _summary_rows(stages):

@@ -4,7 +4,7 @@ import json
 import textwrap
 import time
 
-from ..model import report, sched as schedmod
+from ..model import report, sched as schedmod, verdict
 from ..model.hist import render_log2
 
 
@@ -31,7 +31,7 @@ def print_text(out, args, rec, hists):
         out.write("\n" + textwrap.fill(sched, 78, subsequent_indent="  ") +
                   "\n")
     if rec.get("verdict"):
-        out.write("\nVERDICT (%s):\n" % report.CAUSES.get(rec["cause"],
+        out.write("\nVERDICT (%s):\n" % verdict.CAUSES.get(rec["cause"],
                                                          rec["cause"]))
         for line in rec["verdict"].splitlines():
             out.write(textwrap.fill(line, 78, initial_indent="  ",
@@ -262,7 +262,7 @@ def print_host_summary(out, args, host):
         out.write("%-8s %8d %8d" % (r["osd"], r["pid"], r["ops"]) + "".join(
             " %13s" % ("-" if r[c + "_p99_us"] is None else
                        "%.1f" % (r[c + "_p99_us"] / div)) for c in cols) +
-            "  %s\n" % report.CAUSES.get(r["cause"], r["cause"] or "-"))
+            "  %s\n" % verdict.CAUSES.get(r["cause"], r["cause"] or "-"))
     ov = host.get("overhead")
     if ov:
         out.write("(host: estimated cost %.2f %% of the CPUs)\n" %

@@ -1,0 +1,304 @@
+"""The verdict: an interval's figures in plain words (the cause, and the
+numbers behind it), and a line about a slow replica when several OSDs are
+traced together. From model/interval.py's figures; render/ prints it."""
+from . import sched as scheduler
+
+
+# The throttle is named the cause when its connections' blocked time per
+# op is at least this share of op_total's mean. Less than all of it: that
+# time is only what the connections' retries show, and the messages
+# behind the head-of-line one wait unread in the socket on top of it (the
+# clients' 64 reads over a cap of 4 wait mostly there). A slow OSD fills
+# the throttle too: then its own time is far the larger (mClock holding
+# ops 25 ms against 2.5 ms blocked per op), and the OSD's cause is named.
+# Under CPU contention the two came close (0.13 ms blocked against 0.14 ms
+# in the OSD, a busy loop beside the Reef lab): the throttle still holds
+# the clients' ops, 60 of their 64 outside the OSD.
+THROTTLE_CAUSE_SHARE = 0.5
+
+
+def _ms(us):
+    return "%.2f ms" % (us / 1000.0) if us >= 100 else "%.0f us" % us
+
+
+CAUSES = {
+    "throttle": "messenger throttle",
+    "held": "scheduler limit",
+    "busy": "workers saturated",
+    "signal": "wake-ups late",
+    "missed": "wake-ups missed",
+    "runq": "CPU contention",
+    "storage": "storage",
+    "syncfs": "syncfs stalls",
+    "replica": "slow replica",
+    "idle": "no queueing",
+    "none": "no ops",
+}
+
+
+def _storage_line(stages, qw):
+    """Storage versus queueing, when the op's whole life is known: the
+    object store's share is its calls plus the wait after the worker
+    handed the op off (a write's commit), measured as op_total minus the
+    queue and the worker's own time. -> the verdict's line, or None."""
+    tot = stages.get("op_total")
+    if tot is None or not tot.count:
+        return None
+
+    def mean(name):
+        h = stages.get(name)
+        return h.mean_us() if h is not None and h.count else 0.0
+    worker_us = mean("dequeue_op") or mean("do_op")
+    after = max(0.0, tot.mean_us() - qw.mean_us() - worker_us)
+    storage = after + mean("bluestore_read") + mean("bluestore_submit")
+    st_share = storage / tot.mean_us()
+    q_share = qw.mean_us() / tot.mean_us()
+    if st_share <= max(q_share, 0.3):
+        return None
+    return ("storage dominates: ops spent %d %% of their time in the object "
+            "store (%s waiting after the worker handed them off, e.g. for "
+            "the commit), %d %% in shard queues." % (
+                round(100 * st_share), _ms(after), round(100 * q_share)))
+
+
+# a replica is "slow" when it is the last to reply to most replicated
+# writes (SLOW_LAST_PCT, or half of them with waits SLOW_VS_PEERS times
+# the other replicas'), and the replicas' wait clearly exceeds the
+# primary's own commit (SLOW_VS_LOCAL)
+SLOW_LAST_PCT = 70.0
+SLOW_VS_PEERS = 1.3
+SLOW_VS_LOCAL = 1.3
+
+
+def _replica_line(stages, peers):
+    """Replicated writes: how long they waited for replicas, and who was
+    last. -> (line or None, the slow replica's name or None)"""
+    rw = stages.get("replica_wait")
+    if rw is None or not rw.count or not peers:
+        return None, None
+    rs = rw.summary()
+    name, p = max(peers.items(), key=lambda kv: kv[1]["last"])
+    line = "writes waited %s for replicas (p99 %s); %s was last in %d %% " \
+        "of them" % (_ms(rs["mean_us"]), _ms(rs["p99_us"]), name,
+                     round(p["last_pct"]))
+    lc = stages.get("local_commit")
+    local = lc.mean_us() if lc is not None and lc.count else 0.0
+    if local:
+        line += " (own commit: %s)" % _ms(local)
+    others = [q["mean_us"] for n, q in peers.items()
+              if n != name and q.get("count")]
+    ahead = others and p.get("count") and \
+        p["mean_us"] >= SLOW_VS_PEERS * (sum(others) / len(others))
+    slow = len(peers) > 1 and rw.mean_us() > SLOW_VS_LOCAL * local and (
+        p["last_pct"] >= SLOW_LAST_PCT or (p["last_pct"] >= 50 and ahead))
+    return line + (": look at %s." % name if slow else "."), \
+        name if slow else None
+
+
+def _kernel_lines(kstages, lines, cause):
+    """Block requests and syncfs in the verdict -> the cause."""
+    br = kstages.get("block_rq")
+    if br is not None and br.count:
+        bs = br.summary()
+        lines.append("block requests: %d, mean %s, p99 %s." % (
+            bs["count"], _ms(bs["mean_us"]), _ms(bs["p99_us"])))
+    sf = kstages.get("syncfs")
+    if sf is not None and sf.count:
+        ss = sf.summary()
+        stall = ss["p99_us"] >= 50000
+        lines.append("syncfs: %d calls, mean %s, p99 %s%s." % (
+            ss["count"], _ms(ss["mean_us"]), _ms(ss["p99_us"]),
+            " - syncfs stalls" if stall else ""))
+        if stall and cause in ("none", "idle"):
+            cause = "syncfs"
+    return cause
+
+
+def _held_lines(attr, sched, head, rate=None):
+    """mClock held the queued ops: by how much, and the settings an
+    operator changes (rate: ops dequeued per second). -> lines"""
+    lines = ["%s; %d %% of it the scheduler held them: mClock had the "
+             "workers wait, with ops queued, until the time it gave (held "
+             "p50 %s). That is the scheduler's choice, not a missed "
+             "wake-up." % (head, round(100 * attr["held"]["share"]),
+                           _ms(attr["held"]["p50_us"]))]
+    if not sched or "classes" not in sched:
+        # no OSD settings to name (a probe spec's program)
+        return lines
+    lim = scheduler.limit_iops(sched, "client")
+    if lim:
+        cl = sched["classes"]["client"]
+        line = ("client ops are limited to %s x %s IOPS = %.0f IOPS "
+                "(osd_mclock_profile %s, osd_mclock_scheduler_client_lim "
+                "%s; capacity %s = %s, %s)" % (
+                    scheduler.fmt(cl["lim"]),
+                    scheduler.fmt(sched["capacity_iops"]), lim,
+                    sched.get("profile"), scheduler.fmt(cl["lim"]),
+                    sched["capacity_setting"],
+                    scheduler.fmt(sched["capacity_iops"]),
+                    scheduler.source_words(sched)))
+        if sched.get("capacity_source", "default") == "default":
+            line += (": set %s to what the device does, or raise the "
+                     "client limit or change the profile." %
+                     sched["capacity_setting"])
+        else:
+            line += (": raise the client limit, change the profile, or "
+                     "check the measured capacity.")
+        lines.append(line)
+    else:
+        lines.append(
+            "no limit binds client ops (profile %s): the holds come from "
+            "the classes' reservations and limits against the capacity "
+            "(%s; the scheduler line above gives them)." % (
+                sched.get("profile"),
+                scheduler.fmt(sched.get("capacity_iops")) + " IOPS"
+                if sched.get("capacity_iops") else "unknown"))
+        if rate and sched.get("capacity_iops"):
+            # a custom limit removed after its profile stays in force
+            # while the config says none (docs/ceph.md): the rate shows it
+            lines.append(
+                "ops were dequeued at %.0f per second, %.2f x the capacity: "
+                "if that is a limit no longer configured, set the profile "
+                "again (a custom limit removed after its profile stays in "
+                "force)." % (rate, rate / sched["capacity_iops"]))
+    return lines
+
+
+def _throttle_lines(throttles, stages):
+    """A messenger throttle was full: which, its cap, how long the
+    head-of-line messages waited, and what the OSD cannot see. -> (lines,
+    is it the cause: the connections were blocked, per op, at least
+    THROTTLE_CAUSE_SHARE of what the ops took inside the OSD)"""
+    full = [(n, t) for n, t in (throttles or {}).items()
+            if t["fails"] or t["waits"]]
+    if not full:
+        return [], False
+    tw, tot = stages.get("throttle_wait"), stages.get("op_total")
+    ops = tot.count if tot is not None and tot.count else 0
+    in_osd_s = tot.summary()["mean_us"] / 1e6 if ops else 0.0
+    lines, cause = [], False
+    for name, t in full:
+        per_op = t["blocked_s"] / ops if ops else 0.0
+        cause = cause or bool(ops and
+                              per_op >= THROTTLE_CAUSE_SHARE * in_osd_s)
+        head = ("messenger throttle %s was full (cap %s%s): %d reads of "
+                "a message found it full%s" % (
+                    name, t["max"], ", " + t["setting"] if t.get("setting")
+                    else "", t["fails"],
+                    " and %d waited for it" % t["waits"] if t["waits"]
+                    else ""))
+        if ops:
+            head += (", about %s blocked per op against %s per op in the "
+                     "OSD (op_total)" % (_ms(per_op * 1e6),
+                                         _ms(in_osd_s * 1e6)))
+        if tw is not None and tw.count:
+            s = tw.summary()
+            head += ("; the head-of-line messages waited up to %s "
+                     "(throttle_wait p99 %s)" % (_ms(s["max_us"]),
+                                                 _ms(s["p99_us"])))
+        lines.append(head + ".")
+    lines.append("the messages behind them waited unread in the socket, "
+                 "which no stamp shows: clients wait longer than the OSD "
+                 "measures. Raise the throttle's cap or spread the load "
+                 "over more OSDs.")
+    return lines, cause
+
+
+def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
+            sched=None, throttles=None, secs=None):
+    """-> (cause, text): the dominant reason ops waited, in plain words,
+    with the numbers behind it. peers: replica_wait's by_peer; sched: the
+    OSD's scheduler (ceph/scheduler.py); throttles: the messenger's
+    (throttle_deltas); secs: the interval's length."""
+    qw = stages.get("queue_wait")
+    lines = []
+    cause = "none"
+    wk = threads.get(worker_role, {})
+    sleep_pct = wk.get("offcpu_pct")
+    if attr is None:                  # kernel stages only
+        pass
+    elif qw is None or qw.count == 0:
+        lines.append("no ops were dequeued in this interval.")
+    else:
+        woke = wakers["enqueuer"] + wakers["other"] + wakers["timeout"]
+        shares = {p: attr[p]["share"] for p in attr}
+        top = max(("held", "busy", "signal", "runq"),
+                  key=lambda p: shares.get(p, 0.0))
+        qs = qw.summary()
+        head = "ops waited %s in shard queues (p99 %s)" % (
+            _ms(qs["mean_us"]), _ms(qs["p99_us"]))
+        to_pct = 100.0 * wakers["timeout"] / woke if woke else 0.0
+        if top == "held":
+            cause = "held"
+            lines.extend(_held_lines(attr, sched, head,
+                                     qw.count / secs if secs else None))
+        elif top == "signal" or (to_pct >= 50 and shares["signal"] >= 0.25):
+            cause = "missed" if to_pct >= 50 else "signal"
+            lines.append(
+                "%s; %d %% of it was workers asleep with work queued (signal "
+                "delay p50 %s; %d %% of wake-ups came only from the timed "
+                "wait expiring, %d times with work queued)." % (
+                    head, round(100 * shares["signal"]),
+                    _ms(attr["signal"]["p50_us"]), round(to_pct),
+                    wakers["timeouts_with_work"]))
+            if cause == "missed":
+                lines.append("wake-ups are being missed: queued work is "
+                             "found only when the workers' timed wait "
+                             "expires.")
+        elif top == "runq":
+            cause = "runq"
+            lines.append(
+                "%s; %d %% of it workers were runnable but waiting for a CPU "
+                "(run-queue delay p99 %s): CPU contention." % (
+                    head, round(100 * shares["runq"]),
+                    _ms(attr["runq"]["p99_us"])))
+        else:
+            cause = "busy"
+            lines.append(
+                "%s; %d %% of it the worker was busy with earlier ops: the "
+                "shard workers are saturated." % (
+                    head, round(100 * shares["busy"])))
+        if qs["mean_us"] < 50 and cause != "missed":
+            cause = "idle"
+            lines[-1] += " (short: queueing is not the problem)"
+        storage = _storage_line(stages, qw)
+        if storage:
+            cause = "storage"
+            lines.insert(0, storage)
+        replica, slow = _replica_line(stages, peers)
+        if replica:
+            lines.insert(0, replica)
+        if slow:
+            cause = "replica"
+        lines.append("CPU run-queue delay %s; workers slept %s of the time." %
+                     (_ms(attr["runq"]["mean_us"]),
+                      "%d %%" % round(sleep_pct) if sleep_pct is not None
+                      else "an unknown share"))
+    tlines, throttled = _throttle_lines(throttles, stages)
+    if throttled:
+        cause = "throttle"
+    lines[:0] = tlines
+    cause = _kernel_lines(kstages, lines, cause)
+    return cause, "\n".join(lines)
+
+
+def host_verdicts(recs):
+    """Several OSDs traced together: a slow replica named in a primary's
+    verdict gets a line of its own numbers, from its report ({name:
+    interval object}, changed in place: a line added, none rewritten)."""
+    for name, rec in recs.items():
+        rw = rec.get("stages", {}).get("replica_wait") or {}
+        slow = rec.get("cause") == "replica" and rw.get("last_peer")
+        peer = recs.get(slow) if slow else None
+        if peer is None:
+            continue
+        qw = peer["stages"].get("queue_wait", {})
+        rp = peer["stages"].get("repop", {})
+        extra = "%s's own queue wait p99 %s" % (slow, _ms(qw.get("p99_us",
+                                                                 0)))
+        if rp.get("count"):
+            extra += ", its replica ops p99 %s" % _ms(rp["p99_us"])
+        if peer.get("cause") and peer["cause"] not in ("none", "idle"):
+            extra += " (%s: %s)" % (slow, CAUSES.get(peer["cause"],
+                                                      peer["cause"]))
+        rec["verdict"] += "\n%s." % extra
