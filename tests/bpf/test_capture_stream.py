@@ -49,16 +49,28 @@ def record(exe, path, items):
     return path
 
 
+def size(cap):
+    return sum(os.path.getsize(os.path.join(cap, f)) for f in os.listdir(cap))
+
+
 @pytest.fixture(scope="module")
 def captures(shardq_exe, tmp_path_factory):
     if not _CAPS:
         d = tmp_path_factory.mktemp("stream")
-        # how many events an item makes depends on the host's load, and
+        # how many events an item makes depends on the host's load (busy
+        # workers sleep less between items: fewer scheduler events), and
         # the small capture's fixed part (metadata, thread states, idle
-        # scheduler events) weighs more: five times the items is safely
-        # over twice the bytes (three times gave 1.89x on a quiet host)
+        # scheduler events) weighs more: the large one is recorded with
+        # more items until it is 2.5 times the small one's bytes (five
+        # times the items gave 2.7x on a quiet host, three times 1.89x)
         _CAPS["small"] = record(shardq_exe, str(d / "small.ctf"), 20000)
-        _CAPS["large"] = record(shardq_exe, str(d / "large.ctf"), 100000)
+        items = 100000
+        for k in range(3):
+            _CAPS["large"] = record(shardq_exe, str(d / ("large%d.ctf" % k)),
+                                    items)
+            if size(_CAPS["large"]) > 2.5 * size(_CAPS["small"]):
+                break
+            items *= 2
     return _CAPS
 
 
@@ -137,8 +149,7 @@ def test_memory_stays_bounded(captures, args):
     what the reader holds is bounded by its rounds, not by the capture."""
     small = _peak_rss_kb(captures["small"], args)
     large = _peak_rss_kb(captures["large"], args)
-    sizes = [sum(os.path.getsize(os.path.join(c, f)) for f in os.listdir(c))
-             for c in (captures["small"], captures["large"])]
+    sizes = [size(c) for c in (captures["small"], captures["large"])]
     assert sizes[1] > 2 * sizes[0], sizes
     assert large < 1.4 * small, (small, large, sizes)
 
