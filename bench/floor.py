@@ -183,13 +183,35 @@ def render_section(osd):
         return []
     with open(RESULTS) as f:
         res = json.load(f)
+    k = res["kinds"]
+    push, multi = k["push"]["ns_per_hit"], k["multi"]["ns_per_hit"]
+    step = min(k["xol"]["ns_per_hit"], k["endbr"]["ns_per_hit"])
+    said = ["A single-stepped probe costs %.1f times an emulated one here "
+            "(the tracer probes after `endbr64` and moves an op event's "
+            "probe off any other single-stepped entry: osdstage.py "
+            "--list); a uprobe_multi link %+.0f ns a hit against a classic "
+            "one (%s the push rounds' spread of %.0f ns)." % (
+                step / push, multi - push,
+                "within" if abs(multi - push) <= k["push"]["max"] -
+                k["push"]["min"] else "beyond",
+                k["push"]["max"] - k["push"]["min"])]
+    if osd:
+        said.append("Inside the busy OSD (each release's last main "
+                    "part) a trap costs %s the floor's emulated push. That "
+                    "difference is not taken apart here: the OSD's threads "
+                    "share 2 cores with fio and switch all the time, where "
+                    "the tight loop keeps its code and data cached." %
+                    ", ".join(
+                        "%s %.1f times" % (rel, 1000 * us / push)
+                        for rel, us in sorted(osd.items())))
+    said = [line for s in said for line in (s, "")]
     return ["## The floor of a probe hit", "",
             "`make bench BENCH=floor` (no lab): a uprobe with a program "
             "that only returns, on functions whose first instruction is "
             "known (bench/floor/target.c), against the trap per hit the "
             "OSD pays in the main part (its userspace mode's added OSD CPU "
             "less its programs, per hit). Measured %s." % res.get(
-                "date", "?"), ""] + render(res, osd) + [""]
+                "date", "?"), ""] + render(res, osd) + [""] + said
 
 
 def main(argv=None):
