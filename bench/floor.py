@@ -101,28 +101,27 @@ def measure(rounds=5, calls=1000000):
         with ElfSymbols(exe) as elf:
             offs = {fn: elf.find(fn)[0].offset
                     for fn in {k[0] for k in KINDS.values()}}
-        obj = bpf.BPFObject(obj_path)
-        obj.use_uprobe_multi(["floor_multi"])
-        obj.load()
         per = {k: [] for k in KINDS}
         base = {k: [] for k in KINDS}
         code = {}
-        for _ in range(rounds):
-            for kind, (fn, off, prog, ret, hits, _w) in KINDS.items():
-                b, _c = run(exe, fn, calls)
-                probes = [(offs[fn] + off, 0, fn)]
-                links = obj.attach_uprobes(prog, exe, probes)
-                if ret:
-                    links += obj.attach_uprobes(prog, exe, probes,
-                                                retprobe=True)
-                try:
-                    t, code[kind] = run(exe, fn, calls)
-                finally:
-                    for ln in links:
-                        ln.destroy()
-                base[kind].append(b)
-                per[kind].append((t - b) / hits)
-        obj.close()
+        with bpf.BPFObject(obj_path) as obj:    # detaches all on the way out
+            obj.use_uprobe_multi(["floor_multi"])
+            obj.load()
+            for _ in range(rounds):
+                for kind, (fn, off, prog, ret, hits, _w) in KINDS.items():
+                    b, _c = run(exe, fn, calls)
+                    probes = [(offs[fn] + off, 0, fn)]
+                    links = obj.attach_uprobes(prog, exe, probes)
+                    try:
+                        if ret:
+                            links += obj.attach_uprobes(prog, exe, probes,
+                                                        retprobe=True)
+                        t, code[kind] = run(exe, fn, calls)
+                    finally:
+                        for ln in links:
+                            ln.destroy()
+                    base[kind].append(b)
+                    per[kind].append((t - b) / hits)
     finally:
         shutil.rmtree(out, ignore_errors=True)
     res = {"rounds": rounds, "calls": calls, "kernel": os.uname().release,
@@ -168,7 +167,10 @@ RESULTS = os.path.join(HERE, "results", "floor.json")
 
 def floor_part(a):
     """make bench's part: measure, write RESULTS; -> its text."""
-    res = measure(a.floor_rounds, a.floor_calls)
+    try:
+        res = measure(a.floor_rounds, a.floor_calls)
+    except UserError as e:
+        sys.exit("bench: floor: %s" % e)
     res["date"] = time.strftime("%Y-%m-%d")
     with open(RESULTS, "w") as f:
         json.dump(res, f, indent=1)
