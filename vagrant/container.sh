@@ -25,6 +25,7 @@
 #   down-if-up    "down" when anything of it exists, silent otherwise
 #   workload [SECS] [THREADS]   lab.sh workload inside the container
 #   trim | status               lab.sh trim / status inside the container
+#   osd stop|start ID           lab.sh osd inside the container
 # RELEASE "all" with down or down-if-up: every container lab.
 #
 # Environment: LAB_OSD_OPTS, LAB_OSDS, LAB_DISK_SIZE (16G each), LAB_LOOP_DIRECT_IO (off),
@@ -366,6 +367,7 @@ down) cmd_ctr_down ;;
 down-if-up) cmd_ctr_down_if_up ;;
 workload) need_up; in_ctr workload "$@" ;;
 trim) need_up; in_ctr trim ;;
+osd) need_up; in_ctr osd "$@" ;;
 status)
     if ctr_running; then echo "$REL (container $CTR_NAME): $(in_ctr status)"; else echo "$REL: down"; fi ;;
 *) sed -n '/^# Commands:/,/^# Environment/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;

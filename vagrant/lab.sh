@@ -30,6 +30,10 @@
 #                           lab state: the next "up" builds a fresh cluster (reproducible)
 #   workload [SECS] [THREADS]  rados bench 4 KiB writes, then random reads, on pool rbd
 #   trim                    drop old benchmark objects when the OSD is half full
+#   osd stop|start ID       stop one OSD of a running lab (SIGTERM: it marks itself
+#                           down) or start it again, without waiting for the cluster to
+#                           be clean: a lab aid for recovery (set noout first to keep
+#                           its data where it is)
 #   status                  one-line summary
 #   vagrant-mon IP          multi-node: mon + mgr node
 #   vagrant-osd MON_IP DISK multi-node: OSD node; DISK is a block device or "auto"
@@ -832,6 +836,22 @@ cmd_workload() {
     rados bench -p "$POOL" "$secs" rand -t "$threads"
 }
 
+# cmd_osd stop|start ID: one OSD of the running lab, for recovery tests.
+cmd_osd() {
+    local what=${1:-} id=${2:-}
+    [[ $what =~ ^(stop|start)$ && $id =~ ^[0-9]+$ ]] || die "usage: lab.sh osd stop|start ID"
+    [[ -r $CONF ]] || die "lab is not up (no $CONF); run 'lab.sh up'"
+    grep -qx "$id" "$LAB_DIR/osd-id" 2>/dev/null || die "no osd.$id in this lab ($(osd_ids | sed 's/^/osd./' | paste -sd' '))"
+    if [[ $what == stop ]]; then
+        daemon_pid "osd.$id" >/dev/null || die "osd.$id is not running"
+        stop_daemon "osd.$id"
+    else
+        start_daemon osd "$id"
+        wait_osd_active "$id"
+    fi
+    if [[ $what == stop ]]; then msg "osd.$id stopped"; else msg "osd.$id started"; fi
+}
+
 # ------------------------------------------------------------------------- multi-node
 
 # Cluster fsid shared by all Vagrant nodes: LAB_FSID (set by the Vagrantfile, generated
@@ -970,7 +990,7 @@ main() {
     (($#)) && shift
     # CEPH=reef|tentacle: the lab in a container (container.sh), same commands.
     if [[ ${CEPH:-pacific} != pacific && -z ${LAB_IN_CONTAINER:-} ]]; then
-        case $cmd in up | env | down | workload | trim | status)
+        case $cmd in up | env | down | workload | trim | status | osd)
             exec bash "$(dirname "${BASH_SOURCE[0]}")/container.sh" "$CEPH" "$cmd" "$@" ;;
         esac
     fi
@@ -982,6 +1002,7 @@ main() {
     down) cmd_down ;;
     workload) cmd_workload "$@" ;;
     trim) cmd_trim ;;
+    osd) cmd_osd "$@" ;;
     status) cmd_status ;;
     vagrant-mon) cmd_vagrant_mon "$@" ;;
     vagrant-osd) cmd_vagrant_osd "$@" ;;
