@@ -21,7 +21,7 @@
 #define OSDSTAGE_H
 
 enum osdstage_limits {
-	MAX_STAGES = 64,	/* a power of two: ids are masked with it */
+	MAX_STAGES = 128,	/* a power of two: ids are masked with it */
 	MAX_ROLES = 8,		/* thread roles; 0 = other */
 	ROLE_PREFIX_LEN = 16,
 	TRING = 32,		/* state transitions remembered per thread */
@@ -69,6 +69,16 @@ enum stage_id {
 	ST_REPLICA_WAIT,	/* primary: sub-ops sent -> last replica's reply */
 	ST_LOCAL_COMMIT,	/* primary: sub-ops sent -> its own commit */
 	ST_REPOP,		/* replica: repop enqueued -> commit reply sent */
+	/* background work a shard worker runs outside dequeue_op, one item
+	 * entry -> return (probe hits per item, none per client op), from
+	 * ST__BACKGROUND to ST__PROBED: */
+	ST__BACKGROUND,
+	ST_RECOVERY = ST__BACKGROUND, /* a PG's recovery item
+				 * (OSD::do_recovery) */
+	ST_SCRUB,		/* a scrub event (PG::forward_scrub_event) */
+	ST_SNAP_TRIM,		/* PrimaryLogPG::snap_trimmer */
+	ST_PG_DELETE,		/* a deleted PG's removal step
+				 * (OSD::dequeue_delete) */
 	ST__PROBED,		/* end of the probed stages */
 	/* per op class (enum op_class order) */
 	ST_QUEUE_WAIT__READ = ST__PROBED,
@@ -86,18 +96,32 @@ enum stage_id {
 	ST_ATTR__RUNQ,		/* runnable, waiting for a CPU */
 	ST_ATTR__PICKUP,	/* on CPU after its wake-up -> dequeue */
 	ST_REPOP__QUEUE_WAIT,	/* the queue wait of replica ops */
+	/* per scheduler class (enum queue_class order) of the ops dequeued
+	 * through dequeue_op: their queue wait, and of it the part held */
+	ST_QUEUE_WAIT__CLIENT,
+	ST_QUEUE_WAIT__BACKGROUND_RECOVERY,
+	ST_QUEUE_WAIT__BACKGROUND_BEST_EFFORT,
+	ST_QUEUE_WAIT__IMMEDIATE,
+	ST_HELD__CLIENT,
+	ST_HELD__BACKGROUND_RECOVERY,
+	ST_HELD__BACKGROUND_BEST_EFFORT,
+	ST_HELD__IMMEDIATE,
 	/* kernel stages, in report order */
 	ST__KERNEL,
 	ST_SYNCFS = ST__KERNEL,	/* syncfs(2) entry -> exit */
 	ST_BLOCK_RQ,		/* block request issue -> complete */
 	ST__FIXED,
-	/* per thread role r (0..MAX_ROLES-1): */
-	ST_FUTEX_WAIT__ROLE = 32, /* asleep in a futex wait: switched out
-				 * inside futex(2) -> woken */
-	ST_OFFCPU__ROLE = 40,	/* switched out while not runnable */
-	ST_WAKEUP_DELAY__ROLE = 48, /* sched_waking -> back on CPU */
-	ST__COUNT = 56,
+	/* per thread role r (0..MAX_ROLES-1), right after the fixed ones
+	 * (user space reads ids up to ST__COUNT): */
+	ST_FUTEX_WAIT__ROLE = ST__FIXED, /* asleep in a futex wait: switched
+				 * out inside futex(2) -> woken */
+	ST_OFFCPU__ROLE = ST_FUTEX_WAIT__ROLE + MAX_ROLES, /* switched out while
+				 * not runnable */
+	ST_WAKEUP_DELAY__ROLE = ST_OFFCPU__ROLE + MAX_ROLES, /* sched_waking ->
+				 * back on CPU */
+	ST__COUNT = ST_WAKEUP_DELAY__ROLE + MAX_ROLES,
 };
+_Static_assert((int)ST__COUNT <= (int)MAX_STAGES, "stage ids beyond MAX_STAGES");
 
 /* Latency histogram: log-linear over units of 1/16 us (62.5 ns).
  * Values below 8 units get one slot each; above, every power of two is
@@ -161,6 +185,16 @@ enum counter_id {
 
 enum op_class { OPC_READ = 0, OPC_WRITE, OPC_OTHER };
 
+/* The class an OSD's op scheduler gives an op dequeued through
+ * dequeue_op, from its message's type and priority (Ceph's
+ * OpSchedulerItem rules; labels are Ceph's op_scheduler_class names): a
+ * client's op; a recovery message (push, pull, backfill, scan) at
+ * recovery priority, or below it; everything else (replica ops,
+ * peering-priority messages). WPQ queues the same items by priority
+ * alone: the class still says what the item is. */
+enum queue_class { QC_CLIENT = 0, QC_BACKGROUND_RECOVERY,
+		   QC_BACKGROUND_BEST_EFFORT, QC_IMMEDIATE };
+
 /* Op probes (programs op_enqueue, op_dequeue, op_done, rep_submit,
  * rep_reply, rep_local_commit, repop_done): the cookie says where the op
  * key is: the argument number (1-6), plus OPARG_DEREF when the argument
@@ -212,7 +246,7 @@ struct op_state {
 	__u64 local_ns;		/* own commit */
 	__u64 last_ns;		/* latest replica reply */
 	__u32 last_peer;	/* its OSD */
-	__u32 pad;
+	__u32 qclass;		/* enum queue_class, from its message */
 	struct reqid req;	/* its request id (sub_ns != 0) */
 };
 
@@ -301,6 +335,10 @@ struct thread_state {
 	__u32 target;		/* the target slot of its process */
 	__u32 sleep;		/* enum sleep_kind of the sleep it is in */
 	__u32 wring;		/* its struct wring's index + 1 (0: none) */
+	__u32 lock_wait;	/* in a futex wait for a lock of its own (not
+				 * a condition variable, nor the re-lock of
+				 * its mutex that follows one) */
+	__u32 prev_cv;		/* its last futex wait was on a cv */
 	__u64 held_end;		/* when its last scheduler hold ended */
 	__u64 he_isleep;	/* cum_isleep and cum_runq then: an op queued */
 	__u64 he_runq;		/*   before it splits from there on */
@@ -397,6 +435,7 @@ typedef __u8 ev_role_t;
 typedef __u32 ev_stage_id_t;
 typedef __u8 ev_wake_kind_t;
 typedef __u8 ev_op_class_t;
+typedef __u8 ev_queue_class_t;
 typedef __u8 ev_tstate_kind_t;
 
 struct ev_hdr {
@@ -431,6 +470,9 @@ struct ev_op_enqueue {
 	__u64 throttle_wait_ns;
 	__u64 recv_ns;
 	__u64 dispatch_ns;
+	__u16 msg_type;		/* its message's type and priority (0: */
+	__u16 msg_priority;	/*   not read) */
+	ev_queue_class_t queue_class;
 } EV_PACKED;
 
 struct ev_op_dequeue {
@@ -450,6 +492,7 @@ struct ev_op_dequeue {
 	ev_wake_kind_t wake;
 	__u8 timeout_with_work;
 	__u8 truncated;
+	ev_queue_class_t queue_class;
 } EV_PACKED;
 
 struct ev_op_done {

@@ -201,6 +201,24 @@ def build():
                 '[%s]))' % (OSD, RI), "{{waker}}")], "ops", stack=True,
         fill=60), 12, 8)
     L.add(timeseries(
+        "Queue wait p99 by scheduler class",
+        "The ops dequeued through dequeue_op by the class the op scheduler "
+        "gives them (client, background_recovery, background_best_effort, "
+        "immediate): client ops waiting behind recovery show here",
+        [target(p99("ceph_osd_scheduler_class_queue_wait_seconds_bucket",
+                    "scheduler_class", OSD), "{{scheduler_class}}")], "s",
+        fill=0), 12, 8)
+    L.add(timeseries(
+        "Held by the scheduler, by class (mean per op)",
+        "Seconds the scheduler held each class's ops (mClock: not yet due) "
+        "per op dequeued",
+        [target('sum by (scheduler_class) (rate('
+                'ceph_osd_scheduler_class_held_seconds_total{%s}[%s])) / '
+                'sum by (scheduler_class) (rate('
+                'ceph_osd_scheduler_class_queue_wait_seconds_count{%s}[%s]))'
+                % (OSD, RI, OSD, RI), "{{scheduler_class}}")], "s", fill=0),
+        12, 8)
+    L.add(timeseries(
         "Missed wake-ups (timeouts with work queued) per OSD",
         "A worker woken by its timeout although work was queued: the "
         "enqueuer's notify did not reach it",

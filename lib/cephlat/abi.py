@@ -31,6 +31,8 @@ def default_bpf_dir():
 def labels(pairs):
     """Enumerators -> labels by value: the common prefix (up to its last
     '_') dropped, lower case: [["WK_NONE", 0], ...] -> ["none", ...]."""
+    if not pairs:
+        return []
     names = [n for n, _ in pairs]
     prefix = os.path.commonprefix(names)
     prefix = prefix[:prefix.rfind("_") + 1]

@@ -231,6 +231,7 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	}
 	busy = qw - held - sig - rq - pick;
 	record(slot, ST_ATTR__HELD, held, gen);
+	record(slot, ST_HELD__CLIENT + (st->qclass & 3), held, gen);
 	record(slot, ST_ATTR__BUSY, busy, gen);
 	record(slot, ST_ATTR__SIGNAL, sig, gen);
 	record(slot, ST_ATTR__RUNQ, rq, gen);

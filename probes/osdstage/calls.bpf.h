@@ -17,6 +17,12 @@ static __always_inline int call_slot(__u64 id)
 	return slot;
 }
 
+/* A stage of background work run outside dequeue_op? */
+static __always_inline int is_background(__u32 stage)
+{
+	return stage >= ST__BACKGROUND && stage < ST__PROBED;
+}
+
 SEC("uprobe")
 int stage_entry(struct pt_regs *ctx)
 {
@@ -36,6 +42,10 @@ int stage_entry(struct pt_regs *ctx)
 	}
 	if (stage == ST_DEQUEUE_OP)	/* as in op_dequeue */
 		t->ts[ST_DO_OP] = 0;
+	/* a background item: a sleep inside it is work (its return clears
+	 * that), as inside an op */
+	if (is_background(stage))
+		mark_in_op((__u32)id, 1);
 	/* last thing: what follows the timestamp is probe cost, not the call */
 	t->ts[stage] = bpf_ktime_get_ns();
 	return 0;
@@ -74,6 +84,8 @@ int stage_return(struct pt_regs *ctx)
 	if (slot < 0)
 		return 0;
 	count(slot, CNT_HIT_RETURN);
+	if (is_background(stage))
+		mark_in_op((__u32)id, 0);
 	t = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), 0, 0);
 	if (!t || !t->ts[stage]) {
 		/* dequeue_op's start is op_dequeue's when both are wanted

@@ -96,18 +96,17 @@ static __always_inline __u64 utime_ns(struct utime t)
 }
 
 /* The messenger stages of an op enqueued at `now` (monotonic), from its
- * message's wall-clock stamps: two reads, no probe hit. 0: not traced or
- * stamps missing / out of order (counted). */
-static __always_inline int msg_stages(__u64 op, int slot, __u64 now,
+ * message `msg`'s wall-clock stamps: one read, no probe hit. 0: not traced
+ * or stamps missing / out of order (counted). */
+static __always_inline int msg_stages(__u64 msg, int slot, __u64 now,
 				      __u32 gen, __u64 out[3])
 {
 	struct msg_stamps m;
-	__u64 msg = 0, recv, thr, all, enq;
+	__u64 recv, thr, all, enq;
 
-	if (!msg_stamps_off || !msg_off)
+	if (!msg_stamps_off)
 		return 0;
-	if (bpf_probe_read_user(&msg, sizeof(msg), (void *)(op + msg_off)) ||
-	    !msg || bpf_probe_read_user(&m, sizeof(m),
+	if (!msg || bpf_probe_read_user(&m, sizeof(m),
 					(void *)(msg + msg_stamps_off)))
 		goto bad;
 	recv = utime_ns(m.recv);
@@ -128,6 +127,52 @@ bad:
 	return 0;
 }
 
+/* Ceph's message types that decide an op's scheduler class
+ * (include/ceph_fs.h, msg/Message.h; the same from 16.2 to 20.2), and
+ * the priorities the class rule reads (include/msgr.h; PeeringState's
+ * recovery_msg_priority_t: a recovery message below DEGRADED is best
+ * effort on mClock) */
+#define CEPH_MSG_OSD_OP			42
+#define CEPH_MSG_OSD_BACKOFF		61
+#define MSG_OSD_PG_SCAN			94
+#define MSG_OSD_PG_BACKFILL		95
+#define MSG_OSD_PG_BACKFILL_REMOVE	96
+#define MSG_OSD_PG_PUSH			105
+#define MSG_OSD_PG_PULL			106
+#define MSG_OSD_PG_PUSH_REPLY		107
+#define CEPH_MSG_PRIO_HIGH		196
+#define RECOVERY_PRIO_DEGRADED		10
+
+/* The class the OSD's scheduler gives an op with message type `type` and
+ * priority `prio` (enum queue_class), by Ceph's OpSchedulerItem rules: a
+ * client's op (or backoff) is client; a recovery message (OSD::enqueue_op
+ * queues these six as recovery items) immediate at CEPH_MSG_PRIO_HIGH and
+ * above, else recovery, or on mClock best effort below DEGRADED (WPQ has
+ * no classes: there it says what the item is); anything else (replica
+ * ops and their replies) immediate. */
+static __always_inline __u32 queue_class_of(__u16 type, __u16 prio,
+					    int mclock)
+{
+	switch (type) {
+	case CEPH_MSG_OSD_OP:
+	case CEPH_MSG_OSD_BACKOFF:
+		return QC_CLIENT;
+	case MSG_OSD_PG_SCAN:
+	case MSG_OSD_PG_BACKFILL:
+	case MSG_OSD_PG_BACKFILL_REMOVE:
+	case MSG_OSD_PG_PUSH:
+	case MSG_OSD_PG_PULL:
+	case MSG_OSD_PG_PUSH_REPLY:
+		if (prio >= CEPH_MSG_PRIO_HIGH)
+			return QC_IMMEDIATE;
+		if (mclock && prio < RECOVERY_PRIO_DEGRADED)
+			return QC_BACKGROUND_BEST_EFFORT;
+		return QC_BACKGROUND_RECOVERY;
+	default:
+		return QC_IMMEDIATE;
+	}
+}
+
 SEC("uprobe")
 int op_enqueue(struct pt_regs *ctx)
 {
@@ -138,7 +183,8 @@ int op_enqueue(struct pt_regs *ctx)
 	struct op_slot *s;
 	struct op_state n = {};
 	int replaced, stamped;
-	__u64 op, key, now, msgs[3] = {};
+	__u64 op, key, now, msgs[3] = {}, msg = 0;
+	__u16 mt[2] = {};	/* the message's type and priority */
 	__u32 tid, gen;
 	int slot = op_hit(ctx, &op, &key);
 
@@ -148,6 +194,15 @@ int op_enqueue(struct pt_regs *ctx)
 	tid = (__u32)bpf_get_current_pid_tgid();
 	n.enq_ns = now;
 	n.enq_tid = tid;
+	/* its message: the scheduler class and the messenger stages */
+	if (msg_off && (msg_type_off || msg_stamps_off))
+		bpf_probe_read_user(&msg, sizeof(msg), (void *)(op + msg_off));
+	if (msg && msg_type_off)
+		bpf_probe_read_user(mt, sizeof(mt), (void *)(msg + msg_type_off));
+	/* unread (no offset: a probe spec's program): all ops are client */
+	n.qclass = mt[0] ? queue_class_of(mt[0], mt[1],
+					  (ctl.mclock >> (slot & (MAX_TARGETS - 1))) & 1) :
+		   QC_CLIENT;
 	s = op_claim(key, &replaced);
 	if (!s) {
 		count(slot, CNT_OP_MAP_FULL);
@@ -161,7 +216,7 @@ int op_enqueue(struct pt_regs *ctx)
 	s->st = n;
 	s->key = key;
 	gen = cur_gen();
-	stamped = msg_stages(op, slot, now, gen, msgs);
+	stamped = msg_stages(msg, slot, now, gen, msgs);
 	e = EV_NEW(ev_op_enqueue, EV_OP_ENQUEUE, now, gen, slot);
 	if (e) {
 		struct reqid r = {};
@@ -185,6 +240,9 @@ int op_enqueue(struct pt_regs *ctx)
 		e->throttle_wait_ns = msgs[0];
 		e->recv_ns = msgs[1];
 		e->dispatch_ns = msgs[2];
+		e->msg_type = mt[0];
+		e->msg_priority = mt[1];
+		e->queue_class = n.qclass;
 		EV_SEND(e);
 	}
 	return 0;
@@ -216,6 +274,8 @@ int op_dequeue(struct pt_regs *ctx)
 		st->qwait_ns = now - st->enq_ns;
 		st->deq_ns = now;
 		record(slot, ST_QUEUE_WAIT, st->qwait_ns, gen);
+		record(slot, ST_QUEUE_WAIT__CLIENT + (st->qclass & 3),
+		       st->qwait_ns, gen);
 		e = EV_NEW(ev_op_dequeue, EV_OP_DEQUEUE, now, gen, slot);
 		if (e) {
 			__builtin_memset((char *)e + sizeof(e->h), 0,
@@ -224,12 +284,19 @@ int op_dequeue(struct pt_regs *ctx)
 			e->queue_wait_ns = st->qwait_ns;
 			e->tid = tid;
 			e->enq_tid = st->enq_tid;
+			e->queue_class = st->qclass;
 		}
 		attribute(st, now, tid, gen, slot, e);
 		if (e)
 			EV_SEND(e);
 		if (track_in_op)
 			mark_in_op(tid, 1);
+		/* a recovery message's life ends in dequeue_op (no later
+		 * event of ours sees it): its slot is free from here, not
+		 * taken for an op that never completed */
+		if (st->qclass == QC_BACKGROUND_RECOVERY ||
+		    st->qclass == QC_BACKGROUND_BEST_EFFORT)
+			op_forget(key);
 	}
 	if (bpf_get_attach_cookie(ctx) & OPARG_STARTS_DEQUEUE) {
 		/* the dequeue_op call stage starts here (no stage_entry on

@@ -82,14 +82,22 @@ static __always_inline void futex_sleep(struct thread_state *t,
 	__u64 uaddr, op, tmo, cmd;
 
 	t->futex_start = 0;
-	if (!futex_call_of(prev, &c) || !futex_is_wait(c.op))
+	t->lock_wait = 0;
+	if (!futex_call_of(prev, &c) || !futex_is_wait(c.op)) {
+		t->prev_cv = 0;
 		return;
+	}
 	uaddr = c.uaddr;
 	op = c.op;
 	tmo = c.timeout;
 	t->futex_start = now;
 	t->futex_deadline = 0;
 	cmd = op & FUTEX_CMD_MASK;
+	/* a wait for a lock (a mutex: FUTEX_WAIT, FUTEX_LOCK_PI), unless it
+	 * is pthread_cond_wait re-taking its mutex right after the cv wait:
+	 * that is still the wake-up */
+	t->lock_wait = cmd != FUTEX_WAIT_BITSET && !t->prev_cv;
+	t->prev_cv = cmd == FUTEX_WAIT_BITSET;
 	/* the timeout: absolute, CLOCK_MONOTONIC unless FUTEX_CLOCK_REALTIME
 	 * (always CLOCK_REALTIME for FUTEX_LOCK_PI: a realtime deadline
 	 * stays unknown, 0); or relative (FUTEX_WAIT), from the call, a
@@ -184,6 +192,34 @@ static __always_inline __u32 task_state(struct task_struct *p)
 	return BPF_CORE_READ((struct task_struct___pre514 *)p, state);
 }
 
+/* Is task `w` (of a target) a shard worker? */
+static __always_inline int waker_is_worker(struct task_struct *w)
+{
+	__u32 tid = w->pid;
+	struct thread_state *o = bpf_map_lookup_elem(&threads, &tid);
+
+	return o && o->role == worker_role;
+}
+
+/* Target thread t, asleep, was waiting behind other work, not idle: its
+ * sleep and the state change that began it say so (no op can have read
+ * the latter meanwhile: it is the thread's own, and it was asleep). */
+static __always_inline void sleep_was_work(struct thread_state *t)
+{
+	struct wring *w = NULL;
+	__u32 k;
+
+	t->sleep = SK_WORK;
+	if (t->wring) {
+		k = t->wring - 1;
+		w = bpf_map_lookup_elem(&wrings, &k);
+	}
+	if (w && w->head)
+		w->e[(w->head - 1) & (WRING - 1)].sleep = SK_WORK;
+	else
+		t->ring[(t->ring_head - 1) & (TRING - 1)].sleep = SK_WORK;
+}
+
 /* Target thread t (task p), asleep, is woken at `now` by `waker`, a
  * thread of its process (NULL: another process's, an interrupt of one,
  * or unknown). */
@@ -197,6 +233,13 @@ static __always_inline void wake_up(struct thread_state *t,
 
 	__u32 held = t->sleep == SK_HELD;
 
+	/* an idle sleep that was a lock wait (the mutex wait right after a
+	 * cv wait: pthread_cond_wait's re-lock, or a worker that took an op
+	 * and waits for its PG's lock) released by another shard worker:
+	 * behind that worker's op, not idle */
+	if (t->state == TS_SLEEP && t->sleep == SK_IDLE && t->futex_start &&
+	    (t->cv_uaddr & 1) && waker && waker_is_worker(waker))
+		sleep_was_work(t);
 	if (off)
 		record(slot, ST_OFFCPU__ROLE + (t->role & (MAX_ROLES - 1)), off,
 		       gen);
@@ -217,14 +260,18 @@ static __always_inline void wake_up(struct thread_state *t,
 }
 
 /* What the sleep thread t (of target `slot`) goes into is, right after
- * futex_sleep() read it: work inside an op; a scheduler hold (an idle
- * timed wait on a condition variable, on an mClock OSD: under mClock a
- * shard worker waits with a timeout only when the scheduler's dequeue
- * answered with a time instead of an op, on its queue's cv; its
- * empty-queue wait has none); else idle. */
+ * futex_sleep() read it: work inside an op, or a wait for a lock between
+ * ops (a worker that took an op and waits for its PG's lock, held by a
+ * worker running another op of that PG: behind other work, not idle); a
+ * scheduler hold (an idle timed wait on a condition variable, on an
+ * mClock OSD: under mClock a shard worker waits with a timeout only when
+ * the scheduler's dequeue answered with a time instead of an op, on its
+ * queue's cv; its empty-queue wait has none); else idle. */
 static __always_inline __u32 sleep_kind(struct thread_state *t, int slot)
 {
 	if (t->in_op)		/* in_op cannot change while asleep */
+		return SK_WORK;
+	if (t->futex_start && t->lock_wait)
 		return SK_WORK;
 	if (t->futex_start && t->futex_deadline && !(t->cv_uaddr & 1) &&
 	    t->cv_uaddr && (ctl.mclock >> (slot & (MAX_TARGETS - 1))) & 1)

@@ -65,6 +65,8 @@ OFFSETS = {
     "msg.dispatch_stamp": "&((Message*)0)->dispatch_stamp",
     "msg.throttle_stamp": "&((Message*)0)->throttle_stamp",
     "msg.recv_complete_stamp": "&((Message*)0)->recv_complete_stamp",
+    "msg_type_off": "&((Message*)0)->header.type",
+    "msg.priority": "&((Message*)0)->header.priority",
     "utime.tv_nsec": "&((utime_t*)0)->tv.tv_nsec",
     "op_name_off": "&((MOSDOp*)0)->hobj.oid.name",
     "repop_name_off": "&((MOSDRepOp*)0)->poid.oid.name",
@@ -122,6 +124,8 @@ def test_replica_offsets(gdb_out):
     assert [got["msg.dispatch_stamp"] - base, got["msg.throttle_stamp"] -
             base, got["msg.recv_complete_stamp"] - base,
             got["utime.tv_nsec"]] == [8, 16, 24, 4]
+    # op_enqueue reads the header's type and priority as two __u16
+    assert got["msg.priority"] - got["msg_type_off"] == 2
 
 
 # the parameter that holds what the cookie points the program at: the op,

@@ -134,9 +134,9 @@ def object_with_a_new_stage(built, tmp_path_factory):
     shutil.copytree(os.path.join(REPO, "probes"), str(d / "probes"))
     h = d / "probes" / "osdstage.h"
     text = h.read_text()
-    anchor = "\tST_REPOP,"
+    anchor = "\tST__PROBED,"
     assert anchor in text
-    h.write_text(text.replace(anchor, anchor + "\n\tST_NEW_CALL,", 1))
+    h.write_text(text.replace(anchor, "\tST_NEW_CALL,\n" + anchor, 1))
     obj = str(d / "osdstage.bpf.o")
     p = subprocess.run(
         ["clang", "-target", "bpf", "-D__TARGET_ARCH_x86", "-g", "-O2",
@@ -154,7 +154,8 @@ def test_a_new_call_stage_needs_only_the_header_and_the_table(
         built, object_with_a_new_stage, monkeypatch):
     new = object_with_a_new_stage
     v, old = Vocab(new.enums), Vocab(built.enums)
-    # the header's new enumerator is a stage, after repop, with its id
+    # the header's new enumerator is a stage, the last probed one, with
+    # its id
     assert v.probed == old.probed + ["new_call"]
     assert v.stage_ids["new_call"] == new.const("ST_NEW_CALL")
     # ...that captures label by name

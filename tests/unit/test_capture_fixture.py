@@ -115,6 +115,10 @@ def test_enum_values_are_read_with_the_captures_own_labels(tmp_path):
     p = run_tool([OSDSTAGE, "-r", _copy(tmp_path, "lab", swap), "-j"])
     assert p.returncode == 0, p.stderr
     got = json.loads(p.stdout.splitlines()[0])
+    # this build's vocabulary names scheduler classes the capture's events
+    # do not carry: their rows are empty
+    qc = got["stages"]["queue_wait"].pop("by_queue_class")
+    assert not any(c["count"] for c in qc.values())
     assert got["stages"]["do_op"]["count"] == \
         want["stages"]["dequeue_op"]["count"]
     assert got["stages"]["dequeue_op"] == want["stages"]["do_op"]

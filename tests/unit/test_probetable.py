@@ -14,7 +14,12 @@ def test_stage_names_are_the_contract():
         "throttle_wait", "recv", "dispatch",
         "queue_wait", "dequeue_op", "do_op", "get_object_context",
         "bluestore_read", "bluestore_submit", "op_total", "replica_wait",
-        "local_commit", "repop"]
+        "local_commit", "repop", "recovery", "scrub", "snap_trim",
+        "pg_delete"]
+    # the header marks the background stages (ST__BACKGROUND)
+    from cephlat.model import vocab
+    assert vocab.live().background == ["recovery", "scrub", "snap_trim",
+                                       "pg_delete"]
 
 
 def test_messenger_stages_are_the_enqueue_events_fields():
@@ -73,12 +78,14 @@ def test_pacific_table_resolves_on_the_installed_binary():
 
 def test_default_stages_leave_out_what_few_need():
     """Without -S: every stage but do_op and get_object_context (a probe
-    hit each per op); -S all: every stage; a stage ended by another's
+    hit each per op; the background stages hit per background item,
+    none per client op); -S all: every stage; a stage ended by another's
     return brings that stage."""
     assert probetable.wanted_stages(None) == [
         "throttle_wait", "recv", "dispatch", "queue_wait", "dequeue_op",
         "bluestore_read", "bluestore_submit",
-        "op_total", "replica_wait", "local_commit", "repop"]
+        "op_total", "replica_wait", "local_commit", "repop",
+        "recovery", "scrub", "snap_trim", "pg_delete"]
     assert probetable.wanted_stages("all") == list(probetable.STAGES)
     assert probetable.wanted_stages(["do_op"]) == ["dequeue_op", "do_op"]
     assert probetable.wanted_stages(["get_object_context"]) == [

@@ -102,6 +102,21 @@ STAGES = OrderedDict((s.name, s) for s in [
           "ReplicatedBackend::repop_commit (commit reply sent)",
           events=_OP_LIFE + [("repop_commit", "repop_done")],
           needs=("repmod_op_off",)),
+    # Background work a shard worker runs from its queue without
+    # dequeue_op: one probe pair per item, none per client op (recovery
+    # pushes, pulls, backfills and scans are messages: they go through
+    # dequeue_op, and op_enqueue gives them their scheduler class). A
+    # worker inside one sleeps at work, not idle (BPF: in_op). The header
+    # marks them (ST__BACKGROUND): model/vocab.py's `background`.
+    Stage("recovery", "call", "a PG's recovery item: OSD::do_recovery entry "
+          "-> return (starts its pushes and pulls)", func="do_recovery"),
+    Stage("scrub", "call", "a scrub event: PG::forward_scrub_event entry "
+          "-> return (its one-argument overload: most scrub events)",
+          func="scrub_event"),
+    Stage("snap_trim", "call", "a snapshot trim item: "
+          "PrimaryLogPG::snap_trimmer entry -> return", func="snap_trimmer"),
+    Stage("pg_delete", "call", "a deleted PG's removal step: "
+          "OSD::dequeue_delete entry -> return", func="dequeue_delete"),
 ])
 
 # Traced without -S: every stage but those few people need (each probe hit
@@ -208,6 +223,19 @@ def _funcs(**over):
         "repop_commit": Func("ReplicatedBackend::repop_commit",
                              r"^std::shared_ptr<ReplicatedBackend::"
                              r"RepModify>$", op_arg=(2, True)),
+        # background items (PGRecovery, PGScrub*, PGSnapTrim, PGDelete
+        # run these); 18.2 added do_recovery's int priority
+        "do_recovery": Func("OSD::do_recovery",
+                            r"^PG\*, unsigned int, unsigned long, "
+                            r"(int, )?" + _TPH + r"&$"),
+        "scrub_event": Func("PG::forward_scrub_event",
+                            r"^void \(ScrubPgIF::\*\)\(unsigned int\), "
+                            r"unsigned int, std::basic_string_view"),
+        "snap_trimmer": Func("PrimaryLogPG::snap_trimmer",
+                             r"^unsigned int$"),
+        "dequeue_delete": Func("OSD::dequeue_delete",
+                               r"^OSDShard\*, PG\*, unsigned int, " + _TPH +
+                               r"&$"),
     }
     f.update(over)
     return f
@@ -244,7 +272,11 @@ _PACIFIC_OFFSETS = {"reqid_off": 232, "src_num_off": 272,
                     # Message::recv_stamp, then dispatch_stamp,
                     # throttle_stamp, recv_complete_stamp (struct
                     # msg_stamps of probes/osdstage.h)
-                    "msg_stamps_off": 200}
+                    "msg_stamps_off": 200,
+                    # Message::header.type, then .priority (__le16 each;
+                    # header is Message's first member, after
+                    # RefCountedObject's 24 bytes): the op's scheduler class
+                    "msg_type_off": 40}
 # OpRequest grew with TrackedOp (192 -> 232 -> 240 bytes); the records did
 # not move (ceph-osd-dbg 18.2.7+ds-1+deb13u1, 20.2.4+ds-2)
 _REEF_OFFSETS = dict(_PACIFIC_OFFSETS, reqid_off=272, src_num_off=312,

@@ -22,6 +22,7 @@ from .families import BUCKET_EXPONENTS, BUCKETS_S, BY_NAME
 STAGE = "ceph_osd_stage_latency_seconds"
 KERNEL = "ceph_osd_kernel_latency_seconds"
 REPLICA = "ceph_osd_replica_wait_seconds"
+QCLASS = "ceph_osd_scheduler_class_queue_wait_seconds"
 ALL = "all"                   # the label value of "not split"
 SCRAPED_S = 120.0             # "someone scrapes": a scrape this recent
 
@@ -193,6 +194,16 @@ class Exported:
                             st.hist(STAGE, (stage, c), h)
                 elif stage in hists:
                     st.hist(STAGE, (stage, ALL), hists[stage])
+            if "queue_wait" in vocab.queue_split and \
+                    "queue_wait" in run.stages:
+                for c in vocab.queue_classes:
+                    h = hists.get("queue_wait." + c)
+                    if h is not None:
+                        st.hist(QCLASS, (c,), h)
+                    h = hists.get("held." + c)
+                    if h is not None:
+                        st.count("ceph_osd_scheduler_class_held_seconds_total",
+                                 (c,), h.sum_ns / 1e9)
             for key, h in hists.items():
                 if key.startswith(PEER_WAIT):
                     st.hist(REPLICA, ("osd." + key[len(PEER_WAIT):],), h)

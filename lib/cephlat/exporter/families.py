@@ -43,6 +43,16 @@ FAMILIES = (
            "waiting for a CPU), pickup (running, not yet dequeuing)"),
     Family("ceph_osd_queue_ops_total", "counter", D + ("shard",),
            "Ops dequeued from each shard's queue"),
+    Family("ceph_osd_scheduler_class_queue_wait_seconds", "histogram",
+           D + ("scheduler_class",),
+           "Queue wait of the ops dequeued through dequeue_op by the class "
+           "the OSD's op scheduler gives them (Ceph's op_scheduler_class: "
+           "client, background_recovery, background_best_effort, "
+           "immediate)"),
+    Family("ceph_osd_scheduler_class_held_seconds_total", "counter",
+           D + ("scheduler_class",),
+           "The part of that queue wait the scheduler held (mClock: the "
+           "op was not yet due)"),
     Family("ceph_osd_queue_wakeups_total", "counter", D + ("shard", "waker"),
            "Shard worker wake-ups by waker: enqueuer (the thread that "
            "queued work), other, timeout"),

@@ -50,6 +50,12 @@ class Rules:
     def label(self, field, value):
         return self.labels[field][value]
 
+    def queue_class(self, d):
+        """An op_dequeue's scheduler class (None in older captures)."""
+        if "queue_class" not in d:
+            return None
+        return self.label("queue_class", d["queue_class"])
+
     def count(self, name, d, h):
         """Add event `name` (fields d) to the histograms h {key: Hist}."""
         def add(key, ns):
@@ -65,10 +71,15 @@ class Rules:
                     add(st, d[st + "_ns"])
         elif name == "op_dequeue":
             add("queue_wait", d["queue_wait_ns"])
+            qc = self.queue_class(d)
+            if qc:
+                add("queue_wait." + qc, d["queue_wait_ns"])
             if d["attributed"]:
                 for part in self.vocab.attr_parts:
                     if part + "_ns" in d:   # held: not in older captures
                         add("attr." + part, d[part + "_ns"])
+                if qc:
+                    add("held." + qc, d["held_ns"])
         elif name == "op_done":
             cls = self.label("op_class", d["op_class"])
             if d["total_valid"]:
@@ -282,10 +293,19 @@ def count_arrays(rules, name, r):
                 add(stage, st, r[stage + "_ns"][st])
     elif name == "op_dequeue":
         add("queue_wait", allx, r["queue_wait_ns"])
+        has_qc = "queue_class" in names     # not in older captures
+        if has_qc:
+            for c, idx in each(r["queue_class"], allx):
+                add("queue_wait." + rules.label("queue_class", c), idx,
+                    r["queue_wait_ns"][idx])
         att = np.nonzero(r["attributed"])[0]
         for part in rules.vocab.attr_parts:
             if part + "_ns" in names:   # held: not in older captures
                 add("attr." + part, att, r[part + "_ns"][att])
+        if has_qc:
+            for c, idx in each(r["queue_class"], att):
+                add("held." + rules.label("queue_class", c), idx,
+                    r["held_ns"][idx])
     elif name == "op_done":
         for c, idx in each(r["op_class"], allx):
             cls = rules.label("op_class", c)

@@ -5,6 +5,7 @@ timeline; the JSON output is the record itself."""
 import json
 
 from . import report, verdict
+from .hist import Hist
 
 
 def _summary_with_hist(h):
@@ -57,6 +58,18 @@ class RunInfo:
         return run
 
 
+def queue_classes(vocab, hists):
+    """The queue wait of the ops dequeued through dequeue_op by their
+    scheduler class (enum queue_class), each with the part of it held by
+    the scheduler -> {class: queue wait summary + "held": summary}."""
+    out = {}
+    for c in vocab.queue_classes:
+        s = hists.get("queue_wait." + c, Hist()).summary()
+        s["held"] = hists.get("held." + c, Hist()).summary()
+        out[c] = s
+    return out
+
+
 def interval_record(run, cur, prev, ts, secs, in_flight):
     """One interval's JSON object from two snapshots -> (record, the
     histograms it was made from, by key)."""
@@ -75,6 +88,8 @@ def interval_record(run, cur, prev, ts, secs, in_flight):
             s["last_peer"] = last[0] if last[1]["last"] else None
         elif stage == "repop" and "repop.queue_wait" in hists:
             s["queue_wait"] = hists["repop.queue_wait"].summary()
+        if stage == "queue_wait" and "queue_wait" in vocab.queue_split:
+            s["by_queue_class"] = queue_classes(vocab, hists)
         stages[stage] = s
     rec = {
         "type": "interval",
@@ -148,7 +163,9 @@ def _kernel_part(run, rec, hists, counters, cur, prev, secs):
     cause, text = verdict.verdict(stage_hists, kst, attr, wakers, threads,
                                  worker, rec["stages"].get(
                                      "replica_wait", {}).get("by_peer"),
-                                 run.scheduler, rec.get("throttles"), secs)
+                                 run.scheduler, rec.get("throttles"), secs,
+                                 rec["stages"].get("queue_wait", {}).get(
+                                     "by_queue_class"), vocab.background)
     rec["cause"] = cause
     rec["verdict"] = text
     hists.update({"kernel." + k: v for k, v in kst.items()})

@@ -16,6 +16,14 @@ from . import sched as scheduler
 # the clients' ops, 60 of their 64 outside the OSD.
 THROTTLE_CAUSE_SHARE = 0.5
 
+# Background work is named the cause when client ops queued (the cause
+# would otherwise be the scheduler's hold, busy workers or CPU) and the
+# items of the background classes (recovery messages and items, scrub,
+# snap trim, PG deletes) were at least this share of what the shard
+# queues served: a fifth of the dequeues is work the clients' ops wait
+# behind, or whose reservation mClock keeps from them.
+BACKGROUND_CAUSE_SHARE = 0.2
+
 
 def _ms(us):
     return "%.2f ms" % (us / 1000.0) if us >= 100 else "%.0f us" % us
@@ -24,6 +32,7 @@ def _ms(us):
 CAUSES = {
     "throttle": "messenger throttle",
     "held": "scheduler limit",
+    "background": "background work",
     "busy": "workers saturated",
     "signal": "wake-ups late",
     "missed": "wake-ups missed",
@@ -204,12 +213,80 @@ def _throttle_lines(throttles, stages):
     return lines, cause
 
 
+def _background_lines(stages, qclasses, sched, secs, background):
+    """What the shard queues served besides client ops: recovery
+    messages (by their scheduler class), recovery items, scrub, snap trim
+    and PG deletes, and the profile that shares the workers out. -> (lines,
+    the share of the dequeues that was background work)"""
+    if not qclasses or not qclasses.get("client", {}).get("count"):
+        return [], 0.0
+    items = {n: stages[n].count for n in background
+             if n in stages and stages[n].count}
+    msgs = {c: qclasses.get(c, {}).get("count", 0)
+            for c in ("background_recovery", "background_best_effort")}
+    bg = sum(items.values()) + sum(msgs.values())
+    total = bg + sum(q.get("count", 0) for c, q in qclasses.items()
+                     if c not in msgs)
+    share = bg / total if total else 0.0
+    if not bg:
+        return [], 0.0
+    cl = qclasses["client"]
+    parts = ["%d recovery messages (push, pull, backfill, scan)" %
+             msgs["background_recovery"]] if msgs["background_recovery"] \
+        else []
+    if msgs["background_best_effort"]:
+        parts.append("%d best-effort recovery messages" %
+                     msgs["background_best_effort"])
+    parts += ["%d %s items" % (n, name.replace("_", " "))
+              for name, n in items.items()]
+    line = ("background work was %d %% of what the shard queues served "
+            "(%s) while client ops waited %s (p99 %s; held %s of it)" % (
+                round(100 * share), ", ".join(parts), _ms(cl["mean_us"]),
+                _ms(cl["p99_us"]),
+                "%d %%" % round(100 * cl["held"]["mean_us"] /
+                                 cl["mean_us"]) if cl["mean_us"] else "none"))
+    busy_ns = sum(stages[n].sum_ns for n in items)
+    if busy_ns and secs:
+        line += ("; the workers spent %s per second in recovery, scrub, "
+                 "snap trim and PG-delete items" % _ms(busy_ns / secs / 1e3))
+    lines = [line + "."]
+    if sched and sched.get("mclock") and "classes" in sched:
+        c = sched["classes"]
+        rec, cli = c.get("background_recovery", {}), c.get("client", {})
+        words = ("mClock profile %s: background recovery res %s wgt %s lim "
+                 "%s against client res %s wgt %s lim %s" % (
+                     sched.get("profile"), *(scheduler.fmt(rec.get(k))
+                                             for k in ("res", "wgt", "lim")),
+                     *(scheduler.fmt(cli.get(k))
+                       for k in ("res", "wgt", "lim"))))
+        favours = (rec.get("wgt") or 0) > (cli.get("wgt") or 0) or \
+            (rec.get("res") or 0) > (cli.get("res") or 0)
+        if favours:
+            words += (": the profile favours recovery. Set "
+                      "osd_mclock_profile high_client_ops to favour client "
+                      "ops while it runs, or let it finish.")
+        else:
+            words += (": the profile does not favour recovery; the client "
+                      "ops wait behind the items themselves (fewer at once: "
+                      "osd_recovery_max_active, osd_max_backfills).")
+        lines.append(words)
+    elif sched and not sched.get("mclock"):
+        lines.append("%s queues by priority alone: fewer recovery items at "
+                     "once (osd_recovery_max_active, osd_max_backfills) or "
+                     "a recovery sleep (osd_recovery_sleep_hdd/ssd) leaves "
+                     "the workers to client ops." % (sched.get("queue") or
+                                                    "the scheduler"))
+    return lines, share
+
+
 def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
-            sched=None, throttles=None, secs=None):
+            sched=None, throttles=None, secs=None, qclasses=None,
+            background=()):
     """-> (cause, text): the dominant reason ops waited, in plain words,
     with the numbers behind it. peers: replica_wait's by_peer; sched: the
     OSD's scheduler (ceph/scheduler.py); throttles: the messenger's
-    (throttle_deltas); secs: the interval's length."""
+    (throttle_deltas); secs: the interval's length; qclasses: queue_wait's
+    by_queue_class; background: the stages of background work (vocab)."""
     qw = stages.get("queue_wait")
     lines = []
     cause = "none"
@@ -261,6 +338,15 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
         if qs["mean_us"] < 50 and cause != "missed":
             cause = "idle"
             lines[-1] += " (short: queueing is not the problem)"
+        bglines, bgshare = _background_lines(stages, qclasses, sched, secs,
+                                             background)
+        if bgshare < BACKGROUND_CAUSE_SHARE:
+            bglines = bglines[:1]       # a fact, without the advice
+        elif cause in ("held", "busy", "runq"):
+            cause = "background"
+            lines[:0] = bglines
+            bglines = []
+        lines.extend(bglines)
         storage = _storage_line(stages, qw)
         if storage:
             cause = "storage"

@@ -10,7 +10,9 @@ from .. import abi as abimod
 
 # the enums a report needs (a capture stores these)
 ENUMS = ("stage_id", "counter_id", "op_class", "wake_kind", "tstate_kind",
-         "osdstage_limits")
+         "osdstage_limits", "queue_class")
+# what a capture made before it may lack (read as empty)
+OPTIONAL = ("queue_class",)
 
 
 def _key(enumerator, prefix):
@@ -20,11 +22,15 @@ def _key(enumerator, prefix):
 class Vocab:
     def __init__(self, enums):
         """enums: {enum name: [[enumerator, value], ...]}"""
-        self.enums = {k: [list(p) for p in enums[k]] for k in ENUMS}
+        self.enums = {k: [list(p) for p in enums.get(k, [])] for k in ENUMS
+                      if k in enums or k not in OPTIONAL}
         lim = dict((n, v) for n, v in enums["osdstage_limits"])
         self.max_roles, self.max_stages = lim["MAX_ROLES"], lim["MAX_STAGES"]
         self.dev_minor_bits = lim["DEV_MINOR_BITS"]
         self.op_classes = abimod.labels(enums["op_class"])
+        # the op scheduler's classes (enum queue_class; none in a capture
+        # made before them)
+        self.queue_classes = abimod.labels(enums.get("queue_class", []))
         self.wakes = abimod.labels(enums["wake_kind"])
         # who woke a worker that slept with the op queued (WK_NONE: no one)
         self.wakers = tuple(self.wakes[1:])
@@ -56,12 +62,16 @@ class Vocab:
     def _stages(self, pairs):
         self.stage_ids = {}          # report key -> stats map id
         self.probed, self.kernel, self.class_split = [], [], []
+        self.background = []        # probed stages of background work
+        self.queue_split = []       # stages split by queue class
         self.attr_parts, self.role_stages = [], []
         section = "probed"
         for n, v in pairs:
             if n.startswith("ST__"):
                 if n == "ST__PROBED":
                     section = "derived"
+                elif n == "ST__BACKGROUND":
+                    section = "background"
                 elif n == "ST__KERNEL":
                     section = "kernel"
                 elif n == "ST__CALIB":
@@ -78,8 +88,10 @@ class Vocab:
                     self.stage_ids["%s.%d" % (base, r)] = v + r
                 continue
             self.stage_ids[key] = v
-            if section == "probed":
+            if section in ("probed", "background"):
                 self.probed.append(key)
+                if section == "background":
+                    self.background.append(key)
             elif section == "kernel":
                 self.kernel.append(key)
             else:
@@ -87,6 +99,9 @@ class Vocab:
                 if part in self.op_classes:
                     if base not in self.class_split:
                         self.class_split.append(base)
+                elif part in self.queue_classes:
+                    if base not in self.queue_split:
+                        self.queue_split.append(base)
                 elif base == "attr":
                     self.attr_parts.append(part)
 

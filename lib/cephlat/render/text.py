@@ -26,6 +26,7 @@ def print_text(out, args, rec, hists):
         _thread_roles(out, rec["threads"])
     if rec.get("attribution"):
         _attribution(out, rec)
+    _queue_classes(out, rec, 1000.0 if args.milliseconds else 1.0)
     sched = schedmod.describe(rec.get("scheduler"))
     if sched:
         out.write("\n" + textwrap.fill(sched, 78, subsequent_indent="  ") +
@@ -105,6 +106,23 @@ def _summary_table(out, args, rec):
             " (bound %g %%: attached %d %% of the time, %.2f %% at full "
             "rate)" % (ov["bound_pct"], round(100 * ov["attached_fraction"]),
                        ov["full_rate_pct"]) if ov["bound_pct"] else ""))
+
+
+def _queue_classes(out, rec, div):
+    """The ops dequeued through dequeue_op by scheduler class: how many,
+    their queue wait and the share of it the scheduler held."""
+    qc = rec["stages"].get("queue_wait", {}).get("by_queue_class") or {}
+    rows = [(c, q) for c, q in qc.items() if q["count"]]
+    if not rows:
+        return
+    out.write("\n%-22s %9s %11s %11s %7s\n" % (
+        "SCHEDULER CLASS", "OPS", "QWAIT MEAN", "QWAIT P99", "HELD"))
+    for c, q in rows:
+        held = q["held"]["mean_us"] * q["held"]["count"]
+        out.write("%-22s %9d %11.1f %11.1f %6d%%\n" % (
+            c, q["count"], q["mean_us"] / div, q["p99_us"] / div,
+            round(100 * held / (q["mean_us"] * q["count"]))
+            if q["mean_us"] else 0))
 
 
 def _thread_roles(out, threads):
