@@ -194,3 +194,74 @@ def test_host_verdict_adds_the_slow_replicas_own_line():
         "osd.2's own queue wait p99 1.50 ms, its replica ops p99 4.00 ms "
         "(osd.2: workers saturated).")
     assert replica["verdict"] == "busy"
+
+
+def _qclasses(client, recovery, held_us=0.0, client_us=2000.0):
+    def s(n, us):
+        d = qw(us, n).summary() if n else Hist().summary()
+        d["held"] = (qw(held_us, n).summary() if n and held_us
+                     else Hist().summary())
+        return d
+    return {"client": s(client, client_us),
+            "background_recovery": s(recovery, 100.0),
+            "background_best_effort": s(0, 0), "immediate": s(0, 0)}
+
+
+MCLOCK = {"queue": "mclock_scheduler", "mclock": True,
+          "profile": "high_recovery_ops", "capacity_iops": 315.0,
+          "classes": {"client": {"res": 0.3, "wgt": 1, "lim": 0},
+                      "background_recovery": {"res": 0.7, "wgt": 2,
+                                              "lim": 0}}}
+BG = ["recovery", "scrub", "snap_trim", "pg_delete"]
+
+
+@pytest.mark.parametrize("recovery,items,cause", [
+    (300, 300, "background"),       # 600 of 1600 served: 38 %
+    (100, 100, "busy"),             # 200 of 1200: 17 %, a line of facts
+])
+def test_background_work_is_named_from_a_fifth(recovery, items, cause):
+    stages = {"queue_wait": qw(2000, 1000 + recovery),
+              "recovery": qw(5000, items)}
+    c, text = verdict.verdict(stages, kst(), attr(300, 20, 50), WAKERS,
+                             THREADS, "tp_osd_tp", sched=MCLOCK, secs=10.0,
+                             qclasses=_qclasses(1000, recovery),
+                             background=BG)
+    text = " ".join(text.split())
+    assert c == cause
+    share = round(100 * (recovery + items) / (1000 + recovery + items))
+    assert ("background work was %d %% of what the shard queues served "
+            "(%d recovery messages (push, pull, backfill, scan), %d "
+            "recovery items) while client ops waited 2.00 ms" % (
+                share, recovery, items)) in text
+    assert "workers spent %.2f ms per second" % (items * 5 / 10.0) in text
+    # the profile's words (and what to set) only when it is a fifth
+    assert ("the profile favours recovery. Set osd_mclock_profile "
+            "high_client_ops" in text) == (cause == "background")
+    if cause == "background":
+        assert text.startswith("background work was")
+
+
+def test_background_words_follow_the_profile_and_the_scheduler():
+    stages = {"queue_wait": qw(2000, 1300), "recovery": qw(5000, 300)}
+    client_first = dict(MCLOCK, profile="high_client_ops", classes={
+        "client": {"res": 0.6, "wgt": 2, "lim": 0},
+        "background_recovery": {"res": 0.4, "wgt": 1, "lim": 0}})
+    _, text = verdict.verdict(stages, kst(), attr(300, 20, 50), WAKERS,
+                              THREADS, "tp_osd_tp", sched=client_first,
+                              qclasses=_qclasses(1000, 300), background=BG)
+    assert "does not favour recovery" in " ".join(text.split())
+    _, text = verdict.verdict(stages, kst(), attr(300, 20, 50), WAKERS,
+                              THREADS, "tp_osd_tp",
+                              sched={"queue": "wpq", "mclock": False},
+                              qclasses=_qclasses(1000, 300), background=BG)
+    assert "wpq queues by priority alone" in " ".join(text.split())
+    # no client ops: nothing to say about their share
+    c, text = verdict.verdict(stages, kst(), attr(300, 20, 50), WAKERS,
+                              THREADS, "tp_osd_tp", sched=MCLOCK,
+                              qclasses=_qclasses(0, 300), background=BG)
+    assert c == "busy" and "background work" not in text
+    # another cause keeps its words; the background lines follow
+    c, text = verdict.verdict(stages, kst(), attr(20, 300, 50), WAKERS,
+                              THREADS, "tp_osd_tp", sched=MCLOCK,
+                              qclasses=_qclasses(1000, 300), background=BG)
+    assert c == "signal" and "favours recovery" in text

@@ -247,8 +247,8 @@ def _background_lines(stages, qclasses, sched, secs, background):
                                  cl["mean_us"]) if cl["mean_us"] else "none"))
     busy_ns = sum(stages[n].sum_ns for n in items)
     if busy_ns and secs:
-        line += ("; the workers spent %s per second in recovery, scrub, "
-                 "snap trim and PG-delete items" % _ms(busy_ns / secs / 1e3))
+        line += ("; the workers spent %s per second in those items" %
+                 _ms(busy_ns / secs / 1e3))
     lines = [line + "."]
     if sched and sched.get("mclock") and "classes" in sched:
         c = sched["classes"]
