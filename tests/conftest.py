@@ -501,6 +501,27 @@ class CounterPoll:
             out.append(dict(_lerp(a, b, f), _t=t))
         return out
 
+    def bracket(self, line):
+        """The dumps around each edge of the report on JSON line `line`:
+        ([dumps] last at or before its start, first at or after it, last
+        at or before its end, first at or after it). A count over the
+        window lies between inner (second to third) and outer (first to
+        fourth): exact bounds where interpolation (window) assumes a
+        steady rate, which bursty work (recovery, PG by PG) has not."""
+        rec = json.loads(line)
+        end = float(rec["ts"])
+        start = end - float(rec["interval_s"])
+        ts = [d[0]["_t"] for d in self.dumps]
+
+        def before(t):
+            return self.dumps[max([0] + [i for i, x in enumerate(ts)
+                                         if x <= t])]
+
+        def after(t):
+            return self.dumps[min([len(ts) - 1] + [i for i, x in
+                                                   enumerate(ts) if x >= t])]
+        return before(start), after(start), before(end), after(end)
+
     def window(self, line):
         """([dumps] at the start, at the end) of the report on JSON line
         `line` (its wall-clock "ts" and "interval_s"); the first and the

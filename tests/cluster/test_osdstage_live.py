@@ -17,12 +17,14 @@ def ops(dump):
     return dump["osd"]["op_r"] + dump["osd"]["op_w"]
 
 
-def traced_window(lab, args, timeout=120, target=None, asoks=None):
+def traced_window(lab, args, timeout=120, target=None, asoks=None,
+                  polls=None):
     """Run osdstage with `args` (one report) on the lab's OSD (or on
     `target`, e.g. ["--osd", "all"]); Ceph's counters at the first
     report's window edges (perf dumps polled from the moment it says the
     probes are attached until its report arrives, CounterPoll): of the
-    lab's OSD, or a list, one per admin socket of `asoks`.
+    lab's OSD, or a list, one per admin socket of `asoks`; `polls`, a
+    list, gets the CounterPoll (its bracket() of the first report).
     -> (stdout, stderr, before, after)"""
     target = target or ["-p", str(lab["pid"])]
     p = subprocess.Popen([PYTHON, OSDSTAGE] + target + args,
@@ -31,6 +33,8 @@ def traced_window(lab, args, timeout=120, target=None, asoks=None):
     try:
         banner = wait_for_line(p.stderr, "Tracing", 60)
         poll = CounterPoll(asoks or [lab["asok"]]).start()
+        if polls is not None:
+            polls.append(poll)
         try:
             first = p.stdout.readline()
         finally:
