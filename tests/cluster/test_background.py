@@ -1,8 +1,9 @@
 """Background work on the OSDs operators run: Reef's 3-OSD lab (mClock)
 recovering while clients read. One OSD is stopped (noout), written
-around, and started again under 16 random reads: its PGs' primaries run
-recovery items (OSD::do_recovery) and exchange recovery messages (pushes,
-pulls and their replies, through dequeue_op) beside the client ops. Once
+around, and started again under random reads (CLIENT_THREADS in flight):
+its PGs' primaries run recovery items (OSD::do_recovery) and exchange
+recovery messages (pushes, pulls and their replies, through dequeue_op)
+beside the client ops. Once
 under the profile that favours recovery (high_recovery_ops), once under
 the one that favours clients (high_client_ops).
 
@@ -102,6 +103,9 @@ def recovering(lab3_reef):
             _ceph(lab, "config", "set", "osd", "osd_mclock_profile", profile)
             runs[profile] = _recovering_window(lab)
     finally:
+        # whatever failed: every OSD up for the lab's next tests
+        _lab_osd(lab, "start")
+        _refresh(lab)
         _ceph(lab, "config", "rm", "osd", "osd_mclock_profile")
         _ceph(lab, "osd", "unset", "noout")
     return lab, runs
