@@ -166,8 +166,10 @@ def test_client_ops_are_the_client_class(recovering, profile):
     for name, rec in host["osds"].items():
         qc = rec["stages"]["queue_wait"]["by_queue_class"]
         reads = rec["stages"]["op_total"]["by_class"]["read"]["count"]
-        assert abs(qc["client"]["count"] - reads) <= max(0.03 * reads, 3), (
-            name, qc, reads)
+        # an op dequeued before the window and done in it, or the other
+        # way round: no more at each edge than the client has in flight
+        assert abs(qc["client"]["count"] - reads) <= max(
+            0.03 * reads, 2 * CLIENT_THREADS), (name, qc, reads)
 
 
 def _background_share(rec):
