@@ -58,3 +58,11 @@ def fmt(x):
     if x is None:
         return "?"
     return ("%.3f" % x).rstrip("0").rstrip(".")
+
+
+def held_share(q):
+    """The share of a scheduler class's queue wait the scheduler held (q:
+    a by_queue_class entry: its summary and "held"'s), 0.0 without ops."""
+    total = q["mean_us"] * q["count"]
+    return q["held"]["mean_us"] * q["held"]["count"] / total if total \
+        else 0.0

@@ -243,8 +243,7 @@ def _background_lines(stages, qclasses, sched, secs, background):
             "(%s) while client ops waited %s (p99 %s; held %s of it)" % (
                 round(100 * share), ", ".join(parts), _ms(cl["mean_us"]),
                 _ms(cl["p99_us"]),
-                "%d %%" % round(100 * cl["held"]["mean_us"] /
-                                 cl["mean_us"]) if cl["mean_us"] else "none"))
+                "%d %%" % round(100 * scheduler.held_share(cl))))
     busy_ns = sum(stages[n].sum_ns for n in items)
     if busy_ns and secs:
         line += ("; the workers spent %s per second in those items" %

@@ -118,11 +118,9 @@ def _queue_classes(out, rec, div):
     out.write("\n%-22s %9s %11s %11s %7s\n" % (
         "SCHEDULER CLASS", "OPS", "QWAIT MEAN", "QWAIT P99", "HELD"))
     for c, q in rows:
-        held = q["held"]["mean_us"] * q["held"]["count"]
         out.write("%-22s %9d %11.1f %11.1f %6d%%\n" % (
             c, q["count"], q["mean_us"] / div, q["p99_us"] / div,
-            round(100 * held / (q["mean_us"] * q["count"]))
-            if q["mean_us"] else 0))
+            round(100 * schedmod.held_share(q))))
 
 
 def _thread_roles(out, threads):
