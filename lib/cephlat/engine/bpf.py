@@ -283,6 +283,10 @@ def _probe_uprobe_multi():
         os.close(fd)
 
 
+# entries a batch read of a hash map asks for at a time (Map.items)
+ITEMS_BATCH = 1024
+
+
 class Map:
     def __init__(self, obj, ptr, name):
         L = _load()
@@ -343,6 +347,43 @@ class Map:
     def delete(self, key_bytes):
         kb = ctypes.create_string_buffer(key_bytes, len(key_bytes))
         return _load().bpf_map_delete_elem(self.fd, kb) == 0
+
+    def items(self, value_size):
+        """[(key bytes, value bytes)] of every entry of a hash map, in as
+        few system calls as the kernel allows (BPF_MAP_LOOKUP_BATCH,
+        ITEMS_BATCH entries a call; for a per-CPU map, value_size is every
+        CPU's copy), else key by key. A map changing under the read may
+        give an entry added meanwhile or miss one deleted, as key by key
+        does."""
+        L = _load()
+        n = max(1, min(self.max_entries, ITEMS_BATCH))
+        ks, vs = self.key_size, value_size
+        keys = ctypes.create_string_buffer(ks * n)
+        vals = ctypes.create_string_buffer(vs * n)
+        # the kernel's position in a hash map is a u32 bucket index
+        pos = [ctypes.create_string_buffer(max(8, ks)) for _ in range(2)]
+        out, first = [], True
+        while True:
+            count = ctypes.c_uint32(n)
+            r = L.bpf_map_lookup_batch(self.fd, None if first else pos[0],
+                                       pos[1], keys, vals,
+                                       ctypes.byref(count), None)
+            err = ctypes.get_errno() if r != 0 else 0
+            if r != 0 and err != errno.ENOENT:
+                break                   # no batch operations (or ENOSPC)
+            kr, vr = keys.raw, vals.raw
+            out.extend((kr[i * ks:(i + 1) * ks], vr[i * vs:(i + 1) * vs])
+                       for i in range(count.value))
+            if err == errno.ENOENT:
+                return out
+            pos.reverse()
+            first = False
+        out = []
+        for k in self.keys():
+            v = self.lookup(k, value_size)
+            if v is not None:
+                out.append((k, v))
+        return out
 
     def keys(self):
         L = _load()

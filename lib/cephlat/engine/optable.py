@@ -83,6 +83,13 @@ class OpTable(_Mapped):
             return int(k.size)
         return int(np.count_nonzero((k >> np.uint64(self.shift)) == slot))
 
+    def in_flight_by_slot(self, nslots):
+        """[ops in flight of target slot 0, 1, ...]: one pass over the
+        table (a pass reads every slot's key: milliseconds for 64k)."""
+        k = self.keys() >> np.uint64(self.shift)
+        return [int(x) for x in np.bincount(k.astype(np.int64),
+                                            minlength=nslots)[:nslots]]
+
     def age_out(self, now_ns, limit_ns):
         """Free the slots of ops idle for more than limit_ns (never
         completed). -> {target slot: ops freed}"""

@@ -41,7 +41,20 @@ class StatsReader:
         raw = self.map.lookup_range(self.index(0, half, slot), n, size)
         if raw is None:
             return [self.read(sid, half, slot) for sid in range(n)]
-        return [self.parse(raw[i * size:(i + 1) * size]) for i in range(n)]
+        # every stage's per-CPU copies summed at once; a Hist built only
+        # where something was counted (most ids count nothing)
+        a = np.frombuffer(raw, dtype=np.uint64, count=n * self.ncpu *
+                          self.words).reshape(n, self.ncpu, self.words)
+        counts = a[:, :, self.count].sum(axis=1)
+        out = [Hist() for _ in range(n)]
+        for i in np.nonzero(counts)[0]:
+            h = out[i]
+            h.count = int(counts[i])
+            h.sum_ns = int(a[i, :, self.sum].sum())
+            h.max_ns = int(a[i, :, self.max].max())
+            h.slots = a[i, :, self.slots:self.slots + self.nslots].sum(
+                axis=0).tolist()
+        return out
 
     def parse(self, raw, stride=None, at=0):
         """A Hist from per-CPU values `raw`: struct stage_stats at byte

@@ -502,10 +502,7 @@ class StageTracer:
         st = self.abi.struct(struct_name)
         stride = (st.size + 7) // 8 * 8
         ncpu = self.reader.ncpu if percpu else 1
-        for key in m.keys():
-            raw = m.lookup(key, stride * ncpu)
-            if raw is None:
-                continue
+        for key, raw in m.items(stride * ncpu):
             out = None
             for cpu in range(ncpu):
                 v = st.unpack(raw[cpu * stride:cpu * stride + st.size])
@@ -689,6 +686,10 @@ class StageTracer:
     def in_flight(self, slot=None):
         """Ops enqueued and not completed: of target `slot`, or all."""
         return self.ops.in_flight(slot)
+
+    def in_flight_by_slot(self):
+        """[in_flight(slot) for every slot], in one pass."""
+        return self.ops.in_flight_by_slot(len(self.pids))
 
     def close(self):
         self._stats(False)

@@ -240,6 +240,7 @@ class Exporter:
         now = time.time()
         curs = tr.snapshots()
         self.run_cost.update(tr.snapshot_counters())
+        flying = tr.in_flight_by_slot()
         for slot, (cur, prev, run) in enumerate(zip(curs, self.prevs,
                                                     self.runs)):
             over = self.costs[slot].record(cur, prev, now, self.t_last)
@@ -247,7 +248,7 @@ class Exporter:
                 continue
             self.exported.add_interval(run.name, run, cur, prev,
                                        now - self.t_last, over,
-                                       tr.in_flight(slot))
+                                       flying[slot])
         # the exporter's own CPU over the interval, attach cycles apart
         # (they are in the OSDs' estimates): off the duty cycle's budget
         cpu = time.process_time()
@@ -266,7 +267,7 @@ class Exporter:
                                            duty.PERIOD_S) / duty.ncpus()
         if self.cycle is not None:
             self.cycle.other_pct = own_pct
-        ops = tr.in_flight() / float(table_size(tr.max_ops))
+        ops = sum(flying) / float(table_size(tr.max_ops))
         full = {"ops": round(ops, 6)}
         if tr.kernel:
             # every thread is one slot's
