@@ -437,6 +437,7 @@ typedef __u8 ev_wake_kind_t;
 typedef __u8 ev_op_class_t;
 typedef __u8 ev_queue_class_t;
 typedef __u8 ev_tstate_kind_t;
+typedef __u8 ev_sleep_kind_t;
 
 struct ev_hdr {
 	__u32 id;
@@ -466,7 +467,8 @@ struct ev_op_enqueue {
 	__u32 pg_seed;
 	__s8 pg_shard;
 	__u8 req_type;		/* 8 client, 4 osd, 0 unknown */
-	__u8 stamped;		/* the messenger stages below are valid */
+	__u8 stamped;		/* the messenger stages below are valid; */
+				/*   they follow each other in this order */
 	__u64 throttle_wait_ns;
 	__u64 recv_ns;
 	__u64 dispatch_ns;
@@ -544,6 +546,8 @@ struct ev_switch_out {
 	__u32 tid;
 	ev_tstate_kind_t state; /* sleep, runq (preempted), dead */
 	ev_role_t role;
+	ev_sleep_kind_t sleep;	/* a sleep's kind: work, idle, held (a
+				 * scheduler hold); work for the others */
 } EV_PACKED;
 
 struct ev_waking {

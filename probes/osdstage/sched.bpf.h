@@ -315,6 +315,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 				eo->tid = prev->pid;
 				eo->state = state;
 				eo->role = t->role;
+				eo->sleep = t->sleep;
 				EV_SEND(eo);
 			}
 		}

@@ -100,6 +100,60 @@ def test_slowest_ops_of_missed_wakeups_show_the_timeout(shardq_runs):
         in text
 
 
+def _perfetto(cap, path):
+    """The whole capture's timeline as Perfetto JSON -> (trace, thread
+    names by (pid, tid))"""
+    p = read(cap, "--from", "0", "--timeline-ms", "600000", "--perfetto",
+             str(path))
+    assert p.returncode == 0, p.stderr
+    with open(str(path)) as f:
+        tr = json.load(f)
+    names = {(e["pid"], e["tid"]): e["args"]["name"]
+             for e in tr["traceEvents"] if e["name"] == "thread_name"}
+    return tr, names
+
+
+def test_holds_drawn_on_the_worker_lanes(shardq_runs, tmp_path):
+    """mClock's holds on the timeline: a worker's hold waits are "held"
+    slices of its cpu track, as long in all as the program's own hold
+    waits (less what each wait spends outside the futex sleep: on the
+    way in and out, and runnable once woken); every op says its
+    scheduler class and what of its queue wait was held. The other
+    cases draw no hold."""
+    truth, live, cap = shardq_runs["hold"]
+    tr, names = _perfetto(cap, tmp_path / "hold.json")
+    held = [e for e in tr["traceEvents"]
+            if e.get("cat") == "sched" and e["name"].startswith("held")]
+    assert held, "no hold drawn"
+    for e in held:
+        assert names[(e["pid"], e["tid"])].startswith("shardq-w"), e
+    drawn_us = sum(e["dur"] for e in held)
+    # each wait's time outside the sleep: its way in and out (a probe
+    # pair's traps: the futex probes) and runnable once woken, which the
+    # tool measured (its p99 bounds every wait's)
+    runq = live["kernel"]["wakeup_delay"]["p99_us"]
+    outside = truth["hold_waits"] * (runq + 2 * live["call_bias_us"])
+    want = truth["hold_waits_total_us"]
+    print("holds drawn %.0f us in %d slices; the program's %d waits %.0f us "
+          "(outside the sleep at most %.0f us)" % (
+              drawn_us, len(held), truth["hold_waits"], want, outside))
+    # the sleeps lie inside the program's waits (1 ns of rounding a slice)
+    assert want - outside <= drawn_us <= want + 1e-3 * len(held), (
+        drawn_us, want, outside)
+    ops = [e for e in tr["traceEvents"]
+           if e["ph"] == "b" and e["name"] == "queue_wait"]
+    assert len(ops) == truth["items"]
+    assert {e["args"]["queue_class"] for e in ops} == {"client"}
+    op_held = sum(e["args"]["held_us"] for e in ops)
+    a = live["attribution"]["held"]
+    assert abs(op_held - a["mean_us"] * truth["items"]) <= \
+        0.01 * op_held + truth["items"], (op_held, a)
+    for mode in ("normal", "forget"):
+        tr, _ = _perfetto(shardq_runs[mode][2], tmp_path / (mode + ".json"))
+        assert not [e for e in tr["traceEvents"] if e.get("cat") == "sched"
+                    and e["name"].startswith("held")], mode
+
+
 def test_window_and_filters(shardq_runs):
     _, live, cap = shardq_runs["contend"]
     whole = json.loads(read(cap, "-j", "--from", "0").stdout)

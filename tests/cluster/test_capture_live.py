@@ -161,6 +161,38 @@ def test_html_report_in_chromium_and_perfetto(lab_capture, tmp_path):
     assert perfetto.validate(trace) == []
     names = collections.Counter(e["name"] for e in trace["traceEvents"])
     assert names["do_op"] > 10 and names["running"] > 10
+    # the messenger's stages lead up to each op's queue wait, and every
+    # op says its scheduler class (a WPQ OSD: no hold, none drawn)
+    qw = [e for e in trace["traceEvents"]
+          if e["ph"] == "b" and e["name"] == "queue_wait"]
+    assert qw and {e["args"]["queue_class"] for e in qw} == {"client"}
+    # (an op enqueued before the window has its messenger stages outside)
+    inside = sum(1 for e in qw if e["ts"] > 0)
+    assert 2 * inside <= names["dispatch"] <= 2 * len(qw), (
+        names["dispatch"], inside, len(qw))
+    assert not names["held (op scheduler)"]
+    assert d.classes["s-dispatch"] > 10
+
+
+def test_slowest_ops_show_the_messenger_and_the_class(lab_capture):
+    """--slowest: the message's stages before the enqueue (negative
+    times, back to back up to it) and the op's scheduler class."""
+    cap, _ = lab_capture
+    p = run_tool([OSDSTAGE, "-r", cap, "--slowest", "5", "-j"])
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)["slowest"]
+    assert len(rows) == 5
+    for r in rows:
+        assert r["queue_class"] == "client", r
+        msg = [st for st in r["stages"] if st["end_us"] <= 0]
+        assert [st["stage"] for st in msg] == \
+            ["throttle_wait", "recv", "dispatch"], r["stages"]
+        assert msg[-1]["end_us"] == 0
+        for a, b in zip(msg, msg[1:]):
+            assert a["end_us"] == b["start_us"], msg
+    text = run_tool([OSDSTAGE, "-r", cap, "--slowest", "1"]).stdout
+    assert re.search(r"^   -[0-9.]+\.\.-[0-9.]+ throttle_wait$", text, re.M), \
+        text
 
 
 def test_reading_needs_no_root(lab_capture):

@@ -1,5 +1,6 @@
 """The slowest ops of a capture window, each with every stage, the worker
 that dequeued it and how that worker was woken (osdstage -r --slowest)."""
+from . import timeline
 
 
 def slowest(cap, ops, n):
@@ -38,10 +39,16 @@ def op_row(cap, o):
             for part in cap.vocab.attr_parts:
                 row["woken"][part + "_us"] = round(
                     deq[part + "_ns"] / 1000, 1)
+        qc = cap.rules.queue_class(deq)
+        if qc:
+            row["queue_class"] = qc
+    # the messenger's stages (before the enqueue: negative), then the
+    # worker's
     row["stages"] = [{"stage": s, "start_us": round((a - o.enq_ns) / 1000,
                                                     1),
                       "end_us": round((b - o.enq_ns) / 1000, 1)}
-                     for s, a, b in sorted(o.stages, key=lambda x: x[1])]
+                     for s, a, b in timeline.messenger_stages(o) +
+                     sorted(o.stages, key=lambda x: x[1])]
     if o.req:                      # captures with request ids
         row["reqid"], row["pg"] = o.req, o.pg
         obj = (o.done or o.repop or {}).get("object")

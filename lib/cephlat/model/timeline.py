@@ -12,15 +12,29 @@ def _lane(cap, tid):
 
 def _lanes(cap, t0, t1, lanes):
     """Fill the lanes' CPU segments from the scheduler events -> the
-    wake-ups whose wakee is a lane."""
+    wake-ups whose wakee is a lane. A sleep the switch-out called a
+    scheduler hold (an mClock worker's timed wait for the time the
+    scheduler gave; captures from before the kind was recorded have
+    none) is "held", every other sleep "sleep"."""
     labels = cap.rules.labels["state"]
+    kinds = cap.rules.labels.get("sleep")
     shown = {s: ("sleep" if s == "dead" else s) for s in labels}
     wakes, pend = [], {}
+    held = {}               # tid -> when its current hold began
 
     for name, ts, d, closed in _replay(cap, t0, t1):
         if closed is not None and closed[0] in lanes:
             tid, st, a, b = closed
-            lanes[tid]["cpu"].append([a, b, shown[labels[st]]])
+            state = shown[labels[st]]
+            if state == "sleep" and held.get(tid) is not None and \
+                    held[tid] <= max(a, t0):
+                state = "held"
+            lanes[tid]["cpu"].append([a, b, state])
+        if name == "switch_out":
+            held[d["tid"]] = ts if kinds and "sleep" in d and \
+                kinds[d["sleep"]] == "held" else None
+        elif name is not None:
+            held.pop(d["tid"], None)
         if name == "waking":
             if d["waker_tid"] and ts >= t0:
                 pend[d["tid"]] = {"from_tid": d["waker_tid"],
@@ -53,17 +67,34 @@ def _ops(cap, t0, t1, ops, max_ops):
                                            else o.deq["ts"])
         if end < t0 or o.enq_ns > t1:
             continue
-        stages = []
+        stages = messenger_stages(o)
         if o.deq:
             stages.append(["queue_wait", o.enq_ns, o.deq["ts"]])
         stages += [[n, s, e] for n, s, e in o.stages]
         out.append({
             "op": "0x%x" % o.op, "tid": o.tid, "enqueue_ns": o.enq_ns,
             "enqueue_tid": o.enq_tid, "class": o.op_class(cap.rules),
+            "queue_class": cap.rules.queue_class(o.deq) if o.deq else None,
+            "held_ns": o.deq.get("held_ns") if o.deq else None,
+            "messenger": [n for n, _, _ in stages[:len(o.msg or ())]],
             "wake": (cap.rules.label("wake", o.deq["wake"])
                      if o.deq and o.deq["wake"] else None),
             "stages": stages})
     return out
+
+
+def messenger_stages(o):
+    """Op o's messenger stages as [name, start, end], back to back up to
+    its enqueue (the enqueue event's fields follow each other in time:
+    probes/osdstage.h struct ev_op_enqueue); [] when its message's stamps
+    were not read."""
+    if not o.msg:
+        return []
+    out, end = [], o.enq_ns
+    for name, ns in reversed(list(o.msg.items())):
+        out.append([name, end - ns, end])
+        end -= ns
+    return out[::-1]
 
 
 def timeline(cap, t0, t1, ops, max_ops=4000):

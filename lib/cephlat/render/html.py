@@ -19,7 +19,7 @@ The page records JS errors in <html data-js-errors> and sets
 (never dequeued) are left out; at most MAX_OPS ops are drawn, and runs of
 scheduler states too short to see are merged.
 """
-from ..model import report, verdict
+from ..model import report, sched as schedmod, verdict
 from .html_timeline import _host_timeline, _timeline
 from .htmlbits import _cls, _dur, _e, _table, _wall
 
@@ -252,7 +252,22 @@ def _attribution(rec):
             '<svg class="attr-bar" width="%d" height="26">%s</svg>%s%s%s'
             '</section>' % (w, "".join(parts), _table(
                 ["part", "mean us", "p50 us", "p99 us", "share"], rows),
-                _wakers(rec), _shards(rec)))
+                _wakers(rec), _shards(rec) + _queue_classes(rec)))
+
+
+def _queue_classes(rec):
+    """The ops dequeued by scheduler class: how many, their queue wait and
+    the share of it the scheduler held (as the text report's table)."""
+    qc = (rec.get("stages") or {}).get("queue_wait", {}).get(
+        "by_queue_class") or {}
+    rows = [[c, q["count"], "%.1f" % q["mean_us"], "%.1f" % q["p99_us"],
+             "%.0f %%" % (100 * schedmod.held_share(q))]
+            for c, q in qc.items() if q["count"]]
+    if not rows:
+        return ""
+    return "<h3>Per scheduler class</h3>" + _table(
+        ["scheduler class", "ops", "qwait mean us", "qwait p99 us", "held"],
+        rows, "queue-classes")
 
 
 def _wakers(rec):

@@ -25,11 +25,13 @@ QUEUE_Y, QUEUE_H = 10, 6            # queue_wait / op_total
 EXEC_Y, EXEC_H = 18, 14             # the stages a worker ran, nested inside
 
 
-CPU_COLOURS = {"run": "#2ca02c", "runq": "#d62728", "sleep": "#dddddd"}
+CPU_COLOURS = {"run": "#2ca02c", "runq": "#d62728", "sleep": "#dddddd",
+               "held": "#b07aa1"}
 
 
 CPU_LABELS = {"run": "running", "runq": "runnable (waiting for a CPU)",
-              "sleep": "sleeping"}
+              "sleep": "sleeping",
+              "held": "asleep, held by the op scheduler (mClock)"}
 
 
 
@@ -137,21 +139,27 @@ def _op_title(g, op):
         op.get("op"), op.get("class") or "?", op.get("tid"),
         op.get("enqueue_tid"), g.rel(op.get("enqueue_ns", g.t0)),
         op.get("wake") or "was running")]
+    if op.get("queue_class"):
+        lines.append("scheduler class %s%s" % (
+            op["queue_class"], ", held %s" % _dur(op["held_ns"] / 1000.0)
+            if op.get("held_ns") else ""))
     lines += ["%s %s" % (n, _dur((e - s) / 1000.0))
               for n, s, e in op.get("stages", [])]
     return "\n".join(lines)
 
 
 def _op_svg(g, op):
-    """One op: queue_wait and op_total in the queue row, the stages the
-    worker ran nested in the exec row."""
+    """One op: its messenger stages, queue_wait and op_total in the queue
+    row, the stages the worker ran nested in the exec row."""
     top = g.top[op["tid"]]
     parts = ['<g class="op c-%s w-%s"><title>%s</title>' % (
         _cls(op.get("class")), _cls(op.get("wake")), _e(_op_title(g, op)))]
     run = []
+    msgr = op.get("messenger", ())
     for name, s, e in op.get("stages", []):
-        if name == "queue_wait":
-            parts.append(_rect("stage s-queue_wait", g.x(s), g.x(e),
+        if name == "queue_wait" or name in msgr:
+            # the messenger's stages lead up to the enqueue
+            parts.append(_rect("stage s-" + _cls(name), g.x(s), g.x(e),
                                top + QUEUE_Y, QUEUE_H))
         elif name == "op_total":
             parts.append(_rect("stage s-op_total", g.x(s), g.x(e),
@@ -186,9 +194,19 @@ def _wake_svg(g, w):
                              delay)
 
 
-def _legend(colours):
+def _cpu_colours(lane_lists):
+    """CPU_COLOURS of the states the lanes show: "held" only where an
+    mClock hold is drawn (a page of a capture without holds is as it
+    was)."""
+    used = {st for ll in lane_lists for lane in ll
+            for _, _, st in lane.get("cpu", ())}
+    return {k: v for k, v in CPU_COLOURS.items()
+            if k != "held" or k in used}
+
+
+def _legend(colours, cpu_colours=CPU_COLOURS):
     items = ['<span><i class="swatch" style="background:%s"></i>%s</span>' % (
-        CPU_COLOURS[s], _e(CPU_LABELS[s])) for s in CPU_COLOURS]
+        c, _e(CPU_LABELS[s])) for s, c in cpu_colours.items()]
     items += ['<span><i class="swatch" style="background:%s"></i>%s</span>' %
               (c, _e(n)) for n, c in colours.items()]
     items += ['<span>&#8594; wake-up (waker to woken, when it got a CPU)'
@@ -228,7 +246,8 @@ def _timeline(timeline):
                              for n, _, _ in op.get("stages", []))
     style = "".join(".s-%s{fill:%s}" % (_cls(n), c)
                     for n, c in colours.items())
-    style += "".join(".cpu-%s{fill:%s}" % kv for kv in CPU_COLOURS.items())
+    cpu_colours = _cpu_colours([lane_list])
+    style += "".join(".cpu-%s{fill:%s}" % kv for kv in cpu_colours.items())
     h = LANE_H * len(lane_list)
     return (
         '<section id="timeline-section"><h2>Timeline</h2><style>%s</style>'
@@ -241,7 +260,7 @@ def _timeline(timeline):
         '<svg id="tl-plot" x="%d" y="%d" width="%d" height="%d" '
         'viewBox="0 0 %d %d" preserveAspectRatio="none" data-w="%d" '
         'data-h="%d" data-span="%d">%s</svg></svg></section>' % (
-            style, _legend(colours), _e(_dur(g.span / 1000.0)),
+            style, _legend(colours, cpu_colours), _e(_dur(g.span / 1000.0)),
             _notes(ops, wakeups, merged, min_ns), GUTTER + PLOT_W,
             AXIS_H + h, GUTTER, "".join(labels), GUTTER, AXIS_H, PLOT_W, h,
             PLOT_W, h, PLOT_W, h, g.span, "".join(plot)))
@@ -330,12 +349,13 @@ def _host_timeline(host):
                              for n, _, _ in op.get("stages", []))
     style = "".join(".s-%s{fill:%s}" % (_cls(n), c)
                     for n, c in colours.items())
-    style += "".join(".cpu-%s{fill:%s}" % kv for kv in CPU_COLOURS.items())
+    cpu_colours = _cpu_colours([p[2] for p in per])
+    style += "".join(".cpu-%s{fill:%s}" % kv for kv in cpu_colours.items())
     style += (".osd-head{fill:#dde4ee} #timeline .osd-label{font-size:12px;"
               "font-weight:bold} .flow{stroke:#1f5fbf;stroke-width:1.5;"
               "vector-effect:non-scaling-stroke} .flow-reply{stroke:#7b3fb0;"
               "stroke-dasharray:4 2} .flow-focus{stroke-width:3.5}")
-    legend = _legend(colours).replace(
+    legend = _legend(colours, cpu_colours).replace(
         "</div>", '<span style="color:#1f5fbf">&#8594; replicated write: '
         'primary sent the sub-op to the replica op</span><span style="color:'
         '#7b3fb0">&#8594; (dashed) replica\'s commit reply to the primary'

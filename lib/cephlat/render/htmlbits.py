@@ -7,6 +7,8 @@ STAGE_COLOURS = {
     "queue_wait": "#f1a340", "op_total": "#555555", "dequeue_op": "#4e79a7",
     "do_op": "#59a14f", "get_object_context": "#b07aa1",
     "bluestore_read": "#e15759", "bluestore_submit": "#ff9da7",
+    # the messenger stages, before the enqueue
+    "throttle_wait": "#d37295", "recv": "#a0cbe8", "dispatch": "#8cd17d",
 }
 
 

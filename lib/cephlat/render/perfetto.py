@@ -4,10 +4,13 @@ Layout of the trace (one process, `pid`):
   - thread `tid`: the op stages the thread ran, as complete ("X") events
     that nest (dequeue_op > do_op > get_object_context ...), cat "op";
   - thread `tid + CPU_TID_BASE`, named "<name> cpu": the thread's scheduler
-    states as "X" events running / runnable / sleeping, cat "sched";
+    states as "X" events running / runnable / sleeping / held (asleep in
+    an mClock hold), cat "sched";
   - queue_wait and op_total span several ops on one worker (ops queue up
-    while it runs others), so they are async slices ("b"/"e", id per op),
-    which Perfetto lays out on rows of their own;
+    while it runs others), and so do the messenger stages before the
+    enqueue (throttle_wait, recv, dispatch): async slices ("b"/"e", id
+    per op, args: the op's class, scheduler class and held time), which
+    Perfetto lays out on rows of their own;
   - wake-ups are flows ("s" on the waker's cpu track at the wake-up, "f"
     with "bp":"e" on the woken thread's cpu track when it got a CPU);
     timer wake-ups (no waking thread) are instant events.
@@ -27,7 +30,8 @@ the wall clock.
 CPU_TID_BASE = 1 << 22
 # Stages that overlap other ops' stages on the same worker.
 SPAN_STAGES = ("op_total", "queue_wait")
-CPU_NAMES = {"run": "running", "runq": "runnable", "sleep": "sleeping"}
+CPU_NAMES = {"run": "running", "runq": "runnable", "sleep": "sleeping",
+             "held": "held (op scheduler)"}
 # Tolerance for float rounding when checking that slices nest: 1 ns.
 EPS_US = 1e-3
 
@@ -138,11 +142,15 @@ def _ops(b, timeline, prefix=""):
             continue
         args = {"op": op.get("op"), "class": op.get("class"),
                 "wake": op.get("wake")}
+        if op.get("queue_class"):
+            args["queue_class"] = op["queue_class"]
+            args["held_us"] = (op.get("held_ns") or 0) / 1000.0
+        spans = SPAN_STAGES + tuple(op.get("messenger", ()))
         for name, start, end in op.get("stages", []):
             span = _clip(timeline, start, end)
             if not span:
                 continue
-            if name in SPAN_STAGES:
+            if name in spans:
                 aid = "%s%s#%d" % (prefix, op.get("op"), i)
                 b.event("b", name, op["tid"], span[0], cat="op", id=aid,
                         args=args)

@@ -183,6 +183,8 @@ def _op_title(r):
     if r.get("object"):
         who += " " + r["object"]
     what = r["class"] or r.get("kind")
+    if r.get("queue_class") and r["queue_class"] != "client":
+        what = "%s (scheduler class %s)" % (what or "op", r["queue_class"])
     if r["total_us"] is not None:
         took = "%s us in all" % r["total_us"]
     elif r.get("repop_us") is not None:
@@ -208,19 +210,22 @@ def _print_ops(out, rows, numbered=True):
                    if w["by"] is None else
                    "was running (worker busy %s us)" % w["busy_us"]
                    if w["by"] == "none" else
-                   "woken by %s%s: signal %s us, run queue %s us, pickup %s "
-                   "us" % ({"enqueuer": "the enqueuer", "other": "another "
-                            "thread", "timeout": "its timed wait expiring "
-                            "(timeout)"}[w["by"]],
-                           " %s (%d)" % (w["waker"], w["waker_tid"])
-                           if w["waker_tid"] and w["by"] != "timeout" else "",
-                           w["signal_us"], w["runq_us"], w["pickup_us"]))
+                   "woken by %s%s: %ssignal %s us, run queue %s us, pickup "
+                   "%s us" % ({"enqueuer": "the enqueuer", "other": "another "
+                               "thread", "timeout": "its timed wait expiring "
+                               "(timeout)"}[w["by"]],
+                              " %s (%d)" % (w["waker"], w["waker_tid"])
+                              if w["waker_tid"] and w["by"] != "timeout"
+                              else "",
+                              "held by the scheduler %s us, " % w["held_us"]
+                              if w.get("held_us") else "",
+                              w["signal_us"], w["runq_us"], w["pickup_us"]))
             out.write("   +%s dequeued by %s (%d); %s\n" % (
                 r["dequeue"]["at_us"], r["dequeue"]["thread"],
                 r["dequeue"]["tid"], how))
         for st in r["stages"]:
-            out.write("   +%s..+%s %s\n" % (st["start_us"], st["end_us"],
-                                            st["stage"]))
+            out.write("   %+.1f..%+.1f %s\n" % (st["start_us"], st["end_us"],
+                                             st["stage"]))
         _replication(out, r)
         if "done_us" in r:
             out.write("   +%s done\n" % r["done_us"])

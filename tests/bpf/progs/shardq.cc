@@ -41,6 +41,8 @@
 //   not_due_mean_us     from an item's enqueue to when it was due (its
 //                       dequeue if sooner: hold mode only), mean over
 //                       items: the time a scheduler held it, by definition
+//   hold_waits          hold mode: how many hold waits the workers made
+//   hold_waits_total_us   and their time, from before the wait to after
 //   late_with_work      waits that returned success at or after their
 //                       deadline, after which the worker took an item: the
 //                       kernel says "woken", but the timer may have woken
@@ -113,6 +115,8 @@ static std::atomic<bool> stop{false};
 static std::atomic<long> done_items{0};
 static std::atomic<long> timeouts_with_work{0};
 static std::atomic<long> late_with_work{0};
+static std::atomic<long> hold_waits_ns{0};  // every worker's hold waits
+static std::atomic<long> hold_waits{0};
 
 static void pin_cpu0()
 {
@@ -169,6 +173,8 @@ static void worker(sim::Shard *s, int shard, unsigned timeout_ms, bool pin)
                                    l.mutex()->native_handle(),
                                    CLOCK_MONOTONIC, &dl);
             holds.emplace_back(a, sim::now_ns());
+            hold_waits_ns += holds.back().second - a;
+            hold_waits++;
             continue;
         }
         if (s->q.empty()) {
@@ -305,11 +311,13 @@ int main(int argc, char **argv)
     std::printf("{\"items\": %ld, \"queue_wait_mean_us\": %.3f, "
                 "\"asleep_items\": %ld, \"wake_mean_us\": %.3f, "
                 "\"timeouts_with_work\": %ld, \"late_with_work\": %ld, "
-                "\"held_mean_us\": %.3f, \"held_till_mean_us\": %.3f, \"not_due_mean_us\": %.3f}\n",
+                "\"held_mean_us\": %.3f, \"held_till_mean_us\": %.3f, \"not_due_mean_us\": %.3f, "
+                "\"hold_waits\": %ld, \"hold_waits_total_us\": %.3f}\n",
                 nitems, qw / nitems / 1000.0, asleep,
                 asleep ? wake / asleep / 1000.0 : 0.0,
                 (long)timeouts_with_work, (long)late_with_work,
                 held / nitems / 1000.0, held_till / nitems / 1000.0,
-                not_due / nitems / 1000.0);
+                not_due / nitems / 1000.0, (long)hold_waits,
+                hold_waits_ns / 1000.0);
     return 0;
 }
