@@ -1,0 +1,110 @@
+"""The shard experiment on both of Ceph's op schedulers, on the releases
+that run mClock by default (Reef 18.2, Tentacle 20.2): the lab's OSD
+restarted with one shard of one worker, then one shard of eight, under
+WPQ (`osd_op_queue = wpq`) and under mClock (its default profile: no
+class limited), the same 16 concurrent 4 KiB random reads each time.
+
+What must hold on both schedulers: the tool reads which scheduler and
+how many shards and workers the OSD runs; with one worker the ops wait
+behind the ops it is busy with (verdict "workers saturated"); eight
+workers take the same load with less queue wait while sleeping more; no
+wake-up is called missed or late, and nothing is called a scheduler
+hold where nothing holds ops (WPQ never does; mClock does not when no
+class is limited). The lab is started again with its own settings at
+the end, whatever failed."""
+import json
+
+import pytest
+
+from conftest import Bench, container_lab_env, prefill
+from test_osdstage_live import traced_window
+from test_zz_lab import make
+
+WINDOW_S = "5"
+CONFIGS = [(queue, workers) for queue in ("wpq", "mclock_scheduler")
+           for workers in (1, 8)]
+
+
+def _restart(lab, opts):
+    """The lab's OSD started again with LAB_OSD_OPTS `opts`; `lab` (the
+    session's fixture dict) follows it to its new process."""
+    p = make("lab", "CEPH=" + lab["release"], env={"LAB_OSD_OPTS": opts})
+    assert p.returncode == 0, p.stdout + p.stderr
+    env = container_lab_env(lab["release"])
+    from cephlat.ceph.adminsock import find_osd_socket
+    lab["OSD_PID"] = env["OSD_PID"]
+    lab["pid"] = int(env["OSD_PID"])
+    lab["asok"] = find_osd_socket(lab["pid"], "0") or env["OSD_ASOK"]
+
+
+@pytest.fixture(scope="module")
+def runs(container_lab):
+    """{(queue, workers): report} of one traced window per config"""
+    lab = container_lab
+    prefill(lab, 3)
+    out = {}
+    try:
+        for queue, workers in CONFIGS:
+            _restart(lab, "osd_op_queue=%s osd_op_num_shards=1 "
+                          "osd_op_num_threads_per_shard=%d" % (queue,
+                                                               workers))
+            bench = Bench(lab, "rand", 60, threads=16)
+            try:
+                o, err, _, _ = traced_window(lab, ["-j", WINDOW_S, "1"])
+            finally:
+                bench.stop()
+            out[(queue, workers)] = json.loads(o.strip().splitlines()[-1])
+    finally:
+        _restart(lab, "")
+    return out
+
+
+def _workers(rec):
+    return rec["threads"]["tp_osd_tp"]
+
+
+@pytest.mark.parametrize("queue", ["wpq", "mclock_scheduler"])
+def test_scheduler_and_shards_are_read(runs, queue):
+    for workers in (1, 8):
+        rec = runs[(queue, workers)]
+        assert rec["scheduler"]["queue"] == queue
+        assert rec["scheduler"]["mclock"] == (queue == "mclock_scheduler")
+        # (ops dequeued before their worker's first wait on its queue
+        # belong to no shard known yet: a row without a cv)
+        assert [s["workers"] for s in rec["shards"] if s["cv"]] == \
+            [workers], rec["shards"]
+        assert _workers(rec)["threads"] == workers
+
+
+@pytest.mark.parametrize("queue", ["wpq", "mclock_scheduler"])
+def test_one_worker_is_saturated_eight_are_not(runs, queue):
+    one, eight = runs[(queue, 1)], runs[(queue, 8)]
+    a = one["attribution"]
+    assert one["cause"] == "busy", one["verdict"]
+    assert a["busy"]["share"] == max(p["share"] for p in a.values()), a
+    assert "saturated" in one["verdict"]
+    # the same load: eight workers queue it for less, and sleep more
+    qw1 = one["stages"]["queue_wait"]["mean_us"]
+    qw8 = eight["stages"]["queue_wait"]["mean_us"]
+    assert qw8 < qw1, (qw8, qw1)
+    assert _workers(eight)["offcpu_pct"] > _workers(one)["offcpu_pct"], (
+        _workers(eight), _workers(one))
+
+
+@pytest.mark.parametrize("queue", ["wpq", "mclock_scheduler"])
+def test_no_hold_and_no_missed_wakeup_where_there_is_none(runs, queue):
+    for workers in (1, 8):
+        rec = runs[(queue, workers)]
+        assert rec["cause"] not in ("held", "missed", "signal"), \
+            rec["verdict"]
+        assert "missed" not in rec["verdict"]
+        held = rec["attribution"]["held"]
+        if queue == "wpq":
+            # WPQ never holds an op: no sleep is taken for one
+            assert held["share"] == 0 and held["mean_us"] == 0, held
+        else:
+            # mClock with no class limited: the ops are always due
+            assert held["share"] < 0.05, held
+        qc = rec["stages"]["queue_wait"]["by_queue_class"]
+        assert qc["client"]["count"] == \
+            rec["stages"]["queue_wait"]["count"], qc
