@@ -5,6 +5,7 @@ one error line."""
 import collections
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -148,6 +149,11 @@ def test_holds_drawn_on_the_worker_lanes(shardq_runs, tmp_path):
     a = live["attribution"]["held"]
     assert abs(op_held - a["mean_us"] * truth["items"]) <= \
         0.01 * op_held + truth["items"], (op_held, a)
+    # --slowest says it too: the slowest op waited for its due time
+    text = read(cap, "--slowest", "1").stdout
+    held_us = re.search(r"held by the op scheduler ([0-9.]+) us", text)
+    assert held_us, text
+    assert float(held_us.group(1)) >= 0.5 * truth["not_due_mean_us"], text
     for mode in ("normal", "forget"):
         tr, _ = _perfetto(shardq_runs[mode][2], tmp_path / (mode + ".json"))
         assert not [e for e in tr["traceEvents"] if e.get("cat") == "sched"

@@ -210,16 +210,16 @@ def _print_ops(out, rows, numbered=True):
                    if w["by"] is None else
                    "was running (worker busy %s us)" % w["busy_us"]
                    if w["by"] == "none" else
-                   "woken by %s%s: %ssignal %s us, run queue %s us, pickup "
-                   "%s us" % ({"enqueuer": "the enqueuer", "other": "another "
-                               "thread", "timeout": "its timed wait expiring "
-                               "(timeout)"}[w["by"]],
-                              " %s (%d)" % (w["waker"], w["waker_tid"])
-                              if w["waker_tid"] and w["by"] != "timeout"
-                              else "",
-                              "held by the scheduler %s us, " % w["held_us"]
-                              if w.get("held_us") else "",
-                              w["signal_us"], w["runq_us"], w["pickup_us"]))
+                   "woken by %s%s: signal %s us, run queue %s us, pickup %s "
+                   "us" % ({"enqueuer": "the enqueuer", "other": "another "
+                            "thread", "timeout": "its timed wait expiring "
+                            "(timeout)"}[w["by"]],
+                           " %s (%d)" % (w["waker"], w["waker_tid"])
+                           if w["waker_tid"] and w["by"] != "timeout" else "",
+                           w["signal_us"], w["runq_us"], w["pickup_us"]))
+            if w.get("held_us"):
+                how = "held by the op scheduler %s us; %s" % (w["held_us"],
+                                                              how)
             out.write("   +%s dequeued by %s (%d); %s\n" % (
                 r["dequeue"]["at_us"], r["dequeue"]["thread"],
                 r["dequeue"]["tid"], how))
