@@ -42,7 +42,23 @@ MODES = {
     # osdstages.bt names no function: osdstage.py gives its arguments
     "bpftrace": ["bpftrace", "-p", "{pid}",
                  os.path.join(REPO, "probes", "osdstages.bt"), "{btargs}"],
+    # Ceph's own OpTracker, the cost operators already accept: no tracer;
+    # the base window with osd_enable_op_tracker off, the other with it on
+    # (Ceph's default, the base of every other mode), set at run time
+    "optracker": "optracker",
 }
+# MODES whose value is this are a Ceph setting, not a command
+OPTRACKER = "optracker"
+
+
+def set_op_tracker(asok, on):
+    """osd_enable_op_tracker on or off, at run time (the OSD follows it at
+    once: with it off, dump_ops_in_flight says the tracker is disabled)."""
+    from cephlat.ceph import adminsock
+    got = adminsock.command(asok, "config set", var="osd_enable_op_tracker",
+                            val=["true" if on else "false"])
+    if "success" not in got:
+        raise RuntimeError("config set osd_enable_op_tracker: %r" % got)
 
 
 # A window: fio starts; after LEAD_S its I/O runs and the tracer starts;

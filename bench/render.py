@@ -232,7 +232,11 @@ METHOD = (
     "build/osdstage.abi.json) over its whole run; the BPF statistics "
     "come from one more window per mode with kernel.bpf_stats_enabled, "
     "read from the tracer's own program descriptors (the bpftrace "
-    "reference's uprobe runs too). `--max-overhead 2` promises that "
+    "reference's uprobe runs too). The optracker mode runs no tracer: "
+    "its base window has Ceph's own OpTracker off "
+    "(osd_enable_op_tracker false, set at run time), its other window on "
+    "(Ceph's default, which every other mode's windows keep): what the "
+    "OpTracker operators already run costs. `--max-overhead 2` promises that "
     "hits x cost stays under 2 % of all CPUs' time (duty.py, OVERHEAD in "
     "osdstage(8)), so its measured cost is the added host CPU per op "
     "times the traced IOPS over all CPUs' time (tracer included); its "
@@ -243,8 +247,8 @@ METHOD = (
 
 DEFAULTS_WHY = (
     "Defaults (Makefile BENCH_PAIRS=4, BENCH_SECS=8): 4 pairs of 8-s "
-    "windows (bounded: 20 s, two duty periods) for each of 5 modes and 2 "
-    "workloads, about 22 minutes for the main part and 28 with the osds "
+    "windows (bounded: 20 s, two duty periods) for each of 6 modes and 2 "
+    "workloads, about 25 minutes for the main part and 31 with the osds "
     "part: the most pairs that fit a 20-30 minute `make bench` on this "
     "2-core machine. The spread comes from the machine, not the window: "
     "inside a window the CPU per op is exact to well under 1 us (10-ms "

@@ -26,7 +26,9 @@
 # Then one run per mode with the kernel's BPF run statistics on
 # (kernel.bpf_stats_enabled, restored afterwards; read from the tracer's own
 # program descriptors, /proc/PID/fdinfo): runs per op and ns per run of
-# each program, uprobe program runs per op (the bpftrace reference too);
+# each program, uprobe program runs per op (the bpftrace reference too;
+# not the optracker mode: Ceph's own OpTracker off in its base window, on
+# in the other, at run time, no tracer);
 # start-up time, peak RSS, the recorder. Writes
 # bench/results/<release>.json (pacific: the host lab; reef, tentacle: the
 # container labs, with CEPH=) and regenerates BENCHMARKS.md from every
@@ -87,9 +89,9 @@ from cephlat.ceph import adminsock  # noqa: E402
 from labkit import (  # noqa: E402
     RESULTS, _spread, cpu_model, git_commit, lab_env, machine, prefill)
 from measure import (  # noqa: E402
-    BOUNDED_MIN_SECS, BOUNDED_SETTLE_S, MODES, OSDS_LABELS, OSDS_MODES,
-    OSDS_WORKLOADS, SETTLE_S, fio, osd_window, recorder_throughput,
-    startup_idle, stats_run)
+    BOUNDED_MIN_SECS, BOUNDED_SETTLE_S, MODES, OPTRACKER, OSDS_LABELS,
+    OSDS_MODES, OSDS_WORKLOADS, SETTLE_S, fio, osd_window,
+    recorder_throughput, set_op_tracker, startup_idle, stats_run)
 from measure_reader import (  # noqa: E402
     ISSUE15_KEYS, RINGGEN_RATES, RINGGEN_SECS, reader_bench, recorder_rates)
 from render import (  # noqa: E402
@@ -248,9 +250,20 @@ def main_part(a):
         for i in range(a.pairs):
             for mode in modes:
                 secs, settle = window_of(mode, a)
-                base = osd_window(env, [pid], [asok], rw, secs, None, settle)
-                traced = osd_window(env, [pid], [asok], rw, secs,
-                                    MODES[mode], settle)
+                if MODES[mode] == OPTRACKER:
+                    try:
+                        set_op_tracker(asok, False)
+                        base = osd_window(env, [pid], [asok], rw, secs,
+                                          None, settle)
+                    finally:
+                        set_op_tracker(asok, True)
+                    traced = osd_window(env, [pid], [asok], rw, secs, None,
+                                        settle)
+                else:
+                    base = osd_window(env, [pid], [asok], rw, secs, None,
+                                      settle)
+                    traced = osd_window(env, [pid], [asok], rw, secs,
+                                        MODES[mode], settle)
                 got[mode][wl].append((base, traced))
                 print("bench: %-9s %-8s pair %d: %.0f vs %.0f IOPS; OSD "
                       "%.1f vs %.1f us/op, host %.1f vs %.1f us/op" % (
@@ -286,6 +299,8 @@ def main_part(a):
     # BPF run statistics: one window per mode, reads
     res["bpf_stats"] = {}
     for mode in modes:
+        if MODES[mode] == OPTRACKER:
+            continue                # no BPF program of ours
         secs, settle = window_of(mode, a)
         st = res["bpf_stats"][mode] = stats_run(
             env, pid, asok, MODES[mode], "randread", secs, settle)

@@ -1,6 +1,6 @@
 """A short smoke of `make bench`: its main part (one pair of 3 s windows,
 reads only: IOPS, the added OSD, host and tracer CPU per op, uprobe hits
-per op, BPF statistics per mode) on the 1-OSD lab and its osds part (one
+per op, BPF statistics per mode; Ceph's OpTracker off against on) on the 1-OSD lab and its osds part (one
 OSD traced vs three, one pair of 2 s windows per mode and workload) on the
 3-OSD lab: the JSON has every field with sane values. The full benchmark
 is make bench."""
@@ -102,6 +102,19 @@ def test_bench_smoke(lab, tmp_path):
     assert r["tracer_cpu_s_per_10k_ops"] >= 0  # 10-ms ticks: 0 in a short run
     assert "| default | randread |" in p.stdout
     assert "| mode | workload | OSD added | host added |" in p.stdout
+    # Ceph's own OpTracker, off against on: no tracer, no hit of ours, and
+    # the OSD left with it on (its default)
+    ot = r["modes"]["optracker"]["randread"]
+    _spread_ok(ot["iops_ratio"], 0.2, 2.0)
+    _spread_ok(ot["osd_added_us_per_op"], -1000, 5000)
+    assert ot["uprobe_hits_per_op"] is None and ot["hits_per_op"] == {}
+    assert ot["tracer_us_per_op"] is None
+    assert "optracker" not in r["bpf_stats"]
+    assert "| optracker | randread |" in p.stdout
+    from cephlat.ceph.adminsock import command, find_osd_socket
+    got = command(find_osd_socket(lab["pid"], "0"), "config get",
+                  var="osd_enable_op_tracker")
+    assert got["osd_enable_op_tracker"] == "true", got
 
 
 def test_bench_osds_smoke(lab3, tmp_path):
