@@ -266,9 +266,7 @@ static __always_inline void wake_up(struct thread_state *t,
  * scheduler hold (an idle timed wait on a condition variable, on an
  * mClock OSD: under mClock a shard worker waits with a timeout only when
  * the scheduler's dequeue answered with a time instead of an op, on its
- * queue's cv; its empty-queue wait has none. Once the worker's queue cv
- * is known, a timed wait on another cv is not a hold: the thread pool's
- * own while it is paused, say); else idle. */
+ * queue's cv; its empty-queue wait has none); else idle. */
 static __always_inline __u32 sleep_kind(struct thread_state *t, int slot)
 {
 	if (t->in_op)		/* in_op cannot change while asleep */
@@ -276,8 +274,7 @@ static __always_inline __u32 sleep_kind(struct thread_state *t, int slot)
 	if (t->futex_start && t->lock_wait)
 		return SK_WORK;
 	if (t->futex_start && t->futex_deadline && !(t->cv_uaddr & 1) &&
-	    t->cv_uaddr && (!t->queue_cv || t->cv_uaddr == t->queue_cv) &&
-	    (ctl.mclock >> (slot & (MAX_TARGETS - 1))) & 1)
+	    t->cv_uaddr && (ctl.mclock >> (slot & (MAX_TARGETS - 1))) & 1)
 		return SK_HELD;
 	return SK_IDLE;
 }
