@@ -110,6 +110,14 @@ def test_own_share_note():
     over = own_share_note(0.016 * long_s * n, long_s, 1.0, 1)
     assert over and "1.60 %" in over and "--refresh 1" in over, over
     assert "1 % bound" in over
+    # over what the bound sets aside for it (0.9 of 0.8 %), under the
+    # bound: said, in other words
+    keep = duty.OTHER_SHARE * duty.MARGIN
+    near = own_share_note((keep + 0.001) / 100 * long_s * n, long_s, 1.0, 5)
+    assert near and "more than the 0.72 % the 1 % bound sets aside" in near
+    assert "over the" not in near and "--refresh 5" in near, near
+    assert own_share_note((keep - 0.001) / 100 * long_s * n, long_s, 1.0,
+                          5) is None
     # under the bound, no bound, too early: nothing
     assert own_share_note(0.004 * long_s * n, long_s, 1.0, 5) is None
     assert own_share_note(0.5 * long_s * n, long_s, 0, 1) is None
