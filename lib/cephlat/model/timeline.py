@@ -20,19 +20,18 @@ def _lanes(cap, t0, t1, lanes):
     kinds = cap.rules.labels.get("sleep")
     shown = {s: ("sleep" if s == "dead" else s) for s in labels}
     wakes, pend = [], {}
-    held = {}               # tid -> when its current hold began
+    held = {}               # tid -> its current sleep is a hold
 
     for name, ts, d, closed in _replay(cap, t0, t1):
         if closed is not None and closed[0] in lanes:
             tid, st, a, b = closed
             state = shown[labels[st]]
-            if state == "sleep" and held.get(tid) is not None and \
-                    held[tid] <= max(a, t0):
+            if state == "sleep" and held.get(tid):
                 state = "held"
             lanes[tid]["cpu"].append([a, b, state])
         if name == "switch_out":
-            held[d["tid"]] = ts if kinds and "sleep" in d and \
-                kinds[d["sleep"]] == "held" else None
+            held[d["tid"]] = bool(kinds) and "sleep" in d and \
+                kinds[d["sleep"]] == "held"
         elif name is not None:
             held.pop(d["tid"], None)
         if name == "waking":

@@ -21,10 +21,10 @@ scheduler states too short to see are merged.
 """
 from ..model import report, sched as schedmod, verdict
 from .html_timeline import _host_timeline, _timeline
-from .htmlbits import _cls, _dur, _e, _table, _wall
+from .htmlbits import HELD_COLOUR, _cls, _dur, _e, _table, _wall
 
 
-ATTR_COLOURS = {"held": "#b07aa1", "busy": "#4e79a7", "signal": "#f28e2b",
+ATTR_COLOURS = {"held": HELD_COLOUR, "busy": "#4e79a7", "signal": "#f28e2b",
                 "runq": "#e15759", "pickup": "#76b7b2"}
 ATTR_LABELS = report.ATTR_LABELS
 

@@ -1,7 +1,7 @@
 """The timeline of the HTML report: one SVG with a lane per thread
 (running / runnable / asleep), ops split into their stages, and wake-up
 arrows; zoomed by the page's script (render/html.py)."""
-from .htmlbits import _cls, _dur, _e, _stage_colours
+from .htmlbits import HELD_COLOUR, _cls, _dur, _e, _stage_colours
 from .perfetto import lanes
 
 MAX_OPS = 4000
@@ -26,7 +26,7 @@ EXEC_Y, EXEC_H = 18, 14             # the stages a worker ran, nested inside
 
 
 CPU_COLOURS = {"run": "#2ca02c", "runq": "#d62728", "sleep": "#dddddd",
-               "held": "#b07aa1"}
+               "held": HELD_COLOUR}
 
 
 CPU_LABELS = {"run": "running", "runq": "runnable (waiting for a CPU)",

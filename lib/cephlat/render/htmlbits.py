@@ -12,6 +12,10 @@ STAGE_COLOURS = {
 }
 
 
+# an op scheduler's hold: the attribution's "held" part and a worker's
+# held sleep on the timeline
+HELD_COLOUR = "#b07aa1"
+
 SPARE_COLOURS = ["#76b7b2", "#edc948", "#9c755f", "#17becf", "#bcbd22"]
 
 
