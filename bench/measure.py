@@ -36,6 +36,8 @@ MODES = {
     # mode: command (PID substituted) or None when not available yet
     "default": [PY, OSDSTAGE, "-p", "{pid}", "-j"],
     "userspace": [PY, OSDSTAGE, "-p", "{pid}", "-j", "--no-kernel"],
+    # the lean tier: one probe hit per op, for a view left on
+    "lean": [PY, OSDSTAGE, "-p", "{pid}", "-j", "--lean"],
     "record": [PY, OSDSTAGE, "-p", "{pid}", "-j", "-w", "{capture}",
                "--force"],
     "bounded": [PY, OSDSTAGE, "-p", "{pid}", "-j", "--max-overhead", "2"],

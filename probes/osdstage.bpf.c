@@ -51,6 +51,9 @@ const volatile __u32 msg_off = 0;	/* OpRequest -> request (Message*) */
 const volatile __u32 msg_stamps_off = 0; /* Message -> its stamps (struct
 					 * msg_stamps); 0: the messenger
 					 * stages are not traced */
+const volatile __u32 deq_time_off = 0;	/* OpRequest -> dequeued_time (utime_t:
+					 * Ceph's dequeue stamp; the lean
+					 * tier's op_lean) */
 const volatile __u32 msg_type_off = 0;	/* Message -> header.type, then
 					 * header.priority (__le16 each); 0:
 					 * no scheduler class (all client) */

@@ -66,6 +66,12 @@ enum stage_id {
 	ST_BLUESTORE_READ,
 	ST_BLUESTORE_SUBMIT,
 	ST_OP_TOTAL,		/* OSD::enqueue_op -> PrimaryLogPG::log_op_stats */
+	ST_EXECUTE,		/* OSD::dequeue_op -> PrimaryLogPG::log_op_stats
+				 * (same op: its execution, to completion) */
+	ST_OP_LATENCY,		/* the op's message header read ->
+				 * PrimaryLogPG::log_op_stats: the op's
+				 * latency as the OSD sees it (Ceph's
+				 * op_r_latency / op_w_latency) */
 	ST_REPLICA_WAIT,	/* primary: sub-ops sent -> last replica's reply */
 	ST_LOCAL_COMMIT,	/* primary: sub-ops sent -> its own commit */
 	ST_REPOP,		/* replica: repop enqueued -> commit reply sent */
@@ -87,6 +93,9 @@ enum stage_id {
 	ST_OP_TOTAL__READ,
 	ST_OP_TOTAL__WRITE,
 	ST_OP_TOTAL__OTHER,
+	ST_OP_LATENCY__READ,
+	ST_OP_LATENCY__WRITE,
+	ST_OP_LATENCY__OTHER,
 	ST__CALIB,		/* probe-cost calibration (our own process) */
 	/* queue_wait split by what the dequeuing worker was doing */
 	ST_ATTR__HELD,		/* asleep in the scheduler's timed wait: mClock
@@ -248,6 +257,9 @@ struct op_state {
 	__u32 last_peer;	/* its OSD */
 	__u32 qclass;		/* enum queue_class, from its message */
 	struct reqid req;	/* its request id (sub_ns != 0) */
+	__u64 msg_ns;		/* its message's time before the enqueue
+				 * (header read -> enqueue; 0: unstamped):
+				 * op_latency = this + op_total */
 };
 
 /* A slot of the op table ("ops" array map, user space maps it): the op's
@@ -504,6 +516,9 @@ struct ev_op_done {
 	__u64 queue_wait_ns;
 	__u64 replica_wait_ns;	/* sub-ops sent -> last reply (replies > 0) */
 	__u64 local_commit_ns;	/* sub-ops sent -> own commit (0: none) */
+	__u64 msg_ns;		/* its message's header read -> enqueue (0:
+				 * unstamped): op_latency = this + op_total;
+				 * execute = op_total - queue_wait */
 	__u32 last_peer;	/* the replica that replied last */
 	__u32 tid;
 	ev_op_class_t op_class;

@@ -217,6 +217,8 @@ int op_enqueue(struct pt_regs *ctx)
 	s->key = key;
 	gen = cur_gen();
 	stamped = msg_stages(msg, slot, now, gen, msgs);
+	if (stamped)
+		s->st.msg_ns = msgs[0] + msgs[1] + msgs[2];
 	e = EV_NEW(ev_op_enqueue, EV_OP_ENQUEUE, now, gen, slot);
 	if (e) {
 		struct reqid r = {};
@@ -333,8 +335,16 @@ int op_done(struct pt_regs *ctx)
 		record(slot, ST_OP_TOTAL, now - st->enq_ns, gen);
 		record(slot, ST_OP_TOTAL__READ + cls, now - st->enq_ns, gen);
 	}
-	if (st->deq_ns)
+	if (st->deq_ns) {
 		record(slot, ST_QUEUE_WAIT__READ + cls, st->qwait_ns, gen);
+		if (now >= st->deq_ns)
+			record(slot, ST_EXECUTE, now - st->deq_ns, gen);
+	}
+	if (st->msg_ns && now >= st->enq_ns) {
+		record(slot, ST_OP_LATENCY, st->msg_ns + now - st->enq_ns, gen);
+		record(slot, ST_OP_LATENCY__READ + cls,
+		       st->msg_ns + now - st->enq_ns, gen);
+	}
 	if (st->sub_ns) {		/* a replicated write: all committed */
 		if (st->replies && st->last_ns >= st->sub_ns) {
 			struct peer_stats *ps = peer_stats_of(slot,
@@ -363,9 +373,70 @@ int op_done(struct pt_regs *ctx)
 		e->local_commit_ns = st->local_ns > st->sub_ns && st->sub_ns ?
 				     st->local_ns - st->sub_ns : 0;
 		e->last_peer = st->last_peer;
+		e->msg_ns = st->msg_ns;
 		read_object(op, op_name_off, e->object);
 		EV_SEND(e);
 	}
 	op_forget(key);
+	return 0;
+}
+
+/* The lean tier: PrimaryLogPG::log_op_stats alone, one probe hit per op.
+ * Every stage of the op from the stamps Ceph keeps in it: its message's
+ * (header read, throttles passed, read in full, dispatched) and its own
+ * dequeue time (OpRequest::dequeued_time), all wall clock, and now. No op
+ * table, no scheduler programs. Where a stage's boundary is a probe of
+ * the full tier that this tier lacks, Ceph's stamp in its place: the
+ * enqueue is the message's dispatch stamp (just before it), the dequeue
+ * Ceph's dequeue stamp (the first thing dequeue_op does). */
+SEC("uprobe")
+int op_lean(struct pt_regs *ctx)
+{
+	struct msg_stamps m;
+	struct utime deq_t;
+	__u64 op, key, msg = 0, recv, thr, all, disp, deq, now;
+	__u32 cls, gen;
+	__u16 mt[2] = {};
+	int slot = op_hit(ctx, &op, &key);
+
+	if (slot < 0)
+		return 0;
+	now = bpf_ktime_get_ns() + *(volatile __s64 *)&ctl.real_off_ns;
+	if (!msg_off || !msg_stamps_off || !deq_time_off ||
+	    bpf_probe_read_user(&msg, sizeof(msg), (void *)(op + msg_off)) ||
+	    !msg ||
+	    bpf_probe_read_user(&m, sizeof(m), (void *)(msg + msg_stamps_off)) ||
+	    bpf_probe_read_user(&deq_t, sizeof(deq_t),
+				(void *)(op + deq_time_off)))
+		goto bad;
+	recv = utime_ns(m.recv);
+	thr = utime_ns(m.throttle);
+	all = utime_ns(m.recv_complete);
+	disp = utime_ns(m.dispatch);
+	deq = utime_ns(deq_t);
+	if (!m.recv.sec || thr < recv || all < thr || disp < all ||
+	    deq < disp || now < deq)
+		goto bad;
+	if (msg_type_off)
+		bpf_probe_read_user(mt, sizeof(mt), (void *)(msg + msg_type_off));
+	gen = cur_gen();
+	cls = op_class(op);
+	record(slot, ST_THROTTLE_WAIT, thr - recv, gen);
+	record(slot, ST_RECV, all - thr, gen);
+	record(slot, ST_DISPATCH, disp - all, gen);
+	record(slot, ST_QUEUE_WAIT, deq - disp, gen);
+	record(slot, ST_QUEUE_WAIT__READ + cls, deq - disp, gen);
+	record(slot, ST_QUEUE_WAIT__CLIENT +
+	       ((mt[0] ? queue_class_of(mt[0], mt[1],
+				       (ctl.mclock >> (slot & (MAX_TARGETS - 1))) & 1) :
+		 QC_CLIENT) & 3), deq - disp, gen);
+	record(slot, ST_EXECUTE, now - deq, gen);
+	record(slot, ST_OP_TOTAL, now - disp, gen);
+	record(slot, ST_OP_TOTAL__READ + cls, now - disp, gen);
+	record(slot, ST_OP_LATENCY, now - recv, gen);
+	record(slot, ST_OP_LATENCY__READ + cls, now - recv, gen);
+	return 0;
+bad:
+	count(slot, CNT_MSG_UNSTAMPED);
 	return 0;
 }

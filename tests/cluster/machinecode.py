@@ -48,3 +48,27 @@ def rmw_of(path):
         check = _disasm(path, _one(elf, "OpInfo::check_rmw"), 32)
         assert any(re.match(r"mov\s+\(%rdi\),%rax$", l) for l in check), check
     return (disp, bits[0], bits[1])
+
+
+def stamps_of(path):
+    """(offset of OpRequest::request, of OpRequest::dequeued_time) as the
+    binary's own code uses them: PrimaryLogPG::log_op_stats(const
+    OpRequest& op, ...) loads op.request (`mov DISP(%rsi),%reg`, before
+    anything else moves %rsi), calls clock_gettime for `now` and computes
+    now - m->get_recv_stamp() and now - op.get_dequeued_time(): the first
+    utime_t (two 32-bit loads, DISP and DISP + 4) read from the register
+    the op was copied to after that call is dequeued_time."""
+    with ElfSymbols(path) as elf:
+        code = _disasm(path, _one(elf, "PrimaryLogPG::log_op_stats"), 600)
+    op_reg = next(re.match(r"mov\s+%rsi,(%\w+)$", l).group(1) for l in code
+                  if re.match(r"mov\s+%rsi,%\w+$", l))
+    msg = next(int(m.group(1), 16) for l in code
+               for m in [re.match(r"mov\s+0x([0-9a-f]+)\(%rsi\),%\w+$", l)]
+               if m)
+    call = next(i for i, l in enumerate(code)
+                if l.startswith("call") and "clock_gettime" in l)
+    loads = [int(m.group(1), 16) for l in code[call:]
+             for m in [re.match(r"mov\s+0x([0-9a-f]+)\(" + re.escape(op_reg) +
+                                r"\),%e\w+$", l)] if m]
+    assert len(loads) >= 2 and abs(loads[0] - loads[1]) == 4, loads
+    return msg, min(loads[:2])

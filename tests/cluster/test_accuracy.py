@@ -105,14 +105,17 @@ def before_enqueue_us(rec):
 
 def assert_from_recv_stamp(rec, got, want):
     """Ceph's latencies start at the message's recv_stamp, ours at
-    OSD::enqueue_op: ours at most Ceph's, and Ceph's within 5 % once the
-    messenger stages (recv_stamp -> enqueue_op, on the same ops) are
-    added (measured: 0.0-1.1 % under, Pacific, Reef and Tentacle, reads
-    and writes; the rest is where Ceph's clock reads sit from our probes).
-    The gap is messenger CPU and run-queue delay, which a slower or busier
-    machine makes longer: a fixed share of Ceph's figure (70 % before)
-    holds only on the machine it was chosen on."""
-    assert got <= want, (got, want)
+    OSD::enqueue_op: Ceph's within 5 % of ours once the messenger stages
+    (recv_stamp -> enqueue_op) are added (measured: 0.0-1.1 % under,
+    Pacific, Reef and Tentacle, reads and writes; the rest is where
+    Ceph's clock reads sit from our probes). The gap is messenger CPU and
+    run-queue delay, which a slower or busier machine makes longer: a
+    fixed share of Ceph's figure (70 % before) holds only on the machine
+    it was chosen on. Ours is not also held below Ceph's: Ceph's mean is
+    over the ops between two perf dumps, ours over the report's window,
+    and the ops in flight at the edges differ (a full run had op_total
+    of 4 ms writes 2 us above op_w_latency); the order is checked on the
+    same ops (op_total against op_latency) instead."""
     full = got + before_enqueue_us(rec)
     assert abs(full - want) <= 0.05 * want, (got, full, want, {
         s: rec["stages"][s]["mean_us"] for s in probetable.MESSENGER_STAGES})
@@ -137,6 +140,14 @@ def test_op_total_bounded_by_ceph(runs, mode, counter):
     # the class split finds the run's ops
     assert cls["count"] >= 0.97 * s["count"], s["by_class"]
     assert_from_recv_stamp(rec, cls["mean_us"], want)
+    # op_latency is Ceph's figure itself (recv_stamp -> log_op_stats),
+    # op_total its part from the enqueue: of the same ops (every one
+    # stamped), never more
+    lat = rec["stages"]["op_latency"]["by_class"][mode]
+    assert rec["lost"]["msg_unstamped"] == 0, rec["lost"]
+    assert lat["count"] == cls["count"], (lat, cls)
+    assert cls["mean_us"] <= lat["mean_us"], (cls, lat)
+    assert abs(lat["mean_us"] - want) <= 0.05 * want, (lat, want)
 
 
 def test_stages_nest(runs):

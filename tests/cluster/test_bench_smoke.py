@@ -36,7 +36,8 @@ def test_bench_smoke(lab, tmp_path):
     r = json.loads(out.read_text())
     assert r["machine"]["cores"] == os.cpu_count()
     assert r["machine"]["ceph"].startswith("16.2.")
-    modes = ("default", "userspace", "record", "bounded", "bpftrace")
+    modes = ("default", "userspace", "lean", "record", "bounded",
+             "bpftrace")
     for mode in modes:
         s = r["modes"][mode]["randread"]
         assert 0.2 < s["iops_ratio_median"] < 2.0, (mode, s)
@@ -74,6 +75,12 @@ def test_bench_smoke(lab, tmp_path):
         st = r["bpf_stats"][mode]["uprobe_runs_per_op"]
         assert abs(s["uprobe_hits_per_op"]["median"] - st) <= 0.25 * st, (
             mode, s["uprobe_hits_per_op"], st)
+    # the lean tier: one probe hit per op (log_op_stats), no scheduler
+    # program
+    lean = r["modes"]["lean"]["randread"]
+    _spread_ok(lean["uprobe_hits_per_op"], 0.9, 1.1)
+    assert lean["hits_per_op"].get("hit_sched", 0) == 0, lean["hits_per_op"]
+    assert lean["hits_per_op"].get("hit_return", 0) == 0, lean["hits_per_op"]
     assert r["modes"]["bpftrace"]["randread"]["uprobe_hits_per_op"] is None
     assert r["hits_per_op"] == \
         r["modes"]["default"]["randread"]["uprobe_hits_per_op"]["median"]

@@ -61,6 +61,7 @@ OFFSETS = {
     "inprog_op_off": "&((ReplicatedBackend::InProgressOp*)0)->op",
     "repmod_op_off": "&((ReplicatedBackend::RepModify*)0)->op",
     "msg_off": "&((OpRequest*)0)->request",
+    "deq_time_off": "&((OpRequest*)0)->dequeued_time",
     "msg_stamps_off": "&((Message*)0)->recv_stamp",
     "msg.dispatch_stamp": "&((Message*)0)->dispatch_stamp",
     "msg.throttle_stamp": "&((Message*)0)->throttle_stamp",

@@ -4,7 +4,7 @@ from the binary of each lab's running OSD through /proc/PID/exe."""
 from cephlat.ceph import probetable
 from cephlat.engine.elfsym import ElfSymbols
 
-from machinecode import rmw_of
+from machinecode import rmw_of, stamps_of
 
 
 def _check(pid):
@@ -13,6 +13,9 @@ def _check(pid):
         rel = probetable.release_for(elf.version_string())
     assert rel is not None and rel.rmw is not None
     assert rmw_of(exe) == rel.rmw, rel.key
+    # the lean tier's: the op's message and Ceph's dequeue stamp
+    assert stamps_of(exe) == (rel.offsets["msg_off"],
+                              rel.offsets["deq_time_off"]), rel.key
     return rel
 
 

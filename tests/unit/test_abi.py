@@ -52,7 +52,7 @@ def test_report_names_follow_the_header(built):
     assert v.probed == list(probetable.STAGES)
     assert v.kernel == ["syncfs", "block_rq", "futex_wait", "offcpu",
                         "wakeup_delay"]
-    assert v.class_split == ["queue_wait", "op_total"]
+    assert v.class_split == ["queue_wait", "op_total", "op_latency"]
     assert v.op_classes == ["read", "write", "other"]
     assert v.attr_parts == ["held", "busy", "signal", "runq", "pickup"]
     assert v.wakes == ["none", "enqueuer", "other", "timeout"]
@@ -87,7 +87,11 @@ def test_counters_follow_the_header(built):
 def test_every_program_is_attached_by_someone(built):
     op_programs = {prog for s in probetable.STAGES.values()
                    for _, prog in s.events}
-    assert op_programs == {"op_enqueue", "op_dequeue", "op_done", "rep_submit",
+    # the lean tier's one program serves all its stages
+    assert probetable.LEAN_EVENT[1] not in op_programs
+    op_programs.add(probetable.LEAN_EVENT[1])
+    assert op_programs == {"op_enqueue", "op_dequeue", "op_done", "op_lean",
+                           "rep_submit",
                            "rep_reply", "rep_local_commit", "repop_done"}
     kernel = set(tracer.kernel_programs(built))
     assert set(built.programs) == {"stage_entry", "stage_return"} | \

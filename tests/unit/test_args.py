@@ -101,6 +101,12 @@ def test_tool_imports_without_side_effects():
     (["-p", "1", "--from", "2"], "--from reads a capture"),
     (["-r", "x", "-w", "y"], "use one of them"),
     (["-p", "1", "-S", "offcpu"], "kernel stages are always traced"),
+    (["-p", "1", "--lean", "-S", "do_op"], "--lean traces a fixed set of "
+                                           "stages from one probe, with "
+                                           "nothing to record: drop -S"),
+    (["-p", "1", "--lean", "-w", "x"], "nothing to record: drop -w"),
+    (["-p", "1", "--lean", "--max-overhead", "1"], "drop --max-overhead"),
+    (["-p", "1", "--lean", "--probes", "f"], "drop --probes"),
 ])
 def test_capture_options_in_the_wrong_mode(argv, fragment, capsys):
     from cephlat.cli.osdstage import main

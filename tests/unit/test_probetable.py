@@ -13,8 +13,8 @@ def test_stage_names_are_the_contract():
     assert list(probetable.STAGES) == [
         "throttle_wait", "recv", "dispatch",
         "queue_wait", "dequeue_op", "do_op", "get_object_context",
-        "bluestore_read", "bluestore_submit", "op_total", "replica_wait",
-        "local_commit", "repop", "recovery", "scrub", "snap_trim",
+        "bluestore_read", "bluestore_submit", "op_total", "execute",
+        "op_latency", "replica_wait", "local_commit", "repop", "recovery", "scrub", "snap_trim",
         "pg_delete"]
     # the header marks the background stages (ST__BACKGROUND)
     from cephlat.model import vocab
@@ -84,7 +84,8 @@ def test_default_stages_leave_out_what_few_need():
     assert probetable.wanted_stages(None) == [
         "throttle_wait", "recv", "dispatch", "queue_wait", "dequeue_op",
         "bluestore_read", "bluestore_submit",
-        "op_total", "replica_wait", "local_commit", "repop",
+        "op_total", "execute", "op_latency", "replica_wait",
+        "local_commit", "repop",
         "recovery", "scrub", "snap_trim", "pg_delete"]
     assert probetable.wanted_stages("all") == list(probetable.STAGES)
     assert probetable.wanted_stages(["do_op"]) == ["dequeue_op", "do_op"]
@@ -138,3 +139,35 @@ def test_do_op_ends_at_dequeue_op_return():
     assert got == [("dequeue_op", "stage_entry", False),
                    ("dequeue_op", "stage_return", True),
                    ("do_op", "stage_entry", False)]
+
+
+def test_the_lean_tier_is_one_probe_on_log_op_stats():
+    """--lean: every lean stage from one program on log_op_stats, one
+    probe in all; a release without a checked dequeue-stamp offset has
+    none of them, for that reason."""
+    need(os.path.exists("/usr/bin/ceph-osd"), "ceph-osd not installed "
+         "(make setup)")
+    from cephlat import abi
+    from cephlat.model import vocab
+    rel = probetable.RELEASES["16.2"]
+    assert set(probetable.LEAN_STAGES) <= set(probetable.STAGES)
+    with ElfSymbols("/usr/bin/ceph-osd") as elf:
+        plan = resolve(elf, rel, probetable.LEAN_STAGES, rel.settings(),
+                       lean=True)
+        assert plan.stages == list(probetable.LEAN_STAGES)
+        assert plan.unavailable == {}
+        probes = plan.uprobes(vocab.live().stage_ids, abi.load("osdstage"))
+        assert [(prog, sym.demangled.split("(")[0], ret)
+                for prog, sym, _, ret in probes] == [
+            ("op_lean", "PrimaryLogPG::log_op_stats", False)]
+        unchecked = dict(rel.settings())
+        del unchecked["deq_time_off"]
+        plan = resolve(elf, rel, probetable.LEAN_STAGES, unchecked,
+                       lean=True)
+        assert plan.stages == [] and plan.uprobes() == []
+        assert set(plan.unavailable) == set(probetable.LEAN_STAGES)
+        assert "deq_time_off" in plan.unavailable["queue_wait"]
+    # every release with a checked table has the lean tier's offsets
+    for r in probetable.RELEASES.values():
+        if r.verified:
+            assert set(probetable.LEAN_NEEDS) <= set(r.settings()), r.key

@@ -84,6 +84,13 @@ STAGES = OrderedDict((s.name, s) for s in [
     Stage("op_total", "op",
           "OSD::enqueue_op -> PrimaryLogPG::log_op_stats (same op)",
           events=_OP_LIFE + [("log_op_stats", "op_done")]),
+    Stage("execute", "op", "OSD::dequeue_op -> PrimaryLogPG::log_op_stats "
+          "(same op: its execution, to completion)",
+          events=_OP_LIFE + [("log_op_stats", "op_done")]),
+    Stage("op_latency", "op", "the op's message header read -> "
+          "PrimaryLogPG::log_op_stats: the op's latency as the OSD sees it "
+          "(Ceph's op_r_latency / op_w_latency)",
+          events=_OP_LIFE + [("log_op_stats", "op_done")], needs=_MSG_NEEDS),
     Stage("replica_wait", "op",
           "primary: ReplicatedBackend::submit_transaction (sub-ops sent) -> "
           "the last replica's reply (do_repop_reply, matched by request id)",
@@ -118,6 +125,21 @@ STAGES = OrderedDict((s.name, s) for s in [
     Stage("pg_delete", "call", "a deleted PG's removal step: "
           "OSD::dequeue_delete entry -> return", func="dequeue_delete"),
 ])
+
+# The lean tier (--lean): one probe hit per op, on PrimaryLogPG::log_op_stats
+# alone (BPF program op_lean), for a view left on all the time. Its stages
+# are the full tier's of the same names, read from the stamps Ceph keeps in
+# the op (its message's header read, throttles passed, read in full and
+# dispatched; OpRequest::dequeued_time) and the probe's own time; where a
+# full-tier boundary is a probe this tier lacks, Ceph's stamp next to it
+# takes its place: the enqueue is the message's dispatch stamp (taken just
+# before OSD::enqueue_op is called), the dequeue Ceph's dequeue stamp
+# (the first thing OSD::dequeue_op does). docs/stages.md says what each
+# tier sees.
+LEAN_EVENT = ("log_op_stats", "op_lean")
+LEAN_NEEDS = ("msg_off", "msg_stamps_off", "deq_time_off")
+LEAN_STAGES = ("throttle_wait", "recv", "dispatch", "queue_wait", "execute",
+               "op_total", "op_latency")
 
 # Traced without -S: every stage but those few people need (each probe hit
 # costs the OSD about a microsecond: docs/ceph.md). -S all: every stage.
@@ -276,13 +298,17 @@ _PACIFIC_OFFSETS = {"reqid_off": 232, "src_num_off": 272,
                     # Message::header.type, then .priority (__le16 each;
                     # header is Message's first member, after
                     # RefCountedObject's 24 bytes): the op's scheduler class
-                    "msg_type_off": 40}
+                    "msg_type_off": 40,
+                    # OpRequest::dequeued_time (utime_t), the lean tier's
+                    # dequeue: log_op_stats reads it for Ceph's
+                    # op_process_latency (tests/cluster/machinecode.py)
+                    "deq_time_off": 336}
 # OpRequest grew with TrackedOp (192 -> 232 -> 240 bytes); the records did
 # not move (ceph-osd-dbg 18.2.7+ds-1+deb13u1, 20.2.4+ds-2)
 _REEF_OFFSETS = dict(_PACIFIC_OFFSETS, reqid_off=272, src_num_off=312,
-                     msg_off=264)
+                     msg_off=264, deq_time_off=376)
 _TENTACLE_OFFSETS = dict(_PACIFIC_OFFSETS, reqid_off=280, src_num_off=320,
-                         msg_off=272)
+                         msg_off=272, deq_time_off=384)
 
 RELEASES = OrderedDict((r.key, r) for r in [
     # Octopus: signatures read from the 15.2.17 source.

@@ -54,6 +54,7 @@ def _banner(args, err, targets, version, rel, plan):
         what = "%s %d (%s" % (target.comm, target.pid, rel.name)
     err.write("Tracing %d stage%s%s of %s, %d probes)... %s\n" % (
                   n, "" if n == 1 else "s",
+                  " (lean tier)" if args.lean else
                   "" if args.no_kernel else " + kernel", what,
                   plan.probe_count() * len(targets),
                   "Hit Ctrl-C to end." if args.count is None else

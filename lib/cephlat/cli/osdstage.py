@@ -34,6 +34,8 @@ EXAMPLES = """examples:
   osdstage.py -p 1234 -S do_op,bluestore_read 5  # only these stages
   osdstage.py --list           # every ceph-osd here and what can be probed
   osdstage.py -p 1234 --no-kernel 5   # user-space stages only (cheaper)
+  osdstage.py --osd all --lean 10     # one probe hit per op: stages from
+                               # Ceph's own stamps, cheap enough to leave on
   osdstage.py -p 4321 --probes myqueue.json 5  # any producer/consumer program
   bpftrace -p 1234 probes/osdstages.bt $(osdstage.py -p 1234 --bpftrace-args)
 
@@ -166,6 +168,13 @@ def build_parser():
     p.add_argument("--no-kernel", action="store_true",
                    help="no scheduler/futex/block/syncfs tracepoints: user-"
                         "space stages only, no queue-wait attribution")
+    p.add_argument("--lean", action="store_true",
+                   help="the lean tier: one probe hit per op (on "
+                        "PrimaryLogPG::log_op_stats) gives the messenger "
+                        "stages, queue_wait, execute, op_total and "
+                        "op_latency per op class from the stamps Ceph keeps "
+                        "in the op; no kernel stages, no attribution, no "
+                        "capture (see osdstage(8), TIERS)")
     p.add_argument("--max-overhead", type=positive_float, metavar="PCT",
                    help="keep the measured cost since the start under PCT "
                         "%% of the machine's CPU time by attaching only part "
@@ -266,6 +275,15 @@ def run(args, out=sys.stdout, err=sys.stderr):
         else:
             print_list(out, rows)
         return 0
+    if args.lean:
+        clash = [opt for opt, on in (
+            ("-S", args.stages), ("-w", args.write), ("--probes", args.probes),
+            ("--bpftrace-args", args.bpftrace_args),
+            ("--max-overhead", args.max_overhead)) if on]
+        if clash:
+            raise UserError("--lean traces a fixed set of stages from one "
+                            "probe, with nothing to record: drop %s" %
+                            clash[0])
     require_root(TOOL)
     if args.bpftrace_args:
         out.write(" ".join(live.bpftrace_args(args, err)) + "\n")

@@ -23,7 +23,7 @@ class Want:
     # ring_mb: the capture ring buffer (None: no capture), else
     # ring_mb_per_target for each target
     FIELDS = dict(pid=None, osd=None, probes=None, stages=None,
-                  release=None, strict=False, no_kernel=False,
+                  release=None, strict=False, no_kernel=False, lean=False,
                   max_ops=DEFAULT_MAX_OPS, ring_mb=None,
                   ring_mb_per_target=0)
 
@@ -56,13 +56,14 @@ class Session:
             [t.pid for t in self.targets],
             [t.exe_path for t in self.targets], self.plans,
             settings=rel.settings() if self.exact else {},
-            max_ops=want.max_ops, kernel=not want.no_kernel,
+            max_ops=want.max_ops,
+            kernel=not (want.no_kernel or want.lean),
             roles=self.roles, mclock=[t.mclock() for t in self.targets],
             ring_bytes=ring_bytes(mb) if mb else 0)
         # the cost estimate needs the measured cost of a uprobe hit
         self.tracer.calibrate_always = True
         # the op class is read at completion: split only when it is probed
-        done = any(prog == "op_done"
+        done = any(prog in ("op_done", "op_lean")
                    for _, prog, _, _ in self.plans[0].op_events)
         self.classes = set(self.tracer.vocab.class_split) \
             if rel.rmw and done and self.exact else set()
@@ -73,8 +74,10 @@ class Session:
         tr, choice = self.tracer, self.choice
         out = []
         for t, p in zip(self.targets, self.plans):
+            # the probe cost is subtracted from call stages only
             run = RunInfo(t.pid, choice.version, p.stages, p.unavailable,
-                          self.classes, tr.call_bias_ns, tr.kernel,
+                          self.classes, tr.call_bias_ns if p.calls else 0,
+                          tr.kernel,
                           self.roles or CEPH_ROLES, tr.vocab, t.scheduler())
             if choice.exact is not None:
                 run.probe_table = (choice.release.key, choice.exact)
@@ -143,7 +146,8 @@ def plan_targets(want, err):
     else:
         targets = pick_targets(want)
         roles = CEPH_ROLES
-        wanted = probetable.wanted_stages(want.stages)
+        wanted = list(probetable.LEAN_STAGES) if want.lean else \
+            probetable.wanted_stages(want.stages)
     require_btf()
     require_tracefs()
     plans, first = [], None
@@ -158,7 +162,8 @@ def plan_targets(want, err):
             # an inexact table entry's offsets are unchecked for this binary
             plans.append(resolve(elf, choice.release, wanted,
                                  choice.release.settings()
-                                 if choice.exact is not False else {}))
+                                 if choice.exact is not False else {},
+                                 lean=want.lean))
         if first is None:
             first = choice
         elif (choice.release.key, choice.exact) != (first.release.key,

@@ -85,8 +85,13 @@ class Rules:
             if d["total_valid"]:
                 add("op_total", d["op_total_ns"])
                 add("op_total." + cls, d["op_total_ns"])
+                if d.get("msg_ns"):     # not in older captures
+                    add("op_latency", d["msg_ns"] + d["op_total_ns"])
+                    add("op_latency." + cls, d["msg_ns"] + d["op_total_ns"])
             if d["dequeued"]:
                 add("queue_wait." + cls, d["queue_wait_ns"])
+                if d["total_valid"] and "msg_ns" in d:
+                    add("execute", d["op_total_ns"] - d["queue_wait_ns"])
             if d.get("replies"):
                 add("replica_wait", d["replica_wait_ns"])
                 add("%s%d" % (PEER_LAST, d["last_peer"]), 0)
@@ -314,6 +319,14 @@ def count_arrays(rules, name, r):
             add("op_total." + cls, tv, r["op_total_ns"][tv])
             dq = idx[r["dequeued"][idx] != 0]
             add("queue_wait." + cls, dq, r["queue_wait_ns"][dq])
+            if "msg_ns" in names:       # not in older captures
+                lat = tv[r["msg_ns"][tv] != 0]
+                ns = r["msg_ns"][lat] + r["op_total_ns"][lat]
+                add("op_latency", lat, ns)
+                add("op_latency." + cls, lat, ns)
+                ex = dq[r["total_valid"][dq] != 0]
+                add("execute", ex, r["op_total_ns"][ex] -
+                    r["queue_wait_ns"][ex])
             if "replies" in names:
                 rp = idx[r["replies"][idx] != 0]
                 add("replica_wait", rp, r["replica_wait_ns"][rp])
