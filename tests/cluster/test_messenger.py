@@ -46,9 +46,11 @@ def _throttled(lab, tmp):
         try:
             out, err, _, _ = traced_window(
                 lab, ["-j", "-w", cap, "--ring-mb", "128", WINDOW_S, "1"])
-            historic = command(lab["asok"], "dump_historic_ops")
         finally:
             bench.stop()
+        # OpTracker's history once the load has stopped: no later op
+        # pushes the window's out
+        historic = command(lab["asok"], "dump_historic_ops")
     finally:
         _config(lab, "rm", "osd", "osd_client_message_cap")
         command(lab["asok"], "config set", var="osd_op_history_size",

@@ -147,11 +147,11 @@ def fio_totals(path):
     return {op: tuple(v) for op, v in per.items()}
 
 
-REPLAYS = 5
+REPLAYS = 3
 
 
 def test_replay_matches_the_original(lab, recorded):
-    """The converted job replays onto a fresh image 5 times in a row (each
+    """The converted job replays onto a fresh image 3 times in a row (each
     recorded again): every run exits 0 with fio's and librbd's counts, and
     the offsets and sizes, of the original (fio 3.33's rbd engine crashed
     in most replays of the iodepth-8 job this used to write)."""

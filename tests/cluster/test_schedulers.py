@@ -20,7 +20,7 @@ from conftest import Bench, container_lab_env, prefill
 from test_osdstage_live import traced_window
 from test_zz_lab import make
 
-WINDOW_S = "5"
+WINDOW_S = "3"
 CONFIGS = [(queue, workers) for queue in ("wpq", "mclock_scheduler")
            for workers in (1, 8)]
 

@@ -30,13 +30,16 @@ def command(path, prefix, timeout=10.0, **kw):
 
 
 def _recv(s, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
+    """Exactly n bytes (into one buffer: an OpTracker dump is tens of MB,
+    and joining chunks one by one copied it over and over)."""
+    buf = memoryview(bytearray(n))
+    got = 0
+    while got < n:
+        k = s.recv_into(buf[got:])
+        if not k:
             raise OSError("connection closed")
-        buf += chunk
-    return buf
+        got += k
+    return buf.obj
 
 
 def perf_dump(path):
