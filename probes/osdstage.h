@@ -86,7 +86,11 @@ enum stage_id {
 	ST_PG_DELETE,		/* a deleted PG's removal step
 				 * (OSD::dequeue_delete) */
 	ST__PROBED,		/* end of the probed stages */
-	/* per op class (enum op_class order) */
+	/* per op class (enum op_class order). ST_OP_TOTAL and ST_OP_LATENCY
+	 * are recorded per class only: their totals are the sums of these,
+	 * added up in user space; the lean tier (op_lean) records
+	 * ST_QUEUE_WAIT per class only too (and no scheduler class: its ops
+	 * are all client ops) */
 	ST_QUEUE_WAIT__READ = ST__PROBED,
 	ST_QUEUE_WAIT__WRITE,
 	ST_QUEUE_WAIT__OTHER,

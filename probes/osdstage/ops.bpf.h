@@ -331,20 +331,18 @@ int op_done(struct pt_regs *ctx)
 	now = bpf_ktime_get_ns();
 	gen = cur_gen();
 	cls = op_class(op);
-	if (now >= st->enq_ns) {
-		record(slot, ST_OP_TOTAL, now - st->enq_ns, gen);
+	/* op_total and op_latency: per op class only (their totals are the
+	 * sums of the classes: user space adds them up) */
+	if (now >= st->enq_ns)
 		record(slot, ST_OP_TOTAL__READ + cls, now - st->enq_ns, gen);
-	}
 	if (st->deq_ns) {
 		record(slot, ST_QUEUE_WAIT__READ + cls, st->qwait_ns, gen);
 		if (now >= st->deq_ns)
 			record(slot, ST_EXECUTE, now - st->deq_ns, gen);
 	}
-	if (st->msg_ns && now >= st->enq_ns) {
-		record(slot, ST_OP_LATENCY, st->msg_ns + now - st->enq_ns, gen);
+	if (st->msg_ns && now >= st->enq_ns)
 		record(slot, ST_OP_LATENCY__READ + cls,
 		       st->msg_ns + now - st->enq_ns, gen);
-	}
 	if (st->sub_ns) {		/* a replicated write: all committed */
 		if (st->replies && st->last_ns >= st->sub_ns) {
 			struct peer_stats *ps = peer_stats_of(slot,
@@ -396,7 +394,6 @@ int op_lean(struct pt_regs *ctx)
 	struct utime deq_t;
 	__u64 op, key, msg = 0, recv, thr, all, disp, deq, now;
 	__u32 cls, gen;
-	__u16 mt[2] = {};
 	int slot = op_hit(ctx, &op, &key);
 
 	if (slot < 0)
@@ -417,23 +414,19 @@ int op_lean(struct pt_regs *ctx)
 	if (!m.recv.sec || thr < recv || all < thr || disp < all ||
 	    deq < disp || now < deq)
 		goto bad;
-	if (msg_type_off)
-		bpf_probe_read_user(mt, sizeof(mt), (void *)(msg + msg_type_off));
+	/* each stage's statistics cost a cache line or two of a busy OSD's
+	 * CPU: what user space can add up is recorded once. queue_wait,
+	 * op_total and op_latency per op class only (the totals are their
+	 * sums), and no scheduler class: every op that reaches log_op_stats
+	 * is a client op (MOSDOp), so queue_wait.client is queue_wait */
 	gen = cur_gen();
 	cls = op_class(op);
 	record(slot, ST_THROTTLE_WAIT, thr - recv, gen);
 	record(slot, ST_RECV, all - thr, gen);
 	record(slot, ST_DISPATCH, disp - all, gen);
-	record(slot, ST_QUEUE_WAIT, deq - disp, gen);
 	record(slot, ST_QUEUE_WAIT__READ + cls, deq - disp, gen);
-	record(slot, ST_QUEUE_WAIT__CLIENT +
-	       ((mt[0] ? queue_class_of(mt[0], mt[1],
-				       (ctl.mclock >> (slot & (MAX_TARGETS - 1))) & 1) :
-		 QC_CLIENT) & 3), deq - disp, gen);
 	record(slot, ST_EXECUTE, now - deq, gen);
-	record(slot, ST_OP_TOTAL, now - disp, gen);
 	record(slot, ST_OP_TOTAL__READ + cls, now - disp, gen);
-	record(slot, ST_OP_LATENCY, now - recv, gen);
 	record(slot, ST_OP_LATENCY__READ + cls, now - recv, gen);
 	return 0;
 bad:

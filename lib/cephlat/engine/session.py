@@ -59,7 +59,7 @@ class Session:
             max_ops=want.max_ops,
             kernel=not (want.no_kernel or want.lean),
             roles=self.roles, mclock=[t.mclock() for t in self.targets],
-            ring_bytes=ring_bytes(mb) if mb else 0)
+            ring_bytes=ring_bytes(mb) if mb else 0, lean=want.lean)
         # the cost estimate needs the measured cost of a uprobe hit
         self.tracer.calibrate_always = True
         # the op class is read at completion: split only when it is probed

@@ -155,7 +155,7 @@ class StageTracer:
     def __init__(self, pid, exe_path, plan, rmw=None, settings=None,
                  max_ops=DEFAULT_MAX_OPS,
                  bpf_dir=None, calibrate=True, kernel=False, roles=None,
-                 ring_bytes=0, mclock=None):
+                 ring_bytes=0, mclock=None, lean=False):
         self.pids = list(pid) if isinstance(pid, (list, tuple)) else [pid]
         n = len(self.pids)
         self.exe_paths = _per_target(exe_path, n)
@@ -193,6 +193,12 @@ class StageTracer:
         # (Snapshot.hists); a caller that keeps its own sums (the exporter)
         # turns this off
         self.keep_cumulative = True
+        # stages the programs record per op class only: the total is the
+        # sum of the classes (probes/osdstage.h, the op-class stage ids);
+        # the lean tier's queue_wait too, whose ops are all client ops
+        self.summed = ["op_total", "op_latency"] + (["queue_wait"] if lean
+                                                    else [])
+        self.lean = lean
 
     def start(self):
         ro = rodata_type(self.abi)(calib_tgid=os.getpid())
@@ -653,6 +659,7 @@ class StageTracer:
             interval = {name: hs[sid]
                         for name, sid in self.vocab.stage_ids.items()}
             self.reader.clear(half, slot)
+            self._add_up(interval)
             interval.update(self._peer_interval(slot, peers.get(slot, {})))
             hists = {}
             if self.keep_cumulative:
@@ -666,6 +673,19 @@ class StageTracer:
                                 shards.get(slot, {}), devs.get(slot, {}),
                                 mono, interval, gen))
         return out
+
+    def _add_up(self, interval):
+        """The totals the programs leave to user space (self.summed):
+        each the sum of its per-class parts."""
+        for base in self.summed:
+            total = Hist()
+            for c in self.vocab.op_classes:
+                total.merge(interval[base + "." + c])
+            interval[base] = total
+        if self.lean:
+            interval["queue_wait.client"] = Hist(
+                interval["queue_wait"].count, interval["queue_wait"].sum_ns,
+                interval["queue_wait"].max_ns, interval["queue_wait"].slots)
 
     def age_out(self, timeout_s=DEFAULT_OP_TIMEOUT_S):
         """Drop ops idle for longer than timeout_s (never completed: client
