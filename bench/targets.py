@@ -66,22 +66,21 @@ def target_rows(results, osds_results):
                                for k in ("median", "min", "max")}
         return s
 
-    dflt = mode("default").get("osd_added_us_per_op")
-    rows.append(("default mode, added OSD CPU per 4 KiB read",
-                 _sp(dflt, unit=" us"), "<= 10 us",
-                 dflt["median"] <= 10 if dflt else None))
-    r = mode("default").get("iops_ratio")
-    rows.append(("default mode, IOPS ratio (4 KiB reads, full rate)",
-                 _sp(r, "%.3f"), ">= 0.95",
-                 r["median"] >= 0.95 if r else None))
-    lean = mode("lean").get("osd_added_us_per_op")
-    rows.append(("lean tier (`--lean`), added OSD CPU per 4 KiB read",
-                 _sp(lean, unit=" us"), "<= 2.5 us",
-                 lean["median"] <= 2.5 if lean else None))
-    r = mode("lean").get("iops_ratio")
-    rows.append(("lean tier, IOPS ratio (4 KiB reads, full rate)",
-                 _sp(r, "%.3f"), ">= 0.98",
-                 r["median"] >= 0.98 if r else None))
+    def cost_and_ratio(m, what, us_key):
+        """The added OSD CPU per read and the IOPS ratio of mode m."""
+        us, most = mode(m).get("osd_added_us_per_op"), TARGETS[us_key]
+        rows.append(("%s, added OSD CPU per 4 KiB read" % what,
+                     _sp(us, unit=" us"), "<= %g us" % most,
+                     us["median"] <= most if us else None))
+        r, least = mode(m).get("iops_ratio"), TARGETS[m]
+        rows.append(("%s, IOPS ratio (4 KiB reads, full rate)" % what,
+                     _sp(r, "%.3f"), ">= %g" % least,
+                     r["median"] >= least if r else None))
+        return us
+
+    dflt = cost_and_ratio("default", "default mode",
+                          "default_added_us_per_read")
+    cost_and_ratio("lean", "lean tier (`--lean`)", "lean_added_us_per_read")
     us = [(wl, mode("userspace", wl).get("osd_added_us_per_op"))
           for wl in ("randread", "write")]
     got = [(wl, s) for wl, s in us if s]
