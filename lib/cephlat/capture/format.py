@@ -157,8 +157,10 @@ class CaptureWriter:
     # fills fast: 100 wake-ups a second when idle
     DRAIN_US = 10000
 
-    def __init__(self, path, tracer, info):
-        """path: made ready by prepare()."""
+    def __init__(self, path, tracer, info, call_bias_ns):
+        """path: made ready by prepare(); call_bias_ns: the probe cost
+        the run's call stages have subtracted (its RunInfo's: 0 without
+        call stages)."""
         self.path = path
         self.tracer = tracer
         self.classes = event_classes(tracer.abi, tracer.vocab,
@@ -172,7 +174,7 @@ class CaptureWriter:
                "roles": ",".join(tracer.roles.names),
                "worker_role": tracer.roles.names[tracer.roles.worker],
                "kernel_stages": int(tracer.kernel),
-               "call_bias_ns": tracer.call_bias_ns,
+               "call_bias_ns": call_bias_ns,
                "info": json.dumps(info, sort_keys=True)}
         self.ctf = ctf.Writer(path, self.classes, env=env,
                               clock_offset_ns=wall - mono,

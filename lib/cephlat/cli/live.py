@@ -100,7 +100,8 @@ def run(args, out, err):
                         targets=[{"pid": t.pid, "name": target_name(t),
                                   "scheduler": t.scheduler()}
                                  for t in targets])
-            writer = capture.CaptureWriter(args.write, tracer, info)
+            writer = capture.CaptureWriter(args.write, tracer, info,
+                                           runs[0].call_bias_ns)
             _name_threads(writer, targets, time.monotonic_ns())
         _banner(args, err, targets, version, rel, plan)
         return _loop(args, out, err, targets, tracer, runs, writer,
