@@ -109,3 +109,37 @@ def test_an_osds_series_render_and_parse():
     fams = {f.name: f for f in text_string_to_metric_families(_render(ex))}
     assert not fams["ceph_osdstage_info"].samples
     assert fams["ceph_osd_queue_wait_seconds"].samples[0].value == 2.0
+
+
+def test_a_stage_is_exported_per_op_class_only_where_its_classes_make_it_up():
+    """op_total: every completed op has an op class, so its classes add up
+    to it (exported per class). queue_wait: every dequeued op counts,
+    replica ops and recovery messages too, which complete with no op
+    class: exported whole, as osdstage's own queue_wait row, or its
+    percentiles would be the client ops' alone."""
+    from cephlat.engine.tracer import CLASS_SUMMED
+    from cephlat.model import vocab as vocabmod
+    from cephlat.model.interval import RunInfo
+    from cephlat.model.roles import CEPH_ROLES
+    from cephlat.model.snapshot import Snapshot
+    vocab = vocabmod.live()
+    run = RunInfo(1, "16.2.15", ["queue_wait", "op_total"], {},
+                  {"queue_wait", "op_total"}, 0, False, CEPH_ROLES, vocab)
+    run.partitioned = set(CLASS_SUMMED)
+    reads, repops = durations(300, 1), durations(700, 2)
+    hists = {"queue_wait": Hist.from_ns(reads + repops),
+             "queue_wait.read": Hist.from_ns(reads),
+             "op_total": Hist.from_ns(reads),
+             "op_total.read": Hist.from_ns(reads)}
+    cur = Snapshot(hists, {}, {}, {}, {}, 0, dict(hists), 0)
+    ex = Exported(0.0)
+    ex.add_interval("osd.0", run, cur, None, 1.0,
+                    {"interval_attached_fraction": 1.0, "estimated_pct": 0}, 0)
+    fams = {f.name: f for f in text_string_to_metric_families(_render(ex))}
+    counts = {(s.labels["stage"], s.labels["op_class"]): s.value
+              for s in fams["ceph_osd_stage_latency_seconds"].samples
+              if s.name.endswith("_count")}
+    assert counts[("queue_wait", "all")] == 1000
+    assert ("queue_wait", "read") not in counts
+    assert counts[("op_total", "read")] == 300
+    assert ("op_total", "all") not in counts

@@ -82,6 +82,7 @@ class Session:
             if choice.exact is not None:
                 run.probe_table = (choice.release.key, choice.exact)
             run.name = target_name(t)
+            run.partitioned = set(tr.summed)
             out.append(run)
         return out
 

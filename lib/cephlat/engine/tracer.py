@@ -28,6 +28,13 @@ DEFAULT_MAX_OPS = 65536
 DEFAULT_OP_TIMEOUT_S = 120.0
 
 
+# The stages the programs record per op class only (probes/osdstage.h):
+# their op classes make them up, and the tracer adds them up. The lean
+# tier's queue_wait too (StageTracer.summed); the full tier's counts every
+# dequeued op, its class split only those that complete as client ops.
+CLASS_SUMMED = ("op_total", "op_latency")
+
+
 def ring_bytes(mb):
     """The capture ring buffer's size for `mb` MB: a power of two number
     of pages."""
@@ -196,8 +203,7 @@ class StageTracer:
         # stages the programs record per op class only: the total is the
         # sum of the classes (probes/osdstage.h, the op-class stage ids);
         # the lean tier's queue_wait too, whose ops are all client ops
-        self.summed = ["op_total", "op_latency"] + (["queue_wait"] if lean
-                                                    else [])
+        self.summed = list(CLASS_SUMMED) + (["queue_wait"] if lean else [])
         self.lean = lean
 
     def start(self):

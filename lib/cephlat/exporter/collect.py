@@ -187,7 +187,7 @@ class Exported:
         with self.lock:
             st = self.osd(name)
             for stage in run.stages:
-                if stage in run.classes:
+                if stage in run.classes and stage in run.partitioned:
                     for c in vocab.op_classes:
                         h = hists.get("%s.%s" % (stage, c))
                         if h is not None:

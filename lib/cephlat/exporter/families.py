@@ -24,7 +24,9 @@ FAMILIES = (
     Family("ceph_osd_stage_latency_seconds", "histogram",
            D + ("stage", "op_class"),
            "Time ops spent in each traced stage of the OSD (op_class "
-           "read/write/other where the release splits it, else all)"),
+           "read/write/other where the op classes make up the stage: "
+           "op_total and op_latency, where the release splits them; else "
+           "all)"),
     Family("ceph_osd_kernel_latency_seconds", "histogram",
            D + ("stage", "role"),
            "Kernel-side waits of the OSD's threads: futex_wait, offcpu and "

@@ -31,6 +31,9 @@ class RunInfo:
         self.stages, self.unavailable = list(stages), dict(unavailable)
         self.classes = set(classes)
         self.call_bias_ns, self.kernel, self.roles = call_bias_ns, kernel, roles
+        # the split stages their op classes make up (the exporter exports
+        # those per class; the others whole)
+        self.partitioned = set()
         self.name = None           # "osd.N" (several targets)
 
     def info(self):
