@@ -17,7 +17,7 @@
 #                   (vagrant/container.sh); default CEPH=pacific, the host's 16.2
 #   make bench      what tracing costs the OSD (BENCHMARKS.md; ~38 min); BENCH=osds:
 #                   only one OSD traced vs three on the 3-OSD lab (~6 min), BENCH=main: the
-#                   tracing modes on the 1-OSD lab (~25 min), BENCH=reader: issue 15's reader
+#                   tracing modes on the 1-OSD lab (~27 min), BENCH=reader: issue 15's reader
 #                   on a >= 10 M-event capture of the controlled program and the recorder
 #                   alone (~6 min, no lab needed), BENCH=floor: what one uprobe hit costs
 #                   here by the instruction probed (~1 min, no lab needed)

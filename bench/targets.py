@@ -106,7 +106,8 @@ def target_rows(results, osds_results):
                  ns <= 200 if name else None))
     h = mode("default").get("uprobe_hits_per_op")
     rows.append(("uprobe hits per 4 KiB read, default mode",
-                 _sp(h, "%.2f"), "<= 6", h["median"] <= 6 if h else None))
+                 _sp(h, "%.2f"), "<= 6",
+                 round(h["median"], 2) <= 6 if h else None))
     for rel in RELEASE_ORDER[1:]:
         other = next((r for r in results if _release(r) == rel), None)
         s = _get(other, "modes", "default", "randread", "osd_added_us_per_op")
@@ -279,6 +280,25 @@ def render_why(results, osds_results):
                                         pac["host_added"]),
                 pac["iops_ratio"], t["default"],
                 pac["host_untraced"] * (1 / t["default"] - 1)))
+    lean = _get(pac_res, "bpf_stats", "lean")
+    if pac and lean and missed("lean tier"):
+        prog = sum(p["avg_ns"] * p["runs_per_op"]
+                   for p in (lean.get("programs") or {}).values()
+                   if p.get("runs")) / 1000.0
+        spread = _get(pac_res, "modes", "lean", "randread",
+                      "osd_added_us_per_op") or {}
+        why.append(
+            "- **lean tier <= %.1f us per read, IOPS ratio >= %.2f**: its "
+            "%.2f uprobe hits per op cost %.2f us in a trap each (the "
+            "default mode's trap per hit, same run) and %.2f us in its one "
+            "program: about %.1f us, where the trap alone is over the "
+            "target (issue 27's trap floor is the way down). The pairs' "
+            "own figure (%.1f-%.1f us) is the untraced OSD's CPU per op "
+            "swinging between windows, not the tier's cost." % (
+                t["lean_added_us_per_read"], t["lean"],
+                lean["uprobe_runs_per_op"], pac["per_hit"], prog,
+                lean["uprobe_runs_per_op"] * pac["per_hit"] + prog,
+                spread.get("min", 0), spread.get("max", 0)))
     if missed("slowest BPF program"):
         why.append(
             "- **slowest program <= 200 ns**: op_dequeue does the "
