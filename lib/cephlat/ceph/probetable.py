@@ -141,6 +141,13 @@ LEAN_NEEDS = ("msg_off", "msg_stamps_off", "deq_time_off")
 LEAN_STAGES = ("throttle_wait", "recv", "dispatch", "queue_wait", "execute",
                "op_total", "op_latency")
 
+# The lean tier's stages: the probe table's entries for resolve() (one
+# program, every stage from it)
+LEAN = OrderedDict((n, Stage(n, "op", STAGES[n].doc + " (lean tier: Ceph's "
+                             "stamps at its probes' places)",
+                             events=[LEAN_EVENT], needs=LEAN_NEEDS))
+                   for n in LEAN_STAGES)
+
 # Traced without -S: every stage but those few people need (each probe hit
 # costs the OSD about a microsecond: docs/ceph.md). -S all: every stage.
 DEFAULT_STAGES = [n for n, s in STAGES.items() if s.default]

@@ -71,13 +71,12 @@ def resolve(elf, release, wanted, settings=None, lean=False):
     """Match the release's functions in `elf` for the `wanted` stages.
     settings: the per-release offsets that will be used (stages that need
     one it lacks are unavailable); None: check functions only. lean: the
-    lean tier (probetable.LEAN_STAGES from one program on one function)."""
-    if lean:
-        return _resolve_lean(elf, release, settings)
+    lean tier's table (probetable.LEAN: every stage from one program)."""
+    table = probetable.LEAN if lean else probetable.STAGES
     plan = Plan()
     missing = {}
     for stage in wanted:
-        for role in probetable.STAGES[stage].roles():
+        for role in table[stage].roles():
             if role in plan.symbols or role in missing:
                 continue
             func = release.funcs.get(role)
@@ -95,10 +94,10 @@ def resolve(elf, release, wanted, settings=None, lean=False):
                 missing[role] = "%s(%s) matches %d functions" % (
                     func.qualified, func.params.pattern.strip("^$"), len(syms))
     seen_events = set()
-    for stage in probetable.STAGES:
+    for stage in table:
         if stage not in wanted:
             continue
-        st = probetable.STAGES[stage]
+        st = table[stage]
         gone = [r for r in st.roles() if r in missing]
         if gone:
             plan.unavailable[stage] = missing[gone[0]]
@@ -122,37 +121,6 @@ def resolve(elf, release, wanted, settings=None, lean=False):
                 plan.op_events.append((role, ev, plan.symbols[role],
                                        release.funcs[role].op_arg or
                                        (0, False)))
-    _place(elf, plan)
-    return plan
-
-
-def _resolve_lean(elf, release, settings):
-    """The lean tier's plan: every stage of it from op_lean on
-    log_op_stats, or every stage unavailable for the same reason."""
-    plan = Plan()
-    role, prog = probetable.LEAN_EVENT
-    func = release.funcs.get(role)
-    why = None
-    if func is None:
-        why = "no %s in the probe table for Ceph %s" % (role, release.key)
-    else:
-        syms = elf.find(func.qualified, func.params)
-        if len(syms) != 1:
-            why = "%s(%s) %s" % (
-                func.qualified, func.params.pattern.strip("^$"),
-                "not found in %s" % elf.path if not syms else
-                "matches %d functions" % len(syms))
-        elif settings is not None:
-            lacking = [n for n in probetable.LEAN_NEEDS if n not in settings]
-            if lacking:
-                why = "no checked %s for Ceph %s in the probe table" % (
-                    lacking[0], release.key)
-    if why:
-        plan.unavailable = {st: why for st in probetable.LEAN_STAGES}
-        return plan
-    plan.symbols[role] = elf.mark_cet(syms[0])
-    plan.stages = list(probetable.LEAN_STAGES)
-    plan.op_events.append((role, prog, plan.symbols[role], func.op_arg))
     _place(elf, plan)
     return plan
 
