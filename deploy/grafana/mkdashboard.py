@@ -321,14 +321,28 @@ def build():
                 ('max(ceph_osdstage_overhead_bound_ratio)', "bound")),
         "percentunit", fill=0), 8, 8)
     L.add(timeseries(
-        "Attached fraction",
-        "Share of the time the probes were attached (duty cycles keep the "
-        "cost under the bound; latency counts cover only these seconds)",
-        [target('sum by (ceph_daemon) (rate('
-                'ceph_osdstage_attached_seconds_total{%s}[%s])) / sum by '
-                '(ceph_daemon) (rate(ceph_osdstage_traced_seconds_total{%s}'
-                '[%s]))' % (OSD, RI, OSD, RI), "{{ceph_daemon}}")],
+        "Attached fraction per tier",
+        "Share of the time each tier's probes were attached: the lean "
+        "tier's all the time (its stages count every op), the full tier's "
+        "in duty cycles that keep the cost under the bound (the figures it "
+        "feeds cover only these seconds)",
+        [target('sum by (ceph_daemon, tier) (rate('
+                'ceph_osdstage_attached_seconds_total{%s}[%s])) / on '
+                '(ceph_daemon) group_left sum by (ceph_daemon) (rate('
+                'ceph_osdstage_traced_seconds_total{%s}[%s]))'
+                % (OSD, RI, OSD, RI), "{{ceph_daemon}} {{tier}}")],
         "percentunit", fill=0), 8, 8)
+    L.add({"type": "table", "title": "Which tier feeds each stage",
+           "description": "ceph_osdstage_stage_tier: lean (attached all the "
+                          "time: every op) or full (duty cycles: a sample); "
+                          "the number of OSDs so fed",
+           "targets": [target('count by (stage, tier) ('
+                              'ceph_osdstage_stage_tier{%s})' % OSD, "",
+                              format="table", instant=True, range=False)],
+           "transformations": [{"id": "organize", "options": {
+               "excludeByName": {"Time": True}}}],
+           "fieldConfig": {"defaults": {}, "overrides": []},
+           "options": {"showHeader": True}}, 8, 8)
     L.add(timeseries(
         "Probe hits by kind",
         "BPF program runs per second: entry/return uprobes, scheduler "

@@ -143,3 +143,67 @@ def test_a_stage_is_exported_per_op_class_only_where_its_classes_make_it_up():
     assert ("queue_wait", "read") not in counts
     assert counts[("op_total", "read")] == 300
     assert ("op_total", "all") not in counts
+
+
+def test_each_stage_from_the_one_tier_that_feeds_it():
+    """Two tiers over one OSD (exporter/service.py): a stage both give is
+    taken from the lean tier alone (never summed: its ops would count
+    twice), the full tier's own stages from it; each tier's attached
+    seconds apart, the traced seconds once, the costs added, and which
+    tier feeds each stage in ceph_osdstage_stage_tier."""
+    from cephlat.engine.tracer import CLASS_SUMMED
+    from cephlat.exporter.collect import SCHED_CLASSES
+    from cephlat.model import vocab as vocabmod
+    from cephlat.model.interval import RunInfo
+    from cephlat.model.roles import CEPH_ROLES
+    from cephlat.model.snapshot import Snapshot
+    vocab = vocabmod.live()
+    sources = {"queue_wait": "lean", "op_total": "lean", "repop": "full",
+               SCHED_CLASSES: "full"}
+    ex = Exported(1.0)
+    ex.attached("osd.0", ("1", "16.2.15", "pacific", "16.2", "true",
+                          "queue_wait,op_total,repop"), sources)
+    lean_ops, full_ops, repops = (durations(400, 3), durations(90, 4),
+                                  durations(50, 5))
+    for tier, stages, ops, frac, pct in (
+            ("lean", ["queue_wait", "op_total"], lean_ops, 1.0, 0.2),
+            ("full", ["queue_wait", "op_total", "repop"], full_ops, 0.25,
+             0.5)):
+        run = RunInfo(1, "16.2.15", stages, {}, {"op_total"}, 0, False,
+                      CEPH_ROLES, vocab)
+        run.partitioned = set(CLASS_SUMMED)
+        hists = {"queue_wait": Hist.from_ns(ops),
+                 "queue_wait.client": Hist.from_ns(ops),
+                 "op_total": Hist.from_ns(ops),
+                 "op_total.read": Hist.from_ns(ops)}
+        if tier == "full":
+            hists["repop"] = Hist.from_ns(repops)
+        cur = Snapshot(hists, {}, {}, {}, {}, 0, dict(hists), 0)
+        ex.add_interval("osd.0", run, cur, None, 10.0,
+                        {"interval_attached_fraction": frac,
+                         "estimated_pct": pct}, None, tier=tier,
+                        sources=sources, traced=tier == "lean")
+    fams = {f.name: f for f in text_string_to_metric_families(_render(ex))}
+    counts = {(s.labels["stage"], s.labels["op_class"]): s.value
+              for s in fams["ceph_osd_stage_latency_seconds"].samples
+              if s.name.endswith("_count")}
+    assert counts == {("queue_wait", "all"): 400, ("op_total", "read"): 400,
+                      ("repop", "all"): 50}, counts
+    qc = [s for s in fams["ceph_osd_scheduler_class_queue_wait_seconds"]
+          .samples if s.name.endswith("_count")]
+    assert [(s.labels["scheduler_class"], s.value) for s in qc
+            if s.value] == [("client", 90)], qc
+    att = {s.labels["tier"]: s.value
+           for s in fams["ceph_osdstage_attached_seconds"].samples}
+    assert att == {"lean": 10.0, "full": 2.5}, att
+    assert fams["ceph_osdstage_traced_seconds"].samples[0].value == 10.0
+    assert abs(fams["ceph_osdstage_overhead_ratio"].samples[0].value -
+               0.007) < 1e-9
+    fed = {(s.labels["stage"], s.labels["tier"])
+           for s in fams["ceph_osdstage_stage_tier"].samples}
+    assert fed == {("queue_wait", "lean"), ("op_total", "lean"),
+                   ("repop", "full"), (SCHED_CLASSES, "full")}, fed
+    # gone with the OSD's process, as its info
+    ex.detached(["osd.0"])
+    fams = {f.name: f for f in text_string_to_metric_families(_render(ex))}
+    assert not fams["ceph_osdstage_stage_tier"].samples

@@ -26,7 +26,8 @@ import pytest
 
 from cephlat.exporter import service
 from cephlat.engine import duty
-from cephlat.exporter.service import Exporter, daemonized, own_share_note
+from cephlat.exporter.service import (Exporter, daemonized, lean_share_note,
+                                      own_share_note)
 
 # a shell that stays one process (no exec of the last command)
 LOOP = "sleep 30; :"
@@ -123,3 +124,17 @@ def test_own_share_note():
     assert own_share_note(0.5 * long_s * n, long_s, 0, 1) is None
     early = service.OWN_AFTER_S / 2
     assert own_share_note(0.5 * early * n, early, 1.0, 1) is None
+
+
+def test_lean_share_note():
+    """The lean tier, always attached, with the exporter's own CPU over
+    what the bound sets aside for them (0.9 of 0.8 % at 1 %): said, with
+    both figures; under it, with no bound or too early: nothing."""
+    long_s = service.OWN_AFTER_S * 2
+    note = lean_share_note(0.6, 0.3, long_s, 1.0)
+    assert note and "0.60 %" in note and "0.30 %" in note, note
+    assert "0.72 % the 1 % bound sets aside" in note, note
+    assert "--tiers full" in note, note
+    assert lean_share_note(0.4, 0.3, long_s, 1.0) is None
+    assert lean_share_note(5.0, 0.3, long_s, 0) is None
+    assert lean_share_note(5.0, 0.3, service.OWN_AFTER_S / 2, 1.0) is None

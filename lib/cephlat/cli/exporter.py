@@ -38,6 +38,8 @@ EXAMPLES = """examples:
   osdstage_exporter.py --listen 10.0.0.5:9929 --max-overhead 0.5
   osdstage_exporter.py --osd 0,2        # only osd.0 and osd.2
   osdstage_exporter.py --no-kernel      # user-space stages only (cheaper)
+  osdstage_exporter.py --tiers lean     # the lean tier alone: every op,
+                                        # one probe hit each
   curl -s 127.0.0.1:9929/metrics | grep ceph_osd_stage_latency
 
 Prometheus: add a scrape job for HOST:9929 (deploy/README.md); the Grafana
@@ -85,11 +87,21 @@ def build_parser():
                    metavar="ADDR:PORT",
                    help="where to serve /metrics (default %s; :PORT for "
                         "every address)" % DEFAULT_LISTEN)
+    p.add_argument("--tiers", choices=("both", "lean", "full"),
+                   default="both",
+                   help="both (default): the lean tier (one probe hit per "
+                        "op: messenger stages, queue_wait, execute, "
+                        "op_total, op_latency) attached all the time and "
+                        "the full tier (every stage, kernel, attribution) "
+                        "in duty cycles; lean: the lean tier alone; full: "
+                        "the full tier alone, in duty cycles")
     p.add_argument("--max-overhead", type=nonneg_float,
                    default=DEFAULT_MAX_OVERHEAD, metavar="PCT",
-                   help="keep the measured cost since the start under PCT "
-                        "%%%% of the host's CPU time by attaching only part "
-                        "of the time (duty cycles; default %g; 0: no bound)"
+                   help="keep the measured cost since the start (the lean "
+                        "tier's, the exporter's own and the full tier's) "
+                        "under PCT %%%% of the host's CPU time by attaching "
+                        "the full tier only part of the time (duty cycles; "
+                        "default %g; 0: no bound, the full tier always on)"
                         % DEFAULT_MAX_OVERHEAD)
     p.add_argument("--refresh", type=positive_float,
                    default=DEFAULT_REFRESH_S, metavar="SECS",
@@ -178,6 +190,10 @@ def serve_http(listen, exported):
 
 
 def run(args, err=sys.stderr):
+    if args.tiers == "lean" and (args.stages or args.no_kernel):
+        raise UserError("--tiers lean traces a fixed set of stages with no "
+                        "kernel programs: -S and --no-kernel are the full "
+                        "tier's")
     require_root(TOOL)
     require_btf()
     require_tracefs()

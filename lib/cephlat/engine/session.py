@@ -3,6 +3,8 @@ run, the exporter): which processes (Want: -p, --osd, a probe spec), the
 probe table of their release, a plan of probes per target, the tracer,
 and after its start each target's RunInfo (what the report model needs to
 know of the run)."""
+import os
+
 from ..ceph import probetable, spec
 from ..ceph.target import (Target, find_ceph_osds, require_btf,
                            require_tracefs)
@@ -132,6 +134,16 @@ def pick_target(want):
     return targets[0]
 
 
+def _binary_key(path):
+    """The identity of an executable file (device, inode, size, mtime), or
+    None when it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def plan_targets(want, err):
     """-> (targets, release choice, roles, plans: one per target)."""
     if want.probes:
@@ -152,7 +164,16 @@ def plan_targets(want, err):
     require_btf()
     require_tracefs()
     plans, first = [], None
+    # OSDs of one binary (a host's, a container image's) resolve once: the
+    # ELF's symbol tables take ~0.1 s to read, paid at every (re)start of
+    # the exporter's tiers
+    resolved = {}
     for target in targets:
+        key = _binary_key(target.exe_path)
+        if key is not None and key in resolved:
+            choice, plan = resolved[key]
+            plans.append(plan)
+            continue
         with ElfSymbols(target.exe_path) as elf:
             if not want.probes:
                 choice = choose_release(elf, target.ceph_version(),
@@ -165,6 +186,7 @@ def plan_targets(want, err):
                                  choice.release.settings()
                                  if choice.exact is not False else {},
                                  lean=want.lean))
+        resolved[key] = (choice, plans[-1])
         if first is None:
             first = choice
         elif (choice.release.key, choice.exact) != (first.release.key,

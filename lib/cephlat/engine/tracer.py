@@ -236,6 +236,15 @@ class StageTracer:
         for prog in kernel_programs(self.abi):
             if prog not in self.kernel_progs:
                 self.obj.set_autoload(prog, False)
+        if self.lean:
+            # its one program and the calibration's: the verifier's time
+            # for the others (~0.15 s) is spent at every (re)start of the
+            # exporter's lean tier
+            used = {prog for p in self.plans for _, prog, _, _ in
+                    p.op_events} | {"stage_entry", "stage_return"}
+            for prog in self.abi.programs_in("uprobe", "uretprobe"):
+                if prog not in used:
+                    self.obj.set_autoload(prog, False)
         # one uprobe_multi link per program, target and direction when the
         # kernel has them (>= 6.6), else one classic link per function; a
         # program loaded for uprobe_multi takes no classic uprobe, so the
@@ -653,8 +662,11 @@ class StageTracer:
             s: {"": read_counters(self.counters, self.vocab, self.abi, s, h)}
             for s in range(n)})
         counters = [dict(counters.get(s, {}).get("", {})) for s in range(n)]
-        shards = self._closed("shards", half, self.read_shards)
-        peers = self._closed("peers", half, self.read_peers)
+        # the lean tier's one program writes neither shards nor peers
+        shards = self._closed("shards", half, self.read_shards) \
+            if not self.lean else {}
+        peers = self._closed("peers", half, self.read_peers) \
+            if not self.lean else {}
         threads = self.read_threads() if self.kernel else {}
         devs = self._closed("devs", half, self.read_devs) \
             if self.kernel else {}

@@ -3,8 +3,11 @@ exporter started (across OSD restarts and re-attaches: counters never go
 backwards), and the Prometheus collector that serves them.
 
 The live loop (exporter/service.py) hands over each refresh interval's
-two snapshots per OSD (add_interval); a scrape (collect) only reads what
-was summed, under a lock, so it costs the same whatever the load.
+two snapshots per OSD and tier (add_interval); a scrape (collect) only
+reads what was summed, under a lock, so it costs the same whatever the
+load. Each stage is taken from the one tier that feeds it (the sources
+given at attached(): the lean tier's where it has the stage, whose counts
+are every op's), never summed over the tiers.
 """
 import gzip
 import threading
@@ -24,6 +27,8 @@ KERNEL = "ceph_osd_kernel_latency_seconds"
 REPLICA = "ceph_osd_replica_wait_seconds"
 QCLASS = "ceph_osd_scheduler_class_queue_wait_seconds"
 ALL = "all"                   # the label value of "not split"
+# the sources' key of the per-scheduler-class figures (exporter/service.py)
+SCHED_CLASSES = "scheduler_class"
 SCRAPED_S = 120.0             # "someone scrapes": a scrape this recent
 
 
@@ -75,6 +80,8 @@ class OsdState:
         self.counters = {}    # (family, label values) -> float
         self.gauges = {}      # (family, label values) -> float, replaced
         self.info = None      # label values of ceph_osdstage_info (traced now)
+        self.sources = {}     # stage -> the tier feeding it (traced now)
+        self.cost = {}        # tier -> its overhead ratio (traced now)
 
     def hist(self, family, labels, h):
         s = self.hists.get((family, labels))
@@ -157,11 +164,15 @@ class Exported:
             st = self.osds[name] = OsdState(name)
         return st
 
-    def attached(self, name, info):
-        """Tracing of OSD `name` (re)started: info labels, attach count."""
+    def attached(self, name, info, sources=None):
+        """Tracing of OSD `name` (re)started: info labels, attach count,
+        and which tier feeds each stage ({stage: tier}; also
+        SCHED_CLASSES)."""
         with self.lock:
             st = self.osd(name)
             st.info = info
+            st.sources = dict(sources or {})
+            st.cost = {}
             st.count("ceph_osdstage_attaches_total", (), 1)
 
     def detached(self, names):
@@ -171,7 +182,7 @@ class Exported:
             for name in names:
                 st = self.osds.get(name)
                 if st is not None:
-                    st.info, st.gauges = None, {}
+                    st.info, st.gauges, st.sources = None, {}, {}
 
     def set_host(self, targets, fullness, self_cpu=None):
         with self.lock:
@@ -180,13 +191,22 @@ class Exported:
                 self.self_cpu = self_cpu
 
     def add_interval(self, name, run, cur, prev, secs, overhead,
-                     in_flight):
-        """One refresh interval of OSD `name` (two snapshots of its run)."""
+                     in_flight, tier="full", sources=None, traced=True):
+        """One refresh interval of OSD `name` (two snapshots of its run)
+        in `tier`: of its stages, those `sources` ({stage: tier}) gives to
+        this tier (all without sources); `traced`: this tier's seconds
+        count as the OSD's traced seconds (one tier's of several)."""
         hists, counters = report.interval_deltas(cur, prev)
         vocab = run.vocab
+
+        def ours(stage):
+            return sources is None or sources.get(stage, tier) == tier
+
         with self.lock:
             st = self.osd(name)
             for stage in run.stages:
+                if not ours(stage):
+                    continue
                 if stage in run.classes and stage in run.partitioned:
                     for c in vocab.op_classes:
                         h = hists.get("%s.%s" % (stage, c))
@@ -195,7 +215,7 @@ class Exported:
                 elif stage in hists:
                     st.hist(STAGE, (stage, ALL), hists[stage])
             if "queue_wait" in vocab.queue_split and \
-                    "queue_wait" in run.stages:
+                    "queue_wait" in run.stages and ours(SCHED_CLASSES):
                 for c in vocab.queue_classes:
                     h = hists.get("queue_wait." + c)
                     if h is not None:
@@ -217,11 +237,14 @@ class Exported:
                          (key[len("hit_"):],), counters.get(key, 0))
             for key, v in report.split_counters(counters, vocab).items():
                 st.count("ceph_osdstage_events_lost_total", (key,), v)
-            st.count("ceph_osdstage_traced_seconds_total", (), secs)
-            st.count("ceph_osdstage_attached_seconds_total", (),
+            if traced:
+                st.count("ceph_osdstage_traced_seconds_total", (), secs)
+            st.count("ceph_osdstage_attached_seconds_total", (tier,),
                      secs * overhead["interval_attached_fraction"])
+            # the tiers' costs add up (each measured on its own programs)
+            st.cost[tier] = overhead["estimated_pct"] / 100.0
             st.gauges[("ceph_osdstage_overhead_ratio", ())] = \
-                overhead["estimated_pct"] / 100.0
+                sum(st.cost.values())
             if in_flight is not None:
                 st.gauges[("ceph_osdstage_ops_in_flight", ())] = in_flight
 
@@ -288,6 +311,9 @@ class Exported:
                 if st.info is not None:
                     out["ceph_osdstage_info"].add_metric((name,) + st.info,
                                                          1)
+                for stage, tier in sorted(st.sources.items()):
+                    out["ceph_osdstage_stage_tier"].add_metric(
+                        (name, stage, tier), 1)
             out["ceph_osdstage_overhead_bound_ratio"].add_metric(
                 (), self.bound_pct / 100.0)
             out["ceph_osdstage_targets"].add_metric((), self.targets)

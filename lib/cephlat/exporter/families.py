@@ -26,7 +26,10 @@ FAMILIES = (
            "Time ops spent in each traced stage of the OSD (op_class "
            "read/write/other where the op classes make up the stage: "
            "op_total and op_latency, where the release splits them; else "
-           "all)"),
+           "all). Each stage from one tier (ceph_osdstage_stage_tier): the "
+           "lean tier's (every client op its primary completed) where it "
+           "has the stage, else the full tier's (the ops of its attached "
+           "seconds)"),
     Family("ceph_osd_kernel_latency_seconds", "histogram",
            D + ("stage", "role"),
            "Kernel-side waits of the OSD's threads: futex_wait, offcpu and "
@@ -97,9 +100,15 @@ FAMILIES = (
            "The cost bound (--max-overhead) as a fraction; 0: none"),
     Family("ceph_osdstage_traced_seconds_total", "counter", D,
            "Time this OSD has been traced by the exporter, attached or not"),
-    Family("ceph_osdstage_attached_seconds_total", "counter", D,
-           "Time the probes were attached (duty cycles bound the cost: "
-           "latency counts cover only these seconds)"),
+    Family("ceph_osdstage_attached_seconds_total", "counter",
+           D + ("tier",),
+           "Time each tier's probes were attached: the lean tier's all the "
+           "time, the full tier's in duty cycles that bound the cost (the "
+           "figures it feeds cover only these seconds)"),
+    Family("ceph_osdstage_stage_tier", "gauge", D + ("stage", "tier"),
+           "Which tier feeds each stage's figures (1): lean (attached all "
+           "the time: every op) or full (duty cycles: a sample); stage "
+           "scheduler_class: the per-scheduler-class families"),
     Family("ceph_osdstage_attaches_total", "counter", D,
            "Times the exporter started tracing this OSD: once, then once "
            "more whenever a ceph-osd of the host starts (one tracer for "

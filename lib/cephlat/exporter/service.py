@@ -1,22 +1,33 @@
-"""The exporter's loop: find the host's OSDs, trace them all with one set of
-BPF programs (engine/tracer.py, as `osdstage.py --osd all`), and every
-refresh add each OSD's interval to the exported sums (exporter/collect.py).
+"""The exporter's loop: find the host's OSDs, trace them all (engine/
+session.py, as `osdstage.py --osd all`) in two tiers, and every refresh add
+each OSD's interval to the exported sums (exporter/collect.py).
+
+The tiers (docs/stages.md, Tiers): the lean one (`osdstage.py --lean`: one
+probe hit per op) is attached all the time, so its stages count every op;
+the full one (every stage, the kernel's, the queue-wait attribution) is
+attached in duty cycles under the bound, so its figures are a sample of
+the attached seconds. A stage both give is exported from the lean tier
+(`ceph_osdstage_stage_tier` says which tier feeds each stage).
 
 OSDs come and go (restarts, new OSDs, removed ones): the set is looked at
-every second, and when it changes the tracer is closed, after a last
-refresh, and a new one is started for the new set. The sums live here,
+every second, and when it changes the tracers are closed, after a last
+refresh, and new ones are started for the new set. The sums live here,
 not in the tracer, so Prometheus' counters never go backwards. A process
 must have run for a second, and have daemonized, before it is traced: a
 starting ceph-osd spends seconds (the monitors' config, the store's label)
 before it forks; its first process then waits for the child and exits.
 
-Cost: bounded by duty cycles (engine/duty.py) at --max-overhead, 1 % of the
-host's CPU by default; the attached share is exported with the figures.
+Cost: the full tier's duty cycles (engine/duty.py) keep the whole (the
+lean tier's measured cost, the exporter's own CPU and the full tier's)
+under --max-overhead, 1 % of the host's CPU by default, where the lean
+tier and the exporter leave it room; the attached seconds of each tier
+are exported with the figures.
 """
 import os
 import signal
 import time
 
+from .collect import SCHED_CLASSES
 from ..ceph.target import osd_id_of, pid_alive, read_cmdline, read_comm
 from ..engine import duty
 from ..engine.session import Session, Want
@@ -30,6 +41,9 @@ RETRY_S = 2.0           # after a failed start
 PREFORK_S = 20.0        # not forked after this: in the foreground by config
 OWN_AFTER_S = 30.0      # the exporter's own share is judged after this
 FOREGROUND = ("-f", "--foreground", "-d")
+# --tiers: the tiers run, in attach order
+TIER_SETS = {"both": ("lean", "full"), "lean": ("lean",), "full": ("full",)}
+
 
 
 def _stat(pid):
@@ -89,6 +103,56 @@ def own_share_note(own_cpu_s, elapsed_s, bound_pct, refresh_s):
     return None
 
 
+def lean_share_note(lean_pct, own_pct, elapsed_s, bound_pct):
+    """One line when the lean tier, always attached, with the exporter's
+    own CPU takes more of the bound than the duty cycle sets aside for
+    them (duty.OTHER_SHARE of it less its margin): the full tier keeps its
+    least share and the whole passes the bound. None otherwise."""
+    if not bound_pct or elapsed_s < OWN_AFTER_S:
+        return None
+    keep = duty.OTHER_SHARE * duty.MARGIN * bound_pct
+    if lean_pct + own_pct <= keep:
+        return None
+    return ("the lean tier costs %.2f %% of the host's CPU at this load "
+            "(the exporter itself %.2f %%), more than the %.2f %% the "
+            "%g %% bound sets aside for them: it stays attached (every op "
+            "counted), the full tier attaches for its least share and the "
+            "bound may not hold; --tiers full bounds the whole" % (
+                lean_pct, own_pct, keep, bound_pct))
+
+
+class Tier:
+    """One tier's tracer over the host's OSDs (a Session's, started), its
+    runs, the last snapshots and what it costs: measured all the time
+    (RunCost); cycled under `bound_pct` (DutyCycle) when `cycled`."""
+
+    def __init__(self, name, ses, bound_pct, cycled, t0):
+        self.name, self.tracer, self.plans = name, ses.tracer, ses.plans
+        self.runs = ses.run_infos()
+        self.tracer.keep_cumulative = False     # the sums are collect.py's
+        self.prevs = self.tracer.snapshots()
+        self.t0 = t0
+        counters = self.tracer.snapshot_counters()
+        self.cycle = duty.DutyCycle(self.tracer, bound_pct) if cycled \
+            else None
+        self.cost = self.cycle.cost if cycled else duty.RunCost(self.tracer)
+        if cycled:
+            self.cycle.start(counters)
+        else:
+            self.cost.start(counters)
+        self.overheads = [duty.Overhead(self.tracer, bound_pct, prev,
+                                        self.cycle, t0, host_part=slot == 0,
+                                        cost=self.cost)
+                          for slot, prev in enumerate(self.prevs)]
+
+    def pct(self, now):
+        """Its measured cost since its start, % of the host's CPU."""
+        return duty.pct_s(self.cost.ns) / max(now - self.t0, duty.PERIOD_S)
+
+    def cycle_cpu_s(self):
+        return self.cycle.cycle_cpu_s if self.cycle is not None else 0.0
+
+
 class OsdScan:
     """The host's ceph-osd processes, for a loop that looks every second
     (as ceph/target.py's find_ceph_osds, reading less): a process's name
@@ -132,11 +196,11 @@ def _id_order(osd_id):
 class Exporter:
     def __init__(self, args, exported, err):
         self.args, self.exported, self.err = args, exported, err
-        self.tracer = None
-        self.pids = ()          # what the tracer traces
+        # the tiers to run, in attach order (cli/exporter.py --tiers)
+        self.tier_names = TIER_SETS[getattr(args, "tiers", "both")]
+        self.tiers = []         # Tier, started, in tier_names' order
+        self.pids = ()          # what the tracers trace
         self.names = []
-        self.runs = self.prevs = self.costs = self.run_cost = None
-        self.cycle = None
         self.t_last = 0.0
         self.said_none = False
         self.gone = set()       # names of traced OSDs that exited
@@ -144,11 +208,26 @@ class Exporter:
         self.last_error = None
         self.own_s = 0.0        # own CPU and seconds since the first start
         self.own_since = None
-        self.said_own = False
+        self.said_own = self.said_lean = self.said_no_lean = False
 
     def say(self, msg):
         self.err.write("%s: %s\n" % (TOOL, msg))
         self.err.flush()
+
+    @property
+    def full(self):
+        """The full tier (None when --tiers lean, or before a start)."""
+        return next((t for t in self.tiers if t.name == "full"), None)
+
+    @property
+    def lean(self):
+        return next((t for t in self.tiers if t.name == "lean"), None)
+
+    @property
+    def cycle(self):
+        """The full tier's duty cycle (None: no bound, or no full tier)."""
+        full = self.full
+        return full.cycle if full is not None else None
 
     # --- which OSDs ------------------------------------------------------
     def wanted(self):
@@ -173,65 +252,91 @@ class Exporter:
         return tuple(pid for osd_id, pid in
                      sorted(out, key=lambda o: (_id_order(o[0]), o[1])))
 
-    # --- the tracer's life -----------------------------------------------
-    def start(self, pids):
+    # --- the tracers' life -----------------------------------------------
+    def _session(self, pids, name):
         a = self.args
-        ses = Session(Want(pid=list(pids), stages=a.stages,
-                           release=a.release, no_kernel=a.no_kernel,
-                           max_ops=a.max_ops), self.err)
-        targets, choice, plans, tracer = ses.targets, ses.choice, \
-            ses.plans, ses.tracer
+        lean = name == "lean"
+        return Session(Want(pid=list(pids), stages=None if lean else a.stages,
+                            release=a.release, no_kernel=a.no_kernel,
+                            lean=lean, max_ops=a.max_ops), self.err)
+
+    def start(self, pids):
+        """One tracer per tier over `pids`, the lean one first: a tier
+        that cannot be planned (the lean tier on a binary whose table has
+        not its offsets) is said once and left out while another can run."""
+        a = self.args
+        tiers, sessions = [], []
         try:
-            tracer.start()
+            for name in self.tier_names:
+                try:
+                    ses = self._session(pids, name)
+                except UserError as e:
+                    if len(self.tier_names) == 1 or name != "lean":
+                        raise
+                    if not self.said_no_lean:
+                        self.say("no lean tier: %s; the full tier alone" % e)
+                        self.said_no_lean = True
+                    continue
+                sessions.append(ses)
+                ses.tracer.start()
+                cycled = name == "full" and bool(a.max_overhead)
+                tiers.append(Tier(name, ses, a.max_overhead, cycled,
+                                  time.time()))
         except BaseException:
-            tracer.close()
+            for ses in sessions:
+                ses.tracer.close()
             raise
+        self.tiers, self.pids = tiers, tuple(pids)
+        self.names = [run.name for run in tiers[0].runs]
+        # each stage from the first tier that gives it: the lean one's
+        # count every op; the scheduler classes' figures (held time) are
+        # the full tier's op_dequeue's
+        order = [t.name for t in tiers]
+        sources = {}
+        for t in tiers:
+            for st in t.plans[0].stages:
+                sources.setdefault(st, t.name)
+        sources[SCHED_CLASSES] = order[-1]
+        self.sources = sources
+        first = tiers[0]
+        choice = sessions[0].choice
         rel = choice.release
-        self.runs = ses.run_infos()
-        self.names = [run.name for run in self.runs]
-        for t, p, run in zip(targets, plans, self.runs):
+        stages = list(sources)
+        stages.remove(SCHED_CLASSES)
+        for slot, (t, run) in enumerate(zip(sessions[0].targets, first.runs)):
             info = (str(t.pid), choice.version or "", rel.name,
                     rel.key if choice.exact is not None else "",
                     "" if choice.exact is None else str(bool(choice.exact))
-                    .lower(), ",".join(p.stages))
-            self.exported.attached(run.name, info)
-        tracer.keep_cumulative = False      # the sums are collect.py's
-        self.tracer, self.pids = tracer, tuple(pids)
-        self.prevs = tracer.snapshots()
-        self.cpu_last, self.cycles_last = time.process_time(), 0.0
+                    .lower(), ",".join(stages))
+            self.exported.attached(run.name, info, sources)
         self.t_last = time.time()
-        self.cycle = None
-        # the published cost is measured, bounded or not (RunCost): an
-        # exporter runs for good, its cost is one of its figures
-        if a.max_overhead:
-            self.cycle = duty.DutyCycle(tracer, a.max_overhead)
-            self.run_cost = self.cycle.cost
-            self.cycle.start(tracer.snapshot_counters())
-        else:
-            self.run_cost = duty.RunCost(tracer)
-            self.run_cost.start(tracer.snapshot_counters())
-        self.costs = [duty.Overhead(tracer, a.max_overhead, prev, self.cycle,
-                                    self.t_last, host_part=slot == 0,
-                                    cost=self.run_cost)
-                      for slot, prev in enumerate(self.prevs)]
+        self.cpu_last, self.cycles_last = time.process_time(), 0.0
         self.exported.publish()
-        self.say("tracing %s (Ceph %s, %d stages%s)" % (
+        self.say("tracing %s (Ceph %s; %s)" % (
             ", ".join("%s pid %d" % (n, p) for n, p in zip(self.names,
                                                           self.pids)),
-            choice.version or rel.name, len(plans[0].stages),
-            "" if a.no_kernel else " + kernel"))
+            choice.version or rel.name, "; ".join(
+                "%s tier: %d stages%s%s" % (
+                    t.name, len(t.plans[0].stages),
+                    " + kernel" if t.tracer.kernel else "",
+                    ", always attached" if t.cycle is None else
+                    ", in duty cycles") for t in tiers)))
+
+    def _close_all(self):
+        for t in self.tiers:
+            t.tracer.close()
+        self.exported.detached(self.names)
+        self.tiers, self.pids, self.names = [], (), []
+        self.gone = set()
 
     def stop(self):
         """A last refresh, then detach and close."""
-        if self.tracer is None:
+        if not self.tiers:
             return
         try:
             self.refresh()
         finally:
-            self.tracer.close()
-            self.exported.detached(self.names)
-            self.tracer, self.pids, self.names = None, (), []
-            self.gone = set()
+            self._close_all()
             self.exported.publish()
 
     def abandon(self):
@@ -239,31 +344,41 @@ class Exporter:
         try:
             self.stop()
         except UserError:
-            if self.tracer is not None:
-                self.tracer.close()
-                self.exported.detached(self.names)
-            self.tracer, self.pids, self.names = None, (), []
-            self.gone = set()
+            if self.tiers:
+                self._close_all()
 
     def refresh(self):
-        """Every traced OSD's interval since the last refresh, summed."""
-        tr = self.tracer
+        """Every traced OSD's interval since the last refresh, summed, for
+        each tier."""
         now = time.time()
-        curs = tr.snapshots()
-        self.run_cost.update(tr.snapshot_counters())
-        flying = tr.in_flight_by_slot()
-        for slot, (cur, prev, run) in enumerate(zip(curs, self.prevs,
-                                                    self.runs)):
-            over = self.costs[slot].record(cur, prev, now, self.t_last)
-            if run.name in self.gone:
-                continue
-            self.exported.add_interval(run.name, run, cur, prev,
-                                       now - self.t_last, over,
-                                       flying[slot])
+        full = self.full
+        flying = None
+        curs_by = {}
+        for tier in self.tiers:
+            tr = tier.tracer
+            curs = curs_by[tier.name] = tr.snapshots()
+            tier.cost.update(tr.snapshot_counters())
+            # ops in flight: the full tier's op table (the lean tier has
+            # none)
+            fly = tr.in_flight_by_slot() if tier is full else \
+                [None] * len(curs)
+            if tier is full:
+                flying = fly
+            for slot, (cur, prev, run) in enumerate(zip(curs, tier.prevs,
+                                                        tier.runs)):
+                over = tier.overheads[slot].record(cur, prev, now,
+                                                   self.t_last)
+                if run.name in self.gone:
+                    continue
+                self.exported.add_interval(
+                    run.name, run, cur, prev, now - self.t_last, over,
+                    fly[slot], tier=tier.name, sources=self.sources,
+                    traced=tier is self.tiers[0])
+            tier.prevs = curs
         # the exporter's own CPU over the interval, attach cycles apart
         # (they are in the OSDs' estimates): off the duty cycle's budget
         cpu = time.process_time()
-        cycles = self.cycle.cycle_cpu_s if self.cycle is not None else 0.0
+        cycles = sum(t.cycle_cpu_s() for t in self.tiers)
         own = max(0.0, (cpu - self.cpu_last) - (cycles - self.cycles_last))
         self.cpu_last, self.cycles_last = cpu, cycles
         self._judge_own(own, now)
@@ -276,17 +391,24 @@ class Exporter:
         # where the mean was under it)
         own_pct = 100.0 * self.own_s / max(now - self.own_since,
                                            duty.PERIOD_S) / duty.ncpus()
+        lean = self.lean
+        lean_pct = lean.pct(now) if lean is not None else 0.0
         if self.cycle is not None:
-            self.cycle.other_pct = own_pct
-        ops = sum(flying) / float(table_size(tr.max_ops))
-        full = {"ops": round(ops, 6)}
-        if tr.kernel:
-            # every thread is one slot's
-            full["threads"] = round(sum(len(c.threads) for c in curs) /
-                                    float(tr.threads.max_entries), 6)
-        self.exported.set_host(len(self.pids) - len(self.gone), full,
+            # spent whatever the full tier does: off its budget
+            self.cycle.other_pct = own_pct + lean_pct
+        self._judge_lean(lean_pct, own_pct, now)
+        fill = {}
+        if full is not None:
+            fill["ops"] = round(sum(flying) /
+                                float(table_size(full.tracer.max_ops)), 6)
+            if full.tracer.kernel:
+                # every thread is one slot's
+                fill["threads"] = round(
+                    sum(len(c.threads) for c in curs_by["full"]) /
+                    float(full.tracer.threads.max_entries), 6)
+        self.exported.set_host(len(self.pids) - len(self.gone), fill,
                                own_pct / 100.0)
-        self.prevs, self.t_last = curs, now
+        self.t_last = now
 
     def _judge_own(self, own, now):
         """Say once when the exporter's own share is over the bound."""
@@ -301,6 +423,17 @@ class Exporter:
             self.say(note)
             self.said_own = True
 
+    def _judge_lean(self, lean_pct, own_pct, now):
+        """Say once when the lean tier leaves the full tier no room."""
+        if self.said_lean or self.said_own or self.full is None or \
+                self.lean is None:
+            return
+        note = lean_share_note(lean_pct, own_pct, now - self.own_since,
+                               self.args.max_overhead)
+        if note:
+            self.say(note)
+            self.said_lean = True
+
     # --- the loop --------------------------------------------------------
     def run(self, stopping):
         """Until `stopping` is set (then detach), or _Retry (a start
@@ -313,21 +446,21 @@ class Exporter:
             if mono >= next_look:
                 next_look = mono + LOOK_S
                 self.look()
-            if self.tracer is not None and self.cycle is not None and \
-                    mono >= self.cycle.switch_at:
+            cycle = self.cycle
+            if cycle is not None and mono >= cycle.switch_at:
                 # the counters are read only when the cycle switches
-                self.cycle.tick(self.tracer.snapshot_counters())
+                cycle.tick(self.full.tracer.snapshot_counters())
             if mono >= next_refresh:
                 next_refresh = mono + a.refresh
-                if self.tracer is not None:
+                if self.tiers:
                     self.refresh()
                 self.exported.publish()
-            if self.tracer is not None:
-                if mono >= next_age:
-                    self.tracer.age_out(a.op_timeout)
-                    if self.tracer.kernel:
-                        self.tracer.prune_threads()
-                    next_age = mono + min(10.0, a.op_timeout)
+            full = self.full
+            if full is not None and mono >= next_age:
+                full.tracer.age_out(a.op_timeout)
+                if full.tracer.kernel:
+                    full.tracer.prune_threads()
+                next_age = mono + min(10.0, a.op_timeout)
             time.sleep(0.2)
         self.stop()
 
@@ -345,7 +478,7 @@ class Exporter:
             self.exported.detached(gone)
         new = [p for p in want if p not in self.pids]
         if not want:
-            if self.tracer is not None:
+            if self.tiers:
                 self.stop()
             elif not self.said_none:
                 self.say("no ceph-osd on this host yet: /metrics holds the "
@@ -354,9 +487,9 @@ class Exporter:
                 self.said_none = True
             self.exported.set_host(0, {})
             return
-        if not new and self.tracer is not None:
+        if not new and self.tiers:
             return
-        if self.tracer is not None:
+        if self.tiers:
             self.say("new ceph-osd pid %s: re-attaching" % ", ".join(
                 str(p) for p in new))
             self.stop()
@@ -407,6 +540,6 @@ def serve_forever(args, exported, err):
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-        if ex.tracer is not None:
+        if ex.tiers:
             ex.stop()
     return 0
