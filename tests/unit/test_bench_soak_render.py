@@ -138,13 +138,32 @@ def test_parts_row_judged_by_its_largest_pair(pcts, want):
                 trap_ns=2000,
                 rate_parts_pct=exporter_soak._spread(
                     pairs, lambda p: p["traced"]["parts"]["pct"]))
-    got, ok = rows["the same, from the cost's parts (an upper bound)"]
+    got, ok = rows["the same, from the cost's parts (an upper bound), at "
+                   "half load"]
     assert ok is want
     assert "the exporter process 0.400 %" in got
     assert "200 uprobe traps/s at 2.0 us" in got
     # the whole host's difference is still shown, and still judged alone
     assert "cannot tell" in rows[
         "measured cost vs the default bound, fio held at a fixed rate"][1]
+
+
+@pytest.mark.parametrize("pcts,want", [((0.9, 1.2, 1.4), True),
+                                       ((0.9, 1.2, 1.6), False)])
+def test_parts_at_saturation_judged_against_issue_27s_bound(pcts, want):
+    """At saturation the whole (the lean tier always on, the full one
+    cycled, the exporter) is held to 1.5 %, its largest pair."""
+    pairs = [{"traced": {"secs": 40.0, "parts": {
+        "exporter_pct": 0.4, "bpf_pct": 0.05, "uprobe_traps": 8000,
+        "traps_pct": pct - 0.45, "pct": pct}}} for pct in pcts]
+    rows = _res(pairs=pairs, trap_ns=2000,
+                measured_pct={"median": 0.5, "min": -1.0, "max": 1.0},
+                parts_pct=exporter_soak._spread(
+                    pairs, lambda p: p["traced"]["parts"]["pct"]))
+    got, ok = rows["the same, from the cost's parts (an upper bound), at "
+                   "saturation"]
+    assert ok is want
+    assert got.startswith("1.20 %% (0.90-%.2f)" % pcts[-1]), got
 
 
 @pytest.mark.parametrize("total,anon,want", [
