@@ -381,3 +381,33 @@ def test_slowest_ties_call_stages_to_their_op_exactly(shardq_exe, tmp_path,
     for r in rows:
         names = [s["stage"] for s in r["stages"]]
         assert names == ["dequeue_op"], r
+
+
+def test_capture_samples_its_wall_clock_at_start_and_end(shardq_runs):
+    """Format 3: the wall clock against the timestamps at the start and at
+    the end (capture/clock.py), for captures of several hosts: the start's
+    offset is the metadata's, both brackets are those of three clock reads,
+    the two offsets differ by no more than a time daemon may slew the
+    clock (500 ppm) over the capture, and the host's NTP state is the
+    kernel's (adjtimex)."""
+    from cephlat.capture import clock
+    from cephlat.capture.reader import Capture
+    for case in ("normal", "hold"):
+        _, _, path = shardq_runs[case]
+        cap = Capture(path)
+        assert len(cap.clocks) == 2, cap.clocks
+        a, b = cap.clocks
+        assert a["offset_ns"] == cap.clock_offset_ns
+        assert a["mono_ns"] <= cap.first_ns and b["mono_ns"] <= cap.last_ns
+        assert b["mono_ns"] > a["mono_ns"]
+        for s in (a, b):
+            assert 0 < s["read_ns"] < 10 ** 6, s
+            assert s["maxerror_ns"] >= s["esterror_ns"] >= 0, s
+        assert abs(b["offset_ns"] - a["offset_ns"]) <= \
+            500e-6 * (b["mono_ns"] - a["mono_ns"]) + a["read_ns"] + \
+            b["read_ns"], (a, b)
+        now = clock.ntp_state()
+        assert a["synced"] == b["synced"] == now["synced"], (a, b, now)
+        # wall time of the end sample: its own offset
+        assert cap.wall(b["mono_ns"]) == (b["mono_ns"] + b["offset_ns"]) / 1e9
+        assert cap.clock_error_ns() == (clock.uncertainty_ns([a, b]))

@@ -20,19 +20,23 @@ import platform
 import socket
 import time
 
-from . import ctf
+from . import clock, ctf
 from ..engine import native
 from ..errors import UserError
 
 # The capture format: 0 had no version and no vocabulary in its metadata;
 # 1 stores both (env "format", env "vocab": the enums of model/vocab.py);
 # 2 holds several targets: every event carries `target` (its slot; info
-# "targets" names them) and call-stage events the op their thread ran.
-FORMAT = 2
+# "targets" names them) and call-stage events the op their thread ran;
+# 3 samples the wall clock against the timestamps at the start and the end
+# (event "clock": capture/clock.py), for captures of several hosts.
+FORMAT = 3
 # a thread's row of the snapshot (engine/tracer.py names them from struct
 # thread_state's running totals)
 THREAD_FIELDS = ("sleep_ns", "runq_ns", "futex_ns", "wakeups", "cv", "born",
                  "died")
+# a clock sample's figures (capture/clock.py), as the "clock" event has them
+CLOCK_FIELDS = ("offset_ns", "read_ns", "esterror_ns", "maxerror_ns")
 # struct dev_stats, member by member (tests/unit/test_abi.py)
 DEV_FIELDS = ("count", "sum_ns", "bytes", "max_ns")
 _CTF_TYPE = {"u8": "u8", "u16": "u16", "u32": "u32", "u64": "u64",
@@ -92,6 +96,9 @@ def event_classes(abi, vocab, role_names):
                     ("in_flight", "s64"), ("extra", "string")]),
         ("end", [("events", "u64"), ("lost", "u64"), ("reordered", "u64"),
                  ("reason", "string")]),
+        # capture/clock.sample(), at the start and before the end
+        ("clock", [(f, "s64" if f == "offset_ns" else "u64")
+                   for f in CLOCK_FIELDS] + [("synced", "u8")]),
     ]
     return [ctf.EventClass("osdstage:" + n, f)
             for n, f in bpf_events + user_events]
@@ -165,7 +172,7 @@ class CaptureWriter:
         self.tracer = tracer
         self.classes = event_classes(tracer.abi, tracer.vocab,
                                      tracer.roles.names)
-        mono, wall = time.monotonic_ns(), time.time_ns()
+        start = clock.sample()
         env = {"tool": "osdstage", "format": FORMAT,
                "vocab": json.dumps(tracer.vocab.enums, sort_keys=True),
                "hostname": socket.gethostname(),
@@ -177,7 +184,7 @@ class CaptureWriter:
                "call_bias_ns": call_bias_ns,
                "info": json.dumps(info, sort_keys=True)}
         self.ctf = ctf.Writer(path, self.classes, env=env,
-                              clock_offset_ns=wall - mono,
+                              clock_offset_ns=start["offset_ns"],
                               packet_size=self.PACKET, force=True,
                               event_context=event_context(tracer.abi),
                               stream="stream_meta",
@@ -187,6 +194,11 @@ class CaptureWriter:
         self.rec.start(self.DRAIN_US)
         self._last_flush = time.monotonic()
         self.seen_threads = set()
+        self._clock(start)
+
+    def _clock(self, smp):
+        self._w("clock", smp["mono_ns"], self.tracer.gen,
+                *([smp[f] for f in CLOCK_FIELDS] + [int(smp["synced"])]))
 
     def _w(self, name, ts, gen, *vals, target=0):
         self.ctf.write("osdstage:" + name, ts, *vals,
@@ -245,6 +257,7 @@ class CaptureWriter:
         self.rec.consume()
         self.rec.flush()
         st = self.rec.stats()
+        self._clock(clock.sample())
         self._w("end", time.monotonic_ns(), self.tracer.gen, st["events"],
                 lost, st["reordered"], reason)
         self.ctf.close()

@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 
+from . import clock
 from .ctf import Trace
 from .stream import Streams, dicts
 from .format import DEV_FIELDS, FORMAT, THREAD_FIELDS
@@ -131,6 +132,9 @@ class Capture:
         self._lastref = None
         self._sched_snaps = []     # (ts, states) of ThreadTimes.snaps
         self.end = None
+        # the wall clock against the timestamps at the start and the end
+        # (capture/clock.py; none before format 3: the metadata's offset)
+        self.clocks = []
         trace = self.trace
         self._bpf = {c.id: c.name.split(":", 1)[1]
                      for c in trace.classes.values()}
@@ -155,7 +159,8 @@ class Capture:
                 self.first_ns = ts
             if self.last_ns is None or ts > self.last_ns:
                 self.last_ns = ts
-            if len(ctx) > 2 and ctx[2] != slot and name != "end":
+            if len(ctx) > 2 and ctx[2] != slot and name not in ("end",
+                                                                "clock"):
                 continue
             if c.id < self.n_bpf:
                 raise UserError("%s: BPF events in stream_meta: not an "
@@ -168,6 +173,10 @@ class Capture:
                 continue
             if name == "end":
                 self.end = d
+                continue
+            if name == "clock":
+                self.clocks.append(dict(d, mono_ns=ts,
+                                        synced=bool(d["synced"])))
                 continue
             if cur is None or cur.gen != gen:
                 cur = self.reports.setdefault(gen, Report(gen, ts))
@@ -348,7 +357,18 @@ class Capture:
         return self.roles.names[r] if r < len(self.roles.names) else "other"
 
     def wall(self, mono_ns):
-        return (mono_ns + self.clock_offset_ns) / 1e9
+        """Wall-clock seconds of timestamp `mono_ns`: the offset
+        interpolated between the capture's clock samples (the metadata's
+        without them)."""
+        off = clock.offset_at(self.clocks, mono_ns) if self.clocks else \
+            self.clock_offset_ns
+        return (mono_ns + off) / 1e9
+
+    def clock_error_ns(self):
+        """How far wall() may be off (capture/clock.uncertainty_ns): None
+        when the host's clock was not kept synchronized or the capture has
+        no clock samples."""
+        return clock.uncertainty_ns(self.clocks)
 
     def ordered_reports(self):
         return [self.reports[g] for g in sorted(self.reports)]
