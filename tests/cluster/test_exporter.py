@@ -40,7 +40,7 @@ import pytest
 from conftest import (LAB, OSDSTAGE, PYTHON, REPO, Bench, need,
                       perf_counters, trim)
 from cephlat.engine import duty
-from cephlat.exporter import service
+from cephlat.exporter import osds, service
 from cephlat.exporter.families import BUCKETS_S, FAMILIES
 from promserver import PROMETHEUS, Prometheus, free_port, scrape
 
@@ -436,7 +436,7 @@ def test_counters_never_go_backwards_across_osd_restarts(served):
     # a re-attach waits for the young process (settle) and the next look,
     # then rebuilds the host's tracer: what the exporter's own start took
     # here, with its 3 OSDs (a slower machine takes longer for both)
-    bound = max(REATTACH_S, service.SETTLE_S + service.LOOK_S +
+    bound = max(REATTACH_S, osds.SETTLE_S + service.LOOK_S +
                 served.main.traced_s)
     assert max(delays) <= bound, (delays, served.main.traced_s)
     assert served.proc.poll() is None, "the exporter exited:\n" + \

@@ -24,10 +24,10 @@ import time
 
 import pytest
 
-from cephlat.exporter import service
 from cephlat.engine import duty
-from cephlat.exporter.service import (Exporter, daemonized, lean_share_note,
-                                      own_share_note)
+from cephlat.exporter import osds, service
+from cephlat.exporter.osds import daemonized
+from cephlat.exporter.service import Exporter, lean_share_note, own_share_note
 
 # a shell that stays one process (no exec of the last command)
 LOOP = "sleep 30; :"
@@ -50,7 +50,7 @@ def exporter(ids):
 
 
 def settled():
-    time.sleep(service.SETTLE_S + 0.3)
+    time.sleep(osds.SETTLE_S + 0.3)
 
 
 def test_prefork_process_waits_child_is_traced(fake_osd):
@@ -75,8 +75,8 @@ def test_foreground_is_traced(fake_osd, flag):
 def test_prefork_is_traced_after_prefork_s(fake_osd):
     pid = fake_osd("94")
     settled()
-    assert not daemonized(pid, os.getsid(pid), service.SETTLE_S)
-    assert daemonized(pid, os.getsid(pid), service.PREFORK_S)
+    assert not daemonized(pid, os.getsid(pid), osds.SETTLE_S)
+    assert daemonized(pid, os.getsid(pid), osds.PREFORK_S)
     assert daemonized(pid, pid, 0.0)
 
 

@@ -23,12 +23,11 @@ under --max-overhead, 1 % of the host's CPU by default, where the lean
 tier and the exporter leave it room; the attached seconds of each tier
 are exported with the figures.
 """
-import os
 import signal
 import time
 
 from .collect import SCHED_CLASSES
-from ..ceph.target import osd_id_of, pid_alive, read_cmdline, read_comm
+from .osds import OsdScan, wanted
 from ..engine import duty
 from ..engine.session import Session, Want
 from ..engine.optable import table_size
@@ -36,44 +35,11 @@ from ..errors import UserError
 
 TOOL = "osdstage_exporter"
 LOOK_S = 1.0            # how often the host's OSDs are looked for
-SETTLE_S = 1.0          # a process this young is looked at again later
 RETRY_S = 2.0           # after a failed start
-PREFORK_S = 20.0        # not forked after this: in the foreground by config
 OWN_AFTER_S = 30.0      # the exporter's own share is judged after this
-FOREGROUND = ("-f", "--foreground", "-d")
 # --tiers: the tiers run, in attach order
 TIER_SETS = {"both": ("lean", "full"), "lean": ("lean",), "full": ("full",)}
 
-
-
-def _stat(pid):
-    """(parent pid, seconds since the process started, session id), or
-    None when it is gone."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        with open("/proc/uptime") as f:
-            up = float(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    return (int(fields[1]), up - int(fields[19]) / os.sysconf("SC_CLK_TCK"),
-            int(fields[3]))
-
-
-def daemonized(pid, sid, age):
-    """Is this ceph-osd the process that will serve? One run in the
-    foreground (-f, -d: containers, systemd units) is; a daemonizing one is
-    once it has forked and its child called setsid() (it leads its session).
-    Before that, the first process reads the monitors' config and the
-    store's label, seconds of work, then forks: traced then, it would be
-    traced twice. A process that has not forked after PREFORK_S is taken
-    to run in the foreground by configuration (daemonize = false)."""
-    if sid == pid or age >= PREFORK_S:
-        return True
-    try:
-        return any(a in FOREGROUND for a in read_cmdline(pid))
-    except OSError:
-        return False
 
 
 def own_share_note(own_cpu_s, elapsed_s, bound_pct, refresh_s):
@@ -153,46 +119,6 @@ class Tier:
         return self.cycle.cycle_cpu_s if self.cycle is not None else 0.0
 
 
-class OsdScan:
-    """The host's ceph-osd processes, for a loop that looks every second
-    (as ceph/target.py's find_ceph_osds, reading less): a process's name
-    is read when its pid is new, while it is young (a fork that has not
-    exec'd ceph-osd yet) and always for ceph-osd processes; an older
-    process of another name is not read again."""
-
-    RECHECK_S = 10.0
-
-    def __init__(self):
-        self.seen = {}       # pid -> (first seen, monotonic; is ceph-osd)
-
-    def osds(self):
-        """[(pid, osd id or None)], by pid."""
-        now = time.monotonic()
-        seen, out = {}, []
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            pid = int(name)
-            first, osd = self.seen.get(pid, (now, None))
-            if osd is None or osd or now - first < self.RECHECK_S:
-                try:
-                    osd = read_comm(pid) == "ceph-osd"
-                except OSError:
-                    continue
-            seen[pid] = (first, osd)
-            if osd:
-                try:
-                    out.append((pid, osd_id_of(pid)))
-                except OSError:
-                    continue
-        self.seen = seen
-        return sorted(out)
-
-
-def _id_order(osd_id):
-    return (0, int(osd_id)) if osd_id and osd_id.isdigit() else (1, 0)
-
-
 class Exporter:
     def __init__(self, args, exported, err):
         self.args, self.exported, self.err = args, exported, err
@@ -231,26 +157,8 @@ class Exporter:
 
     # --- which OSDs ------------------------------------------------------
     def wanted(self):
-        """The pids to trace now, in OSD id order: every ceph-osd of the
-        host (or those of --osd), each at least SETTLE_S old and
-        daemonized(). A ceph-osd that daemonizes forks, and the parent
-        waits for its child to be up before it exits: a process whose
-        child is a ceph-osd of the same id is that parent, and is left
-        alone."""
-        found = []
-        for pid, osd_id in self.scan.osds():
-            if self.args.osd != "all" and osd_id not in self.args.osd:
-                continue
-            st = _stat(pid) if pid_alive(pid) else None
-            if st is not None:
-                found.append((pid, osd_id) + st)
-        parents = {(ppid, osd_id) for _, osd_id, ppid, _, _ in found}
-        out = [(osd_id, pid) for pid, osd_id, _, age, sid in found
-               if (pid, osd_id) not in parents and
-               (pid in self.pids or
-                (age >= SETTLE_S and daemonized(pid, sid, age)))]
-        return tuple(pid for osd_id, pid in
-                     sorted(out, key=lambda o: (_id_order(o[0]), o[1])))
+        """The pids to trace now (osds.wanted)."""
+        return wanted(self.scan, self.args.osd, self.pids)
 
     # --- the tracers' life -----------------------------------------------
     def _session(self, pids, name):
