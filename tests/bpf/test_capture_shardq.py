@@ -61,6 +61,7 @@ def test_babeltrace2_reads_it_and_counts_match(shardq_runs, mode):
                 for r in live["kernel"]["wakeup_delay"]["by_role"])
     assert counts["switch_in"] >= woken > 0
     assert counts["snap_thread"] > 0 and counts["end"] == 1
+    assert counts["clock"] == 2          # the wall clock at start and end
     # readable names: enums print their labels
     assert 'role = ( "worker" : container = 1 )' in text
     # the same events as our own reader sees
