@@ -18,6 +18,10 @@ beside it):
           kernel's uprobe trampoline after the first hit, where the kernel
           has the uprobe syscall)
   ret     entry + return probe on the `push` function (2 hits a call)
+  slept   the push probe hit right after the thread slept (GAP_US before
+          each call, fewer calls): the state an OSD's worker is in when
+          it wakes for an op, its caches and TLB shared with whatever ran
+          meanwhile
 
   floor.py [--rounds N] [--calls N] [--json]   (root)
 """
@@ -42,7 +46,9 @@ from cephlat.engine.elfsym import ElfSymbols    # noqa: E402
 from cephlat.errors import UserError            # noqa: E402
 
 # kind -> (function, offset from its start, program, return probe too,
-#          hits per call, what it is)
+#          hits per call, what it is[, us slept before each call])
+GAP_US = 20
+GAP_CALLS = 25           # a slept kind makes calls / GAP_CALLS calls
 KINDS = {
     "push": ("f_push", 0, "floor_hit", False, 1,
              "entry probe on `push %rbp` (emulated), classic link"),
@@ -60,6 +66,9 @@ KINDS = {
              "entry probe on a 5-byte nop (uprobe syscall once optimized)"),
     "ret": ("f_push", 0, "floor_hit", True, 2,
             "entry + return probe (uretprobe), per hit"),
+    "slept": ("f_push", 0, "floor_hit", False, 1,
+              "the push probe, each call after a %d-us sleep (an OSD "
+              "worker waking for an op)" % GAP_US, GAP_US),
 }
 
 
@@ -80,9 +89,10 @@ def build(out):
     return exe, obj
 
 
-def run(exe, fn, calls):
+def run(exe, fn, calls, gap_us=0):
     """-> (thread CPU ns per call, the function's first 5 bytes, hex)"""
-    p = subprocess.run([exe, fn, str(calls)], capture_output=True,
+    p = subprocess.run([exe, fn, str(calls)] +
+                       ([str(gap_us)] if gap_us else []), capture_output=True,
                        text=True, timeout=600)
     if p.returncode:
         raise UserError("target %s: exit %d %s" % (fn, p.returncode,
@@ -108,15 +118,18 @@ def measure(rounds=5, calls=1000000):
             obj.use_uprobe_multi(["floor_multi"])
             obj.load()
             for _ in range(rounds):
-                for kind, (fn, off, prog, ret, hits, _w) in KINDS.items():
-                    b, _c = run(exe, fn, calls)
+                for kind, (fn, off, prog, ret, hits, _w, *gap) in \
+                        KINDS.items():
+                    gap = gap[0] if gap else 0
+                    n = max(1, calls // GAP_CALLS) if gap else calls
+                    b, _c = run(exe, fn, n, gap)
                     probes = [(offs[fn] + off, 0, fn)]
                     links = obj.attach_uprobes(prog, exe, probes)
                     try:
                         if ret:
                             links += obj.attach_uprobes(prog, exe, probes,
                                                         retprobe=True)
-                        t, code[kind] = run(exe, fn, calls)
+                        t, code[kind] = run(exe, fn, n, gap)
                     finally:
                         for ln in links:
                             ln.destroy()
@@ -126,7 +139,7 @@ def measure(rounds=5, calls=1000000):
         shutil.rmtree(out, ignore_errors=True)
     res = {"rounds": rounds, "calls": calls, "kernel": os.uname().release,
            "kinds": {}}
-    for kind, (fn, off, prog, ret, hits, what) in KINDS.items():
+    for kind, (fn, off, prog, ret, hits, what, *gap) in KINDS.items():
         res["kinds"][kind] = {
             "what": what, "hits_per_call": hits,
             "ns_per_hit": round(statistics.median(per[kind]), 1),
@@ -197,15 +210,24 @@ def render_section(osd):
                 "within" if abs(multi - push) <= k["push"]["max"] -
                 k["push"]["min"] else "beyond",
                 k["push"]["max"] - k["push"]["min"])]
+    slept = k.get("slept", {}).get("ns_per_hit")
+    if slept:
+        said.append("The same probe hit right after the thread slept costs "
+                    "%.1f times its tight-loop figure: the trap's path "
+                    "(the exception, the uprobe's lookup, the program's "
+                    "dispatch) runs from caches and TLB that whatever ran "
+                    "meanwhile has taken." % (slept / push))
     if osd:
         said.append("Inside the busy OSD (each release's last main "
-                    "part) a trap costs %s the floor's emulated push. That "
-                    "difference is not taken apart here: the OSD's threads "
-                    "share 2 cores with fio and switch all the time, where "
-                    "the tight loop keeps its code and data cached." %
-                    ", ".join(
-                        "%s %.1f times" % (rel, 1000 * us / push)
-                        for rel, us in sorted(osd.items())))
+                    "part) a trap costs %s the floor's emulated push%s: "
+                    "the OSD's workers sleep between ops and share 2 cores "
+                    "with fio, the messenger and BlueStore's threads, where "
+                    "the tight loop keeps its code and data cached." % (
+                        ", ".join("%s %.1f times" % (rel, 1000 * us / push)
+                                  for rel, us in sorted(osd.items())),
+                        "" if not slept else ", %s the slept one's" %
+                        ", ".join("%s %.1f times" % (rel, 1000 * us / slept)
+                                  for rel, us in sorted(osd.items()))))
     said = [line for s in said for line in (s, "")]
     return ["## The floor of a probe hit", "",
             "`make bench BENCH=floor` (no lab): a uprobe with a program "

@@ -16,9 +16,12 @@
  *           x86_64) rewrite it into a call to a trampoline after its first
  *           hit, so later hits take a syscall instead of a trap.
  *
- * Usage: target FUNCTION CALLS
+ * Usage: target FUNCTION CALLS [GAP_US]
  * Prints "<thread cpu ns per call> <first 5 bytes of FUNCTION in hex>" on
  * stdout, the bytes read after the loop (a rewritten nop5 shows e8: call).
+ * GAP_US: sleep that long before each call (the thread leaves the CPU, as
+ * an OSD's workers do between ops; the sleep's own CPU time is in every
+ * call, probed or not).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,8 +71,12 @@ int main(int argc, char **argv)
 	long long t0, t1;
 	size_t k;
 
-	if (argc != 3 || (calls = atol(argv[2])) <= 0) {
-		fprintf(stderr, "usage: target FUNCTION CALLS\n");
+	long gap_us = argc > 3 ? atol(argv[3]) : 0;
+	struct timespec gap = {gap_us / 1000000, gap_us % 1000000 * 1000};
+
+	if (argc < 3 || argc > 4 || (calls = atol(argv[2])) <= 0 ||
+	    gap_us < 0) {
+		fprintf(stderr, "usage: target FUNCTION CALLS [GAP_US]\n");
 		return 2;
 	}
 	for (k = 0; k < sizeof(fns) / sizeof(fns[0]); k++)
@@ -80,8 +87,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	t0 = cpu_ns();
-	for (i = 0; i < calls; i++)
+	for (i = 0; i < calls; i++) {
+		if (gap_us)
+			nanosleep(&gap, 0);
 		x = fn(x);
+	}
 	t1 = cpu_ns();
 	code = (const unsigned char *)fn;
 	printf("%.2f %02x%02x%02x%02x%02x\n", (double)(t1 - t0) / calls,
