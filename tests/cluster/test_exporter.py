@@ -40,7 +40,8 @@ import pytest
 from conftest import (LAB, OSDSTAGE, PYTHON, REPO, Bench, need,
                       perf_counters, trim)
 from cephlat.engine import duty
-from cephlat.exporter import osds, service
+from cephlat.exporter import service
+from cephlat.exporter.osds import SETTLE_S
 from cephlat.exporter.families import BUCKETS_S, FAMILIES
 from promserver import PROMETHEUS, Prometheus, free_port, scrape
 
@@ -410,7 +411,7 @@ def test_counters_never_go_backwards_across_osd_restarts(served):
                 if k[0] == "ceph_osdstage_attaches_total"}
     attaches0 = attaches(metrics(served.port))
     assert sorted(attaches0) == ["osd.0", "osd.1", "osd.2"], attaches0
-    osds = sorted(attaches0)
+    names = sorted(attaches0)
     asoks = served.lab["asoks"]
     # Ceph's client ops from here on, per OSD: each process's count
     # since it started or since here (osd.1's restarts start it at 0;
@@ -436,7 +437,7 @@ def test_counters_never_go_backwards_across_osd_restarts(served):
     # a re-attach waits for the young process (settle) and the next look,
     # then rebuilds the host's tracer: what the exporter's own start took
     # here, with its 3 OSDs (a slower machine takes longer for both)
-    bound = max(REATTACH_S, osds.SETTLE_S + service.LOOK_S +
+    bound = max(REATTACH_S, SETTLE_S + service.LOOK_S +
                 served.main.traced_s)
     assert max(delays) <= bound, (delays, served.main.traced_s)
     assert served.proc.poll() is None, "the exporter exited:\n" + \
@@ -463,7 +464,7 @@ def test_counters_never_go_backwards_across_osd_restarts(served):
     assert served.stderr().count("re-attaching") >= 2
     # the lean tier counted every op Ceph counted, through the restarts
     time.sleep(1.5)
-    want = {o: c + ceph_ops(a) - c0 for o, c, a, c0 in zip(osds, counted,
+    want = {o: c + ceph_ops(a) - c0 for o, c, a, c0 in zip(names, counted,
                                                            asoks, ceph0)}
     got = {o: n - lean0.get(o, 0) for o, n in lean_ops(m).items()}
     assert_counts_every_op(got, want, "through osd.1's restarts")
