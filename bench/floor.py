@@ -213,10 +213,15 @@ def render_section(osd):
     slept = k.get("slept", {}).get("ns_per_hit")
     if slept:
         said.append("The same probe hit right after the thread slept costs "
-                    "%.1f times its tight-loop figure: the trap's path "
-                    "(the exception, the uprobe's lookup, the program's "
-                    "dispatch) runs from caches and TLB that whatever ran "
-                    "meanwhile has taken." % (slept / push))
+                    "%.1f times its tight-loop figure (its rounds spread "
+                    "over %.0f-%.0f ns: the sleep's own CPU time, in both "
+                    "runs of a round, varies from call to call). On a "
+                    "machine busy with other work the gap widens (2.3 us "
+                    "against 1.1 us while the test suite ran, 2026-11-27): "
+                    "the trap's path (the exception, the uprobe's lookup, "
+                    "the program's dispatch) then runs from caches and TLB "
+                    "that whatever ran meanwhile has taken." % (
+                        slept / push, k["slept"]["min"], k["slept"]["max"]))
     if osd:
         said.append("Inside the busy OSD (each release's last main "
                     "part) a trap costs %s the floor's emulated push%s: "

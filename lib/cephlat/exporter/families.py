@@ -25,7 +25,8 @@ FAMILIES = (
            D + ("stage", "op_class"),
            "Time ops spent in each traced stage of the OSD (op_class "
            "read/write/other where the op classes make up the stage: "
-           "op_total and op_latency, where the release splits them; else "
+           "op_total and op_latency, and the lean tier's queue_wait, where "
+           "the release splits them; else "
            "all). Each stage from one tier (ceph_osdstage_stage_tier): the "
            "lean tier's (every client op its primary completed) where it "
            "has the stage, else the full tier's (the ops of its attached "
