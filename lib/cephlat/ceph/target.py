@@ -166,9 +166,33 @@ class Target:
         return None
 
 
-def find_ceph_osds():
+NETNS_DIR = "/run/netns"
+
+
+def netns_id(name):
+    """The identity (device, inode) of the named network namespace (`ip
+    netns add NAME`): a lab aid, where a namespace stands for a host. One
+    line when there is none of that name."""
+    if not name or "/" in name:
+        raise UserError("--host-netns: not a namespace name: %r" % name)
+    try:
+        st = os.stat(os.path.join(NETNS_DIR, name))
+    except OSError:
+        raise UserError("--host-netns: no network namespace %s (ip netns "
+                        "list)" % name)
+    return (st.st_dev, st.st_ino)
+
+
+def netns_of(pid):
+    """The identity of process `pid`'s network namespace (as netns_id)."""
+    st = os.stat("/proc/%d/ns/net" % pid)
+    return (st.st_dev, st.st_ino)
+
+
+def find_ceph_osds(netns=None):
     """[(pid, osd id or None)] of every ceph-osd process on the host
-    (containers included: /proc shows them all)."""
+    (containers included: /proc shows them all); with `netns` (netns_id's)
+    those in that network namespace only."""
     out = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -176,6 +200,8 @@ def find_ceph_osds():
         pid = int(name)
         try:
             if read_comm(pid) != "ceph-osd":
+                continue
+            if netns is not None and netns_of(pid) != netns:
                 continue
             out.append((pid, osd_id_of(pid)))
         except OSError:

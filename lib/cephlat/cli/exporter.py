@@ -116,6 +116,10 @@ def build_parser():
     p.add_argument("--no-kernel", action="store_true",
                    help="no scheduler/futex/block/syncfs tracepoints: user-"
                         "space stages only, no queue-wait attribution")
+    p.add_argument("--host-netns", metavar="NAME", default=None,
+                   help="a lab aid: the host is the network namespace NAME "
+                        "(ip netns): trace only its ceph-osd processes, as "
+                        "on a real host the exporter sees its own")
     p.add_argument("--release", default=None, metavar="X.Y",
                    help="use this Ceph release's probe table (default: asked "
                         "from each binary)")

@@ -8,7 +8,7 @@ import sys
 from . import live, views
 from .views import OFFLINE_ONLY, TOOL
 from ..ceph import probetable
-from ..ceph.target import require_root
+from ..ceph.target import netns_id, require_root
 from ..engine import inventory
 from ..engine.tracer import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S
 from ..errors import UserError, run_cli
@@ -152,6 +152,11 @@ def build_parser():
     p.add_argument("--release", default=None, metavar="X.Y",
                    help="use this Ceph release's probe table (default: asked "
                         "from the binary)")
+    p.add_argument("--host-netns", metavar="NAME", default=None,
+                   help="a lab aid: the host is the network namespace NAME "
+                        "(ip netns): --osd, --list and -p see only its "
+                        "ceph-osd processes, as on a real host the tool "
+                        "sees its own")
     p.add_argument("--bpftrace-args", action="store_true",
                    help="print the arguments of probes/osdstages.bt for this "
                         "OSD (its binary and probe addresses) and exit")
@@ -255,6 +260,8 @@ def run(args, out=sys.stdout, err=sys.stderr):
     if args.read:
         if args.write:
             raise UserError("-w records and -r reads: use one of them")
+        if args.host_netns:
+            raise UserError("--host-netns picks live OSDs: not with -r")
         return views.run(args, out, err)
     used = [opt for k, opt in OFFLINE_ONLY.items() if getattr(args, k)]
     if used:
@@ -269,7 +276,8 @@ def run(args, out=sys.stdout, err=sys.stderr):
         if args.write:
             raise UserError("--list does not record: drop -w")
         require_root(TOOL)
-        rows = inventory.osd_rows(args.release)
+        rows = inventory.osd_rows(args.release, netns_id(args.host_netns)
+                                  if args.host_netns else None)
         if args.json:
             out.write(json.dumps({"type": "list", "osds": rows}) + "\n")
         else:

@@ -6,14 +6,14 @@ from .elfsym import ElfSymbols
 from .plan import choose_release, resolve
 
 
-def osd_rows(release=None):
+def osd_rows(release=None, netns=None):
     """Every ceph-osd on this host (containers included): id, pid,
     version, release, the probe table entry used, whether it is a CET
     build, which stages can be probed (with the reason for those that
     cannot), and the probes moved off an entry the kernel would
     single-step or left single-stepping (engine/probesite.py)."""
     rows = []
-    for pid, osd_id in find_ceph_osds():
+    for pid, osd_id in find_ceph_osds(netns):
         row = {"pid": pid, "osd": osd_id, "ceph_version": None,
                "release": None, "probe_table": None,
                "probe_table_exact": None, "cet": None, "stages": {}}

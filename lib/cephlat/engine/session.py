@@ -6,8 +6,8 @@ know of the run)."""
 import os
 
 from ..ceph import probetable, spec
-from ..ceph.target import (Target, find_ceph_osds, require_btf,
-                           require_tracefs)
+from ..ceph.target import (Target, find_ceph_osds, netns_id, netns_of,
+                           require_btf, require_tracefs)
 from ..errors import UserError
 from ..model.interval import RunInfo
 from ..model.roles import CEPH_ROLES
@@ -27,7 +27,7 @@ class Want:
     FIELDS = dict(pid=None, osd=None, probes=None, stages=None,
                   release=None, strict=False, no_kernel=False, lean=False,
                   max_ops=DEFAULT_MAX_OPS, ring_mb=None,
-                  ring_mb_per_target=0)
+                  ring_mb_per_target=0, host_netns=None)
 
     def __init__(self, **kw):
         unknown = set(kw) - set(self.FIELDS)
@@ -89,11 +89,11 @@ class Session:
         return out
 
 
-def _one_osd(osds, osd_id):
+def _one_osd(osds, osd_id, where="on this host"):
     found = [pid for pid, i in osds if i == osd_id]
     if not found:
-        raise UserError("no running ceph-osd with id %s (see: osdstage.py "
-                        "--list)" % osd_id)
+        raise UserError("no running ceph-osd with id %s %s (see: "
+                        "osdstage.py --list)" % (osd_id, where))
     if len(found) > 1:
         raise UserError("several ceph-osd processes have id %s: pids %s; use "
                         "-p" % (osd_id, ", ".join(str(p) for p in found)))
@@ -102,19 +102,31 @@ def _one_osd(osds, osd_id):
 
 def pick_targets(want, allow_any=False):
     """The processes to trace, in slot order: -p PID[,PID...] or --osd
-    ID[,ID...] or --osd all (every ceph-osd of the host, by id)."""
+    ID[,ID...] or --osd all (every ceph-osd of the host, by id); with
+    host_netns, the host is that network namespace (a lab aid)."""
+    netns = netns_id(want.host_netns) if want.host_netns else None
+    where = "in network namespace %s" % want.host_netns if netns else \
+        "on this host"
     if want.pid is not None:
         pids = want.pid
+        for pid in pids if netns is not None else ():
+            try:
+                ours = netns_of(pid) == netns
+            except OSError:
+                continue            # gone: Target says so
+            if not ours:
+                raise UserError("pid %d is not in network namespace %s"
+                                % (pid, want.host_netns))
     else:
-        osds = find_ceph_osds()
+        osds = find_ceph_osds(netns)
         if want.osd == "all":
             if not osds:
-                raise UserError("no running ceph-osd on this host")
+                raise UserError("no running ceph-osd %s" % where)
             osds.sort(key=lambda o: (o[1] is None, int(o[1]) if o[1] and
                                      o[1].isdigit() else 0, o[0]))
             pids = [pid for pid, _ in osds]
         else:
-            pids = [_one_osd(osds, i) for i in want.osd]
+            pids = [_one_osd(osds, i, where) for i in want.osd]
     if len(set(pids)) != len(pids):
         raise UserError("the same process is named twice: %s" % ",".join(
             str(p) for p in pids))

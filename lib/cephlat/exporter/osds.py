@@ -5,7 +5,8 @@ serves)."""
 import os
 import time
 
-from ..ceph.target import osd_id_of, pid_alive, read_cmdline, read_comm
+from ..ceph.target import (netns_of, osd_id_of, pid_alive, read_cmdline,
+                           read_comm)
 
 SETTLE_S = 1.0          # a process this young is looked at again later
 PREFORK_S = 20.0        # not forked after this: in the foreground by config
@@ -51,8 +52,11 @@ class OsdScan:
 
     RECHECK_S = 10.0
 
-    def __init__(self):
+    def __init__(self, netns=None):
         self.seen = {}       # pid -> (first seen, monotonic; is ceph-osd)
+        # the host's network namespace (target.netns_id; a lab aid): only
+        # the ceph-osd processes in it
+        self.netns = netns
 
     def osds(self):
         """[(pid, osd id or None)], by pid."""
@@ -71,6 +75,9 @@ class OsdScan:
             seen[pid] = (first, osd)
             if osd:
                 try:
+                    if self.netns is not None and \
+                            netns_of(pid) != self.netns:
+                        continue
                     out.append((pid, osd_id_of(pid)))
                 except OSError:
                     continue

@@ -28,6 +28,7 @@ import time
 
 from .collect import SCHED_CLASSES
 from .osds import OsdScan, wanted
+from ..ceph.target import netns_id
 from ..engine import duty
 from ..engine.session import Session, Want
 from ..engine.optable import table_size
@@ -130,7 +131,8 @@ class Exporter:
         self.t_last = 0.0
         self.said_none = False
         self.gone = set()       # names of traced OSDs that exited
-        self.scan = OsdScan()
+        host_netns = getattr(args, "host_netns", None)
+        self.scan = OsdScan(netns_id(host_netns) if host_netns else None)
         self.last_error = None
         self.own_s = 0.0        # own CPU and seconds since the first start
         self.own_since = None
@@ -166,7 +168,9 @@ class Exporter:
         lean = name == "lean"
         return Session(Want(pid=list(pids), stages=None if lean else a.stages,
                             release=a.release, no_kernel=a.no_kernel,
-                            lean=lean, max_ops=a.max_ops), self.err)
+                            lean=lean, max_ops=a.max_ops,
+                            host_netns=getattr(a, "host_netns", None)),
+                       self.err)
 
     def start(self, pids):
         """One tracer per tier over `pids`, the lean one first: a tier
