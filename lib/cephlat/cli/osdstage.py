@@ -37,6 +37,8 @@ EXAMPLES = """examples:
   osdstage.py --osd all --lean 10     # one probe hit per op: stages from
                                # Ceph's own stamps, cheap enough to leave on
   osdstage.py -p 4321 --probes myqueue.json 5  # any producer/consumer program
+  osdstage.py --host-netns host1 --osd all 10  # a lab whose hosts are
+                               # network namespaces: only host1's OSDs
   bpftrace -p 1234 probes/osdstages.bt $(osdstage.py -p 1234 --bpftrace-args)
 
 capture now, analyse later (anywhere, no root needed to read):
