@@ -399,8 +399,10 @@ def test_capture_samples_its_wall_clock_at_start_and_end(shardq_runs):
         assert len(cap.clocks) == 2, cap.clocks
         a, b = cap.clocks
         assert a["offset_ns"] == cap.clock_offset_ns
-        assert a["mono_ns"] <= cap.first_ns and b["mono_ns"] <= cap.last_ns
-        assert b["mono_ns"] > a["mono_ns"]
+        # the start's sample is taken as the writer opens (the ring may
+        # already hold events from the attach just before); the end's
+        # before the end marker
+        assert a["mono_ns"] < b["mono_ns"] <= cap.last_ns
         for s in (a, b):
             assert 0 < s["read_ns"] < 10 ** 6, s
             assert s["maxerror_ns"] >= s["esterror_ns"] >= 0, s
