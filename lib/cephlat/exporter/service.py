@@ -203,19 +203,16 @@ class Exporter:
         # each stage from the first tier that gives it: the lean one's
         # count every op; the scheduler classes' figures (held time) are
         # the full tier's op_dequeue's
-        order = [t.name for t in tiers]
         sources = {}
         for t in tiers:
             for st in t.plans[0].stages:
                 sources.setdefault(st, t.name)
-        sources[SCHED_CLASSES] = order[-1]
+        stages = list(sources)
+        sources[SCHED_CLASSES] = tiers[-1].name
         self.sources = sources
-        first = tiers[0]
         choice = sessions[0].choice
         rel = choice.release
-        stages = list(sources)
-        stages.remove(SCHED_CLASSES)
-        for slot, (t, run) in enumerate(zip(sessions[0].targets, first.runs)):
+        for t, run in zip(sessions[0].targets, tiers[0].runs):
             info = (str(t.pid), choice.version or "", rel.name,
                     rel.key if choice.exact is not None else "",
                     "" if choice.exact is None else str(bool(choice.exact))
