@@ -14,6 +14,9 @@ processes named ceph-osd (a shell run through a link of that name, so
 - its child, which called setsid(), is traced;
 - one run in the foreground (-f, -d, --foreground) is traced as it is;
 - the parent of a child of the same id is left alone;
+- a one-shot run (--mkfs, --get-osd-fsid, ...), even in the foreground,
+  leading its session or old, is never traced: the soak's exporter
+  re-attached every OSD for processes named ceph-osd that served nothing;
 - nothing is traced in its first second.
 """
 import argparse
@@ -78,6 +81,19 @@ def test_prefork_is_traced_after_prefork_s(fake_osd):
     assert not daemonized(pid, os.getsid(pid), osds.SETTLE_S)
     assert daemonized(pid, os.getsid(pid), osds.PREFORK_S)
     assert daemonized(pid, pid, 0.0)
+
+
+@pytest.mark.parametrize("task", [["--mkfs", "-f"], ["--get-osd-fsid"],
+                                  ["--check-needs-journal"], ["--version"]])
+def test_one_shot_is_never_traced(fake_osd, task):
+    ex = exporter(["96", "97"])
+    serving = fake_osd("96", "-f")
+    pid = fake_osd("97", *task, session=True)
+    settled()
+    for _ in range(3):
+        assert ex.wanted() == (serving,)
+        time.sleep(0.2)
+    assert not daemonized(pid, pid, osds.PREFORK_S)
 
 
 def test_waiting_parent_is_left_alone(tmp_path):

@@ -11,6 +11,19 @@ from ..ceph.target import (netns_of, osd_id_of, pid_alive, read_cmdline,
 SETTLE_S = 1.0          # a process this young is looked at again later
 PREFORK_S = 20.0        # not forked after this: in the foreground by config
 FOREGROUND = ("-f", "--foreground", "-d")
+# a ceph-osd run for one task, never serving (ceph_osd.cc's modes: making
+# an OSD, its keys or journal, answering a question about its store):
+# `ceph-osd --mkfs -i N` runs seconds in the foreground when an OSD is
+# deployed, and tracing it would re-attach every OSD of the host twice
+ONE_SHOT = ("--mkfs", "--mkjournal", "--mkkey", "--flush-journal",
+            "--convert-filestore", "--version", "-v")
+ONE_SHOT_PREFIXES = ("--get-", "--check-", "--dump-")
+
+
+def one_shot(cmdline):
+    """Does this ceph-osd command line run one task and exit?"""
+    return any(a in ONE_SHOT or a.startswith(ONE_SHOT_PREFIXES)
+               for a in cmdline)
 
 
 def _stat(pid):
@@ -34,13 +47,16 @@ def daemonized(pid, sid, age):
     Before that, the first process reads the monitors' config and the
     store's label, seconds of work, then forks: traced then, it would be
     traced twice. A process that has not forked after PREFORK_S is taken
-    to run in the foreground by configuration (daemonize = false)."""
-    if sid == pid or age >= PREFORK_S:
-        return True
+    to run in the foreground by configuration (daemonize = false). A
+    one-shot run (--mkfs, --get-osd-fsid, ...: one_shot) never serves."""
     try:
-        return any(a in FOREGROUND for a in read_cmdline(pid))
+        cmdline = read_cmdline(pid)
     except OSError:
         return False
+    if one_shot(cmdline):
+        return False
+    return sid == pid or age >= PREFORK_S or \
+        any(a in FOREGROUND for a in cmdline)
 
 
 class OsdScan:
