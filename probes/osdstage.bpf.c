@@ -54,6 +54,11 @@ const volatile __u32 msg_stamps_off = 0; /* Message -> its stamps (struct
 const volatile __u32 deq_time_off = 0;	/* OpRequest -> dequeued_time (utime_t:
 					 * Ceph's dequeue stamp; the lean
 					 * tier's op_lean) */
+/* the lean tier's op fields (msg_off, deq_time_off, rmw_flags_off) in
+ * one read when they lie within LEAN_SPAN_MAX bytes: from lean_lo,
+ * lean_span bytes (0: three reads); set by the loader */
+const volatile __u32 lean_lo = 0;
+const volatile __u32 lean_span = 0;
 const volatile __u32 msg_type_off = 0;	/* Message -> header.type, then
 					 * header.priority (__le16 each); 0:
 					 * no scheduler class (all client) */

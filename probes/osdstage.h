@@ -33,6 +33,7 @@ enum osdstage_limits {
 	TARGET_SHIFT = 56,	/* op and shard keys: target slot << 56 | address */
 	OBJ_NAME_LEN = 64,	/* object names in capture events (cut) */
 	OPS_WAYS = 4,		/* op table: slots an op may take (below) */
+	LEAN_SPAN_MAX = 256,	/* op_lean's one read of the op's fields */
 	/* shard, device and peer keys: the report interval's half, gen & 1,
 	 * in the top bit. Like the stage statistics (two halves), the maps
 	 * that feed a report are written in the half of the interval their

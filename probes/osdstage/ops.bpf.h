@@ -393,18 +393,43 @@ int op_lean(struct pt_regs *ctx)
 	struct msg_stamps m;
 	struct utime deq_t;
 	__u64 op, key, msg = 0, recv, thr, all, disp, deq, now;
-	__u32 cls, gen;
+	__u32 cls, gen, flags = 0;
 	int slot = op_hit(ctx, &op, &key);
 
 	if (slot < 0)
 		return 0;
 	now = bpf_ktime_get_ns() + *(volatile __s64 *)&ctl.real_off_ns;
-	if (!msg_off || !msg_stamps_off || !deq_time_off ||
-	    bpf_probe_read_user(&msg, sizeof(msg), (void *)(op + msg_off)) ||
-	    !msg ||
-	    bpf_probe_read_user(&m, sizeof(m), (void *)(msg + msg_stamps_off)) ||
-	    bpf_probe_read_user(&deq_t, sizeof(deq_t),
-				(void *)(op + deq_time_off)))
+	if (!msg_off || !msg_stamps_off || !deq_time_off)
+		goto bad;
+	if (lean_span) {
+		/* the op's fields in one read: its message pointer, Ceph's
+		 * dequeue stamp and the rmw flags (lean_lo .. + lean_span,
+		 * set by the loader when they are that close) */
+		__u8 buf[LEAN_SPAN_MAX];
+
+		/* constants to the verifier (.rodata): the loader keeps
+		 * every field inside the span */
+		if (lean_span >= LEAN_SPAN_MAX ||
+		    msg_off - lean_lo > lean_span - 8 ||
+		    deq_time_off - lean_lo > lean_span - 8 ||
+		    rmw_flags_off - lean_lo > lean_span - 4 ||
+		    bpf_probe_read_user(buf, lean_span, (void *)(op + lean_lo)))
+			goto bad;
+		__builtin_memcpy(&msg, buf + (msg_off - lean_lo), 8);
+		__builtin_memcpy(&deq_t, buf + (deq_time_off - lean_lo), 8);
+		__builtin_memcpy(&flags, buf + (rmw_flags_off - lean_lo), 4);
+		cls = flags & rmw_write_bit ? OPC_WRITE :
+		      flags & rmw_read_bit ? OPC_READ : OPC_OTHER;
+	} else {
+		if (bpf_probe_read_user(&msg, sizeof(msg),
+					(void *)(op + msg_off)) ||
+		    bpf_probe_read_user(&deq_t, sizeof(deq_t),
+					(void *)(op + deq_time_off)))
+			goto bad;
+		cls = op_class(op);
+	}
+	if (!msg ||
+	    bpf_probe_read_user(&m, sizeof(m), (void *)(msg + msg_stamps_off)))
 		goto bad;
 	recv = utime_ns(m.recv);
 	thr = utime_ns(m.throttle);
@@ -420,7 +445,6 @@ int op_lean(struct pt_regs *ctx)
 	 * sums), and no scheduler class: every op that reaches log_op_stats
 	 * is a client op (MOSDOp), so queue_wait.client is queue_wait */
 	gen = cur_gen();
-	cls = op_class(op);
 	record(slot, ST_THROTTLE_WAIT, thr - recv, gen);
 	record(slot, ST_RECV, all - thr, gen);
 	record(slot, ST_DISPATCH, disp - all, gen);

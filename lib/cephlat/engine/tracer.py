@@ -109,6 +109,20 @@ def real_offset_ns():
     return best[1]
 
 
+def lean_span(settings, most):
+    """(first byte, bytes) of the one read op_lean makes of the op's
+    fields (its message pointer, Ceph's dequeue stamp, the rmw flags),
+    or (0, 0) when one of them is unknown or they lie `most` bytes or
+    more apart (then three reads)."""
+    fields = [(settings.get(k, 0), n) for k, n in (
+        ("msg_off", 8), ("deq_time_off", 8), ("rmw_flags_off", 4))]
+    if not all(off for off, _ in fields):
+        return 0, 0
+    lo = min(off for off, _ in fields)
+    span = max(off + n for off, n in fields) - lo
+    return (lo, span) if span < most else (0, 0)
+
+
 def rodata_type(abi):
     """The const volatile globals of probes/osdstage.bpf.c as a ctypes
     structure, every field at its .rodata offset."""
@@ -196,6 +210,10 @@ class StageTracer(MapReads):
         if self.rmw:
             ro.rmw_flags_off, ro.rmw_read_bit, ro.rmw_write_bit = self.rmw
         apply_settings(ro, self.settings)
+        if self.lean:
+            ro.lean_lo, ro.lean_span = lean_span(self.settings,
+                                                 self.abi.const(
+                                                     "LEAN_SPAN_MAX"))
         # the messenger stages cost two reads per op: only when traced
         if not any(st in p.stages for p in self.plans
                    for st in probetable.MESSENGER_STAGES):
