@@ -14,11 +14,12 @@ LIB = os.path.join(REPO, "lib", "cephlat")
 # rbd: rbdrecord's recorder, beside the capture layer)
 MAY = {
     "errors": set(),
+    "clocks": set(),
     "abi": {"errors"},
     "ceph": {"errors"},
     "model": {"abi", "errors"},
-    "engine": {"abi", "ceph", "model", "errors"},
-    "capture": {"abi", "model", "errors", "engine.native"},
+    "engine": {"abi", "ceph", "model", "errors", "clocks"},
+    "capture": {"abi", "model", "errors", "engine.native", "clocks"},
     "render": {"model", "errors"},
     "exporter": {"abi", "ceph", "engine", "model", "errors"},
     "rbd": {"abi", "ceph", "capture", "engine", "errors"},

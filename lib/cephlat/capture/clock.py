@@ -17,7 +17,8 @@ on) and knows how good the mapping is:
 """
 import ctypes
 import ctypes.util
-import time
+
+from ..clocks import wall_minus_mono
 
 # struct timex (include/uapi/linux/timex.h, 64-bit): what adjtimex reads
 _LONG, _INT = ctypes.c_long, ctypes.c_int
@@ -60,15 +61,8 @@ def sample(tries=5):
     """One sample of the wall clock against the monotonic one:
     {"mono_ns", "offset_ns" (wall - monotonic), "read_ns" (the bracket),
     and ntp_state()'s fields}."""
-    best = None
-    for _ in range(tries):
-        m0 = time.monotonic_ns()
-        w = time.time_ns()
-        m1 = time.monotonic_ns()
-        if best is None or m1 - m0 < best[0]:
-            best = (m1 - m0, (m0 + m1) // 2, w)
-    read, mono, wall = best
-    out = {"mono_ns": mono, "offset_ns": wall - mono, "read_ns": read}
+    mono, offset, read = wall_minus_mono(tries)
+    out = {"mono_ns": mono, "offset_ns": offset, "read_ns": read}
     ntp = ntp_state()
     out.update(ntp if ntp is not None else
                {"synced": False, "esterror_ns": 0, "maxerror_ns": 0})

@@ -12,6 +12,7 @@ import struct
 import time
 
 from .. import abi as abimod
+from ..clocks import wall_minus_mono
 from ..errors import UserError
 from ..model import vocab as vocabmod
 from ..model.report import AGED_OUT
@@ -97,16 +98,8 @@ def attached_kernel_programs(abi, pids):
 
 def real_offset_ns():
     """CLOCK_REALTIME - CLOCK_MONOTONIC now (bpf_ktime_get_ns is the
-    monotonic clock, Ceph's stamps are wall clock): the pair of readings
-    closest together of three."""
-    best = None
-    for _ in range(3):
-        m0 = time.monotonic_ns()
-        r = time.time_ns()
-        m1 = time.monotonic_ns()
-        if best is None or m1 - m0 < best[0]:
-            best = (m1 - m0, r - (m0 + m1) // 2)
-    return best[1]
+    monotonic clock, Ceph's stamps are wall clock)."""
+    return wall_minus_mono()[1]
 
 
 def lean_span(settings, most):
