@@ -7,8 +7,12 @@
 #   make lab        start the single-node Ceph lab (LAB_OSD_OPTS='k=v ...'); OSDS=3:
 #                   three OSDs, each on its own loop device, pool rbd size 3 (OSDS=1|2|3;
 #                   without OSDS=: the running lab's count, else 1; another count rebuilds)
+#                   HOSTS=3: three hosts, each a network namespace with one OSD
+#                   (OSDS_PER_HOST=2 for two), CRUSH failure domain host, the client in
+#                   a namespace of its own; LAB_NET_DELAY=0.5ms delays each host's link
+#                   (vagrant/labnet.sh; `vagrant/lab.sh net-delay HOST DELAY` changes one)
 #   make -s lab-env print export lines for CEPH_CONF, OSD_PID (osd.0), OSD_PIDS and
-#                   OSD_ASOKS (every OSD, comma-separated)
+#                   OSD_ASOKS (every OSD, comma-separated); with HOSTS: OSD_NETNS, CLIENT_NETNS
 #   make lab-down   stop the lab's daemons, detach its loop devices
 #   make workload   rados bench writes then random reads (SECS=, THREADS=)
 #                   lab-env, lab-down and workload act on the running lab, whatever its OSDS
@@ -50,10 +54,16 @@ LABCTL := CEPH=$(CEPH) $(LAB)
 # so that a bad value is one line on stderr (lab.sh checks LAB_OSDS the same way).
 OSDS ?=
 LAB_OSDS_ENV = $(if $(strip $(OSDS)),$(if $(filter-out 1 2 3,$(OSDS))$(filter-out 1,$(words $(OSDS))),$(error OSDS='$(OSDS)': the single-node lab runs 1 to 3 OSDs),LAB_OSDS=$(strip $(OSDS))))
+# HOSTS=2|3, OSDS_PER_HOST=1|2: the multi-host lab (lab.sh's LAB_HOSTS,
+# LAB_OSDS_PER_HOST; lab.sh checks them); LAB_NET_DELAY, LAB_NET_JITTER pass through
+HOSTS ?=
+OSDS_PER_HOST ?=
+LAB_HOSTS_ENV = $(if $(strip $(HOSTS)),LAB_HOSTS=$(strip $(HOSTS))) \
+	$(if $(strip $(OSDS_PER_HOST)),LAB_OSDS_PER_HOST=$(strip $(OSDS_PER_HOST)))
 SECS ?= 10
 THREADS ?= 16
 DEMO_SECS ?= 10
-export LAB_OSD_OPTS SECS THREADS
+export LAB_OSD_OPTS SECS THREADS LAB_NET_DELAY LAB_NET_JITTER
 
 # Debian packages for building, testing and the lab's tooling. The Ceph
 # daemons themselves are installed by $(LAB) install (shared with vagrant/).
@@ -114,7 +124,7 @@ setup-containers:
 	@for r in $(CONTAINER_RELEASES); do $(CONTAINER_LAB) $$r install || exit 1; done
 
 lab:
-	@$(LAB_OSDS_ENV) $(LABCTL) up
+	@$(LAB_OSDS_ENV) $(LAB_HOSTS_ENV) $(LABCTL) up
 
 lab-env:
 	@$(LABCTL) env

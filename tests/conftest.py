@@ -148,7 +148,8 @@ def _host_lab_up(osds):
     rebuilds a lab of another count and stops the container labs).
     -> (env, started)"""
     env = lab_env()
-    if env is not None and _osd_count(env) == osds:
+    if env is not None and _osd_count(env) == osds and \
+            "OSD_NETNS" not in env:         # not the multi-host lab's
         return env, False
     p = subprocess.run(["bash", LAB, "up"], capture_output=True, text=True,
                        timeout=300, env=dict(os.environ, LAB_OSDS=str(osds),
@@ -214,6 +215,32 @@ def lab3(bpf_ready):
     assert env and "OSD_PIDS" in env and "CEPH_CONF" in env, env
     yield _osd_info(env, 3)
     if started and not os.environ.get("KEEP_LAB"):
+        subprocess.run(["bash", LAB, "down"], capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def lab_hosts(bpf_ready):
+    """The multi-host lab (`make lab HOSTS=3 LAB_NET_DELAY=1ms`): three
+    hosts (network namespaces osdlab-h1..3) with one OSD each, the client's
+    namespace, the wire's link delay 1 ms. Built here (whatever lab runs),
+    stopped at the end unless KEEP_LAB is set. Returns lab3's dict plus
+    netns (each OSD's host, id order) and client_netns."""
+    need(os.path.exists("/usr/bin/ceph-osd"), "ceph-osd not installed "
+         "(run: make setup)")
+    p = subprocess.run(["bash", LAB, "up"], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, LAB_HOSTS="3",
+                                             LAB_NET_DELAY="1ms",
+                                             CEPH="pacific"))
+    assert p.returncode == 0, "lab up (3 hosts) failed:\n%s%s" % (
+        p.stdout, p.stderr)
+    env = lab_env()
+    assert env and "OSD_NETNS" in env and "CLIENT_NETNS" in env, env
+    info = _osd_info(env, 3)
+    info["netns"] = env["OSD_NETNS"].split(",")
+    info["client_netns"] = env["CLIENT_NETNS"]
+    info["up_output"] = p.stderr
+    yield info
+    if not os.environ.get("KEEP_LAB"):
         subprocess.run(["bash", LAB, "down"], capture_output=True, timeout=120)
 
 
@@ -361,7 +388,8 @@ def _container_release_of(item):
 def pytest_collection_modifyitems(session, config, items):
     """One lab runs at a time and starting one stops the others: first the
     tests of the host lab with one OSD (and every test without a lab),
-    then those of the host lab with three (lab3), then each container
+    then those of the host lab with three (lab3), then those of the
+    multi-host lab (lab_hosts), then each container
     lab's, one release after the other; in each group its lab_lifecycle
     tests last, and in a release's group its 3-OSD tests (lab3_<release>)
     after those, their own lab_lifecycle ones last."""
@@ -371,6 +399,8 @@ def pytest_collection_modifyitems(session, config, items):
         release = _container_release_of(item)
         last = item.get_closest_marker("lab_lifecycle") is not None
         if release is None:
+            if "lab_hosts" in getattr(item, "fixturenames", ()):
+                return (1, 2 + int(last))
             if "lab3" in getattr(item, "fixturenames", ()):
                 return (1, int(last))
             return (0, 0)

@@ -8,6 +8,12 @@
 #     LAB_OSDS=3 (make lab OSDS=3): three OSDs (0, 1, 2), each on its own loop device over
 #     its own sparse file, CRUSH failure domain "osd", pool rbd size 3, min_size 2
 #     (fresh: ~30 s instead of ~20 s).  LAB_OSDS=2 works too (size 2, min_size 1).
+#   multi host (this machine): LAB_HOSTS=2|3 (make lab HOSTS=3): each host a network
+#     namespace (osdlab-h1 ...) with LAB_OSDS_PER_HOST OSDs (default 1), CRUSH failure
+#     domain "host", pool rbd size 3 (2 with two hosts); the client's namespace is
+#     osdlab-client; the mon and mgr stay in this machine's namespace. The wire between
+#     them delays each host's packets by LAB_NET_DELAY (vagrant/labnet.sh says how, and
+#     what differs from real hosts).
 #   multi node (Vagrant): "vagrant-mon IP" on the mon node (mon a + mgr x), and
 #     "vagrant-osd MON_IP DISK" on each OSD node (one OSD on a spare disk).  The
 #     single-node lab is the special case: every address is 127.0.0.1, the disk is a loop
@@ -25,10 +31,15 @@
 #                           else 1
 #   env                     print "export CEPH_CONF=...", "export OSD_PID=..." (osd.0),
 #                           "export OSD_PIDS=p0,p1,..." and "export OSD_ASOKS=a0,a1,..."
-#                           (every OSD, in id order)
+#                           (every OSD, in id order); on the multi-host lab also
+#                           "export OSD_NETNS=ns0,ns1,..." (each OSD's host) and
+#                           "export CLIENT_NETNS=osdlab-client"
+#   net-delay HOST|client|all DELAY [JITTER]  multi-host lab: change a link's delay
+#                           (HOST: h1, osdlab-h1 or 1; DELAY such as 0.5ms, 500us, 0)
 #   down                    stop the lab's daemons, detach its loop devices and DELETE the
 #                           lab state: the next "up" builds a fresh cluster (reproducible)
 #   workload [SECS] [THREADS]  rados bench 4 KiB writes, then random reads, on pool rbd
+#                           (from the client's namespace on the multi-host lab)
 #   trim                    drop old benchmark objects when the OSD is half full
 #   osd stop|start ID       stop one OSD of a running lab (SIGTERM: it marks itself
 #                           down) or start it again, without waiting for the cluster to
@@ -44,6 +55,13 @@
 #   LAB_DIR            lab state directory           (default /var/tmp/osdstage-lab)
 #   LAB_OSD_OPTS       extra [osd] options, space-separated key=value pairs (every OSD)
 #   LAB_OSDS           OSDs of the single-node lab, 1-3 (default: the running lab's, else 1)
+#   LAB_HOSTS          hosts of the multi-host lab, 2-3 (default: the running lab's, else
+#                      the single-node lab)
+#   LAB_OSDS_PER_HOST  OSDs on each host, 1-2 (default 1)
+#   LAB_NET_DELAY      multi-host: each host's link delay, one way (0.5ms, 500us; default 0)
+#   LAB_NET_JITTER     multi-host: up to this much more, uniformly (default 0)
+#   LAB_SUBNET         multi-host: the lab's /24, its first three octets (default 10.77.0)
+#   LAB_WIRE           multi-host: the labwire binary (default: built from vagrant/labwire.c)
 #   LAB_DISK_SIZE      size of each sparse OSD file   (default 16G, single node)
 #   LAB_POOL_SIZE      replicas of pool rbd           (default: the number of OSDs, single
 #                      node; 1, multi node); min_size is size - size/2 (single node)
@@ -90,8 +108,14 @@ PG_NUM=16
 IMAGE=img1
 
 export CEPH_CONF=$CONF
+OSD_HOSTS=()       # create_osds: each device's host (namespace), multi-host lab only
+CRUSH_HOSTS_FIXED= # write_conf: the OSDs keep the CRUSH host they were added under
 
 # ---------------------------------------------------------------------------- helpers
+
+# the multi-host lab's network (LAB_HOSTS): namespaces, the wire, link delays
+# shellcheck source=labnet.sh
+source "$(dirname "${BASH_SOURCE[0]}")/labnet.sh"
 
 PROG=${0##*/}     # lab.sh, or the script that sources it (container.sh)
 msg() { echo "$PROG: $*" >&2; }
@@ -246,6 +270,10 @@ osd op history size = 2000
 osd op history duration = 900
 osd op history slow op size = 200
 EOF
+        if [[ -n ${CRUSH_HOSTS_FIXED:-} ]]; then
+            echo "# the multi-host lab: each OSD stays under its namespace's host bucket"
+            echo "osd crush update on start = false"
+        fi
         if ((${#blocks[@]} == 1)); then
             echo "bluestore block path = ${blocks[0]}"
         fi
@@ -297,7 +325,10 @@ start_daemon() {
     msg "starting $type.$id"
     # The daemon must not inherit (and keep) any lock: lab.sh's own, or a
     # caller's (`flock FILE make lab` leaves its lock open on an fd).
-    no_inherited_fds "ceph-$type" -c "$CONF" -i "$id" >>"$LOG_DIR/ceph-$type.$id.start.log" 2>&1 ||
+    local ns=() host
+    # an OSD of the multi-host lab starts in its host's network (labnet.sh)
+    [[ $type == osd ]] && host=$(ns_of_osd "$id") && ns=(nsenter "--net=/run/netns/$host" --)
+    no_inherited_fds "${ns[@]}" "ceph-$type" -c "$CONF" -i "$id" >>"$LOG_DIR/ceph-$type.$id.start.log" 2>&1 ||
         die "ceph-$type -i $id failed to start; see $(log_of "$type.$id") and $LOG_DIR/ceph-$type.$id.start.log"
     local i
     for ((i = 0; i < 50; i++)); do
@@ -495,11 +526,13 @@ create_pool() {
 create_osds() {
     local dev uuid id host i ids=() uuids=() mkfs=()
     : >"$LAB_DIR/osd-id"
+    ((${#OSD_HOSTS[@]} == 0)) || : >"$LAB_DIR/hosts"
     for dev; do
         uuid=$(cat /proc/sys/kernel/random/uuid)
         id=$(cephc osd new "$uuid") || die "ceph osd new failed"
         [[ $id =~ ^[0-9]+$ ]] || die "ceph osd new returned '$id'"
         echo "$id" >>"$LAB_DIR/osd-id"
+        ((${#OSD_HOSTS[@]} == 0)) || echo "$id ${OSD_HOSTS[${#ids[@]}]}" >>"$LAB_DIR/hosts"
         mkdir -p "$LAB_DIR/osd/ceph-$id"
         ids+=("$id")
         uuids+=("$uuid")
@@ -514,8 +547,8 @@ create_osds() {
     for i in "${!ids[@]}"; do
         wait "${mkfs[i]}" || die "ceph-osd --mkfs failed; see $(log_of "osd.${ids[i]}")"
     done
-    host=$(hostname -s)
     for id in "${ids[@]}"; do
+        host=$(ns_of_osd "$id") || host=$(hostname -s)
         cephc osd crush add "osd.$id" 1 root=default "host=$host" >/dev/null 2>&1 ||
             die "ceph osd crush add osd.$id failed"
     done
@@ -655,6 +688,7 @@ finish_down() {
         msg "stopping stray lab daemon pid $pid ($(cat "/proc/$pid/comm" 2>/dev/null))"
         stop_pid "$pid"
     done
+    net_down
     detach_loops
     wait_reaped
     [[ -d $LAB_DIR ]] || return 0
@@ -667,9 +701,54 @@ finish_down() {
     fi
 }
 
+# attach_loops N: N sparse disk files, each on a loop device (LOOPS, recorded in
+# $LAB_DIR/loopdev at once: "down" detaches them).
+LOOPS=()
+attach_loops() {
+    local n=$1 i img loop who
+    LOOPS=()
+    : >"$LAB_DIR/loopdev"
+    for ((i = 0; i < n; i++)); do
+        img=$(img_of "$i")
+        truncate -s "$LAB_DISK_SIZE" "$img"
+        loop=$(losetup --direct-io="$LAB_LOOP_DIRECT_IO" -f --show "$img") ||
+            die "losetup failed (is the loop module available?)"
+        echo "$loop" >>"$LAB_DIR/loopdev"
+        LOOPS+=("$loop")
+        who="OSD"; ((n == 1)) || who="osd.$i"
+        msg "$who block device: $loop (sparse $LAB_DISK_SIZE file $img)"
+    done
+}
+
+# build_hosts HOSTS PER_HOST: a fresh multi-host cluster (labnet.sh) in an empty LAB_DIR:
+# the network first, then the mon, the pool and the OSDs, each on its host.
+build_hosts() {
+    local hosts=$1 per=$2 fsid k j spec delay jitter
+    spec=$(net_spec "$hosts" "$per")
+    make_dirs
+    fsid=$(cat /proc/sys/kernel/random/uuid)
+    echo "$fsid" >"$LAB_DIR/fsid"
+    read -r _ _ delay jitter _ <<<"$spec"
+    net_up "$hosts" "$delay" "$jitter"
+    attach_loops $((hosts * per))
+    OSD_HOSTS=()
+    for ((k = 1; k <= hosts; k++)); do
+        for ((j = 0; j < per; j++)); do OSD_HOSTS+=("$(host_ns "$k")"); done
+    done
+    write_conf "$fsid" "$MON_HOST_IP" "$LAB_SUBNET.0/24" "${LOOPS[*]}" 1
+    create_mon "$fsid" "$MON_HOST_IP"
+    create_pool
+    create_osds "${LOOPS[@]}"
+    printf '%s' "$OPTS" >"$LAB_DIR/osd-opts.applied"
+    echo "$spec" >"$LAB_DIR/net"
+    wait_ready $((hosts * per))
+    init_rbd
+    touch "$LAB_DIR/built"
+}
+
 # build_single N: build a fresh single-node cluster of N OSDs in an empty LAB_DIR.
 build_single() {
-    local n=$1 fsid loop i img loops=() who
+    local n=$1 fsid loop i loops=() who
     make_dirs
     fsid=$(cat /proc/sys/kernel/random/uuid)
     echo "$fsid" >"$LAB_DIR/fsid"
@@ -686,17 +765,8 @@ build_single() {
         done
         printf '%s\n' "${loops[@]}" >"$LAB_DIR/loopdev"
     else
-        : >"$LAB_DIR/loopdev"
-        for ((i = 0; i < n; i++)); do
-            img=$(img_of "$i")
-            truncate -s "$LAB_DISK_SIZE" "$img"
-            loop=$(losetup --direct-io="$LAB_LOOP_DIRECT_IO" -f --show "$img") ||
-                die "losetup failed (is the loop module available?)"
-            echo "$loop" >>"$LAB_DIR/loopdev"      # recorded at once: "down" detaches it
-            loops+=("$loop")
-            who="OSD"; ((n == 1)) || who="osd.$i"
-            msg "$who block device: $loop (sparse $LAB_DISK_SIZE file $img)"
-        done
+        attach_loops "$n"
+        loops=("${LOOPS[@]}")
     fi
     write_conf "$fsid" 127.0.0.1 127.0.0.0/8 "${loops[*]}" 0
     create_mon "$fsid" 127.0.0.1
@@ -727,12 +797,20 @@ cmd_up() {
     need_root
     check_lab_dir
     command -v ceph-osd >/dev/null || die "ceph-osd not found; run 'lab.sh install' first"
-    local start=$SECONDS loops want have=""
+    local start=$SECONDS loops want have="" hosts per
     OPTS=$(normalize_opts)
+    hosts=$(want_hosts)
+    if ((hosts)); then
+        per=$(want_per_host)
+        up_hosts "$hosts" "$per"
+        msg "lab up in $((SECONDS - start))s: CEPH_CONF=$CONF $(osds_summary)$(hosts_summary)"
+        return
+    fi
     want=$(want_osds)
     set_pool_size "$want"
     stop_container_labs
     [[ -e $LAB_DIR/built ]] && have=$(osd_count) || true
+    [[ -s $LAB_DIR/net ]] && have="$have on hosts"
     if [[ $have == "$want" ]] && loops=$(lab_loopdevs) && (($(wc -w <<<"$loops") == want)); then
         # Existing lab: (re)start what is not running, apply option changes, check health.
         write_conf "$(<"$LAB_DIR/fsid")" 127.0.0.1 127.0.0.0/8 "$loops" 0
@@ -750,6 +828,29 @@ cmd_up() {
         build_single "$want"
     fi
     msg "lab up in $((SECONDS - start))s: CEPH_CONF=$CONF $(osds_summary)"
+}
+
+# up_hosts HOSTS PER_HOST: keep the running multi-host lab when it is the one asked for
+# (the same hosts, OSDs and link delays) and its network is there, else build it anew.
+up_hosts() {
+    local hosts=$1 per=$2 n=$(($1 * $2)) spec loops
+    [[ -n ${LAB_POOL_SIZE_SET:-} ]] || LAB_POOL_SIZE=$((hosts < 3 ? hosts : 3))
+    POOL_MIN_SIZE=$((LAB_POOL_SIZE - LAB_POOL_SIZE / 2))
+    spec=$(net_spec "$hosts" "$per")
+    CRUSH_HOSTS_FIXED=1
+    stop_container_labs
+    if [[ -e $LAB_DIR/built && $(cat "$LAB_DIR/net" 2>/dev/null) == "$spec" ]] && net_ok &&
+        loops=$(lab_loopdevs) && (($(wc -w <<<"$loops") == n)); then
+        write_conf "$(<"$LAB_DIR/fsid")" "$MON_HOST_IP" "$LAB_SUBNET.0/24" "$loops" 1
+        start_daemon mon "$MON_ID"
+        start_daemon mgr "$MGR_ID"
+        apply_osd_opts $(osd_ids)
+        wait_ready "$n"
+    else
+        [[ -e $LAB_DIR ]] && msg "no multi-host lab of $hosts hosts ($spec) in $LAB_DIR: rebuilding from scratch"
+        cmd_down
+        build_hosts "$hosts" "$per"
+    fi
 }
 
 # One lab at a time: the host lab stops the container labs (vagrant/container.sh) first.
@@ -784,6 +885,10 @@ cmd_env() {
     printf 'export OSD_PID=%s\n' "${pids%%,*}"
     printf 'export OSD_PIDS=%s\n' "$pids"
     printf 'export OSD_ASOKS=%s\n' "$asoks"
+    if [[ -s $LAB_DIR/hosts ]]; then
+        printf 'export OSD_NETNS=%s\n' "$(for id in $(osd_ids); do ns_of_osd "$id"; done | paste -sd,)"
+        printf 'export CLIENT_NETNS=%s\n' "$CLIENT_NS"
+    fi
 }
 
 cmd_status() {
@@ -830,10 +935,12 @@ cmd_workload() {
     [[ -r $CONF ]] || die "lab is not up (no $CONF); run 'lab.sh up'"
     cephc -s >/dev/null 2>&1 || die "cluster not answering (CEPH_CONF=$CONF)"
     cmd_trim
+    local client=()
+    [[ -s $LAB_DIR/hosts ]] && client=(in_ns "$CLIENT_NS")
     echo "== rados bench -p $POOL $secs write -b 4096 -t $threads --no-cleanup"
-    rados bench -p "$POOL" "$secs" write -b 4096 -t "$threads" --no-cleanup
+    "${client[@]}" rados bench -p "$POOL" "$secs" write -b 4096 -t "$threads" --no-cleanup
     echo "== rados bench -p $POOL $secs rand -t $threads"
-    rados bench -p "$POOL" "$secs" rand -t "$threads"
+    "${client[@]}" rados bench -p "$POOL" "$secs" rand -t "$threads"
 }
 
 # cmd_osd stop|start ID: one OSD of the running lab, for recovery tests.
@@ -988,13 +1095,16 @@ lock() {
 main() {
     local cmd=${1:-}
     (($#)) && shift
+    if [[ ${CEPH:-pacific} != pacific && -n ${LAB_HOSTS:-} ]]; then
+        die "HOSTS= runs on the host's Ceph (CEPH=pacific) only, not yet in the container labs"
+    fi
     # CEPH=reef|tentacle: the lab in a container (container.sh), same commands.
     if [[ ${CEPH:-pacific} != pacific && -z ${LAB_IN_CONTAINER:-} ]]; then
         case $cmd in up | env | down | workload | trim | status | osd)
             exec bash "$(dirname "${BASH_SOURCE[0]}")/container.sh" "$CEPH" "$cmd" "$@" ;;
         esac
     fi
-    case $cmd in up | down | vagrant-mon | vagrant-osd) lock ;; esac
+    case $cmd in up | down | vagrant-mon | vagrant-osd | net-delay) lock ;; esac
     case $cmd in
     install) cmd_install "$@" ;;
     up) cmd_up ;;
@@ -1003,6 +1113,7 @@ main() {
     workload) cmd_workload "$@" ;;
     trim) cmd_trim ;;
     osd) cmd_osd "$@" ;;
+    net-delay) cmd_net_delay "$@" ;;
     status) cmd_status ;;
     vagrant-mon) cmd_vagrant_mon "$@" ;;
     vagrant-osd) cmd_vagrant_osd "$@" ;;

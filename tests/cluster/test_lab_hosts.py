@@ -1,0 +1,192 @@
+"""The multi-host lab (`make lab HOSTS=3 LAB_NET_DELAY=1ms`, issue 26 item
+1), on this machine's Ceph:
+
+- three hosts: each OSD runs in its own network namespace (osdlab-h1..3),
+  and the osdmap gives it that host's address on the lab's subnet, public
+  and cluster;
+- CRUSH: three host buckets of one OSD each; pool rbd size 3; every PG's
+  acting set spans the three hosts;
+- the wire's link delays are real: the TCP round trip between the
+  client's namespace and a host grows by two link delays (the client's
+  link out, the host's back) when the delay goes from 0 to 1 ms, within
+  20 %; `lab.sh net-delay h2 3ms` slows the second host's link only;
+- 4 KiB writes from the client's namespace replicate across the hosts
+  (op_w on primaries, subop_w on the others);
+- `osdstage.py --host-netns osdlab-h2 --list` sees only that host's OSD;
+- a bad HOSTS= or LAB_NET_DELAY= is one line on stderr; `lab.sh down`
+  leaves no namespace of the lab and no wire.
+"""
+import json
+import os
+import statistics
+import subprocess
+
+import pytest
+
+from conftest import LAB, OSDSTAGE, assert_one_line_error, perf_counters, \
+    run_tool
+
+ECHO = r"""
+import socket, sys, time
+mode, addr = sys.argv[1], sys.argv[2]
+if mode == "serve":
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, 7777)); s.listen(1); print("ready", flush=True)
+    c, _ = s.accept()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while True:
+        d = c.recv(64)
+        if not d:
+            break
+        c.sendall(d)
+else:
+    c = socket.create_connection((addr, 7777))
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for _ in range(int(sys.argv[3])):
+        t = time.perf_counter_ns(); c.sendall(b"x"); c.recv(64)
+        print((time.perf_counter_ns() - t) // 1000)
+"""
+ROUNDS = 41
+
+
+def in_ns(ns, *argv, **kw):
+    return subprocess.run(["nsenter", "--net=/run/netns/" + ns, "--"] +
+                          list(argv), capture_output=True, text=True,
+                          timeout=120, **kw)
+
+
+def rtt_us(client_ns, host_ns, host_ip):
+    """Median TCP round trip (us) of ROUNDS one-byte exchanges from
+    client_ns to an echo server in host_ns."""
+    srv = subprocess.Popen(["nsenter", "--net=/run/netns/" + host_ns, "--",
+                            "/usr/bin/python3", "-c", ECHO, "serve",
+                            host_ip], stdout=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout.readline().strip() == "ready"
+        p = in_ns(client_ns, "/usr/bin/python3", "-c", ECHO, "c", host_ip,
+                  str(ROUNDS))
+        assert p.returncode == 0, p.stderr
+        return statistics.median(int(x) for x in p.stdout.split())
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+def lab(*args, env=None):
+    return subprocess.run(["bash", LAB] + list(args), capture_output=True,
+                          text=True, timeout=300,
+                          env=dict(os.environ, **(env or {})))
+
+
+def ceph_json(info, *args):
+    p = subprocess.run(["ceph", *args, "-f", "json"], capture_output=True,
+                       text=True, timeout=60,
+                       env=dict(os.environ, CEPH_CONF=info["CEPH_CONF"]))
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def host_ip(ns):
+    return "10.77.0.1" + ns[len("osdlab-h"):]
+
+
+def test_each_osd_on_its_host(lab_hosts):
+    from cephlat.ceph.target import netns_id, netns_of
+    assert lab_hosts["netns"] == ["osdlab-h1", "osdlab-h2", "osdlab-h3"]
+    dump = ceph_json(lab_hosts, "osd", "dump")
+    for osd_id, (pid, ns) in enumerate(zip(lab_hosts["pids"],
+                                           lab_hosts["netns"])):
+        assert netns_of(pid) == netns_id(ns)
+        o = next(o for o in dump["osds"] if o["osd"] == osd_id)
+        assert o["up"] == 1 and o["in"] == 1
+        for kind in ("public_addr", "cluster_addr"):
+            assert o[kind].startswith(host_ip(ns) + ":"), (kind, o)
+    # the client's namespace and the mon host (this namespace) are others
+    assert netns_id(lab_hosts["client_netns"]) not in {
+        netns_of(p) for p in lab_hosts["pids"]}
+
+
+def test_crush_hosts_and_pgs_span_them(lab_hosts):
+    tree = ceph_json(lab_hosts, "osd", "tree")
+    hosts = {n["name"]: n["children"] for n in tree["nodes"]
+             if n["type"] == "host"}
+    assert sorted(hosts) == lab_hosts["netns"]
+    assert sorted(len(c) for c in hosts.values()) == [1, 1, 1]
+    host_of = {c: h for h, cs in hosts.items() for c in cs}
+    pool = next(p for p in ceph_json(lab_hosts, "osd", "pool", "ls",
+                                     "detail") if p["pool_name"] == "rbd")
+    assert pool["size"] == 3
+    pgs = ceph_json(lab_hosts, "pg", "ls-by-pool", "rbd")
+    pgs = pgs["pg_stats"] if isinstance(pgs, dict) else pgs
+    assert pgs
+    for pg in pgs:
+        assert len({host_of[o] for o in pg["acting"]}) == 3, pg
+
+
+def test_link_delay_is_real(lab_hosts):
+    client = lab_hosts["client_netns"]
+    try:
+        assert lab("net-delay", "all", "0").returncode == 0
+        base = rtt_us(client, "osdlab-h1", host_ip("osdlab-h1"))
+        assert lab("net-delay", "all", "1ms").returncode == 0
+        one = rtt_us(client, "osdlab-h1", host_ip("osdlab-h1"))
+        p = lab("net-delay", "h2", "3ms")
+        assert p.returncode == 0, p.stderr
+        slow = rtt_us(client, "osdlab-h2", host_ip("osdlab-h2"))
+        other = rtt_us(client, "osdlab-h3", host_ip("osdlab-h3"))
+    finally:
+        lab("net-delay", "all", "1ms")
+    # two link delays a round trip: the client's link out, the host's back
+    assert 0.8 * 2000 <= one - base <= 1.2 * 2000, (base, one)
+    assert 0.8 * 4000 <= slow - base <= 1.2 * 4000, (base, slow)
+    assert 0.8 * 2000 <= other - base <= 1.2 * 2000, (base, other)
+
+
+def test_client_writes_replicate_across_hosts(lab_hosts):
+    before = [perf_counters(a)["osd"] for a in lab_hosts["asoks"]]
+    p = in_ns(lab_hosts["client_netns"], "rados", "-p", "rbd", "bench", "3",
+              "write", "-b", "4096", "-t", "8", "--no-cleanup",
+              env=dict(os.environ, CEPH_CONF=lab_hosts["CEPH_CONF"]))
+    assert p.returncode == 0, p.stderr
+    after = [perf_counters(a)["osd"] for a in lab_hosts["asoks"]]
+    op_w = sum(a["op_w"] - b["op_w"] for a, b in zip(after, before))
+    subop = [a["subop_w"] - b["subop_w"] for a, b in zip(after, before)]
+    assert op_w > 0
+    # every write reaches the two other hosts: size 3
+    assert sum(subop) == 2 * op_w, (op_w, subop)
+
+
+def test_host_netns_sees_its_host_only(lab_hosts):
+    for k, ns in enumerate(lab_hosts["netns"]):
+        p = run_tool([OSDSTAGE, "--list", "--json", "--host-netns", ns])
+        assert p.returncode == 0, p.stderr
+        rows = json.loads(p.stdout)["osds"]
+        assert [(str(r["osd"]), r["pid"]) for r in rows] == [
+            (str(k), lab_hosts["pids"][k])], rows
+
+
+@pytest.mark.parametrize("var,value,fragment", [
+    ("LAB_HOSTS", "7", "HOSTS='7'"),
+    ("LAB_NET_DELAY", "fast", "LAB_NET_DELAY='fast'"),
+    ("LAB_OSDS_PER_HOST", "5", "OSDS_PER_HOST='5'"),
+])
+def test_bad_settings_one_line(lab_hosts, var, value, fragment):
+    env = {"LAB_HOSTS": "3", var: value}
+    p = lab("up", env=env)
+    assert_one_line_error(p, fragment)
+    # the running lab is untouched: the same OSD processes, the wire there
+    from conftest import lab_env
+    assert lab_env()["OSD_PIDS"] == lab_hosts["OSD_PIDS"]
+    assert lab("net-delay", "h1", "1ms").returncode == 0
+
+
+@pytest.mark.lab_lifecycle
+def test_down_leaves_no_namespace_and_no_wire(lab_hosts):
+    p = lab("down")
+    assert p.returncode == 0, p.stderr
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True,
+                        text=True).stdout
+    assert "osdlab-" not in ns, ns
+    assert subprocess.run(["pgrep", "-x", "labwire"]).returncode == 1
+    assert not os.path.exists("/var/tmp/osdstage-lab")
