@@ -76,6 +76,29 @@ def test_pacific_table_resolves_on_the_installed_binary():
             assert len(elf.find(f.qualified, f.params)) == 1, role
 
 
+def test_scrub_probes_both_overloads_where_the_binary_has_them():
+    """The scrub stage is PG::forward_scrub_event's two overloads (issue
+    25: the one with an act token carries the scrub machine's replies):
+    an entry and a return probe on each; a binary without the second
+    still has the stage, on the first alone."""
+    need(os.path.exists("/usr/bin/ceph-osd"), "ceph-osd not installed "
+         "(make setup)")
+    rel = probetable.RELEASES["16.2"]
+    with ElfSymbols("/usr/bin/ceph-osd") as elf:
+        plan = resolve(elf, rel, ["scrub"])
+        sites = [sym for st, sym in plan.calls if st == "scrub"]
+        assert len(sites) == 2 and sites[0].addr != sites[1].addr
+        assert [p for p, sym, _, ret in plan.uprobes() if sym in sites] == [
+            "stage_entry", "stage_return"] * 2
+        funcs = dict(rel.funcs)
+        funcs["scrub_event_token"] = probetable.Func(
+            "PG::no_such_overload", r"^$")
+        older = probetable.Release("16.2", "pacific", funcs)
+        plan = resolve(elf, older, ["scrub"])
+        assert plan.stages == ["scrub"] and plan.unavailable == {}
+        assert [sym.addr for st, sym in plan.calls] == [sites[0].addr]
+
+
 def test_default_stages_leave_out_what_few_need():
     """Without -S: every stage but do_op and get_object_context (a probe
     hit each per op; the background stages hit per background item,

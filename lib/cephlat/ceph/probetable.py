@@ -28,9 +28,13 @@ from collections import OrderedDict
 # stages).
 class Stage:
     def __init__(self, name, kind, doc, func=None, events=(), needs=(),
-                 default=True, ends_at=None):
+                 default=True, ends_at=None, also=()):
         self.name, self.kind, self.doc = name, kind, doc
         self.func = func              # call: the function role
+        # call: more functions whose calls are the same stage (overloads),
+        # each probed where the binary has it; func alone decides whether
+        # the stage is available
+        self.also = tuple(also)
         self.events = events          # op: [(function role, BPF program)]
         self.needs = needs            # per-release offsets it reads
         self.default = default        # traced without -S
@@ -118,8 +122,9 @@ STAGES = OrderedDict((s.name, s) for s in [
     Stage("recovery", "call", "a PG's recovery item: OSD::do_recovery entry "
           "-> return (starts its pushes and pulls)", func="do_recovery"),
     Stage("scrub", "call", "a scrub event: PG::forward_scrub_event entry "
-          "-> return (its one-argument overload: most scrub events)",
-          func="scrub_event"),
+          "-> return (both overloads: the scrub machine's events, and "
+          "those carrying a token)",
+          func="scrub_event", also=("scrub_event_token",)),
     Stage("snap_trim", "call", "a snapshot trim item: "
           "PrimaryLogPG::snap_trimmer entry -> return", func="snap_trimmer"),
     Stage("pg_delete", "call", "a deleted PG's removal step: "
@@ -260,6 +265,12 @@ def _funcs(**over):
         "scrub_event": Func("PG::forward_scrub_event",
                             r"^void \(ScrubPgIF::\*\)\(unsigned int\), "
                             r"unsigned int, std::basic_string_view"),
+        # the overload for the events that carry an act token (the scrub
+        # machine's replies: digest updates, replica reservations, ...)
+        "scrub_event_token": Func("PG::forward_scrub_event",
+                                  r"^void \(ScrubPgIF::\*\)\(unsigned int, "
+                                  r"unsigned int\), unsigned int, unsigned "
+                                  r"int, std::basic_string_view"),
         "snap_trimmer": Func("PrimaryLogPG::snap_trimmer",
                              r"^unsigned int$"),
         "dequeue_delete": Func("OSD::dequeue_delete",

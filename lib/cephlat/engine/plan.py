@@ -76,7 +76,7 @@ def resolve(elf, release, wanted, settings=None, lean=False):
     plan = Plan()
     missing = {}
     for stage in wanted:
-        for role in table[stage].roles():
+        for role in table[stage].roles() + list(table[stage].also):
             if role in plan.symbols or role in missing:
                 continue
             func = release.funcs.get(role)
@@ -111,7 +111,10 @@ def resolve(elf, release, wanted, settings=None, lean=False):
             continue
         plan.stages.append(stage)
         if st.kind == "call":
-            plan.calls.append((stage, plan.symbols[st.func]))
+            # and the stage's other functions the binary has (overloads)
+            for role in (st.func,) + st.also:
+                if role in plan.symbols:
+                    plan.calls.append((stage, plan.symbols[role]))
         else:
             for role, ev in st.events:
                 if (role, ev) in seen_events:
