@@ -799,6 +799,7 @@ cmd_up() {
     command -v ceph-osd >/dev/null || die "ceph-osd not found; run 'lab.sh install' first"
     local start=$SECONDS loops want have="" hosts per
     OPTS=$(normalize_opts)
+    keep_running_net
     hosts=$(want_hosts)
     if ((hosts)); then
         per=$(want_per_host)

@@ -54,6 +54,18 @@ want_hosts() {
     echo "$n"
 }
 
+# keep_running_net: `make lab` without HOSTS= on a built multi-host lab keeps it as it
+# is: its OSDs per host and link delays are the defaults (sets LAB_OSDS_PER_HOST,
+# LAB_NET_DELAY, LAB_NET_JITTER where unset).
+keep_running_net() {
+    local per delay jitter
+    [[ -z ${LAB_HOSTS:-} && -z $LAB_OSDS && -e $LAB_DIR/built && -s $LAB_DIR/net ]] || return 0
+    read -r _ per delay jitter _ <"$LAB_DIR/net"
+    LAB_OSDS_PER_HOST=${LAB_OSDS_PER_HOST:-$per}
+    LAB_NET_DELAY=${LAB_NET_DELAY:-${delay}us}
+    LAB_NET_JITTER=${LAB_NET_JITTER:-${jitter}us}
+}
+
 want_per_host() {
     local n=${LAB_OSDS_PER_HOST:-1}
     [[ $n =~ ^[0-9]$ ]] && ((n >= 1 && n <= MAX_OSDS_PER_HOST)) ||

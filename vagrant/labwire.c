@@ -21,8 +21,9 @@
  * it; the devices go with it.
  *
  * Counters: packets forwarded per link, dropped (no such destination, a
- * full queue), and the largest lateness of a write against its release
- * time (what the wire adds beyond the delay asked for).
+ * full queue), and the lateness of the writes against their release times
+ * (the largest, the sum): what the wire adds beyond the delay asked for,
+ * its own wake-ups on a busy machine.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -61,7 +62,7 @@ struct link {
 	uint64_t delay_ns, jitter_ns, last_release_ns;
 	struct pkt *q;			/* ring: SLOTS packets */
 	unsigned head, tail;
-	uint64_t fwd, drop_full, drop_dest, late_max_ns;
+	uint64_t fwd, drop_full, drop_dest, late_max_ns, late_sum_ns;
 };
 
 static struct link links[MAX_LINKS];
@@ -190,14 +191,16 @@ static void write_counters(void)
 		return;
 	for (i = 0; i < nlinks; i++)
 		fprintf(f, "%s delay_us=%llu jitter_us=%llu forwarded=%llu "
-			"dropped_full=%llu dropped_dest=%llu late_max_us=%llu\n",
+			"dropped_full=%llu dropped_dest=%llu late_max_us=%llu "
+			"late_sum_us=%llu\n",
 			links[i].ns,
 			(unsigned long long)links[i].delay_ns / 1000,
 			(unsigned long long)links[i].jitter_ns / 1000,
 			(unsigned long long)links[i].fwd,
 			(unsigned long long)links[i].drop_full,
 			(unsigned long long)links[i].drop_dest,
-			(unsigned long long)links[i].late_max_ns / 1000);
+			(unsigned long long)links[i].late_max_ns / 1000,
+			(unsigned long long)links[i].late_sum_ns / 1000);
 	fclose(f);
 }
 
@@ -270,6 +273,7 @@ static uint64_t release_due(void)
 			}
 			if (now - p->release_ns > l->late_max_ns)
 				l->late_max_ns = now - p->release_ns;
+			l->late_sum_ns += now - p->release_ns;
 			/* a full device queue drops, as a wire would */
 			if (write(links[p->to].fd, p->data, p->len) == p->len)
 				l->fwd++;
