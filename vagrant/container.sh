@@ -239,16 +239,11 @@ ulimit_args() {
 }
 
 start_container() {   # start_container N_OSDS
-    local n=$1 loop img i devices=() loops=()
+    local n=$1 loop devices=() loops=()
     make_dirs_top
-    : >"$TOP/loopdev"
-    for ((i = 0; i < n; i++)); do
-        img=$(img_of "$i")
-        truncate -s "$LAB_DISK_SIZE" "$img"
-        loop=$(losetup --direct-io="$LAB_LOOP_DIRECT_IO" -f --show "$img") ||
-            die "losetup failed (is the loop module available?)"
-        echo "$loop" >>"$TOP/loopdev"      # recorded at once: "down" detaches it
-        loops+=("$loop")
+    attach_loops "$n"           # lab.sh's, into $TOP (= LAB_DIR here)/loopdev
+    loops=("${LOOPS[@]}")
+    for loop in "${loops[@]}"; do
         devices+=(--device "$loop")
     done
     if ((n == 1)); then
