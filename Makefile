@@ -69,7 +69,7 @@ export LAB_OSD_OPTS SECS THREADS LAB_NET_DELAY LAB_NET_JITTER
 # daemons themselves are installed by $(LAB) install (shared with vagrant/).
 PKGS := clang llvm libbpf1 libbpf-dev bpftool bpftrace lttng-tools \
 	babeltrace2 python3-bt2 fio g++ binutils gdb ruby util-linux procps iproute2 \
-	python3-pytest python3-pyelftools python3-capstone python3-numpy ceph-osd-dbg chromium \
+	python3-pytest python3-pyelftools python3-capstone python3-numpy ceph-osd-dbg librados2-dbg librbd1-dbg chromium \
 	prometheus python3-prometheus-client python3-yaml systemd
 
 .PHONY: all build setup setup-containers lab lab-env lab-down workload demo test \

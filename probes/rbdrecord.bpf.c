@@ -406,3 +406,125 @@ int BPF_KPROBE(aio_release, void *c)
 	bpf_map_delete_elem(&completed, &key);
 	return 0;
 }
+
+/* ------------------------------------------------- the Objecter's OSD ops
+ *
+ * void Objecter::_send_op(Op *op) and
+ * void Objecter::handle_osd_op_reply(MOSDOpReply *m), in libceph-common
+ * (Pacific) or linked into librados / librbd. The offsets are Ceph's
+ * struct layouts for the client library's release, checked against its
+ * DWARF (lib/cephlat/ceph/objecter.py, tests/cluster/test_objecter.py);
+ * objecter_on is 0 when the release has no checked offsets.
+ */
+const volatile __u32 objecter_on = 0;
+const volatile __u32 obj_msgr_off = 0;	/* Objecter::messenger */
+const volatile __u32 obj_inc_off = 0;	/* Objecter::client_inc */
+const volatile __u32 msgr_name_off = 0;	/* Messenger::my_name (entity_name_t) */
+const volatile __u32 op_flags_off = 0;	/* Op::target.flags */
+const volatile __u32 op_oid_off = 0;	/* Op::target.target_oid.name */
+const volatile __u32 op_pgid_off = 0;	/* Op::target.actual_pgid.pgid */
+const volatile __u32 op_osd_off = 0;	/* Op::target.osd */
+const volatile __u32 op_tid_off = 0;	/* Op::tid */
+const volatile __u32 op_attempts_off = 0;	/* Op::attempts */
+const volatile __u32 msg_tid_off = 0;	/* Message::header.tid */
+const volatile __u32 msg_src_off = 0;	/* Message::header.src (type, num) */
+
+/* the client's entity number (this->messenger->my_name._num) and
+ * incarnation into r */
+static __always_inline int client_of(void *objecter, struct rbd_osdop_rec *r)
+{
+	void *msgr = 0;
+
+	if (bpf_probe_read_user(&msgr, sizeof(msgr), objecter + obj_msgr_off) ||
+	    !msgr ||
+	    bpf_probe_read_user(&r->client, sizeof(r->client),
+				msgr + msgr_name_off + 8) ||
+	    bpf_probe_read_user(&r->inc, sizeof(r->inc),
+				objecter + obj_inc_off))
+		return -1;
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(osdop_send, void *objecter, void *op)
+{
+	struct rbd_osdop_rec *r;
+	struct { char *p; __u64 len; } name = {};
+	struct { __u64 pool; __u32 seed; } pg = {};
+
+	if (!objecter_on || !ours())
+		return 0;
+	r = rec_new(sizeof(*r), RBD_OSD_OP_SEND, bpf_ktime_get_ns());
+	if (!r)
+		return 0;
+	r->oid[0] = 0;
+	r->oid_len = 0;
+	if (client_of(objecter, r) ||
+	    bpf_probe_read_user(&r->tid, sizeof(r->tid), op + op_tid_off) ||
+	    bpf_probe_read_user(&r->flags, sizeof(r->flags), op + op_flags_off) ||
+	    bpf_probe_read_user(&r->osd, sizeof(r->osd), op + op_osd_off) ||
+	    bpf_probe_read_user(&r->attempts, sizeof(r->attempts),
+				op + op_attempts_off) ||
+	    bpf_probe_read_user(&pg, sizeof(pg), op + op_pgid_off) ||
+	    bpf_probe_read_user(&name, sizeof(name), op + op_oid_off)) {
+		bpf_ringbuf_discard(r, BPF_RB_NO_WAKEUP);
+		count_lost(RBD_LOST_UNREAD);
+		return 0;
+	}
+	r->pool = pg.pool;
+	r->seed = pg.seed;
+	r->oid_len = name.len;
+	/* std::string: its characters, NUL-terminated (SSO or not) */
+	bpf_probe_read_user_str(r->oid, sizeof(r->oid), name.p);
+	SEND(r);
+	return 0;
+}
+
+static __always_inline int osdop_reply_rec(__u32 ev, void *objecter,
+					   __u64 tid, __s32 osd)
+{
+	struct rbd_osdop_rec *r;
+
+	r = rec_new(sizeof(*r), ev, bpf_ktime_get_ns());
+	if (!r)
+		return 0;
+	__builtin_memset((char *)r + sizeof(r->h), 0, sizeof(*r) - sizeof(r->h));
+	if (client_of(objecter, r)) {
+		bpf_ringbuf_discard(r, BPF_RB_NO_WAKEUP);
+		count_lost(RBD_LOST_UNREAD);
+		return 0;
+	}
+	r->tid = tid;
+	r->osd = osd;
+	SEND(r);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(osdop_reply, void *objecter, void *m)
+{
+	struct call_args a = { .a1 = (__u64)objecter };
+	struct { __u8 type; __u64 num; } __attribute__((packed)) src = {};
+
+	if (!objecter_on || !ours())
+		return 0;
+	if (bpf_probe_read_user(&a.a2, sizeof(a.a2), m + msg_tid_off) ||
+	    bpf_probe_read_user(&src, sizeof(src), m + msg_src_off)) {
+		count_lost(RBD_LOST_UNREAD);
+		return 0;
+	}
+	a.a3 = src.num;
+	save(&a);
+	return osdop_reply_rec(RBD_OSD_OP_REPLY, objecter, a.a2, (__s32)a.a3);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(osdop_reply_ret)
+{
+	struct call_args a;
+
+	if (!objecter_on || !ours() || !take(&a))
+		return 0;
+	return osdop_reply_rec(RBD_OSD_OP_DONE, (void *)a.a1, a.a2,
+			       (__s32)a.a3);
+}

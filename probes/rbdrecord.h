@@ -10,6 +10,7 @@
 #define RBD_NAME_LEN	96
 #define RBD_SNAP_LEN	64
 #define RBD_POOL_LEN	64
+#define RBD_OID_LEN	64
 
 /* One record per librbd call event; names follow librbd's LTTng
  * tracepoints (src/tracing/librbd.tp). */
@@ -20,6 +21,9 @@ enum rbd_ev {
 	RBD_AIO_ENTER,		/* an aio call: op says which */
 	RBD_AIO_EXIT,
 	RBD_AIO_COMPLETE,	/* the request completed */
+	RBD_OSD_OP_SEND,	/* Objecter::_send_op: an op sent to an OSD */
+	RBD_OSD_OP_REPLY,	/* Objecter::handle_osd_op_reply entered */
+	RBD_OSD_OP_DONE,	/* ... returned: the op's completion has run */
 };
 
 enum rbd_op {
@@ -31,6 +35,7 @@ enum rbd_op {
 enum rbd_lost {
 	RBD_LOST_RING = 0,	/* the ring buffer was full */
 	RBD_LOST_COMPLETIONS,	/* the "completed" map was full */
+	RBD_LOST_UNREAD,	/* an Objecter op or reply could not be read */
 	RBD_LOST__COUNT,
 };
 
@@ -86,6 +91,24 @@ struct rbd_complete_rec {
 	__u64 completion;
 	__s64 rval;
 	__u8 rval_known;	/* from rbd_aio_get_return_value */
+} RBD_PACKED;
+
+/* One op of the client's Objecter to an OSD: sent (each attempt), its
+ * reply received, the reply handled (the op's completion ran inside).
+ * The OSD knows it as request id client.<client>.<inc>:<tid>. Reply and
+ * done records carry client, tid, osd (the replying OSD) only. */
+struct rbd_osdop_rec {
+	struct rbd_hdr h;
+	__u64 client;		/* the client's entity number (client.N) */
+	__u64 tid;		/* the Objecter's op tid */
+	__u64 pool;		/* the PG: pool.seed */
+	__u32 seed;
+	__s32 osd;		/* send: the target; reply: the sender */
+	__s32 inc;		/* the client's incarnation */
+	__u32 flags;		/* CEPH_OSD_FLAG_* of the op (read, write) */
+	__s32 attempts;		/* sends of this op before this one */
+	__u32 oid_len;		/* the object name's length (may exceed oid) */
+	char oid[RBD_OID_LEN];
 } RBD_PACKED;
 
 #endif /* RBDRECORD_H */

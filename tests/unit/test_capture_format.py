@@ -161,13 +161,22 @@ def test_rbdrecord_records_match_the_decoder():
 
 
 def test_rbdrecord_programs_and_settings_are_the_objects():
-    """Every program of probes/rbdrecord.bpf.c is attached (ebpf.PROBES,
-    entry or return as its section says), .rodata is laid out as the
-    object has it, the "lost" slots are enum rbd_lost."""
+    """Every program of probes/rbdrecord.bpf.c is attached (ebpf.PROBES
+    and the Objecter's, entry or return as its section says), .rodata is
+    laid out as the object has it and holds every Objecter offset, the
+    "lost" slots are enum rbd_lost."""
+    from cephlat.ceph import objecter
     from cephlat.rbd import ebpf, events, records
     a = _rbd_abi()
     attached = {p for _, _, progs in ebpf.PROBES for p in progs}
+    attached |= {p for progs in ebpf.OBJECTER_PROGRAMS.values()
+                 for p in progs}
     assert attached == set(a.programs)
+    assert set(ebpf.OBJECTER_PROGRAMS) == set(objecter.FUNCS)
+    ro_names = {n for n, _ in a.ctypes_globals(".rodata")._fields_}
+    for offsets in objecter.OFFSETS.values():
+        assert set(offsets) | {"objecter_on", "targ_tgid"} == ro_names
+        assert set(offsets) == set(objecter.DWARF) | set(objecter.OP_MEMBERS)
     assert set(a.programs.values()) == {"uprobe", "uretprobe"}
     with open(RBD_OBJ, "rb") as f:
         elf = ELFFile(f)
@@ -180,7 +189,7 @@ def test_rbdrecord_programs_and_settings_are_the_objects():
     lost = header_enum("rbd_lost", "rbdrecord.h")
     assert a.enum("rbd_lost") == lost
     assert a.labels("rbd_lost")[:lost["RBD_LOST__COUNT"]] == [
-        "ring", "completions"]
+        "ring", "completions", "unread"]
     # each op of enum rbd_op has its events
     assert set(events.ENTER) == set(events.EXIT) == set(records.ops(a))
 

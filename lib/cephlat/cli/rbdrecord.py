@@ -4,12 +4,14 @@ and dispatches; the work is in lib/cephlat/rbd/.
 
 Modes:
   eBPF (default)  uprobes on librbd's C API in the client (-p PID, or
-                  -- COMMAND which it starts): rbd/record.py, rbd/ebpf.py
+                  -- COMMAND which it starts), and on its Objecter (each
+                  op to an OSD, by request id): rbd/record.py, rbd/ebpf.py
   --lttng         Ceph's documented LTTng recipe, run for the user, with
                   checks of what it needs first: rbd/lttng.py
   --to-fio TRACE  fio iolog (version 3, with timestamps) + a job file for
                   fio's rbd engine, one job per image: rbd/fio.py
-  --summary TRACE per image: ops, bytes, sizes, hot zones, read/write mix:
+  --summary TRACE per image: ops, bytes, sizes, hot zones, read/write mix;
+                  per OSD, the client's ops and their replies:
                   rbd/summary.py
 Traces of either mode are read with babeltrace2's Python bindings (bt2):
 rbd/reader.py.
@@ -28,7 +30,7 @@ EXAMPLES = """examples:
   rbdrecord.py -o trace -- fio job.fio   # record fio's librbd I/O
   rbdrecord.py -o trace -p 4321 -d 60    # a running client, for 60 s
   babeltrace2 trace | head               # librbd:aio_write_enter ...
-  rbdrecord.py --summary trace           # what the client did
+  rbdrecord.py --summary trace           # what the client did, per OSD
   rbdrecord.py --to-fio trace -o replay  # replay/job.fio + iologs
   fio replay/job.fio                     # replay it (same pool and image)
   rbdrecord.py --to-fio trace -o replay --image img2  # onto another image
@@ -59,7 +61,8 @@ def build_parser():
     m.add_argument("--to-fio", metavar="TRACE",
                    help="convert TRACE to fio iologs and a job file in -o DIR")
     m.add_argument("--summary", metavar="TRACE",
-                   help="per image: ops, bytes, sizes, hot zones, mix")
+                   help="per image: ops, bytes, sizes, hot zones, mix; per "
+                        "OSD: the client's ops and their reply times")
     p.add_argument("-o", "--output", metavar="DIR",
                    help="trace directory to write (with --to-fio: the job "
                         "directory)")

@@ -6,6 +6,7 @@ symbol's virtual address into the file offset that uprobes attach at.
 """
 import ctypes
 import ctypes.util
+import os
 import struct
 
 from elftools.common.exceptions import ELFError
@@ -112,10 +113,14 @@ class Symbol:
 
 
 class ElfSymbols:
-    """Function symbols of one ELF file, searchable by demangled name."""
+    """Function symbols of one ELF file, searchable by demangled name.
+    debug=True: a stripped file's .symtab is read from its separate debug
+    file (a -dbg package's, found by build id: debug_file()) - where a
+    library keeps functions it does not export."""
 
-    def __init__(self, path):
+    def __init__(self, path, debug=False):
         self.path = path
+        self.debug = debug
         try:
             self._f = open(path, "rb")
         except OSError as e:
@@ -152,11 +157,30 @@ class ElfSymbols:
         is64 = self._elf.elfclass == 64
         endian = "<" if self._elf.little_endian else ">"
         fmt = endian + ("IBBHQQ" if is64 else "IIIBBH")
-        for table in (".symtab", ".dynsym"):
-            sec = self._elf.get_section_by_name(table)
+        tables = [(self._elf, ".symtab"), (self._elf, ".dynsym")]
+        dbg = None
+        if self.debug and not self.has_symtab():
+            path = self.debug_file()
+            if path:
+                dbg = open(path, "rb")
+                tables.insert(0, (ELFFile(dbg), ".symtab"))
+        try:
+            self._read_tables(tables, fmt, is64, out)
+        except ELFError as e:
+            raise UserError("cannot read the symbols of %s: %s" % (
+                self.path, e))
+        finally:
+            if dbg:
+                dbg.close()
+        self._by_base = out
+        return out
+
+    def _read_tables(self, tables, fmt, is64, out):
+        for elf, table in tables:
+            sec = elf.get_section_by_name(table)
             if sec is None or sec["sh_entsize"] == 0:
                 continue
-            strtab = self._elf.get_section(sec["sh_link"]).data()
+            strtab = elf.get_section(sec["sh_link"]).data()
             for rec in struct.iter_unpack(fmt, sec.data()):
                 if is64:
                     st_name, st_info, _oth, shndx, value, size = rec
@@ -168,8 +192,35 @@ class ElfSymbols:
                 end = strtab.find(b"\0", st_name)
                 out.append((strtab[st_name:end].decode("ascii", "replace"),
                             value, size, table))
-        self._by_base = out
-        return out
+
+    def build_id(self):
+        """The GNU build id (hex), or None."""
+        for sec in self._elf.iter_sections():
+            if sec["sh_type"] != "SHT_NOTE":
+                continue
+            for note in sec.iter_notes():
+                if note["n_type"] == "NT_GNU_BUILD_ID":
+                    return note["n_desc"]
+        return None
+
+    def debug_file(self):
+        """The separate debug file of this file (Debian's -dbg packages:
+        /usr/lib/debug/.build-id/xx/rest.debug), looked for in the root
+        the file is in (a container's, /proc/PID/root/...) and then in
+        this host's; None if there is none."""
+        bid = self.build_id()
+        if not bid:
+            return None
+        rel = "usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:])
+        roots = ["/"]
+        if self.path.startswith("/proc/"):
+            parts = self.path.split("/")
+            if len(parts) > 4 and parts[3] == "root":
+                roots.insert(0, "/".join(parts[:4]) + "/")
+        for root in roots:
+            if os.path.exists(root + rel):
+                return root + rel
+        return None
 
     def find(self, qualified, param_pattern=None, hint=None):
         """All defined functions whose demangled name (without parameters)

@@ -1,16 +1,20 @@
 """librbd client I/O recorded with eBPF: uprobes on the client's librbd
-and librados (probes/rbdrecord.bpf.c), their records drained from the
-ring buffer, decoded (records.py) and written as a CTF trace of librbd's
-own tracepoints (events.py)."""
+and librados (probes/rbdrecord.bpf.c), and on its Objecter (each op sent to
+an OSD and its reply), their records drained from the ring buffer, decoded
+(records.py) and written as a CTF trace of librbd's own tracepoints and
+rbdrecord's OSD-op events (events.py)."""
 import collections
 import ctypes
+import mmap
 import os
+import re
 import socket
 import struct
 import time
 
 from . import events, records
 from .. import abi as abimod
+from ..ceph import objecter
 from ..engine import bpf, native
 from ..engine.elfsym import ElfSymbols
 from ..errors import UserError
@@ -34,6 +38,90 @@ PROBES = [
     ("librbd", "rbd_aio_release", ("aio_release",)),
 ]
 
+# the Debian package with each library's symbol table
+DBG_PACKAGES = {"librados": "librados2-dbg", "librbd": "librbd1-dbg"}
+
+# the programs of probes/rbdrecord.bpf.c on each Objecter role
+OBJECTER_PROGRAMS = {"send": ("osdop_send",),
+                     "reply": ("osdop_reply", "osdop_reply_ret")}
+
+
+def library_version(path):
+    """The Ceph version a client library was built from ("16.2.15"), or
+    None: libceph-common keeps the bare version string (its
+    ceph_version_to_str), the daemons keep it beside "ceph version "."""
+    with ElfSymbols(path) as elf:
+        v = elf.version_string()
+    if v:
+        return v
+    try:
+        with open(path, "rb") as f:
+            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    try:
+        found = set(re.findall(rb"\0(\d{2}\.\d+\.\d+)\0", m))
+    finally:
+        m.close()
+    return found.pop().decode() if len(found) == 1 else None
+
+
+class ObjecterSite:
+    """Where the Objecter of one client is -- every copy: Ceph links it
+    into librados and into librbd (librbd sends its data ops through its
+    own copy; the replies come through the copy that made the Objecter,
+    librados'), hidden, and libceph-common exports a third. Hidden copies
+    are found in the -dbg packages' symbol tables (librados2-dbg,
+    librbd1-dbg). -> release, offsets, sites; or why it is not recorded
+    (`why`)."""
+
+    def __init__(self, libs):
+        self.release = self.offsets = None
+        self.sites = []         # (role, path, file offset, what)
+        self.why = None
+        missing = []
+        for name in objecter.LIBS:
+            path = libs.get(name)
+            if not path or not os.path.exists(path):
+                continue
+            with ElfSymbols(path, debug=True) as elf:
+                found = []
+                for role, (q, params) in objecter.FUNCS.items():
+                    syms = elf.find(q, re.compile(params))
+                    if len(syms) == 1:
+                        found.append((role, path, elf.mark_cet(syms[0])
+                                      .probe_offset, "%s in %s" % (
+                                          q, os.path.basename(path))))
+            if len(found) == len(objecter.FUNCS):
+                self.sites += found
+            elif name != "libceph-common":
+                missing.append(name)
+        if missing:
+            # a copy not probed would lose its ops: all or nothing
+            self.sites = []
+            self.why = ("no Objecter symbols in %s (install %s)" % (
+                " and ".join(missing), " and ".join(
+                    DBG_PACKAGES[m] for m in missing)))
+            return
+        version = None
+        for name in objecter.LIBS:
+            if libs.get(name) and os.path.exists(libs[name]):
+                version = version or library_version(libs[name])
+        key = ".".join(version.split(".")[:2]) if version else None
+        self.release = version
+        if key not in objecter.OFFSETS:
+            self.sites = []
+            self.why = ("no checked Objecter offsets for Ceph %s" % (
+                version or "of unknown version"))
+            return
+        self.offsets = objecter.OFFSETS[key]
+
+    def rodata(self):
+        """The BPF globals: objecter_on and the offsets (zeros when off)."""
+        out = {"objecter_on": int(self.offsets is not None)}
+        out.update(self.offsets or {})
+        return out
+
 
 class EbpfRecorder:
     """Uprobes on the client's librbd/librados, drained into a trace."""
@@ -44,8 +132,9 @@ class EbpfRecorder:
         self.pid, self.out_dir = pid, out_dir
         self.abi = abimod.load("rbdrecord", bpf_dir)
         self.obj = bpf.BPFObject(os.path.join(bpf_dir, "rbdrecord.bpf.o"))
+        self.objecter = ObjecterSite(libs)
         self.obj.set_rodata(self.abi.ctypes_globals(".rodata")(
-            targ_tgid=pid))
+            targ_tgid=pid, **self.objecter.rodata()))
         self.libs = libs
         self.bpf_dir = bpf_dir
         self.comm = comm
@@ -68,6 +157,13 @@ class EbpfRecorder:
                             p, path, at, pid=self.pid,
                             retprobe=self.abi.programs[p] == "uretprobe",
                             what=sym)
+        if self.objecter.offsets:
+            for role, path, at, what in self.objecter.sites:
+                for p in OBJECTER_PROGRAMS[role]:
+                    self.obj.attach_uprobe(
+                        p, path, at, pid=self.pid,
+                        retprobe=self.abi.programs[p] == "uretprobe",
+                        what=what)
         self.lib = lib = native.load(self.bpf_dir)
         self.h = lib.raw_open(self.obj.map("events").fd)
         if not self.h:
@@ -100,7 +196,8 @@ class EbpfRecorder:
         return len(evs)
 
     def lost(self):
-        """{label of enum rbd_lost: count}: "ring", "completions"."""
+        """{label of enum rbd_lost: count}: "ring", "completions",
+        "unread"."""
         m = self.obj.map("lost")
         labels = self.abi.labels("rbd_lost")
         out = {}

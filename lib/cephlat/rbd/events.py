@@ -18,6 +18,10 @@ pthread_id, vtid and vpid):
   rbd_aio_write_zeroes           rbdrecord:aio_write_zeroes_enter / _exit
                                  (librbd has no such tracepoint)
   completion                     librbd:aio_complete_enter / _exit
+  Objecter::_send_op             rbdrecord:osd_op_send (each attempt)
+  Objecter::handle_osd_op_reply  rbdrecord:osd_op_reply (entry),
+                                 rbdrecord:osd_op_done (return: the op's
+                                 completion has run)
 
 `completion` is the application's rbd_completion_t in both the request
 and its aio_complete_enter (LTTng records librbd's internal completion
@@ -26,6 +30,10 @@ rbd_aio_get_return_value() on the handle (applications call it in their
 completion callback: fio does), else its rbd_aio_release(). An image
 opened before the recording started has no name: it is called
 "image-<imagectx>".
+
+The OSD-op events (librbd has no tracepoints for them) carry the request
+id the OSDs know the op by (`reqid`, client.<id>.<inc>:<tid>: OpTracker's
+and osdstage's), so a client's trace and the OSDs' captures join on it.
 """
 from ..capture import ctf
 
@@ -35,6 +43,9 @@ _IMG = [("imagectx", "x64"), ("name", "string"), ("snap_name", "string"),
         ("read_only", "s8")]
 _SEQ = [("buf", "x64"), ("buf_isnull", "u8"), ("buf_len", "u64")]
 _RET = [("retval", "s64")]
+# an OSD op: its request id, and the OSD it went to (send) or came from
+_OSDOP = [("reqid", "string"), ("client", "u64"), ("inc", "s32"),
+          ("tid", "u64"), ("osd", "s32")]
 
 
 def event_classes():
@@ -79,6 +90,12 @@ def event_classes():
         ("librbd:aio_complete_enter", [("completion", "x64"),
                                        ("rval", "s64")]),
         ("librbd:aio_complete_exit", []),
+        ("rbdrecord:osd_op_send", _OSDOP + [
+            ("pool", "u64"), ("seed", "u32"), ("pgid", "string"),
+            ("object", "string"), ("object_len", "u32"), ("flags", "u32"),
+            ("attempts", "s32")]),
+        ("rbdrecord:osd_op_reply", _OSDOP),
+        ("rbdrecord:osd_op_done", _OSDOP),
     ]
     return [ctf.EventClass(n, f) for n, f in ev]
 

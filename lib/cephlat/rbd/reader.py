@@ -16,6 +16,20 @@ class Request:
         self.done = self.rval = None
 
 
+class OsdOp:
+    """One op the client's Objecter sent to an OSD (rbdrecord's eBPF mode):
+    its request id, target, and the times it was sent (the last attempt),
+    its reply arrived and its completion had run."""
+    __slots__ = ("reqid", "osd", "pgid", "object", "flags", "attempts",
+                 "send", "reply", "done")
+
+    def __init__(self, f, ts):
+        self.reqid, self.osd = str(f["reqid"]), int(f["osd"])
+        self.pgid, self.object = str(f["pgid"]), str(f["object"])
+        self.flags, self.attempts = int(f["flags"]), int(f["attempts"])
+        self.send, self.reply, self.done = ts, None, None
+
+
 # event name -> (op, offset field, length field)
 REQUESTS = {
     "librbd:aio_read_enter": ("read", "offset", "length"),
@@ -39,6 +53,7 @@ class RbdTrace:
         self.images = {}        # imagectx -> {"name", "snap", "pool", "ro"}
         self.requests = []
         self.unmatched = 0
+        self.osd_ops = {}       # reqid -> OsdOp
         pending = {}
         try:
             it = bt2.TraceCollectionMessageIterator(path)
@@ -79,6 +94,16 @@ class RbdTrace:
             r = Request(op, ictx, int(f[fo]) if fo else 0,
                         int(f[fl]) if fl else 0, tid, ts)
             pending[int(f["completion"])] = r
+        elif name == "rbdrecord:osd_op_send":
+            # a resend (attempts > 0) replaces the attempt before it
+            self.osd_ops[str(f["reqid"])] = OsdOp(f, ts)
+        elif name in ("rbdrecord:osd_op_reply", "rbdrecord:osd_op_done"):
+            op = self.osd_ops.get(str(f["reqid"]))
+            if op is not None:
+                if name.endswith("reply"):
+                    op.reply = ts
+                else:
+                    op.done = ts
         elif name == "librbd:aio_complete_enter":
             r = pending.pop(int(f["completion"]), None)
             if r is None:

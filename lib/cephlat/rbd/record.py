@@ -10,10 +10,13 @@ from ..abi import default_bpf_dir
 from ..ceph.target import require_btf, require_root
 from ..errors import UserError
 
+LIBS = ("librbd", "librados", "libceph-common")
+LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib")
+
 
 def find_libraries(pid=None):
-    """{"librbd": path, "librados": path} mapped by `pid`, or (no pid) the
-    ones this host's dynamic linker would load."""
+    """{"librbd": path, "librados": path, "libceph-common": path} mapped by
+    `pid`, or (no pid) the ones this host's dynamic linker would load."""
     out = {}
     if pid is not None:
         try:
@@ -21,7 +24,7 @@ def find_libraries(pid=None):
                 for line in f:
                     path = line.split(None, 5)[-1].strip()
                     base = os.path.basename(path)
-                    for lib in ("librbd", "librados"):
+                    for lib in LIBS:
                         if base.startswith(lib + ".so") and lib not in out:
                             out[lib] = "/proc/%d/root%s" % (pid, path)
         except OSError as e:
@@ -31,10 +34,17 @@ def find_libraries(pid=None):
     import ctypes.util
     for lib, so in (("librbd", "rbd"), ("librados", "rados")):
         name = ctypes.util.find_library(so)
-        for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"):
+        for d in LIB_DIRS:
             if name and os.path.exists(os.path.join(d, name)):
                 out[lib] = os.path.realpath(os.path.join(d, name))
                 break
+    # libceph-common is private to Ceph's libraries (not on the linker's
+    # path): beside them, under ceph/
+    for d in LIB_DIRS:
+        p = os.path.join(d, "ceph", "libceph-common.so.2")
+        if os.path.exists(p):
+            out["libceph-common"] = os.path.realpath(p)
+            break
     return out
 
 
@@ -123,6 +133,9 @@ def record_ebpf(args, err):
         err.write("Recording librbd I/O of %s %d (eBPF) to %s... %s\n" % (
             comm, pid, args.output, "Hit Ctrl-C to end." if not child
             else "until it exits."))
+        if rec.objecter.why:
+            err.write("%s: its OSD ops are not recorded: %s\n" % (
+                TOOL, rec.objecter.why))
         err.flush()
         if child:
             child.go()

@@ -96,9 +96,9 @@ class Decoder:
         self.images = {}        # imagectx -> (name, snap, read_only)
         self.pending = {}       # tid -> op of its aio call in progress
         self.ops = ops(abi)
-        hdr, opn, close, aio, done = (Layout(abi, n) for n in (
+        hdr, opn, close, aio, done, osdop = (Layout(abi, n) for n in (
             "rbd_hdr", "rbd_open_rec", "rbd_close_rec", "rbd_aio_rec",
-            "rbd_complete_rec"))
+            "rbd_complete_rec", "rbd_osdop_rec"))
         self._hdr = hdr.reader("ev", "tid", "ts", "pthread_id")
         self._open_v = opn.reader("enter_ts", "imagectx", "retval",
                                   "img.name", "img.snap", "img.pool",
@@ -108,6 +108,9 @@ class Decoder:
                                  "completion", "op_flags", "op")
         self._aio_ret = aio.reader("retval")
         self._done_v = done.reader("completion", "rval")
+        self._osdop_v = osdop.reader("client", "tid", "pool", "seed", "osd",
+                                     "inc", "flags", "attempts", "oid_len",
+                                     "oid")
         ev = abi.enum("rbd_ev")
         self._by_ev = {
             ev["RBD_OPEN_IMAGE"]: self._open,
@@ -116,6 +119,9 @@ class Decoder:
             ev["RBD_AIO_ENTER"]: self._aio,
             ev["RBD_AIO_EXIT"]: self._aio_exit,
             ev["RBD_AIO_COMPLETE"]: self._complete,
+            ev["RBD_OSD_OP_SEND"]: self._osdop_send,
+            ev["RBD_OSD_OP_REPLY"]: self._osdop("rbdrecord:osd_op_reply"),
+            ev["RBD_OSD_OP_DONE"]: self._osdop("rbdrecord:osd_op_done"),
         }
 
     def image(self, ictx):
@@ -187,3 +193,22 @@ class Decoder:
         comp, rval = self._done_v(data, rec)
         out.append((ts, "librbd:aio_complete_enter", ctx, (comp, rval)))
         out.append((ts, "librbd:aio_complete_exit", ctx, ()))
+
+    def _osdop_send(self, out, data, rec, ts, ctx):
+        client, tid, pool, seed, osd, inc, flags, attempts, olen, oid = \
+            self._osdop_v(data, rec)
+        out.append((ts, "rbdrecord:osd_op_send", ctx, (
+            reqid(client, inc, tid), client, inc, tid, osd, pool, seed,
+            "%d.%x" % (pool, seed), _cstr(oid), olen, flags, attempts)))
+
+    def _osdop(self, name):
+        def handle(out, data, rec, ts, ctx):
+            client, tid, _, _, osd, inc, _, _, _, _ = self._osdop_v(data, rec)
+            out.append((ts, name, ctx, (reqid(client, inc, tid), client,
+                                        inc, tid, osd)))
+        return handle
+
+
+def reqid(client, inc, tid):
+    """The OSD's name of a client op: client.4161.0:11457."""
+    return "client.%d.%d:%d" % (client, inc, tid)

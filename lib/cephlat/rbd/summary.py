@@ -1,8 +1,11 @@
 """--summary: per image, ops, bytes and mean latency per type, request
-sizes, an offset heat-map and the read/write mix (text or JSON)."""
+sizes, an offset heat-map and the read/write mix; per OSD, the ops the
+client's Objecter sent it and how long their replies took (text or
+JSON)."""
 import collections
 import json
 
+from ..ceph import objecter
 from .reader import RbdTrace
 
 
@@ -46,6 +49,41 @@ def image_summary(reqs, zones):
     }
 
 
+def _pct(sorted_vals, q):
+    return sorted_vals[min(len(sorted_vals) - 1, int(len(sorted_vals) * q))]
+
+
+def osd_summary(osd_ops):
+    """{osd: {kind: {"ops", "reply_us_p50", "reply_us_p99",
+    "done_us_mean"}}}: per target OSD, reads and writes (by the op's
+    flags): send -> reply, and reply -> its completion run; with the ops
+    never replied to."""
+    lat = collections.defaultdict(lambda: collections.defaultdict(list))
+    after = collections.defaultdict(lambda: collections.defaultdict(list))
+    unreplied = collections.Counter()
+    for op in osd_ops.values():
+        kind = "write" if op.flags & objecter.FLAG_WRITE else "read"
+        if op.reply is None:
+            unreplied[op.osd] += 1
+            continue
+        lat[op.osd][kind].append(op.reply - op.send)
+        if op.done is not None:
+            after[op.osd][kind].append(op.done - op.reply)
+    out = {}
+    for osd in sorted(set(lat) | set(unreplied)):
+        per = {}
+        for kind, v in sorted(lat[osd].items()):
+            v.sort()
+            a = after[osd][kind]
+            per[kind] = {"ops": len(v),
+                         "reply_us_p50": round(_pct(v, 0.5) / 1e3, 1),
+                         "reply_us_p99": round(_pct(v, 0.99) / 1e3, 1),
+                         "done_us_mean": round(sum(a) / len(a) / 1e3, 1)
+                         if a else None}
+        out[str(osd)] = dict(per, unreplied=unreplied[osd])
+    return out
+
+
 def summary(path, zones, as_json, out):
     """Summarize the trace at `path` on `out`. -> exit status"""
     tr = RbdTrace(path)
@@ -56,11 +94,14 @@ def summary(path, zones, as_json, out):
         s = image_summary(reqs, zones)
         s["pool"] = img.get("pool")
         res["images"][tr.image_name(ictx)] = s
+    res["osds"] = osd_summary(tr.osd_ops)
     if as_json:
         out.write(json.dumps(res) + "\n")
         return 0
     for name, s in res["images"].items():
         write_image(out, name, s)
+    if res["osds"]:
+        write_osds(out, res["osds"])
     if tr.incomplete or tr.unmatched:
         out.write("(%d requests never completed, %d completions without "
                   "their request)\n" % (tr.incomplete, tr.unmatched))
@@ -88,6 +129,25 @@ def write_image(out, name, s):
         out.write("  %10s %7d / %-7d %s\n" % (
             _human(z["start"]), z["reads"], z["writes"],
             "#" * round(40 * z["bytes"] / top)))
+
+
+def write_osds(out, osds):
+    """The Objecter's ops per OSD as text."""
+    out.write("OSD ops (the client's Objecter: sent -> reply; reply -> "
+              "its completion ran):\n")
+    out.write("  %-5s %-6s %8s %12s %12s %12s\n" % (
+        "OSD", "KIND", "OPS", "REPLY_P50_US", "REPLY_P99_US", "DONE_US"))
+    for osd, per in osds.items():
+        for kind in ("read", "write"):
+            if kind in per:
+                k = per[kind]
+                out.write("  %-5s %-6s %8d %12.1f %12.1f %12s\n" % (
+                    "osd.%s" % osd, kind, k["ops"], k["reply_us_p50"],
+                    k["reply_us_p99"], "-" if k["done_us_mean"] is None
+                    else "%.1f" % k["done_us_mean"]))
+        if per["unreplied"]:
+            out.write("  osd.%s: %d ops never replied to in the trace\n" %
+                      (osd, per["unreplied"]))
 
 
 def _human(n):

@@ -1,0 +1,64 @@
+"""The client library's Objecter, per release: the two functions the client
+recorder probes (rbdrecord's OSD ops) and the struct offsets its programs
+read (probes/rbdrecord.bpf.c's obj_* / op_* / msg_* globals).
+
+Each OSD op a librados / librbd client sends goes through
+Objecter::_send_op(Op*) (every attempt: a resend after a map change calls
+it again) and its reply through Objecter::handle_osd_op_reply(MOSDOpReply*),
+which runs the op's completion before it returns. The OSD names the op
+client.<global id>.<client_inc>:<tid> (osd_reqid_t of the MOSDOp): the
+entity number is the client messenger's my_name, the incarnation the
+Objecter's client_inc, the tid the Op's.
+
+Offsets: from the release's DWARF (Debian's librados2-dbg, which holds
+libceph-common's debug info), checked by tests/cluster/test_objecter.py
+with gdb, and on a live client by tests/cluster/test_rbdrecord_osdops.py
+(request ids equal to those the OSD logs). A release without checked
+offsets records no OSD ops (the librbd calls still are). Where the
+recorder finds them in a client: lib/cephlat/rbd/ebpf.py (ObjecterSite).
+"""
+# role -> (qualified name, parameter pattern)
+FUNCS = {
+    "send": ("Objecter::_send_op", r"^Objecter::Op\*$"),
+    "reply": ("Objecter::handle_osd_op_reply", r"^MOSDOpReply\*$"),
+}
+
+# where the Objecter is, in the order searched: Pacific exports it from
+# libceph-common; later releases link it into librados and librbd
+LIBS = ("libceph-common", "librados", "librbd")
+
+# Ceph 16.2.15 (Debian 12's librados2 / libceph-common2):
+#   Objecter: messenger 24, client_inc 148 (std::atomic<int>)
+#   Messenger: my_name 176 (entity_name_t: _type u8, _num s64 at +8)
+#   Objecter::Op: target 40 (op_target_t: flags 0, target_oid 120,
+#     actual_pgid 272 (spg_t: pg_t m_pool u64, m_seed u32), osd 400),
+#     tid 1144, attempts 1152
+#   Message: header 24 (ceph_msg_header: tid 8, src 36 (u8 type, le64 num))
+_PACIFIC = {"obj_msgr_off": 24, "obj_inc_off": 148, "msgr_name_off": 176,
+            "op_flags_off": 40, "op_oid_off": 160, "op_pgid_off": 312,
+            "op_osd_off": 440, "op_tid_off": 1144, "op_attempts_off": 1152,
+            "msg_tid_off": 32, "msg_src_off": 60}
+
+OFFSETS = {"16.2": _PACIFIC}
+
+# the DWARF expressions of each offset (tests/cluster/test_objecter.py)
+DWARF = {
+    "obj_msgr_off": "&((Objecter*)0)->messenger",
+    "obj_inc_off": "&((Objecter*)0)->client_inc",
+    "msgr_name_off": "&((Messenger*)0)->my_name",
+    "msg_tid_off": "&((Message*)0)->header.tid",
+    "msg_src_off": "&((Message*)0)->header.src",
+}
+# members of Objecter::Op (gdb cannot cast to the nested type: read from
+# its `ptype /o`): offset name -> path of the member inside Op
+OP_MEMBERS = {
+    "op_flags_off": ("target", "flags"),
+    "op_oid_off": ("target", "target_oid"),
+    "op_pgid_off": ("target", "actual_pgid"),
+    "op_osd_off": ("target", "osd"),
+    "op_tid_off": ("tid",),
+    "op_attempts_off": ("attempts",),
+}
+
+# CEPH_OSD_FLAG_READ / _WRITE (include/rados.h)
+FLAG_READ, FLAG_WRITE = 0x10, 0x20
