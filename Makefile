@@ -164,7 +164,9 @@ BENCH_SECS ?= 8
 # BENCH=main: the tracing modes on the running lab; BENCH=osds: one OSD traced
 # vs three (switches the lab to OSDS=3); BENCH=reader: the reader on a large
 # capture and the recorder alone (issue 15); BENCH=exporter: the exporter's
-# soak, BENCH_SOAK_MIN minutes on the 3-OSD lab (issue 16); all: every part
+# soak, BENCH_SOAK_MIN minutes on the 3-OSD lab (issue 16); BENCH=floor: one
+# uprobe hit's floor (issue 27); BENCH=client: what rbdrecord costs the client
+# it records (issue 26); all: every part
 BENCH ?= all
 BENCH_SOAK_MIN ?= 30
 BENCH_OSDS_PAIRS ?= 3

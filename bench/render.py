@@ -325,6 +325,8 @@ def render_md(results, osds_results=None):
         if c:
             traps[_release(res)] = c["per_hit"]
     lines += floor.render_section(traps)
+    import client_cost
+    lines += client_cost.render_section()
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

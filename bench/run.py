@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 # bench/run.py - what tracing costs the OSD, measured side by side (make bench).
 #
-# USAGE: bench/run.py [--part all|main|osds|reader|exporter|floor] [--pairs N]
+# USAGE: bench/run.py [--part all|main|osds|reader|exporter|floor|client]
+#                     [--pairs N]
 #                     [--secs S] [--osds-pairs N] [--osds-secs S] [--smoke]
 #                     [--out FILE] [--osds-out FILE] [--md FILE]
 #                     [--soak-min M] [--soak-bound PCT]
@@ -63,6 +64,11 @@
 # The "floor" part (--part floor; in --part all too; no lab needed), issue
 # 27: what one uprobe hit costs on this machine by the instruction probed
 # and the link (bench/floor.py says how). Writes bench/results/floor.json.
+#
+# The "client" part (--part client; in --part all too), issue 26: what
+# rbdrecord (the librbd calls and every OSD op) costs the fio client it
+# records, on the host lab (bench/client_cost.py says how). Writes
+# bench/results/client.json.
 #
 # This file parses the options, runs the parts (main_part, osds_part,
 # reader_part; the exporter part is exporter_soak.soak_part, the floor
@@ -163,7 +169,7 @@ def main(argv=None):
                     help="default: bench/results/<release>.json")
     ap.add_argument("--md", default=os.path.join(REPO, "BENCHMARKS.md"))
     ap.add_argument("--part", choices=("all", "main", "osds", "reader",
-                                       "exporter", "floor"),
+                                       "exporter", "floor", "client"),
                     default="all",
                     help="main: the tracing modes on the running lab; osds: "
                     "one OSD traced vs three, on the 3-OSD lab; reader: "
@@ -171,6 +177,8 @@ def main(argv=None):
                     "controlled program and the recorder alone (no lab); "
                     "floor: what one uprobe hit costs on this machine, by "
                     "the instruction probed (bench/floor.py; no lab); "
+                    "client: what rbdrecord costs the client it records "
+                    "(bench/client_cost.py); "
                     "all: every part")
     ap.add_argument("--osds-pairs", type=int, default=3)
     ap.add_argument("--osds-secs", type=int, default=8)
@@ -180,6 +188,10 @@ def main(argv=None):
                     help="the floor part's interleaved rounds (default 7)")
     ap.add_argument("--floor-calls", type=int, default=1000000,
                     help="the floor part's calls per run (default 1000000)")
+    ap.add_argument("--client-pairs", type=int, default=4,
+                    help="the client part's interleaved pairs (default 4)")
+    ap.add_argument("--client-secs", type=int, default=10,
+                    help="the client part's run seconds (default 10)")
     ap.add_argument("--soak-min", type=float, default=30.0,
                     help="the exporter part's soak, minutes (default 30)")
     ap.add_argument("--soak-pairs", type=int, default=4,
@@ -209,6 +221,9 @@ def main(argv=None):
     if a.part in ("all", "floor") and not a.smoke:
         import floor
         text += floor.floor_part(a)
+    if a.part in ("all", "client") and not a.smoke:
+        import client_cost
+        text += client_cost.client_part(a, lab_env(), git_commit())
     if not a.smoke:
         with open(a.md, "w") as f:
             f.write(render_md(load_results()))

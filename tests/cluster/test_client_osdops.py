@@ -130,6 +130,7 @@ def _record(lab_hosts, d, i):
     assert p.returncode == 0, p.stderr
     assert "none lost" in p.stderr, p.stderr
     assert "not recorded" not in p.stderr, p.stderr
+    assert re.search(r"fio used [0-9.]+ s of CPU", p.stderr), p.stderr
     hist = [historic(a) for a in lab_hosts["asoks"]]
     ops, requests = osd_ops(out)
     fio = json.load(open(d / ("fio%d.json" % i)))["jobs"][0]

@@ -68,6 +68,7 @@ class Child:
         os.close(r)
         self.go_fd = w
         self.status = None
+        self.cpu_s = None       # its CPU time (user + system) once it ended
 
     def go(self):
         os.write(self.go_fd, b"x")
@@ -76,16 +77,19 @@ class Child:
     def poll(self):
         """Its exit status once it has exited, else None."""
         if self.status is None:
-            pid, st = os.waitpid(self.pid, os.WNOHANG)
+            pid, st, ru = os.wait4(self.pid, os.WNOHANG)
             if pid:
-                self.status = os.waitstatus_to_exitcode(st)
+                self._ended(st, ru)
         return self.status
+
+    def _ended(self, st, ru):
+        self.status = os.waitstatus_to_exitcode(st)
+        self.cpu_s = ru.ru_utime + ru.ru_stime
 
     def kill(self):
         if self.poll() is None:
             os.kill(self.pid, signal.SIGTERM)
-            self.status = os.waitstatus_to_exitcode(
-                os.waitpid(self.pid, 0)[1])
+            self._ended(*os.wait4(self.pid, 0)[1:])
 
     def cancel(self):
         """Before go(): end it without running COMMAND."""
@@ -147,6 +151,10 @@ def record_ebpf(args, err):
             child.kill()
     counts, lost, reordered = rec.stop()
     report_counts(err, args.output, counts, lost["ring"], reordered)
+    if child and child.cpu_s is not None:
+        # the client's CPU, the probes' traps and programs included
+        err.write("%s: %s used %.3f s of CPU (user + system)\n" % (
+            TOOL, comm, child.cpu_s))
     if status:
         # the trace is kept; the exit status is the command's, as with
         # time(1): 128 + N when a signal N ended it
