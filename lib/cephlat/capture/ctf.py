@@ -92,6 +92,21 @@ class EventClass:
         if self._fixed:
             self._struct = struct.Struct(
                 "<" + "".join(TYPES[t][1][1:] for _, t, _ in self.fields))
+        else:
+            # runs of fixed-size fields packed by one Struct each, and the
+            # strings between them: [(first, last + 1, Struct or None)]
+            self._plan, i, n = [], 0, len(self.fields)
+            while i < n:
+                j = i
+                while j < n and TYPES[self.fields[j][1]][1]:
+                    j += 1
+                if j > i:
+                    self._plan.append((i, j, struct.Struct("<" + "".join(
+                        TYPES[t][1][1:] for _, t, _ in self.fields[i:j]))))
+                    i = j
+                else:
+                    self._plan.append((i, i + 1, None))
+                    i += 1
 
     def encode(self, values):
         if self._fixed and not self._texts:
@@ -100,16 +115,19 @@ class EventClass:
             return self._struct.pack(*[
                 v.encode("utf-8") if isinstance(v, str) else v
                 for v in values])
-        out = bytearray()
-        for (fname, ftype, _), v in zip(self.fields, values):
-            fmt = TYPES[ftype][1]
-            if fmt is None:
+        out = []
+        for i, j, st in self._plan:
+            if st is None:
+                v = values[i]
                 b = v.encode("utf-8", "replace") if isinstance(v, str) else v
-                out += b.replace(b"\0", b"?") + b"\0"
+                out.append(b.replace(b"\0", b"?") if b"\0" in b else b)
+                out.append(b"\0")
             else:
-                out += struct.pack(fmt, v.encode("utf-8") if isinstance(
-                    v, str) else v)
-        return bytes(out)
+                out.append(st.pack(*[
+                    v.encode("utf-8") if isinstance(v, str) else v
+                    for v in values[i:j]]) if self._texts else
+                    st.pack(*values[i:j]))
+        return b"".join(out)
 
     def decode(self, data, p, end):
         """-> (values tuple, position after the event)"""
