@@ -505,3 +505,10 @@ class Trace:
     def _cut(self, fname):
         self.truncated = True
         self.truncated_streams.append(fname)
+
+
+def trace_tool(path):
+    """What made the trace at `path` (its metadata's env "tool":
+    "osdstage", "rbdrecord"), or None; one clear line when it is no
+    trace of ours."""
+    return Trace(path).env.get("tool")

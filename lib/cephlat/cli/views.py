@@ -8,12 +8,15 @@ import sys
 import time
 
 from ..errors import UserError, quiet_broken_pipe
+from ..model.e2e import client_segments, replica_segments
 from ..model.interval import RunInfo, host_record, interval_record
 from ..model.slowest import op_row, slowest
 from ..model.timeline import host_timeline, timeline
 from ..render.text import emit, print_op_story, print_slowest
 from ..capture.ops import OpSummary
+from ..capture.ctf import trace_tool
 from ..capture.reader import Capture
+from ..rbd.reader import RbdTrace
 
 TOOL = "osdstage"
 # the options that ask for a window report
@@ -40,30 +43,58 @@ def check_names(args, vocab, whose):
             status=2)
 
 
-def run(args, out, err):
-    """Read capture args.read: the live run's reports again, or one report
-    over a window with filters, slowest ops and pictures."""
-    cap = Capture(args.read)
+def _open(path, err):
+    """One capture, opened with its warnings said."""
+    cap = Capture(path)
     if cap.trace.truncated:
         err.write("%s: %s was cut short (%s ends inside a packet): read up "
                   "to the last complete packet\n" % (
-                      TOOL, args.read, ", ".join(cap.trace.truncated_streams)))
+                      TOOL, path, ", ".join(cap.trace.truncated_streams)))
     if cap.first_ns is None:
         raise UserError("%s holds no complete packet: nothing to read" %
-                        args.read)
+                        path)
     if cap.end is None:
         err.write("%s: %s has no end marker (the recording was killed); "
                   "what follows its last report is rebuilt from the events"
-                  "\n" % (TOOL, args.read))
+                  "\n" % (TOOL, path))
+    return cap
+
+
+def _sort_inputs(paths):
+    """-r's paths -> (osdstage captures, rbdrecord traces), each by what
+    its metadata says it is."""
+    caps, clients = [], []
+    for p in paths:
+        (clients if trace_tool(p) == "rbdrecord" else caps).append(p)
+    if not caps:
+        raise UserError("no osdstage capture among %s (an rbdrecord trace "
+                        "is read with the captures of its OSDs)" %
+                        ", ".join(paths))
+    return caps, clients
+
+
+def run(args, out, err):
+    """Read the captures args.read: the live run's reports again, or one
+    report over a window with filters, slowest ops and pictures; or, with
+    several captures (one per host) and clients' traces, one op's story
+    end to end (--op)."""
+    paths, clients = _sort_inputs(args.read)
+    if (len(paths) > 1 or clients) and not args.op_reqid:
+        raise UserError("several captures, or a client's trace, are read "
+                        "together for one op's story (--op REQID); the "
+                        "other views read one capture")
+    opened = [_open(p, err) for p in paths]
+    cap = opened[0]
+    args.read = paths[0] if len(paths) == 1 else ", ".join(paths)
     check_names(args, cap.vocab, "the capture's")
     if args.thread_role and args.thread_role not in cap.roles.names:
         raise UserError("--thread-role %s: the capture's roles are %s" % (
             args.thread_role, ", ".join(cap.roles.names)))
-    caps = _targets(args, cap)
+    caps = [t for c, p in zip(opened, paths) for t in _targets(args, c, p)]
     window = any(getattr(args, k) for k in OFFLINE_ONLY)
     try:
         if args.op_reqid:
-            return _op_story(args, out, caps, err)
+            return _op_story(args, out, caps, err, clients)
         if len(caps) > 1:
             return _many(args, out, err, caps, window)
         cap = caps[0]
@@ -76,7 +107,7 @@ def run(args, out, err):
         return 0
 
 
-def _targets(args, cap):
+def _targets(args, cap, path):
     """The capture's targets to show (--osd), each read as its own
     Capture (slot)."""
     names = [t["name"] for t in cap.targets]
@@ -86,11 +117,13 @@ def _targets(args, cap):
         slots = []
         for i in args.osd:
             if "osd." + i not in names:
+                if args.op_reqid:       # several captures: any of them
+                    continue
                 raise UserError("--osd %s: the capture holds %s" % (
                     i, ", ".join(n or "pid %d" % t["pid"] for n, t in
                                  zip(names, cap.targets))))
             slots.append(names.index("osd." + i))
-    return [cap if s == cap.slot else Capture(args.read, s) for s in slots]
+    return [cap if s == cap.slot else Capture(path, s) for s in slots]
 
 
 def _many(args, out, err, caps, window):
@@ -120,15 +153,19 @@ def _many(args, out, err, caps, window):
     return 0
 
 
-def _op_story(args, out, caps, err=None):
-    """--op REQID: every op with that request id on every OSD: the client
-    op on its primary (with its replicas' replies), the replica ops."""
+def _op_story(args, out, caps, err=None, clients=()):
+    """--op REQID: every op with that request id on every OSD of every
+    capture: the client op on its primary (with its replicas' replies),
+    the replica ops; with a client's trace that sent it, the client's
+    send, reply and completion, and its latency split end to end. Times
+    from the first event, on the wall clock (captures of several hosts)."""
     found = {}
     for c in caps:
         rows = c.ops(c.first_ns, c.last_ns,
                      keep=lambda o: o.req == args.op_reqid)
         if rows:
             found[c.name or "pid %d" % c.pid] = (c, rows)
+    client = _client_op(clients, args.op_reqid)
     if not found:
         firsts = [c.first_op(c.first_ns, c.last_ns) for c in caps]
         if not any(o.req for o in firsts if o is not None):
@@ -137,8 +174,15 @@ def _op_story(args, out, caps, err=None):
                             "them)" % args.read)
         raise UserError("no op %s in %s (see --slowest for request ids)" % (
             args.op_reqid, args.read))
-    t0 = min(o.enq_ns for _, rows in found.values() for o in rows)
+
+    def wall_ns(c, ns):
+        return int(round(c.wall(ns) * 1e9))
+    t0 = min(wall_ns(c, o.enq_ns) for c, rows in found.values()
+             for o in rows)
+    if client:
+        t0 = min(t0, client["send"])
     story = {"type": "op", "reqid": args.op_reqid, "osds": {}}
+    primary_at = None
     for name, (c, rows) in found.items():
         story["osds"][name] = []
         primary = any(o.done or o.replies for o in rows)
@@ -147,16 +191,33 @@ def _op_story(args, out, caps, err=None):
             # a replica's reply is an op of its own on the primary
             row["role"] = "primary" if o.done or o.replies else \
                 "replica" if o.repop else "reply" if primary else "other"
-            row["enqueued_at_us"] = round((o.enq_ns - t0) / 1000, 1)
+            row["enqueued_at_us"] = round((wall_ns(c, o.enq_ns) - t0) /
+                                          1000, 1)
             story["osds"][name].append(row)
             story.setdefault("pg", o.pg)
+            if row["role"] == "primary" and o.done:
+                first = min([s["start_us"] for s in row["stages"]
+                             if s["start_us"] < 0], default=None)
+                enq = wall_ns(c, o.enq_ns)
+                primary_at = (name, enq, None if first is None else
+                              enq + int(first * 1000),
+                              wall_ns(c, o.done["ts"]))
+    if client:
+        story["client"] = _client_block(client, t0, primary_at)
+    reps = replica_segments(story)
+    if reps:
+        story["replicas"] = reps
     if args.json:
         out.write(json.dumps(story) + "\n")
     else:
         print_op_story(out, story)
     if args.html or args.perfetto:     # a timeline centred on the request
+        if len({id(c.trace) for c in caps}) > 1:
+            raise UserError("--html / --perfetto draw one capture: name "
+                            "it alone with -r")
         rows = [o for _, rs in found.values() for o in rs]
-        a, b = t0, max(_end_ns(o) for o in rows)
+        a = min(o.enq_ns for o in rows)
+        b = max(_end_ns(o) for o in rows)
         span = max(int(args.timeline_ms * 1e6), int((b - a) * 1.2))
         lo = _bound(caps[0], args.t_from, caps[0].first_ns)
         hi = _bound(caps[0], args.t_to, caps[0].last_ns)
@@ -168,6 +229,40 @@ def _op_story(args, out, caps, err=None):
         _host_pictures(args, err or sys.stderr, caps, recs,
                        (a, min(hi, a + span)), args.op_reqid)
     return 0
+
+
+def _client_op(paths, reqid):
+    """The op `reqid` in the clients' traces: {"send", "reply", "done"
+    (wall ns), "osd", "object", "trace"}, or None."""
+    for p in paths:
+        tr = RbdTrace(p)
+        op = tr.osd_ops.get(reqid)
+        if op is not None:
+            return {"send": op.send, "reply": op.reply, "done": op.done,
+                    "osd": op.osd, "object": op.object, "trace": p}
+    return None
+
+
+def _client_block(client, t0, primary_at):
+    """The story's "client": when it sent, got the reply and completed
+    the op, and (with the primary's row) the segments end to end."""
+    def at(ns):
+        return None if ns is None else round((ns - t0) / 1000, 1)
+    block = {"trace": client["trace"], "osd": "osd.%d" % client["osd"],
+             "object": client["object"], "sent_at_us": at(client["send"]),
+             "reply_at_us": at(client["reply"]),
+             "done_at_us": at(client["done"])}
+    if client["reply"] is None:
+        block["segments"] = None
+        return block
+    if primary_at is None:
+        block["segments"] = None
+        block["why"] = "its primary's completion is not in the captures"
+        return block
+    name, enq, first, done = primary_at
+    block["primary"] = name
+    block.update(client_segments(client, enq, first, done))
+    return block
 
 
 def _show_host(args, out, runs, recs, ts, secs):

@@ -162,14 +162,52 @@ def _attribution(out, rec):
 def print_op_story(out, story):
     """-r --op: one request's ops on every OSD."""
     out.write("op %s, pg %s, on %d OSD%s (times in us; +at = from the "
-              "first enqueue)\n" % (story["reqid"], story.get("pg") or "?",
-                                    len(story["osds"]),
-                                    "" if len(story["osds"]) == 1 else "s"))
+              "%s)\n" % (story["reqid"], story.get("pg") or "?",
+                         len(story["osds"]),
+                         "" if len(story["osds"]) == 1 else "s",
+                         "client's send" if story.get("client") else
+                         "first enqueue"))
+    if story.get("client"):
+        _print_client(out, story["client"])
+    if story.get("replicas"):
+        out.write("\n  REPLICAS   %9s %9s %9s %9s\n" % (
+            "OUT", "REPLICA", "BACK", "WAIT"))
+        for r in story["replicas"]:
+            out.write("  %-10s %9s %9s %9s %9s%s\n" % (
+                r["replica"], *["?" if r[k] is None else r[k] for k in (
+                    "out_us", "replica_us", "back_us", "wait_us")],
+                "  (last)" if r["last"] else ""))
+        out.write("  (out: sub-op sent -> the replica's enqueue; replica: "
+                  "-> its commit reply sent; back: -> the primary handling "
+                  "it, the reply's queue included; wait: the primary's, "
+                  "sent -> handled)\n")
     for name, rows in story["osds"].items():
         for r in rows:
             out.write("\n%s, %s op, enqueued at +%s:\n" % (
                 name, r["role"], r["enqueued_at_us"]))
             _print_ops(out, [r], numbered=False)
+
+
+def _print_client(out, c):
+    """The client's side of an op and its latency end to end."""
+    def at(v):
+        return "+%s" % v if v is not None else "not in the trace"
+    out.write("\nclient (%s): sent to %s at %s, reply at %s, completion "
+              "ran at %s\n" % (c["trace"], c["osd"], at(c["sent_at_us"]),
+                               at(c["reply_at_us"]), at(c["done_at_us"])))
+    if not c.get("segments"):
+        if c.get("why"):
+            out.write("  end to end: %s\n" % c["why"])
+        return
+    out.write("  END TO END %s us:\n" % c["total_us"])
+    for seg in c["segments"]:
+        out.write("  %-11s %10s  %s\n" % (
+            seg["segment"], "?" if seg["us"] is None else seg["us"],
+            seg["what"]))
+    if c.get("clock_disagreement_us") is not None:
+        out.write("  (?: the hosts' clocks disagree by more than that "
+                  "segment: it came out %s us below zero)\n" %
+                  c["clock_disagreement_us"])
 
 
 def print_slowest(out, rows):
