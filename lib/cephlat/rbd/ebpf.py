@@ -10,10 +10,9 @@ import os
 import re
 import socket
 import struct
-import time
 
 from . import events, records
-from .. import abi as abimod
+from .. import abi as abimod, clocks
 from ..ceph import objecter
 from ..engine import bpf, native
 from ..engine.elfsym import ElfSymbols
@@ -169,11 +168,14 @@ class EbpfRecorder:
         if not self.h:
             raise UserError("cannot read the ring buffer")
         self.decoder = records.Decoder(self.pid, self.abi)
-        mono, wall = time.monotonic_ns(), time.time_ns()
+        # the wall clock of the trace's monotonic stamps (osdstage -r
+        # lines a client's trace up with the OSDs' captures by it), and
+        # how closely it was read
+        _, offset, width = clocks.wall_minus_mono()
         env = {"hostname": socket.gethostname(), "pid": self.pid,
                "procname": self.comm or "", "librbd": self.libs.get(
-                   "librbd", "")}
-        self.writer = events.open_trace(self.out_dir, env, wall - mono)
+                   "librbd", ""), "clock_read_ns": width}
+        self.writer = events.open_trace(self.out_dir, env, offset)
 
     def poll(self):
         n = self.lib.raw_consume(self.h)
