@@ -613,6 +613,29 @@ def stop_bpftrace(p, timeout=60):
                     " ".join(p.args), timeout, stacks, out, err)) from e
 
 
+def gdb_offsets(path, offsets, *before):
+    """gdb -batch on `path` (a binary or its debug file): the commands
+    `before`, then each {name: DWARF expression} printed as a number.
+    -> (gdb's whole stdout, {name: int} of those it could print)"""
+    args = ["gdb", "-batch", "-nx"]
+    for c in list(before) + [x for name, expr in offsets.items() for x in (
+            "echo @@off %s\\n" % name, "print (long)%s" % expr)]:
+        args += ["-ex", c]
+    p = subprocess.run(args + [path], capture_output=True, text=True,
+                       timeout=600)
+    got = re.findall(r"@@off (\w+)\n\$\d+ = (-?\d+)", p.stdout)
+    return p.stdout, {k: int(v) for k, v in got}
+
+
+def fio_rbd_job(ios, iodepth, seed, image="img1", rw="randrw"):
+    """A fio job of fio's rbd engine on rbd/IMAGE: `ios` 4 KiB ops, half
+    reads (randrw), over the image's first 64 MiB."""
+    return ("[global]\nioengine=rbd\nclientname=admin\npool=rbd\n"
+            "rbdname=%s\ndirect=1\n[mix]\nrw=%s\nrwmixread=50\nbs=4k\n"
+            "size=64m\nnumber_ios=%d\niodepth=%d\nrandseed=%d\n" % (
+                image, rw, ios, iodepth, seed))
+
+
 def wait_for_line(stream, needle, timeout):
     """Read lines from a text stream until one contains `needle`."""
     t0 = time.time()

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, need
+from conftest import REPO, fio_rbd_job, need
 
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
@@ -23,21 +23,6 @@ from cephlat.ceph.adminsock import command              # noqa: E402
 
 RBDRECORD = os.path.join(REPO, "tools", "rbdrecord.py")
 IOS = 600
-JOB = """[global]
-ioengine=rbd
-clientname=admin
-pool=rbd
-rbdname=img1
-direct=1
-[mix]
-rw=randrw
-rwmixread=50
-bs=4k
-size=64m
-number_ios=%d
-iodepth=8
-randseed=%d
-"""
 DELAY_US = 1000          # the lab_hosts fixture's LAB_NET_DELAY
 
 
@@ -117,7 +102,7 @@ def recorded(lab_hosts, tmp_path_factory):
 def _record(lab_hosts, d, i):
     """One fio run under rbdrecord, in the client's namespace; the OSDs'
     histories right after it."""
-    (d / ("job%d.fio" % i)).write_text(JOB % (IOS, 42 + i))
+    (d / ("job%d.fio" % i)).write_text(fio_rbd_job(IOS, 8, 42 + i))
     out = d / ("trace%d" % i)
     p = subprocess.run(
         ["nsenter", "--net=/run/netns/" + lab_hosts["client_netns"],

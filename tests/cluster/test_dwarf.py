@@ -10,7 +10,7 @@ import pytest
 from cephlat.ceph import probetable
 from cephlat.engine.elfsym import ElfSymbols
 
-from conftest import need
+from conftest import gdb_offsets, need
 
 OSD = "/usr/bin/ceph-osd"
 ARG_REGS = ["rdi", "rsi", "rdx", "rcx", "r8", "r9"]
@@ -41,16 +41,9 @@ def gdb_out():
                 addrs[role] = elf.find(f.qualified, f.params)[0].addr
     cmds = ["ptype /o OpRequest", "print (int)CEPH_OSD_RMW_FLAG_READ",
             "print (int)CEPH_OSD_RMW_FLAG_WRITE"]
-    for name, expr in OFFSETS.items():
-        cmds += ["echo @@off %s\\n" % name, "print (long)%s" % expr]
     for role, a in addrs.items():
         cmds += ["echo @@%s\\n" % role, "info scope *0x%x" % a]
-    args = ["gdb", "-batch", "-nx"]
-    for c in cmds:
-        args += ["-ex", c]
-    p = subprocess.run(args + [OSD], capture_output=True, text=True,
-                       timeout=600)
-    return p.stdout
+    return gdb_offsets(OSD, OFFSETS, *cmds)[0]
 
 
 # the probe table's per-release offsets (and what the BPF side assumes of

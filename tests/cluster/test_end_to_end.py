@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from conftest import (OSDSTAGE, PYTHON, REPO, assert_one_line_error, need,
-                      run_tool, wait_for_line)
+from conftest import (OSDSTAGE, PYTHON, REPO, assert_one_line_error,
+                      fio_rbd_job, run_tool, wait_for_line)
 
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
@@ -24,21 +24,6 @@ from cephlat.rbd.reader import RbdTrace                 # noqa: E402
 
 RBDRECORD = os.path.join(REPO, "tools", "rbdrecord.py")
 DELAY_US = 1000          # the lab_hosts fixture's LAB_NET_DELAY
-JOB = """[global]
-ioengine=rbd
-clientname=admin
-pool=rbd
-rbdname=img1
-direct=1
-[mix]
-rw=randrw
-rwmixread=50
-bs=4k
-size=64m
-number_ios=400
-iodepth=4
-randseed=7
-"""
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +39,7 @@ def e2e(lab_hosts, tmp_path_factory):
                                  stderr=subprocess.PIPE, text=True)
             tracers.append(t)
             wait_for_line(t.stderr, "Tracing", 60)
-        (d / "job.fio").write_text(JOB)
+        (d / "job.fio").write_text(fio_rbd_job(400, 4, 7))
         trace = str(d / "client")
         p = subprocess.run(
             ["nsenter", "--net=/run/netns/" + lab_hosts["client_netns"],

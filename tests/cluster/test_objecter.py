@@ -5,12 +5,11 @@ with gdb; and every copy is found where the recorder looks."""
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO, need
+from conftest import REPO, gdb_offsets, need
 
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
@@ -98,24 +97,16 @@ def test_offsets_match_dwarf_of_each_copy(name):
     key = ".".join((version or "").split(".")[:2])
     assert key in objecter.OFFSETS, "no offsets for %s (%s)" % (key, name)
     want = objecter.OFFSETS[key]
-    cmds = ["ptype /o Objecter::Op"]
-    for off, expr in objecter.DWARF.items():
-        cmds += ["echo @@off %s\\n" % off, "print (long)%s" % expr]
-    args = ["gdb", "-batch", "-nx"]
-    for c in cmds:
-        args += ["-ex", c]
-    p = subprocess.run(args + [dbg], capture_output=True, text=True,
-                       timeout=600)
-    got = dict(re.findall(r"@@off (\w+)\n\$\d+ = (\d+)", p.stdout))
+    text, got = gdb_offsets(dbg, objecter.DWARF, "ptype /o Objecter::Op")
     # Message and Messenger are libceph-common's own classes (the copies
     # in librados and librbd have no DWARF of them, only inlined reads
     # compiled from the same headers): checked there
     expected = {o for o in objecter.DWARF
                 if name == "libceph-common" or o.startswith("obj_")}
-    assert set(got) >= expected, p.stdout[-2000:] + p.stderr[-2000:]
+    assert set(got) >= expected, text[-2000:]
     for off in expected:
-        assert int(got[off]) == want[off], (name, off, got[off], want[off])
-    members = ptype_offsets(p.stdout.split("@@off")[0])
+        assert got[off] == want[off], (name, off, got[off], want[off])
+    members = ptype_offsets(text.split("@@off")[0])
     for off, path in objecter.OP_MEMBERS.items():
         assert path in members, (name, path)
         # the std::string's data pointer and the spg_t's pg_t are their
