@@ -426,6 +426,10 @@ const volatile __u32 op_pgid_off = 0;	/* Op::target.actual_pgid.pgid */
 const volatile __u32 op_osd_off = 0;	/* Op::target.osd */
 const volatile __u32 op_tid_off = 0;	/* Op::tid */
 const volatile __u32 op_attempts_off = 0;	/* Op::attempts */
+const volatile __u32 op_ops_off = 0;	/* Op::ops (osdc_opvec: a boost
+					 * small_vector of OSDOp: its data
+					 * pointer, then its size) */
+const volatile __u32 osdop_size = 0;	/* sizeof(OSDOp) */
 const volatile __u32 msg_tid_off = 0;	/* Message::header.tid */
 const volatile __u32 msg_src_off = 0;	/* Message::header.src (type, num) */
 
@@ -451,6 +455,7 @@ int BPF_KPROBE(osdop_send, void *objecter, void *op)
 	struct rbd_osdop_rec *r;
 	struct { char *p; __u64 len; } name = {};
 	struct { __u64 pool; __u32 seed; } pg = {};
+	struct { void *start; __u64 size; } vec = {};
 
 	if (!objecter_on || !ours())
 		return 0;
@@ -474,6 +479,35 @@ int BPF_KPROBE(osdop_send, void *objecter, void *op)
 	r->pool = pg.pool;
 	r->seed = pg.seed;
 	r->oid_len = name.len;
+	r->ext_off = r->ext_len = 0;
+	r->nops = 0;
+	r->first_op = 0;
+	r->pad = 0;
+	/* the first OSDOp starts with struct ceph_osd_op (include/rados.h,
+	 * the wire format, packed): __le16 op, __le32 flags, then for reads
+	 * and writes __le64 extent.offset, __le64 extent.length */
+	if (!bpf_probe_read_user(&vec, sizeof(vec), op + op_ops_off) &&
+	    vec.start && vec.size) {
+		struct { __u16 op; __u32 flags; __u64 off, len; }
+			__attribute__((packed)) sub = {};
+
+		r->nops = vec.size;
+		/* the first data sub-op of the first two (CEPH_OSD_OP_TYPE_DATA:
+		 * read, write, ...; a write to a new object comes after a
+		 * set-alloc-hint), else the first */
+		for (int i = 0; i < 2 && i < vec.size; i++) {
+			if (bpf_probe_read_user(&sub, sizeof(sub),
+						vec.start + i * osdop_size))
+				break;
+			if (i == 0 || (sub.op & 0x0f00) == 0x0200) {
+				r->first_op = sub.op;
+				r->ext_off = sub.off;
+				r->ext_len = sub.len;
+			}
+			if ((sub.op & 0x0f00) == 0x0200)
+				break;
+		}
+	}
 	/* std::string: its characters, NUL-terminated (SSO or not) */
 	bpf_probe_read_user_str(r->oid, sizeof(r->oid), name.p);
 	SEND(r);

@@ -108,6 +108,12 @@ struct rbd_osdop_rec {
 	__u32 flags;		/* CEPH_OSD_FLAG_* of the op (read, write) */
 	__s32 attempts;		/* sends of this op before this one */
 	__u32 oid_len;		/* the object name's length (may exceed oid) */
+	__u64 ext_off;		/* send: that sub-op's extent in the object */
+	__u64 ext_len;		/*   (reads, writes: where the data is) */
+	__u32 nops;		/* send: the op's sub-ops (OSDOp) */
+	__u16 first_op;		/* send: its first data sub-op's CEPH_OSD_OP_*
+				 * (of the first two; else the first's) */
+	__u16 pad;
 	char oid[RBD_OID_LEN];
 } RBD_PACKED;
 

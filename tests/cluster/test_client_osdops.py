@@ -198,3 +198,13 @@ def test_summary_counts_them_per_osd(recorded):
                                    for k, v in per.items() if k != "unreplied"})
         assert got == want
         assert all(per["unreplied"] == 0 for per in summ["osds"].values())
+
+
+def test_each_call_is_linked_to_its_ops(recorded):
+    """Every 4 KiB call of the job became one data op (4-MiB objects: a
+    4 KiB extent never spans two), the one whose object and extent hold
+    its range; --summary says all were linked, and the object size."""
+    for ops, requests, hist, fio, summ in recorded:
+        k = summ["osd_ops_linked"]
+        assert k["object_size"] == 4 << 20, k
+        assert k["linked"] == k["data_ops"] == IOS, k

@@ -32,11 +32,14 @@ LIBS = ("libceph-common", "librados", "librbd")
 #   Messenger: my_name 176 (entity_name_t: _type u8, _num s64 at +8)
 #   Objecter::Op: target 40 (op_target_t: flags 0, target_oid 120,
 #     actual_pgid 272 (spg_t: pg_t m_pool u64, m_seed u32), osd 400),
+#     ops 464 (osdc_opvec: boost small_vector<OSDOp, 2>, 328 bytes: its
+#     data pointer, then its size; OSDOp 152 bytes, ceph_osd_op first),
 #     tid 1144, attempts 1152
 #   Message: header 24 (ceph_msg_header: tid 8, src 36 (u8 type, le64 num))
 _PACIFIC = {"obj_msgr_off": 24, "obj_inc_off": 148, "msgr_name_off": 176,
             "op_flags_off": 40, "op_oid_off": 160, "op_pgid_off": 312,
             "op_osd_off": 440, "op_tid_off": 1144, "op_attempts_off": 1152,
+            "op_ops_off": 464, "osdop_size": 152,
             "msg_tid_off": 32, "msg_src_off": 60}
 
 OFFSETS = {"16.2": _PACIFIC}
@@ -48,6 +51,7 @@ DWARF = {
     "msgr_name_off": "&((Messenger*)0)->my_name",
     "msg_tid_off": "&((Message*)0)->header.tid",
     "msg_src_off": "&((Message*)0)->header.src",
+    "osdop_size": "sizeof(OSDOp)",
 }
 # members of Objecter::Op (gdb cannot cast to the nested type: read from
 # its `ptype /o`): offset name -> path of the member inside Op
@@ -58,7 +62,15 @@ OP_MEMBERS = {
     "op_osd_off": ("target", "osd"),
     "op_tid_off": ("tid",),
     "op_attempts_off": ("attempts",),
+    "op_ops_off": ("ops",),
 }
+
+# CEPH_OSD_OP_* (include/rados.h) of the sub-ops a block client sends
+OSD_OPS = {0x1201: "read", 0x1205: "sparse-read", 0x2201: "write",
+           0x2202: "writefull", 0x2203: "truncate", 0x2204: "zero",
+           0x2205: "delete", 0x220a: "create", 0x2211: "writesame",
+           0x1219: "cmpext", 0x8206: "set-alloc-hint", 0x1401: "call",
+           0x1106: "stat", 0x1c01: "assert-ver"}
 
 # CEPH_OSD_FLAG_READ / _WRITE (include/rados.h)
 FLAG_READ, FLAG_WRITE = 0x10, 0x20

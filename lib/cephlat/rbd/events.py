@@ -18,7 +18,8 @@ pthread_id, vtid and vpid):
   rbd_aio_write_zeroes           rbdrecord:aio_write_zeroes_enter / _exit
                                  (librbd has no such tracepoint)
   completion                     librbd:aio_complete_enter / _exit
-  Objecter::_send_op             rbdrecord:osd_op_send (each attempt)
+  Objecter::_send_op             rbdrecord:osd_op_send (each attempt; its
+                                 first sub-op's kind and extent)
   Objecter::handle_osd_op_reply  rbdrecord:osd_op_reply (entry),
                                  rbdrecord:osd_op_done (return: the op's
                                  completion has run)
@@ -93,7 +94,9 @@ def event_classes():
         ("rbdrecord:osd_op_send", _OSDOP + [
             ("pool", "u64"), ("seed", "u32"), ("pgid", "string"),
             ("object", "string"), ("object_len", "u32"), ("flags", "u32"),
-            ("attempts", "s32")]),
+            ("attempts", "s32"), ("ops", "u32"), ("first_op", "u16"),
+            ("first_op_name", "string"), ("offset", "u64"),
+            ("length", "u64")]),
         ("rbdrecord:osd_op_reply", _OSDOP),
         ("rbdrecord:osd_op_done", _OSDOP),
     ]

@@ -8,26 +8,46 @@ from ..errors import UserError
 
 class Request:
     __slots__ = ("op", "image", "off", "len", "tid", "submit", "done",
-                 "rval")
+                 "rval", "osd_ops")
 
     def __init__(self, op, image, off, length, tid, submit):
         self.op, self.image, self.off, self.len = op, image, off, length
         self.tid, self.submit = tid, submit
         self.done = self.rval = None
+        self.osd_ops = []       # the OSD ops it became (RbdTrace.link)
 
 
 class OsdOp:
     """One op the client's Objecter sent to an OSD (rbdrecord's eBPF mode):
-    its request id, target, and the times it was sent (the last attempt),
-    its reply arrived and its completion had run."""
+    its request id, target, its data sub-op's kind and extent in the
+    object, the times it was sent (the last attempt), its reply arrived
+    and its completion had run, and the librbd request it is part of
+    (RbdTrace.link)."""
     __slots__ = ("reqid", "osd", "pgid", "object", "flags", "attempts",
-                 "send", "reply", "done")
+                 "send", "reply", "done", "kind", "offset", "length",
+                 "request")
 
     def __init__(self, f, ts):
         self.reqid, self.osd = str(f["reqid"]), int(f["osd"])
         self.pgid, self.object = str(f["pgid"]), str(f["object"])
         self.flags, self.attempts = int(f["flags"]), int(f["attempts"])
         self.send, self.reply, self.done = ts, None, None
+        self.kind = str(f["first_op_name"]) if "first_op_name" in f \
+            else ""
+        self.offset = int(f["offset"]) if "offset" in f else 0
+        self.length = int(f["length"]) if "length" in f else 0
+        self.request = None
+
+    def data_object(self):
+        """(image data prefix, object number) of an image data object
+        (rbd_data.<id>.<number, hex>), else None."""
+        if not self.object.startswith("rbd_data."):
+            return None
+        prefix, _, no = self.object.rpartition(".")
+        try:
+            return prefix, int(no, 16)
+        except ValueError:
+            return None
 
 
 # event name -> (op, offset field, length field)
@@ -70,6 +90,49 @@ class RbdTrace:
         self.incomplete = len(pending)
         if not self.requests and not self.images:
             raise UserError("%s holds no librbd events" % path)
+        self.order = self.link()
+
+    # object sizes tried: 4 KiB to 64 MiB (rbd's --object-size range)
+    ORDERS = range(12, 27)
+
+    def link(self):
+        """Each librbd request's OSD ops (Request.osd_ops, OsdOp.request):
+        a data op belongs to the request whose image range holds the
+        extent it carries (object number << order + offset in the object)
+        and that was in progress when it was sent (the latest such
+        request). The object size (order) is the one that links the most
+        data ops. -> that order, or None (no data ops, or none linked)."""
+        data = [(o, o.data_object()) for o in self.osd_ops.values()]
+        data = [(o, d[1]) for o, d in data if d and o.length]
+        reqs = [r for r in self.requests if r.len and r.done is not None]
+        if not data or not reqs:
+            return None
+        buckets = collections.defaultdict(list)     # MiB -> requests
+        for r in reqs:
+            for mib in range(r.off >> 20, ((r.off + r.len - 1) >> 20) + 1):
+                buckets[mib].append(r)
+
+        def owner(o, no, order):
+            x = (no << order) + o.offset
+            best = None
+            for r in buckets.get(x >> 20, ()):
+                if r.off <= x < r.off + r.len and \
+                        r.submit <= o.send <= r.done and \
+                        (best is None or r.submit > best.submit):
+                    best = r
+            return best
+        sample = data[:: max(1, len(data) // 200)]
+        score = {order: sum(owner(o, no, order) is not None
+                            for o, no in sample) for order in self.ORDERS}
+        order = max(score, key=lambda k: (score[k], k == 22))
+        if not score[order]:
+            return None
+        for o, no in data:
+            r = owner(o, no, order)
+            if r is not None:
+                o.request = r
+                r.osd_ops.append(o)
+        return order
 
     def _event(self, msg, pending):
         ev = msg.event

@@ -9,6 +9,7 @@ are built once, when a Decoder is made.
 import struct
 
 from . import events
+from ..ceph import objecter
 
 _SCALARS = {"u8": "B", "u16": "H", "u32": "I", "u64": "Q",
             "s8": "b", "s16": "h", "s32": "i", "s64": "q"}
@@ -110,7 +111,8 @@ class Decoder:
         self._done_v = done.reader("completion", "rval")
         self._osdop_v = osdop.reader("client", "tid", "pool", "seed", "osd",
                                      "inc", "flags", "attempts", "oid_len",
-                                     "oid")
+                                     "ext_off", "ext_len", "nops",
+                                     "first_op", "oid")
         ev = abi.enum("rbd_ev")
         self._by_ev = {
             ev["RBD_OPEN_IMAGE"]: self._open,
@@ -195,15 +197,17 @@ class Decoder:
         out.append((ts, "librbd:aio_complete_exit", ctx, ()))
 
     def _osdop_send(self, out, data, rec, ts, ctx):
-        client, tid, pool, seed, osd, inc, flags, attempts, olen, oid = \
-            self._osdop_v(data, rec)
+        client, tid, pool, seed, osd, inc, flags, attempts, olen, eoff, \
+            elen, nops, first, oid = self._osdop_v(data, rec)
         out.append((ts, "rbdrecord:osd_op_send", ctx, (
             reqid(client, inc, tid), client, inc, tid, osd, pool, seed,
-            "%d.%x" % (pool, seed), _cstr(oid), olen, flags, attempts)))
+            "%d.%x" % (pool, seed), _cstr(oid), olen, flags, attempts, nops,
+            first, objecter.OSD_OPS.get(first, "0x%x" % first) if nops
+            else "", eoff, elen)))
 
     def _osdop(self, name):
         def handle(out, data, rec, ts, ctx):
-            client, tid, _, _, osd, inc, _, _, _, _ = self._osdop_v(data, rec)
+            client, tid, _, _, osd, inc = self._osdop_v(data, rec)[:6]
             out.append((ts, name, ctx, (reqid(client, inc, tid), client,
                                         inc, tid, osd)))
         return handle

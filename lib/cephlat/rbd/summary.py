@@ -95,6 +95,11 @@ def summary(path, zones, as_json, out):
         s["pool"] = img.get("pool")
         res["images"][tr.image_name(ictx)] = s
     res["osds"] = osd_summary(tr.osd_ops)
+    data = [o for o in tr.osd_ops.values() if o.data_object()]
+    res["osd_ops_linked"] = {
+        "data_ops": len(data),
+        "linked": sum(o.request is not None for o in data),
+        "object_size": 1 << tr.order if tr.order else None}
     if as_json:
         out.write(json.dumps(res) + "\n")
         return 0
@@ -102,6 +107,11 @@ def summary(path, zones, as_json, out):
         write_image(out, name, s)
     if res["osds"]:
         write_osds(out, res["osds"])
+        k = res["osd_ops_linked"]
+        if k["data_ops"]:
+            out.write("  %d of %d data ops linked to their librbd call%s\n" % (
+                k["linked"], k["data_ops"], " (objects of %s)" % _human(
+                    k["object_size"]) if k["object_size"] else ""))
     if tr.incomplete or tr.unmatched:
         out.write("(%d requests never completed, %d completions without "
                   "their request)\n" % (tr.incomplete, tr.unmatched))
