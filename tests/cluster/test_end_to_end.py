@@ -26,9 +26,9 @@ RBDRECORD = os.path.join(REPO, "tools", "rbdrecord.py")
 DELAY_US = 1000          # the lab_hosts fixture's LAB_NET_DELAY
 
 
-@pytest.fixture(scope="module")
-def e2e(lab_hosts, tmp_path_factory):
-    d = tmp_path_factory.mktemp("e2e")
+def _capture(lab_hosts, d, job):
+    """One tracer per host (-w) around fio's `job` under rbdrecord in the
+    client's namespace -> the captures, the trace and what they hold."""
     caps = [str(d / ("h%d.ctf" % i)) for i in range(len(lab_hosts["netns"]))]
     tracers = []
     try:
@@ -39,11 +39,12 @@ def e2e(lab_hosts, tmp_path_factory):
                                  stderr=subprocess.PIPE, text=True)
             tracers.append(t)
             wait_for_line(t.stderr, "Tracing", 60)
-        (d / "job.fio").write_text(fio_rbd_job(400, 4, 7))
+        (d / "job.fio").write_text(job)
         trace = str(d / "client")
         p = subprocess.run(
             ["nsenter", "--net=/run/netns/" + lab_hosts["client_netns"],
              "--", sys.executable, RBDRECORD, "-o", trace, "--", "fio",
+             "--output-format=json", "--output=%s" % (d / "fio.json"),
              str(d / "job.fio")], capture_output=True, text=True,
             timeout=300, env=dict(os.environ,
                                   CEPH_CONF=lab_hosts["CEPH_CONF"]))
@@ -55,10 +56,40 @@ def e2e(lab_hosts, tmp_path_factory):
         for t in tracers:
             t.communicate(timeout=60)
     assert [t.returncode for t in tracers] == [0] * len(tracers)
-    ops = RbdTrace(trace).osd_ops
-    data = [o for o in ops.values() if o.object.startswith("rbd_data.")]
-    return {"caps": caps, "trace": trace, "ops": ops, "data": data,
-            "osds": len(lab_hosts["netns"])}
+    tr = RbdTrace(trace)
+    data = [o for o in tr.osd_ops.values() if o.data_object()]
+    return {"caps": caps, "trace": trace, "ops": tr.osd_ops, "data": data,
+            "requests": tr.requests, "osds": len(lab_hosts["netns"]),
+            "fio": json.load(open(d / "fio.json"))["jobs"][0]}
+
+
+@pytest.fixture(scope="module")
+def e2e(lab_hosts, tmp_path_factory):
+    return _capture(lab_hosts, tmp_path_factory.mktemp("e2e"),
+                    fio_rbd_job(400, 4, 7))
+
+
+SLOW_US = 6000           # the slowed host's link
+
+
+@pytest.fixture(scope="module")
+def slowed(lab_hosts, tmp_path_factory):
+    """The same with the last host's link slowed to SLOW_US: writes only.
+    -> (its capture set, the OSD on that host)"""
+    host = lab_hosts["netns"][-1]
+    lab = os.path.join(REPO, "vagrant", "lab.sh")
+
+    def delay(us):
+        p = subprocess.run(["bash", lab, "net-delay", host, "%dus" % us],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+    delay(SLOW_US)
+    try:
+        got = _capture(lab_hosts, tmp_path_factory.mktemp("slowed"),
+                       fio_rbd_job(240, 4, 11, rw="randwrite"))
+    finally:
+        delay(DELAY_US)
+    return got, "osd.%d" % (len(lab_hosts["netns"]) - 1)
 
 
 def story(e2e, reqid):
@@ -78,8 +109,12 @@ def _pick(e2e, write, n=6):
 def _check_client(s, op):
     c = s["client"]
     assert c["osd"] == "osd.%d" % op.osd and c["primary"] == c["osd"], c
-    # the segments add up to the client's own send -> completion
-    total = (op.done - op.send) / 1000.0
+    # the op's librbd call, from its call to the application's callback
+    r = op.request
+    assert r is not None and c["call"]["osd_ops"] == [op.reqid], c
+    assert (c["call"]["offset"], c["call"]["length"]) == (r.off, r.len)
+    # the segments add up to the call's latency, as the client saw it
+    total = (r.done - r.submit) / 1000.0
     assert abs(c["total_us"] - total) <= 0.2, (c, total)
     parts = [g["us"] for g in c["segments"]]
     assert None not in parts, c
@@ -87,7 +122,8 @@ def _check_client(s, op):
     assert c["clock_disagreement_us"] is None, c      # one host's clocks
     by = {g["segment"]: g["us"] for g in c["segments"]}
     assert [g["segment"] for g in c["segments"]] == [
-        "to_osd", "messenger", "osd", "to_client", "completion"], c
+        "librbd", "to_osd", "messenger", "osd", "to_client", "completion",
+        "librbd_done"], c
     # each crosses one delayed link (the sender's): the client's, then
     # the primary's
     assert by["to_osd"] >= DELAY_US, by
@@ -134,19 +170,98 @@ def test_text_names_the_segments(e2e):
     p = run_tool([OSDSTAGE, "-r"] + e2e["caps"] + [e2e["trace"], "--op",
                                                    op.reqid], timeout=120)
     assert p.returncode == 0, p.stderr
-    for word in ("END TO END", "to_osd", "to_client", "REPLICAS", "(last)"):
+    for word in ("END TO END", "librbd write of 4096 bytes", "to_osd",
+                 "to_client", "REPLICAS", "(last)"):
         assert word in p.stdout, p.stdout[:3000]
 
 
-@pytest.mark.parametrize("extra, fragment", [
-    ([], "read together for one op's story"),
-    (["--slowest", "3"], "read together for one op's story"),
+@pytest.mark.parametrize("client, extra", [
+    (False, []), (True, ["--slowest", "3"]), (True, ["--op-class", "write"]),
 ])
-def test_several_inputs_need_op(e2e, extra, fragment):
-    p = run_tool([OSDSTAGE, "-r"] + e2e["caps"] + [e2e["trace"]] + extra)
-    assert_one_line_error(p, fragment)
+def test_several_inputs_take_op_or_the_table(e2e, client, extra):
+    p = run_tool([OSDSTAGE, "-r"] + e2e["caps"] +
+                 ([e2e["trace"]] if client else []) + extra)
+    assert_one_line_error(p, "read together for one op's story")
 
 
 def test_a_client_trace_alone_is_refused(e2e):
     p = run_tool([OSDSTAGE, "-r", e2e["trace"], "--op", "client.1.0:1"])
     assert_one_line_error(p, "no osdstage capture")
+
+
+def test_calls_match_fios_latency(e2e):
+    """The calls' latencies, as the trace has them (the call -> the
+    application's callback, where fio reaps it), are fio's own: p50 and
+    p99 of reads and writes within 5 % of fio's completion latency."""
+    import statistics
+    for kind in ("read", "write"):
+        lat = sorted((r.done - r.submit) / 1000.0 for r in e2e["requests"]
+                     if r.op == kind)
+        assert len(lat) == e2e["fio"][kind]["total_ios"], kind
+        pct = e2e["fio"][kind]["clat_ns"]["percentile"]
+        for q, key in ((0.5, "50.000000"), (0.99, "99.000000")):
+            ours = lat[min(len(lat) - 1, int(len(lat) * q))]
+            theirs = pct[key] / 1000.0
+            assert abs(ours - theirs) <= 0.05 * theirs, (kind, q, ours,
+                                                         theirs)
+        assert statistics.mean(lat) <= e2e["fio"][kind]["clat_ns"]["mean"] \
+            / 1000.0 * 1.05
+
+
+def test_the_table_of_every_op(e2e):
+    """-r CAPTURES TRACE: every call's op joined with its primary, reads
+    and writes apart; each p50 of a network segment carries the link's
+    delay; the total is the calls' latency, fio's within 5 % at p50."""
+    p = run_tool([OSDSTAGE, "-r"] + e2e["caps"] + [e2e["trace"], "-j"],
+                 timeout=300)
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert res["type"] == "end_to_end"
+    linked = [o for o in e2e["data"] if o.request is not None]
+    assert res["client_ops"] == len(linked) == len(e2e["requests"])
+    # the tracers ran the whole time: every op's primary is captured
+    assert res["joined"] == res["client_ops"], res
+    for kind, t in res["kinds"].items():
+        assert t["unknown"] == 0, t
+        by = {g["segment"]: g for g in t["segments"]}
+        assert list(by) == ["librbd", "to_osd", "messenger", "osd",
+                            "to_client", "completion", "librbd_done",
+                            "total"], list(by)
+        assert by["to_osd"]["p50_us"] >= DELAY_US, by["to_osd"]
+        assert by["to_client"]["p50_us"] >= DELAY_US, by["to_client"]
+        fio = e2e["fio"][kind]["clat_ns"]["percentile"]["50.000000"] / 1e3
+        assert abs(by["total"]["p50_us"] - fio) <= 0.05 * fio, (kind, fio,
+                                                               by["total"])
+        # the segments' means add up to the total's
+        assert abs(sum(g["mean_us"] for k, g in by.items()
+                       if k != "total") - by["total"]["mean_us"]) <= 1.0
+
+
+def test_a_slowed_hosts_replica_is_named_with_the_network(slowed):
+    """One host's link slowed: the verdict names its OSD as the replica
+    that held the writes up, and the network (its way back carries the
+    slow link), not its queue."""
+    e, slow_osd = slowed
+    p = run_tool([OSDSTAGE, "-r"] + e["caps"] + [e["trace"], "-j"],
+                 timeout=300)
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)["replication"]
+    v = rep["verdict"]
+    assert v["replica"] == slow_osd and v["cause"] == "network", rep
+    assert v["last_pct"] >= 90, rep
+    slow = rep["replicas"][slow_osd]
+    assert slow["back_p50_us"] >= SLOW_US, slow
+    for name, d in rep["replicas"].items():
+        if name != slow_osd:
+            assert d["back_p50_us"] < SLOW_US, rep
+            assert d["out_p50_us"] >= DELAY_US, rep
+    p = run_tool([OSDSTAGE, "-r"] + e["caps"] + [e["trace"]], timeout=300)
+    assert "VERDICT: %s was the last replica" % slow_osd in p.stdout
+    assert "the time went to the network, not to its queue" in p.stdout
+
+
+def test_no_replica_is_named_when_none_is_slow(e2e):
+    p = run_tool([OSDSTAGE, "-r"] + e2e["caps"] + [e2e["trace"], "-j"],
+                 timeout=300)
+    v = json.loads(p.stdout)["replication"]["verdict"]
+    assert v["replica"] is None, v

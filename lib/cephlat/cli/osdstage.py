@@ -50,8 +50,9 @@ capture now, analyse later (anywhere, no root needed to read):
   osdstage.py -r incident.ctf --slowest 5    # the 5 slowest ops, every stage
   osdstage.py -r incident.ctf --osd 2        # one OSD of a many-OSD capture
   osdstage.py -r incident.ctf --op client.4123.0:77  # one write, every OSD
+  osdstage.py -r h1.ctf h2.ctf h3.ctf client.trace  # end to end: where
+                                    # the client's p50 and p99 went
   osdstage.py -r h1.ctf h2.ctf h3.ctf client.trace --op client.4123.0:77
-                                    # ... end to end: client, network, OSDs
   osdstage.py -r incident.ctf --thread-role tp_osd_tp --stage offcpu
   osdstage.py -r incident.ctf --html report.html --perfetto trace.json
 """
@@ -139,8 +140,8 @@ def build_parser():
                         "and which stages can be probed")
     t.add_argument("-r", "--read", metavar="CAPTURE", nargs="+",
                    help="analyse a capture made with -w (no root needed); "
-                        "with --op: several (one per host) and clients' "
-                        "rbdrecord traces, read as one")
+                        "several (one per host) with clients' rbdrecord "
+                        "traces: end to end (alone, or with --op)")
     p.add_argument("-m", "--milliseconds", action="store_true",
                    help="histograms in milliseconds")
     p.add_argument("-T", "--timestamp", action="store_true",

@@ -8,13 +8,16 @@ import sys
 import time
 
 from ..errors import UserError, quiet_broken_pipe
-from ..model.e2e import client_segments, replica_segments
+from ..model.e2e import (client_segments, replica_segments,
+                         replica_table, table)
 from ..model.interval import RunInfo, host_record, interval_record
 from ..model.slowest import op_row, slowest
 from ..model.timeline import host_timeline, timeline
-from ..render.text import emit, print_op_story, print_slowest
+from ..render.text import (emit, print_end_to_end, print_op_story,
+                           print_slowest)
 from ..capture.ops import OpSummary
 from ..capture.ctf import trace_tool
+from ..ceph import objecter
 from ..capture.reader import Capture
 from ..rbd.reader import RbdTrace
 
@@ -79,10 +82,12 @@ def run(args, out, err):
     several captures (one per host) and clients' traces, one op's story
     end to end (--op)."""
     paths, clients = _sort_inputs(args.read)
-    if (len(paths) > 1 or clients) and not args.op_reqid:
+    if (len(paths) > 1 or clients) and not args.op_reqid and \
+            (not clients or any(getattr(args, k) for k in OFFLINE_ONLY)):
         raise UserError("several captures, or a client's trace, are read "
-                        "together for one op's story (--op REQID); the "
-                        "other views read one capture")
+                        "together for one op's story (--op REQID) or, "
+                        "with a client's trace alone, the end-to-end "
+                        "table; the other views read one capture")
     opened = [_open(p, err) for p in paths]
     cap = opened[0]
     args.read = paths[0] if len(paths) == 1 else ", ".join(paths)
@@ -95,6 +100,8 @@ def run(args, out, err):
     try:
         if args.op_reqid:
             return _op_story(args, out, caps, err, clients)
+        if clients:
+            return _end_to_end(args, out, caps, clients)
         if len(caps) > 1:
             return _many(args, out, err, caps, window)
         cap = caps[0]
@@ -180,7 +187,8 @@ def _op_story(args, out, caps, err=None, clients=()):
     t0 = min(wall_ns(c, o.enq_ns) for c, rows in found.values()
              for o in rows)
     if client:
-        t0 = min(t0, client["send"])
+        t0 = min(t0, client["call"]["submit"] if client["call"] else
+                 client["send"])
     story = {"type": "op", "reqid": args.op_reqid, "osds": {}}
     primary_at = None
     for name, (c, rows) in found.items():
@@ -231,6 +239,77 @@ def _op_story(args, out, caps, err=None, clients=()):
     return 0
 
 
+def _end_to_end(args, out, caps, clients):
+    """-r CAPTURES... TRACE: every op of the clients' traces whose
+    primary is in the captures, its latency split end to end; the table
+    of p50, p99 and where the slowest ops' time went."""
+    client = {}
+    for p in clients:
+        ops = [o for o in RbdTrace(p).osd_ops.values()
+               if o.reply is not None and o.done is not None]
+        # where the trace links ops to their librbd calls, the table is
+        # of the calls' ops (image I/O, not the image header's)
+        if any(o.request is not None for o in ops):
+            ops = [o for o in ops if o.request is not None]
+        client.update((o.reqid, o) for o in ops)
+    if not client:
+        raise UserError("%s: no OSD ops recorded (see rbdrecord(8): the "
+                        "client's Objecter)" % ", ".join(clients))
+    per_op, joined = {"read": [], "write": []}, set()
+    replies, replicas = [], {}
+
+    def wall(c, ns):
+        return int(round(c.wall(ns) * 1e9))
+    for c in caps:
+        for o in c.ops(c.first_ns, c.last_ns,
+                       keep=lambda o: o.req in client):
+            if o.repop and not o.done:      # a replica's op
+                replicas[(o.req, c.name)] = (wall(c, o.enq_ns),
+                                             o.repop["repop_ns"])
+                continue
+            if not o.done or o.req in joined:
+                continue
+            k = client[o.req]
+            r = k.request
+            enq = wall(c, o.enq_ns)
+            if o.replies:
+                last = max(ts for _, _, ts in o.replies)
+                replies += [(o.req, "osd.%d" % peer, wait, wall(c, ts),
+                             ts == last) for peer, wait, ts in o.replies]
+            first = enq - sum(o.msg.values()) if o.msg else None
+            kind = "write" if k.flags & objecter.FLAG_WRITE else "read"
+            per_op[kind].append(client_segments(
+                {"send": k.send, "reply": k.reply, "done": k.done,
+                 "call": {"submit": r.submit, "done": r.done}
+                 if r is not None else None},
+                enq, first, int(round(c.wall(o.done["ts"]) * 1e9))))
+            joined.add(o.req)
+    if not joined:
+        raise UserError("none of the clients' %d OSD ops has its primary "
+                        "in %s (request ids differ: another cluster or "
+                        "time?)" % (len(client), args.read))
+    rows = []
+    for req, peer, wait, seen, last in replies:
+        rep = replicas.get((req, peer))
+        row = {"replica": peer, "wait_us": wait / 1000.0, "last": last,
+               "out_us": None, "replica_us": None, "back_us": None}
+        if rep is not None:
+            enq, repop = rep
+            row.update(out_us=(enq - (seen - wait)) / 1000.0,
+                       replica_us=repop / 1000.0,
+                       back_us=(seen - enq - repop) / 1000.0)
+        rows.append(row)
+    res = {"type": "end_to_end", "client_ops": len(client),
+           "joined": len(joined), "traces": list(clients),
+           "kinds": {k: table(v) for k, v in per_op.items() if v},
+           "replication": replica_table(rows)}
+    if args.json:
+        out.write(json.dumps(res) + "\n")
+    else:
+        print_end_to_end(out, res)
+    return 0
+
+
 def _client_op(paths, reqid):
     """The op `reqid` in the clients' traces: {"send", "reply", "done"
     (wall ns), "osd", "object", "trace"}, or None."""
@@ -238,8 +317,13 @@ def _client_op(paths, reqid):
         tr = RbdTrace(p)
         op = tr.osd_ops.get(reqid)
         if op is not None:
+            r = op.request
             return {"send": op.send, "reply": op.reply, "done": op.done,
-                    "osd": op.osd, "object": op.object, "trace": p}
+                    "osd": op.osd, "object": op.object, "trace": p,
+                    "call": None if r is None else {
+                        "op": r.op, "offset": r.off, "length": r.len,
+                        "submit": r.submit, "done": r.done,
+                        "osd_ops": [o.reqid for o in r.osd_ops]}}
     return None
 
 
@@ -252,6 +336,14 @@ def _client_block(client, t0, primary_at):
              "object": client["object"], "sent_at_us": at(client["send"]),
              "reply_at_us": at(client["reply"]),
              "done_at_us": at(client["done"])}
+    call = client["call"]
+    if call:
+        # the librbd call the op is part of (rbdrecord links them)
+        block["call"] = {"op": call["op"], "offset": call["offset"],
+                         "length": call["length"],
+                         "called_at_us": at(call["submit"]),
+                         "completed_at_us": at(call["done"]),
+                         "osd_ops": call["osd_ops"]}
     if client["reply"] is None:
         block["segments"] = None
         return block

@@ -12,26 +12,37 @@ reported as unknown, with the disagreement, never as a negative time.
 
 # the segments, in order: (key, what it holds)
 SEGMENTS = [
+    ("librbd", "the librbd call to the op's send: librbd's own work and "
+               "queues, the Objecter's"),
     ("to_osd", "the client's messenger and the network, to the message's "
                "first stamp on the primary"),
     ("messenger", "the primary's messenger: first stamp to its enqueue"),
     ("osd", "the primary: queue, execute, replicas, to its reply"),
     ("to_client", "the reply: the network and the client's messenger"),
-    ("completion", "the client library's completion of the op"),
+    ("completion", "the Objecter handling the reply and the op's "
+                   "completion"),
+    ("librbd_done", "librbd's completion of the call, to the "
+                    "application's callback"),
 ]
 
 
 def client_segments(client, enq_ns, first_stamp_ns, done_ns):
-    """client: {"send", "reply", "done"} wall ns (done may be None);
+    """client: {"send", "reply", "done"} wall ns (done may be None), and
+    "call": {"submit", "done"} of the librbd call the op is part of (or
+    None: the segments start at the send and end at the op's completion);
     enq_ns / first_stamp_ns / done_ns: the primary's enqueue, its
     message's first stamp (None without stamps) and its completion, wall
     ns. -> {"segments": [{"segment", "us" or None, "what"}],
     "total_us", "clock_disagreement_us" (or None)}"""
-    marks = [("to_osd", client["send"]),
-             ("messenger", first_stamp_ns if first_stamp_ns is not None
-              else enq_ns),
-             ("osd", enq_ns), ("to_client", done_ns),
-             ("completion", client["reply"]), (None, client["done"])]
+    call = client.get("call")
+    marks = ([("librbd", call["submit"])] if call else []) + [
+        ("to_osd", client["send"]),
+        ("messenger", first_stamp_ns if first_stamp_ns is not None
+         else enq_ns),
+        ("osd", enq_ns), ("to_client", done_ns),
+        ("completion", client["reply"])] + (
+        [("librbd_done", client["done"]), (None, call["done"])] if call
+        else [(None, client["done"])])
     if first_stamp_ns is None:
         marks = [m for m in marks if m[0] != "messenger"]
     what = dict(SEGMENTS)
@@ -49,9 +60,11 @@ def client_segments(client, enq_ns, first_stamp_ns, done_ns):
             us = None
         segs.append({"segment": key, "us": None if us is None else
                      round(us, 1), "what": what[key]})
-    end = client["done"] if client["done"] is not None else client["reply"]
+    start = call["submit"] if call else client["send"]
+    end = call["done"] if call else client["done"] \
+        if client["done"] is not None else client["reply"]
     return {"segments": segs,
-            "total_us": round((end - client["send"]) / 1000.0, 1),
+            "total_us": round((end - start) / 1000.0, 1),
             "clock_disagreement_us": None if worst is None else
             round(-worst, 1)}
 
@@ -85,4 +98,112 @@ def replica_segments(story):
             seg["replica_us"] = row["repop_us"]
             seg["back_us"] = round(seen - enq - row["repop_us"], 1)
         out.append(seg)
+    return out
+
+
+def _pct(vals, q):
+    return vals[min(len(vals) - 1, int(len(vals) * q))]
+
+
+def table(per_op):
+    """per_op: [client_segments() results] of every op joined -> the
+    end-to-end table: per segment (in order) its p50, p99 and mean over
+    all ops, and its mean over the ops at or above the p99 of the total
+    (where the slowest ops' time went); the total's the same. Ops with
+    an unknown segment (clocks) are left out and counted."""
+    whole = [p for p in per_op if all(g["us"] is not None
+                                      for g in p["segments"])]
+    out = {"ops": len(whole), "unknown": len(per_op) - len(whole),
+           "segments": []}
+    if not whole:
+        return out
+    totals = sorted(p["total_us"] for p in whole)
+    p99 = _pct(totals, 0.99)
+    tail = [p for p in whole if p["total_us"] >= p99]
+    keys = [g["segment"] for g in max(whole, key=lambda p: len(
+        p["segments"]))["segments"]]
+    what = dict(SEGMENTS)
+    for key in keys + ["total"]:
+        def get(p):
+            if key == "total":
+                return p["total_us"]
+            return next((g["us"] for g in p["segments"]
+                         if g["segment"] == key), 0.0)
+        vals = sorted(get(p) for p in whole)
+        out["segments"].append({
+            "segment": key, "what": what.get(key, "the client's latency"),
+            "p50_us": round(_pct(vals, 0.5), 1),
+            "p99_us": round(_pct(vals, 0.99), 1),
+            "mean_us": round(sum(vals) / len(vals), 1),
+            "p99_ops_mean_us": round(sum(get(p) for p in tail) /
+                                     len(tail), 1)})
+    out["p99_ops"] = len(tail)
+    return out
+
+
+# a replica holds the writes up when it is the last of at least this
+# share of them (two replicas each: half by chance) and takes this many
+# times the others' time (way there and back, plus its own work) at p50
+SLOW_LAST_PCT = 75.0
+SLOW_RATIO = 1.2
+
+
+def replica_table(rows):
+    """rows: replica_segments()-style dicts of every write joined (with
+    "replica", "out_us", "replica_us", "back_us", "wait_us", "last") ->
+    per replica its share of being last and the p50 / p99 of each part,
+    and the verdict: which replica held the writes up, and whether its
+    time went to the way there and back (network, messengers, the reply's
+    queue on the primary) or to the replica itself (its queue, its
+    commit)."""
+    per = {}
+    for r in rows:
+        if r["out_us"] is None:
+            continue
+        per.setdefault(r["replica"], []).append(r)
+    out = {"replicas": {}, "verdict": None}
+    for name, rs in sorted(per.items()):
+        d = {"writes": len(rs),
+             "last_pct": round(100.0 * sum(r["last"] for r in rs) /
+                               len(rs), 1)}
+        for part in ("out_us", "replica_us", "back_us", "wait_us"):
+            v = sorted(r[part] for r in rs)
+            d[part[:-3] + "_p50_us"] = round(_pct(v, 0.5), 1)
+            d[part[:-3] + "_p99_us"] = round(_pct(v, 0.99), 1)
+        v = sorted(r["out_us"] + r["back_us"] for r in rs)
+        d["way_p50_us"] = round(_pct(v, 0.5), 1)
+        out["replicas"][name] = d
+    if len(out["replicas"]) < 2:
+        return out
+    slow = max(out["replicas"], key=lambda k: out["replicas"][k]["last_pct"])
+    s = out["replicas"][slow]
+    others = [d for k, d in out["replicas"].items() if k != slow]
+    way = sorted(d["way_p50_us"] for d in others)[len(others) // 2]
+    own = sorted(d["replica_p50_us"] for d in others)[len(others) // 2]
+    extra_way, extra_own = s["way_p50_us"] - way, s["replica_p50_us"] - own
+    if s["last_pct"] < SLOW_LAST_PCT or s["way_p50_us"] + \
+            s["replica_p50_us"] < SLOW_RATIO * (way + own):
+        out["verdict"] = {
+            "replica": None, "cause": None,
+            "words": "no replica held the writes up: the last one is "
+                     "spread over them (%s), none took %.1f times the "
+                     "others' time." % (", ".join(
+                         "%s %.0f %%" % (k, d["last_pct"]) for k, d in
+                         out["replicas"].items()), SLOW_RATIO)}
+        return out
+    where = "network" if extra_way >= extra_own else "replica"
+    out["verdict"] = {
+        "replica": slow, "last_pct": s["last_pct"], "cause": where,
+        "way_p50_us": s["way_p50_us"], "others_way_p50_us": way,
+        "replica_p50_us": s["replica_p50_us"], "others_replica_p50_us": own,
+        "words": "%s was the last replica of %.0f %% of the writes: its way "
+                 "there and back took %.0f us at p50 against %.0f us for "
+                 "the others (the network, the messengers, the reply's "
+                 "queue on the primary), its own work (queue, commit) "
+                 "%.0f us against %.0f us: the time went to %s." % (
+                     slow, s["last_pct"], s["way_p50_us"], way,
+                     s["replica_p50_us"], own,
+                     "the network, not to its queue" if where == "network"
+                     else "the replica itself (its queue and commit), not "
+                     "to the network")}
     return out

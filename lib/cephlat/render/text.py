@@ -165,8 +165,9 @@ def print_op_story(out, story):
               "%s)\n" % (story["reqid"], story.get("pg") or "?",
                          len(story["osds"]),
                          "" if len(story["osds"]) == 1 else "s",
-                         "client's send" if story.get("client") else
-                         "first enqueue"))
+                         ("client's call" if story["client"].get("call")
+                          else "client's send") if story.get("client")
+                         else "first enqueue"))
     if story.get("client"):
         _print_client(out, story["client"])
     if story.get("replicas"):
@@ -192,9 +193,21 @@ def _print_client(out, c):
     """The client's side of an op and its latency end to end."""
     def at(v):
         return "+%s" % v if v is not None else "not in the trace"
-    out.write("\nclient (%s): sent to %s at %s, reply at %s, completion "
-              "ran at %s\n" % (c["trace"], c["osd"], at(c["sent_at_us"]),
-                               at(c["reply_at_us"]), at(c["done_at_us"])))
+    if c.get("call"):
+        k = c["call"]
+        out.write("\nclient (%s): librbd %s of %d bytes at offset %d called "
+                  "at %s, completed at %s (%d OSD op%s); this op sent to %s "
+                  "at %s, reply at %s, completion ran at %s\n" % (
+                      c["trace"], k["op"], k["length"], k["offset"],
+                      at(k["called_at_us"]), at(k["completed_at_us"]),
+                      len(k["osd_ops"]), "" if len(k["osd_ops"]) == 1
+                      else "s", c["osd"], at(c["sent_at_us"]),
+                      at(c["reply_at_us"]), at(c["done_at_us"])))
+    else:
+        out.write("\nclient (%s): sent to %s at %s, reply at %s, "
+                  "completion ran at %s\n" % (
+                      c["trace"], c["osd"], at(c["sent_at_us"]),
+                      at(c["reply_at_us"]), at(c["done_at_us"])))
     if not c.get("segments"):
         if c.get("why"):
             out.write("  end to end: %s\n" % c["why"])
@@ -208,6 +221,41 @@ def _print_client(out, c):
         out.write("  (?: the hosts' clocks disagree by more than that "
                   "segment: it came out %s us below zero)\n" %
                   c["clock_disagreement_us"])
+
+
+def print_end_to_end(out, res):
+    """-r CAPTURES... TRACE: where the clients' latency went."""
+    out.write("END TO END: %d of the client's %d OSD ops joined with their "
+              "primary (us)\n" % (res["joined"], res["client_ops"]))
+    for kind, t in res["kinds"].items():
+        out.write("\n%s: %d ops%s\n" % (
+            kind.upper() + "S", t["ops"], "; %d left out (the clocks "
+            "disagree)" % t["unknown"] if t["unknown"] else ""))
+        out.write("%-12s %10s %10s %10s %14s\n" % (
+            "SEGMENT", "P50", "P99", "MEAN", "P99 OPS' MEAN"))
+        for g in t["segments"]:
+            out.write("%-12s %10.1f %10.1f %10.1f %14.1f\n" % (
+                g["segment"], g["p50_us"], g["p99_us"], g["mean_us"],
+                g["p99_ops_mean_us"]))
+    rep = res.get("replication") or {}
+    if rep.get("replicas"):
+        out.write("\nREPLICAS (writes; us)\n%-8s %7s %6s %9s %9s %9s %9s "
+                  "%9s %9s\n" % ("REPLICA", "WRITES", "LAST%", "OUT_P50",
+                                  "OUT_P99", "REPL_P50", "REPL_P99",
+                                  "BACK_P50", "BACK_P99"))
+        for name, d in rep["replicas"].items():
+            out.write("%-8s %7d %6.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f"
+                      "\n" % (name, d["writes"], d["last_pct"],
+                              d["out_p50_us"], d["out_p99_us"],
+                              d["replica_p50_us"], d["replica_p99_us"],
+                              d["back_p50_us"], d["back_p99_us"]))
+        if rep.get("verdict"):
+            out.write("VERDICT: %s\n" % rep["verdict"]["words"])
+    out.write("\n(P99 OPS' MEAN: a segment's mean over the ops at or above "
+              "the total's p99: where the slowest ops' time went. OUT: the "
+              "sub-op sent -> the replica's enqueue; REPL: -> its commit "
+              "reply; BACK: -> the primary handling it. osdstage(8), End "
+              "to end.)\n")
 
 
 def print_slowest(out, rows):

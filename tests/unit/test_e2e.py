@@ -1,0 +1,193 @@
+"""End to end without a cluster: the segments of one op add up to its
+latency and never show a negative network time; the table's percentiles
+and tail; rbdrecord's reader links OSD ops to their librbd calls by
+object number, extent and time, finding the object size."""
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+
+from cephlat.model import e2e                            # noqa: E402
+
+MS = 1000000
+
+
+def _client(send, reply, done, call=None):
+    return {"send": send, "reply": reply, "done": done, "call": call}
+
+
+def test_segments_add_up_to_the_call():
+    c = _client(10 * MS, 20 * MS, 20 * MS + 50000,
+                call={"submit": 9 * MS, "done": 20 * MS + 90000})
+    got = e2e.client_segments(c, enq_ns=12 * MS, first_stamp_ns=11 * MS,
+                              done_ns=18 * MS)
+    segs = [(g["segment"], g["us"]) for g in got["segments"]]
+    assert segs == [("librbd", 1000.0), ("to_osd", 1000.0),
+                    ("messenger", 1000.0), ("osd", 6000.0),
+                    ("to_client", 2000.0), ("completion", 50.0),
+                    ("librbd_done", 40.0)]
+    assert got["total_us"] == 11090.0 == sum(u for _, u in segs)
+    assert got["clock_disagreement_us"] is None
+
+
+def test_without_stamps_or_call():
+    c = _client(10 * MS, 20 * MS, 20 * MS + 50000)
+    got = e2e.client_segments(c, 12 * MS, None, 18 * MS)
+    assert [g["segment"] for g in got["segments"]] == [
+        "to_osd", "osd", "to_client", "completion"]
+    assert "no message stamps" in got["segments"][0]["what"]
+    assert got["total_us"] == 10050.0
+
+
+def test_a_negative_network_time_is_unknown_with_the_disagreement():
+    # the primary's clock runs 3 ms ahead of the client's
+    c = _client(10 * MS, 20 * MS, 20 * MS + 50000)
+    got = e2e.client_segments(c, 12 * MS + 3 * MS, None, 18 * MS + 3 * MS)
+    by = {g["segment"]: g["us"] for g in got["segments"]}
+    assert by["to_osd"] == 5000.0 and by["to_client"] is None
+    assert got["clock_disagreement_us"] == 1000.0
+    assert all(v is None or v >= 0 for v in by.values())
+
+
+def test_table_percentiles_and_where_the_tail_went():
+    per = []
+    for i in range(100):
+        slow = i >= 98           # the two slowest: their time in "osd"
+        c = _client(0, (10 if slow else 3) * MS, (10 if slow else 3) * MS)
+        per.append(e2e.client_segments(c, MS, None,
+                                       (9 if slow else 2) * MS))
+    t = e2e.table(per)
+    by = {g["segment"]: g for g in t["segments"]}
+    assert t["ops"] == 100 and t["unknown"] == 0 and t["p99_ops"] == 2
+    assert by["total"]["p50_us"] == 3000.0
+    assert by["total"]["p99_us"] == 10000.0
+    assert by["osd"]["p99_ops_mean_us"] == 8000.0
+    assert by["to_osd"]["p99_ops_mean_us"] == 1000.0
+    assert abs(sum(g["mean_us"] for k, g in by.items() if k != "total") -
+               by["total"]["mean_us"]) < 0.5
+
+
+def test_table_leaves_out_ops_with_unknown_segments():
+    good = e2e.client_segments(_client(0, 3 * MS, 3 * MS), MS, None, 2 * MS)
+    bad = e2e.client_segments(_client(0, 3 * MS, 3 * MS), 4 * MS, None,
+                              5 * MS)
+    t = e2e.table([good, bad])
+    assert (t["ops"], t["unknown"]) == (1, 1)
+
+
+def test_replica_segments_sum_to_the_primarys_wait():
+    story = {"osds": {
+        "osd.1": [{"role": "primary", "enqueued_at_us": 100.0, "replies": [
+            {"peer": "osd.0", "at_us": 900.0, "wait_us": 800.0},
+            {"peer": "osd.2", "at_us": 1500.0, "wait_us": 1400.0}]}],
+        "osd.0": [{"role": "replica", "enqueued_at_us": 500.0,
+                   "repop_us": 300.0}],
+        "osd.2": [{"role": "replica", "enqueued_at_us": 700.0,
+                   "repop_us": 200.0}]}}
+    got = {r["replica"]: r for r in e2e.replica_segments(story)}
+    assert got["osd.0"]["out_us"] == 300.0     # sent at +200
+    assert got["osd.0"]["back_us"] == 200.0
+    assert got["osd.2"]["last"] and not got["osd.0"]["last"]
+    for r in got.values():
+        assert r["out_us"] + r["replica_us"] + r["back_us"] == r["wait_us"]
+
+
+def _trace(tmp_path, order, calls, ops):
+    """An rbdrecord trace of `calls` [(off, len, submit, done)] and OSD
+    `ops` [(objno, off_in_object, len, send)] on objects of 2**order."""
+    pytest.importorskip("bt2")
+    from cephlat.rbd import events
+    w = events.open_trace(str(tmp_path / "t"), {"pid": 1}, 0)
+    ctx = (1, 1, 1)
+    evs = []
+    for i, (off, ln, sub, done) in enumerate(calls):
+        comp = 0x1000 + i
+        evs.append((sub, "librbd:aio_write_enter", (
+            1, "img", "", 0, off, ln, 0, 0, ln, comp)))
+        evs.append((done, "librbd:aio_complete_enter", (comp, 0)))
+    for i, (no, eoff, ln, send) in enumerate(ops):
+        rid = "client.9.0:%d" % (i + 1)
+        evs.append((send, "rbdrecord:osd_op_send", (
+            rid, 9, 0, i + 1, 0, 1, 0, "1.0",
+            "rbd_data.ab12.%016x" % no, 30, 0x20, 0, 1, 0x2201, "write",
+            eoff, ln)))
+        evs.append((send + 10, "rbdrecord:osd_op_reply",
+                    (rid, 9, 0, i + 1, 0)))
+        evs.append((send + 20, "rbdrecord:osd_op_done",
+                    (rid, 9, 0, i + 1, 0)))
+    for ts, name, vals in sorted(evs, key=lambda e: e[0]):
+        w.write(name, ts, *vals, ctx=ctx)
+    w.close()
+    from cephlat.rbd.reader import RbdTrace
+    return RbdTrace(str(tmp_path / "t"))
+
+
+def test_reader_links_ops_to_calls_and_finds_the_object_size(tmp_path):
+    # 8-MiB objects (order 23): two calls in flight, each one op; a call
+    # spanning two objects has two
+    o = 1 << 23
+    calls = [(3 * o + 4096, 4096, 100, 900),
+             (5 * o + 8192, 8192, 200, 800),
+             (2 * o - 4096, 8192, 300, 1000)]
+    ops = [(5, 8192, 8192, 250), (3, 4096, 4096, 150),
+           (1, o - 4096, 4096, 350), (2, 0, 4096, 360),
+           (7, 0, 4096, 950)]            # no call in flight holds it
+    tr = _trace(tmp_path, 23, calls, ops)
+    assert tr.order == 23
+    by = {(r.off, r.len): sorted(int(x.reqid.rsplit(":", 1)[1])
+                                 for x in r.osd_ops) for r in tr.requests}
+    assert by == {(3 * o + 4096, 4096): [2], (5 * o + 8192, 8192): [1],
+                  (2 * o - 4096, 8192): [3, 4]}
+    assert tr.osd_ops["client.9.0:5"].request is None
+
+
+def _rows(slow, n=100, slow_back=6000.0):
+    """Writes to replicas osd.0 .. osd.2, two each; `slow`'s way back
+    takes slow_back us."""
+    rows = []
+    for i in range(n):
+        pair = [("osd.0", "osd.1"), ("osd.1", "osd.2"),
+                ("osd.0", "osd.2")][i % 3]
+        got = []
+        for name in pair:
+            back = slow_back if name == slow else 1000.0
+            got.append({"replica": name, "out_us": 1000.0,
+                        "replica_us": 400.0, "back_us": back,
+                        "wait_us": 1400.0 + back})
+        last = max(got, key=lambda r: r["wait_us"] + (i % 2) * (
+            r["replica"] == pair[1]))
+        for r in got:
+            r["last"] = r is last
+        rows += got
+    return rows
+
+
+def test_replica_table_names_the_slow_replica_and_the_network():
+    t = e2e.replica_table(_rows("osd.2"))
+    v = t["verdict"]
+    assert v["replica"] == "osd.2" and v["cause"] == "network", v
+    assert v["last_pct"] == 100.0
+    assert t["replicas"]["osd.2"]["back_p50_us"] == 6000.0
+    assert "the time went to the network, not to its queue" in v["words"]
+
+
+def test_replica_table_names_no_one_when_none_is_slow():
+    v = e2e.replica_table(_rows(None))["verdict"]
+    assert v["replica"] is None and "no replica held" in v["words"]
+
+
+def test_replica_table_blames_the_replica_when_its_own_work_is_slow():
+    rows = _rows(None)
+    for r in rows:
+        if r["replica"] == "osd.1":
+            r["replica_us"] = 5000.0
+            r["wait_us"] += 4600.0
+    for i in range(0, len(rows), 2):
+        a, b = rows[i], rows[i + 1]
+        a["last"], b["last"] = a["wait_us"] > b["wait_us"], \
+            b["wait_us"] >= a["wait_us"]
+    v = e2e.replica_table(rows)["verdict"]
+    assert v["replica"] == "osd.1" and v["cause"] == "replica", v
