@@ -144,10 +144,11 @@ def test_text_report_has_the_tables(lab):
         bench.stop()
     # the default stages; the probes: 6 on a read's path, bluestore_submit
     # (2), the replicated-write events (4) and the background items' entry
-    # and return (8: none on a client op's path)
+    # and return (10: scrub's two overloads among them; none on a client
+    # op's path)
     assert "Tracing %d stages + kernel of ceph-osd" % len(
         probetable.DEFAULT_STAGES) in err
-    assert ", 20 probes)" in err, err
+    assert ", 22 probes)" in err, err
     for head in ("THREAD ROLE", "QUEUE_WAIT ATTRIBUTION", "SHARD", "VERDICT",
                  "kernel stage = offcpu", "kernel stage = wakeup_delay"):
         assert head in out, head

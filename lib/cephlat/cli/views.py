@@ -220,7 +220,7 @@ def _op_story(args, out, caps, err=None, clients=()):
     else:
         print_op_story(out, story)
     if args.html or args.perfetto:     # a timeline centred on the request
-        if len({id(c.trace) for c in caps}) > 1:
+        if len({c.trace.path for c in caps}) > 1:
             raise UserError("--html / --perfetto draw one capture: name "
                             "it alone with -r")
         rows = [o for _, rs in found.values() for o in rs]
