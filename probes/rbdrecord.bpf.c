@@ -493,18 +493,22 @@ int BPF_KPROBE(osdop_send, void *objecter, void *op)
 
 		r->nops = vec.size;
 		/* the first data sub-op of the first two (CEPH_OSD_OP_TYPE_DATA:
-		 * read, write, ...; a write to a new object comes after a
-		 * set-alloc-hint), else the first */
+		 * read, write, ...; not the set-alloc-hint a write to a new
+		 * object starts with), else the first */
 		for (int i = 0; i < 2 && i < vec.size; i++) {
+			int data;
+
 			if (bpf_probe_read_user(&sub, sizeof(sub),
 						vec.start + i * osdop_size))
 				break;
-			if (i == 0 || (sub.op & 0x0f00) == 0x0200) {
+			data = (sub.op & 0x0f00) == 0x0200 &&
+				sub.op != RBD_OSD_OP_SETALLOCHINT;
+			if (i == 0 || data) {
 				r->first_op = sub.op;
 				r->ext_off = sub.off;
 				r->ext_len = sub.len;
 			}
-			if ((sub.op & 0x0f00) == 0x0200)
+			if (data)
 				break;
 		}
 	}

@@ -39,6 +39,13 @@ enum rbd_lost {
 	RBD_LOST__COUNT,
 };
 
+/* the sub-op the data sub-op search skips: its "extent" is the allocation
+ * hint (CEPH_OSD_OP_SETALLOCHINT, include/rados.h; checked against
+ * lib/cephlat/ceph/objecter.py's, itself against the DWARF) */
+enum rbd_osd_op {
+	RBD_OSD_OP_SETALLOCHINT = 0x2223,
+};
+
 #define RBD_PACKED __attribute__((packed))
 
 struct rbd_hdr {

@@ -45,7 +45,7 @@ def header_enum(name, header="osdstage.h"):
     out, n = {}, -1
     for e in [e.strip() for e in body.split(",") if e.strip()]:
         key, _, val = e.partition("=")
-        n = int(val) if val.strip() else n + 1
+        n = int(val, 0) if val.strip() else n + 1
         out[key.strip()] = n
     return out
 

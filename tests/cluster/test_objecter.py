@@ -97,7 +97,13 @@ def test_offsets_match_dwarf_of_each_copy(name):
     key = ".".join((version or "").split(".")[:2])
     assert key in objecter.OFFSETS, "no offsets for %s (%s)" % (key, name)
     want = objecter.OFFSETS[key]
-    text, got = gdb_offsets(dbg, objecter.DWARF, "ptype /o Objecter::Op")
+    exprs = dict(objecter.DWARF)
+    if name == "libceph-common":      # the protocol's op codes, once
+        exprs.update({"op_" + k: k for k in objecter.OSD_OPS})
+    text, got = gdb_offsets(dbg, exprs, "ptype /o Objecter::Op")
+    for k, code in objecter.OSD_OPS.items():
+        if name == "libceph-common":
+            assert got.get("op_" + k) == code, (k, got.get("op_" + k))
     # Message and Messenger are libceph-common's own classes (the copies
     # in librados and librbd have no DWARF of them, only inlined reads
     # compiled from the same headers): checked there
@@ -128,3 +134,12 @@ def test_every_copy_is_probed():
     # each at an address the library's code has there (not a .cold part)
     for role, path, at, what in site.sites:
         assert at > 0, what
+
+
+def test_the_skipped_sub_op_is_cephs():
+    """probes/rbdrecord.h's set-alloc-hint code is Ceph's (whose value
+    test_offsets_match_dwarf_of_each_copy reads from the DWARF)."""
+    from conftest import header_enum
+    assert header_enum("rbd_osd_op", "rbdrecord.h") == {
+        "RBD_OSD_OP_SETALLOCHINT":
+            objecter.OSD_OPS["CEPH_OSD_OP_SETALLOCHINT"]}

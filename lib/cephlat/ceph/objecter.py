@@ -65,12 +65,20 @@ OP_MEMBERS = {
     "op_ops_off": ("ops",),
 }
 
-# CEPH_OSD_OP_* (include/rados.h) of the sub-ops a block client sends
-OSD_OPS = {0x1201: "read", 0x1205: "sparse-read", 0x2201: "write",
-           0x2202: "writefull", 0x2203: "truncate", 0x2204: "zero",
-           0x2205: "delete", 0x220a: "create", 0x2211: "writesame",
-           0x1219: "cmpext", 0x8206: "set-alloc-hint", 0x1401: "call",
-           0x1106: "stat", 0x1c01: "assert-ver"}
+# CEPH_OSD_OP_* (include/rados.h, the wire protocol) of the sub-ops a
+# block client sends, by Ceph's name (tests/cluster/test_objecter.py reads
+# each from the DWARF); the events name them in lower case with dashes
+OSD_OPS = {"CEPH_OSD_OP_READ": 0x1201, "CEPH_OSD_OP_STAT": 0x1202,
+           "CEPH_OSD_OP_SPARSE_READ": 0x1205,
+           "CEPH_OSD_OP_ASSERT_VER": 0x1208, "CEPH_OSD_OP_CMPEXT": 0x1220,
+           "CEPH_OSD_OP_CALL": 0x1401, "CEPH_OSD_OP_WRITE": 0x2201,
+           "CEPH_OSD_OP_WRITEFULL": 0x2202, "CEPH_OSD_OP_TRUNCATE": 0x2203,
+           "CEPH_OSD_OP_ZERO": 0x2204, "CEPH_OSD_OP_DELETE": 0x2205,
+           "CEPH_OSD_OP_APPEND": 0x2206, "CEPH_OSD_OP_CREATE": 0x220d,
+           "CEPH_OSD_OP_SETALLOCHINT": 0x2223,
+           "CEPH_OSD_OP_WRITESAME": 0x2226}
+OSD_OP_LABELS = {v: k[len("CEPH_OSD_OP_"):].lower().replace("_", "-")
+                 for k, v in OSD_OPS.items()}
 
 # CEPH_OSD_FLAG_READ / _WRITE (include/rados.h)
 FLAG_READ, FLAG_WRITE = 0x10, 0x20

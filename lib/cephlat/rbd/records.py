@@ -202,7 +202,7 @@ class Decoder:
         out.append((ts, "rbdrecord:osd_op_send", ctx, (
             reqid(client, inc, tid), client, inc, tid, osd, pool, seed,
             "%d.%x" % (pool, seed), _cstr(oid), olen, flags, attempts, nops,
-            first, objecter.OSD_OPS.get(first, "0x%x" % first) if nops
+            first, objecter.OSD_OP_LABELS.get(first, "0x%x" % first) if nops
             else "", eoff, elen)))
 
     def _osdop(self, name):
