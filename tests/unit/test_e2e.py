@@ -33,6 +33,21 @@ def test_segments_add_up_to_the_call():
     assert got["clock_disagreement_us"] is None
 
 
+def test_a_call_done_before_the_objecters_handler_returned():
+    # librbd completes the call (and the application reads its result)
+    # on another thread while the Objecter's handler is still returning:
+    # the op's completion ends at the call's end, librbd_done is 0, no
+    # segment is negative and they still add up
+    c = _client(10 * MS, 20 * MS, 20 * MS + 500000,
+                call={"submit": 9 * MS, "done": 20 * MS + 70000})
+    got = e2e.client_segments(c, enq_ns=12 * MS, first_stamp_ns=11 * MS,
+                              done_ns=18 * MS)
+    by = {g["segment"]: g["us"] for g in got["segments"]}
+    assert by["completion"] == 70.0 and by["librbd_done"] == 0.0
+    assert all(v >= 0 for v in by.values())
+    assert got["total_us"] == 11070.0 == sum(by.values())
+
+
 def test_without_stamps_or_call():
     c = _client(10 * MS, 20 * MS, 20 * MS + 50000)
     got = e2e.client_segments(c, 12 * MS, None, 18 * MS)
@@ -154,7 +169,8 @@ def _rows(slow, n=100, slow_back=6000.0):
         got = []
         for name in pair:
             back = slow_back if name == slow else 1000.0
-            got.append({"replica": name, "out_us": 1000.0,
+            got.append({"req": "client.1.0:%d" % i, "replica": name,
+                        "out_us": 1000.0,
                         "replica_us": 400.0, "back_us": back,
                         "wait_us": 1400.0 + back})
         last = max(got, key=lambda r: r["wait_us"] + (i % 2) * (
@@ -172,6 +188,35 @@ def test_replica_table_names_the_slow_replica_and_the_network():
     assert v["last_pct"] == 100.0
     assert t["replicas"]["osd.2"]["back_p50_us"] == 6000.0
     assert "the time went to the network, not to its queue" in v["words"]
+
+
+def test_a_slow_primary_host_is_not_counted_against_the_others():
+    # osd.2's host is slow both ways: as a replica its way is slow, and
+    # as the primary of most writes it slows the way of the replicas it
+    # sends to. Compared write by write, osd.2 still stands out
+    rows = []
+    for i in range(120):
+        prim, pair = [("osd.2", ("osd.0", "osd.1")),
+                      ("osd.2", ("osd.0", "osd.1")),
+                      ("osd.0", ("osd.1", "osd.2"))][i % 3]
+        got = []
+        for name in pair:
+            slow = prim == "osd.2" or name == "osd.2"
+            back = 6000.0 if slow else 1000.0
+            got.append({"req": "client.1.0:%d" % i, "replica": name,
+                        "out_us": 6000.0 if slow else 1000.0,
+                        "replica_us": 400.0, "back_us": back,
+                        "wait_us": 1400.0 + back + (name == "osd.2")})
+        last = max(got, key=lambda r: r["wait_us"] + (i % 2) * (
+            r["replica"] == pair[1]))
+        for r in got:
+            r["last"] = r is last
+        rows += got
+    t = e2e.replica_table(rows)
+    assert t["replicas"]["osd.0"]["way_p50_us"] == 12000.0    # confounded
+    v = t["verdict"]
+    assert v["replica"] == "osd.2" and v["cause"] == "network", v
+    assert v["others_way_p50_us"] == 2000.0 and v["way_p50_us"] == 12000.0
 
 
 def test_replica_table_names_no_one_when_none_is_slow():

@@ -291,7 +291,8 @@ def _end_to_end(args, out, caps, clients):
     rows = []
     for req, peer, wait, seen, last in replies:
         rep = replicas.get((req, peer))
-        row = {"replica": peer, "wait_us": wait / 1000.0, "last": last,
+        row = {"req": req, "replica": peer, "wait_us": wait / 1000.0,
+               "last": last,
                "out_us": None, "replica_us": None, "back_us": None}
         if rep is not None:
             enq, repop = rep

@@ -19,10 +19,11 @@ SEGMENTS = [
     ("messenger", "the primary's messenger: first stamp to its enqueue"),
     ("osd", "the primary: queue, execute, replicas, to its reply"),
     ("to_client", "the reply: the network and the client's messenger"),
-    ("completion", "the Objecter handling the reply and the op's "
-                   "completion"),
-    ("librbd_done", "librbd's completion of the call, to the "
-                    "application's callback"),
+    ("completion", "the Objecter handling the reply and handing the op's "
+                   "completion on (to the call's end when librbd finished "
+                   "the call before the Objecter's handler returned)"),
+    ("librbd_done", "librbd's completion of the call after the Objecter's "
+                    "handler returned, to the application's callback"),
 ]
 
 
@@ -35,13 +36,19 @@ def client_segments(client, enq_ns, first_stamp_ns, done_ns):
     ns. -> {"segments": [{"segment", "us" or None, "what"}],
     "total_us", "clock_disagreement_us" (or None)}"""
     call = client.get("call")
+    op_done = client["done"]
+    if call and op_done is not None:
+        # the Objecter's handler returns after it has handed the
+        # completion on, and librbd may finish the call (and the
+        # application read its result) on another thread before that
+        op_done = min(op_done, call["done"])
     marks = ([("librbd", call["submit"])] if call else []) + [
         ("to_osd", client["send"]),
         ("messenger", first_stamp_ns if first_stamp_ns is not None
          else enq_ns),
         ("osd", enq_ns), ("to_client", done_ns),
         ("completion", client["reply"])] + (
-        [("librbd_done", client["done"]), (None, call["done"])] if call
+        [("librbd_done", op_done), (None, call["done"])] if call
         else [(None, client["done"])])
     if first_stamp_ns is None:
         marks = [m for m in marks if m[0] != "messenger"]
@@ -148,9 +155,36 @@ SLOW_LAST_PCT = 75.0
 SLOW_RATIO = 1.2
 
 
+def _paired(rows, slow):
+    """`slow`'s way there and back and own time in each write that had
+    another replica, and the other replicas' (their median) in the same
+    writes: the same primary and the same moment, so that a slow
+    primary's host, which slows every replica's way, is not counted
+    against anyone. -> four lists (empty without such writes)"""
+    by = {}
+    for i, r in enumerate(rows):
+        if r["out_us"] is not None:
+            req = r.get("req")
+            by.setdefault(("row", i) if req is None else req, []).append(r)
+    sway, sown, way, own = [], [], [], []
+    for rs in by.values():
+        me = next((r for r in rs if r["replica"] == slow), None)
+        them = [r for r in rs if r["replica"] != slow]
+        if me is None or not them:
+            continue
+        sway.append(me["out_us"] + me["back_us"])
+        sown.append(me["replica_us"])
+        w = sorted(r["out_us"] + r["back_us"] for r in them)
+        o = sorted(r["replica_us"] for r in them)
+        way.append(w[len(w) // 2])
+        own.append(o[len(o) // 2])
+    return sway, sown, way, own
+
+
 def replica_table(rows):
     """rows: replica_segments()-style dicts of every write joined (with
-    "replica", "out_us", "replica_us", "back_us", "wait_us", "last") ->
+    "req" (the write's request id), "replica", "out_us", "replica_us",
+    "back_us", "wait_us", "last") ->
     per replica its share of being last and the p50 / p99 of each part,
     and the verdict: which replica held the writes up, and whether its
     time went to the way there and back (network, messengers, the reply's
@@ -175,14 +209,28 @@ def replica_table(rows):
         out["replicas"][name] = d
     if len(out["replicas"]) < 2:
         return out
-    slow = max(out["replicas"], key=lambda k: out["replicas"][k]["last_pct"])
+    def ratio(k):
+        sway, sown, way, own = (_pct(sorted(v), 0.5) if v else 0.0
+                                for v in _paired(rows, k))
+        return (sway + sown) / (way + own) if way + own > 0 else 0.0
+    # the candidate: of those last often enough, the one slowest against
+    # the other replicas of its own writes; else the one last most often
+    often = [k for k, d in out["replicas"].items()
+             if d["last_pct"] >= SLOW_LAST_PCT]
+    slow = max(often, key=ratio) if often else max(
+        out["replicas"], key=lambda k: out["replicas"][k]["last_pct"])
     s = out["replicas"][slow]
-    others = [d for k, d in out["replicas"].items() if k != slow]
-    way = sorted(d["way_p50_us"] for d in others)[len(others) // 2]
-    own = sorted(d["replica_p50_us"] for d in others)[len(others) // 2]
-    extra_way, extra_own = s["way_p50_us"] - way, s["replica_p50_us"] - own
-    if s["last_pct"] < SLOW_LAST_PCT or s["way_p50_us"] + \
-            s["replica_p50_us"] < SLOW_RATIO * (way + own):
+    sway, sown, way, own = _paired(rows, slow)
+    if not sway:        # one replica per write: against the others' p50
+        others = [d for k, d in out["replicas"].items() if k != slow]
+        sway, sown = [s["way_p50_us"]], [s["replica_p50_us"]]
+        way = [sorted(d["way_p50_us"] for d in others)[len(others) // 2]]
+        own = [sorted(d["replica_p50_us"] for d in others)[len(others) // 2]]
+    sway, sown, way, own = (round(_pct(sorted(v), 0.5), 1)
+                            for v in (sway, sown, way, own))
+    extra_way, extra_own = sway - way, sown - own
+    if s["last_pct"] < SLOW_LAST_PCT or sway + sown < \
+            SLOW_RATIO * (way + own):
         out["verdict"] = {
             "replica": None, "cause": None,
             "words": "no replica held the writes up: the last one is "
@@ -194,15 +242,15 @@ def replica_table(rows):
     where = "network" if extra_way >= extra_own else "replica"
     out["verdict"] = {
         "replica": slow, "last_pct": s["last_pct"], "cause": where,
-        "way_p50_us": s["way_p50_us"], "others_way_p50_us": way,
-        "replica_p50_us": s["replica_p50_us"], "others_replica_p50_us": own,
-        "words": "%s was the last replica of %.0f %% of the writes: its way "
+        "way_p50_us": sway, "others_way_p50_us": way,
+        "replica_p50_us": sown, "others_replica_p50_us": own,
+        "words": "%s was the last replica of %.0f %% of its writes: its way "
                  "there and back took %.0f us at p50 against %.0f us for "
-                 "the others (the network, the messengers, the reply's "
-                 "queue on the primary), its own work (queue, commit) "
-                 "%.0f us against %.0f us: the time went to %s." % (
-                     slow, s["last_pct"], s["way_p50_us"], way,
-                     s["replica_p50_us"], own,
+                 "the other replicas of the same writes (the network, the "
+                 "messengers, the reply's queue on the primary), its own "
+                 "work (queue, commit) %.0f us against %.0f us: the time "
+                 "went to %s." % (
+                     slow, s["last_pct"], sway, way, sown, own,
                      "the network, not to its queue" if where == "network"
                      else "the replica itself (its queue and commit), not "
                      "to the network")}
