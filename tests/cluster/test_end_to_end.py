@@ -176,7 +176,8 @@ def test_text_names_the_segments(e2e):
 
 
 @pytest.mark.parametrize("client, extra", [
-    (False, []), (True, ["--slowest", "3"]), (True, ["--op-class", "write"]),
+    (False, []), (False, ["--slowest", "3"]),
+    (True, ["--op-class", "write"]), (True, ["--html", "x.html"]),
 ])
 def test_several_inputs_take_op_or_the_table(e2e, client, extra):
     p = run_tool([OSDSTAGE, "-r"] + e2e["caps"] +
@@ -238,6 +239,36 @@ def test_the_table_of_every_op(e2e):
         # the segments' means add up to the total's
         assert abs(sum(g["mean_us"] for k, g in by.items()
                        if k != "total") - by["total"]["mean_us"]) <= 1.0
+
+
+def test_the_clients_slowest_are_the_merged_views_slowest(e2e):
+    """--slowest with the captures and the trace: the ops of the
+    client's slowest calls (its own latencies, from the trace alone),
+    with the same request ids, in the same order, each split into
+    segments that add up to its latency."""
+    n = 10
+    p = run_tool([OSDSTAGE, "-r"] + e2e["caps"] +
+                 [e2e["trace"], "--slowest", str(n), "-j"], timeout=300)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)["slowest"]
+
+    def key(o):
+        c, _, tid = o.reqid.rpartition(":")
+        return (-round((o.request.done - o.request.submit) / 1000.0, 1), c,
+                int(tid))
+    want = sorted((o for o in e2e["data"] if o.request is not None),
+                  key=key)[:n]
+    assert [g["reqid"] for g in got] == [o.reqid for o in want], (got, want)
+    for g, o in zip(got, want):
+        assert g["total_us"] == -key(o)[0]
+        assert g["primary"] == "osd.%d" % o.osd
+        assert abs(sum(g["segments"].values()) - g["total_us"]) <= \
+            0.1 * len(g["segments"]), g
+    p = run_tool([OSDSTAGE, "-r"] + e2e["caps"] +
+                 [e2e["trace"], "--slowest", "3"], timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = p.stdout.split("SLOWEST CALLS")[1].splitlines()[2:5]
+    assert [r.split()[0] for r in rows] == [g["reqid"] for g in got[:3]]
 
 
 def test_a_slowed_hosts_replica_is_named_with_the_network(slowed):

@@ -236,3 +236,19 @@ def test_replica_table_blames_the_replica_when_its_own_work_is_slow():
             b["wait_us"] >= a["wait_us"]
     v = e2e.replica_table(rows)["verdict"]
     assert v["replica"] == "osd.1" and v["cause"] == "replica", v
+
+
+def test_slowest_calls_rank_by_the_calls_latency():
+    per = []
+    for i, total in enumerate([5.0, 9.0, 9.0, 1.0]):
+        c = _client(0, MS, MS, call={"submit": 0, "done": int(total * MS)})
+        p = e2e.client_segments(c, MS // 4, None, MS // 2)
+        p.update(reqid="client.1.0:%d" % (10 - i), kind="write",
+                 primary="osd.0", object="o", call=None)
+        per.append(p)
+    got = e2e.slowest_calls(per, 3)
+    # the two 9-ms ops of one call: by their request ids (tid 8 < 9)
+    assert [g["reqid"] for g in got] == ["client.1.0:8", "client.1.0:9",
+                                         "client.1.0:10"]
+    assert got[0]["total_us"] == 9000.0
+    assert sum(got[0]["segments"].values()) == 9000.0

@@ -52,6 +52,8 @@ capture now, analyse later (anywhere, no root needed to read):
   osdstage.py -r incident.ctf --op client.4123.0:77  # one write, every OSD
   osdstage.py -r h1.ctf h2.ctf h3.ctf client.trace  # end to end: where
                                     # the client's p50 and p99 went
+  osdstage.py -r h1.ctf h2.ctf h3.ctf client.trace --slowest 10
+                                    # ... and its 10 slowest calls
   osdstage.py -r h1.ctf h2.ctf h3.ctf client.trace --op client.4123.0:77
   osdstage.py -r incident.ctf --thread-role tp_osd_tp --stage offcpu
   osdstage.py -r incident.ctf --html report.html --perfetto trace.json
@@ -235,7 +237,9 @@ def _reading_options(p):
                    help="ops of this class only: read, write or other")
     o.add_argument("--slowest", type=positive_int, metavar="N",
                    help="list the N slowest ops: every stage, the worker, "
-                        "how it was woken")
+                        "how it was woken; with captures and a client's "
+                        "trace, the N slowest calls by the client's "
+                        "latency, each split end to end")
     o.add_argument("--op", metavar="REQID", dest="op_reqid",
                    help="one op's whole story on every OSD of the capture, "
                         "by its request id (client.4123.0:77, as Ceph and "

@@ -9,7 +9,7 @@ import time
 
 from ..errors import UserError, quiet_broken_pipe
 from ..model.e2e import (client_segments, replica_segments,
-                         replica_table, table)
+                         replica_table, slowest_calls, table)
 from ..model.interval import RunInfo, host_record, interval_record
 from ..model.slowest import op_row, slowest
 from ..model.timeline import host_timeline, timeline
@@ -83,11 +83,13 @@ def run(args, out, err):
     end to end (--op)."""
     paths, clients = _sort_inputs(args.read)
     if (len(paths) > 1 or clients) and not args.op_reqid and \
-            (not clients or any(getattr(args, k) for k in OFFLINE_ONLY)):
+            (not clients or any(getattr(args, k) for k in OFFLINE_ONLY
+                                if k != "slowest")):
         raise UserError("several captures, or a client's trace, are read "
                         "together for one op's story (--op REQID) or, "
-                        "with a client's trace alone, the end-to-end "
-                        "table; the other views read one capture")
+                        "with a client's trace, the end-to-end table "
+                        "(and --slowest); the other views read one "
+                        "capture")
     opened = [_open(p, err) for p in paths]
     cap = opened[0]
     args.read = paths[0] if len(paths) == 1 else ", ".join(paths)
@@ -278,11 +280,15 @@ def _end_to_end(args, out, caps, clients):
                              ts == last) for peer, wait, ts in o.replies]
             first = enq - sum(o.msg.values()) if o.msg else None
             kind = "write" if k.flags & objecter.FLAG_WRITE else "read"
-            per_op[kind].append(client_segments(
+            seg = client_segments(
                 {"send": k.send, "reply": k.reply, "done": k.done,
                  "call": {"submit": r.submit, "done": r.done}
                  if r is not None else None},
-                enq, first, int(round(c.wall(o.done["ts"]) * 1e9))))
+                enq, first, int(round(c.wall(o.done["ts"]) * 1e9)))
+            seg.update(reqid=o.req, kind=kind, primary=c.name,
+                       object=k.object, call=None if r is None else {
+                           "op": r.op, "offset": r.off, "length": r.len})
+            per_op[kind].append(seg)
             joined.add(o.req)
     if not joined:
         raise UserError("none of the clients' %d OSD ops has its primary "
@@ -304,6 +310,9 @@ def _end_to_end(args, out, caps, clients):
            "joined": len(joined), "traces": list(clients),
            "kinds": {k: table(v) for k, v in per_op.items() if v},
            "replication": replica_table(rows)}
+    if args.slowest:
+        res["slowest"] = slowest_calls(
+            [p for v in per_op.values() for p in v], args.slowest)
     if args.json:
         out.write(json.dumps(res) + "\n")
     else:

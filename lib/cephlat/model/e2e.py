@@ -148,6 +148,23 @@ def table(per_op):
     return out
 
 
+def slowest_calls(per_op, n):
+    """per_op: client_segments() results, each with its "reqid", "kind",
+    "primary", "object" and "call" -> the n slowest by the client's
+    latency (the call's, as the application saw it), slowest first;
+    ops of one call (one per object it spans) are ranked by the call's
+    latency, and ties keep their request ids' order."""
+    def key(p):
+        client, _, tid = p["reqid"].rpartition(":")
+        return (-p["total_us"], client, int(tid) if tid.isdigit() else 0)
+    return [{"reqid": p["reqid"], "kind": p["kind"],
+             "primary": p["primary"], "object": p["object"],
+             "call": p["call"], "total_us": p["total_us"],
+             "clock_disagreement_us": p["clock_disagreement_us"],
+             "segments": {g["segment"]: g["us"] for g in p["segments"]}}
+            for p in sorted(per_op, key=key)[:n]]
+
+
 # a replica holds the writes up when it is the last of at least this
 # share of them (two replicas each: half by chance) and takes this many
 # times the others' time (way there and back, plus its own work) at p50

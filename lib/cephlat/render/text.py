@@ -6,6 +6,7 @@ import time
 
 from ..model import report, sched as schedmod, verdict
 from ..model.hist import render_log2
+from ..model.e2e import SEGMENTS
 
 
 def _row(out, fmt, div, name, s):
@@ -251,6 +252,20 @@ def print_end_to_end(out, res):
                               d["back_p50_us"], d["back_p99_us"]))
         if rep.get("verdict"):
             out.write("VERDICT: %s\n" % rep["verdict"]["words"])
+    if res.get("slowest"):
+        keys = [k for k, _ in SEGMENTS]
+        out.write("\nSLOWEST CALLS (by the client's latency; us)\n"
+                  "%-22s %-5s %-6s %9s %s\n" % (
+                      "REQID", "KIND", "OSD", "TOTAL",
+                      " ".join("%11s" % k.upper() for k in keys)))
+        for r in res["slowest"]:
+            out.write("%-22s %-5s %-6s %9.1f %s\n" % (
+                r["reqid"], r["kind"], r["primary"], r["total_us"],
+                " ".join("%11s" % ("-" if r["segments"].get(k) is None
+                                    and k not in r["segments"] else
+                                    "?" if r["segments"][k] is None else
+                                    "%.1f" % r["segments"][k])
+                         for k in keys)))
     out.write("\n(P99 OPS' MEAN: a segment's mean over the ops at or above "
               "the total's p99: where the slowest ops' time went. OUT: the "
               "sub-op sent -> the replica's enqueue; REPL: -> its commit "
