@@ -394,15 +394,28 @@ int BPF_KRETPROBE(get_rval_ret, long ret)
 	return 0;
 }
 
-/* void rbd_aio_release(rbd_completion_t c): the completion is over */
+/* void rbd_aio_release(rbd_completion_t c): the completion is over, and
+ * the application has taken its result (fio releases a completion when
+ * it reaps it): after an earlier completion record, a release record */
 SEC("uprobe")
 int BPF_KPROBE(aio_release, void *c)
 {
 	__u64 key = (__u64)c;
+	struct rbd_complete_rec *r;
 
 	if (!ours())
 		return 0;
-	complete(key, 0, 0);
+	if (!bpf_map_lookup_elem(&completed, &key)) {
+		complete(key, 0, 0);
+	} else {
+		r = rec_new(sizeof(*r), RBD_AIO_RELEASE, bpf_ktime_get_ns());
+		if (r) {
+			r->completion = key;
+			r->rval = 0;
+			r->rval_known = 0;
+			SEND(r);
+		}
+	}
 	bpf_map_delete_elem(&completed, &key);
 	return 0;
 }

@@ -24,6 +24,9 @@ enum rbd_ev {
 	RBD_OSD_OP_SEND,	/* Objecter::_send_op: an op sent to an OSD */
 	RBD_OSD_OP_REPLY,	/* Objecter::handle_osd_op_reply entered */
 	RBD_OSD_OP_DONE,	/* ... returned: the op's completion has run */
+	RBD_AIO_RELEASE,	/* rbd_aio_release after the completion: the
+				 * application took the result (rbd_complete_rec,
+				 * rval 0) */
 };
 
 enum rbd_op {

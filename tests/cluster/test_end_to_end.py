@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from conftest import (OSDSTAGE, PYTHON, REPO, assert_one_line_error,
-                      fio_rbd_job, run_tool, wait_for_line)
+                      fio_rbd_job, lab_run, run_tool, wait_for_line)
 
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
@@ -26,17 +26,20 @@ RBDRECORD = os.path.join(REPO, "tools", "rbdrecord.py")
 DELAY_US = 1000          # the lab_hosts fixture's LAB_NET_DELAY
 
 
-def _capture(lab_hosts, d, job):
+def _capture(lab_hosts, d, job, env_of=None):
     """One tracer per host (-w) around fio's `job` under rbdrecord in the
-    client's namespace -> the captures, the trace and what they hold."""
+    client's namespace -> the captures, the trace and what they hold.
+    env_of: {host index: extra environment of its tracer}."""
     caps = [str(d / ("h%d.ctf" % i)) for i in range(len(lab_hosts["netns"]))]
     tracers = []
     try:
-        for ns, cap in zip(lab_hosts["netns"], caps):
+        for i, (ns, cap) in enumerate(zip(lab_hosts["netns"], caps)):
             t = subprocess.Popen([PYTHON, OSDSTAGE, "--osd", "all",
                                   "--host-netns", ns, "-w", cap],
                                  stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, text=True)
+                                 stderr=subprocess.PIPE, text=True,
+                                 env=dict(os.environ,
+                                          **(env_of or {}).get(i, {})))
             tracers.append(t)
             wait_for_line(t.stderr, "Tracing", 60)
         (d / "job.fio").write_text(job)
@@ -92,6 +95,58 @@ def slowed(lab_hosts, tmp_path_factory):
     return got, "osd.%d" % (len(lab_hosts["netns"]) - 1)
 
 
+SKEW_MS = 50             # the skewed host's fake clock skew: far above
+                         # any network segment here, so that its sign
+                         # shows which ops crossed it
+
+
+def _net_delay(who, us):
+    p = subprocess.run(["bash", os.path.join(REPO, "vagrant", "lab.sh"),
+                        "net-delay", who, "%dus" % us],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+
+
+@pytest.fixture(scope="module")
+def skewed(lab_hosts, tmp_path_factory):
+    """The same workload as e2e's with every link's delay at 0 (the
+    unloaded messengers' own time, the 1-ms run's baseline), the last
+    host's tracer recording as if its wall clock were SKEW_MS ahead and
+    its own (the lab's hosts share one kernel: a lab aid). -> (its
+    capture set, that host's capture, its OSD)"""
+    last = len(lab_hosts["netns"]) - 1
+    _net_delay("all", 0)
+    try:
+        got = _capture(lab_hosts, tmp_path_factory.mktemp("skewed"),
+                       fio_rbd_job(400, 4, 7),
+                       env_of={last: {"CEPHLAT_FAKE_CLOCK_SKEW":
+                                      "%dms" % SKEW_MS}})
+    finally:
+        _net_delay("all", DELAY_US)
+    return got, got["caps"][last], "osd.%d" % last
+
+
+CAP = 4                  # osd_client_message_cap of the capped run
+CAPPED_DEPTH = 64
+
+
+@pytest.fixture(scope="module")
+def capped(lab_hosts, e2e, tmp_path_factory):
+    """Random reads 64 deep (of the objects e2e's run wrote) with every
+    OSD's osd_client_message_cap at 4: the client's ops wait for the
+    OSD's messenger to take them (the throttle is full; its connection
+    retries every 1 ms)."""
+    def config(*args):
+        p = lab_run(lab_hosts, "ceph", "config", *args)
+        assert p.returncode == 0, p.stderr
+    config("set", "osd", "osd_client_message_cap", str(CAP))
+    try:
+        return _capture(lab_hosts, tmp_path_factory.mktemp("capped"),
+                        fio_rbd_job(1200, CAPPED_DEPTH, 17, rw="randread"))
+    finally:
+        config("rm", "osd", "osd_client_message_cap")
+
+
 def story(e2e, reqid):
     p = run_tool([OSDSTAGE, "-r"] + e2e["caps"] + [e2e["trace"], "--op",
                                                    reqid, "-j"], timeout=120)
@@ -106,6 +161,12 @@ def _pick(e2e, write, n=6):
     return random.Random(5).sample(ops, n)
 
 
+def taken(r):
+    """When the application took the call's result: fio releases the
+    completion when it reaps it, after librbd's callback."""
+    return r.released if r.released is not None else r.done
+
+
 def _check_client(s, op):
     c = s["client"]
     assert c["osd"] == "osd.%d" % op.osd and c["primary"] == c["osd"], c
@@ -114,7 +175,7 @@ def _check_client(s, op):
     assert r is not None and c["call"]["osd_ops"] == [op.reqid], c
     assert (c["call"]["offset"], c["call"]["length"]) == (r.off, r.len)
     # the segments add up to the call's latency, as the client saw it
-    total = (r.done - r.submit) / 1000.0
+    total = (taken(r) - r.submit) / 1000.0
     assert abs(c["total_us"] - total) <= 0.2, (c, total)
     parts = [g["us"] for g in c["segments"]]
     assert None not in parts, c
@@ -123,7 +184,7 @@ def _check_client(s, op):
     by = {g["segment"]: g["us"] for g in c["segments"]}
     assert [g["segment"] for g in c["segments"]] == [
         "librbd", "to_osd", "messenger", "osd", "to_client", "completion",
-        "librbd_done"], c
+        "librbd_done", "application"], c
     # each crosses one delayed link (the sender's): the client's, then
     # the primary's
     assert by["to_osd"] >= DELAY_US, by
@@ -192,11 +253,14 @@ def test_a_client_trace_alone_is_refused(e2e):
 
 def test_calls_match_fios_latency(e2e):
     """The calls' latencies, as the trace has them (the call -> the
-    application's callback, where fio reaps it), are fio's own: p50 and
-    p99 of reads and writes within 5 % of fio's completion latency."""
+    application taking the result: fio releases the completion when it
+    reaps it, after librbd's callback), are fio's own: p50 and p99 of
+    reads and writes within 5 % of fio's completion latency."""
     import statistics
+    assert all(r.released is not None and r.released >= r.done
+               for r in e2e["requests"])
     for kind in ("read", "write"):
-        lat = sorted((r.done - r.submit) / 1000.0 for r in e2e["requests"]
+        lat = sorted((taken(r) - r.submit) / 1000.0 for r in e2e["requests"]
                      if r.op == kind)
         assert len(lat) == e2e["fio"][kind]["total_ios"], kind
         pct = e2e["fio"][kind]["clat_ns"]["percentile"]
@@ -223,13 +287,20 @@ def test_the_table_of_every_op(e2e):
     # a read of an object never written has no op (object map)
     assert res["client_ops"] == len(linked) == sum(
         1 for r in e2e["requests"] if r.osd_ops)
-    # the tracers ran the whole time: every op's primary is captured
-    assert res["joined"] == res["client_ops"], res
+    # the tracers ran the whole time: every op's primary is captured,
+    # and each completed there, but reads of objects not yet written
+    # (ENOENT: no completion, no latency counted by Ceph either)
+    u = res["unfinished"]
+    assert res["joined"] + u["ops"] == res["client_ops"], res
+    kind = {o.reqid: o.kind for o in linked}
+    assert all(kind[r] in ("read", "sparse-read") for r in u["reqids"]), (
+        u, [kind[r] for r in u["reqids"]])
     for kind, t in res["kinds"].items():
         assert t["unknown"] == 0, t
         by = {g["segment"]: g for g in t["segments"]}
         assert list(by) == ["librbd", "to_osd", "messenger", "osd",
                             "to_client", "completion", "librbd_done",
+                            "application",
                             "total"], list(by)
         assert by["to_osd"]["p50_us"] >= DELAY_US, by["to_osd"]
         assert by["to_client"]["p50_us"] >= DELAY_US, by["to_client"]
@@ -250,14 +321,15 @@ def test_the_clients_slowest_are_the_merged_views_slowest(e2e):
     p = run_tool([OSDSTAGE, "-r"] + e2e["caps"] +
                  [e2e["trace"], "--slowest", str(n), "-j"], timeout=300)
     assert p.returncode == 0, p.stderr
-    got = json.loads(p.stdout)["slowest"]
+    res = json.loads(p.stdout)
+    got, unfinished = res["slowest"], set(res["unfinished"]["reqids"])
 
     def key(o):
         c, _, tid = o.reqid.rpartition(":")
-        return (-round((o.request.done - o.request.submit) / 1000.0, 1), c,
-                int(tid))
-    want = sorted((o for o in e2e["data"] if o.request is not None),
-                  key=key)[:n]
+        return (-round((taken(o.request) - o.request.submit) / 1000.0, 1),
+                c, int(tid))
+    want = sorted((o for o in e2e["data"] if o.request is not None and
+                   o.reqid not in unfinished), key=key)[:n]
     assert [g["reqid"] for g in got] == [o.reqid for o in want], (got, want)
     for g, o in zip(got, want):
         assert g["total_us"] == -key(o)[0]
@@ -299,3 +371,165 @@ def test_no_replica_is_named_when_none_is_slow(e2e):
                  timeout=300)
     v = json.loads(p.stdout)["replication"]["verdict"]
     assert v["replica"] is None, v
+
+
+def test_captures_of_one_kernel_line_up_without_a_warning(e2e):
+    p = run_tool([OSDSTAGE, "-r"] + e2e["caps"] + [e2e["trace"], "-j"],
+                 timeout=300)
+    assert p.returncode == 0 and "warning" not in p.stderr, p.stderr
+    clocks = json.loads(p.stdout)["clocks"]
+    assert [c["file"] for c in clocks] == e2e["caps"] + [e2e["trace"]]
+    assert all(c["clock"] == "the first capture's" for c in clocks), clocks
+
+
+def _e2e_json(e, extra=()):
+    p = run_tool([OSDSTAGE, "-r"] + e["caps"] + [e["trace"], "-j"] +
+                 list(extra), timeout=300)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout), p.stderr
+
+
+def test_a_skewed_hosts_clock_is_found_out_and_can_be_given(skewed):
+    """A host whose wall clock was SKEW_MS ahead: without its offset, the
+    merge says its clock is another one (and, where the host's time
+    daemon does not vouch for it, warns in one line naming that capture
+    alone), and every op that crossed it has a network segment below
+    zero: those ops are left out and counted, never shown with a negative
+    time, and the others are whole. Given the offset (--clock-offset
+    FILE=+SKEW), the merge is whole again: no op left out, each network
+    segment's p50 carrying the link's delay."""
+    e, cap, osd = skewed
+    res, err = _e2e_json(e)
+    ck = {c["file"]: c for c in res["clocks"]}
+    assert ck[cap]["clock"] == "another", ck
+    assert all(c["clock"] == "the first capture's" for f, c in ck.items()
+               if f != cap), ck
+    if not ck[cap]["synced"]:
+        assert err.count("\n") == 1 and "warning: %s: another host's " \
+            "clock" % cap in err, err
+    # the ops whose primary is on the skewed host: each has its to_client
+    # below zero (the reply seems to arrive before it was sent)
+    unfinished = set(res["unfinished"]["reqids"])
+    through = sum(1 for o in e["data"] if o.request is not None and
+                  "osd.%d" % o.osd == osd and o.reqid not in unfinished)
+    assert through > 0
+    assert sum(t["unknown"] for t in res["kinds"].values()) == through, res
+    assert res["replication"]["unknown"] > 0, res["replication"]
+    for t in res["kinds"].values():
+        for g in t["segments"]:
+            assert g["p50_us"] >= 0 and g["mean_us"] >= 0, g
+    # given: all back, the network segments as on a lab of one clock
+    res, err = _e2e_json(e, ["--clock-offset", "%s=+%dms" % (cap, SKEW_MS)])
+    assert "warning" not in err, err
+    assert [c["offset_given_us"] for c in res["clocks"]
+            if c["file"] == cap] == [SKEW_MS * 1000.0]
+    assert res["joined"] + res["unfinished"]["ops"] == res["client_ops"]
+    assert res["joined"] == sum(t["ops"] for t in res["kinds"].values())
+    assert res["replication"]["unknown"] == 0, res["replication"]
+    for kind, t in res["kinds"].items():
+        by = {g["segment"]: g for g in t["segments"]}
+        for seg in ("to_osd", "to_client"):     # 0-delay links
+            assert 0 <= by[seg]["p50_us"] < DELAY_US, (kind, by[seg])
+
+
+def test_network_segments_carry_the_links_delay(e2e, skewed):
+    """Each network segment's p50 with 1-ms links is its p50 with 0-ms
+    links (the messengers' own time, same workload; the skewed run, its
+    clock given) plus the delay, within 20 %: the client's way to its
+    primary and back, and each replica's way out and back."""
+    base, _ = _e2e_json(skewed[0], ["--clock-offset", "%s=+%dms" % (
+        skewed[1], SKEW_MS)])
+    got, _ = _e2e_json(e2e)
+
+    def p50s(res):
+        out = {}
+        for kind, t in res["kinds"].items():
+            for g in t["segments"]:
+                if g["segment"] in ("to_osd", "to_client"):
+                    out[(kind, g["segment"])] = g["p50_us"]
+        for name, d in res["replication"]["replicas"].items():
+            out[(name, "out")] = d["out_p50_us"]
+            out[(name, "back")] = d["back_p50_us"]
+        return out
+    b, g = p50s(base), p50s(got)
+    assert set(b) == set(g) and len(b) >= 4 + 2 * 3, (b, g)
+    for k in b:
+        want = DELAY_US + b[k]
+        assert abs(g[k] - want) <= 0.2 * want, (k, g[k], b[k])
+
+
+def test_a_client_held_by_the_osds_message_cap(capped):
+    """osd_client_message_cap 4 under 64 reads in flight: the client's
+    time goes before the OSD's clock starts (to_osd: its messenger,
+    the network and the socket's queue before the primary reads the
+    message; messenger: the throttle's wait), not to the OSD; and the
+    segments still add up to the client's own latency: the calls' as the
+    trace has them (to the application taking the result: fio's
+    rbd_aio_release), exactly at p50 and p99. fio's own completion
+    latency, 64 in flight, is at least that (its completion stamp comes
+    once it has reaped a batch) and runs milliseconds longer at the tail
+    (measured: p90 18.5 ms against 14.4 ms): at most it, within fio's
+    histogram bin (1/64 of a power of two)."""
+    res, _ = _e2e_json(capped)
+    t = res["kinds"]["read"]
+    assert t["unknown"] == 0, t
+    assert res["joined"] + res["unfinished"]["ops"] == res["client_ops"]
+    by = {g["segment"]: g for g in t["segments"]}
+    total = by["total"]
+    assert by["to_osd"]["mean_us"] + by["messenger"]["mean_us"] >= \
+        0.5 * total["mean_us"], by
+    assert by["osd"]["mean_us"] <= 0.25 * total["mean_us"], by
+    assert by["to_osd"]["p50_us"] >= 2 * DELAY_US, by["to_osd"]
+    assert abs(sum(g["mean_us"] for k, g in by.items() if k != "total")
+               - total["mean_us"]) <= 1.0, by
+    unfinished = set(res["unfinished"]["reqids"])
+    lat = sorted(round((taken(r) - r.submit) / 1000.0, 1)
+                 for r in capped["requests"] if r.osd_ops and
+                 not any(o.reqid in unfinished for o in r.osd_ops))
+    assert len(lat) == t["ops"], (len(lat), t["ops"])
+    assert total["p50_us"] == lat[int(len(lat) * 0.5)], total
+    assert total["p99_us"] == lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+    fio = capped["fio"]["read"]["clat_ns"]["percentile"]
+    for q, key in (("p50_us", "50.000000"), ("p99_us", "99.000000")):
+        theirs = fio[key] / 1000.0
+        assert total[q] <= theirs * (1 + 1 / 64.0), (q, total, theirs)
+
+
+def test_pictures_of_one_op_across_hosts(e2e, tmp_path):
+    """--op REQID --perfetto/--html with a capture per host and the
+    client's trace: a process per OSD on its host and one for the
+    client, the client's arrows to its primary and back, the primary's
+    to each replica; every arrow in time order on the wall clock (one
+    kernel here: exact) and bound to a slice at its end."""
+    from test_replica_pictures import (Flows, enclosing, flow_pairs,
+                                       processes, slices)
+    from cephlat.render import perfetto
+    op = _pick(e2e, write=True, n=1)[0]
+    pf, html = tmp_path / "op.json", tmp_path / "op.html"
+    p = run_tool([OSDSTAGE, "-r"] + e2e["caps"] + [
+        e2e["trace"], "--op", op.reqid, "--perfetto", str(pf), "--html",
+        str(html)], timeout=300)
+    assert p.returncode == 0, p.stderr
+    trace = json.loads(pf.read_text())
+    assert perfetto.validate(trace) == []
+    procs = processes(trace)
+    osds = ["osd.%d" % i for i in range(e2e["osds"])]
+    assert sorted(n for n in procs.values() if n.startswith("osd.")) == osds
+    assert [n for n in procs.values() if n.startswith("client")], procs
+    sl = slices(trace)
+    for name in ("client request", "client response"):
+        pairs = flow_pairs(trace, name)
+        kind = name.split()[1]
+        s, f = pairs["%s:%s" % (kind, op.reqid)]
+        assert s["ts"] <= f["ts"], (name, s, f)
+        assert enclosing(sl, f), (name, f)
+    repops = {k: v for k, v in flow_pairs(trace, "repop").items()
+              if op.reqid in k}
+    assert len(repops) == e2e["osds"] - 1, repops
+    for s, f in repops.values():
+        assert s["ts"] <= f["ts"] and enclosing(sl, f), (s, f)
+    page = Flows(html.read_text())
+    assert sorted(page.bands) == osds
+    mine = {a["data-flow"] for a in page.flows
+            if a["data-reqid"] == op.reqid}
+    assert {"request", "response", "repop"} <= mine, mine

@@ -57,3 +57,32 @@ def test_uncertainty_known_only_for_a_synchronized_clock():
                                  _s(9, 0, 100, est=5000)]) == 5100
     assert clock.uncertainty_ns([_s(0, 0), _s(9, 0, synced=False)]) is None
     assert clock.uncertainty_ns([]) is None
+
+
+def test_durations_and_one_line_for_a_bad_one():
+    import pytest
+    from cephlat.clocks import duration_ns
+    from cephlat.errors import UserError
+    assert duration_ns("+5ms", "x") == 5000000
+    assert duration_ns("-300us", "x") == -300000
+    assert duration_ns("1.5s", "x") == 1500000000
+    assert duration_ns("42ns", "x") == 42
+    for bad in ("5", "ms", "5 m", "", "5ms5"):
+        with pytest.raises(UserError) as e:
+            duration_ns(bad, "--clock-offset h2=%s" % bad)
+        assert "--clock-offset" in str(e.value) and \
+            "\n" not in str(e.value)
+
+
+def test_the_labs_fake_skew_moves_the_wall_clock_and_names_its_own(
+        monkeypatch):
+    from cephlat import clocks
+    monkeypatch.delenv(clocks.FAKE_SKEW_ENV, raising=False)
+    plain, base = clock.sample(), clocks.clock_id()
+    assert len(base) == 36 and base == clocks.clock_id()    # the boot id
+    monkeypatch.setenv(clocks.FAKE_SKEW_ENV, "50ms")
+    skewed = clock.sample()
+    # the offset moved by the skew (the two reads are within 1 ms)
+    assert abs(skewed["offset_ns"] - plain["offset_ns"] - 50 * 10 ** 6) \
+        < 10 ** 6
+    assert clocks.clock_id() == base + "+skew50000000"

@@ -33,6 +33,20 @@ def test_segments_add_up_to_the_call():
     assert got["clock_disagreement_us"] is None
 
 
+def test_the_applications_own_time_after_the_callback():
+    # fio takes the result (rbd_aio_release) when it reaps: after the
+    # callback, and its latency ends there
+    c = _client(10 * MS, 20 * MS, 20 * MS + 50000,
+                call={"submit": 9 * MS, "done": 20 * MS + 90000,
+                      "released": 20 * MS + 390000})
+    got = e2e.client_segments(c, enq_ns=12 * MS, first_stamp_ns=11 * MS,
+                              done_ns=18 * MS)
+    by = {g["segment"]: g["us"] for g in got["segments"]}
+    assert list(by)[-2:] == ["librbd_done", "application"]
+    assert by["application"] == 300.0
+    assert got["total_us"] == 11390.0 == round(sum(by.values()), 1)
+
+
 def test_a_call_done_before_the_objecters_handler_returned():
     # librbd completes the call (and the application reads its result)
     # on another thread while the Objecter's handler is still returning:

@@ -14,7 +14,7 @@ LIB = os.path.join(REPO, "lib", "cephlat")
 # rbd: rbdrecord's recorder, beside the capture layer)
 MAY = {
     "errors": set(),
-    "clocks": set(),
+    "clocks": {"errors"},
     "abi": {"errors"},
     "ceph": {"errors"},
     "model": {"abi", "errors"},

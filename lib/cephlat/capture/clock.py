@@ -9,59 +9,24 @@ on) and knows how good the mapping is:
 
 - read_ns: the width of the closest of a few monotonic / wall / monotonic
   read brackets (the mapping's own error on this host);
+- which clock it is (clocks.clock_id: the kernel's boot id): files of
+  one kernel share its monotonic clock and line up exactly;
 - the kernel's NTP state (adjtimex(2), read-only): whether a time daemon
   keeps the clock synchronized, and its estimated and maximum error. Two
   hosts' wall clocks agree within the sum of their errors; where that is
   more than a segment between them (a network hop), the segment cannot be
   told from the clocks (issue 26: say so, never print a negative time).
 """
-import ctypes
-import ctypes.util
-
-from ..clocks import wall_minus_mono
-
-# struct timex (include/uapi/linux/timex.h, 64-bit): what adjtimex reads
-_LONG, _INT = ctypes.c_long, ctypes.c_int
-
-
-class _Timex(ctypes.Structure):
-    _fields_ = [("modes", ctypes.c_uint), ("offset", _LONG),
-                ("freq", _LONG), ("maxerror", _LONG), ("esterror", _LONG),
-                ("status", _INT), ("constant", _LONG),
-                ("precision", _LONG), ("tolerance", _LONG),
-                ("tv_sec", _LONG), ("tv_usec", _LONG), ("tick", _LONG),
-                ("ppsfreq", _LONG), ("jitter", _LONG), ("shift", _INT),
-                ("stabil", _LONG), ("jitcnt", _LONG), ("calcnt", _LONG),
-                ("errcnt", _LONG), ("stbcnt", _LONG), ("tai", _INT),
-                ("_pad", _INT * 11)]
-
-
-STA_UNSYNC = 0x0040           # the clock is not synchronized
-TIME_ERROR = 5                # adjtimex's answer for an unsynchronized clock
-_libc = None
-
-
-def ntp_state():
-    """{"synced": bool, "esterror_ns", "maxerror_ns"} from adjtimex(2) with
-    modes 0 (reads, changes nothing); None where the call fails."""
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6",
-                            use_errno=True)
-    tx = _Timex()
-    state = _libc.adjtimex(ctypes.byref(tx))
-    if state < 0:
-        return None
-    return {"synced": state != TIME_ERROR and not tx.status & STA_UNSYNC,
-            "esterror_ns": max(0, tx.esterror) * 1000,
-            "maxerror_ns": max(0, tx.maxerror) * 1000}
+from ..clocks import clock_id, fake_skew_ns, ntp_state, wall_minus_mono
 
 
 def sample(tries=5):
     """One sample of the wall clock against the monotonic one:
     {"mono_ns", "offset_ns" (wall - monotonic), "read_ns" (the bracket),
-    and ntp_state()'s fields}."""
+    and ntp_state()'s fields}; the lab's fake skew (clocks.fake_skew_ns)
+    added to the offset."""
     mono, offset, read = wall_minus_mono(tries)
+    offset += fake_skew_ns()
     out = {"mono_ns": mono, "offset_ns": offset, "read_ns": read}
     ntp = ntp_state()
     out.update(ntp if ntp is not None else

@@ -182,6 +182,8 @@ class CaptureWriter:
                "worker_role": tracer.roles.names[tracer.roles.worker],
                "kernel_stages": int(tracer.kernel),
                "call_bias_ns": call_bias_ns,
+               "clock_id": clock.clock_id(),
+               "fake_clock_skew_ns": clock.fake_skew_ns(),
                "info": json.dumps(info, sort_keys=True)}
         self.ctf = ctf.Writer(path, self.classes, env=env,
                               clock_offset_ns=start["offset_ns"],

@@ -90,6 +90,9 @@ class Capture:
         self.roles = Roles([(n, n) for n in names[1:]], worker)
         self.rules = Rules(self.vocab, self._labels())
         self.clock_offset_ns = self.trace.clock_offset_ns
+        # how far the host's wall clock was ahead (osdstage -r
+        # --clock-offset): wall() moves its times back by it
+        self.shift_ns = 0
         self._read()
 
     @staticmethod
@@ -362,7 +365,23 @@ class Capture:
         without them)."""
         off = clock.offset_at(self.clocks, mono_ns) if self.clocks else \
             self.clock_offset_ns
-        return (mono_ns + off) / 1e9
+        return (mono_ns + off - self.shift_ns) / 1e9
+
+    def wall_offset_ns(self, mono_ns):
+        """wall - monotonic (ns, an int) at `mono_ns`, as wall() moves it."""
+        off = clock.offset_at(self.clocks, mono_ns) if self.clocks else \
+            self.clock_offset_ns
+        return off - self.shift_ns
+
+    def clock(self):
+        """{"id", "synced", "error_ns"} of the capture's clock (None where
+        the capture does not say which clock it is: older captures)."""
+        if "clock_id" not in self.env:
+            return None
+        return {"id": str(self.env["clock_id"]),
+                "synced": bool(self.clocks) and all(
+                    s["synced"] for s in self.clocks),
+                "error_ns": self.clock_error_ns()}
 
     def clock_error_ns(self):
         """How far wall() may be off (capture/clock.uncertainty_ns): None

@@ -244,6 +244,11 @@ def _reading_options(p):
                    help="one op's whole story on every OSD of the capture, "
                         "by its request id (client.4123.0:77, as Ceph and "
                         "--slowest print it)")
+    o.add_argument("--clock-offset", metavar="FILE=DUR", action="append",
+                   help="with several files: FILE's host clock was DUR "
+                        "ahead of the first capture's (e.g. h2.ctf=+3ms, "
+                        "as chronyc tracking or ntpq says); its times are "
+                        "moved back by it. Repeatable")
     o.add_argument("--html", metavar="FILE",
                    help="write a self-contained HTML report with a timeline")
     o.add_argument("--perfetto", metavar="FILE",

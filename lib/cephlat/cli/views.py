@@ -7,6 +7,7 @@ import os
 import sys
 import time
 
+from ..clocks import duration_ns
 from ..errors import UserError, quiet_broken_pipe
 from ..model.e2e import (client_segments, replica_segments,
                          replica_table, slowest_calls, table)
@@ -90,6 +91,7 @@ def run(args, out, err):
                         "with a client's trace, the end-to-end table "
                         "(and --slowest); the other views read one "
                         "capture")
+    shifts = _clock_offsets(args, paths, clients)
     opened = [_open(p, err) for p in paths]
     cap = opened[0]
     args.read = paths[0] if len(paths) == 1 else ", ".join(paths)
@@ -98,12 +100,17 @@ def run(args, out, err):
         raise UserError("--thread-role %s: the capture's roles are %s" % (
             args.thread_role, ", ".join(cap.roles.names)))
     caps = [t for c, p in zip(opened, paths) for t in _targets(args, c, p)]
+    for c in opened + caps:
+        c.shift_ns = shifts.get(c.trace.path, 0)
+    traces = [RbdTrace(p, shifts.get(p, 0)) for p in clients]
+    clocks = _clock_check(err, opened, traces, shifts) \
+        if len(paths) > 1 or clients else None
     window = any(getattr(args, k) for k in OFFLINE_ONLY)
     try:
         if args.op_reqid:
-            return _op_story(args, out, caps, err, clients)
+            return _op_story(args, out, caps, err, traces, clocks)
         if clients:
-            return _end_to_end(args, out, caps, clients)
+            return _end_to_end(args, out, caps, traces, clocks)
         if len(caps) > 1:
             return _many(args, out, err, caps, window)
         cap = caps[0]
@@ -114,6 +121,68 @@ def run(args, out, err):
     except BrokenPipeError:
         quiet_broken_pipe()
         return 0
+
+
+def _clock_offsets(args, paths, clients):
+    """--clock-offset FILE=DUR... -> {path: ns} of the files named, each
+    one of -r's."""
+    out = {}
+    for spec in args.clock_offset or ():
+        name, eq, dur = spec.rpartition("=")
+        if not eq or not name:
+            raise UserError("--clock-offset %s: give FILE=DURATION (e.g. "
+                            "h2.ctf=+3ms)" % spec)
+        match = [p for p in list(paths) + list(clients)
+                 if os.path.realpath(p) == os.path.realpath(name)]
+        if not match:
+            raise UserError("--clock-offset %s: %s is none of -r's files "
+                            "(%s)" % (spec, name, ", ".join(
+                                list(paths) + list(clients))))
+        out[match[0]] = duration_ns(dur, "--clock-offset " + spec)
+    if out and len(paths) + len(clients) < 2:
+        raise UserError("--clock-offset lines several files up: -r names "
+                        "one")
+    return out
+
+
+def _clock_check(err, caps, traces, shifts):
+    """Which clock each file's times are of, against the first capture's:
+    files of one kernel share its monotonic clock and line up exactly;
+    another host's line up as well as the wall clocks agree. A warning
+    names the files of other clocks that were not kept synchronized and
+    whose offset --clock-offset does not give. -> [{file, clock, synced,
+    error_us, offset_given_us}] for the JSON views."""
+    items = [(c.trace.path, c.clock()) for c in caps] + \
+        [(t.path, t.clock()) for t in traces]
+    ref = items[0][1]["id"] if items[0][1] else None
+    out, doubt = [], []
+    for i, (path, ck) in enumerate(items):
+        same = i == 0 or ck is not None and ref is not None and \
+            ck["id"] == ref
+        given = shifts.get(path)
+        err_ns = ck["error_ns"] if ck else None
+        out.append({"file": path,
+                    "clock": "the first capture's" if same else
+                    "unknown" if ck is None else "another",
+                    "synced": bool(ck and ck["synced"]),
+                    "error_us": None if same or err_ns is None else
+                    round(err_ns / 1000.0, 1),
+                    "offset_given_us": None if given is None else
+                    round(given / 1000.0, 1)})
+        if not same and given is None and err_ns is None:
+            doubt.append(path)
+    if doubt:
+        err.write("%s: warning: %s: %s not kept synchronized by a time "
+                  "daemon (adjtimex): %s up with the others only as well "
+                  "as the clocks happen to agree (a network segment that "
+                  "comes out negative is printed as ?); give a known "
+                  "offset with --clock-offset FILE=DURATION\n" % (
+                      TOOL, ", ".join(doubt),
+                      "another host's clock," if len(doubt) == 1 else
+                      "other hosts' clocks,",
+                      "its times line" if len(doubt) == 1 else
+                      "their times line"))
+    return out
 
 
 def _targets(args, cap, path):
@@ -162,7 +231,7 @@ def _many(args, out, err, caps, window):
     return 0
 
 
-def _op_story(args, out, caps, err=None, clients=()):
+def _op_story(args, out, caps, err=None, traces=(), clocks=None):
     """--op REQID: every op with that request id on every OSD of every
     capture: the client op on its primary (with its replicas' replies),
     the replica ops; with a client's trace that sent it, the client's
@@ -174,7 +243,7 @@ def _op_story(args, out, caps, err=None, clients=()):
                      keep=lambda o: o.req == args.op_reqid)
         if rows:
             found[c.name or "pid %d" % c.pid] = (c, rows)
-    client = _client_op(clients, args.op_reqid)
+    client = _client_op(traces, args.op_reqid)
     if not found:
         firsts = [c.first_op(c.first_ns, c.last_ns) for c in caps]
         if not any(o.req for o in firsts if o is not None):
@@ -192,6 +261,8 @@ def _op_story(args, out, caps, err=None, clients=()):
         t0 = min(t0, client["call"]["submit"] if client["call"] else
                  client["send"])
     story = {"type": "op", "reqid": args.op_reqid, "osds": {}}
+    if clocks is not None:
+        story["clocks"] = clocks
     primary_at = None
     for name, (c, rows) in found.items():
         story["osds"][name] = []
@@ -222,12 +293,13 @@ def _op_story(args, out, caps, err=None, clients=()):
     else:
         print_op_story(out, story)
     if args.html or args.perfetto:     # a timeline centred on the request
-        if len({c.trace.path for c in caps}) > 1:
-            raise UserError("--html / --perfetto draw one capture: name "
-                            "it alone with -r")
-        rows = [o for _, rs in found.values() for o in rs]
-        a = min(o.enq_ns for o in rows)
-        b = max(_end_ns(o) for o in rows)
+        # on the first capture's clock: the others' moved to it by the
+        # wall clock (several hosts' captures)
+        deltas = _deltas(caps)
+        d = {id(c): k for c, k in zip(caps, deltas)}
+        a = min(o.enq_ns + d[id(c)] for c, rs in found.values() for o in rs)
+        b = max(_end_ns(o) + d[id(c)] for c, rs in found.values()
+                for o in rs)
         span = max(int(args.timeline_ms * 1e6), int((b - a) * 1.2))
         lo = _bound(caps[0], args.t_from, caps[0].first_ns)
         hi = _bound(caps[0], args.t_to, caps[0].last_ns)
@@ -236,18 +308,56 @@ def _op_story(args, out, caps, err=None, clients=()):
         if args.html:
             recs = [_window_record(args, c, RunInfo.from_capture(c))[0]
                     for c in caps]
+        client = None
+        if traces:
+            client = _client_ops(traces, caps[0].wall_offset_ns(
+                caps[0].first_ns))
         _host_pictures(args, err or sys.stderr, caps, recs,
-                       (a, min(hi, a + span)), args.op_reqid)
+                       (a, min(hi, a + span)), args.op_reqid, deltas,
+                       client)
     return 0
 
 
-def _end_to_end(args, out, caps, clients):
+def _client_ops(traces, base):
+    """The clients' OSD ops for client_band: times on the first
+    capture's clock (wall ns less its offset `base`)."""
+    ops, pids = [], []
+    for t in traces:
+        pids.append(str(t.env.get("pid", "?")))
+        for o in t.osd_ops.values():
+            r = o.request
+
+            def at(ns):
+                return None if ns is None else ns - base
+            ops.append({"reqid": o.reqid, "osd": "osd.%d" % o.osd,
+                        "send": at(o.send), "reply": at(o.reply),
+                        "done": at(o.done), "call": None if r is None else {
+                            "op": r.op, "length": r.len,
+                            "submit": at(r.submit), "done": at(r.done),
+                            "released": at(r.released)}})
+    name = "client (%s pid %s)" % (
+        ", ".join(os.path.basename(t.path.rstrip("/")) for t in traces),
+        ", ".join(pids))
+    pid = int(pids[0]) if len(pids) == 1 and pids[0].isdigit() else 0
+    return {"name": name, "pid": pid, "ops": ops}
+
+
+def _deltas(caps):
+    """Per capture (slot), ns that move its timestamps to the first's
+    clock by the wall clock: 0 for slots of one capture, and nearly so
+    for captures of one kernel."""
+    base = caps[0].wall_offset_ns(caps[0].first_ns)
+    return [c.wall_offset_ns(c.first_ns) - base for c in caps]
+
+
+def _end_to_end(args, out, caps, traces, clocks):
     """-r CAPTURES... TRACE: every op of the clients' traces whose
     primary is in the captures, its latency split end to end; the table
     of p50, p99 and where the slowest ops' time went."""
     client = {}
-    for p in clients:
-        ops = [o for o in RbdTrace(p).osd_ops.values()
+    clients = [t.path for t in traces]
+    for t in traces:
+        ops = [o for o in t.osd_ops.values()
                if o.reply is not None and o.done is not None]
         # where the trace links ops to their librbd calls, the table is
         # of the calls' ops (image I/O, not the image header's)
@@ -257,7 +367,7 @@ def _end_to_end(args, out, caps, clients):
     if not client:
         raise UserError("%s: no OSD ops recorded (see rbdrecord(8): the "
                         "client's Objecter)" % ", ".join(clients))
-    per_op, joined = {"read": [], "write": []}, set()
+    per_op, joined, unfinished = {"read": [], "write": []}, set(), set()
     replies, replicas = [], {}
 
     def wall(c, ns):
@@ -269,7 +379,12 @@ def _end_to_end(args, out, caps, clients):
                 replicas[(o.req, c.name)] = (wall(c, o.enq_ns),
                                              o.repop["repop_ns"])
                 continue
-            if not o.done or o.req in joined:
+            if not o.done:
+                # enqueued on its primary, answered without completing
+                # (an error reply: ENOENT for an object not yet written)
+                unfinished.add(o.req)
+                continue
+            if o.req in joined:
                 continue
             k = client[o.req]
             r = k.request
@@ -282,7 +397,8 @@ def _end_to_end(args, out, caps, clients):
             kind = "write" if k.flags & objecter.FLAG_WRITE else "read"
             seg = client_segments(
                 {"send": k.send, "reply": k.reply, "done": k.done,
-                 "call": {"submit": r.submit, "done": r.done}
+                 "call": {"submit": r.submit, "done": r.done,
+                          "released": r.released}
                  if r is not None else None},
                 enq, first, int(round(c.wall(o.done["ts"]) * 1e9)))
             seg.update(reqid=o.req, kind=kind, primary=c.name,
@@ -294,7 +410,7 @@ def _end_to_end(args, out, caps, clients):
         raise UserError("none of the clients' %d OSD ops has its primary "
                         "in %s (request ids differ: another cluster or "
                         "time?)" % (len(client), args.read))
-    rows = []
+    rows, unknown = [], 0
     for req, peer, wait, seen, last in replies:
         rep = replicas.get((req, peer))
         row = {"req": req, "replica": peer, "wait_us": wait / 1000.0,
@@ -302,14 +418,22 @@ def _end_to_end(args, out, caps, clients):
                "out_us": None, "replica_us": None, "back_us": None}
         if rep is not None:
             enq, repop = rep
-            row.update(out_us=(enq - (seen - wait)) / 1000.0,
-                       replica_us=repop / 1000.0,
-                       back_us=(seen - enq - repop) / 1000.0)
+            out_us = (enq - (seen - wait)) / 1000.0
+            back_us = (seen - enq - repop) / 1000.0
+            if out_us < 0 or back_us < 0:       # the clocks disagree
+                unknown += 1
+            else:
+                row.update(out_us=out_us, replica_us=repop / 1000.0,
+                           back_us=back_us)
         rows.append(row)
+    unfinished -= joined
     res = {"type": "end_to_end", "client_ops": len(client),
            "joined": len(joined), "traces": list(clients),
+           "unfinished": {"ops": len(unfinished),
+                          "reqids": sorted(unfinished, key=_reqid_key)},
            "kinds": {k: table(v) for k, v in per_op.items() if v},
-           "replication": replica_table(rows)}
+           "replication": dict(replica_table(rows), unknown=unknown),
+           "clocks": clocks}
     if args.slowest:
         res["slowest"] = slowest_calls(
             [p for v in per_op.values() for p in v], args.slowest)
@@ -320,11 +444,16 @@ def _end_to_end(args, out, caps, clients):
     return 0
 
 
-def _client_op(paths, reqid):
+def _reqid_key(r):
+    c, _, tid = r.rpartition(":")
+    return (c, int(tid) if tid.isdigit() else 0)
+
+
+def _client_op(traces, reqid):
     """The op `reqid` in the clients' traces: {"send", "reply", "done"
     (wall ns), "osd", "object", "trace"}, or None."""
-    for p in paths:
-        tr = RbdTrace(p)
+    for tr in traces:
+        p = tr.path
         op = tr.osd_ops.get(reqid)
         if op is not None:
             r = op.request
@@ -333,6 +462,7 @@ def _client_op(paths, reqid):
                     "call": None if r is None else {
                         "op": r.op, "offset": r.off, "length": r.len,
                         "submit": r.submit, "done": r.done,
+                        "released": r.released,
                         "osd_ops": [o.reqid for o in r.osd_ops]}}
     return None
 
@@ -353,6 +483,7 @@ def _client_block(client, t0, primary_at):
                          "length": call["length"],
                          "called_at_us": at(call["submit"]),
                          "completed_at_us": at(call["done"]),
+                         "released_at_us": at(call["released"]),
                          "osd_ops": call["osd_ops"]}
     if client["reply"] is None:
         block["segments"] = None
@@ -477,24 +608,32 @@ def _overlaps(o, a, b):
     return o.enq_ns <= b and end >= a
 
 
-def _host_pictures(args, err, caps, recs, span=None, focus=None):
+def _host_pictures(args, err, caps, recs, span=None, focus=None,
+                   deltas=None, client=None):
     """--html/--perfetto of several OSDs: one timeline of them all, with
     the replicated writes' arrows between them, over `span` (default:
     --timeline-ms around the slowest op of any of them, or from --from);
     `recs` their window records for the page (html only); `focus` the
-    request id the timeline is centred on (--op)."""
+    request id the timeline is centred on (--op); `deltas` (ns) move
+    each one's timestamps to the first's clock (captures of several
+    hosts; span is on the first's); `client` a client's ops
+    (_client_ops), drawn as a band of their own."""
+    deltas = deltas or [0] * len(caps)
     t0 = _bound(caps[0], args.t_from, caps[0].first_ns)
     t1 = _bound(caps[0], args.t_to, caps[0].last_ns)
     per = []
-    for c in caps:
-        ops = c.ops(t0, t1)
+    for c, d in zip(caps, deltas):
+        ops = c.ops(t0 - d, t1 - d) if span is None else \
+            c.ops(span[0] - d, span[1] - d)
         if args.op_class:
             ops = [o for o in ops if o.op_class(c.rules) == args.op_class]
         per.append(ops)
     a, b = span or _timeline_window(args, caps[0],
                                     [o for ops in per for o in ops], t0, t1)
-    tl = host_timeline(caps, a, b, [[o for o in ops if _overlaps(o, a, b)]
-                                    for ops in per])
+    tl = host_timeline(caps, a, b, [[o for o in ops
+                                     if _overlaps(o, a - d, b - d)]
+                                    for ops, d in zip(per, deltas)],
+                       deltas=deltas, client=client)
     tl["focus"] = focus
     _write_pictures(args, err, [(c.name or "pid %d" % c.pid, r)
                                 for c, r in zip(caps, recs)], tl, None)

@@ -24,13 +24,16 @@ SEGMENTS = [
                    "the call before the Objecter's handler returned)"),
     ("librbd_done", "librbd's completion of the call after the Objecter's "
                     "handler returned, to the application's callback"),
+    ("application", "the application's callback to its taking the result "
+                    "(rbd_aio_release: fio, when it reaps the completion)"),
 ]
 
 
 def client_segments(client, enq_ns, first_stamp_ns, done_ns):
     """client: {"send", "reply", "done"} wall ns (done may be None), and
-    "call": {"submit", "done"} of the librbd call the op is part of (or
-    None: the segments start at the send and end at the op's completion);
+    "call": {"submit", "done", "released" (or None)} of the librbd call
+    the op is part of (or None: the segments start at the send and end
+    at the op's completion);
     enq_ns / first_stamp_ns / done_ns: the primary's enqueue, its
     message's first stamp (None without stamps) and its completion, wall
     ns. -> {"segments": [{"segment", "us" or None, "what"}],
@@ -48,7 +51,10 @@ def client_segments(client, enq_ns, first_stamp_ns, done_ns):
          else enq_ns),
         ("osd", enq_ns), ("to_client", done_ns),
         ("completion", client["reply"])] + (
-        [("librbd_done", op_done), (None, call["done"])] if call
+        [("librbd_done", op_done)] + (
+            [("application", call["done"])]
+            if call.get("released") is not None else []) +
+        [(None, _released(call))] if call
         else [(None, client["done"])])
     if first_stamp_ns is None:
         marks = [m for m in marks if m[0] != "messenger"]
@@ -68,12 +74,19 @@ def client_segments(client, enq_ns, first_stamp_ns, done_ns):
         segs.append({"segment": key, "us": None if us is None else
                      round(us, 1), "what": what[key]})
     start = call["submit"] if call else client["send"]
-    end = call["done"] if call else client["done"] \
+    end = _released(call) if call else client["done"] \
         if client["done"] is not None else client["reply"]
     return {"segments": segs,
             "total_us": round((end - start) / 1000.0, 1),
             "clock_disagreement_us": None if worst is None else
             round(-worst, 1)}
+
+
+def _released(call):
+    """When the application took the call's result: its release when
+    recorded after the callback, else the callback."""
+    rel = call.get("released")
+    return rel if rel is not None and rel >= call["done"] else call["done"]
 
 
 def replica_segments(story):
@@ -101,9 +114,13 @@ def replica_segments(story):
                "replica_us": None, "back_us": None}
         if row is not None and row.get("repop_us") is not None:
             enq = row["enqueued_at_us"]
-            seg["out_us"] = round(enq - sent, 1)
-            seg["replica_us"] = row["repop_us"]
-            seg["back_us"] = round(seen - enq - row["repop_us"], 1)
+            way = (round(enq - sent, 1), round(seen - enq - row["repop_us"],
+                                               1))
+            if min(way) < 0:        # across two clocks that disagree
+                seg["clock_disagreement_us"] = -min(way)
+            else:
+                seg["out_us"], seg["back_us"] = way
+                seg["replica_us"] = row["repop_us"]
         out.append(seg)
     return out
 

@@ -138,12 +138,14 @@ def _reply_tids(cap, t0, t1):
     return out
 
 
-def _flows(caps, t0, t1, ops_per_cap):
+def _flows(caps, t0, t1, ops_per_cap, deltas):
     """Arrows between OSDs for each replicated write whose ops the window
     holds: the primary's client op (when it sent its sub-ops) to each
     replica's replica op (when its worker started on it): kind "repop";
     the replica's commit reply (when it sent it) to the primary's thread
-    that handled the reply: kind "reply"."""
+    that handled the reply: kind "reply". Each end's time is its own
+    OSD's clock; deltas[i] moves OSD i's to the first's (and [t0, t1]
+    is the window on the first's)."""
     slot_of = {c.name: i for i, c in enumerate(caps) if c.name}
     replicas = {}                   # (slot, reqid) -> [OpRec]
     for j, ops in enumerate(ops_per_cap):
@@ -158,25 +160,29 @@ def _flows(caps, t0, t1, ops_per_cap):
             if not (o.req and o.replies and o.tid):
                 continue
             sent = min(ts - wait for _, wait, ts in o.replies)
-            if not t0 <= sent <= t1:
+            if not t0 <= sent + deltas[i] <= t1:
                 continue
             for peer, wait, ts in o.replies:
                 j = slot_of.get("osd.%d" % peer)
                 if j is None or j == i:
                     continue
+                # on the first's clock (the replica's enqueue may seem a
+                # little before the send where two clocks disagree)
                 cands = [r for r in replicas.get((j, o.req), ())
-                         if r.enq_ns >= sent - 1000 and r.tid]
+                         if r.enq_ns + deltas[j] >= sent + deltas[i] - 1000
+                         - abs(deltas[j] - deltas[i]) and r.tid]
                 if not cands:
                     continue
                 r = min(cands, key=lambda r: r.enq_ns)
                 start = _start_ns(r)
-                if start is not None and start <= t1:
+                if start is not None and start + deltas[j] <= t1:
                     flows.append({
                         "kind": "repop", "reqid": o.req, "pg": o.pg,
                         "from": {"osd": i, "tid": o.tid, "ts_ns": sent},
                         "to": {"osd": j, "tid": r.tid, "ts_ns": start,
                                "enqueue_ns": r.enq_ns}})
-                if r.repop and t0 <= r.repop["ts"] and ts <= t1:
+                if r.repop and t0 <= r.repop["ts"] + deltas[j] and \
+                        ts + deltas[i] <= t1:
                     if tids is None:
                         tids = _reply_tids(caps[i], t0, t1)
                     to_tid = tids.get((o.op, ts))
@@ -189,27 +195,81 @@ def _flows(caps, t0, t1, ops_per_cap):
     return flows
 
 
-def host_timeline(caps, t0, t1, ops_per_cap, max_ops=4000):
-    """The window [t0, t1] of several targets of one capture (a Capture
-    per slot, `ops_per_cap` their OpRecs): a timeline per OSD (as
-    timeline() makes it) and the flows between them (_flows). The OSDs
-    share one host clock."""
-    flows = _flows(caps, t0, t1, ops_per_cap)
+def host_timeline(caps, t0, t1, ops_per_cap, max_ops=4000, deltas=None,
+                  client=None):
+    """The window [t0, t1] of several OSDs (a Capture per slot,
+    `ops_per_cap` their OpRecs): a timeline per OSD (as timeline() makes
+    it, with its "window" on its own clock) and the flows between them
+    (_flows). The OSDs of one capture share one clock; those of several
+    hosts' captures each have their own: deltas[i] (ns) moves OSD i's
+    timestamps to the first's, on which [t0, t1] is (default: one
+    clock); `client`: a client's ops (client_band), drawn as a band of
+    their own with arrows to and from their primaries."""
+    deltas = deltas or [0] * len(caps)
+    flows = _flows(caps, t0, t1, ops_per_cap, deltas)
+    band = client_band(client, t0, t1, caps, ops_per_cap, deltas) \
+        if client else None
     extra = [set() for _ in caps]
-    for f in flows:
+    for f in flows + (band["flows"] if band else []):
         for end in (f["from"], f["to"]):
-            extra[end["osd"]].add(end["tid"])
+            if "osd" in end:
+                extra[end["osd"]].add(end["tid"])
     osds = []
-    for cap, ops, more in zip(caps, ops_per_cap, extra):
-        tl = timeline(cap, t0, t1, ops, max_ops)
+    for cap, ops, more, d in zip(caps, ops_per_cap, extra, deltas):
+        a, b = t0 - d, t1 - d
+        tl = timeline(cap, a, b, ops, max_ops)
         have = {ln["tid"] for ln in tl["lanes"]}
         add = {t: _lane(cap, t) for t in sorted(more - have)}
         if add:
-            _lanes(cap, t0, t1, add)
+            _lanes(cap, a, b, add)
             for lane in add.values():
                 lane["cpu"].sort()
             tl["lanes"] += list(add.values())
         osds.append({"name": cap.name or "pid %d" % cap.pid, "pid": cap.pid,
-                     "timeline": tl})
-    return {"window": [t0, t1], "clock_offset_ns": caps[0].clock_offset_ns,
-            "osds": osds, "flows": flows}
+                     "timeline": tl, "window": [a, b], "delta_ns": d})
+    out = {"window": [t0, t1], "clock_offset_ns": caps[0].clock_offset_ns,
+           "osds": osds, "flows": flows}
+    if band:
+        out["client"] = band
+    return out
+
+
+def client_band(client, t0, t1, caps, ops_per_cap, deltas):
+    """The client's ops of the window [t0, t1] (on the first OSD's
+    clock) as a band of their own, and the arrows between it and the
+    primaries: client: {"name", "pid", "ops": [{"reqid", "osd", "send",
+    "reply", "done", "call": {"op", "length", "submit", "done"} or
+    None}]}, its times on the first OSD's clock. -> {"name", "pid", "ops"
+    (those in the window, each with its "track" number), "flows": [kind
+    "request": the send -> the primary's op's first slice; "response":
+    the primary's completion (its thread) -> the reply's arrival]}; an
+    OSD end's time is its own OSD's clock (deltas as host_timeline's)."""
+    prim = {}
+    for i, ops in enumerate(ops_per_cap):
+        for o in ops:
+            if o.req and o.done:
+                prim[o.req] = (i, o)
+    ops, flows = [], []
+    for c in sorted(client["ops"], key=lambda c: c["send"]):
+        start = c["call"]["submit"] if c["call"] else c["send"]
+        end = c["call"]["done"] if c["call"] else c["done"] or c["reply"]
+        if end is None or end < t0 or start > t1:
+            continue
+        k = len(ops)
+        ops.append(dict(c, track=k))
+        if c["reqid"] not in prim:
+            continue
+        i, o = prim[c["reqid"]]
+        first = _start_ns(o)
+        if first is not None and o.tid:
+            flows.append({"kind": "request", "reqid": c["reqid"],
+                          "from": {"client": k, "ts_ns": c["send"]},
+                          "to": {"osd": i, "tid": o.tid, "ts_ns": first,
+                                 "enqueue_ns": o.enq_ns}})
+        if c["reply"] is not None and o.done.get("tid"):
+            flows.append({"kind": "response", "reqid": c["reqid"],
+                          "from": {"osd": i, "tid": o.done["tid"],
+                                   "ts_ns": o.done["ts"]},
+                          "to": {"client": k, "ts_ns": c["reply"]}})
+    return {"name": client["name"], "pid": client["pid"], "ops": ops,
+            "flows": flows}

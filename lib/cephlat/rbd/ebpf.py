@@ -172,10 +172,15 @@ class EbpfRecorder:
         # lines a client's trace up with the OSDs' captures by it), and
         # how closely it was read
         _, offset, width = clocks.wall_minus_mono()
+        skew = clocks.fake_skew_ns()
+        ntp = clocks.ntp_state() or {"synced": False, "esterror_ns": 0}
         env = {"hostname": socket.gethostname(), "pid": self.pid,
                "procname": self.comm or "", "librbd": self.libs.get(
-                   "librbd", ""), "clock_read_ns": width}
-        self.writer = events.open_trace(self.out_dir, env, offset)
+                   "librbd", ""), "clock_read_ns": width,
+               "clock_id": clocks.clock_id(), "fake_clock_skew_ns": skew,
+               "clock_synced": int(ntp["synced"]),
+               "clock_esterror_ns": ntp["esterror_ns"]}
+        self.writer = events.open_trace(self.out_dir, env, offset + skew)
 
     def poll(self):
         n = self.lib.raw_consume(self.h)

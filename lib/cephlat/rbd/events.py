@@ -18,6 +18,8 @@ pthread_id, vtid and vpid):
   rbd_aio_write_zeroes           rbdrecord:aio_write_zeroes_enter / _exit
                                  (librbd has no such tracepoint)
   completion                     librbd:aio_complete_enter / _exit
+  rbd_aio_release, after it      rbdrecord:aio_release (the application
+                                 took the result: fio, when it reaps)
   Objecter::_send_op             rbdrecord:osd_op_send (each attempt; its
                                  first sub-op's kind and extent)
   Objecter::handle_osd_op_reply  rbdrecord:osd_op_reply (entry),
@@ -91,6 +93,7 @@ def event_classes():
         ("librbd:aio_complete_enter", [("completion", "x64"),
                                        ("rval", "s64")]),
         ("librbd:aio_complete_exit", []),
+        ("rbdrecord:aio_release", [("completion", "x64")]),
         ("rbdrecord:osd_op_send", _OSDOP + [
             ("pool", "u64"), ("seed", "u32"), ("pgid", "string"),
             ("object", "string"), ("object_len", "u32"), ("flags", "u32"),

@@ -7,13 +7,17 @@ from ..errors import UserError
 
 
 class Request:
+    """One librbd call: submitted, completed (librbd's callback: the first
+    rbd_aio_get_return_value, else the release) and released by the
+    application after that (rbd_aio_release: fio, when it reaps; None
+    where the completion was the release, or LTTng traces)."""
     __slots__ = ("op", "image", "off", "len", "tid", "submit", "done",
-                 "rval", "osd_ops")
+                 "rval", "osd_ops", "released")
 
     def __init__(self, op, image, off, length, tid, submit):
         self.op, self.image, self.off, self.len = op, image, off, length
         self.tid, self.submit = tid, submit
-        self.done = self.rval = None
+        self.done = self.rval = self.released = None
         self.osd_ops = []       # the OSD ops it became (RbdTrace.link)
 
 
@@ -66,18 +70,27 @@ REQUESTS = {
 class RbdTrace:
     """Images and requests of a librbd trace (eBPF or LTTng)."""
 
-    def __init__(self, path):
+    def __init__(self, path, shift_ns=0):
+        """shift_ns: how far the trace's host's wall clock was ahead (its
+        times are moved back by it; osdstage -r --clock-offset)."""
         bt2 = _bt2()
         check_ctf(path)
         self.path = path
+        self.shift_ns = shift_ns
+        self.env = {}           # the trace's metadata env
         self.images = {}        # imagectx -> {"name", "snap", "pool", "ro"}
         self.requests = []
         self.unmatched = 0
         self.osd_ops = {}       # reqid -> OsdOp
+        self._done = {}         # completion -> its completed Request
         pending = {}
         try:
             it = bt2.TraceCollectionMessageIterator(path)
             for msg in it:
+                if type(msg) is bt2._StreamBeginningMessageConst and \
+                        not self.env:
+                    self.env = {str(k): v for k, v in
+                                msg.stream.trace.environment.items()}
                 if type(msg) is not bt2._EventMessageConst:
                     continue
                 self._event(msg, pending)
@@ -91,6 +104,17 @@ class RbdTrace:
         if not self.requests and not self.images:
             raise UserError("%s holds no librbd events" % path)
         self.order = self.link()
+
+    def clock(self):
+        """{"id", "synced", "error_ns"} of the trace's clock, from its
+        metadata (None where it does not say: LTTng traces, older ones)."""
+        if "clock_id" not in self.env:
+            return None
+        synced = bool(int(self.env.get("clock_synced", 0)))
+        return {"id": str(self.env["clock_id"]), "synced": synced,
+                "error_ns": int(self.env.get("clock_read_ns", 0)) + int(
+                    self.env.get("clock_esterror_ns", 0)) if synced
+                else None}
 
     # object sizes tried: 4 KiB to 64 MiB (rbd's --object-size range)
     ORDERS = range(12, 27)
@@ -137,7 +161,7 @@ class RbdTrace:
     def _event(self, msg, pending):
         ev = msg.event
         name = ev.name
-        ts = msg.default_clock_snapshot.ns_from_origin
+        ts = msg.default_clock_snapshot.ns_from_origin - self.shift_ns
         f = ev.payload_field
         if name == "librbd:open_image_enter":
             self.images.setdefault(int(f["imagectx"]), {}).update(
@@ -174,6 +198,11 @@ class RbdTrace:
                 return
             r.done, r.rval = ts, int(f["rval"])
             self.requests.append(r)
+            self._done[int(f["completion"])] = r
+        elif name == "rbdrecord:aio_release":
+            r = self._done.pop(int(f["completion"]), None)
+            if r is not None:
+                r.released = ts
 
     def by_image(self):
         out = collections.OrderedDict()

@@ -124,6 +124,7 @@ class Decoder:
             ev["RBD_OSD_OP_SEND"]: self._osdop_send,
             ev["RBD_OSD_OP_REPLY"]: self._osdop("rbdrecord:osd_op_reply"),
             ev["RBD_OSD_OP_DONE"]: self._osdop("rbdrecord:osd_op_done"),
+            ev["RBD_AIO_RELEASE"]: self._release,
         }
 
     def image(self, ictx):
@@ -195,6 +196,10 @@ class Decoder:
         comp, rval = self._done_v(data, rec)
         out.append((ts, "librbd:aio_complete_enter", ctx, (comp, rval)))
         out.append((ts, "librbd:aio_complete_exit", ctx, ()))
+
+    def _release(self, out, data, rec, ts, ctx):
+        comp, _ = self._done_v(data, rec)
+        out.append((ts, "rbdrecord:aio_release", ctx, (comp,)))
 
     def _osdop_send(self, out, data, rec, ts, ctx):
         client, tid, pool, seed, osd, inc, flags, attempts, olen, eoff, \

@@ -272,7 +272,72 @@ def _timeline(timeline):
 
 OSD_H = 20                          # the band heading each OSD's lanes
 FLOW_LABELS = {"repop": "sub-op sent by the primary, replica op started",
-               "reply": "replica's commit reply, handled by the primary"}
+               "reply": "replica's commit reply, handled by the primary",
+               "request": "client's op sent, primary's worker started on "
+                          "it",
+               "response": "primary's completion, the reply's arrival at "
+                           "the client"}
+CLIENT_LANE_H = 14                  # a client op's lane: call, op, completion
+
+
+def _client_band(host, y):
+    """The client's band (model/timeline.py client_band) from height y:
+    a lane per op (its librbd call, its way to the OSD and back, its
+    completion) -> (svg parts, labels, its geometry, height)."""
+    cl = host["client"]
+    g = _Geometry({"window": host["window"]}, [], y + OSD_H)
+    g.top = {op["track"]: y + OSD_H + i * CLIENT_LANE_H
+             for i, op in enumerate(cl["ops"])}
+    h = OSD_H + CLIENT_LANE_H * len(cl["ops"])
+    plot = ['<g class="client-band" data-client="%s"><rect class="osd-head" '
+            'x="0" y="%d" width="%d" height="%d"><title>%s</title></rect>' % (
+                _e(cl["name"]), y, PLOT_W, OSD_H, _e(cl["name"]))]
+    for op in cl["ops"]:
+        top = g.top[op["track"]]
+        call = op["call"]
+        parts = [("cl-wire", op["send"], op["reply"], 4, 6,
+                  "%s to %s and back" % (op["reqid"], op["osd"])),
+                 ("cl-done", op["reply"], op["done"], 4, 6,
+                  "%s completion" % op["reqid"])]
+        if call:
+            parts.insert(0, ("cl-call", call["submit"], call["done"], 1, 12,
+                             "librbd %s of %d B" % (call["op"],
+                                                    call["length"])))
+        for cls, a, b, dy, hh, what in parts:
+            if a is None or b is None:
+                continue
+            plot.append(_rect(cls, g.x(a), g.x(b), top + dy, hh, "%s: %s" % (
+                what, _dur((b - a) / 1000.0))))
+    plot.append("</g>")
+    labels = ['<text class="osd-label" x="4" y="%d">%s</text>' % (
+        AXIS_H + y + 15, _e(cl["name"]))]
+    labels += ['<text x="4" y="%d">%s</text>' % (
+        AXIS_H + g.top[op["track"]] + 11, _e(op["reqid"]))
+        for op in cl["ops"] if op["reqid"] == host.get("focus")]
+    return plot, labels, g, h
+
+
+def _client_flow_svg(geos, gc, host, f):
+    """An arrow between the client's band and a primary (client_band's
+    flows)."""
+    a, z = f["from"], f["to"]
+    ends = []
+    for end in (a, z):
+        if "client" in end:
+            ends.append((gc, gc.top.get(end["client"], 0) + 7))
+        else:
+            g = geos[end["osd"]]
+            if end["tid"] not in g.top:
+                return ""
+            ends.append((g, g.top[end["tid"]] + EXEC_Y + EXEC_H / 2))
+    (ga, y1), (gz, y2) = ends
+    focus = " flow-focus" if f["reqid"] == host.get("focus") else ""
+    return ('<line class="flow flow-%s%s" data-flow="%s" data-reqid="%s" '
+            'x1="%.2f" y1="%.1f" x2="%.2f" y2="%.1f" '
+            'marker-end="url(#flow-arrow)"><title>%s %s: %s</title></line>'
+            % (_cls(f["kind"]), focus, _e(f["kind"]), _e(f["reqid"]),
+               ga.x(a["ts_ns"]), y1, gz.x(z["ts_ns"]), y2, _e(f["reqid"]),
+               _e(f["kind"]), _e(FLOW_LABELS[f["kind"]])))
 
 
 def _flow_svg(geos, host, f):
@@ -287,12 +352,13 @@ def _flow_svg(geos, host, f):
     y1 = ga.top[a["tid"]] + EXEC_Y + EXEC_H / 2
     y2 = gz.top[z["tid"]] + (QUEUE_Y if f["kind"] == "repop" else
                              EXEC_Y + EXEC_H / 2)
-    x2 = ga.x(z.get("enqueue_ns") or z["ts_ns"]) if f["kind"] == "repop" \
-        else ga.x(z["ts_ns"])
+    x2 = gz.x(z.get("enqueue_ns") or z["ts_ns"]) if f["kind"] == "repop" \
+        else gz.x(z["ts_ns"])
     title = "%s %s: %s (%s tid %d) at +%s to %s tid %d at +%s (%s)" % (
         f["reqid"], f["kind"], FLOW_LABELS[f["kind"]], names[a["osd"]],
         a["tid"], ga.rel(a["ts_ns"]), names[z["osd"]], z["tid"],
-        ga.rel(z["ts_ns"]), _dur((z["ts_ns"] - a["ts_ns"]) / 1000.0))
+        gz.rel(z["ts_ns"]), _dur((z["ts_ns"] - gz.t0 - a["ts_ns"] + ga.t0)
+                                 / 1000.0))
     focus = " flow-focus" if f["reqid"] == host.get("focus") else ""
     return ('<line class="flow flow-%s%s" data-flow="%s" data-reqid="%s" '
             'data-from="%s" data-to="%s" x1="%.2f" y1="%.1f" x2="%.2f" '
@@ -310,15 +376,21 @@ def _host_timeline(host):
     window = host["window"]
     per = []                        # (osd, timeline, lane list, geometry)
     y = 0
+    client = ([], [], None)
+    if host.get("client"):          # the client's band first
+        cplot, clabels, gc, y = _client_band(host, 0)
+        client = (cplot, clabels, gc)
     for osd in host["osds"]:
-        tl = dict(osd["timeline"], window=window)
+        # its own window: the same span on its own clock
+        tl = dict(osd["timeline"], window=osd.get("window") or window)
         lane_list = lanes(tl)
         per.append((osd, tl, lane_list, _Geometry(tl, lane_list,
                                                   y + OSD_H), y))
         y += OSD_H + LANE_H * len(lane_list)
     h = y
     n_lanes = sum(len(p[2]) for p in per)
-    plot, labels, all_ops, all_wakes = [], [], [], []
+    plot, labels, all_ops, all_wakes = list(client[0]), list(client[1]), \
+        [], []
     merged, min_ns = 0, 0
     for osd, tl, lane_list, g, band_y in per:
         ops = [op for op in tl.get("ops", []) if op.get("tid") is not None]
@@ -344,6 +416,9 @@ def _host_timeline(host):
         all_wakes += wakeups
     geos = [p[3] for p in per]
     flows = [_flow_svg(geos, host, f) for f in host.get("flows", [])]
+    if client[2] is not None:
+        flows += [_client_flow_svg(geos, client[2], host, f)
+                  for f in host["client"]["flows"]]
     plot += [x for x in flows if x]
     colours = _stage_colours(n for op in all_ops
                              for n, _, _ in op.get("stages", []))
@@ -354,12 +429,20 @@ def _host_timeline(host):
     style += (".osd-head{fill:#dde4ee} #timeline .osd-label{font-size:12px;"
               "font-weight:bold} .flow{stroke:#1f5fbf;stroke-width:1.5;"
               "vector-effect:non-scaling-stroke} .flow-reply{stroke:#7b3fb0;"
-              "stroke-dasharray:4 2} .flow-focus{stroke-width:3.5}")
+              "stroke-dasharray:4 2} .flow-focus{stroke-width:3.5}"
+              ".flow-request,.flow-response{stroke:#b05f00}"
+              ".flow-response{stroke-dasharray:4 2}"
+              ".cl-call{fill:#c6d7ee}.cl-wire{fill:#5fb3b3}"
+              ".cl-done{fill:#9a9a9a}")
     legend = _legend(colours, cpu_colours).replace(
         "</div>", '<span style="color:#1f5fbf">&#8594; replicated write: '
         'primary sent the sub-op to the replica op</span><span style="color:'
         '#7b3fb0">&#8594; (dashed) replica\'s commit reply to the primary'
-        '</span></div>')
+        '</span>%s</div>' % (
+            '<span style="color:#b05f00">&#8594; client\'s op to its primary '
+            '(dashed: the reply back); a client op\'s lane: its librbd call '
+            '(light blue), to the OSD and back (teal), its completion '
+            '(grey)</span>' if host.get("client") else ""))
     g = geos[0] if geos else _Geometry({"window": window}, [])
     return (
         '<section id="timeline-section"><h2>Timeline of %d OSDs%s</h2>'

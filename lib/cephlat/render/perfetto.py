@@ -23,11 +23,24 @@ the replica op's first slice ("f", "bp":"e", at that slice's start),
 when it sent its commit reply to the primary's slice that handled it.
 Timestamps are microseconds (floats) relative to the window start;
 "otherData" records the window in CLOCK_MONOTONIC ns and the offset to
-the wall clock.
+the wall clock. With a client's trace (osdstage -r CAPTURES... TRACE
+--op REQID --perfetto), the client is a process of its own (sorted
+first): a thread per op of the window, named by its request id, with
+slices "librbd <op> <bytes> B" (the call), "to osd.N and back" (sent ->
+reply) and "completion", and flows (cat "client", ids "request:REQID",
+"response:REQID"): "client request" from the send to the primary op's
+first slice, "client response" from the primary's completion (its
+thread's cpu track) to the reply's arrival. OSDs of several hosts'
+captures each have the window on
+their own clock (lined up by the wall clock), so that one microsecond
+of the trace is the same moment on every host, as well as the clocks
+agree.
 """
 
 # Above Linux's PID_MAX_LIMIT (2^22): never a real thread id.
 CPU_TID_BASE = 1 << 22
+# the client band's tracks, one per op
+CLIENT_TID_BASE = 2 << 22
 # Stages that overlap other ops' stages on the same worker.
 SPAN_STAGES = ("op_total", "queue_wait")
 CPU_NAMES = {"run": "running", "runq": "runnable", "sleep": "sleeping",
@@ -194,11 +207,15 @@ def render(timeline, process_name="ceph-osd", pid=None):
 
 def _flow_events(b, host, pids):
     """The flows between OSDs (see the module doc)."""
-    t0, t1 = host["window"]
+    wins = [o.get("window") or host["window"] for o in host["osds"]]
+
+    def inside(end):
+        lo, hi = wins[end["osd"]]
+        return lo <= end["ts_ns"] <= hi
     seen = {}
     for f in host.get("flows", []):
         a, z = f["from"], f["to"]
-        if not (t0 <= a["ts_ns"] <= t1 and t0 <= z["ts_ns"] <= t1):
+        if not (inside(a) and inside(z)):
             continue
         peer = host["osds"][z["osd"] if f["kind"] == "repop" else
                             a["osd"]]["name"]
@@ -209,12 +226,63 @@ def _flow_events(b, host, pids):
         args = {"reqid": f["reqid"], "pg": f.get("pg"), "replica": peer}
         # the sender: the primary's op slice; the replica's cpu track
         a_tid = a["tid"] + (CPU_TID_BASE if f["kind"] == "reply" else 0)
-        b.pid = pids[a["osd"]]
+        # each end on its own OSD's clock, from its own window's start
+        b.pid, b.t0 = pids[a["osd"]], wins[a["osd"]][0]
         b.event("s", name, a_tid, a["ts_ns"], cat="replica", id=fid,
                 args=args)
-        b.pid = pids[z["osd"]]
+        b.pid, b.t0 = pids[z["osd"]], wins[z["osd"]][0]
         b.event("f", name, z["tid"], z["ts_ns"], cat="replica", id=fid,
                 bp="e", args=args)
+
+
+def _client_events(events, host, pids):
+    """The client's band (model/timeline.py client_band): a process of
+    its own, a thread per op (named by its request id) with its librbd
+    call, its way to the OSD and back, and its completion as slices, and
+    the arrows between it and the primaries (see the module doc)."""
+    cl = host["client"]
+    pid = cl["pid"] or max(pids + [0]) + 1
+    b = _Builder(host, pid, events)
+    b.meta("process_name", 0, name=cl["name"])
+    b.meta("process_sort_index", 0, sort_index=-1)
+    for op in cl["ops"]:
+        tid = CLIENT_TID_BASE + op["track"]
+        b.meta("thread_name", tid, name=op["reqid"])
+        args = {"reqid": op["reqid"], "osd": op["osd"]}
+        call = op["call"]
+        parts = [(op["send"], op["reply"], "to %s and back" % op["osd"]),
+                 (op["reply"], op["done"], "completion")]
+        if call:
+            parts.insert(0, (call["submit"], call["done"], "librbd %s %d B"
+                             % (call["op"], call["length"])))
+        for start, end, name in parts:
+            span = None if start is None or end is None else \
+                _clip(host, start, end)
+            if span:
+                b.slice(tid, span[0], span[1], name, "client", args)
+    b.finish_slices()
+    wins = [o.get("window") or host["window"] for o in host["osds"]]
+    for f in cl["flows"]:
+        a, z = f["from"], f["to"]
+        args = {"reqid": f["reqid"]}
+        fid = "%s:%s" % (f["kind"], f["reqid"])
+        ends = []
+        for ph, end in (("s", a), ("f", z)):
+            if "client" in end:
+                win, p = host["window"], pid
+                tid = CLIENT_TID_BASE + end["client"]
+            else:
+                win, p = wins[end["osd"]], pids[end["osd"]]
+                # the completion's thread: its cpu track (it runs then)
+                tid = end["tid"] + (CPU_TID_BASE if ph == "s" else 0)
+            if not win[0] <= end["ts_ns"] <= win[1]:
+                break
+            ends.append((ph, p, win[0], tid, end["ts_ns"]))
+        for ph, p, t0, tid, ts in ends if len(ends) == 2 else ():
+            b.pid, b.t0 = p, t0
+            kw = {"bp": "e"} if ph == "f" else {}
+            b.event(ph, "client " + f["kind"], tid, ts, cat="client",
+                    id=fid, args=args, **kw)
 
 
 def render_host(host):
@@ -228,15 +296,18 @@ def render_host(host):
         tl = osd["timeline"]
         pid = osd["pid"] if osd.get("pid") is not None else k + 1
         pids.append(pid)
-        b = _Builder(dict(tl, window=host["window"]), pid, events)
+        # its own window: the same span on its own clock
+        tl = dict(tl, window=osd.get("window") or host["window"])
+        b = _Builder(tl, pid, events)
         _metadata(b, tl, osd["name"])
         b.meta("process_sort_index", 0, sort_index=k)
-        tl = dict(tl, window=host["window"])
         _cpu_states(b, tl)
         _ops(b, tl, osd["name"] + "/")
         b.finish_slices()
         _wakeups(b, tl, osd["name"] + "/")
     _flow_events(_Builder(host, None, events), host, pids)
+    if host.get("client"):
+        _client_events(events, host, pids)
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "otherData": {"clock": "CLOCK_MONOTONIC",
                           "window_ns": [t0, t1],

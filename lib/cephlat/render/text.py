@@ -179,6 +179,12 @@ def print_op_story(out, story):
                 r["replica"], *["?" if r[k] is None else r[k] for k in (
                     "out_us", "replica_us", "back_us", "wait_us")],
                 "  (last)" if r["last"] else ""))
+        off = [r for r in story["replicas"] if r.get("clock_disagreement_us")]
+        if off:
+            out.write("  (?: the clocks of the primary's host and %s's "
+                      "disagree: a way came out %s us below zero)\n" % (
+                          ", ".join(r["replica"] for r in off),
+                          max(r["clock_disagreement_us"] for r in off)))
         out.write("  (out: sub-op sent -> the replica's enqueue; replica: "
                   "-> its commit reply sent; back: -> the primary handling "
                   "it, the reply's queue included; wait: the primary's, "
@@ -197,10 +203,13 @@ def _print_client(out, c):
     if c.get("call"):
         k = c["call"]
         out.write("\nclient (%s): librbd %s of %d bytes at offset %d called "
-                  "at %s, completed at %s (%d OSD op%s); this op sent to %s "
-                  "at %s, reply at %s, completion ran at %s\n" % (
+                  "at %s, completed at %s%s (%d OSD op%s); this op sent to "
+                  "%s at %s, reply at %s, completion ran at %s\n" % (
                       c["trace"], k["op"], k["length"], k["offset"],
                       at(k["called_at_us"]), at(k["completed_at_us"]),
+                      ", taken by the application at %s" % at(
+                          k["released_at_us"]) if k.get("released_at_us")
+                      is not None else "",
                       len(k["osd_ops"]), "" if len(k["osd_ops"]) == 1
                       else "s", c["osd"], at(c["sent_at_us"]),
                       at(c["reply_at_us"]), at(c["done_at_us"])))
@@ -228,6 +237,13 @@ def print_end_to_end(out, res):
     """-r CAPTURES... TRACE: where the clients' latency went."""
     out.write("END TO END: %d of the client's %d OSD ops joined with their "
               "primary (us)\n" % (res["joined"], res["client_ops"]))
+    u = res.get("unfinished") or {}
+    if u.get("ops"):
+        out.write("(%d answered by their primary without completing: an "
+                  "error reply, such as ENOENT for an object not yet "
+                  "written; %s%s)\n" % (
+                      u["ops"], ", ".join(u["reqids"][:5]),
+                      ", ..." if u["ops"] > 5 else ""))
     for kind, t in res["kinds"].items():
         out.write("\n%s: %d ops%s\n" % (
             kind.upper() + "S", t["ops"], "; %d left out (the clocks "
@@ -239,6 +255,9 @@ def print_end_to_end(out, res):
                 g["segment"], g["p50_us"], g["p99_us"], g["mean_us"],
                 g["p99_ops_mean_us"]))
     rep = res.get("replication") or {}
+    if rep.get("unknown"):
+        out.write("\n(%d replica waits left out: the clocks disagree)\n"
+                  % rep["unknown"])
     if rep.get("replicas"):
         out.write("\nREPLICAS (writes; us)\n%-8s %7s %6s %9s %9s %9s %9s "
                   "%9s %9s\n" % ("REPLICA", "WRITES", "LAST%", "OUT_P50",
