@@ -24,7 +24,9 @@
 #                   tracing modes on the 1-OSD lab (~27 min), BENCH=reader: issue 15's reader
 #                   on a >= 10 M-event capture of the controlled program and the recorder
 #                   alone (~6 min, no lab needed), BENCH=floor: what one uprobe hit costs
-#                   here by the instruction probed (~1 min, no lab needed)
+#                   here by the instruction probed (~1 min, no lab needed), BENCH=client:
+#                   what rbdrecord costs the client (~4 min), BENCH=merged: the merged
+#                   reader on a BENCH_MERGED_MIN-minute 3-host capture set (~16 min)
 #   make clean      remove build/
 
 # One interpreter everywhere: Debian's, which sees Debian's python3-* packages
@@ -166,14 +168,18 @@ BENCH_SECS ?= 8
 # capture and the recorder alone (issue 15); BENCH=exporter: the exporter's
 # soak, BENCH_SOAK_MIN minutes on the 3-OSD lab (issue 16); BENCH=floor: one
 # uprobe hit's floor (issue 27); BENCH=client: what rbdrecord costs the client
-# it records (issue 26); all: every part
+# it records (issue 26); BENCH=merged: the merged reader's speed on a
+# BENCH_MERGED_MIN-minute capture set of the 3-host lab (issue 26); all: every
+# part
 BENCH ?= all
 BENCH_SOAK_MIN ?= 30
+BENCH_MERGED_MIN ?= 10
 BENCH_OSDS_PAIRS ?= 3
 BENCH_OSDS_SECS ?= 8
 bench: setup build lab
 	CEPH=$(CEPH) $(PYTHON) bench/run.py --part $(BENCH) --pairs $(BENCH_PAIRS) --secs $(BENCH_SECS) \
-	  --osds-pairs $(BENCH_OSDS_PAIRS) --osds-secs $(BENCH_OSDS_SECS) --soak-min $(BENCH_SOAK_MIN)
+	  --osds-pairs $(BENCH_OSDS_PAIRS) --osds-secs $(BENCH_OSDS_SECS) --soak-min $(BENCH_SOAK_MIN) \
+	  --merged-min $(BENCH_MERGED_MIN)
 
 clean:
 	rm -rf $(BUILD)

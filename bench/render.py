@@ -327,6 +327,8 @@ def render_md(results, osds_results=None):
     lines += floor.render_section(traps)
     import client_cost
     lines += client_cost.render_section()
+    import merged_reader
+    lines += merged_reader.render_section()
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -70,6 +70,11 @@
 # records, on the host lab (bench/client_cost.py says how). Writes
 # bench/results/client.json.
 #
+# The "merged" part (--part merged; in --part all too), issue 26: the
+# merged reader (osdstage -r h0 h1 h2 client) on a --merged-min-minute
+# capture set of the 3-host lab (bench/merged_reader.py says how). Writes
+# bench/results/merged.json.
+#
 # This file parses the options, runs the parts (main_part, osds_part,
 # reader_part; the exporter part is exporter_soak.soak_part, the floor
 # part floor.floor_part, each rendering its own section) and rewrites
@@ -169,7 +174,8 @@ def main(argv=None):
                     help="default: bench/results/<release>.json")
     ap.add_argument("--md", default=os.path.join(REPO, "BENCHMARKS.md"))
     ap.add_argument("--part", choices=("all", "main", "osds", "reader",
-                                       "exporter", "floor", "client"),
+                                       "exporter", "floor", "client",
+                                       "merged"),
                     default="all",
                     help="main: the tracing modes on the running lab; osds: "
                     "one OSD traced vs three, on the 3-OSD lab; reader: "
@@ -178,7 +184,9 @@ def main(argv=None):
                     "floor: what one uprobe hit costs on this machine, by "
                     "the instruction probed (bench/floor.py; no lab); "
                     "client: what rbdrecord costs the client it records "
-                    "(bench/client_cost.py); "
+                    "(bench/client_cost.py); merged: the merged "
+                    "reader on a --merged-min 3-host capture set "
+                    "(bench/merged_reader.py); "
                     "all: every part")
     ap.add_argument("--osds-pairs", type=int, default=3)
     ap.add_argument("--osds-secs", type=int, default=8)
@@ -192,6 +200,8 @@ def main(argv=None):
                     help="the client part's interleaved pairs (default 4)")
     ap.add_argument("--client-secs", type=int, default=10,
                     help="the client part's run seconds (default 10)")
+    ap.add_argument("--merged-min", type=float, default=10.0,
+                    help="the merged part's capture, minutes (default 10)")
     ap.add_argument("--soak-min", type=float, default=30.0,
                     help="the exporter part's soak, minutes (default 30)")
     ap.add_argument("--soak-pairs", type=int, default=4,
@@ -224,6 +234,9 @@ def main(argv=None):
     if a.part in ("all", "client") and not a.smoke:
         import client_cost
         text += client_cost.client_part(a, lab_env(), git_commit())
+    if a.part in ("all", "merged") and not a.smoke:
+        import merged_reader
+        text += merged_reader.merged_part(a, git_commit())
     if not a.smoke:
         with open(a.md, "w") as f:
             f.write(render_md(load_results()))
