@@ -147,20 +147,18 @@ def table(per_op):
     keys = [g["segment"] for g in max(whole, key=lambda p: len(
         p["segments"]))["segments"]]
     what = dict(SEGMENTS)
+    by = [dict(((g["segment"], g["us"]) for g in p["segments"]),
+               total=p["total_us"]) for p in whole]
+    tail_by = [d for d in by if d["total"] >= p99]
     for key in keys + ["total"]:
-        def get(p):
-            if key == "total":
-                return p["total_us"]
-            return next((g["us"] for g in p["segments"]
-                         if g["segment"] == key), 0.0)
-        vals = sorted(get(p) for p in whole)
+        vals = sorted(d.get(key, 0.0) for d in by)
         out["segments"].append({
             "segment": key, "what": what.get(key, "the client's latency"),
             "p50_us": round(_pct(vals, 0.5), 1),
             "p99_us": round(_pct(vals, 0.99), 1),
             "mean_us": round(sum(vals) / len(vals), 1),
-            "p99_ops_mean_us": round(sum(get(p) for p in tail) /
-                                     len(tail), 1)})
+            "p99_ops_mean_us": round(sum(d.get(key, 0.0) for d in tail_by)
+                                     / len(tail_by), 1)})
     out["p99_ops"] = len(tail)
     return out
 

@@ -72,8 +72,9 @@ class RbdTrace:
 
     def __init__(self, path, shift_ns=0):
         """shift_ns: how far the trace's host's wall clock was ahead (its
-        times are moved back by it; osdstage -r --clock-offset)."""
-        bt2 = _bt2()
+        times are moved back by it; osdstage -r --clock-offset). An
+        eBPF-mode trace (written by capture/ctf.py) is read by its reader,
+        an LTTng one by babeltrace2's (about ten times slower here)."""
         check_ctf(path)
         self.path = path
         self.shift_ns = shift_ns
@@ -84,6 +85,26 @@ class RbdTrace:
         self.osd_ops = {}       # reqid -> OsdOp
         self._done = {}         # completion -> its completed Request
         pending = {}
+        ours = _own_trace(path)
+        if ours is not None:
+            self._read_own(ours, pending)
+        else:
+            self._read_bt2(path, pending)
+        self.incomplete = len(pending)
+        if not self.requests and not self.images:
+            raise UserError("%s holds no librbd events" % path)
+        self.order = self.link()
+
+    def _read_own(self, tr, pending):
+        self.env = dict(tr.env)
+        off = tr.clock_offset_ns - self.shift_ns
+        ctx_names = tr.context.names
+        for c, ts, ctx, vals in tr.records():
+            self._event(c.name, ts + off, dict(zip(c.names, vals)),
+                        dict(zip(ctx_names, ctx)), pending)
+
+    def _read_bt2(self, path, pending):
+        bt2 = _bt2()
         try:
             it = bt2.TraceCollectionMessageIterator(path)
             for msg in it:
@@ -93,17 +114,17 @@ class RbdTrace:
                                 msg.stream.trace.environment.items()}
                 if type(msg) is not bt2._EventMessageConst:
                     continue
-                self._event(msg, pending)
+                ev = msg.event
+                self._event(ev.name, msg.default_clock_snapshot.
+                            ns_from_origin - self.shift_ns,
+                            ev.payload_field, ev.common_context_field,
+                            pending)
         except Exception as e:          # bt2 raises its own error types
             if isinstance(e, UserError):
                 raise
             first = str(e).strip().splitlines()
             raise UserError("cannot read %s as a CTF trace: %s" % (
                 path, first[0] if first else type(e).__name__))
-        self.incomplete = len(pending)
-        if not self.requests and not self.images:
-            raise UserError("%s holds no librbd events" % path)
-        self.order = self.link()
 
     def clock(self):
         """{"id", "synced", "error_ns"} of the trace's clock, from its
@@ -158,11 +179,9 @@ class RbdTrace:
                 r.osd_ops.append(o)
         return order
 
-    def _event(self, msg, pending):
-        ev = msg.event
-        name = ev.name
-        ts = msg.default_clock_snapshot.ns_from_origin - self.shift_ns
-        f = ev.payload_field
+    def _event(self, name, ts, f, ctx, pending):
+        """One event: its name, wall ns, payload and context (dicts, or
+        babeltrace2's fields)."""
         if name == "librbd:open_image_enter":
             self.images.setdefault(int(f["imagectx"]), {}).update(
                 name=str(f["name"]), snap=str(f["snap_name"]),
@@ -175,7 +194,6 @@ class RbdTrace:
             ictx = int(f["imagectx"])
             img = self.images.setdefault(ictx, {})
             img.setdefault("name", str(f["name"]))
-            ctx = ev.common_context_field
             tid = int(ctx["pthread_id"]) if ctx is not None and \
                 "pthread_id" in ctx else 0
             r = Request(op, ictx, int(f[fo]) if fo else 0,
@@ -212,6 +230,17 @@ class RbdTrace:
 
     def image_name(self, ictx):
         return self.images.get(ictx, {}).get("name") or "image-%x" % ictx
+
+
+def _own_trace(path):
+    """An eBPF-mode rbdrecord trace, opened by capture/ctf.py's reader,
+    or None (an LTTng trace: babeltrace2 reads it)."""
+    from ..capture import ctf
+    try:
+        tr = ctf.Trace(path)
+    except UserError:
+        return None
+    return tr if tr.env.get("tool") == "rbdrecord" else None
 
 
 def _bt2():
