@@ -26,7 +26,8 @@
 #                   alone (~6 min, no lab needed), BENCH=floor: what one uprobe hit costs
 #                   here by the instruction probed (~1 min, no lab needed), BENCH=client:
 #                   what rbdrecord costs the client (~4 min), BENCH=merged: the merged
-#                   reader on a BENCH_MERGED_MIN-minute 3-host capture set (~16 min)
+#                   reader on a BENCH_MERGED_MIN-minute 3-host capture set, each read
+#                   BENCH_MERGED_RUNS times (~30 min)
 #   make clean      remove build/
 
 # One interpreter everywhere: Debian's, which sees Debian's python3-* packages
@@ -174,12 +175,14 @@ BENCH_SECS ?= 8
 BENCH ?= all
 BENCH_SOAK_MIN ?= 30
 BENCH_MERGED_MIN ?= 10
+# a read of the 10-minute set takes about 6 min: once each by default
+BENCH_MERGED_RUNS ?= 1
 BENCH_OSDS_PAIRS ?= 3
 BENCH_OSDS_SECS ?= 8
 bench: setup build lab
 	CEPH=$(CEPH) $(PYTHON) bench/run.py --part $(BENCH) --pairs $(BENCH_PAIRS) --secs $(BENCH_SECS) \
 	  --osds-pairs $(BENCH_OSDS_PAIRS) --osds-secs $(BENCH_OSDS_SECS) --soak-min $(BENCH_SOAK_MIN) \
-	  --merged-min $(BENCH_MERGED_MIN)
+	  --merged-min $(BENCH_MERGED_MIN) --merged-runs $(BENCH_MERGED_RUNS)
 
 clean:
 	rm -rf $(BUILD)

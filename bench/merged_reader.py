@@ -13,7 +13,8 @@ namespace (4 KiB random reads and writes, half each, iodepth 16) for
   op        ... --op REQID -j (one op's story: the slowest call's op)
 
 each in a child of its own (measure_reader.TIMED: wall time, the child's
-peak RSS), READ_RUNS times taking turns; events/s = the events of every
+peak RSS), READ_RUNS times taking turns (--merged-runs: a 10-minute set
+takes minutes a read); events/s = the events of every
 file (the captures' end markers, the trace's own count) over the median
 wall time. The set is deleted afterwards. Writes
 bench/results/merged.json; BENCHMARKS.md's section comes from it.
@@ -28,6 +29,7 @@ import sys
 import tempfile
 import time
 
+from client_cost import JOB
 from labkit import LAB, REPO, sh
 from measure_reader import READ_RUNS, TIMED
 
@@ -37,21 +39,6 @@ RBDRECORD = os.path.join(REPO, "tools", "rbdrecord.py")
 RESULTS = os.path.join(REPO, "bench", "results", "merged.json")
 TARGET_EVENTS_PER_S = 2000000
 TARGET_RSS_MB = 300
-JOB = """[global]
-ioengine=rbd
-clientname=admin
-pool=rbd
-rbdname=img1
-direct=1
-time_based=1
-runtime=%d
-[mix]
-rw=randrw
-rwmixread=50
-bs=4k
-iodepth=16
-size=1g
-"""
 
 
 def _lab():
@@ -143,13 +130,34 @@ def timed(argv):
     return r
 
 
+def _kept(d):
+    """A set recorded before into d (--merged-keep): (the captures, the
+    trace, fio's I/O count, its minutes), or None."""
+    caps = sorted(os.path.join(d, f) for f in os.listdir(d)
+                  if f.endswith(".ctf")) if os.path.isdir(d) else []
+    trace, out = os.path.join(d, "client"), os.path.join(d, "fio.json")
+    if not caps or not os.path.isdir(trace) or not os.path.exists(out):
+        return None
+    job = json.load(open(out))["jobs"][0]
+    return (caps, trace, job["read"]["total_ios"] +
+            job["write"]["total_ios"], job["job_runtime"] / 60000.0)
+
+
 def merged_part(a, commit):
-    """--part merged -> its text (and bench/results/merged.json)."""
-    env = _lab()
-    d = tempfile.mkdtemp(prefix="cephlat-merged-", dir="/var/tmp")
+    """--part merged -> its text (and bench/results/merged.json). With
+    --merged-keep DIR: the set in DIR, recorded there first when it holds
+    none, and kept."""
+    d = a.merged_keep or tempfile.mkdtemp(prefix="cephlat-merged-",
+                                          dir="/var/tmp")
     try:
         t0 = time.monotonic()
-        caps, trace, ios = record(env, d, int(a.merged_min * 60))
+        kept = _kept(d) if a.merged_keep else None
+        if kept:
+            caps, trace, ios, minutes = kept
+        else:
+            os.makedirs(d, exist_ok=True)
+            caps, trace, ios = record(_lab(), d, int(a.merged_min * 60))
+            minutes = a.merged_min
         record_s = time.monotonic() - t0
         events = events_of(caps, trace)
         total = sum(events.values())
@@ -160,16 +168,18 @@ def merged_part(a, commit):
         reads = [("table", ["-j"]), ("slowest", ["--slowest", "10", "-j"]),
                  ("op", ["--op", reqid, "-j"])]
         runs = {k: [] for k, _ in reads}
-        for _ in range(READ_RUNS):
+        for _ in range(a.merged_runs or READ_RUNS):
             for k, extra in reads:
                 runs[k].append(timed(base + extra))
         size = sum(os.path.getsize(os.path.join(r, f))
                    for p in caps + [trace] for r, _, fs in os.walk(p)
                    for f in fs)
     finally:
-        shutil.rmtree(d, ignore_errors=True)
-    res = {"commit": commit, "minutes": a.merged_min, "fio_ios": ios,
-           "record_s": round(record_s, 1), "events": events,
+        if not a.merged_keep:
+            shutil.rmtree(d, ignore_errors=True)
+    res = {"commit": commit, "minutes": round(minutes, 2), "fio_ios": ios,
+           "record_s": None if kept else round(record_s, 1),
+           "events": events,
            "events_total": total, "bytes": size, "reads": {}}
     for k, rs in runs.items():
         secs = statistics.median(r["secs"] for r in rs)
@@ -198,11 +208,12 @@ def render_section():
         "rbdrecord around fio's rbd engine (4 KiB random reads and writes, "
         "iodepth 16): %d I/Os, %d events in all (%s), %.0f MB on disk; "
         "read as one with `osdstage.py -r h0.ctf h1.ctf h2.ctf client`, "
-        "each read in a child of its own, %d times taking turns (commit "
-        "%s). Targets: as for one capture, >= %.0f M events/s and <= %d "
-        "MB." % (r["fio_ios"], r["events_total"], ", ".join(
-            "%s %d" % kv for kv in sorted(r["events"].items())),
-            r["bytes"] / 1e6, len(next(iter(r["reads"].values()))["secs"]),
+        "each read in a child of its own, %s (commit %s). Targets: as for "
+        "one capture, >= %.0f M events/s and <= %d MB." % (
+            r["fio_ios"], r["events_total"], ", ".join(
+                "%s %d" % kv for kv in sorted(r["events"].items())),
+            r["bytes"] / 1e6, _times(len(next(iter(
+                r["reads"].values()))["secs"])),
             r["commit"], TARGET_EVENTS_PER_S / 1e6, TARGET_RSS_MB), "",
         "| read | wall s (median; runs) | events/s | met | peak RSS MB | met |",
         "|---|---|---|---|---|---|"]
@@ -215,4 +226,25 @@ def render_section():
             "yes" if v["events_per_s"] >= TARGET_EVENTS_PER_S else "**no**",
             v["peak_rss_mb"],
             "yes" if v["peak_rss_mb"] <= TARGET_RSS_MB else "**no**"))
+    if any(v["events_per_s"] < TARGET_EVENTS_PER_S or
+           v["peak_rss_mb"] > TARGET_RSS_MB for v in r["reads"].values()):
+        lines += ["", MISSED]
     return lines + [""]
+
+
+def _times(n):
+    return "once" if n == 1 else "%d times taking turns" % n
+
+
+# why the targets are missed (measured with cProfile on a 30-s set, 4 M
+# events: 6.7 s in all)
+MISSED = (
+    "Missed: what costs it. Each capture's ops are rebuilt one event at a "
+    "time in Python (capture/ops.py, about two thirds of the time: 4.4 s of "
+    "6.7 s on a 30-s set of 4 M events), and every op of every file is "
+    "held in memory at once (an OpRec and its stages per op, the client's "
+    "calls and ops likewise), so the peak grows with the set's length. "
+    "Reading the client's trace with babeltrace2's Python bindings cost "
+    "another 5.3 s of 12 s before it moved to our own CTF reader. Meeting "
+    "the targets takes the ops rebuilt in numpy or native code and a "
+    "reader that goes through the set by time window.")

@@ -84,7 +84,8 @@
 # saved results), measure_reader.py (issue 15's figures, no lab needed),
 # measure.py (the tracer and the windows on the lab), labkit.py (the lab,
 # fio, the OSD's counters, the figures' formatting). exporter_soak.py
-# imports labkit.py only; floor.py nothing of bench/.
+# imports labkit.py only; floor.py nothing of bench/; merged_reader.py
+# client_cost.py (its fio job), measure_reader.py and labkit.py.
 import argparse
 import json
 import os
@@ -202,6 +203,12 @@ def main(argv=None):
                     help="the client part's run seconds (default 10)")
     ap.add_argument("--merged-min", type=float, default=10.0,
                     help="the merged part's capture, minutes (default 10)")
+    ap.add_argument("--merged-runs", type=int, default=0,
+                    help="the merged part's runs of each read (default: "
+                    "the reader part's, 3)")
+    ap.add_argument("--merged-keep", metavar="DIR",
+                    help="the merged part reads the set in DIR (recorded "
+                    "there first when DIR holds none) and keeps it")
     ap.add_argument("--soak-min", type=float, default=30.0,
                     help="the exporter part's soak, minutes (default 30)")
     ap.add_argument("--soak-pairs", type=int, default=4,
