@@ -354,9 +354,23 @@ int BPF_KRETPROBE(aio_ret, int ret)
 
 /* ----------------------------------------------------------- completion */
 
-static __always_inline void complete(__u64 c, __s64 rval, __u8 known)
+/* a completion (RBD_AIO_COMPLETE) or release (RBD_AIO_RELEASE) record */
+static __always_inline void complete_rec(__u32 ev, __u64 c, __s64 rval,
+					 __u8 known)
 {
 	struct rbd_complete_rec *r;
+
+	r = rec_new(sizeof(*r), ev, bpf_ktime_get_ns());
+	if (!r)
+		return;
+	r->completion = c;
+	r->rval = rval;
+	r->rval_known = known;
+	SEND(r);
+}
+
+static __always_inline void complete(__u64 c, __s64 rval, __u8 known)
+{
 	__u8 one = 1;
 
 	if (bpf_map_lookup_elem(&completed, &c))
@@ -364,13 +378,7 @@ static __always_inline void complete(__u64 c, __s64 rval, __u8 known)
 	if (bpf_map_update_elem(&completed, &c, &one, BPF_NOEXIST) &&
 	    !bpf_map_lookup_elem(&completed, &c))
 		count_lost(RBD_LOST_COMPLETIONS);
-	r = rec_new(sizeof(*r), RBD_AIO_COMPLETE, bpf_ktime_get_ns());
-	if (!r)
-		return;
-	r->completion = c;
-	r->rval = rval;
-	r->rval_known = known;
-	SEND(r);
+	complete_rec(RBD_AIO_COMPLETE, c, rval, known);
 }
 
 /* ssize_t rbd_aio_get_return_value(rbd_completion_t c) */
@@ -401,21 +409,12 @@ SEC("uprobe")
 int BPF_KPROBE(aio_release, void *c)
 {
 	__u64 key = (__u64)c;
-	struct rbd_complete_rec *r;
 
 	if (!ours())
 		return 0;
-	if (!bpf_map_lookup_elem(&completed, &key)) {
-		complete(key, 0, 0);
-	} else {
-		r = rec_new(sizeof(*r), RBD_AIO_RELEASE, bpf_ktime_get_ns());
-		if (r) {
-			r->completion = key;
-			r->rval = 0;
-			r->rval_known = 0;
-			SEND(r);
-		}
-	}
+	/* completed before: the release; else the completion is this */
+	complete_rec(bpf_map_lookup_elem(&completed, &key) ? RBD_AIO_RELEASE :
+		     RBD_AIO_COMPLETE, key, 0, 0);
 	bpf_map_delete_elem(&completed, &key);
 	return 0;
 }

@@ -363,12 +363,12 @@ class Capture:
         """Wall-clock seconds of timestamp `mono_ns`: the offset
         interpolated between the capture's clock samples (the metadata's
         without them)."""
-        off = clock.offset_at(self.clocks, mono_ns) if self.clocks else \
-            self.clock_offset_ns
-        return (mono_ns + off - self.shift_ns) / 1e9
+        return (mono_ns + self.wall_offset_ns(mono_ns)) / 1e9
 
     def wall_offset_ns(self, mono_ns):
-        """wall - monotonic (ns, an int) at `mono_ns`, as wall() moves it."""
+        """wall - monotonic (ns, an int) at `mono_ns`, as wall() moves it:
+        interpolated between the capture's clock samples (the metadata's
+        without them), less the host's given offset (shift_ns)."""
         off = clock.offset_at(self.clocks, mono_ns) if self.clocks else \
             self.clock_offset_ns
         return off - self.shift_ns

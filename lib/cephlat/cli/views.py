@@ -10,7 +10,7 @@ import time
 from ..clocks import duration_ns
 from ..errors import UserError, quiet_broken_pipe
 from ..model.e2e import (client_segments, replica_segments,
-                         replica_table, slowest_calls, table)
+                         replica_table, reqid_key, slowest_calls, table)
 from ..model.interval import RunInfo, host_record, interval_record
 from ..model.slowest import op_row, slowest
 from ..model.timeline import host_timeline, timeline
@@ -321,14 +321,13 @@ def _op_story(args, out, caps, err=None, traces=(), clocks=None):
 def _client_ops(traces, base):
     """The clients' OSD ops for client_band: times on the first
     capture's clock (wall ns less its offset `base`)."""
+    def at(ns):
+        return None if ns is None else ns - base
     ops, pids = [], []
     for t in traces:
         pids.append(str(t.env.get("pid", "?")))
         for o in t.osd_ops.values():
             r = o.request
-
-            def at(ns):
-                return None if ns is None else ns - base
             ops.append({"reqid": o.reqid, "osd": "osd.%d" % o.osd,
                         "send": at(o.send), "reply": at(o.reply),
                         "done": at(o.done), "call": None if r is None else {
@@ -430,7 +429,7 @@ def _end_to_end(args, out, caps, traces, clocks):
     res = {"type": "end_to_end", "client_ops": len(client),
            "joined": len(joined), "traces": list(clients),
            "unfinished": {"ops": len(unfinished),
-                          "reqids": sorted(unfinished, key=_reqid_key)},
+                          "reqids": sorted(unfinished, key=reqid_key)},
            "kinds": {k: table(v) for k, v in per_op.items() if v},
            "replication": dict(replica_table(rows), unknown=unknown),
            "clocks": clocks}
@@ -442,11 +441,6 @@ def _end_to_end(args, out, caps, traces, clocks):
     else:
         print_end_to_end(out, res)
     return 0
-
-
-def _reqid_key(r):
-    c, _, tid = r.rpartition(":")
-    return (c, int(tid) if tid.isdigit() else 0)
 
 
 def _client_op(traces, reqid):
@@ -623,8 +617,7 @@ def _host_pictures(args, err, caps, recs, span=None, focus=None,
     t1 = _bound(caps[0], args.t_to, caps[0].last_ns)
     per = []
     for c, d in zip(caps, deltas):
-        ops = c.ops(t0 - d, t1 - d) if span is None else \
-            c.ops(span[0] - d, span[1] - d)
+        ops = c.ops(t0 - d, t1 - d)
         if args.op_class:
             ops = [o for o in ops if o.op_class(c.rules) == args.op_class]
         per.append(ops)

@@ -163,6 +163,13 @@ def table(per_op):
     return out
 
 
+def reqid_key(reqid):
+    """client.4160.0:14 -> ("client.4160.0", 14): request ids in the
+    client's order (its tids as numbers)."""
+    client, _, tid = reqid.rpartition(":")
+    return (client, int(tid) if tid.isdigit() else 0)
+
+
 def slowest_calls(per_op, n):
     """per_op: client_segments() results, each with its "reqid", "kind",
     "primary", "object" and "call" -> the n slowest by the client's
@@ -170,8 +177,7 @@ def slowest_calls(per_op, n):
     ops of one call (one per object it spans) are ranked by the call's
     latency, and ties keep their request ids' order."""
     def key(p):
-        client, _, tid = p["reqid"].rpartition(":")
-        return (-p["total_us"], client, int(tid) if tid.isdigit() else 0)
+        return (-p["total_us"],) + reqid_key(p["reqid"])
     return [{"reqid": p["reqid"], "kind": p["kind"],
              "primary": p["primary"], "object": p["object"],
              "call": p["call"], "total_us": p["total_us"],

@@ -226,7 +226,7 @@ def host_timeline(caps, t0, t1, ops_per_cap, max_ops=4000, deltas=None,
                 lane["cpu"].sort()
             tl["lanes"] += list(add.values())
         osds.append({"name": cap.name or "pid %d" % cap.pid, "pid": cap.pid,
-                     "timeline": tl, "window": [a, b], "delta_ns": d})
+                     "timeline": tl, "window": [a, b]})
     out = {"window": [t0, t1], "clock_offset_ns": caps[0].clock_offset_ns,
            "osds": osds, "flows": flows}
     if band:

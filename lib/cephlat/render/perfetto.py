@@ -205,9 +205,14 @@ def render(timeline, process_name="ceph-osd", pid=None):
                           "ts": "microseconds since window_ns[0]"}}
 
 
+def _windows(host):
+    """Each OSD's window on its own clock (the host's, on one clock)."""
+    return [o.get("window") or host["window"] for o in host["osds"]]
+
+
 def _flow_events(b, host, pids):
     """The flows between OSDs (see the module doc)."""
-    wins = [o.get("window") or host["window"] for o in host["osds"]]
+    wins = _windows(host)
 
     def inside(end):
         lo, hi = wins[end["osd"]]
@@ -261,7 +266,7 @@ def _client_events(events, host, pids):
             if span:
                 b.slice(tid, span[0], span[1], name, "client", args)
     b.finish_slices()
-    wins = [o.get("window") or host["window"] for o in host["osds"]]
+    wins = _windows(host)
     for f in cl["flows"]:
         a, z = f["from"], f["to"]
         args = {"reqid": f["reqid"]}
@@ -297,7 +302,7 @@ def render_host(host):
         pid = osd["pid"] if osd.get("pid") is not None else k + 1
         pids.append(pid)
         # its own window: the same span on its own clock
-        tl = dict(tl, window=osd.get("window") or host["window"])
+        tl = dict(tl, window=_windows(host)[k])
         b = _Builder(tl, pid, events)
         _metadata(b, tl, osd["name"])
         b.meta("process_sort_index", 0, sort_index=k)
