@@ -4,6 +4,7 @@ Tiers: tests/unit (no root), tests/bpf (root, controlled programs, exact
 ground truth), tests/cluster (root, the real single-node Ceph lab).
 Under CI=true a tier that cannot run FAILS instead of skipping.
 """
+import csv
 import json
 import os
 import re
@@ -627,13 +628,37 @@ def gdb_offsets(path, offsets, *before):
     return p.stdout, {k: int(v) for k, v in got}
 
 
-def fio_rbd_job(ios, iodepth, seed, image="img1", rw="randrw"):
+def fio_rbd_job(ios, iodepth, seed, image="img1", rw="randrw",
+                lat_log=None):
     """A fio job of fio's rbd engine on rbd/IMAGE: `ios` 4 KiB ops, half
-    reads (randrw), over the image's first 64 MiB."""
-    return ("[global]\nioengine=rbd\nclientname=admin\npool=rbd\n"
-            "rbdname=%s\ndirect=1\n[mix]\nrw=%s\nrwmixread=50\nbs=4k\n"
-            "size=64m\nnumber_ios=%d\niodepth=%d\nrandseed=%d\n" % (
-                image, rw, ios, iodepth, seed))
+    reads (randrw), over the image's first 64 MiB. lat_log: a path prefix
+    for fio's own latency of every op (LAT_LOG_lat.1.log, read_fio_lat_log)
+    on CLOCK_MONOTONIC, the clock the traces use; room for every op from
+    the start (fio's least is 1024), so that fio never stops to grow the
+    log (it waits for every op in flight when it does)."""
+    job = ("[global]\nioengine=rbd\nclientname=admin\npool=rbd\n"
+           "rbdname=%s\ndirect=1\n[mix]\nrw=%s\nrwmixread=50\nbs=4k\n"
+           "size=64m\nnumber_ios=%d\niodepth=%d\nrandseed=%d\n" % (
+               image, rw, ios, iodepth, seed))
+    if lat_log:
+        job += ("clocksource=clock_gettime\nwrite_lat_log=%s\n"
+                "log_avg_msec=0\nlog_offset=1\nlog_entries=%d\n" % (
+                    lat_log, max(1024, ios + 64)))
+    return job
+
+
+def read_fio_lat_log(prefix):
+    """fio's per-op total latency log (fio_rbd_job's lat_log): every op's
+    (kind, offset) -> its latencies in ns in completion order. The total
+    latency (fio's `lat`) runs from before fio's call into the engine to
+    fio's completion stamp; its `clat` starts only once the call returned."""
+    kinds = {0: "read", 1: "write"}
+    got = {}
+    with open(prefix + "_lat.1.log", newline="") as f:
+        for row in csv.reader(f, skipinitialspace=True):
+            _t, value, ddir, _bs, offset = (int(x) for x in row[:5])
+            got.setdefault((kinds[ddir], offset), []).append(value)
+    return got
 
 
 def wait_for_line(stream, needle, timeout):
