@@ -11,8 +11,10 @@
 #                   (OSDS_PER_HOST=2 for two), CRUSH failure domain host, the client in
 #                   a namespace of its own; LAB_NET_DELAY=0.5ms delays each host's link
 #                   (vagrant/labnet.sh; `vagrant/lab.sh net-delay HOST DELAY` changes one)
+#                   LAB_POOL=ec:2+1: image img1's data in an erasure-coded pool (rbd-ec)
 #   make -s lab-env print export lines for CEPH_CONF, OSD_PID (osd.0), OSD_PIDS and
-#                   OSD_ASOKS (every OSD, comma-separated); with HOSTS: OSD_NETNS, CLIENT_NETNS
+#                   OSD_ASOKS (every OSD, comma-separated), LAB_POOL; with HOSTS:
+#                   OSD_NETNS, CLIENT_NETNS
 #   make lab-down   stop the lab's daemons, detach its loop devices
 #   make workload   rados bench writes then random reads (SECS=, THREADS=)
 #                   lab-env, lab-down and workload act on the running lab, whatever its OSDS

@@ -65,6 +65,11 @@
 #   LAB_DISK_SIZE      size of each sparse OSD file   (default 16G, single node)
 #   LAB_POOL_SIZE      replicas of pool rbd           (default: the number of OSDs, single
 #                      node; 1, multi node); min_size is size - size/2 (single node)
+#   LAB_POOL           replicated (default) or ec:K+M: image img1's data in an erasure-
+#                      coded pool rbd-ec (profile k=K m=M, failure domain host on the
+#                      multi-host lab, osd on one node; overwrites on; its metadata stays
+#                      in pool rbd). Changing it on a running lab makes img1 anew (its data
+#                      goes); K+M at most the failure domains
 #   LAB_LOOP_DIRECT_IO on|off: loop device bypasses the page cache (default off)
 #   LAB_FSID           cluster fsid (multi node; else read from $LAB_SHARED/fsid)
 #   LAB_SHARED         folder shared by the Vagrant nodes (default /vagrant/.lab)
@@ -778,6 +783,40 @@ build_single() {
     touch "$LAB_DIR/built"
 }
 
+# ensure_data_pool FAILURE_DOMAINS DOMAIN_TYPE: img1's data where LAB_POOL asks
+# (replicated: pool rbd; ec:K+M: pool rbd-ec); $LAB_DIR/pool says where it is now.
+ensure_data_pool() {
+    local domains=$1 type=$2 want=${LAB_POOL:-replicated} have k m
+    have=$(cat "$LAB_DIR/pool" 2>/dev/null || echo replicated)
+    [[ $want == "$have" ]] && return 0
+    if [[ $want != replicated ]]; then
+        [[ $want =~ ^ec:([0-9]+)\+([0-9]+)$ ]] ||
+            die "LAB_POOL=$want: want replicated or ec:K+M (e.g. ec:2+1)"
+        k=${BASH_REMATCH[1]} m=${BASH_REMATCH[2]}
+        ((k >= 2 && m >= 1)) || die "LAB_POOL=$want: k must be at least 2 and m at least 1"
+        ((k + m <= domains)) ||
+            die "LAB_POOL=$want: k+m=$((k + m)) shards need as many ${type}s; the lab has $domains"
+    fi
+    timeout 60 rbd rm "$POOL/$IMAGE" >/dev/null 2>&1 || true
+    if [[ $want == replicated ]]; then
+        timeout 30 rbd create --size 1024 "$POOL/$IMAGE" || die "rbd create $POOL/$IMAGE failed"
+    else
+        cephc osd pool rm rbd-ec rbd-ec --yes-i-really-really-mean-it >/dev/null 2>&1 || true
+        cephc osd erasure-code-profile set "lab-ec-$k-$m" k="$k" m="$m" \
+            crush-failure-domain="$type" --force >/dev/null 2>&1 ||
+            die "ceph osd erasure-code-profile set lab-ec-$k-$m failed"
+        cephc osd pool create rbd-ec "$PG_NUM" "$PG_NUM" erasure "lab-ec-$k-$m" >/dev/null 2>&1 ||
+            die "ceph osd pool create rbd-ec (erasure, lab-ec-$k-$m) failed"
+        cephc osd pool set rbd-ec allow_ec_overwrites true >/dev/null 2>&1 ||
+            die "ceph osd pool set rbd-ec allow_ec_overwrites true failed"
+        cephc osd pool application enable rbd-ec rbd >/dev/null 2>&1 || true
+        timeout 60 rbd create --size 1024 --data-pool rbd-ec "$POOL/$IMAGE" ||
+            die "rbd create --data-pool rbd-ec $POOL/$IMAGE failed"
+    fi
+    echo "$want" >"$LAB_DIR/pool"
+    msg "image $POOL/$IMAGE: data in $([[ $want == replicated ]] && echo "pool $POOL" || echo "pool rbd-ec ($want)")"
+}
+
 # "osd.0 pid P" or, with several OSDs, "3 OSDs: osd.0 pid P0, osd.1 pid P1, ..."
 osds_summary() {
     local id parts=() n joined
@@ -828,6 +867,8 @@ cmd_up() {
         cmd_down
         build_single "$want"
     fi
+    ensure_data_pool "$want" osd
+    wait_ready "$want"
     msg "lab up in $((SECONDS - start))s: CEPH_CONF=$CONF $(osds_summary)"
 }
 
@@ -852,6 +893,8 @@ up_hosts() {
         cmd_down
         build_hosts "$hosts" "$per"
     fi
+    ensure_data_pool "$hosts" host
+    wait_ready "$n"
 }
 
 # One lab at a time: the host lab stops the container labs (vagrant/container.sh) first.
@@ -890,6 +933,7 @@ cmd_env() {
         printf 'export OSD_NETNS=%s\n' "$(for id in $(osd_ids); do ns_of_osd "$id"; done | paste -sd,)"
         printf 'export CLIENT_NETNS=%s\n' "$CLIENT_NS"
     fi
+    printf 'export LAB_POOL=%s\n' "$(cat "$LAB_DIR/pool" 2>/dev/null || echo replicated)"
 }
 
 cmd_status() {
