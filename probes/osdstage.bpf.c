@@ -45,6 +45,10 @@ const volatile __u32 reqid_off = 0;	/* OpRequest -> reqid (osd_reqid_t) */
 const volatile __u32 src_num_off = 0;	/* OpRequest -> req_src_inst.name._num */
 const volatile __u32 repmod_op_off = 0;	/* ReplicatedBackend::RepModify -> op */
 const volatile __u32 inprog_op_off = 0;	/* ReplicatedBackend::InProgressOp -> op */
+const volatile __u32 ecsw_tid_off = 0;	/* ECSubWrite -> tid; 0: unknown (the
+					 * reqid follows at ecsw_reqid_off) */
+const volatile __u32 ecsw_reqid_off = 0; /* ECSubWrite -> reqid (osd_reqid_t) */
+const volatile __u32 ecrep_tid_off = 0;	/* ECSubWriteReply -> tid */
 const volatile __u32 enq_pg_on_stack = 0; /* the enqueue function's spg_t is
 					 * its first stack argument */
 const volatile __u32 msg_off = 0;	/* OpRequest -> request (Message*) */

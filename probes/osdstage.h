@@ -262,6 +262,12 @@ struct op_state {
 	__u32 last_peer;	/* its OSD */
 	__u32 qclass;		/* enum queue_class, from its message */
 	struct reqid req;	/* its request id (sub_ns != 0) */
+	__u64 sub_tid;		/* an erasure-coded write: its sub-writes'
+				 * transaction (0: none sent yet; a later one,
+				 * the roll-forward after the commit, is not
+				 * waited for) */
+	__u32 msg_type;		/* its message's type (0: unread) */
+	__u32 pad;
 	__u64 msg_ns;		/* its message's time before the enqueue
 				 * (header read -> enqueue; 0: unstamped):
 				 * op_latency = this + op_total */

@@ -390,7 +390,8 @@ def pytest_collection_modifyitems(session, config, items):
     """One lab runs at a time and starting one stops the others: first the
     tests of the host lab with one OSD (and every test without a lab),
     then those of the host lab with three (lab3), then those of the
-    multi-host lab (lab_hosts), then each container
+    multi-host lab (lab_hosts; those with its erasure-coded image,
+    ec_hosts, after the others), then each container
     lab's, one release after the other; in each group its lab_lifecycle
     tests last, and in a release's group its 3-OSD tests (lab3_<release>)
     after those, their own lab_lifecycle ones last."""
@@ -400,8 +401,10 @@ def pytest_collection_modifyitems(session, config, items):
         release = _container_release_of(item)
         last = item.get_closest_marker("lab_lifecycle") is not None
         if release is None:
+            if "ec_hosts" in getattr(item, "fixturenames", ()):
+                return (1, 3)
             if "lab_hosts" in getattr(item, "fixturenames", ()):
-                return (1, 2 + int(last))
+                return (1, 2 + 2 * int(last))
             if "lab3" in getattr(item, "fixturenames", ()):
                 return (1, int(last))
             return (0, 0)

@@ -104,6 +104,31 @@ struct {
 	__type(value, struct req_slot);
 } reqidx SEC(".maps");
 
+/* Erasure-coded writes (BPF only): a sub-write transaction's id -> the
+ * op it serves. On the primary: {its target slot, 0, transaction} -> the
+ * client op and the primary's own OSD id (its own shard's reply is its
+ * local commit). On a shard: {slot, ECBackend*, transaction} -> the
+ * sub-write op. LRU: an entry whose end was not seen goes by itself. */
+struct ec_tid_key {
+	__u64 tid;
+	__u64 backend;		/* 0 on the primary */
+	__u32 slot;
+	__u32 pad;
+};
+
+struct ec_tid_val {
+	__u64 key;		/* the op's key in the op table */
+	__u32 self;		/* primary: its OSD id */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct ec_tid_key);
+	__type(value, struct ec_tid_val);
+} ectids SEC(".maps");
+
 /* per target, peer OSD and interval half (osdstage.h HALF_SHIFT): its
  * replies' waits and how often it was last (cumulative in each half) */
 struct {

@@ -24,13 +24,14 @@ static __always_inline __u64 op_key(struct pt_regs *ctx, __u32 slot)
 }
 
 /* The request id of OpRequest `op` into r; 0 when read. */
-static __always_inline int read_reqid(__u64 op, struct reqid *r, __u32 slot)
+/* The osd_reqid_t at `addr` as a map key of target `slot`. */
+static __always_inline int read_reqid_at(__u64 addr, struct reqid *r,
+					 __u32 slot)
 {
 	/* osd_reqid_t: entity_name_t {u8 _type; s64 _num}, u64 tid, s32 inc */
 	struct { __u8 type; __u8 pad[7]; __u64 num; __u64 tid; __s32 inc; } raw;
 
-	if (!reqid_off || bpf_probe_read_user(&raw, sizeof(raw),
-					      (void *)(op + reqid_off)))
+	if (bpf_probe_read_user(&raw, sizeof(raw), (void *)addr))
 		return -1;
 	r->num = raw.num;
 	r->tid = raw.tid;
@@ -39,6 +40,13 @@ static __always_inline int read_reqid(__u64 op, struct reqid *r, __u32 slot)
 	r->slot = slot;
 	r->pad = 0;
 	return 0;
+}
+
+static __always_inline int read_reqid(__u64 op, struct reqid *r, __u32 slot)
+{
+	if (!reqid_off)
+		return -1;
+	return read_reqid_at(op + reqid_off, r, slot);
 }
 
 /* The name of the object OpRequest `op` is for (its message's std::string
@@ -140,8 +148,20 @@ bad:
 #define MSG_OSD_PG_PUSH			105
 #define MSG_OSD_PG_PULL			106
 #define MSG_OSD_PG_PUSH_REPLY		107
+#define MSG_OSD_EC_WRITE_REPLY		109
+#define MSG_OSD_EC_READ			110
+#define MSG_OSD_EC_READ_REPLY		111
 #define CEPH_MSG_PRIO_HIGH		196
 #define RECOVERY_PRIO_DEGRADED		10
+
+/* An erasure-coded pool's messages handled whole inside dequeue_op (a
+ * shard's commit reply, a sub-read and its reply): no later event of
+ * ours sees them. (A sub-write lives on to its commit: ec_committed.) */
+static __always_inline int ends_in_dequeue(__u32 type)
+{
+	return type == MSG_OSD_EC_WRITE_REPLY || type == MSG_OSD_EC_READ ||
+	       type == MSG_OSD_EC_READ_REPLY;
+}
 
 /* The class the OSD's scheduler gives an op with message type `type` and
  * priority `prio` (enum queue_class), by Ceph's OpSchedulerItem rules: a
@@ -199,6 +219,7 @@ int op_enqueue(struct pt_regs *ctx)
 		bpf_probe_read_user(&msg, sizeof(msg), (void *)(op + msg_off));
 	if (msg && msg_type_off)
 		bpf_probe_read_user(mt, sizeof(mt), (void *)(msg + msg_type_off));
+	n.msg_type = mt[0];
 	/* unread (no offset: a probe spec's program): all ops are client */
 	n.qclass = mt[0] ? queue_class_of(mt[0], mt[1],
 					  (ctl.mclock >> (slot & (MAX_TARGETS - 1))) & 1) :
@@ -297,7 +318,8 @@ int op_dequeue(struct pt_regs *ctx)
 		 * event of ours sees it): its slot is free from here, not
 		 * taken for an op that never completed */
 		if (st->qclass == QC_BACKGROUND_RECOVERY ||
-		    st->qclass == QC_BACKGROUND_BEST_EFFORT)
+		    st->qclass == QC_BACKGROUND_BEST_EFFORT ||
+		    ends_in_dequeue(st->msg_type))
 			op_forget(key);
 	}
 	if (bpf_get_attach_cookie(ctx) & OPARG_STARTS_DEQUEUE) {

@@ -44,6 +44,7 @@ int rep_submit(struct pt_regs *ctx)
 	st->sub_ns = bpf_ktime_get_ns();
 	st->local_ns = st->last_ns = 0;
 	st->replies = st->last_peer = 0;
+	st->sub_tid = 0;
 	key = (__u64)slot << TARGET_SHIFT | op;
 	if (req_index_op(&st->req, key)) {
 		count(slot, CNT_REQ_MAP_FULL);
@@ -52,18 +53,43 @@ int rep_submit(struct pt_regs *ctx)
 	return 0;
 }
 
+/* A replica's (or an erasure-coded write's shard's) commit reply to the
+ * op of key `key` and state `st` on its primary, from OSD `peer`. */
+static __always_inline void replica_replied(int slot, __u64 key,
+					    struct op_state *st, __u64 peer,
+					    __u64 now)
+{
+	struct peer_stats *ps;
+	struct ev_replica_reply *e;
+	__u64 wait = now - st->sub_ns;
+	__u32 gen;
+
+	st->replies++;
+	st->last_ns = now;
+	st->last_peer = peer;
+	gen = cur_gen();
+	ps = peer_stats_of(slot, peer, gen);
+	if (ps)
+		hist_add(&ps->wait, wait);
+	e = EV_NEW(ev_replica_reply, EV_REPLICA_REPLY, now, gen, slot);
+	if (e) {
+		e->op = key & ((1ULL << TARGET_SHIFT) - 1);
+		e->wait_ns = wait;
+		e->peer = peer;
+		e->tid = (__u32)bpf_get_current_pid_tgid();
+		EV_SEND(e);
+	}
+}
+
 /* ReplicatedBackend::do_repop_reply(OpRequestRef): a replica's commit
  * reply, itself an op that went through the queue (done with now). */
 SEC("uprobe")
 int rep_reply(struct pt_regs *ctx)
 {
-	__u64 rop, rkey, now = bpf_ktime_get_ns(), peer = 0, wait;
+	__u64 rop, rkey, now = bpf_ktime_get_ns(), peer = 0;
 	struct req_slot *k;
-	struct peer_stats *ps;
-	struct ev_replica_reply *e;
 	struct op_state *st;
 	struct reqid r = {};
-	__u32 gen;
 	int slot = op_hit(ctx, &rop, &rkey);
 
 	if (slot < 0)
@@ -81,22 +107,7 @@ int rep_reply(struct pt_regs *ctx)
 		count(slot, CNT_REPLY_UNKNOWN);
 		return 0;
 	}
-	wait = now - st->sub_ns;
-	st->replies++;
-	st->last_ns = now;
-	st->last_peer = peer;
-	gen = cur_gen();
-	ps = peer_stats_of(slot, peer, gen);
-	if (ps)
-		hist_add(&ps->wait, wait);
-	e = EV_NEW(ev_replica_reply, EV_REPLICA_REPLY, now, gen, slot);
-	if (e) {
-		e->op = k->key & ((1ULL << TARGET_SHIFT) - 1);
-		e->wait_ns = wait;
-		e->peer = peer;
-		e->tid = (__u32)bpf_get_current_pid_tgid();
-		EV_SEND(e);
-	}
+	replica_replied(slot, k->key, st, peer, now);
 	return 0;
 }
 
@@ -120,22 +131,14 @@ static __always_inline struct op_state *op_in(struct pt_regs *ctx, __u32 off,
 	return op_state_of(*key);
 }
 
-/* ReplicatedBackend::op_commit(InProgressOpRef const&): the primary's own
- * commit of a replicated write */
-SEC("uprobe")
-int rep_local_commit(struct pt_regs *ctx)
+/* The primary's own commit of the write `op` (state `st`). */
+static __always_inline void local_committed(int slot, __u64 op,
+					    struct op_state *st, __u64 now)
 {
-	__u64 op, key, now = bpf_ktime_get_ns();
 	struct ev_local_commit *e;
-	struct op_state *st;
-	__u32 gen;
-	int slot;
+	__u32 gen = cur_gen();
 
-	st = op_in(ctx, inprog_op_off, &slot, &op, &key);
-	if (!st || !st->sub_ns || now < st->sub_ns)
-		return 0;
 	st->local_ns = now;
-	gen = cur_gen();
 	record(slot, ST_LOCAL_COMMIT, now - st->sub_ns, gen);
 	e = EV_NEW(ev_local_commit, EV_LOCAL_COMMIT, now, gen, slot);
 	if (e) {
@@ -144,27 +147,34 @@ int rep_local_commit(struct pt_regs *ctx)
 		e->tid = (__u32)bpf_get_current_pid_tgid();
 		EV_SEND(e);
 	}
+}
+
+/* ReplicatedBackend::op_commit(InProgressOpRef const&): the primary's own
+ * commit of a replicated write */
+SEC("uprobe")
+int rep_local_commit(struct pt_regs *ctx)
+{
+	__u64 op, key, now = bpf_ktime_get_ns();
+	struct op_state *st;
+	int slot;
+
+	st = op_in(ctx, inprog_op_off, &slot, &op, &key);
+	if (!st || !st->sub_ns || now < st->sub_ns)
+		return 0;
+	local_committed(slot, op, st, now);
 	return 0;
 }
 
-/* ReplicatedBackend::repop_commit(RepModifyRef): on a replica, the
- * replica op committed; its reply goes out now. */
-SEC("uprobe")
-int repop_done(struct pt_regs *ctx)
+/* On a replica (or an erasure-coded write's shard): the replica op `op`
+ * (key `key`, state `st`) committed, its reply goes out now; its message
+ * names its object at name_off (0: not read). Done with it. */
+static __always_inline void repop_ended(int slot, __u64 op, __u64 key,
+					struct op_state *st, __u64 now,
+					__u32 name_off)
 {
-	__u64 op, key, now = bpf_ktime_get_ns();
 	struct ev_repop_done *e;
-	struct op_state *st;
-	__u32 gen;
-	int slot;
+	__u32 gen = cur_gen();
 
-	st = op_in(ctx, repmod_op_off, &slot, &op, &key);
-	if (!st) {
-		if (slot >= 0)
-			count(slot, CNT_OP_UNKNOWN);
-		return 0;
-	}
-	gen = cur_gen();
 	if (now >= st->enq_ns)
 		record(slot, ST_REPOP, now - st->enq_ns, gen);
 	if (st->deq_ns)
@@ -176,10 +186,159 @@ int repop_done(struct pt_regs *ctx)
 		e->queue_wait_ns = st->deq_ns ? st->qwait_ns : 0;
 		e->tid = (__u32)bpf_get_current_pid_tgid();
 		e->dequeued = st->deq_ns != 0;
-		read_object(op, repop_name_off, e->object);
+		read_object(op, name_off, e->object);
 		EV_SEND(e);
 	}
 	op_forget(key);
+}
+
+/* ReplicatedBackend::repop_commit(RepModifyRef): on a replica, the
+ * replica op committed; its reply goes out now. */
+SEC("uprobe")
+int repop_done(struct pt_regs *ctx)
+{
+	__u64 op, key, now = bpf_ktime_get_ns();
+	struct op_state *st;
+	int slot;
+
+	st = op_in(ctx, repmod_op_off, &slot, &op, &key);
+	if (!st) {
+		if (slot >= 0)
+			count(slot, CNT_OP_UNKNOWN);
+		return 0;
+	}
+	repop_ended(slot, op, key, st, now, repop_name_off);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * erasure-coded writes: the primary's ECBackend::submit_transaction is
+ * rep_submit (the op's wait on its shards starts there: a partial
+ * stripe's reads first, then the sub-writes); each shard's commit reply
+ * is a replica's, the primary's own shard's its local commit; on a shard
+ * the sub-write op is a replica op (repop). */
+
+/* ECBackend::handle_sub_write(pg_shard_t from, OpRequestRef msg,
+ * ECSubWrite &op, ...): a sub-write applied, on every shard the write
+ * goes to. On the primary (its op indexed by request id) the first
+ * transaction of the op is the one waited for; on a shard, remember
+ * which op the transaction is. */
+SEC("uprobe")
+int ec_sub_write(struct pt_regs *ctx)
+{
+	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
+	struct ec_tid_key tk = {};
+	struct ec_tid_val tv = {};
+	struct reqid r = {};
+	struct req_slot *k;
+	struct op_state *st;
+	__u64 w = PT_REGS_PARM4(ctx), ref = PT_REGS_PARM3(ctx), op = 0;
+
+	if (slot < 0)
+		return 0;
+	count(slot, CNT_HIT_ENTRY);
+	if (bpf_probe_read_user(&tk.tid, sizeof(tk.tid),
+				(void *)(w + ecsw_tid_off)) ||
+	    read_reqid_at(w + ecsw_reqid_off, &r, slot)) {
+		count(slot, CNT_BAD_ARG);
+		return 0;
+	}
+	tk.slot = slot;
+	k = req_find(&r);
+	if (k) {
+		/* the primary: from is its own shard */
+		st = op_state_of(k->key);
+		if (!st || !st->sub_ns || st->sub_tid)
+			return 0;
+		st->sub_tid = tk.tid;
+		tv.key = k->key;
+		tv.self = (__u32)PT_REGS_PARM2(ctx);
+	} else {
+		if (bpf_probe_read_user(&op, sizeof(op), (void *)ref)) {
+			count(slot, CNT_BAD_ARG);
+			return 0;
+		}
+		if (!op)
+			return 0;	/* the primary's own roll-forward */
+		tk.backend = PT_REGS_PARM1(ctx);
+		tv.key = (__u64)slot << TARGET_SHIFT | op;
+		/* the sub-write op, seen enqueued; never a primary's client
+		 * op that could not be indexed (its sub_ns is set) */
+		st = op_state_of(tv.key);
+		if (!st || st->sub_ns) {
+			count(slot, CNT_OP_UNKNOWN);
+			return 0;
+		}
+	}
+	bpf_map_update_elem(&ectids, &tk, &tv, BPF_ANY);
+	return 0;
+}
+
+/* ECBackend::handle_sub_write_reply(pg_shard_t from, ECSubWriteReply
+ * const &op, ...), on the primary: shard `from` committed (a remote
+ * shard's reply message ends in dequeue_op: ends_in_dequeue). */
+SEC("uprobe")
+int ec_reply(struct pt_regs *ctx)
+{
+	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
+	__u64 now = bpf_ktime_get_ns(), peer = (__u32)PT_REGS_PARM2(ctx);
+	struct ec_tid_key tk = {};
+	struct ec_tid_val *tv;
+	struct op_state *st;
+
+	if (slot < 0)
+		return 0;
+	count(slot, CNT_HIT_ENTRY);
+	if (bpf_probe_read_user(&tk.tid, sizeof(tk.tid),
+				(void *)(PT_REGS_PARM3(ctx) + ecrep_tid_off))) {
+		count(slot, CNT_BAD_ARG);
+		return 0;
+	}
+	tk.slot = slot;
+	tv = bpf_map_lookup_elem(&ectids, &tk);
+	if (!tv)
+		return 0;	/* a transaction not waited for */
+	st = op_state_of(tv->key);
+	if (!st || !st->sub_ns || now < st->sub_ns) {
+		count(slot, CNT_REPLY_UNKNOWN);
+		return 0;
+	}
+	if (peer == tv->self)
+		local_committed(slot, tv->key & ((1ULL << TARGET_SHIFT) - 1),
+				st, now);
+	else
+		replica_replied(slot, tv->key, st, peer, now);
+	return 0;
+}
+
+/* ECBackend::sub_write_committed(ceph_tid_t tid, ...): a shard's commit
+ * of transaction tid, its reply goes out now (on the primary, its own:
+ * the reply comes next, ec_reply). */
+SEC("uprobe")
+int ec_committed(struct pt_regs *ctx)
+{
+	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
+	__u64 now = bpf_ktime_get_ns(), op;
+	struct ec_tid_key tk = {};
+	struct ec_tid_val *tv;
+	struct op_state *st;
+
+	if (slot < 0)
+		return 0;
+	count(slot, CNT_HIT_ENTRY);
+	tk.tid = PT_REGS_PARM2(ctx);
+	tk.backend = PT_REGS_PARM1(ctx);
+	tk.slot = slot;
+	tv = bpf_map_lookup_elem(&ectids, &tk);
+	if (!tv)
+		return 0;	/* the primary's own shard */
+	st = op_state_of(tv->key);
+	op = tv->key & ((1ULL << TARGET_SHIFT) - 1);
+	if (st)
+		repop_ended(slot, op, tv->key, st, now, 0);
+	else
+		count(slot, CNT_OP_UNKNOWN);
+	bpf_map_delete_elem(&ectids, &tk);
 	return 0;
 }
 

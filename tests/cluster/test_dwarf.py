@@ -68,6 +68,11 @@ OFFSETS = {
     "reqid.tid": "&((osd_reqid_t*)0)->tid",
     "reqid.inc": "&((osd_reqid_t*)0)->inc",
     "string.len": "&((std::string*)0)->_M_string_length",
+    # erasure-coded writes: the sub-write's transaction and request id,
+    # the shard's reply's transaction
+    "ecsw_tid_off": "&((ECSubWrite*)0)->tid",
+    "ecsw_reqid_off": "&((ECSubWrite*)0)->reqid",
+    "ecrep_tid_off": "&((ECSubWriteReply*)0)->tid",
 }
 
 

@@ -86,13 +86,15 @@ def test_counters_follow_the_header(built):
 
 def test_every_program_is_attached_by_someone(built):
     op_programs = {prog for s in probetable.STAGES.values()
-                   for _, prog in s.events}
+                   for _, prog in s.events} | \
+        {prog for s in probetable.STAGES.values() for _, prog, _ in s.extra}
     # the lean tier's one program serves all its stages
     assert probetable.LEAN_EVENT[1] not in op_programs
     op_programs.add(probetable.LEAN_EVENT[1])
     assert op_programs == {"op_enqueue", "op_dequeue", "op_done", "op_lean",
                            "rep_submit",
-                           "rep_reply", "rep_local_commit", "repop_done"}
+                           "rep_reply", "rep_local_commit", "repop_done",
+                           "ec_sub_write", "ec_reply", "ec_committed"}
     kernel = set(tracer.kernel_programs(built))
     assert set(built.programs) == {"stage_entry", "stage_return"} | \
         op_programs | kernel

@@ -194,3 +194,37 @@ def test_the_lean_tier_is_one_probe_on_log_op_stats():
     for r in probetable.RELEASES.values():
         if r.verified:
             assert set(probetable.LEAN_NEEDS) <= set(r.settings()), r.key
+
+
+def test_erasure_coded_events_come_where_the_release_has_their_offsets():
+    """The replica stages take the erasure-coded pools' events (issue 26
+    item 5) as extras: on Pacific's binary with its checked offsets, each
+    once, their probes at the functions' entries (the programs read
+    several argument registers); without the offsets the stages stand,
+    without those events."""
+    need(os.path.exists("/usr/bin/ceph-osd"), "ceph-osd not installed "
+         "(make setup)")
+    rel = probetable.RELEASES["16.2"]
+    stages = ["replica_wait", "local_commit", "repop"]
+    ec = {"ec_sub_write", "ec_reply", "ec_committed"}
+    with ElfSymbols("/usr/bin/ceph-osd") as elf:
+        plan = resolve(elf, rel, stages, rel.settings())
+        pairs = [(role, ev) for role, ev, _, _ in plan.op_events]
+        assert ec <= {ev for _, ev in pairs}, pairs
+        assert len(pairs) == len(set(pairs)), pairs
+        # rep_submit serves both backends' submit_transaction
+        submits = {sym.demangled.split("(")[0] for role, ev, sym, _ in
+                   plan.op_events if ev == "rep_submit"}
+        assert submits == {"ReplicatedBackend::submit_transaction",
+                           "ECBackend::submit_transaction"}
+        for role, ev, sym, _ in plan.op_events:
+            if ev in ec:
+                assert sym.addr in plan.at_entry
+                assert sym.probe_offset == sym.offset, (ev, sym)
+        settings = {k: v for k, v in rel.settings().items()
+                    if not k.startswith("ec")}
+        plan = resolve(elf, rel, stages, settings)
+        assert plan.stages == stages and plan.unavailable == {}
+        assert not ec & {ev for _, ev, _, _ in plan.op_events}
+    assert not any(k.startswith("ec") for k in
+                   probetable.RELEASES["18.2"].settings())

@@ -28,7 +28,7 @@ from collections import OrderedDict
 # stages).
 class Stage:
     def __init__(self, name, kind, doc, func=None, events=(), needs=(),
-                 default=True, ends_at=None, also=()):
+                 default=True, ends_at=None, also=(), extra=()):
         self.name, self.kind, self.doc = name, kind, doc
         self.func = func              # call: the function role
         # call: more functions whose calls are the same stage (overloads),
@@ -36,6 +36,10 @@ class Stage:
         # the stage is available
         self.also = tuple(also)
         self.events = events          # op: [(function role, BPF program)]
+        # op: more events, each taken where the binary has its function
+        # and the release the offsets it reads (the stage stands without
+        # them): [(function role, BPF program, needs)]
+        self.extra = tuple(extra)
         self.needs = needs            # per-release offsets it reads
         self.default = default        # traced without -S
         # call: ended by this (enclosing) call stage's return on the same
@@ -57,6 +61,19 @@ _OP_LIFE = [("enqueue_op", "op_enqueue"), ("dequeue_op", "op_dequeue")]
 _MSG = [("enqueue_op", "op_enqueue")]
 _MSG_NEEDS = ("msg_off", "msg_stamps_off")
 MESSENGER_STAGES = ("throttle_wait", "recv", "dispatch")
+
+# Erasure-coded writes (ECBackend): the primary's submit_transaction is a
+# replicated write's (the op's wait on its shards starts there: a partial
+# stripe's reads, then the sub-writes); the sub-writes' transaction id
+# links each shard's reply to the op (ECSubWrite and ECSubWriteReply
+# carry it), the primary's own shard's reply is its local commit; on a
+# shard the sub-write is a replica op.
+_EC_NEEDS = ("ecsw_tid_off", "ecsw_reqid_off", "ecrep_tid_off")
+_EC_PRIMARY = (("ec_submit", "rep_submit", _EC_NEEDS),
+               ("ec_sub_write", "ec_sub_write", _EC_NEEDS),
+               ("ec_reply", "ec_reply", _EC_NEEDS))
+_EC_SHARD = (("ec_sub_write", "ec_sub_write", _EC_NEEDS),
+             ("ec_committed", "ec_committed", _EC_NEEDS))
 
 STAGES = OrderedDict((s.name, s) for s in [
     Stage("throttle_wait", "op", "the op's message: header read -> the "
@@ -97,22 +114,27 @@ STAGES = OrderedDict((s.name, s) for s in [
           events=_OP_LIFE + [("log_op_stats", "op_done")], needs=_MSG_NEEDS),
     Stage("replica_wait", "op",
           "primary: ReplicatedBackend::submit_transaction (sub-ops sent) -> "
-          "the last replica's reply (do_repop_reply, matched by request id)",
+          "the last replica's reply (do_repop_reply, matched by request "
+          "id); an erasure-coded write: ECBackend::submit_transaction -> "
+          "the last shard's (handle_sub_write_reply, matched by the "
+          "sub-writes' transaction)",
           events=_OP_LIFE + [("log_op_stats", "op_done"),
                              ("rep_submit", "rep_submit"),
                              ("rep_reply", "rep_reply")],
-          needs=("reqid_off", "src_num_off")),
+          needs=("reqid_off", "src_num_off"), extra=_EC_PRIMARY),
     Stage("local_commit", "op",
           "primary: sub-ops sent -> ReplicatedBackend::op_commit (its own "
-          "commit of the write)",
+          "commit of the write); erasure-coded: its own shard's reply",
           events=_OP_LIFE + [("rep_submit", "rep_submit"),
                              ("op_commit", "rep_local_commit")],
-          needs=("reqid_off", "inprog_op_off")),
+          needs=("reqid_off", "inprog_op_off"), extra=_EC_PRIMARY),
     Stage("repop", "op",
           "replica: OSD::enqueue_op of the replica op -> "
-          "ReplicatedBackend::repop_commit (commit reply sent)",
+          "ReplicatedBackend::repop_commit (commit reply sent); an "
+          "erasure-coded write's shard: of the sub-write -> "
+          "ECBackend::sub_write_committed",
           events=_OP_LIFE + [("repop_commit", "repop_done")],
-          needs=("repmod_op_off",)),
+          needs=("repmod_op_off",), extra=_EC_SHARD),
     # Background work a shard worker runs from its queue without
     # dequeue_op: one probe pair per item, none per client op (recovery
     # pushes, pulls, backfills and scans are messages: they go through
@@ -177,12 +199,16 @@ def wanted_stages(names):
 
 class Func:
     """One function in one release. `op_arg` = (argument number counting
-    `this` as 1, dereference once?) for functions that carry the op."""
+    `this` as 1, dereference once?) for functions that carry the op;
+    `regs`: how many argument registers its program reads itself."""
 
-    def __init__(self, qualified, params, op_arg=None):
+    def __init__(self, qualified, params, op_arg=None, regs=0):
         self.qualified = qualified
         self.params = re.compile(params)
         self.op_arg = op_arg
+        # the program reads argument registers 1..regs itself: its probe
+        # stays at the entry (engine/plan.py)
+        self.regs = regs
 
     def __repr__(self):
         return "Func(%s(%s))" % (self.qualified, self.params.pattern)
@@ -257,6 +283,20 @@ def _funcs(**over):
         "repop_commit": Func("ReplicatedBackend::repop_commit",
                              r"^std::shared_ptr<ReplicatedBackend::"
                              r"RepModify>$", op_arg=(2, True)),
+        # erasure-coded writes (x86-64: pg_shard_t, 8 bytes, in a
+        # register; ECSubWrite& and ECSubWriteReply const& as pointers)
+        "ec_submit": Func("ECBackend::submit_transaction",
+                          r"^hobject_t const&, object_stat_sum_t const&, "
+                          r".*" + _OPREF + r"$"),
+        "ec_sub_write": Func("ECBackend::handle_sub_write",
+                             r"^pg_shard_t, " + _OPREF + r", ECSubWrite&, "
+                             r"ZTracer::Trace const&$", regs=4),
+        "ec_reply": Func("ECBackend::handle_sub_write_reply",
+                         r"^pg_shard_t, ECSubWriteReply const&, "
+                         r"ZTracer::Trace const&$", regs=3),
+        "ec_committed": Func("ECBackend::sub_write_committed",
+                             r"^unsigned long, eversion_t, eversion_t, "
+                             r"ZTracer::Trace const&$", regs=2),
         # background items (PGRecovery, PGScrub*, PGSnapTrim, PGDelete
         # run these); 18.2 added do_recovery's int priority
         "do_recovery": Func("OSD::do_recovery",
@@ -321,6 +361,11 @@ _PACIFIC_OFFSETS = {"reqid_off": 232, "src_num_off": 272,
                     # dequeue: log_op_stats reads it for Ceph's
                     # op_process_latency (tests/cluster/machinecode.py)
                     "deq_time_off": 336}
+# ECSubWrite's tid and reqid (after its pg_shard_t from) and
+# ECSubWriteReply's tid: tests/cluster/test_dwarf.py; a live EC pool:
+# tests/cluster/test_ec.py (Pacific only so far: not yet checked on the
+# others, whose erasure-coded stages go without them)
+_EC_OFFSETS = {"ecsw_tid_off": 8, "ecsw_reqid_off": 16, "ecrep_tid_off": 8}
 # OpRequest grew with TrackedOp (192 -> 232 -> 240 bytes); the records did
 # not move (ceph-osd-dbg 18.2.7+ds-1+deb13u1, 20.2.4+ds-2)
 _REEF_OFFSETS = dict(_PACIFIC_OFFSETS, reqid_off=272, src_num_off=312,
@@ -333,7 +378,7 @@ RELEASES = OrderedDict((r.key, r) for r in [
     Release("15.2", "octopus", _funcs()),
     # Pacific: Debian 12's 16.2.15, the host lab.
     Release("16.2", "pacific", _funcs(), rmw=(192, 0x2, 0x4),
-            offsets=dict(_PACIFIC_OFFSETS), verified=True),
+            offsets=dict(_PACIFIC_OFFSETS, **_EC_OFFSETS), verified=True),
     # Quincy, Squid: the declarations read in the sources. get_object_
     # context's attribute map uses std::less<> from Quincy on; the
     # parameter pattern accepts both.

@@ -15,6 +15,8 @@ class Plan:
         self.unavailable = {}    # stage -> reason
         self.symbols = {}        # role -> Symbol
         self.sites = {}          # function -> probesite.Site of its probes
+        self.at_entry = set()    # op events' functions whose programs read
+                                 # several argument registers: not moved
 
     def probe_count(self):
         return len(self.uprobes())
@@ -76,7 +78,8 @@ def resolve(elf, release, wanted, settings=None, lean=False):
     plan = Plan()
     missing = {}
     for stage in wanted:
-        for role in table[stage].roles() + list(table[stage].also):
+        for role in table[stage].roles() + list(table[stage].also) + \
+                [r for r, _, _ in table[stage].extra]:
             if role in plan.symbols or role in missing:
                 continue
             func = release.funcs.get(role)
@@ -121,11 +124,26 @@ def resolve(elf, release, wanted, settings=None, lean=False):
                     continue
                 seen_events.add((role, ev))
                 # no op_arg: the program takes the thread's current op
-                plan.op_events.append((role, ev, plan.symbols[role],
-                                       release.funcs[role].op_arg or
-                                       (0, False)))
+                _add_event(plan, release, role, ev)
+            # the events it takes where the binary has their function and
+            # the release their offsets (erasure-coded pools' sub-ops)
+            for role, ev, needs in st.extra:
+                if (role, ev) in seen_events or role not in plan.symbols or \
+                        (settings is not None and
+                         any(n not in settings for n in needs)):
+                    continue
+                seen_events.add((role, ev))
+                _add_event(plan, release, role, ev)
     _place(elf, plan)
     return plan
+
+
+def _add_event(plan, release, role, ev):
+    func, sym = release.funcs[role], plan.symbols[role]
+    # no op_arg: the program takes the thread's current op
+    plan.op_events.append((role, ev, sym, func.op_arg or (0, False)))
+    if func.regs:
+        plan.at_entry.add(sym.addr)
 
 
 def _site(elf, sym, arg):
@@ -139,7 +157,8 @@ def _place(elf, plan):
     stage's stays at the entry (its return probe needs it), and so does an
     op event's on a function that also has one; an op event alone on a
     function whose entry the kernel would single-step moves to the first
-    emulated instruction it safely can."""
+    emulated instruction it safely can (not one whose program reads
+    several argument registers: Plan.at_entry)."""
     entry = {sym.addr for _, sym in plan.calls}
     for _, sym in plan.calls:
         site = _site(elf, sym, None)
@@ -148,7 +167,7 @@ def _place(elf, plan):
     for k, (role, ev, sym, arg) in enumerate(plan.op_events):
         if sym.addr in entry:
             continue
-        site = _site(elf, sym, arg[0])
+        site = _site(elf, sym, None if sym.addr in plan.at_entry else arg[0])
         if site is None:
             continue
         plan.sites[sym.demangled] = site

@@ -285,7 +285,9 @@ class StageTracer(MapReads):
     KERNEL, CALL_ENTRY, CALL_RETURN, OP_END, OP_MIDDLE, OP_START = range(-1, 5)
     OP_KINDS = {"op_done": OP_END, "rep_reply": OP_END,
                 "rep_local_commit": OP_END, "repop_done": OP_END,
+                "ec_reply": OP_END, "ec_committed": OP_END,
                 "op_dequeue": OP_MIDDLE, "rep_submit": OP_MIDDLE,
+                "ec_sub_write": OP_MIDDLE,
                 "op_enqueue": OP_START}
     DETACH_ORDER = (OP_START, OP_END, OP_MIDDLE, CALL_RETURN, CALL_ENTRY,
                     KERNEL)
