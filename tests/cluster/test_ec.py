@@ -94,7 +94,9 @@ def test_each_write_waits_on_every_shard(ec_hosts, tmp_path, run):
     rec, dumps = _traced_writes(ec_hosts, tmp_path, 150, 31 + run)
     writes = _writes(dumps)
     names = ["osd.%d" % i for i in range(len(writes))]
-    assert all(n > 0 for n in writes), writes
+    # the pool's 16 PGs give each OSD its share of primaries (CRUSH: a
+    # share, not an equal one)
+    assert sum(1 for n in writes if n) >= 2, writes
     for name, n in zip(names, writes):
         r = rec["osds"][name]
         st = r["stages"]
@@ -114,23 +116,29 @@ def test_each_write_waits_on_every_shard(ec_hosts, tmp_path, run):
 @pytest.mark.parametrize("run", range(2))
 def test_a_slowed_hosts_shard_is_named(ec_hosts, tmp_path, run):
     """The last host's link at SLOW_US: the writes of the two other
-    primaries wait on that host's shard last, and their verdicts name
-    its OSD as the slow one (each of them, with its own numbers)."""
+    primaries (those that were primary of some) wait on that host's
+    shard last, and their verdicts name its OSD as the slow one."""
     slow = "osd.%d" % (len(ec_hosts["netns"]) - 1)
     _net_delay(ec_hosts["netns"][-1], SLOW_US)
     try:
-        rec, dumps = _traced_writes(ec_hosts, tmp_path, 150, 41 + run)
+        rec, dumps = _traced_writes(ec_hosts, tmp_path, 240, 41 + run)
     finally:
         _net_delay(ec_hosts["netns"][-1], DELAY_US)
     writes = _writes(dumps)
+    named = 0
     for i, n in enumerate(writes[:-1]):
         name = "osd.%d" % i
         r = rec["osds"][name]
         rw = r["stages"]["replica_wait"]
-        assert rw["count"] == n > 0, (name, n, rw)
+        assert rw["count"] == n, (name, n, rw)
+        if not n:
+            continue
+        named += 1
         assert r["cause"] == "replica" and rw["last_peer"] == slow, (
             name, r["verdict"])
         peer = rw["by_peer"][slow]
         assert peer["last_pct"] >= 70, rw["by_peer"]
-        assert peer["p50_us"] >= 2 * SLOW_US, peer
+        # out over the primary's link, back over the slowed one
+        assert peer["p50_us"] >= SLOW_US + DELAY_US, peer
         assert "look at %s" % slow in r["verdict"], r["verdict"]
+    assert named, writes
