@@ -49,6 +49,9 @@ const volatile __u32 ecsw_tid_off = 0;	/* ECSubWrite -> tid; 0: unknown (the
 					 * reqid follows at ecsw_reqid_off) */
 const volatile __u32 ecsw_reqid_off = 0; /* ECSubWrite -> reqid (osd_reqid_t) */
 const volatile __u32 ecrep_tid_off = 0;	/* ECSubWriteReply -> tid */
+const volatile __u32 ecro_tid_off = 0;	/* ECBackend::ReadOp -> tid */
+const volatile __u32 ecro_op_off = 0;	/* ECBackend::ReadOp -> op (OpRequestRef) */
+const volatile __u32 ecrr_tid_off = 0;	/* ECSubReadReply -> tid */
 const volatile __u32 enq_pg_on_stack = 0; /* the enqueue function's spg_t is
 					 * its first stack argument */
 const volatile __u32 msg_off = 0;	/* OpRequest -> request (Message*) */

@@ -41,6 +41,9 @@ enum osdstage_limits {
 	 * closed, complete and still, and every figure of one report covers
 	 * the same ops. Counters: CNT__MAX per (slot, half). */
 	HALF_SHIFT = 63,
+	/* peers map keys: an erasure-coded read's shard (1) or a write's
+	 * replica or shard (0), at this bit (struct peer_stats) */
+	PEER_READ_SHIFT = 48,
 	/* a shard worker's long history of state changes (struct wring):
 	 * entries (a power of two) and rings (a power of two), each
 	 * thread's in one of WRING_WAYS rings from a hash of its tid */
@@ -76,6 +79,8 @@ enum stage_id {
 	ST_REPLICA_WAIT,	/* primary: sub-ops sent -> last replica's reply */
 	ST_LOCAL_COMMIT,	/* primary: sub-ops sent -> its own commit */
 	ST_REPOP,		/* replica: repop enqueued -> commit reply sent */
+	ST_SHARD_READ,		/* primary: an erasure-coded read's sub-reads
+				 * sent -> the last shard's reply */
 	/* background work a shard worker runs outside dequeue_op, one item
 	 * entry -> return (probe hits per item, none per client op), from
 	 * ST__BACKGROUND to ST__PROBED: */
@@ -291,8 +296,10 @@ struct req_slot {
 	__u64 key;		/* the op's key in the op table */
 };
 
-/* Replicas' replies per peer, key = half << HALF_SHIFT | target slot << 32 |
- * peer OSD id */
+/* Replicas' replies per peer, key = half << HALF_SHIFT | read <<
+ * PEER_READ_SHIFT | target slot << 32 | peer OSD id; read: an
+ * erasure-coded read's sub-reads (ST_SHARD_READ), else a write's
+ * sub-ops (ST_REPLICA_WAIT) */
 struct peer_stats {
 	__u64 last;		/* ops for which this peer replied last */
 	struct stage_stats wait; /* sub-ops sent -> its reply */

@@ -129,6 +129,24 @@ struct {
 	__type(value, struct ec_tid_val);
 } ectids SEC(".maps");
 
+/* Erasure-coded reads of client ops in flight on their primary (BPF
+ * only): {slot, 0, the read's transaction} -> the op, when its sub-reads
+ * went out, the latest reply and its shard's OSD. */
+struct ec_read {
+	__u64 key;
+	__u64 sent_ns;
+	__u64 last_ns;
+	__u32 last_peer;
+	__u32 replies;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct ec_tid_key);
+	__type(value, struct ec_read);
+} ecreads SEC(".maps");
+
 /* per target, peer OSD and interval half (osdstage.h HALF_SHIFT): its
  * replies' waits and how often it was last (cumulative in each half) */
 struct {
@@ -146,13 +164,15 @@ struct {
 	__type(value, struct peer_stats);
 } pzero SEC(".maps");
 
-/* Peer `peer` of target `slot` in the half of interval `gen` (inserted
- * when new); NULL when the map is full. */
+/* Peer `peer` of target `slot` in the half of interval `gen`, of reads
+ * (read 1) or writes (inserted when new); NULL when the map is full. */
 static __always_inline struct peer_stats *peer_stats_of(__u32 slot,
 							__u32 peer,
-							__u32 gen)
+							__u32 gen,
+							__u64 read)
 {
-	__u64 key = (__u64)slot << 32 | peer | (__u64)(gen & 1) << HALF_SHIFT;
+	__u64 key = (__u64)slot << 32 | peer | (__u64)(gen & 1) << HALF_SHIFT |
+		    read << PEER_READ_SHIFT;
 	struct peer_stats *ps = bpf_map_lookup_elem(&peers, &key), *z;
 	__u32 zero = 0;
 

@@ -369,7 +369,7 @@ int op_done(struct pt_regs *ctx)
 		if (st->replies && st->last_ns >= st->sub_ns) {
 			struct peer_stats *ps = peer_stats_of(slot,
 							      st->last_peer,
-							      gen);
+							      gen, 0);
 
 			record(slot, ST_REPLICA_WAIT, st->last_ns - st->sub_ns,
 			       gen);

@@ -68,7 +68,7 @@ static __always_inline void replica_replied(int slot, __u64 key,
 	st->last_ns = now;
 	st->last_peer = peer;
 	gen = cur_gen();
-	ps = peer_stats_of(slot, peer, gen);
+	ps = peer_stats_of(slot, peer, gen, 0);
 	if (ps)
 		hist_add(&ps->wait, wait);
 	e = EV_NEW(ev_replica_reply, EV_REPLICA_REPLY, now, gen, slot);
@@ -339,6 +339,123 @@ int ec_committed(struct pt_regs *ctx)
 	else
 		count(slot, CNT_OP_UNKNOWN);
 	bpf_map_delete_elem(&ectids, &tk);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * erasure-coded reads of client ops on their primary: the sub-reads go
+ * out (ECBackend::do_read_op), each shard replies (handle_sub_read_reply,
+ * the read's transaction in the reply), the read completes once all
+ * have (complete_read_op): shard_read = sent -> the last reply, and per
+ * shard's OSD its replies' waits and how often it was last. */
+
+/* ECBackend::do_read_op(ReadOp &op) */
+SEC("uprobe")
+int ec_read_start(struct pt_regs *ctx)
+{
+	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
+	__u64 rop = PT_REGS_PARM2(ctx), op = 0, key;
+	struct ec_tid_key tk = {};
+	struct ec_read v = {};
+	struct op_state *st;
+	__u32 flags = 0;
+
+	if (slot < 0)
+		return 0;
+	count(slot, CNT_HIT_ENTRY);
+	if (bpf_probe_read_user(&tk.tid, sizeof(tk.tid),
+				(void *)(rop + ecro_tid_off)) ||
+	    bpf_probe_read_user(&op, sizeof(op), (void *)(rop + ecro_op_off))) {
+		count(slot, CNT_BAD_ARG);
+		return 0;
+	}
+	/* a client read's ReadOp may not hold its op (Pacific's never
+	 * does): then the op the worker is executing; never recovery's
+	 * (its item runs outside dequeue_op) nor a reply's (a shard's
+	 * reply can restart reads) */
+	if (op) {
+		key = (__u64)slot << TARGET_SHIFT | op;
+		st = op_state_of(key);
+	} else {
+		st = current_op(slot, &op);
+		key = (__u64)slot << TARGET_SHIFT | op;
+	}
+	if (!st || (st->msg_type && st->msg_type != CEPH_MSG_OSD_OP))
+		return 0;
+	/* a write's read-modify-write: its shard wait is replica_wait's */
+	if (rmw_flags_off && !bpf_probe_read_user(&flags, sizeof(flags),
+						  (void *)(op + rmw_flags_off)) &&
+	    (flags & rmw_write_bit))
+		return 0;
+	tk.slot = slot;
+	v.key = key;
+	v.sent_ns = bpf_ktime_get_ns();
+	bpf_map_update_elem(&ecreads, &tk, &v, BPF_ANY);
+	return 0;
+}
+
+/* ECBackend::handle_sub_read_reply(pg_shard_t from, ECSubReadReply &op,
+ * ...) */
+SEC("uprobe")
+int ec_read_reply(struct pt_regs *ctx)
+{
+	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
+	__u64 now = bpf_ktime_get_ns(), peer = (__u32)PT_REGS_PARM2(ctx);
+	struct ec_tid_key tk = {};
+	struct peer_stats *ps;
+	struct ec_read *v;
+
+	if (slot < 0)
+		return 0;
+	count(slot, CNT_HIT_ENTRY);
+	if (bpf_probe_read_user(&tk.tid, sizeof(tk.tid),
+				(void *)(PT_REGS_PARM3(ctx) + ecrr_tid_off))) {
+		count(slot, CNT_BAD_ARG);
+		return 0;
+	}
+	tk.slot = slot;
+	v = bpf_map_lookup_elem(&ecreads, &tk);
+	if (!v || now < v->sent_ns)
+		return 0;	/* not a client read's */
+	ps = peer_stats_of(slot, peer, cur_gen(), 1);
+	if (ps)
+		hist_add(&ps->wait, now - v->sent_ns);
+	v->replies++;
+	v->last_ns = now;
+	v->last_peer = peer;
+	return 0;
+}
+
+/* ECBackend::complete_read_op(ReadOp &op, RecoveryMessages *) */
+SEC("uprobe")
+int ec_read_done(struct pt_regs *ctx)
+{
+	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
+	struct ec_tid_key tk = {};
+	struct peer_stats *ps;
+	struct ec_read *v;
+	__u32 gen;
+
+	if (slot < 0)
+		return 0;
+	count(slot, CNT_HIT_ENTRY);
+	if (bpf_probe_read_user(&tk.tid, sizeof(tk.tid),
+				(void *)(PT_REGS_PARM2(ctx) + ecro_tid_off))) {
+		count(slot, CNT_BAD_ARG);
+		return 0;
+	}
+	tk.slot = slot;
+	v = bpf_map_lookup_elem(&ecreads, &tk);
+	if (!v)
+		return 0;
+	if (v->replies) {
+		gen = cur_gen();
+		record(slot, ST_SHARD_READ, v->last_ns - v->sent_ns, gen);
+		ps = peer_stats_of(slot, v->last_peer, gen, 1);
+		if (ps)
+			ps->last++;
+	}
+	bpf_map_delete_elem(&ecreads, &tk);
 	return 0;
 }
 

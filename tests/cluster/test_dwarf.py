@@ -73,6 +73,11 @@ OFFSETS = {
     "ecsw_tid_off": "&((ECSubWrite*)0)->tid",
     "ecsw_reqid_off": "&((ECSubWrite*)0)->reqid",
     "ecrep_tid_off": "&((ECSubWriteReply*)0)->tid",
+    # erasure-coded reads: the read's transaction and client op, the
+    # shard's reply's transaction
+    "ecro_tid_off": "&((ECBackend::ReadOp*)0)->tid",
+    "ecro_op_off": "&((ECBackend::ReadOp*)0)->op",
+    "ecrr_tid_off": "&((ECSubReadReply*)0)->tid",
 }
 
 

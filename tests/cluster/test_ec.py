@@ -2,8 +2,11 @@
 data in an EC pool k=2 m=1 (`make lab HOSTS=3 LAB_POOL=ec:2+1`), every
 OSD traced at once. Each write waits on its shards like a replicated
 write on its replicas: per peer, who was last, and a slowed host's OSD
-named in its primaries' verdicts. Ground truth: each OSD's own op_w and
-op_rw (every write to an EC pool waits on all k+m shards).
+named in its primaries' verdicts; reads wait on their k data shards the
+same way. Ground truth: each OSD's own op_w and op_rw (every write waits
+on all k+m shards, or on its replicas: librbd's header updates; the
+watch's pings are writes without a transaction) and op_r (rados bench's
+reads of objects of the EC pool itself).
 """
 import json
 import os
@@ -57,18 +60,37 @@ def _net_delay(who, us):
 def _traced_writes(lab, d, ios, seed):
     """osdstage --osd all -j around fio's random writes to img1 from the
     client's namespace -> (host record, [(before, after) perf dumps])."""
+    (d / "job.fio").write_text(fio_rbd_job(ios, 4, seed, rw="randwrite"))
+
+    def run():
+        p = subprocess.run(
+            ["nsenter", "--net=/run/netns/" + lab["client_netns"], "--",
+             "fio", str(d / "job.fio")], capture_output=True, text=True,
+            timeout=300, env=dict(os.environ, CEPH_CONF=lab["CEPH_CONF"]))
+        assert p.returncode == 0, p.stderr
+    return _traced(lab, run)
+
+
+def _rados(lab, *args, timeout=120):
+    """rados in the client's namespace."""
+    p = subprocess.run(["nsenter", "--net=/run/netns/" + lab["client_netns"],
+                        "--", "rados"] + list(args), capture_output=True,
+                       text=True, timeout=timeout,
+                       env=dict(os.environ, CEPH_CONF=lab["CEPH_CONF"]))
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout
+
+
+def _traced(lab, run):
+    """osdstage --osd all -j around run() -> (host record, [(before,
+    after) perf dumps of each OSD])."""
     t = subprocess.Popen([PYTHON, OSDSTAGE, "--osd", "all", "-j"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     try:
         wait_for_line(t.stderr, "Tracing", 60)
         before = [perf_counters(a) for a in lab["asoks"]]
-        (d / "job.fio").write_text(fio_rbd_job(ios, 4, seed, rw="randwrite"))
-        p = subprocess.run(
-            ["nsenter", "--net=/run/netns/" + lab["client_netns"], "--",
-             "fio", str(d / "job.fio")], capture_output=True, text=True,
-            timeout=300, env=dict(os.environ, CEPH_CONF=lab["CEPH_CONF"]))
-        assert p.returncode == 0, p.stderr
+        run()
         after = [perf_counters(a) for a in lab["asoks"]]
     finally:
         t.send_signal(signal.SIGINT)
@@ -77,11 +99,59 @@ def _traced_writes(lab, d, ios, seed):
     return json.loads(out.splitlines()[0]), list(zip(before, after))
 
 
+@pytest.fixture(scope="module")
+def ec_objects(ec_hosts):
+    """4 KiB objects in the EC pool itself (rados bench, kept): reads of
+    them go to the pool's shards only, no replicated pool's op among
+    them."""
+    _rados(ec_hosts, "-p", "rbd-ec", "bench", "4", "write", "-b", "4096",
+           "-t", "8", "--no-cleanup")
+    return ec_hosts
+
+
+EDGES = ("op_replaced", "op_unknown", "reply_unknown")
+
+
+def _nothing_lost(name, rec):
+    """Nothing unread and no table full; at the window's edges an op or
+    sub-op seen only in part (its enqueue or its send before the attach)
+    or never completed (its OpRequest freed and the address reused): at
+    most 1 % of the ops (before the EC messages handled inside dequeue_op
+    were forgotten there, replaced ops were a third of the replica
+    ops)."""
+    lost = {k: v for k, v in rec["lost"].items() if v}
+    edges = sum(lost.pop(k, 0) for k in EDGES)
+    assert not lost, (name, lost)
+    ops = rec["stages"]["op_total"]["count"] + \
+        rec["stages"]["repop"]["count"]
+    assert edges <= 0.01 * ops, (name, rec["lost"], ops)
+
+
+def _reads(lab):
+    _rados(lab, "-p", "rbd-ec", "bench", "3", "rand", "-t", "8")
+
+
 def _writes(dumps):
     """Each OSD's writes as primary: Ceph's op_w and op_rw (a write that
     reads too: librbd's to an object it may not have written yet)."""
     return [sum(a["osd"][k] - b["osd"][k] for k in ("op_w", "op_rw"))
             for b, a in dumps]
+
+
+PING_S = 5.0             # the Objecter pings a watch this often
+
+
+def _pings(before, after):
+    """At most how many watch pings an OSD took in the window: op_w counts
+    them (a watch is a write op) and no transaction follows. fio's
+    librbd watches its image's header, in pool rbd (replicated)."""
+    return int((after["_t"] - before["_t"]) / PING_S) + 1
+
+
+def _writes_waited(rw, n, before, after):
+    """The writes that waited on their shards or replicas: Ceph's, but
+    for the watch pings among them."""
+    return n - _pings(before, after) <= rw["count"] <= n
 
 
 @pytest.mark.parametrize("run", range(3))
@@ -97,10 +167,14 @@ def test_each_write_waits_on_every_shard(ec_hosts, tmp_path, run):
     # the pool's 16 PGs give each OSD its share of primaries (CRUSH: a
     # share, not an equal one)
     assert sum(1 for n in writes if n) >= 2, writes
-    for name, n in zip(names, writes):
+    for name, n, (b, a) in zip(names, writes, dumps):
         r = rec["osds"][name]
         st = r["stages"]
-        assert st["replica_wait"]["count"] == n, (name, n, st["replica_wait"])
+        assert _writes_waited(st["replica_wait"], n, b, a), (
+            name, n, st["replica_wait"])
+        n = st["replica_wait"]["count"]
+        if not n:
+            continue
         assert st["local_commit"]["count"] == n, (name, n)
         peers = st["replica_wait"]["by_peer"]
         assert sorted(peers) == [x for x in names if x != name], peers
@@ -108,7 +182,7 @@ def test_each_write_waits_on_every_shard(ec_hosts, tmp_path, run):
         assert sum(p["last"] for p in peers.values()) == n, peers
         # the shard waits carry the links: out and back, at least
         assert all(p["p50_us"] >= 2 * DELAY_US for p in peers.values())
-        assert not any(r["lost"].values()), (name, r["lost"])
+        _nothing_lost(name, r)
     repops = sum(rec["osds"][x]["stages"]["repop"]["count"] for x in names)
     assert repops >= 2 * sum(writes), (repops, writes)
 
@@ -130,8 +204,8 @@ def test_a_slowed_hosts_shard_is_named(ec_hosts, tmp_path, run):
         name = "osd.%d" % i
         r = rec["osds"][name]
         rw = r["stages"]["replica_wait"]
-        assert rw["count"] == n, (name, n, rw)
-        if not n:
+        assert _writes_waited(rw, n, *dumps[i]), (name, n, rw)
+        if not rw["count"]:
             continue
         named += 1
         assert r["cause"] == "replica" and rw["last_peer"] == slow, (
@@ -142,3 +216,63 @@ def test_a_slowed_hosts_shard_is_named(ec_hosts, tmp_path, run):
         assert peer["p50_us"] >= SLOW_US + DELAY_US, peer
         assert "look at %s" % slow in r["verdict"], r["verdict"]
     assert named, writes
+
+
+K = 2                    # the pool's data shards: a read waits for K
+
+
+@pytest.mark.parametrize("run", range(3))
+def test_each_read_waits_on_its_shards(ec_objects, run):
+    """Every read an OSD was primary of (Ceph's op_r: rados bench's, all
+    in the EC pool) waited on its K data shards: shard_read counts them,
+    K replies each (the primary's own shard among them where it holds
+    one, usually first), one of them last; the remote ones carry the
+    links there and back."""
+    rec, dumps = _traced(ec_objects, lambda: _reads(ec_objects))
+    reads = [a["osd"]["op_r"] - b["osd"]["op_r"] for b, a in dumps]
+    assert sum(1 for n in reads if n) >= 2, reads
+    for i, n in enumerate(reads):
+        name = "osd.%d" % i
+        r = rec["osds"][name]
+        sr = r["stages"]["shard_read"]
+        assert sr["count"] == n, (name, n, sr)
+        if not n:
+            continue
+        peers = sr["by_peer"]
+        assert sum(p["count"] for p in peers.values()) == K * n, peers
+        assert sum(p["last"] for p in peers.values()) == n, peers
+        for peer, p in peers.items():
+            if peer != name:
+                assert p["p50_us"] >= 2 * DELAY_US, (peer, p)
+        _nothing_lost(name, r)
+
+
+@pytest.mark.parametrize("run", range(2))
+def test_a_slowed_hosts_read_shard_is_named(ec_objects, run):
+    """The last host's link at SLOW_US: the other primaries' reads that
+    need its shard wait on it last, and their verdicts name its OSD."""
+    slow = "osd.%d" % (len(ec_objects["netns"]) - 1)
+    _net_delay(ec_objects["netns"][-1], SLOW_US)
+    try:
+        rec, dumps = _traced(ec_objects, lambda: _reads(ec_objects))
+    finally:
+        _net_delay(ec_objects["netns"][-1], DELAY_US)
+    reads = [a["osd"]["op_r"] - b["osd"]["op_r"] for b, a in dumps]
+    named = 0
+    for i, n in enumerate(reads[:-1]):
+        name = "osd.%d" % i
+        r = rec["osds"][name]
+        sr = r["stages"]["shard_read"]
+        assert sr["count"] == n, (name, n, sr)
+        peer = sr["by_peer"].get(slow)
+        others = [p for q, p in sr["by_peer"].items()
+                  if q not in (slow, name)]
+        if not n or peer is None or not others:
+            continue        # no read of this primary needed that shard
+        named += 1
+        assert peer["last"] == peer["count"], sr["by_peer"]
+        assert peer["p50_us"] >= SLOW_US + DELAY_US, peer
+        assert r["cause"] == "replica", r["verdict"]
+        assert "look at %s." % slow in r["verdict"], r["verdict"]
+    assert named, (reads, {n: r["stages"]["shard_read"].get("by_peer")
+                           for n, r in rec["osds"].items()})

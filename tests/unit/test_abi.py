@@ -94,7 +94,8 @@ def test_every_program_is_attached_by_someone(built):
     assert op_programs == {"op_enqueue", "op_dequeue", "op_done", "op_lean",
                            "rep_submit",
                            "rep_reply", "rep_local_commit", "repop_done",
-                           "ec_sub_write", "ec_reply", "ec_committed"}
+                           "ec_sub_write", "ec_reply", "ec_committed",
+                           "ec_read_start", "ec_read_reply", "ec_read_done"}
     kernel = set(tracer.kernel_programs(built))
     assert set(built.programs) == {"stage_entry", "stage_return"} | \
         op_programs | kernel

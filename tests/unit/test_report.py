@@ -265,3 +265,54 @@ def test_background_words_follow_the_profile_and_the_scheduler():
                               THREADS, "tp_osd_tp", sched=MCLOCK,
                               qclasses=_qclasses(1000, 300), background=BG)
     assert c == "signal" and "favours recovery" in text
+
+
+def _shards(peers):
+    """shard_read's by_peer from {name: (mean us, replies, times last)}."""
+    return {n: {"count": c, "mean_us": m, "last": last, "last_pct": 0.0}
+            for n, (m, c, last) in peers.items()}
+
+
+@pytest.mark.parametrize("peers,slow", [
+    # a PG's remote data shard is last behind the primary's own: healthy
+    ({"osd.0": (190.0, 100, 0), "osd.1": (2400.0, 60, 60),
+      "osd.2": (2500.0, 40, 40)}, None),
+    # osd.2's link slowed: last wherever it serves, 3x the other's wait
+    ({"osd.0": (190.0, 100, 0), "osd.1": (2400.0, 60, 25),
+      "osd.2": (7400.0, 40, 40)}, "osd.2"),
+    # slow, but not last in most of what it served
+    ({"osd.0": (190.0, 100, 0), "osd.1": (2400.0, 60, 40),
+      "osd.2": (7400.0, 40, 20)}, None),
+    # one remote shard only: nothing to compare it with
+    ({"osd.0": (190.0, 100, 0), "osd.2": (7400.0, 100, 100)}, None),
+])
+def test_an_erasure_coded_reads_slow_shard(peers, slow):
+    """A read waits for its k shards, the primary's own (osd.0 here) among
+    them and first: the remote shards are compared among themselves."""
+    c, text = verdict.verdict({"queue_wait": qw(100), "shard_read": qw(
+        3000, 100)}, kst(), attr(5, 5, 20), WAKERS, THREADS, "tp_osd_tp",
+        read_peers=_shards(peers), me="osd.0")
+    first = text.splitlines()[0]
+    assert first.startswith("erasure-coded reads waited 3.00 ms for their "
+                            "shards"), text
+    assert (c == "replica") == (slow is not None), (c, text)
+    if slow:
+        assert first.endswith(": look at %s." % slow), first
+    else:
+        assert "look at" not in first, first
+
+
+def test_host_verdict_names_an_erasure_coded_reads_slow_shard():
+    """The slow shard named by a read verdict gets its own line too."""
+    primary = {"cause": "replica",
+               "verdict": "erasure-coded reads waited 5.00 ms for their "
+                          "shards (p99 9.00 ms); the slowest, osd.2, took "
+                          "7.40 ms and was last in 100 % of the reads it "
+                          "served: look at osd.2.",
+               "stages": {"shard_read": {"last_peer": "osd.1"},
+                          "replica_wait": {"last_peer": "osd.1"}}}
+    shard = {"cause": "none", "verdict": "",
+             "stages": {"queue_wait": {"p99_us": 800.0}}}
+    verdict.host_verdicts({"osd.0": primary, "osd.2": shard})
+    assert primary["verdict"].splitlines()[-1] == (
+        "osd.2's own queue wait p99 0.80 ms.")

@@ -74,6 +74,14 @@ _EC_PRIMARY = (("ec_submit", "rep_submit", _EC_NEEDS),
                ("ec_reply", "ec_reply", _EC_NEEDS))
 _EC_SHARD = (("ec_sub_write", "ec_sub_write", _EC_NEEDS),
              ("ec_committed", "ec_committed", _EC_NEEDS))
+# Erasure-coded reads of client ops: do_read_op sends the sub-reads (the
+# ReadOp holds the read's transaction and the client op),
+# handle_sub_read_reply takes each shard's (the reply names the
+# transaction), complete_read_op ends the read once all are in.
+_EC_READ_NEEDS = ("ecro_tid_off", "ecro_op_off", "ecrr_tid_off")
+_EC_READ = (("ec_read_start", "ec_read_start", _EC_READ_NEEDS),
+            ("ec_read_reply", "ec_read_reply", _EC_READ_NEEDS),
+            ("ec_read_done", "ec_read_done", _EC_READ_NEEDS))
 
 STAGES = OrderedDict((s.name, s) for s in [
     Stage("throttle_wait", "op", "the op's message: header read -> the "
@@ -135,6 +143,13 @@ STAGES = OrderedDict((s.name, s) for s in [
           "ECBackend::sub_write_committed",
           events=_OP_LIFE + [("repop_commit", "repop_done")],
           needs=("repmod_op_off",), extra=_EC_SHARD),
+    Stage("shard_read", "op",
+          "primary: an erasure-coded client read's sub-reads sent "
+          "(ECBackend::do_read_op) -> the last shard's reply "
+          "(handle_sub_read_reply, matched by the read's transaction; "
+          "complete_read_op ends it); a write's read-modify-write reads "
+          "are in replica_wait",
+          events=_OP_LIFE, extra=_EC_READ),
     # Background work a shard worker runs from its queue without
     # dequeue_op: one probe pair per item, none per client op (recovery
     # pushes, pulls, backfills and scans are messages: they go through
@@ -207,7 +222,7 @@ class Func:
         self.params = re.compile(params)
         self.op_arg = op_arg
         # the program reads argument registers 1..regs itself: its probe
-        # stays at the entry (engine/plan.py)
+        # moves only before anything writes them (engine/probesite.py)
         self.regs = regs
 
     def __repr__(self):
@@ -297,6 +312,15 @@ def _funcs(**over):
         "ec_committed": Func("ECBackend::sub_write_committed",
                              r"^unsigned long, eversion_t, eversion_t, "
                              r"ZTracer::Trace const&$", regs=2),
+        "ec_read_start": Func("ECBackend::do_read_op",
+                              r"^ECBackend::ReadOp&$", regs=2),
+        "ec_read_reply": Func("ECBackend::handle_sub_read_reply",
+                              r"^pg_shard_t, ECSubReadReply&, "
+                              r"RecoveryMessages\*, ZTracer::Trace const&$",
+                              regs=3),
+        "ec_read_done": Func("ECBackend::complete_read_op",
+                             r"^ECBackend::ReadOp&, RecoveryMessages\*$",
+                             regs=2),
         # background items (PGRecovery, PGScrub*, PGSnapTrim, PGDelete
         # run these); 18.2 added do_recovery's int priority
         "do_recovery": Func("OSD::do_recovery",
@@ -363,15 +387,43 @@ _PACIFIC_OFFSETS = {"reqid_off": 232, "src_num_off": 272,
                     "deq_time_off": 336}
 # ECSubWrite's tid and reqid (after its pg_shard_t from) and
 # ECSubWriteReply's tid: tests/cluster/test_dwarf.py; a live EC pool:
-# tests/cluster/test_ec.py (Pacific only so far: not yet checked on the
-# others, whose erasure-coded stages go without them)
-_EC_OFFSETS = {"ecsw_tid_off": 8, "ecsw_reqid_off": 16, "ecrep_tid_off": 8}
+# tests/cluster/test_ec.py (a live EC pool: the 16.2 host lab). The same
+# on 18.2.7 and 20.2.4 (their ceph-osd-dbg: ECSubWrite, ECSubWriteReply,
+# ECSubReadReply; ECBackend::ReadOp, and 20.2's ECCommon::ReadOp and
+# ECLegacy::ECCommonL::ReadOp)
+_EC_OFFSETS = {"ecsw_tid_off": 8, "ecsw_reqid_off": 16, "ecrep_tid_off": 8,
+               # ECBackend::ReadOp's tid and op, ECSubReadReply's tid
+               "ecro_tid_off": 8, "ecro_op_off": 16, "ecrr_tid_off": 8}
 # OpRequest grew with TrackedOp (192 -> 232 -> 240 bytes); the records did
 # not move (ceph-osd-dbg 18.2.7+ds-1+deb13u1, 20.2.4+ds-2)
 _REEF_OFFSETS = dict(_PACIFIC_OFFSETS, reqid_off=272, src_num_off=312,
                      msg_off=264, deq_time_off=376)
 _TENTACLE_OFFSETS = dict(_PACIFIC_OFFSETS, reqid_off=280, src_num_off=320,
                          msg_off=272, deq_time_off=384)
+
+_ECL = "ECLegacy::ECBackendL::"
+_ECL_READ = "ECLegacy::ECCommonL::ReadPipeline::"
+_TENTACLE_EC = {
+    "ec_submit": Func(_ECL + "submit_transaction",
+                      r"^hobject_t const&, object_stat_sum_t const&, "
+                      r".*" + _OPREF + r"$"),
+    "ec_sub_write": Func(_ECL + "handle_sub_write",
+                         r"^pg_shard_t, " + _OPREF + r", ECSubWrite&, "
+                         r"ZTracer::Trace const&, ECListener&$", regs=4),
+    "ec_reply": Func(_ECL + "handle_sub_write_reply",
+                     r"^pg_shard_t, ECSubWriteReply const&, "
+                     r"ZTracer::Trace const&$", regs=3),
+    "ec_committed": Func(_ECL + "sub_write_committed",
+                         r"^unsigned long, eversion_t, eversion_t, "
+                         r"ZTracer::Trace const&$", regs=2),
+    "ec_read_start": Func(_ECL_READ + "do_read_op",
+                          r"^ECLegacy::ECCommonL::ReadOp&$", regs=2),
+    "ec_read_reply": Func(_ECL + "handle_sub_read_reply",
+                          r"^pg_shard_t, ECSubReadReply&, "
+                          r"ZTracer::Trace const&$", regs=3),
+    "ec_read_done": Func(_ECL_READ + "complete_read_op",
+                         r"^ECLegacy::ECCommonL::ReadOp&$", regs=2),
+}
 
 RELEASES = OrderedDict((r.key, r) for r in [
     # Octopus: signatures read from the 15.2.17 source.
@@ -385,11 +437,16 @@ RELEASES = OrderedDict((r.key, r) for r in [
     Release("17.2", "quincy", _funcs()),
     # Reef: Debian 13's 18.2.7 (CET build), the reef container lab.
     Release("18.2", "reef", _funcs(), rmw=(232, 0x2, 0x4),
-            offsets=_REEF_OFFSETS, verified=True),
+            offsets=dict(_REEF_OFFSETS, **_EC_OFFSETS), verified=True),
     Release("19.2", "squid", _funcs()),
     # Tentacle: Debian sid's 20.2.4 (CET build), the tentacle container lab.
-    Release("20.2", "tentacle", _funcs(), rmw=(240, 0x2, 0x4),
-            offsets=_TENTACLE_OFFSETS, verified=True),
+    # Its erasure-coded pools run ECSwitch's legacy backend unless the
+    # pool allows the new one (allow_ec_optimizations): the legacy one's
+    # functions (handle_sub_write gained an ECListener&, handle_sub_read_
+    # reply lost its RecoveryMessages*; the read pipeline is a class of
+    # its own).
+    Release("20.2", "tentacle", _funcs(**_TENTACLE_EC), rmw=(240, 0x2, 0x4),
+            offsets=dict(_TENTACLE_OFFSETS, **_EC_OFFSETS), verified=True),
 ])
 
 

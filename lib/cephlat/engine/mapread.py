@@ -160,9 +160,10 @@ class MapReads:
                                             32, half).items()}
 
     def read_peers(self, half=None):
-        """{slot: {peer osd id: (replies' wait Hist, times last)}}
-        (probes/osdstage.h struct peer_stats); half None: both halves
-        summed, else that one's."""
+        """{slot: {(read, peer osd id): (replies' wait Hist, times last)}}
+        (probes/osdstage.h struct peer_stats; read: an erasure-coded
+        read's shard, else a write's replica or shard); half None: both
+        halves summed, else that one's."""
         ps = self.abi.struct("peer_stats")
         stride = (ps.size + 7) // 8 * 8
         ncpu = self.reader.ncpu
@@ -178,8 +179,11 @@ class MapReads:
             last = sum(struct.unpack_from("<Q", raw, cpu * stride)[0]
                        for cpu in range(ncpu))
             k &= (1 << hshift) - 1
+            rshift = self.abi.const("PEER_READ_SHIFT")
+            read = k >> rshift & 1
+            k &= (1 << rshift) - 1
             peers = out.setdefault(k >> 32, {})
-            peer = k & 0xffffffff
+            peer = (read, k & 0xffffffff)
             peers[peer] = _add(peers.get(peer), (self.reader.parse(
                 raw, stride, ps.offset("wait")), last))
         return out
@@ -192,10 +196,12 @@ class MapReads:
         prev = self._peer_prev.get(slot, {})
         self._peer_prev[slot] = cur
         out = {}
-        for peer, (h, last) in cur.items():
-            ph, plast = prev.get(peer, (None, 0))
-            out[events.PEER_WAIT + str(peer)] = hist_delta(h, ph)
+        for (read, peer), (h, last) in cur.items():
+            ph, plast = prev.get((read, peer), (None, 0))
+            wait, lastk = (events.SHARD_READ_WAIT, events.SHARD_READ_LAST) \
+                if read else (events.PEER_WAIT, events.PEER_LAST)
+            out[wait + str(peer)] = hist_delta(h, ph)
             if last > plast:
-                out[events.PEER_LAST + str(peer)] = Hist(
+                out[lastk + str(peer)] = Hist(
                     last - plast, 0, 0, [0] * len(h.slots))
         return out

@@ -15,8 +15,8 @@ class Plan:
         self.unavailable = {}    # stage -> reason
         self.symbols = {}        # role -> Symbol
         self.sites = {}          # function -> probesite.Site of its probes
-        self.at_entry = set()    # op events' functions whose programs read
-                                 # several argument registers: not moved
+        self.regs = {}           # function address -> the argument registers
+                                 # (1..N) its op event's program reads
 
     def probe_count(self):
         return len(self.uprobes())
@@ -143,7 +143,7 @@ def _add_event(plan, release, role, ev):
     # no op_arg: the program takes the thread's current op
     plan.op_events.append((role, ev, sym, func.op_arg or (0, False)))
     if func.regs:
-        plan.at_entry.add(sym.addr)
+        plan.regs[sym.addr] = tuple(range(1, func.regs + 1))
 
 
 def _site(elf, sym, arg):
@@ -157,8 +157,8 @@ def _place(elf, plan):
     stage's stays at the entry (its return probe needs it), and so does an
     op event's on a function that also has one; an op event alone on a
     function whose entry the kernel would single-step moves to the first
-    emulated instruction it safely can (not one whose program reads
-    several argument registers: Plan.at_entry)."""
+    emulated instruction it safely can (before anything writes the
+    argument registers its program reads: Plan.regs)."""
     entry = {sym.addr for _, sym in plan.calls}
     for _, sym in plan.calls:
         site = _site(elf, sym, None)
@@ -167,7 +167,7 @@ def _place(elf, plan):
     for k, (role, ev, sym, arg) in enumerate(plan.op_events):
         if sym.addr in entry:
             continue
-        site = _site(elf, sym, None if sym.addr in plan.at_entry else arg[0])
+        site = _site(elf, sym, plan.regs.get(sym.addr, arg[0]))
         if site is None:
             continue
         plan.sites[sym.demangled] = site

@@ -9,11 +9,12 @@ functions start with a push; some do not (Tentacle's
 ReplicatedBackend::do_repop_reply and op_commit start with
 `sub $N,%rsp`).
 
-An op event's program reads one argument register and the clock, so its
-probe may move into the function's straight-line start, to the first
-emulated instruction, when nothing before it writes that register and no
-direct branch of the function jumps to it: every call then reaches it
-exactly once, with the argument the entry had, some ns later. A call
+An op event's program reads one argument register (some, several) and
+the clock, so its probe may move into the function's straight-line
+start, to the first emulated instruction, when nothing before it writes
+those registers and no direct branch of the function jumps to it: every
+call then reaches it exactly once, with the arguments the entry had,
+some ns later. A call
 stage's probes stay at the entry: the return probe needs the return
 address where the entry has it.
 
@@ -83,16 +84,18 @@ def _writes(insn, names):
 def place(code, addr, arg=None):
     """The site of an entry probe in a function whose bytes from its
     probe offset are `code` (at address `addr`). `arg`: the argument
-    number (1-6) the program reads, 0 for none, or None for a probe that
-    must stay at the entry (a call stage's). -> Site, or None without
-    Capstone."""
+    number (1-6) the program reads, a tuple of those when it reads
+    several, 0 for none, or None for a probe that must stay at the entry
+    (a call stage's). -> Site, or None without Capstone."""
     if capstone is None or not code:
         return None
     md = _disasm()
     first = next(md.disasm(code[:16], addr, 1), None)
     if first is None:
         return None
-    if emulated(first) or arg is None or not 0 <= arg <= len(ARG_REGS):
+    args = arg if isinstance(arg, tuple) else (arg,)
+    if emulated(first) or arg is None or \
+            not all(0 <= a <= len(ARG_REGS) for a in args):
         return Site(0, _text(first), not emulated(first))
     insns = list(md.disasm(code, addr))     # the whole function, once
     # direct branch targets anywhere in the function: a site must not be
@@ -103,7 +106,7 @@ def place(code, addr, arg=None):
                 insn.operands and \
                 insn.operands[0].type == capstone.x86.X86_OP_IMM:
             targets.add(insn.operands[0].imm)
-    keep = set(ARG_REGS[arg - 1]) if arg else set()
+    keep = set(r for a in args if a for r in ARG_REGS[a - 1])
     for insn in insns:
         if insn.address - addr > MAX_SCAN:
             break

@@ -286,6 +286,8 @@ class StageTracer(MapReads):
     OP_KINDS = {"op_done": OP_END, "rep_reply": OP_END,
                 "rep_local_commit": OP_END, "repop_done": OP_END,
                 "ec_reply": OP_END, "ec_committed": OP_END,
+                "ec_read_reply": OP_END, "ec_read_done": OP_END,
+                "ec_read_start": OP_MIDDLE,
                 "op_dequeue": OP_MIDDLE, "rep_submit": OP_MIDDLE,
                 "ec_sub_write": OP_MIDDLE,
                 "op_enqueue": OP_START}

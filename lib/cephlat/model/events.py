@@ -19,6 +19,10 @@ from .hist import Hist
 # (count: the writes it replied to last)
 PEER_WAIT = "replica_wait.peer."
 PEER_LAST = "replica_wait.last."
+# the same per shard of an erasure-coded read (its primary's view; live
+# only: the kernel's peers map, no capture events yet)
+SHARD_READ_WAIT = "shard_read.peer."
+SHARD_READ_LAST = "shard_read.last."
 
 
 def accrue(row, states, state, a, b):

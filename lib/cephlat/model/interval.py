@@ -84,8 +84,8 @@ def interval_record(run, cur, prev, ts, secs, in_flight):
         if stage in run.classes:
             s["by_class"] = {c: hists["%s.%s" % (stage, c)].summary()
                              for c in vocab.op_classes}
-        if stage == "replica_wait":
-            s["by_peer"] = report.by_peer(hists)
+        if stage in ("replica_wait", "shard_read"):
+            s["by_peer"] = report.by_peer(hists, stage)
             last = max(s["by_peer"].items(), key=lambda kv: kv[1]["last"],
                        default=(None, {"last": 0}))
             s["last_peer"] = last[0] if last[1]["last"] else None
@@ -168,7 +168,9 @@ def _kernel_part(run, rec, hists, counters, cur, prev, secs):
                                      "replica_wait", {}).get("by_peer"),
                                  run.scheduler, rec.get("throttles"), secs,
                                  rec["stages"].get("queue_wait", {}).get(
-                                     "by_queue_class"), vocab.background)
+                                     "by_queue_class"), vocab.background,
+                                 rec["stages"].get("shard_read", {}).get(
+                                     "by_peer"), run.name)
     rec["cause"] = cause
     rec["verdict"] = text
     hists.update({"kernel." + k: v for k, v in kst.items()})

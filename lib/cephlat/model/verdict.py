@@ -1,6 +1,8 @@
 """The verdict: an interval's figures in plain words (the cause, and the
 numbers behind it), and a line about a slow replica when several OSDs are
 traced together. From model/interval.py's figures; render/ prints it."""
+import re
+
 from . import sched as scheduler
 
 
@@ -100,6 +102,35 @@ def _replica_line(stages, peers):
         p["mean_us"] >= SLOW_VS_PEERS * (sum(others) / len(others))
     slow = len(peers) > 1 and rw.mean_us() > SLOW_VS_LOCAL * local and (
         p["last_pct"] >= SLOW_LAST_PCT or (p["last_pct"] >= 50 and ahead))
+    return line + (": look at %s." % name if slow else "."), \
+        name if slow else None
+
+
+def _shard_read_line(stages, peers, me):
+    """Erasure-coded reads: how long they waited for their shards, and
+    the slowest shard. A read waits for its k shards, its primary's own
+    often among them and first (no network), and a PG's reads go to that
+    PG's shards only: the remote shards are compared among themselves
+    (their replies' mean waits), and the slowest is slow when it takes
+    SLOW_VS_PEERS times the others' and was last in most of the reads it
+    served (SLOW_LAST_PCT). -> (line or None, the slow shard's name or
+    None)"""
+    sr = stages.get("shard_read")
+    if sr is None or not sr.count or not peers:
+        return None, None
+    ss = sr.summary()
+    remote = {n: q for n, q in peers.items() if n != me and q.get("count")}
+    if not remote:
+        return None, None
+    name, p = max(remote.items(), key=lambda kv: kv[1]["mean_us"])
+    served = 100.0 * p["last"] / p["count"]
+    line = "erasure-coded reads waited %s for their shards (p99 %s); the " \
+        "slowest, %s, took %s and was last in %d %% of the reads it " \
+        "served" % (_ms(ss["mean_us"]), _ms(ss["p99_us"]), name,
+                    _ms(p["mean_us"]), round(served))
+    others = [q["mean_us"] for n, q in remote.items() if n != name]
+    slow = bool(others) and served >= SLOW_LAST_PCT and \
+        p["mean_us"] >= SLOW_VS_PEERS * (sum(others) / len(others))
     return line + (": look at %s." % name if slow else "."), \
         name if slow else None
 
@@ -280,12 +311,13 @@ def _background_lines(stages, qclasses, sched, secs, background):
 
 def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
             sched=None, throttles=None, secs=None, qclasses=None,
-            background=()):
+            background=(), read_peers=None, me=None):
     """-> (cause, text): the dominant reason ops waited, in plain words,
     with the numbers behind it. peers: replica_wait's by_peer; sched: the
     OSD's scheduler (ceph/scheduler.py); throttles: the messenger's
     (throttle_deltas); secs: the interval's length; qclasses: queue_wait's
-    by_queue_class; background: the stages of background work (vocab)."""
+    by_queue_class; background: the stages of background work (vocab);
+    read_peers: shard_read's by_peer; me: the OSD's own name ("osd.N")."""
     qw = stages.get("queue_wait")
     lines = []
     cause = "none"
@@ -355,6 +387,11 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
             lines.insert(0, replica)
         if slow:
             cause = "replica"
+        shards, slow = _shard_read_line(stages, read_peers, me)
+        if shards:
+            lines.insert(0, shards)
+        if slow:
+            cause = "replica"
         lines.append("CPU run-queue delay %s; workers slept %s of the time." %
                      (_ms(attr["runq"]["mean_us"]),
                       "%d %%" % round(sleep_pct) if sleep_pct is not None
@@ -372,8 +409,11 @@ def host_verdicts(recs):
     verdict gets a line of its own numbers, from its report ({name:
     interval object}, changed in place: a line added, none rewritten)."""
     for name, rec in recs.items():
-        rw = rec.get("stages", {}).get("replica_wait") or {}
-        slow = rec.get("cause") == "replica" and rw.get("last_peer")
+        # the one its verdict named: a write's replica or shard, or an
+        # erasure-coded read's shard
+        m = re.search(r"look at (osd\.\d+)\.", rec.get("verdict", "")) \
+            if rec.get("cause") == "replica" else None
+        slow = m.group(1) if m else None
         peer = recs.get(slow) if slow else None
         if peer is None:
             continue
