@@ -17,10 +17,12 @@
 #                 root filesystem and import it as an image, if missing (silent otherwise)
 #   up            install, stop any other lab (the host's Pacific one too), then start or
 #                 check this one; LAB_OSD_OPTS as for lab.sh; LAB_OSDS=1-3 OSDs (default:
-#                 the running lab's count, else 1): another count rebuilds the lab
+#                 the running lab's count, else 1): another count rebuilds the lab;
+#                 LAB_POOL as for lab.sh (ec:2+1 with three OSDs)
 #   env           export lines: CEPH_CONF, OSD_PID (host PID of osd.0), CEPH_RELEASE,
 #                 OSD_ASOK (as seen from the host), LAB_EXEC (prefix that runs ceph/rados in
-#                 the lab), LAB_CONTAINER, OSD_PIDS and OSD_ASOKS (every OSD, id order)
+#                 the lab), LAB_CONTAINER, OSD_PIDS and OSD_ASOKS (every OSD, id order),
+#                 LAB_POOL
 #   down          stop it: no container, process, mount or loop device left, state deleted
 #   down-if-up    "down" when anything of it exists, silent otherwise
 #   workload [SECS] [THREADS]   lab.sh workload inside the container
@@ -28,7 +30,7 @@
 #   osd stop|start ID           lab.sh osd inside the container
 # RELEASE "all" with down or down-if-up: every container lab.
 #
-# Environment: LAB_OSD_OPTS, LAB_OSDS, LAB_DISK_SIZE (16G each), LAB_LOOP_DIRECT_IO (off),
+# Environment: LAB_OSD_OPTS, LAB_OSDS, LAB_POOL, LAB_DISK_SIZE (16G each), LAB_LOOP_DIRECT_IO (off),
 #   LAB_READY_TIMEOUT, CEPHLAT_ROOTFS_DIR (/var/cache/cephlat/rootfs: <release>.tar),
 #   CEPHLAT_MIRROR (Debian mirror for mmdebstrap; default: the host's, from /etc/apt),
 #   LAB_LOG_ROOT (/var/log/cephlat: logs of install steps).
@@ -178,7 +180,8 @@ in_ctr() {
         -e "LAB_LOCK_HELD=1" -e "CEPH_CONF=$CONF" -e "LAB_OSD_OPTS=${LAB_OSD_OPTS:-}")
     [[ -n $loops ]] && envs+=(-e "LAB_OSDS=$(wc -w <<<"$loops")")
     local v
-    for v in LAB_READY_TIMEOUT LAB_STOP_TIMEOUT LAB_CLEANUP_PCT CEPH_CMD_TIMEOUT SECS THREADS; do
+    for v in LAB_READY_TIMEOUT LAB_STOP_TIMEOUT LAB_CLEANUP_PCT CEPH_CMD_TIMEOUT SECS THREADS \
+        LAB_POOL; do
         [[ -n ${!v:-} ]] && envs+=(-e "$v=${!v}")
     done
     pm exec "${envs[@]}" "$CTR_NAME" bash "$IN_CTR_LAB" "$@"
@@ -348,6 +351,7 @@ cmd_ctr_env() {
     printf 'export OSD_PIDS=%s\n' "${joined%,}"
     printf -v joined '%s,' "${asoks[@]}"
     printf 'export OSD_ASOKS=%s\n' "${joined%,}"
+    printf 'export LAB_POOL=%s\n' "$(cat "$INNER/pool" 2>/dev/null || echo replicated)"
 }
 
 need_up() {

@@ -69,7 +69,8 @@
 #                      coded pool rbd-ec (profile k=K m=M, failure domain host on the
 #                      multi-host lab, osd on one node; overwrites on; its metadata stays
 #                      in pool rbd). Changing it on a running lab makes img1 anew (its data
-#                      goes); K+M at most the failure domains
+#                      goes; back to replicated, pool rbd-ec goes too); K+M at most the
+#                      failure domains
 #   LAB_LOOP_DIRECT_IO on|off: loop device bypasses the page cache (default off)
 #   LAB_FSID           cluster fsid (multi node; else read from $LAB_SHARED/fsid)
 #   LAB_SHARED         folder shared by the Vagrant nodes (default /vagrant/.lab)
@@ -800,6 +801,7 @@ ensure_data_pool() {
     timeout 60 rbd rm "$POOL/$IMAGE" >/dev/null 2>&1 || true
     if [[ $want == replicated ]]; then
         timeout 30 rbd create --size 1024 "$POOL/$IMAGE" || die "rbd create $POOL/$IMAGE failed"
+        cephc osd pool rm rbd-ec rbd-ec --yes-i-really-really-mean-it >/dev/null 2>&1 || true
     else
         cephc osd pool rm rbd-ec rbd-ec --yes-i-really-really-mean-it >/dev/null 2>&1 || true
         cephc osd erasure-code-profile set "lab-ec-$k-$m" k="$k" m="$m" \

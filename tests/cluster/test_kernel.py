@@ -152,12 +152,14 @@ def test_text_report_has_the_tables(filled):
     finally:
         bench.stop()
     # the default stages; the probes: 6 on a read's path, bluestore_submit
-    # (2), the replicated-write events (4) and the background items' entry
-    # and return (10: scrub's two overloads among them; none on a client
-    # op's path)
+    # (2), the replicated-write events (4), the erasure-coded pools' (7:
+    # submit_transaction, a sub-write, its reply and commit, a sub-read
+    # sent, replied and completed; none on a replicated op's path) and the
+    # background items' entry and return (10: scrub's two overloads among
+    # them; none on a client op's path)
     assert "Tracing %d stages + kernel of ceph-osd" % len(
         probetable.DEFAULT_STAGES) in err
-    assert ", 22 probes)" in err, err
+    assert ", 29 probes)" in err, err
     for head in ("THREAD ROLE", "QUEUE_WAIT ATTRIBUTION", "SHARD", "VERDICT",
                  "kernel stage = offcpu", "kernel stage = wakeup_delay"):
         assert head in out, head

@@ -135,7 +135,8 @@ def test_lab_env_and_make_lab_keep_three(lab3):
     assert lines == ["export CEPH_CONF=%s" % lab3["CEPH_CONF"],
                      "export OSD_PID=%d" % lab3["pids"][0],
                      "export OSD_PIDS=%s" % pids,
-                     "export OSD_ASOKS=%s" % ",".join(lab3["asoks"])], lines
+                     "export OSD_ASOKS=%s" % ",".join(lab3["asoks"]),
+                     "export LAB_POOL=replicated"], lines
     for pid in lab3["pids"]:
         assert open("/proc/%d/comm" % pid).read().strip() == "ceph-osd"
     assert len(set(lab3["pids"])) == 3

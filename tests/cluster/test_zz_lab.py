@@ -62,7 +62,8 @@ def test_lab_lifecycle(lab):
     assert lines == ["export CEPH_CONF=%s" % env["CEPH_CONF"],
                      "export OSD_PID=%d" % pid,
                      "export OSD_PIDS=%d" % pid,
-                     "export OSD_ASOKS=%s" % env["OSD_ASOKS"]]
+                     "export OSD_ASOKS=%s" % env["OSD_ASOKS"],
+                     "export LAB_POOL=replicated"]
     assert env["OSD_ASOKS"].endswith("/run/ceph-osd.0.asok")
 
     # the OSD goes away under a running osdstage

@@ -84,7 +84,9 @@ def test_container_lab_lifecycle(container_lab):
     # make -s lab-env
     env = env_lines(release)
     assert list(env) == ["CEPH_CONF", "OSD_PID", "CEPH_RELEASE", "OSD_ASOK",
-                         "LAB_EXEC", "LAB_CONTAINER", "OSD_PIDS", "OSD_ASOKS"]
+                         "LAB_EXEC", "LAB_CONTAINER", "OSD_PIDS", "OSD_ASOKS",
+                         "LAB_POOL"]
+    assert env["LAB_POOL"] == "replicated", env
     assert env["OSD_PID"] == str(pid) and env["CEPH_RELEASE"] == release
     assert env["OSD_PIDS"] == str(pid) and env["OSD_ASOKS"] == env["OSD_ASOK"]
     assert env["CEPH_CONF"] == info["CEPH_CONF"] == top + "/lab/ceph.conf"
