@@ -83,7 +83,8 @@ def test_each_write_waits_on_every_shard(ec3, run):
 @pytest.mark.parametrize("run", range(3))
 def test_each_read_waits_on_its_shards(ec3, run):
     """rados bench's random reads of those objects: each OSD's reads as
-    primary (op_r) waited on their K data shards, one of them last."""
+    primary (op_r) waited on their K data shards (20.2: on those holding
+    the extent), one of them last."""
     rec, dumps = _traced(ec3, lambda: _bench(ec3, "3", "rand", "-t", "8"))
     reads = _deltas(dumps, "op_r")
     assert sum(1 for n in reads if n) >= 2, reads
@@ -96,5 +97,11 @@ def test_each_read_waits_on_its_shards(ec3, run):
         if not n:
             continue
         peers = sr["by_peer"]
-        assert sum(p["count"] for p in peers.values()) == K * n, peers
+        replies = sum(p["count"] for p in peers.values())
+        if ec3["release"] == "tentacle":
+            # 20.2 reads only the shards that hold the extent asked for
+            # (a 4 KiB object's data is all on its first shard)
+            assert n <= replies <= K * n, peers
+        else:
+            assert replies == K * n, peers
         assert sum(p["last"] for p in peers.values()) == n, peers
