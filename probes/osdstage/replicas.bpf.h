@@ -218,6 +218,24 @@ int repop_done(struct pt_regs *ctx)
  * is a replica's, the primary's own shard's its local commit; on a shard
  * the sub-write op is a replica op (repop). */
 
+/* The traced process's slot, with the transaction id at `addr` in `tk`
+ * (an ectids or ecreads key; backend 0, as on a primary): -1 when the
+ * process is not a target or the id could not be read (counted). */
+static __always_inline int ec_key(__u64 addr, struct ec_tid_key *tk)
+{
+	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
+
+	if (slot < 0)
+		return -1;
+	count(slot, CNT_HIT_ENTRY);
+	if (bpf_probe_read_user(&tk->tid, sizeof(tk->tid), (void *)addr)) {
+		count(slot, CNT_BAD_ARG);
+		return -1;
+	}
+	tk->slot = slot;
+	return slot;
+}
+
 /* ECBackend::handle_sub_write(pg_shard_t from, OpRequestRef msg,
  * ECSubWrite &op, ...): a sub-write applied, on every shard the write
  * goes to. On the primary (its op indexed by request id) the first
@@ -226,24 +244,20 @@ int repop_done(struct pt_regs *ctx)
 SEC("uprobe")
 int ec_sub_write(struct pt_regs *ctx)
 {
-	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
+	__u64 w = PT_REGS_PARM4(ctx), ref = PT_REGS_PARM3(ctx), op = 0;
 	struct ec_tid_key tk = {};
 	struct ec_tid_val tv = {};
 	struct reqid r = {};
 	struct req_slot *k;
 	struct op_state *st;
-	__u64 w = PT_REGS_PARM4(ctx), ref = PT_REGS_PARM3(ctx), op = 0;
+	int slot = ec_key(w + ecsw_tid_off, &tk);
 
 	if (slot < 0)
 		return 0;
-	count(slot, CNT_HIT_ENTRY);
-	if (bpf_probe_read_user(&tk.tid, sizeof(tk.tid),
-				(void *)(w + ecsw_tid_off)) ||
-	    read_reqid_at(w + ecsw_reqid_off, &r, slot)) {
+	if (read_reqid_at(w + ecsw_reqid_off, &r, slot)) {
 		count(slot, CNT_BAD_ARG);
 		return 0;
 	}
-	tk.slot = slot;
 	k = req_find(&r);
 	if (k) {
 		/* the primary: from is its own shard */
@@ -280,21 +294,14 @@ int ec_sub_write(struct pt_regs *ctx)
 SEC("uprobe")
 int ec_reply(struct pt_regs *ctx)
 {
-	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
 	__u64 now = bpf_ktime_get_ns(), peer = (__u32)PT_REGS_PARM2(ctx);
 	struct ec_tid_key tk = {};
 	struct ec_tid_val *tv;
 	struct op_state *st;
+	int slot = ec_key(PT_REGS_PARM3(ctx) + ecrep_tid_off, &tk);
 
 	if (slot < 0)
 		return 0;
-	count(slot, CNT_HIT_ENTRY);
-	if (bpf_probe_read_user(&tk.tid, sizeof(tk.tid),
-				(void *)(PT_REGS_PARM3(ctx) + ecrep_tid_off))) {
-		count(slot, CNT_BAD_ARG);
-		return 0;
-	}
-	tk.slot = slot;
 	tv = bpf_map_lookup_elem(&ectids, &tk);
 	if (!tv)
 		return 0;	/* a transaction not waited for */
@@ -353,19 +360,16 @@ int ec_committed(struct pt_regs *ctx)
 SEC("uprobe")
 int ec_read_start(struct pt_regs *ctx)
 {
-	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
 	__u64 rop = PT_REGS_PARM2(ctx), op = 0, key;
 	struct ec_tid_key tk = {};
 	struct ec_read v = {};
 	struct op_state *st;
 	__u32 flags = 0;
+	int slot = ec_key(rop + ecro_tid_off, &tk);
 
 	if (slot < 0)
 		return 0;
-	count(slot, CNT_HIT_ENTRY);
-	if (bpf_probe_read_user(&tk.tid, sizeof(tk.tid),
-				(void *)(rop + ecro_tid_off)) ||
-	    bpf_probe_read_user(&op, sizeof(op), (void *)(rop + ecro_op_off))) {
+	if (bpf_probe_read_user(&op, sizeof(op), (void *)(rop + ecro_op_off))) {
 		count(slot, CNT_BAD_ARG);
 		return 0;
 	}
@@ -387,7 +391,6 @@ int ec_read_start(struct pt_regs *ctx)
 						  (void *)(op + rmw_flags_off)) &&
 	    (flags & rmw_write_bit))
 		return 0;
-	tk.slot = slot;
 	v.key = key;
 	v.sent_ns = bpf_ktime_get_ns();
 	bpf_map_update_elem(&ecreads, &tk, &v, BPF_ANY);
@@ -399,21 +402,14 @@ int ec_read_start(struct pt_regs *ctx)
 SEC("uprobe")
 int ec_read_reply(struct pt_regs *ctx)
 {
-	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
 	__u64 now = bpf_ktime_get_ns(), peer = (__u32)PT_REGS_PARM2(ctx);
 	struct ec_tid_key tk = {};
 	struct peer_stats *ps;
 	struct ec_read *v;
+	int slot = ec_key(PT_REGS_PARM3(ctx) + ecrr_tid_off, &tk);
 
 	if (slot < 0)
 		return 0;
-	count(slot, CNT_HIT_ENTRY);
-	if (bpf_probe_read_user(&tk.tid, sizeof(tk.tid),
-				(void *)(PT_REGS_PARM3(ctx) + ecrr_tid_off))) {
-		count(slot, CNT_BAD_ARG);
-		return 0;
-	}
-	tk.slot = slot;
 	v = bpf_map_lookup_elem(&ecreads, &tk);
 	if (!v || now < v->sent_ns)
 		return 0;	/* not a client read's */
@@ -430,21 +426,14 @@ int ec_read_reply(struct pt_regs *ctx)
 SEC("uprobe")
 int ec_read_done(struct pt_regs *ctx)
 {
-	int slot = target_of(bpf_get_current_pid_tgid() >> 32);
 	struct ec_tid_key tk = {};
 	struct peer_stats *ps;
 	struct ec_read *v;
 	__u32 gen;
+	int slot = ec_key(PT_REGS_PARM2(ctx) + ecro_tid_off, &tk);
 
 	if (slot < 0)
 		return 0;
-	count(slot, CNT_HIT_ENTRY);
-	if (bpf_probe_read_user(&tk.tid, sizeof(tk.tid),
-				(void *)(PT_REGS_PARM2(ctx) + ecro_tid_off))) {
-		count(slot, CNT_BAD_ARG);
-		return 0;
-	}
-	tk.slot = slot;
 	v = bpf_map_lookup_elem(&ecreads, &tk);
 	if (!v)
 		return 0;
