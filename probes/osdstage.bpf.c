@@ -45,8 +45,9 @@ const volatile __u32 reqid_off = 0;	/* OpRequest -> reqid (osd_reqid_t) */
 const volatile __u32 src_num_off = 0;	/* OpRequest -> req_src_inst.name._num */
 const volatile __u32 repmod_op_off = 0;	/* ReplicatedBackend::RepModify -> op */
 const volatile __u32 inprog_op_off = 0;	/* ReplicatedBackend::InProgressOp -> op */
-const volatile __u32 ecsw_tid_off = 0;	/* ECSubWrite -> tid; 0: unknown (the
-					 * reqid follows at ecsw_reqid_off) */
+/* erasure-coded pools' records (their programs are attached only where
+ * the probe table has these) */
+const volatile __u32 ecsw_tid_off = 0;	/* ECSubWrite -> tid */
 const volatile __u32 ecsw_reqid_off = 0; /* ECSubWrite -> reqid (osd_reqid_t) */
 const volatile __u32 ecrep_tid_off = 0;	/* ECSubWriteReply -> tid */
 const volatile __u32 ecro_tid_off = 0;	/* ECBackend::ReadOp -> tid */

@@ -784,10 +784,11 @@ build_single() {
     touch "$LAB_DIR/built"
 }
 
-# ensure_data_pool FAILURE_DOMAINS DOMAIN_TYPE: img1's data where LAB_POOL asks
-# (replicated: pool rbd; ec:K+M: pool rbd-ec); $LAB_DIR/pool says where it is now.
+# ensure_data_pool FAILURE_DOMAINS DOMAIN_TYPE OSDS: img1's data where LAB_POOL asks
+# (replicated: pool rbd; ec:K+M: pool rbd-ec), then ready again when it moved;
+# $LAB_DIR/pool says where it is now.
 ensure_data_pool() {
-    local domains=$1 type=$2 want=${LAB_POOL:-replicated} have k m
+    local domains=$1 type=$2 osds=$3 want=${LAB_POOL:-replicated} have k m
     have=$(cat "$LAB_DIR/pool" 2>/dev/null || echo replicated)
     [[ $want == "$have" ]] && return 0
     if [[ $want != replicated ]]; then
@@ -799,11 +800,10 @@ ensure_data_pool() {
             die "LAB_POOL=$want: k+m=$((k + m)) shards need as many ${type}s; the lab has $domains"
     fi
     timeout 60 rbd rm "$POOL/$IMAGE" >/dev/null 2>&1 || true
+    cephc osd pool rm rbd-ec rbd-ec --yes-i-really-really-mean-it >/dev/null 2>&1 || true
     if [[ $want == replicated ]]; then
         timeout 30 rbd create --size 1024 "$POOL/$IMAGE" || die "rbd create $POOL/$IMAGE failed"
-        cephc osd pool rm rbd-ec rbd-ec --yes-i-really-really-mean-it >/dev/null 2>&1 || true
     else
-        cephc osd pool rm rbd-ec rbd-ec --yes-i-really-really-mean-it >/dev/null 2>&1 || true
         cephc osd erasure-code-profile set "lab-ec-$k-$m" k="$k" m="$m" \
             crush-failure-domain="$type" --force >/dev/null 2>&1 ||
             die "ceph osd erasure-code-profile set lab-ec-$k-$m failed"
@@ -817,6 +817,7 @@ ensure_data_pool() {
     fi
     echo "$want" >"$LAB_DIR/pool"
     msg "image $POOL/$IMAGE: data in $([[ $want == replicated ]] && echo "pool $POOL" || echo "pool rbd-ec ($want)")"
+    wait_ready "$osds"
 }
 
 # "osd.0 pid P" or, with several OSDs, "3 OSDs: osd.0 pid P0, osd.1 pid P1, ..."
@@ -869,8 +870,7 @@ cmd_up() {
         cmd_down
         build_single "$want"
     fi
-    ensure_data_pool "$want" osd
-    wait_ready "$want"
+    ensure_data_pool "$want" osd "$want"
     msg "lab up in $((SECONDS - start))s: CEPH_CONF=$CONF $(osds_summary)"
 }
 
@@ -895,8 +895,7 @@ up_hosts() {
         cmd_down
         build_hosts "$hosts" "$per"
     fi
-    ensure_data_pool "$hosts" host
-    wait_ready "$n"
+    ensure_data_pool "$hosts" host "$n"
 }
 
 # One lab at a time: the host lab stops the container labs (vagrant/container.sh) first.

@@ -255,6 +255,43 @@ _OPREF = r"boost::intrusive_ptr<OpRequest>"
 _TPH = r"ThreadPool::TPHandle"
 
 
+def _ec_funcs(backend="ECBackend", reads="ECBackend",
+              read_op="ECBackend::ReadOp", listener=False,
+              recovery_msgs=True):
+    """An erasure-coded backend's functions, as of Pacific: `backend` has
+    the sub-writes and the replies, `reads` the read pipeline (its
+    `read_op`); 20.2's legacy backend's handle_sub_write takes an
+    ECListener& too (`listener`), and its read reply and completion no
+    RecoveryMessages* (`recovery_msgs`). x86-64: pg_shard_t (8 bytes) in a
+    register, the references as pointers."""
+    rm = r"RecoveryMessages\*" if recovery_msgs else ""
+    return {
+        "ec_submit": Func(backend + "::submit_transaction",
+                          r"^hobject_t const&, object_stat_sum_t const&, "
+                          r".*" + _OPREF + r"$"),
+        "ec_sub_write": Func(backend + "::handle_sub_write",
+                             r"^pg_shard_t, " + _OPREF + r", ECSubWrite&, "
+                             r"ZTracer::Trace const&" +
+                             (r", ECListener&" if listener else "") + "$",
+                             regs=4),
+        "ec_reply": Func(backend + "::handle_sub_write_reply",
+                         r"^pg_shard_t, ECSubWriteReply const&, "
+                         r"ZTracer::Trace const&$", regs=3),
+        "ec_committed": Func(backend + "::sub_write_committed",
+                             r"^unsigned long, eversion_t, eversion_t, "
+                             r"ZTracer::Trace const&$", regs=2),
+        "ec_read_start": Func(reads + "::do_read_op", r"^" + read_op + "&$",
+                              regs=2),
+        "ec_read_reply": Func(backend + "::handle_sub_read_reply",
+                              r"^pg_shard_t, ECSubReadReply&, " +
+                              (rm + ", " if rm else "") +
+                              r"ZTracer::Trace const&$", regs=3),
+        "ec_read_done": Func(reads + "::complete_read_op",
+                             r"^" + read_op + "&" + (", " + rm if rm else "")
+                             + "$", regs=2),
+    }
+
+
 def _funcs(**over):
     """The functions as of Pacific, with per-release overrides."""
     f = {
@@ -298,29 +335,6 @@ def _funcs(**over):
         "repop_commit": Func("ReplicatedBackend::repop_commit",
                              r"^std::shared_ptr<ReplicatedBackend::"
                              r"RepModify>$", op_arg=(2, True)),
-        # erasure-coded writes (x86-64: pg_shard_t, 8 bytes, in a
-        # register; ECSubWrite& and ECSubWriteReply const& as pointers)
-        "ec_submit": Func("ECBackend::submit_transaction",
-                          r"^hobject_t const&, object_stat_sum_t const&, "
-                          r".*" + _OPREF + r"$"),
-        "ec_sub_write": Func("ECBackend::handle_sub_write",
-                             r"^pg_shard_t, " + _OPREF + r", ECSubWrite&, "
-                             r"ZTracer::Trace const&$", regs=4),
-        "ec_reply": Func("ECBackend::handle_sub_write_reply",
-                         r"^pg_shard_t, ECSubWriteReply const&, "
-                         r"ZTracer::Trace const&$", regs=3),
-        "ec_committed": Func("ECBackend::sub_write_committed",
-                             r"^unsigned long, eversion_t, eversion_t, "
-                             r"ZTracer::Trace const&$", regs=2),
-        "ec_read_start": Func("ECBackend::do_read_op",
-                              r"^ECBackend::ReadOp&$", regs=2),
-        "ec_read_reply": Func("ECBackend::handle_sub_read_reply",
-                              r"^pg_shard_t, ECSubReadReply&, "
-                              r"RecoveryMessages\*, ZTracer::Trace const&$",
-                              regs=3),
-        "ec_read_done": Func("ECBackend::complete_read_op",
-                             r"^ECBackend::ReadOp&, RecoveryMessages\*$",
-                             regs=2),
         # background items (PGRecovery, PGScrub*, PGSnapTrim, PGDelete
         # run these); 18.2 added do_recovery's int priority
         "do_recovery": Func("OSD::do_recovery",
@@ -341,6 +355,7 @@ def _funcs(**over):
                                r"^OSDShard\*, PG\*, unsigned int, " + _TPH +
                                r"&$"),
     }
+    f.update(_ec_funcs())
     f.update(over)
     return f
 
@@ -401,30 +416,6 @@ _REEF_OFFSETS = dict(_PACIFIC_OFFSETS, reqid_off=272, src_num_off=312,
 _TENTACLE_OFFSETS = dict(_PACIFIC_OFFSETS, reqid_off=280, src_num_off=320,
                          msg_off=272, deq_time_off=384)
 
-_ECL = "ECLegacy::ECBackendL::"
-_ECL_READ = "ECLegacy::ECCommonL::ReadPipeline::"
-_TENTACLE_EC = {
-    "ec_submit": Func(_ECL + "submit_transaction",
-                      r"^hobject_t const&, object_stat_sum_t const&, "
-                      r".*" + _OPREF + r"$"),
-    "ec_sub_write": Func(_ECL + "handle_sub_write",
-                         r"^pg_shard_t, " + _OPREF + r", ECSubWrite&, "
-                         r"ZTracer::Trace const&, ECListener&$", regs=4),
-    "ec_reply": Func(_ECL + "handle_sub_write_reply",
-                     r"^pg_shard_t, ECSubWriteReply const&, "
-                     r"ZTracer::Trace const&$", regs=3),
-    "ec_committed": Func(_ECL + "sub_write_committed",
-                         r"^unsigned long, eversion_t, eversion_t, "
-                         r"ZTracer::Trace const&$", regs=2),
-    "ec_read_start": Func(_ECL_READ + "do_read_op",
-                          r"^ECLegacy::ECCommonL::ReadOp&$", regs=2),
-    "ec_read_reply": Func(_ECL + "handle_sub_read_reply",
-                          r"^pg_shard_t, ECSubReadReply&, "
-                          r"ZTracer::Trace const&$", regs=3),
-    "ec_read_done": Func(_ECL_READ + "complete_read_op",
-                         r"^ECLegacy::ECCommonL::ReadOp&$", regs=2),
-}
-
 RELEASES = OrderedDict((r.key, r) for r in [
     # Octopus: signatures read from the 15.2.17 source.
     Release("15.2", "octopus", _funcs()),
@@ -445,7 +436,9 @@ RELEASES = OrderedDict((r.key, r) for r in [
     # functions (handle_sub_write gained an ECListener&, handle_sub_read_
     # reply lost its RecoveryMessages*; the read pipeline is a class of
     # its own).
-    Release("20.2", "tentacle", _funcs(**_TENTACLE_EC), rmw=(240, 0x2, 0x4),
+    Release("20.2", "tentacle", _funcs(**_ec_funcs(
+        "ECLegacy::ECBackendL", "ECLegacy::ECCommonL::ReadPipeline",
+        "ECLegacy::ECCommonL::ReadOp", listener=True, recovery_msgs=False)), rmw=(240, 0x2, 0x4),
             offsets=dict(_TENTACLE_OFFSETS, **_EC_OFFSETS), verified=True),
 ])
 

@@ -168,6 +168,7 @@ class MapReads:
         stride = (ps.size + 7) // 8 * 8
         ncpu = self.reader.ncpu
         hshift = self.abi.const("HALF_SHIFT")
+        rshift = self.abi.const("PEER_READ_SHIFT")
         out = {}
         for key in self.peers.keys():
             k = struct.unpack("<Q", key)[0]
@@ -179,7 +180,6 @@ class MapReads:
             last = sum(struct.unpack_from("<Q", raw, cpu * stride)[0]
                        for cpu in range(ncpu))
             k &= (1 << hshift) - 1
-            rshift = self.abi.const("PEER_READ_SHIFT")
             read = k >> rshift & 1
             k &= (1 << rshift) - 1
             peers = out.setdefault(k >> 32, {})

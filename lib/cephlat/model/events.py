@@ -20,7 +20,8 @@ from .hist import Hist
 PEER_WAIT = "replica_wait.peer."
 PEER_LAST = "replica_wait.last."
 # the same per shard of an erasure-coded read (its primary's view; live
-# only: the kernel's peers map, no capture events yet)
+# only: the kernel's peers map, no capture events yet); report.by_peer
+# reads both as STAGE.peer. and STAGE.last.
 SHARD_READ_WAIT = "shard_read.peer."
 SHARD_READ_LAST = "shard_read.last."
 

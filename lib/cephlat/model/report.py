@@ -265,10 +265,8 @@ def osd_summary(name, rec):
 def by_peer(hists, stage="replica_wait"):
     """replica_wait per replica (or shard_read per shard): its replies'
     waits and how often it was the last to reply (model/events.py keys
-    the histograms)."""
-    from . import events
-    PEER_WAIT, PEER_LAST = (events.SHARD_READ_WAIT, events.SHARD_READ_LAST) \
-        if stage == "shard_read" else (events.PEER_WAIT, events.PEER_LAST)
+    the histograms: STAGE.peer.N, STAGE.last.N)."""
+    PEER_WAIT, PEER_LAST = stage + ".peer.", stage + ".last."
     waits = {k[len(PEER_WAIT):]: h for k, h in hists.items()
              if k.startswith(PEER_WAIT) and h.count}
     lasts = {k[len(PEER_LAST):]: h.count for k, h in hists.items()
