@@ -10,6 +10,7 @@ import pytest
 
 from conftest import (OSDSTAGE, PYTHON, REPO, Bench, need, prefill,
                       stop_bpftrace)
+from cephlat.engine.btargs import declarations
 
 BT = sorted(glob.glob(os.path.join(REPO, "probes", "*.bt")))
 
@@ -32,7 +33,8 @@ def osdstages_args(pid):
                        timeout=60)
     assert p.returncode == 0, p.stderr
     args = p.stdout.split()
-    assert len(args) == 14 and args[0].startswith("/proc/%d/root/" % pid)
+    assert len(args) == 2 + len(declarations()), args
+    assert args[0].startswith("/proc/%d/root/" % pid)
     return args
 
 
@@ -42,7 +44,8 @@ def _offline_args(binary):
     from cephlat.engine.elfsym import ElfSymbols
     from cephlat.engine.plan import choose_release
     with ElfSymbols(binary) as elf:
-        return bt_args(binary, elf, choose_release(elf, elf.version_string()))
+        return bt_args(binary, elf, choose_release(
+            elf, elf.version_string()), 0)
 
 
 @pytest.mark.parametrize("path", BT, ids=[os.path.basename(p) for p in BT])
@@ -59,34 +62,40 @@ def test_bt_compiles(bpf_ready, tmp_path, path):
     assert "USAGE:" in head and "Example" in head
 
 
-def test_osdstages_bt_on_the_lab(lab):
+def osdstages_bt(pid, during):
+    """probes/osdstages.bt on the OSD of `pid`: attached, then during()
+    runs, then Ctrl-C. -> what it printed"""
     need(shutil.which("bpftrace") is not None, "bpftrace missing (make setup)")
-    prefill(lab, 3)
-    bench = Bench(lab, "rand", 20)
+    p = subprocess.Popen(["bpftrace", "-p", str(pid),
+                          os.path.join(REPO, "probes", "osdstages.bt")] +
+                         osdstages_args(pid), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(1)
-        p = subprocess.Popen(["bpftrace", "-p", str(lab["pid"]),
-                              os.path.join(REPO, "probes", "osdstages.bt")] +
-                             osdstages_args(lab["pid"]),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
         t0 = time.time()
         line = ""
         while "Hit Ctrl-C" not in line and time.time() - t0 < 60:
             line = p.stdout.readline()
-        assert "Hit Ctrl-C" in line
-        time.sleep(4)
+            if not line and p.poll() is not None:
+                break
+        assert "Hit Ctrl-C" in line, p.stderr.read()
+        during()
+    finally:
         out, err = stop_bpftrace(p)
+    assert p.returncode == 0, err
+    return out
+
+
+def test_osdstages_bt_on_the_lab(lab):
+    prefill(lab, 3)
+    bench = Bench(lab, "rand", 20)
+    try:
+        time.sleep(1)
+        out = osdstages_bt(lab["pid"], lambda: time.sleep(4))
     finally:
         bench.stop()
-    assert p.returncode == 0, err
-    maps = dict(re.findall(r"^@(\w+):\s*\n((?:\[.*\n)+)", out, re.M))
     for stage in ("queue_wait", "dequeue_op", "do_op", "get_object_context",
                   "bluestore_read", "op_total"):
-        rows = maps.get(stage + "_us", "")
-        total = sum(int(m) for m in re.findall(
-            r"^\[[^\])]*[\])]\s+(\d+)\s+\|", rows, re.M))
-        assert total > 1000, (stage, rows)
+        assert hist_total(out, stage + "_us") > 1000, (stage, out)
 
 
 def run_bt(script, pid, secs, args=()):

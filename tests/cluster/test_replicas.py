@@ -19,7 +19,8 @@ from datetime import datetime
 import pytest
 
 from conftest import (OSDSTAGE, PYTHON, Bench, assert_ctf_readers_accept,
-                      in_report, prefill, run_tool)
+                      in_report, perf_counters, prefill, run_tool)
+from test_bpftrace import hist_total, osdstages_bt
 from test_osdstage_live import traced_window
 from cephlat.ceph.adminsock import command
 from cephlat.capture.reader import Capture
@@ -449,3 +450,41 @@ def test_slowest_reads_have_every_call_stage(lab3, runs):
         full = [r for r in rows if want <= {s["stage"] for s in r["stages"]}]
         # the ops in flight when the probes went on lack their first calls
         assert len(full) >= len(rows) - 64, (name, len(full), len(rows))
+
+
+@pytest.mark.parametrize("run", range(3))
+def test_osdstages_bt_replica_stages_count_cephs_writes(lab3, run):
+    """probes/osdstages.bt on osd.N (N = run), 4 KiB writes (rados bench,
+    started after the probes are attached and finished before they are
+    taken off): its replica stages count exactly the OSD's own counters:
+    replica_wait, local_commit and op_total its writes as primary (op_w),
+    repop its replica ops (subop_w); each write waited on both other
+    OSDs, and one of them was last. And only this OSD's: uprobes fire in
+    every ceph-osd of the host, the script keeps to its pid."""
+    i = run % lab3["osds"]
+    pid, asok = lab3["pids"][i], lab3["asoks"][i]
+    dumps = []
+
+    def writes():
+        dumps.append(perf_counters(asok))
+        Bench(lab3, "write", 4).wait()
+        time.sleep(1)             # the last replies and commits
+        dumps.append(perf_counters(asok))
+
+    out = osdstages_bt(pid, writes)
+    before, after = dumps
+    op_w = sum(delta(before, after, "osd", c) for c in ("op_w", "op_rw"))
+    subop_w = delta(before, after, "osd", "subop_w")
+    assert op_w > 100 and subop_w > 100, (op_w, subop_w)
+    for stage in ("replica_wait", "local_commit", "op_total"):
+        assert hist_total(out, stage + "_us") == op_w, (stage, op_w, out)
+    assert hist_total(out, "repop_us") == subop_w, (subop_w, out)
+    peers = {int(p) for p in re.findall(
+        r"^@replica_wait_by_peer_us\[(\d+)\]:", out, re.M)}
+    assert peers == set(range(lab3["osds"])) - {i}, out
+    for p in peers:
+        assert hist_total(out, r"replica_wait_by_peer_us\[%d\]" % p) == \
+            op_w, (p, out)
+    last = {int(p): int(n) for p, n in re.findall(
+        r"^@replica_last\[(\d+)\]: (\d+)$", out, re.M)}
+    assert set(last) <= peers and sum(last.values()) == op_w, (last, out)

@@ -38,7 +38,8 @@ def bpftrace_args(args, err):
                                 "ceph-osd %d" % target.pid)
         if choice.notice:
             err.write("%s: %s\n" % (TOOL, choice.notice))
-        return bt_args(binary_of(target.pid), elf, choice)
+        return bt_args(binary_of(target.pid), elf, choice, target.pid,
+                       warn=lambda text: err.write("%s: %s\n" % (TOOL, text)))
 
 
 def _banner(args, err, targets, version, rel, plan):
