@@ -247,6 +247,16 @@ def test_every_family_is_there_for_every_osd(served):
                    if k[0] == "ceph_osd_queue_ops_total" and
                    dict(k[1])["ceph_daemon"] == osd)
         assert busy > 50, (osd, busy)
+        # each write waited on the two other OSDs, by their names
+        for fam in ("ceph_osd_replica_wait_seconds_count",
+                    "ceph_osd_replica_last_total"):
+            per = {dict(k[1])["peer"]: v for k, v in m.items()
+                   if k[0] == fam and dict(k[1])["ceph_daemon"] == osd}
+            others = [o for o in osds if o != osd]
+            # (one of them may never have been last)
+            assert sorted(per) == others if fam.endswith("_count") else \
+                set(per) <= set(others), (fam, per)
+            assert sum(per.values()) > 50, (fam, osd, per)
 
 
 def stage_tiers(m):

@@ -180,7 +180,7 @@ def test_held_without_a_limit_gives_the_served_rate():
 def test_host_verdict_adds_the_slow_replicas_own_line():
     """Several OSDs traced together: the primary's verdict keeps its text
     and gains a line with the slow replica's own figures."""
-    primary = {"cause": "replica",
+    primary = {"cause": "replica", "slow_osd": "osd.2",
                "verdict": "replicas: osd.2 replied last: look at osd.2.\n"
                           "block requests: 3, mean 40 us, p99 90 us.",
                "stages": {"replica_wait": {"last_peer": "osd.2"}}}
@@ -289,13 +289,15 @@ def _shards(peers):
 def test_an_erasure_coded_reads_slow_shard(peers, slow):
     """A read waits for its k shards, the primary's own (osd.0 here) among
     them and first: the remote shards are compared among themselves."""
-    c, text = verdict.verdict({"queue_wait": qw(100), "shard_read": qw(
+    v = verdict.verdict({"queue_wait": qw(100), "shard_read": qw(
         3000, 100)}, kst(), attr(5, 5, 20), WAKERS, THREADS, "tp_osd_tp",
         read_peers=_shards(peers), me="osd.0")
+    c, text = v
     first = text.splitlines()[0]
     assert first.startswith("erasure-coded reads waited 3.00 ms for their "
                             "shards"), text
     assert (c == "replica") == (slow is not None), (c, text)
+    assert v.slow == slow
     if slow:
         assert first.endswith(": look at %s." % slow), first
     else:
@@ -304,7 +306,7 @@ def test_an_erasure_coded_reads_slow_shard(peers, slow):
 
 def test_host_verdict_names_an_erasure_coded_reads_slow_shard():
     """The slow shard named by a read verdict gets its own line too."""
-    primary = {"cause": "replica",
+    primary = {"cause": "replica", "slow_osd": "osd.2",
                "verdict": "erasure-coded reads waited 5.00 ms for their "
                           "shards (p99 9.00 ms); the slowest, osd.2, took "
                           "7.40 ms and was last in 100 % of the reads it "
@@ -316,3 +318,53 @@ def test_host_verdict_names_an_erasure_coded_reads_slow_shard():
     verdict.host_verdicts({"osd.0": primary, "osd.2": shard})
     assert primary["verdict"].splitlines()[-1] == (
         "osd.2's own queue wait p99 0.80 ms.")
+
+
+class _Vocab:
+    max_roles = 8
+
+
+def test_both_replays_key_the_peers_alike_and_by_peer_reads_them():
+    """A capture's replica events, counted one at a time (Rules.count) and
+    as arrays (count_arrays, HistSet): the same typed per-peer keys, and
+    report.peers / by_peer read them back by OSD id."""
+    import numpy as np
+    from cephlat.model.events import HistSet, PeerKey, Rules, count_arrays
+    rules = Rules(_Vocab(), {"op_class": ["read", "write"]})
+    replies = [(1, 2000), (2, 3000), (1, 4000), (2, 9000)]
+    dones = [(2, 3000), (2, 9000)]          # (last peer, replica wait)
+    one = {}
+    for peer, ns in replies:
+        rules.count("replica_reply", {"peer": peer, "wait_ns": ns}, one)
+    for last, ns in dones:
+        rules.count("op_done", {"op_class": 1, "total_valid": 1,
+                                "op_total_ns": ns + 500, "dequeued": 1,
+                                "queue_wait_ns": 100, "replies": 2,
+                                "replica_wait_ns": ns, "last_peer": last},
+                    one)
+    hs = HistSet()
+    rep = np.array(replies, dtype=[("peer", "<u4"), ("wait_ns", "<u8")])
+    done = np.array([(1, 1, ns + 500, 1, 100, 2, ns, last)
+                     for last, ns in dones],
+                    dtype=[("op_class", "u1"), ("total_valid", "u1"),
+                           ("op_total_ns", "<u8"), ("dequeued", "u1"),
+                           ("queue_wait_ns", "<u8"), ("replies", "u1"),
+                           ("replica_wait_ns", "<u8"), ("last_peer", "<u4")])
+    for i, (name, r) in enumerate((("replica_reply", rep),
+                                   ("op_done", done))):
+        for key, idx, ns in count_arrays(rules, name, r):
+            hs.add(key, np.asarray(ns, np.uint64), (i, int(idx[0])))
+    arrays = hs.hists()
+    assert {k for k in one if isinstance(k, PeerKey)} == \
+        {k for k in arrays if isinstance(k, PeerKey)} == {
+            PeerKey.wait("replica_wait", 1), PeerKey.wait("replica_wait", 2),
+            PeerKey.last("replica_wait", 2)}
+    for hists in (one, arrays):
+        per = report.peers(hists, "replica_wait")
+        assert sorted(per) == [1, 2] and per[1][1] == 0 and per[2][1] == 2
+        assert per[1][0].count == 2 and per[2][0].max_ns == 9000
+        bp = report.by_peer(hists)
+        assert list(bp) == ["osd.1", "osd.2"]
+        assert bp["osd.2"]["last"] == 2 and bp["osd.2"]["last_pct"] == 100.0
+        assert bp["osd.1"]["count"] == 2 and bp["osd.1"]["last"] == 0
+        assert report.peers(hists, "shard_read") == {}

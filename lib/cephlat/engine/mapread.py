@@ -198,10 +198,9 @@ class MapReads:
         out = {}
         for (read, peer), (h, last) in cur.items():
             ph, plast = prev.get((read, peer), (None, 0))
-            wait, lastk = (events.SHARD_READ_WAIT, events.SHARD_READ_LAST) \
-                if read else (events.PEER_WAIT, events.PEER_LAST)
-            out[wait + str(peer)] = hist_delta(h, ph)
+            stage = "shard_read" if read else "replica_wait"
+            out[events.PeerKey.wait(stage, peer)] = hist_delta(h, ph)
             if last > plast:
-                out[lastk + str(peer)] = Hist(
+                out[events.PeerKey.last(stage, peer)] = Hist(
                     last - plast, 0, 0, [0] * len(h.slots))
         return out

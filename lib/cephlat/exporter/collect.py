@@ -18,7 +18,6 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily)
 
 from ..model import report
-from ..model.events import PEER_LAST, PEER_WAIT
 from ..model.hist import HIST_SLOTS, slot_bounds_us
 from .families import BUCKET_EXPONENTS, BUCKETS_S, BY_NAME
 
@@ -224,12 +223,13 @@ class Exported:
                     if h is not None:
                         st.count("ceph_osd_scheduler_class_held_seconds_total",
                                  (c,), h.sum_ns / 1e9)
-            for key, h in hists.items():
-                if key.startswith(PEER_WAIT):
-                    st.hist(REPLICA, ("osd." + key[len(PEER_WAIT):],), h)
-                elif key.startswith(PEER_LAST):
+            for peer, (wait, last) in report.peers(
+                    hists, "replica_wait").items():
+                if wait is not None:
+                    st.hist(REPLICA, ("osd.%d" % peer,), wait)
+                if last:
                     st.count("ceph_osd_replica_last_total",
-                             ("osd." + key[len(PEER_LAST):],), h.count)
+                             ("osd.%d" % peer,), last)
             if run.kernel:
                 self._kernel(st, run, hists, cur, prev, secs)
             for key in vocab.hits:          # label: "hit_entry" -> "entry"

@@ -12,18 +12,27 @@ both follow.
 - ThreadStates: the scheduler events replayed as per-thread state
   intervals (thread times of a window, the timeline's lanes).
 """
+from collections import namedtuple
+
 from .hist import Hist
 
-# per replica of a replicated write (its primary's view): histogram keys
-# PEER_WAIT + osd id (sub-ops sent -> its reply) and PEER_LAST + osd id
-# (count: the writes it replied to last)
-PEER_WAIT = "replica_wait.peer."
-PEER_LAST = "replica_wait.last."
-# the same per shard of an erasure-coded read (its primary's view; live
-# only: the kernel's peers map, no capture events yet); report.by_peer
-# reads both as STAGE.peer. and STAGE.last.
-SHARD_READ_WAIT = "shard_read.peer."
-SHARD_READ_LAST = "shard_read.last."
+
+class PeerKey(namedtuple("PeerKey", "stage what osd")):
+    """The key of a per-peer histogram, beside the stages' (str) keys:
+    `stage` waits on other OSDs (replica_wait: a write's replicas or
+    shards; shard_read: an erasure-coded read's shards, live only: no
+    capture events yet), `osd` (int) is the peer, `what` is "wait" (each
+    of its replies' wait since the sub-ops went out) or "last" (its count:
+    the ops it replied to last). report.peers() reads them back."""
+    __slots__ = ()
+
+    @classmethod
+    def wait(cls, stage, osd):
+        return cls(stage, "wait", int(osd))
+
+    @classmethod
+    def last(cls, stage, osd):
+        return cls(stage, "last", int(osd))
 
 
 def accrue(row, states, state, a, b):
@@ -99,9 +108,9 @@ class Rules:
                     add("execute", d["op_total_ns"] - d["queue_wait_ns"])
             if d.get("replies"):
                 add("replica_wait", d["replica_wait_ns"])
-                add("%s%d" % (PEER_LAST, d["last_peer"]), 0)
+                add(PeerKey.last("replica_wait", d["last_peer"]), 0)
         elif name == "replica_reply":
-            add("%s%d" % (PEER_WAIT, d["peer"]), d["wait_ns"])
+            add(PeerKey.wait("replica_wait", d["peer"]), d["wait_ns"])
         elif name == "local_commit":
             add("local_commit", d["commit_ns"])
         elif name == "repop_done":
@@ -336,11 +345,11 @@ def count_arrays(rules, name, r):
                 rp = idx[r["replies"][idx] != 0]
                 add("replica_wait", rp, r["replica_wait_ns"][rp])
                 for p, pi in each(r["last_peer"], rp):
-                    add("%s%d" % (PEER_LAST, p), pi,
+                    add(PeerKey.last("replica_wait", p), pi,
                         np.zeros(len(pi), np.uint64))
     elif name == "replica_reply":
         for p, idx in each(r["peer"], allx):
-            add("%s%d" % (PEER_WAIT, p), idx, r["wait_ns"][idx])
+            add(PeerKey.wait("replica_wait", p), idx, r["wait_ns"][idx])
     elif name == "local_commit":
         add("local_commit", allx, r["commit_ns"])
     elif name == "repop_done":

@@ -163,16 +163,16 @@ def _kernel_part(run, rec, hists, counters, cur, prev, secs):
                                            vocab.attr_parts)
         rec["worker_sleep_pct"] = threads.get(worker, {}).get("offcpu_pct")
     stage_hists = {k: hists[k] for k in run.stages}
-    cause, text = verdict.verdict(stage_hists, kst, attr, wakers, threads,
-                                 worker, rec["stages"].get(
-                                     "replica_wait", {}).get("by_peer"),
-                                 run.scheduler, rec.get("throttles"), secs,
-                                 rec["stages"].get("queue_wait", {}).get(
-                                     "by_queue_class"), vocab.background,
-                                 rec["stages"].get("shard_read", {}).get(
-                                     "by_peer"), run.name)
-    rec["cause"] = cause
-    rec["verdict"] = text
+    stages = rec["stages"]
+    v = verdict.verdict(
+        stage_hists, kst, attr, wakers, threads, worker,
+        stages.get("replica_wait", {}).get("by_peer"), run.scheduler,
+        rec.get("throttles"), secs,
+        stages.get("queue_wait", {}).get("by_queue_class"), vocab.background,
+        stages.get("shard_read", {}).get("by_peer"), run.name)
+    rec["cause"] = v.cause
+    rec["verdict"] = v.text
+    rec["slow_osd"] = v.slow
     hists.update({"kernel." + k: v for k, v in kst.items()})
     for stage, per in per_role.items():
         hists.update({"role.%s.%s" % (stage, r): h for r, h in per.items()})

@@ -1,6 +1,7 @@
 """From two kernel snapshots to what an operator reads: kernel stages per
 thread role, the queue-wait attribution, per-shard numbers, the messenger
 throttles, losses in words (the verdict: model/verdict.py)."""
+from .events import PeerKey
 from .hist import Hist
 
 
@@ -262,20 +263,32 @@ def osd_summary(name, rec):
     return row
 
 
+def peers(hists, stage):
+    """The per-peer histograms of `stage` (model/events.py's PeerKey) ->
+    {osd id: (its replies' wait Hist or None, the times it was last)},
+    by OSD id."""
+    waits, lasts = {}, {}
+    for k, h in hists.items():
+        if isinstance(k, PeerKey) and k.stage == stage:
+            if k.what == "wait":
+                if h.count:
+                    waits[k.osd] = h
+            else:
+                lasts[k.osd] = h.count
+    return {p: (waits.get(p), lasts.get(p, 0))
+            for p in sorted(set(waits) | set(lasts))}
+
+
 def by_peer(hists, stage="replica_wait"):
     """replica_wait per replica (or shard_read per shard): its replies'
-    waits and how often it was the last to reply (model/events.py keys
-    the histograms: STAGE.peer.N, STAGE.last.N)."""
-    PEER_WAIT, PEER_LAST = stage + ".peer.", stage + ".last."
-    waits = {k[len(PEER_WAIT):]: h for k, h in hists.items()
-             if k.startswith(PEER_WAIT) and h.count}
-    lasts = {k[len(PEER_LAST):]: h.count for k, h in hists.items()
-             if k.startswith(PEER_LAST)}
-    total = sum(lasts.values())
+    waits and how often it was the last to reply -> {"osd.N": summary +
+    last, last_pct}."""
+    per = peers(hists, stage)
+    total = sum(last for _, last in per.values())
     out = {}
-    for peer in sorted(set(waits) | set(lasts), key=int):
-        s = waits[peer].summary() if peer in waits else {"count": 0}
-        s["last"] = lasts.get(peer, 0)
-        s["last_pct"] = round(100.0 * s["last"] / total, 1) if total else 0.0
-        out["osd." + peer] = s
+    for peer, (wait, last) in per.items():
+        s = wait.summary() if wait is not None else {"count": 0}
+        s["last"] = last
+        s["last_pct"] = round(100.0 * last / total, 1) if total else 0.0
+        out["osd.%d" % peer] = s
     return out

@@ -1,7 +1,6 @@
 """The verdict: an interval's figures in plain words (the cause, and the
 numbers behind it), and a line about a slow replica when several OSDs are
 traced together. From model/interval.py's figures; render/ prints it."""
-import re
 
 from . import sched as scheduler
 
@@ -309,11 +308,25 @@ def _background_lines(stages, qclasses, sched, secs, background):
     return lines, share
 
 
+class Verdict(tuple):
+    """A verdict built whole: (cause, text), and `.slow`, the OSD its
+    text names as the slow replica or shard ("osd.N"), else None (several
+    OSDs traced together: host_verdicts adds that OSD's own line)."""
+
+    def __new__(cls, cause, text, slow=None):
+        v = super().__new__(cls, (cause, text))
+        v.slow = slow
+        return v
+
+    cause = property(lambda self: self[0])
+    text = property(lambda self: self[1])
+
+
 def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
             sched=None, throttles=None, secs=None, qclasses=None,
             background=(), read_peers=None, me=None):
-    """-> (cause, text): the dominant reason ops waited, in plain words,
-    with the numbers behind it. peers: replica_wait's by_peer; sched: the
+    """-> Verdict (cause, text; .slow): the dominant reason ops waited,
+    in plain words, with the numbers behind it. peers: replica_wait's by_peer; sched: the
     OSD's scheduler (ceph/scheduler.py); throttles: the messenger's
     (throttle_deltas); secs: the interval's length; qclasses: queue_wait's
     by_queue_class; background: the stages of background work (vocab);
@@ -321,6 +334,7 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
     qw = stages.get("queue_wait")
     lines = []
     cause = "none"
+    named = None
     wk = threads.get(worker_role, {})
     sleep_pct = wk.get("offcpu_pct")
     if attr is None:                  # kernel stages only
@@ -386,12 +400,12 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
         if replica:
             lines.insert(0, replica)
         if slow:
-            cause = "replica"
+            cause, named = "replica", slow
         shards, slow = _shard_read_line(stages, read_peers, me)
         if shards:
             lines.insert(0, shards)
         if slow:
-            cause = "replica"
+            cause, named = "replica", slow
         lines.append("CPU run-queue delay %s; workers slept %s of the time." %
                      (_ms(attr["runq"]["mean_us"]),
                       "%d %%" % round(sleep_pct) if sleep_pct is not None
@@ -401,7 +415,8 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
         cause = "throttle"
     lines[:0] = tlines
     cause = _kernel_lines(kstages, lines, cause)
-    return cause, "\n".join(lines)
+    return Verdict(cause, "\n".join(lines),
+                   named if cause == "replica" else None)
 
 
 def host_verdicts(recs):
@@ -411,9 +426,7 @@ def host_verdicts(recs):
     for name, rec in recs.items():
         # the one its verdict named: a write's replica or shard, or an
         # erasure-coded read's shard
-        m = re.search(r"look at (osd\.\d+)\.", rec.get("verdict", "")) \
-            if rec.get("cause") == "replica" else None
-        slow = m.group(1) if m else None
+        slow = rec.get("slow_osd")
         peer = recs.get(slow) if slow else None
         if peer is None:
             continue
