@@ -148,7 +148,9 @@ struct {
 } ecreads SEC(".maps");
 
 /* per target, peer OSD and interval half (osdstage.h HALF_SHIFT): its
- * replies' waits and how often it was last (cumulative in each half) */
+ * replies' waits and how often it was last, over one interval: user space
+ * reads a half once its interval closed and deletes its entries
+ * (engine/mapread.py take_peers), as it zeroes the stage statistics' */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 1024);

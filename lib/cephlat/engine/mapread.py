@@ -3,18 +3,19 @@ StageTracer (engine/tracer.py), which inherits MapReads: the targets'
 threads (entered at the start with their state, read with the time in
 progress, pruned when they exit) and the per-CPU, per-half hash maps of
 shards, devices and replica peers (probes/osdstage.h HALF_SHIFT), read as
-{slot: {key: stats}} with the half of the interval just closed.
+{slot: {key: stats}} with the half of the interval just closed: shards'
+and devices' totals so far (each half as it closed, summed), the peers'
+of that interval alone (its half emptied once read: take_peers).
 
 What it needs of its owner: abi, vocab, pids, roles, reader (the stats
 reader: CPUs, histogram parsing), the maps threads, shards, devs and
-peers, and the dicts _halves and _peer_prev."""
+peers, and the dict _halves."""
 import os
 import struct
 import time
 
 from ..model import events
 from ..model.hist import Hist
-from .stats import hist_delta
 
 
 def _add(a, b):
@@ -159,11 +160,12 @@ class MapReads:
                 for slot, ds in self._split(self.devs, ("dev_stats", "<Q"),
                                             32, half).items()}
 
-    def read_peers(self, half=None):
+    def read_peers(self, half=None, keys=None):
         """{slot: {(read, peer osd id): (replies' wait Hist, times last)}}
         (probes/osdstage.h struct peer_stats; read: an erasure-coded
         read's shard, else a write's replica or shard); half None: both
-        halves summed, else that one's."""
+        halves summed, else that one's. keys: a list the map keys read
+        are appended to."""
         ps = self.abi.struct("peer_stats")
         stride = (ps.size + 7) // 8 * 8
         ncpu = self.reader.ncpu
@@ -177,6 +179,8 @@ class MapReads:
             raw = self.peers.lookup(key, stride * ncpu)
             if raw is None:
                 continue
+            if keys is not None:
+                keys.append(key)
             last = sum(struct.unpack_from("<Q", raw, cpu * stride)[0]
                        for cpu in range(ncpu))
             k &= (1 << hshift) - 1
@@ -188,19 +192,24 @@ class MapReads:
                 raw, stride, ps.offset("wait")), last))
         return out
 
-    def _peer_interval(self, slot, peers):
-        """The interval's per-peer histograms, as model/events.py keys
-        them (a capture's replay builds the same from its events), from
-        the cumulative `peers` of the slot."""
-        cur = peers
-        prev = self._peer_prev.get(slot, {})
-        self._peer_prev[slot] = cur
+    def take_peers(self, half):
+        """The closed interval's per-peer figures -> {slot: {PeerKey:
+        Hist}} (model/events.py's keys; a "last" Hist counts the times
+        the peer replied last): the half of the peers map that interval
+        filled, read and then emptied (its keys deleted), as the stage
+        statistics' half is zeroed; the programs make the entries anew
+        when that half comes round again."""
+        keys = []
+        per = self.read_peers(half, keys)
+        for key in keys:
+            self.peers.delete(key)
         out = {}
-        for (read, peer), (h, last) in cur.items():
-            ph, plast = prev.get((read, peer), (None, 0))
-            stage = "shard_read" if read else "replica_wait"
-            out[events.PeerKey.wait(stage, peer)] = hist_delta(h, ph)
-            if last > plast:
-                out[events.PeerKey.last(stage, peer)] = Hist(
-                    last - plast, 0, 0, [0] * len(h.slots))
+        for slot, peers in per.items():
+            mine = out[slot] = {}
+            for (read, peer), (h, last) in peers.items():
+                stage = "shard_read" if read else "replica_wait"
+                mine[events.PeerKey.wait(stage, peer)] = h
+                if last:
+                    mine[events.PeerKey.last(stage, peer)] = Hist(
+                        last, 0, 0, [0] * len(h.slots))
         return out

@@ -265,7 +265,6 @@ class StageTracer(MapReads):
         self.ops = OpTable(self.obj.map("ops"), self.abi)
         self.reqidx = ReqIndex(self.obj.map("reqidx"), self.abi)
         self.peers = self.obj.map("peers")
-        self._peer_prev = {}
         self._halves = {}       # map name -> {half: its state at closing}
         self.attach()
 
@@ -499,8 +498,7 @@ class StageTracer(MapReads):
         # the lean tier's one program writes neither shards nor peers
         shards = self._closed("shards", half, self.read_shards) \
             if not self.lean else {}
-        peers = self._closed("peers", half, self.read_peers) \
-            if not self.lean else {}
+        peers = self.take_peers(half) if not self.lean else {}
         threads = self.read_threads() if self.kernel else {}
         devs = self._closed("devs", half, self.read_devs) \
             if self.kernel else {}
@@ -512,7 +510,7 @@ class StageTracer(MapReads):
                         for name, sid in self.vocab.stage_ids.items()}
             self.reader.clear(half, slot)
             self._add_up(interval)
-            interval.update(self._peer_interval(slot, peers.get(slot, {})))
+            interval.update(peers.get(slot, {}))
             hists = {}
             if self.keep_cumulative:
                 cum = self._cum.setdefault(slot, {})
