@@ -1,0 +1,147 @@
+"""A window of a capture, for the views of cli/views.py and
+cli/merged.py: its bounds (--from/--to), its one report (interval_record
+over the window, with the slowest ops and a timeline's arguments), and
+the pictures drawn of it (--html, --perfetto; one OSD or several)."""
+import json
+import os
+import time
+
+from ..errors import UserError
+from ..model.interval import interval_record
+from ..model.slowest import slowest
+from ..model.timeline import host_timeline
+from ..capture.ops import OpSummary
+
+TOOL = "osdstage"
+
+
+def bound(cap, t, default):
+    if t is None:
+        return default
+    kind, v = t
+    if kind == "rel":
+        return cap.first_ns + int(v * 1e9)
+    # wall clock of the capture's day (local time)
+    day = time.localtime(cap.wall(cap.first_ns))
+    midnight = time.mktime((day.tm_year, day.tm_mon, day.tm_mday, 0, 0, 0,
+                            0, 0, -1))
+    return int((midnight + v) * 1e9) - cap.clock_offset_ns
+
+
+def end_ns(o):
+    if o.done:
+        return o.done["ts"]
+    if o.repop:
+        return o.repop["ts"]
+    return o.stages[-1][2] if o.stages else o.deq["ts"] if o.deq else \
+        o.enq_ns
+
+
+def overlaps(o, a, b):
+    end = o.done["ts"] if o.done else (o.stages[-1][2] if o.stages else
+                                       o.deq["ts"])
+    return o.enq_ns <= b and end >= a
+
+
+def window_record(args, cap, run_info):
+    """-> (the window's interval object, its histograms, the timeline's
+    arguments or None)"""
+    t0 = bound(cap, args.t_from, cap.first_ns)
+    t1 = bound(cap, args.t_to, cap.last_ns)
+    if t1 <= t0:
+        raise UserError("empty window: --to is not after --from (the capture "
+                        "spans %.1f s)" % ((cap.last_ns - cap.first_ns) / 1e9))
+    cur, ops = cap.window(t0, t1, role=args.thread_role,
+                          op_class=args.op_class,
+                          slowest=args.slowest or 0,
+                          spans=bool(args.html or args.perfetto))
+    rec, hists = interval_record(run_info, cur, None, cap.wall(t1),
+                                 (t1 - t0) / 1e9, None)
+    rec["type"] = "window"
+    rec["window"] = {"from": round(cap.wall(t0), 6),
+                     "to": round(cap.wall(t1), 6),
+                     "from_s": round((t0 - cap.first_ns) / 1e9, 6),
+                     "to_s": round((t1 - cap.first_ns) / 1e9, 6)}
+    rec["filters"] = {k: getattr(args, k) for k in ("thread_role",
+                                                    "op_class")
+                      if getattr(args, k)}
+    if args.slowest:
+        rec["slowest"] = slowest(cap, ops.by_rank(), args.slowest)
+    tl_args = None
+    if args.html or args.perfetto:
+        a, b = timeline_window(args, cap, ops, t0, t1)
+        tl_args = (cap, a, b, cap.ops_overlapping(ops, t0, t1, a, b))
+    return rec, hists, tl_args
+
+
+def timeline_window(args, cap, ops, t0, t1):
+    span = int(args.timeline_ms * 1e6)
+    if isinstance(ops, OpSummary):        # one OSD: what window() kept
+        ops = [ops.slowest()] if ops.count else []
+    if args.t_from is None and ops:
+        o = max(ops, key=lambda o: o.key_ns())
+        mid = o.enq_ns + o.key_ns() // 2
+        a = max(t0, mid - span // 2)
+    else:
+        a = t0
+    return a, min(t1, a + span)
+
+
+def host_pictures(args, err, caps, recs, span=None, focus=None,
+                   deltas=None, client=None):
+    """--html/--perfetto of several OSDs: one timeline of them all, with
+    the replicated writes' arrows between them, over `span` (default:
+    --timeline-ms around the slowest op of any of them, or from --from);
+    `recs` their window records for the page (html only); `focus` the
+    request id the timeline is centred on (--op); `deltas` (ns) move
+    each one's timestamps to the first's clock (captures of several
+    hosts; span is on the first's); `client` a client's ops
+    (_client_ops), drawn as a band of their own."""
+    deltas = deltas or [0] * len(caps)
+    t0 = bound(caps[0], args.t_from, caps[0].first_ns)
+    t1 = bound(caps[0], args.t_to, caps[0].last_ns)
+    per = []
+    for c, d in zip(caps, deltas):
+        ops = c.ops(t0 - d, t1 - d)
+        if args.op_class:
+            ops = [o for o in ops if o.op_class(c.rules) == args.op_class]
+        per.append(ops)
+    a, b = span or timeline_window(args, caps[0],
+                                    [o for ops in per for o in ops], t0, t1)
+    tl = host_timeline(caps, a, b, [[o for o in ops
+                                     if overlaps(o, a - d, b - d)]
+                                    for ops, d in zip(per, deltas)],
+                       deltas=deltas, client=client)
+    tl["focus"] = focus
+    write_pictures(args, err, [(c.name or "pid %d" % c.pid, r)
+                                for c, r in zip(caps, recs)], tl, None)
+
+
+def write_pictures(args, err, rec, tl, run_info):
+    from ..render import html as htmlreport, perfetto
+    host = "osds" in tl             # several OSDs (host_pictures)
+    for path, what in ((args.html, "html"), (args.perfetto, "perfetto")):
+        if not path:
+            continue
+        if what == "html":
+            data = htmlreport.render_host(rec, tl) if host else \
+                htmlreport.render(rec, tl)
+        else:
+            data = json.dumps(perfetto.render_host(tl) if host else
+                              perfetto.render(tl, pid=run_info.pid))
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(data)
+        except OSError as e:
+            raise UserError("cannot write %s: %s" % (path, e.strerror))
+        if host:
+            err.write("%s: wrote %s (%d OSDs, %d ops, %d threads, %d "
+                      "replica arrows in the timeline)\n" % (
+                          TOOL, path, len(tl["osds"]), sum(
+                              len(o["timeline"]["ops"]) for o in tl["osds"]),
+                          sum(len(o["timeline"]["lanes"])
+                              for o in tl["osds"]), len(tl["flows"])))
+            continue
+        err.write("%s: wrote %s (%d ops, %d threads in the timeline)\n" % (
+            TOOL, path, len(tl["ops"]), len(tl["lanes"])))
