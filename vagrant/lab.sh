@@ -784,6 +784,19 @@ build_single() {
     touch "$LAB_DIR/built"
 }
 
+# check_lab_pool FAILURE_DOMAINS DOMAIN_TYPE: LAB_POOL is one the lab can make, checked
+# before anything is built or changed.
+check_lab_pool() {
+    local domains=$1 type=$2 want=${LAB_POOL:-replicated} k m
+    [[ $want == replicated ]] && return 0
+    [[ $want =~ ^ec:([0-9]+)\+([0-9]+)$ ]] ||
+        die "LAB_POOL=$want: want replicated or ec:K+M (e.g. ec:2+1)"
+    k=${BASH_REMATCH[1]} m=${BASH_REMATCH[2]}
+    ((k >= 2 && m >= 1)) || die "LAB_POOL=$want: k must be at least 2 and m at least 1"
+    ((k + m <= domains)) ||
+        die "LAB_POOL=$want: k+m=$((k + m)) shards need as many ${type}s; the lab has $domains"
+}
+
 # ensure_data_pool FAILURE_DOMAINS DOMAIN_TYPE OSDS: img1's data where LAB_POOL asks
 # (replicated: pool rbd; ec:K+M: pool rbd-ec), then ready again when it moved;
 # $LAB_DIR/pool says where it is now.
@@ -791,13 +804,10 @@ ensure_data_pool() {
     local domains=$1 type=$2 osds=$3 want=${LAB_POOL:-replicated} have k m
     have=$(cat "$LAB_DIR/pool" 2>/dev/null || echo replicated)
     [[ $want == "$have" ]] && return 0
+    check_lab_pool "$domains" "$type"
     if [[ $want != replicated ]]; then
-        [[ $want =~ ^ec:([0-9]+)\+([0-9]+)$ ]] ||
-            die "LAB_POOL=$want: want replicated or ec:K+M (e.g. ec:2+1)"
+        [[ $want =~ ^ec:([0-9]+)\+([0-9]+)$ ]]
         k=${BASH_REMATCH[1]} m=${BASH_REMATCH[2]}
-        ((k >= 2 && m >= 1)) || die "LAB_POOL=$want: k must be at least 2 and m at least 1"
-        ((k + m <= domains)) ||
-            die "LAB_POOL=$want: k+m=$((k + m)) shards need as many ${type}s; the lab has $domains"
     fi
     timeout 60 rbd rm "$POOL/$IMAGE" >/dev/null 2>&1 || true
     cephc osd pool rm rbd-ec rbd-ec --yes-i-really-really-mean-it >/dev/null 2>&1 || true
@@ -845,11 +855,13 @@ cmd_up() {
     hosts=$(want_hosts)
     if ((hosts)); then
         per=$(want_per_host)
+        check_lab_pool "$hosts" host
         up_hosts "$hosts" "$per"
         msg "lab up in $((SECONDS - start))s: CEPH_CONF=$CONF $(osds_summary)$(hosts_summary)"
         return
     fi
     want=$(want_osds)
+    check_lab_pool "$want" osd
     set_pool_size "$want"
     stop_container_labs
     [[ -e $LAB_DIR/built ]] && have=$(osd_count) || true

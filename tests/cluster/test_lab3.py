@@ -158,6 +158,20 @@ def test_lab_env_and_make_lab_keep_three(lab3):
         assert_one_line_error(p, "OSDS='%s'" % bad, status=1)
     assert lab_env()["OSD_PIDS"] == pids
 
+    # a pool the lab cannot make: one line, before anything is touched
+    for bad, words in (("ec:2", "want replicated or ec:K+M"),
+                       ("ec:1+1", "k must be at least 2"),
+                       ("ec:3+1", "k+m=4 shards need as many osds; the "
+                                  "lab has 3")):
+        t0 = time.time()
+        p = subprocess.run(["bash", LAB, "up"], capture_output=True,
+                           text=True, env=dict(os.environ, LAB_OSDS="3",
+                                               LAB_POOL=bad, CEPH="pacific"))
+        assert_one_line_error(p, "LAB_POOL=%s: %s" % (bad, words), status=1)
+        assert time.time() - t0 < 10, bad
+    assert lab_env()["OSD_PIDS"] == pids
+    assert lab_env()["LAB_POOL"] == "replicated"
+
 
 @pytest.mark.lab_lifecycle
 def test_switch_to_one_osd_and_down(lab3):

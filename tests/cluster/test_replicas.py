@@ -58,7 +58,11 @@ def runs(lab3, tmp_path_factory):
     """A 4 KiB write window (captured) and a random-read window."""
     d = tmp_path_factory.mktemp("replicas")
     prefill(lab3, 5)
-    for asok in lab3["asoks"]:       # OpTracker: keep every op of a window
+    # OpTracker: keep every op of a window (the lab's own setting back at
+    # the end: the tests after these check it)
+    kept = [command(a, "config get", var="osd_op_history_size")[
+        "osd_op_history_size"] for a in lab3["asoks"]]
+    for asok in lab3["asoks"]:
         command(asok, "config set", var="osd_op_history_size",
                 val=["20000"])
     out = {}
@@ -83,7 +87,9 @@ def runs(lab3, tmp_path_factory):
         assert_ctf_readers_accept(cap)
         out[mode] = dict(host=host, err=err, before=before, after=after,
                          cap=cap, historic=historic, by_duration=by_duration)
-    return out
+    yield out
+    for asok, n in zip(lab3["asoks"], kept):
+        command(asok, "config set", var="osd_op_history_size", val=[n])
 
 
 def names(lab):
