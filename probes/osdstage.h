@@ -452,6 +452,8 @@ enum ev_id {
 	EV_REPLICA_REPLY,
 	EV_LOCAL_COMMIT,
 	EV_REPOP_DONE,
+	EV_OP_REQID,		/* an op's request id, learned after its enqueue */
+	EV_SHARD_READ,		/* an erasure-coded read's shards all replied */
 	EV__BPF,		/* ids from here on are written by user space */
 };
 
@@ -546,13 +548,16 @@ struct ev_op_done {
 	char object[OBJ_NAME_LEN]; /* its object's name, cut ("": unknown) */
 } EV_PACKED;
 
-/* a replica's commit reply to a replicated write (on its primary) */
+/* a replica's commit reply to a replicated write (on its primary), or
+ * an erasure-coded write's shard's; or (read 1) a shard's reply to an
+ * erasure-coded read's sub-read */
 struct ev_replica_reply {
 	struct ev_hdr h;
 	ev_addr_t op;		/* the client op */
 	__u64 wait_ns;		/* sub-ops sent -> this reply */
 	__u32 peer;		/* the replica's OSD id */
 	__u32 tid;
+	__u8 read;		/* a read's shard (shard_read), else a write's */
 } EV_PACKED;
 
 /* the primary's own commit of a replicated write */
@@ -572,6 +577,29 @@ struct ev_repop_done {
 	__u32 tid;
 	__u8 dequeued;
 	char object[OBJ_NAME_LEN]; /* its object's name, cut ("": unknown) */
+} EV_PACKED;
+
+/* the request id of an op whose message does not carry one where the
+ * enqueue reads it: an erasure-coded write's sub-write on its shard
+ * (ECSubWrite holds it), told when the shard applies it */
+struct ev_op_reqid {
+	struct ev_hdr h;
+	ev_addr_t op;
+	__u64 req_num;		/* as in ev_op_enqueue */
+	__u64 req_tid;
+	__s32 req_inc;
+	__u8 req_type;
+} EV_PACKED;
+
+/* an erasure-coded client read's sub-reads all answered (on its primary):
+ * shard_read */
+struct ev_shard_read {
+	struct ev_hdr h;
+	ev_addr_t op;		/* the client op */
+	__u64 read_ns;		/* sub-reads sent -> the last reply */
+	__u32 last_peer;	/* the shard's OSD that replied last */
+	__u32 tid;
+	__u8 replies;
 } EV_PACKED;
 
 struct ev_switch_out {

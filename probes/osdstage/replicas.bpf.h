@@ -77,6 +77,7 @@ static __always_inline void replica_replied(int slot, __u64 key,
 		e->wait_ns = wait;
 		e->peer = peer;
 		e->tid = (__u32)bpf_get_current_pid_tgid();
+		e->read = 0;
 		EV_SEND(e);
 	}
 }
@@ -236,6 +237,24 @@ static __always_inline int ec_key(__u64 addr, struct ec_tid_key *tk)
 	return slot;
 }
 
+/* Capture event: op `op`'s request id is `r` (its message carried none) */
+static __always_inline void op_reqid_event(int slot, __u64 op,
+					   struct reqid *r)
+{
+	struct ev_op_reqid *e;
+
+	e = EV_NEW(ev_op_reqid, EV_OP_REQID, bpf_ktime_get_ns(), cur_gen(),
+		   slot);
+	if (e) {
+		e->op = op;
+		e->req_num = r->num;
+		e->req_tid = r->tid;
+		e->req_inc = r->inc;
+		e->req_type = r->type;
+		EV_SEND(e);
+	}
+}
+
 /* ECBackend::handle_sub_write(pg_shard_t from, OpRequestRef msg,
  * ECSubWrite &op, ...): a sub-write applied, on every shard the write
  * goes to. On the primary (its op indexed by request id) the first
@@ -283,6 +302,7 @@ int ec_sub_write(struct pt_regs *ctx)
 			count(slot, CNT_OP_UNKNOWN);
 			return 0;
 		}
+		op_reqid_event(slot, op, &r);
 	}
 	bpf_map_update_elem(&ectids, &tk, &tv, BPF_ANY);
 	return 0;
@@ -404,8 +424,10 @@ int ec_read_reply(struct pt_regs *ctx)
 {
 	__u64 now = bpf_ktime_get_ns(), peer = (__u32)PT_REGS_PARM2(ctx);
 	struct ec_tid_key tk = {};
+	struct ev_replica_reply *e;
 	struct peer_stats *ps;
 	struct ec_read *v;
+	__u32 gen;
 	int slot = ec_key(PT_REGS_PARM3(ctx) + ecrr_tid_off, &tk);
 
 	if (slot < 0)
@@ -413,12 +435,22 @@ int ec_read_reply(struct pt_regs *ctx)
 	v = bpf_map_lookup_elem(&ecreads, &tk);
 	if (!v || now < v->sent_ns)
 		return 0;	/* not a client read's */
-	ps = peer_stats_of(slot, peer, cur_gen(), 1);
+	gen = cur_gen();
+	ps = peer_stats_of(slot, peer, gen, 1);
 	if (ps)
 		hist_add(&ps->wait, now - v->sent_ns);
 	v->replies++;
 	v->last_ns = now;
 	v->last_peer = peer;
+	e = EV_NEW(ev_replica_reply, EV_REPLICA_REPLY, now, gen, slot);
+	if (e) {
+		e->op = v->key & ((1ULL << TARGET_SHIFT) - 1);
+		e->wait_ns = now - v->sent_ns;
+		e->peer = peer;
+		e->tid = (__u32)bpf_get_current_pid_tgid();
+		e->read = 1;
+		EV_SEND(e);
+	}
 	return 0;
 }
 
@@ -427,6 +459,7 @@ SEC("uprobe")
 int ec_read_done(struct pt_regs *ctx)
 {
 	struct ec_tid_key tk = {};
+	struct ev_shard_read *e;
 	struct peer_stats *ps;
 	struct ec_read *v;
 	__u32 gen;
@@ -443,6 +476,16 @@ int ec_read_done(struct pt_regs *ctx)
 		ps = peer_stats_of(slot, v->last_peer, gen, 1);
 		if (ps)
 			ps->last++;
+		e = EV_NEW(ev_shard_read, EV_SHARD_READ, bpf_ktime_get_ns(),
+			   gen, slot);
+		if (e) {
+			e->op = v->key & ((1ULL << TARGET_SHIFT) - 1);
+			e->read_ns = v->last_ns - v->sent_ns;
+			e->last_peer = v->last_peer;
+			e->tid = (__u32)bpf_get_current_pid_tgid();
+			e->replies = v->replies > 255 ? 255 : v->replies;
+			EV_SEND(e);
+		}
 	}
 	bpf_map_delete_elem(&ecreads, &tk);
 	return 0;

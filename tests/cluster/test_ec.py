@@ -57,7 +57,7 @@ def _net_delay(who, us):
     assert p.returncode == 0, p.stderr
 
 
-def _traced_writes(lab, d, ios, seed):
+def _traced_writes(lab, d, ios, seed, extra=()):
     """osdstage --osd all -j around fio's random writes to img1 from the
     client's namespace -> (host record, [(before, after) perf dumps])."""
     (d / "job.fio").write_text(fio_rbd_job(ios, 4, seed, rw="randwrite"))
@@ -68,7 +68,7 @@ def _traced_writes(lab, d, ios, seed):
              "fio", str(d / "job.fio")], capture_output=True, text=True,
             timeout=300, env=dict(os.environ, CEPH_CONF=lab["CEPH_CONF"]))
         assert p.returncode == 0, p.stderr
-    return _traced(lab, run)
+    return _traced(lab, run, extra)
 
 
 def _rados(lab, *args, timeout=120):
@@ -81,10 +81,11 @@ def _rados(lab, *args, timeout=120):
     return p.stdout
 
 
-def _traced(lab, run):
-    """osdstage --osd all -j around run() -> (host record, [(before,
-    after) perf dumps of each OSD])."""
-    t = subprocess.Popen([PYTHON, OSDSTAGE, "--osd", "all", "-j"],
+def _traced(lab, run, extra=()):
+    """osdstage --osd all -j (and `extra`) around run() -> (host record,
+    [(before, after) perf dumps of each OSD])."""
+    t = subprocess.Popen([PYTHON, OSDSTAGE, "--osd", "all", "-j"] +
+                         list(extra),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     try:
@@ -160,8 +161,12 @@ def test_each_write_waits_on_every_shard(ec_hosts, tmp_path, run):
     its two other shards: replica_wait and local_commit (its own shard) count
     them, each peer replied to each; the shards' sub-writes are replica
     ops there (the write's, and the roll-forward after it); nothing
-    lost or unmatched."""
-    rec, dumps = _traced_writes(ec_hosts, tmp_path, 150, 31 + run)
+    lost or unmatched. And the capture taken with it follows a write
+    over its three OSDs (--op): the shards' sub-writes carry the client's
+    request id only in ECSubWrite (op_reqid events)."""
+    cap = str(tmp_path / "w.ctf")
+    rec, dumps = _traced_writes(ec_hosts, tmp_path, 150, 31 + run,
+                                ["-w", cap])
     writes = _writes(dumps)
     names = ["osd.%d" % i for i in range(len(writes))]
     # the pool's 16 PGs give each OSD its share of primaries (CRUSH: a
@@ -185,6 +190,42 @@ def test_each_write_waits_on_every_shard(ec_hosts, tmp_path, run):
         _nothing_lost(name, r)
     repops = sum(rec["osds"][x]["stages"]["repop"]["count"] for x in names)
     assert repops >= 2 * sum(writes), (repops, writes)
+    _follow_writes(cap, names)
+
+
+def _read_capture(*args):
+    p = subprocess.run([PYTHON, OSDSTAGE, "-r"] + list(args) + ["-j"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return [json.loads(line) for line in p.stdout.splitlines()]
+
+
+def _follow_writes(cap, names):
+    """The slowest write of each primary, followed with --op: its primary
+    row waited on the two other OSDs, whose sub-writes are there as
+    replica ops of the same request id, each in the replicas table."""
+    host = _read_capture(cap, "--from", "0", "--slowest", "1")[0]
+    reqids = [o["reqid"] for r in host["osds"].values()
+              for o in r.get("slowest", []) if o.get("class") == "write" and
+              o.get("replies")]
+    assert len(reqids) >= 2, host["osds"]
+    for reqid in reqids:
+        story = _read_capture(cap, "--op", reqid)[0]
+        rows = {n: [r["role"] for r in rs] for n, rs in
+                story["osds"].items()}
+        primary = [n for n, roles in rows.items() if "primary" in roles]
+        assert len(primary) == 1, rows
+        assert sorted(rows) == names, rows
+        for n in names:
+            if n != primary[0]:
+                assert "replica" in rows[n], rows
+        reps = story["replicas"]
+        assert sorted(r["replica"] for r in reps) == \
+            [n for n in names if n != primary[0]], reps
+        for r in reps:
+            assert r["replica_us"] and r["out_us"] is not None and \
+                r["back_us"] is not None, reps
+        assert story["pg"] and "s" not in story["pg"], story["pg"]
 
 
 @pytest.mark.parametrize("run", range(2))
@@ -245,17 +286,27 @@ def check_reads(rec, dumps, per_read):
 
 
 @pytest.mark.parametrize("run", range(3))
-def test_each_read_waits_on_its_shards(ec_objects, run):
+def test_each_read_waits_on_its_shards(ec_objects, tmp_path, run):
     """Every read an OSD was primary of (Ceph's op_r: rados bench's, all
     in the EC pool) waited on its K data shards: shard_read counts them,
     K replies each (the primary's own shard among them where it holds
     one, usually first), one of them last; the remote ones carry the
-    links there and back."""
-    rec, dumps = _traced(ec_objects, lambda: _reads(ec_objects))
+    links there and back. The capture taken with it reads back to the
+    same shard_read, per peer too (its replica_reply and shard_read
+    events)."""
+    cap = str(tmp_path / "r.ctf")
+    rec, dumps = _traced(ec_objects, lambda: _reads(ec_objects),
+                         ["-w", cap])
     for name, peers in check_reads(rec, dumps, (K, K)):
         for peer, p in peers.items():
             if peer != name:
                 assert p["p50_us"] >= 2 * DELAY_US, (peer, p)
+    back = _read_capture(cap)
+    assert len(back) == 1, len(back)
+    for name, r in rec["osds"].items():
+        got = back[0]["osds"][name]["stages"]["shard_read"]
+        want = r["stages"]["shard_read"]
+        assert got == want, (name, got, want)
 
 
 @pytest.mark.parametrize("run", range(2))

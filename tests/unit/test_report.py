@@ -368,3 +368,40 @@ def test_both_replays_key_the_peers_alike_and_by_peer_reads_them():
         assert bp["osd.2"]["last"] == 2 and bp["osd.2"]["last_pct"] == 100.0
         assert bp["osd.1"]["count"] == 2 and bp["osd.1"]["last"] == 0
         assert report.peers(hists, "shard_read") == {}
+
+
+def test_an_erasure_coded_reads_events_replay_to_shard_read():
+    """A shard's reply to a read (replica_reply, read 1) and the read's
+    end (shard_read): shard_read's histogram and per-peer figures, in
+    both replays alike; a write's replies stay replica_wait's."""
+    import numpy as np
+    from cephlat.model.events import HistSet, PeerKey, Rules, count_arrays
+    rules = Rules(_Vocab(), {"op_class": ["read", "write"]})
+    replies = [(0, 150, 1), (2, 2400, 1), (1, 900, 0)]   # peer, ns, read
+    reads = [(2, 2400, 2)]                   # last peer, read ns, replies
+    one = {}
+    for peer, ns, read in replies:
+        rules.count("replica_reply", {"peer": peer, "wait_ns": ns,
+                                      "read": read}, one)
+    for last, ns, n in reads:
+        rules.count("shard_read", {"last_peer": last, "read_ns": ns,
+                                   "replies": n}, one)
+    hs = HistSet()
+    rep = np.array(replies, dtype=[("peer", "<u4"), ("wait_ns", "<u8"),
+                                   ("read", "u1")])
+    done = np.array(reads, dtype=[("last_peer", "<u4"), ("read_ns", "<u8"),
+                                  ("replies", "u1")])
+    for i, (name, r) in enumerate((("replica_reply", rep),
+                                   ("shard_read", done))):
+        for key, idx, ns in count_arrays(rules, name, r):
+            hs.add(key, np.asarray(ns, np.uint64), (i, int(idx[0])))
+    arrays = hs.hists()
+    for hists in (one, arrays):
+        assert hists["shard_read"].count == 1
+        assert hists["shard_read"].max_ns == 2400
+        per = report.peers(hists, "shard_read")
+        assert {p: (h.count, last) for p, (h, last) in per.items()} == {
+            0: (1, 0), 2: (1, 1)}
+        assert list(report.peers(hists, "replica_wait")) == [1]
+    assert list(one) == list(arrays)        # the same keys, same order
+    assert PeerKey.last("shard_read", 2) in one

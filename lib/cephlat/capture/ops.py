@@ -35,7 +35,7 @@ class OpRec:
     """One op's life, pieced together from its events."""
     __slots__ = ("op", "enq_ns", "enq_tid", "deq", "done", "stages", "tid",
                  "listed", "req", "pg", "replies", "local", "repop", "refs",
-                 "rank", "enq_seen", "msg")
+                 "rank", "enq_seen", "msg", "reads")
 
     def __init__(self, op, enq_ns, enq_tid, d=None, enq_seen=True):
         """enq_seen: its op_enqueue is in the capture (else enq_ns is
@@ -49,13 +49,19 @@ class OpRec:
         self.stages = []
         self.tid = None
         self.req = reqid_name(d) if d else None
-        self.pg = "%d.%x" % (d["pg_pool"], d["pg_seed"]) if d and \
-            d.get("pg_pool") is not None and self.req else None
+        # the PG as Ceph names it: 3.1, or 3.1s0 for an erasure-coded
+        # pool's shard
+        self.pg = None
+        if d and d.get("pg_pool") is not None:
+            self.pg = "%d.%x" % (d["pg_pool"], d["pg_seed"])
+            if d.get("pg_shard", -1) >= 0:
+                self.pg += "s%d" % d["pg_shard"]
         # its messenger stages {stage: ns} (the enqueue event's *_ns
         # fields, when its message's stamps were read), else None
         self.msg = {k[:-3]: v for k, v in d.items() if k.endswith("_ns")} \
             if d and d.get("stamped") else None
         self.replies = []         # (peer osd id, wait ns, ts): primary
+        self.reads = []           # the same, an erasure-coded read's shards
         self.local = None         # own commit event (primary)
         self.repop = None         # repop_done event (a replica op)
 
@@ -285,7 +291,7 @@ class OpTracker:
         repop_done, local_commit); for the others only what feed() reads:
         op_enqueue (op, tid, its fields when it carries a request id,
         else None), stage (op or None, tid, stage, duration_ns),
-        replica_reply (op, peer, wait_ns)."""
+        replica_reply (op, peer, wait_ns, read)."""
         cap = self.cap
         addrs, lts, lkeys = self.refs
         cids = [cap._cid[n] for n in cap.OP_EVENTS if n in cap._cid]
@@ -310,8 +316,11 @@ class OpTracker:
             if name == "op_enqueue":
                 ds = [None] * len(r)
                 if "req_type" in fields:
-                    # a request id: OpRec reads it from the fields
-                    full = np.nonzero(r["req_type"])[0]
+                    # a request id: OpRec reads it from the fields; an
+                    # erasure-coded PG's op may learn its own later
+                    # (op_reqid), its PG is read here
+                    full = np.nonzero((r["req_type"] != 0) |
+                                      (r["pg_shard"] >= 0))[0]
                     for i, d in zip(full.tolist(), dicts(
                             r[full], cap.trace.classes[c].names)):
                         ds[i] = d
@@ -322,7 +331,9 @@ class OpTracker:
                            r["stage"].tolist(), r["duration_ns"].tolist())
             elif name == "replica_reply":
                 vals = zip(r["op"].tolist(), r["peer"].tolist(),
-                           r["wait_ns"].tolist())
+                           r["wait_ns"].tolist(),
+                           r["read"].tolist() if "read" in fields else
+                           [0] * len(r))      # not in older captures
             else:
                 vals = dicts(r, cap.trace.classes[c].names)
             rows.extend(zip(r["_ts"].tolist(), vals, last.tolist()))
@@ -378,10 +389,19 @@ class OpTracker:
                         listed(o)
                     drop(o)
             elif name == "replica_reply":
-                op, peer, wait = d
+                op, peer, wait, read = d
                 o = live.get(op)
                 if o is not None:
-                    o.replies.append((peer, wait, ts))
+                    (o.reads if read else o.replies).append((peer, wait, ts))
+            elif name == "op_reqid":
+                # a sub-write's request id, told once its shard applied it
+                op = d["op"]
+                o = live.get(op)
+                if o is not None and o.req is None:
+                    o.req = reqid_name(d)
+                    if not o.listed and o.deq and \
+                            t0 <= o.deq["ts"] <= t1:
+                        listed(o)
             elif name == "local_commit":
                 op = d["op"]
                 o = live.get(op)

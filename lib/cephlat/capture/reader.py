@@ -240,7 +240,7 @@ class Capture:
 
     ROLE_EVENTS = ("switch_out", "waking", "switch_in", "futex_wait")
     OP_EVENTS = ("op_enqueue", "op_dequeue", "stage", "op_done",
-                 "repop_done", "replica_reply", "local_commit")
+                 "repop_done", "replica_reply", "local_commit", "op_reqid")
 
     @property
     def role_of(self):

@@ -125,7 +125,8 @@ def op_story(args, out, caps, err=None, traces=(), clocks=None):
             row["enqueued_at_us"] = round((wall_ns(c, o.enq_ns) - t0) /
                                           1000, 1)
             story["osds"][name].append(row)
-            story.setdefault("pg", o.pg)
+            if o.pg and (row["role"] == "primary" or "pg" not in story):
+                story["pg"] = o.pg.split("s")[0]    # the PG, not a shard
             if row["role"] == "primary" and o.done:
                 first = min([s["start_us"] for s in row["stages"]
                              if s["start_us"] < 0], default=None)

@@ -20,8 +20,8 @@ from .hist import Hist
 class PeerKey(namedtuple("PeerKey", "stage what osd")):
     """The key of a per-peer histogram, beside the stages' (str) keys:
     `stage` waits on other OSDs (replica_wait: a write's replicas or
-    shards; shard_read: an erasure-coded read's shards, live only: no
-    capture events yet), `osd` (int) is the peer, `what` is "wait" (each
+    shards; shard_read: an erasure-coded read's shards), `osd` (int) is
+    the peer, `what` is "wait" (each
     of its replies' wait since the sub-ops went out) or "last" (its count:
     the ops it replied to last). report.peers() reads them back."""
     __slots__ = ()
@@ -110,7 +110,11 @@ class Rules:
                 add("replica_wait", d["replica_wait_ns"])
                 add(PeerKey.last("replica_wait", d["last_peer"]), 0)
         elif name == "replica_reply":
-            add(PeerKey.wait("replica_wait", d["peer"]), d["wait_ns"])
+            add(PeerKey.wait("shard_read" if d.get("read") else
+                             "replica_wait", d["peer"]), d["wait_ns"])
+        elif name == "shard_read":
+            add("shard_read", d["read_ns"])
+            add(PeerKey.last("shard_read", d["last_peer"]), 0)
         elif name == "local_commit":
             add("local_commit", d["commit_ns"])
         elif name == "repop_done":
@@ -348,8 +352,16 @@ def count_arrays(rules, name, r):
                     add(PeerKey.last("replica_wait", p), pi,
                         np.zeros(len(pi), np.uint64))
     elif name == "replica_reply":
-        for p, idx in each(r["peer"], allx):
-            add(PeerKey.wait("replica_wait", p), idx, r["wait_ns"][idx])
+        reads = r["read"] != 0 if "read" in names else \
+            np.zeros(len(r), bool)          # not in older captures
+        for stage, sel in (("replica_wait", ~reads), ("shard_read", reads)):
+            for p, idx in each(r["peer"], allx[sel]):
+                add(PeerKey.wait(stage, p), idx, r["wait_ns"][idx])
+    elif name == "shard_read":
+        add("shard_read", allx, r["read_ns"])
+        for p, idx in each(r["last_peer"], allx):
+            add(PeerKey.last("shard_read", p), idx,
+                np.zeros(len(idx), np.uint64))
     elif name == "local_commit":
         add("local_commit", allx, r["commit_ns"])
     elif name == "repop_done":

@@ -63,6 +63,10 @@ def op_row(cap, o):
         row["replies"] = [{"peer": "osd.%d" % p, "at_us": round(
             (ts - o.enq_ns) / 1000, 1), "wait_us": round(w / 1000, 1)}
             for p, w, ts in o.replies]
+    if o.reads:
+        row["shard_reads"] = [{"peer": "osd.%d" % p, "at_us": round(
+            (ts - o.enq_ns) / 1000, 1), "wait_us": round(w / 1000, 1)}
+            for p, w, ts in o.reads]
     if o.local:
         row["local_commit_us"] = round((o.local["ts"] - o.enq_ns) / 1000,
                                        1)

@@ -357,6 +357,10 @@ def _replication(out, r):
     for rp in r.get("replies", ()):
         out.write("   +%s %s replied (waited %s us since the sub-ops "
                   "went out)\n" % (rp["at_us"], rp["peer"], rp["wait_us"]))
+    for rp in r.get("shard_reads", ()):
+        out.write("   +%s %s's shard read (waited %s us since the "
+                  "sub-reads went out)\n" % (rp["at_us"], rp["peer"],
+                                               rp["wait_us"]))
     if r.get("local_commit_us") is not None:
         out.write("   +%s own commit\n" % r["local_commit_us"])
     if r.get("repop_us") is not None:
