@@ -282,6 +282,20 @@ def build():
         [target('sum by (peer) (rate(ceph_osd_replica_last_total{%s}[%s]))'
                 % (OSD, RI), "{{peer}}")], "ops", stack=True, fill=40),
         12, 8)
+    L.add(timeseries(
+        "Shard read wait p99 per primary and peer",
+        "An erasure-coded pool's primary: its wait for each shard's reply "
+        "to a client read (empty without erasure-coded reads)",
+        [target(p99("ceph_osd_shard_read_wait_seconds_bucket",
+                    "ceph_daemon, peer", OSD),
+                "{{ceph_daemon}} <- {{peer}}")], "s", fill=0), 12, 8)
+    L.add(timeseries(
+        "Last shard read reply by peer",
+        "Erasure-coded client reads per second whose last shard reply "
+        "came from each peer",
+        [target('sum by (peer) (rate(ceph_osd_shard_read_last_total{%s}'
+                '[%s]))' % (OSD, RI), "{{peer}}")], "ops", stack=True,
+        fill=40), 12, 8)
 
     # --- slowest OSDs -------------------------------------------------------
     L.row("Slowest OSDs")

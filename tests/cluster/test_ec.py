@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -338,3 +339,36 @@ def test_a_slowed_hosts_read_shard_is_named(ec_objects, run):
         assert "look at %s." % slow in r["verdict"], r["verdict"]
     assert named, (reads, {n: r["stages"]["shard_read"].get("by_peer")
                            for n, r in rec["osds"].items()})
+
+
+def test_the_exporter_exports_each_reads_shards(ec_objects):
+    """The exporter (every OSD of the lab, no cost bound: always
+    attached) counts each read an OSD was primary of (Ceph's op_r) in
+    ceph_osd_shard_read_last_total, over its peers, and each of the K
+    shard replies of each in ceph_osd_shard_read_wait_seconds."""
+    from test_exporter import Exporter, metrics
+    e = Exporter("ec", ["--refresh", "1", "--max-overhead", "0"])
+    try:
+        e.wait_traced()
+        before = [perf_counters(a) for a in ec_objects["asoks"]]
+        _reads(ec_objects)
+        after = [perf_counters(a) for a in ec_objects["asoks"]]
+        time.sleep(2.5)             # two refreshes: the last reads in
+        m = metrics(e.port)
+        assert e.proc.poll() is None, e.stderr()
+    finally:
+        e.kill()
+    reads = [a["osd"]["op_r"] - b["osd"]["op_r"]
+             for b, a in zip(before, after)]
+    assert sum(1 for n in reads if n) >= 2, reads
+    for i, n in enumerate(reads):
+        name = "osd.%d" % i
+
+        def per_peer(fam):
+            return {dict(k[1])["peer"]: v for k, v in m.items()
+                    if k[0] == fam and dict(k[1])["ceph_daemon"] == name}
+        last = per_peer("ceph_osd_shard_read_last_total")
+        waits = per_peer("ceph_osd_shard_read_wait_seconds_count")
+        assert sum(last.values()) == n, (name, n, last)
+        assert sum(waits.values()) == K * n, (name, n, waits)
+        assert set(last) <= set(waits), (last, waits)

@@ -23,7 +23,14 @@ from .families import BUCKET_EXPONENTS, BUCKETS_S, BY_NAME
 
 STAGE = "ceph_osd_stage_latency_seconds"
 KERNEL = "ceph_osd_kernel_latency_seconds"
-REPLICA = "ceph_osd_replica_wait_seconds"
+# per peer of the stages that wait on other OSDs: (wait histogram, times
+# last counter)
+PEER_FAMILIES = {
+    "replica_wait": ("ceph_osd_replica_wait_seconds",
+                     "ceph_osd_replica_last_total"),
+    "shard_read": ("ceph_osd_shard_read_wait_seconds",
+                   "ceph_osd_shard_read_last_total"),
+}
 QCLASS = "ceph_osd_scheduler_class_queue_wait_seconds"
 ALL = "all"                   # the label value of "not split"
 # the sources' key of the per-scheduler-class figures (exporter/service.py)
@@ -223,13 +230,12 @@ class Exported:
                     if h is not None:
                         st.count("ceph_osd_scheduler_class_held_seconds_total",
                                  (c,), h.sum_ns / 1e9)
-            for peer, (wait, last) in report.peers(
-                    hists, "replica_wait").items():
-                if wait is not None:
-                    st.hist(REPLICA, ("osd.%d" % peer,), wait)
-                if last:
-                    st.count("ceph_osd_replica_last_total",
-                             ("osd.%d" % peer,), last)
+            for stage, (wait_fam, last_fam) in PEER_FAMILIES.items():
+                for peer, (wait, last) in report.peers(hists, stage).items():
+                    if wait is not None:
+                        st.hist(wait_fam, ("osd.%d" % peer,), wait)
+                    if last:
+                        st.count(last_fam, ("osd.%d" % peer,), last)
             if run.kernel:
                 self._kernel(st, run, hists, cur, prev, secs)
             for key in vocab.hits:          # label: "hit_entry" -> "entry"

@@ -39,6 +39,13 @@ FAMILIES = (
            "A primary's wait for each replica's commit reply"),
     Family("ceph_osd_replica_last_total", "counter", D + ("peer",),
            "Replicated writes whose last reply came from this peer"),
+    Family("ceph_osd_shard_read_wait_seconds", "histogram", D + ("peer",),
+           "An erasure-coded pool's primary: its wait for each shard's "
+           "reply to a client read's sub-reads (only OSDs with such reads "
+           "have it)"),
+    Family("ceph_osd_shard_read_last_total", "counter", D + ("peer",),
+           "Erasure-coded client reads whose last shard reply came from "
+           "this peer"),
     # --- why queued ops wait ----------------------------------------------
     Family("ceph_osd_queue_wait_seconds_total", "counter",
            D + ("shard", "cause"),
