@@ -86,3 +86,47 @@ def test_the_labs_fake_skew_moves_the_wall_clock_and_names_its_own(
     assert abs(skewed["offset_ns"] - plain["offset_ns"] - 50 * 10 ** 6) \
         < 10 ** 6
     assert clocks.clock_id() == base + "+skew50000000"
+
+
+class _Cap:
+    """A capture's clock: wall - monotonic = off0 + ppm x monotonic."""
+
+    def __init__(self, off0, ppm, first_ns=0):
+        self.off0, self.ppm, self.first_ns = off0, ppm, first_ns
+        self.trace = object()
+
+    def wall_offset_ns(self, ns):
+        return self.off0 + int(ns * self.ppm / 1e6)
+
+    def mono(self, wall):
+        """the exact inverse, by bisection"""
+        lo, hi = wall - self.off0 - 10 ** 12, wall - self.off0 + 10 ** 12
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if mid + self.wall_offset_ns(mid) < wall:
+                lo = mid
+            else:
+                hi = mid
+        return hi
+
+
+def test_pictures_line_hosts_up_where_the_op_is():
+    """Two hosts whose clocks drift apart at 100 ppm: 10 minutes into the
+    capture, their timestamps are moved onto the first's clock with the
+    offsets of that moment (within a microsecond), not the capture's
+    start (60 ms off by then)."""
+    from cephlat.cli.merged import _deltas, mono_at
+    a = _Cap(1_700_000_000 * 10 ** 9, 0.0)
+    b = _Cap(1_700_000_000 * 10 ** 9 + 5 * 10 ** 6, 100.0, first_ns=0)
+    late = 600 * 10 ** 9                    # a's ns, 10 min in
+    wall = late + a.wall_offset_ns(late)
+    assert abs(mono_at(b, wall) - b.mono(wall)) <= 1
+    d = _deltas([a, b], late)
+    assert d[0] == 0
+    assert abs(b.mono(wall) + d[1] - late) <= 1000
+    start = _deltas([a, b], 0)[1]
+    assert abs(b.mono(wall) + start - late) > 50 * 10 ** 6
+    # slots of one capture share its clock: no delta at all
+    same = _Cap(a.off0, 0.0)
+    same.trace = a.trace
+    assert _deltas([a, same], late) == [0, 0]

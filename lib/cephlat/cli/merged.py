@@ -145,8 +145,9 @@ def op_story(args, out, caps, err=None, traces=(), clocks=None):
         print_op_story(out, story)
     if args.html or args.perfetto:     # a timeline centred on the request
         # on the first capture's clock: the others' moved to it by the
-        # wall clock (several hosts' captures)
-        deltas = _deltas(caps)
+        # wall clock (several hosts' captures), each clock's offset taken
+        # where the op is (clocks drift apart over a long capture)
+        deltas = _deltas(caps, mono_at(caps[0], t0))
         d = {id(c): k for c, k in zip(caps, deltas)}
         a = min(o.enq_ns + d[id(c)] for c, rs in found.values() for o in rs)
         b = max(end_ns(o) + d[id(c)] for c, rs in found.values()
@@ -161,8 +162,7 @@ def op_story(args, out, caps, err=None, traces=(), clocks=None):
                     for c in caps]
         client = None
         if traces:
-            client = _client_ops(traces, caps[0].wall_offset_ns(
-                caps[0].first_ns))
+            client = _client_ops(traces, caps[0].wall_offset_ns(a))
         host_pictures(args, err or sys.stderr, caps, recs,
                        (a, min(hi, a + span)), args.op_reqid, deltas,
                        client)
@@ -192,12 +192,27 @@ def _client_ops(traces, base):
     return {"name": name, "pid": pid, "ops": ops}
 
 
-def _deltas(caps):
+def mono_at(cap, wall_ns):
+    """`cap`'s monotonic ns at wall-clock ns `wall_ns`, with its clock's
+    offset taken there (interpolated between its samples): each step
+    takes the offset where the last one landed (a clock drifts by ppm:
+    three steps leave well under a ns)."""
+    mono = wall_ns - cap.wall_offset_ns(cap.first_ns)
+    for _ in range(3):
+        mono = wall_ns - cap.wall_offset_ns(mono)
+    return mono
+
+
+def _deltas(caps, at):
     """Per capture (slot), ns that move its timestamps to the first's
-    clock by the wall clock: 0 for slots of one capture, and nearly so
-    for captures of one kernel."""
-    base = caps[0].wall_offset_ns(caps[0].first_ns)
-    return [c.wall_offset_ns(c.first_ns) - base for c in caps]
+    clock by the wall clock, at `at` (the first's ns: where the pictures
+    are; two hosts' clocks drift apart by up to ~100 ppm, tens of ms over
+    a long capture, so an offset taken at the capture's start would not
+    do): 0 for slots of one capture, and nearly so for captures of one
+    kernel."""
+    wall = at + caps[0].wall_offset_ns(at)
+    return [0 if c.trace is caps[0].trace else at - mono_at(c, wall)
+            for c in caps]
 
 
 def end_to_end(args, out, caps, traces, clocks):
