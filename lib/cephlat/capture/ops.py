@@ -23,6 +23,18 @@ def reqid_name(d):
                             d["req_inc"], d["req_tid"])
 
 
+def reqid_fields(reqid):
+    """reqid_name's inverse: "client.4123.0:77" -> (req_type, req_num,
+    req_inc, req_tid), or None when it is not a request id."""
+    who, _, tid = reqid.rpartition(":")
+    parts = who.split(".")
+    types = {v: k for k, v in _ENTITY.items()}
+    if len(parts) != 3 or not tid.isdigit() or parts[0] not in types or \
+            not parts[1].isdigit() or not parts[2].lstrip("-").isdigit():
+        return None
+    return types[parts[0]], int(parts[1]), int(parts[2]), int(tid)
+
+
 def merged_first(r, keys, idx, sub):
     """Where the first of events r[idx] lies in the merged order (and
     after it, `sub`: the order count() adds its keys in for one event)."""

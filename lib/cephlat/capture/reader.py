@@ -21,7 +21,7 @@ from . import clock
 from .ctf import Trace
 from .stream import Streams, dicts
 from .format import DEV_FIELDS, FORMAT, THREAD_FIELDS
-from .ops import OpTracker, SlowPick, merged_first
+from .ops import OpTracker, SlowPick, merged_first, reqid_fields
 from .threads import SCHED_EVENTS, RoleScan, ThreadTimes
 from .window import WindowPass
 from ..model.roles import Roles
@@ -53,8 +53,6 @@ class Report:
         s.throttles_over = self.extra.get("throttles")
         return s
 
-
-# CEPH_ENTITY_TYPE_* (msg_types.h): a request id's entity
 
 
 class Capture:
@@ -428,6 +426,56 @@ class Capture:
         in the order they entered the window."""
         return [o for _, o in sorted(self.op_stream(t0, t1, keep=keep),
                                      key=lambda x: x[0])]
+
+    def ops_of(self, reqid):
+        """The ops of request id `reqid` (client.4123.0:77: the client op,
+        its replicas' ops and replies), without rebuilding the others:
+        their addresses from the op_enqueue and op_reqid events that name
+        it (numpy scans), then only those addresses' events followed
+        (OpTracker's `only`), from the first one's enqueue. -> [OpRec] in
+        the order they entered the capture."""
+        want = reqid_fields(reqid)
+        if want is None:
+            return []
+        found, late, late_enq = [], [], {}
+
+        def match(r):
+            names = r.dtype.names
+            if "req_type" not in names:
+                return None
+            return ((r["req_type"] == want[0]) & (r["req_num"] == want[1]) &
+                    (r["req_inc"] == want[2]) & (r["req_tid"] == want[3]))
+        # an op told its request id after its enqueue (op_reqid): its
+        # enqueue is the latest of its address before that
+        for _, r, _ in self._op_scan(("op_reqid",)):
+            m = match(r)
+            if m is not None and m.any():
+                late.extend(zip(r["op"][m].tolist(), r["_ts"][m].tolist()))
+        for _, r, _ in self._op_scan(("op_enqueue",)):
+            m = match(r)
+            if m is not None and m.any():
+                found.append((r["op"][m], int(r["_ts"][m].min())))
+            for op, ts in late:
+                t = r["_ts"][(r["op"] == op) & (r["_ts"] <= ts)]
+                if len(t):
+                    late_enq[(op, ts)] = max(late_enq.get((op, ts), 0),
+                                             int(t.max()))
+        if not found and not late:
+            return []
+        addrs = np.unique(np.concatenate(
+            [a for a, _ in found] +
+            [np.array([op for op, _ in late], np.uint64)]).astype(np.uint64))
+        # from the earliest enqueue among them (from the capture's start
+        # when one was enqueued before it)
+        starts = [t for _, t in found] + list(late_enq.values())
+        t_start = min(starts) if len(late_enq) == len(late) else None
+        tr = OpTracker(self, self.first_ns, self.last_ns,
+                       keep=lambda o: o.req == reqid, only=addrs)
+        got = []
+        for ch in self.chunks(self.OP_EVENTS, t_start):
+            got.extend(tr.feed(ch))
+        got.extend(tr.finish())
+        return [o for _, o in sorted(got, key=lambda x: x[0])]
 
     def ops_overlapping(self, summary, t0, t1, a, b):
         """The ops of a window (OpSummary of window()) whose span meets

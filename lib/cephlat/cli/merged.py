@@ -89,8 +89,7 @@ def op_story(args, out, caps, err=None, traces=(), clocks=None):
     from the first event, on the wall clock (captures of several hosts)."""
     found = {}
     for c in caps:
-        rows = c.ops(c.first_ns, c.last_ns,
-                     keep=lambda o: o.req == args.op_reqid)
+        rows = c.ops_of(args.op_reqid)
         if rows:
             found[c.name or "pid %d" % c.pid] = (c, rows)
     client = _client_op(traces, args.op_reqid)

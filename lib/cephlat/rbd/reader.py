@@ -1,5 +1,6 @@
 """Traces of either mode (eBPF or LTTng) read back with babeltrace2's
 Python bindings (bt2): images and requests, paired with completions."""
+import bisect
 import collections
 import os
 
@@ -156,14 +157,34 @@ class RbdTrace:
         for r in reqs:
             for mib in range(r.off >> 20, ((r.off + r.len - 1) >> 20) + 1):
                 buckets[mib].append(r)
+        # each MiB's requests by submit time (stable: the first to
+        # complete first among equal times), with the longest one's
+        # duration: an op's candidates lie within that of its send
+        submits, longest = {}, {}
+        for mib, rs in buckets.items():
+            rs.sort(key=lambda r: r.submit)
+            submits[mib] = [r.submit for r in rs]
+            longest[mib] = max(r.done - r.submit for r in rs)
 
         def owner(o, no, order):
+            """the latest request submitted before o was sent, in progress
+            then and holding its extent (of equal submit times, the first
+            to complete)"""
             x = (no << order) + o.offset
+            mib = x >> 20
+            rs = buckets.get(mib)
+            if not rs:
+                return None
+            subs, floor = submits[mib], o.send - longest[mib]
             best = None
-            for r in buckets.get(x >> 20, ()):
-                if r.off <= x < r.off + r.len and \
-                        r.submit <= o.send <= r.done and \
-                        (best is None or r.submit > best.submit):
+            i = bisect.bisect_right(subs, o.send)
+            while i > 0:
+                i -= 1
+                r = rs[i]
+                if r.submit < floor or \
+                        (best is not None and r.submit < best.submit):
+                    break
+                if r.off <= x < r.off + r.len and o.send <= r.done:
                     best = r
             return best
         sample = data[:: max(1, len(data) // 200)]
