@@ -20,13 +20,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
 from cephlat.ceph import adminsock  # noqa: E402
-from cephlat.engine import bpf  # noqa: E402
+from cephlat.engine import bpfsys  # noqa: E402
 
 
 LAB = os.path.join(REPO, "vagrant", "lab.sh")
 
 
-BPF_PROG_TYPE_KPROBE = bpf.BPF_PROG_TYPE_KPROBE
+BPF_PROG_TYPE_KPROBE = bpfsys.BPF_PROG_TYPE_KPROBE
 
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -120,7 +120,7 @@ def tracer_progs(pid):
     while kernel.bpf_stats_enabled is 1)."""
     out = {}
     for fd in os.listdir("/proc/%d/fd" % pid):
-        info = bpf.prog_fdinfo(pid, int(fd))
+        info = bpfsys.prog_fdinfo(pid, int(fd))
         if info is not None:
             out[info.pop("id")] = info
     return out

@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from cephlat.engine import bpf
+from cephlat.engine import bpfsys
 from cephlat.engine.elfsym import ElfSymbols
 from cephlat.engine.plan import resolve
 from cephlat.engine.tracer import StageTracer
@@ -39,10 +39,10 @@ def mode(request, monkeypatch):
     """uprobe_multi when this kernel has it; classic: the fallback, as on
     a kernel without it."""
     if request.param == "multi":
-        assert bpf.uprobe_multi_supported(), \
+        assert bpfsys.uprobe_multi_supported(), \
             "kernel %s has no uprobe_multi links" % os.uname().release
     else:
-        monkeypatch.setattr(bpf, "_multi_ok", False)
+        monkeypatch.setattr(bpfsys, "_multi_ok", False)
     return request.param
 
 
@@ -236,7 +236,7 @@ def test_batch_reads_are_the_key_by_key_ones(opqueue_exe):
 
 def test_attach_errors_are_one_line(opqueue_exe):
     """A refused uprobe_multi link says what and why on one line."""
-    assert bpf.uprobe_multi_supported()
+    assert bpfsys.uprobe_multi_supported()
     p = _start(opqueue_exe, 1)
     try:
         exe = "/proc/%d/exe" % p.pid

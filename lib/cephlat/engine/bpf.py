@@ -13,7 +13,7 @@ bpf_program__attach_uprobe_multi, so the link is created with the bpf(2)
 syscall directly (attach_uprobe_multi), on programs loaded with the
 expected attach type BPF_TRACE_UPROBE_MULTI (use_uprobe_multi, before
 load); such a program cannot take a classic uprobe, and the other way
-round: choose before load (uprobe_multi_supported).
+round: choose before load (bpfsys.uprobe_multi_supported).
 
 Why ctypes: libbpf is the reference loader for CO-RE objects and ships as a
 shared library on every distribution; binding a dozen functions keeps the
@@ -23,9 +23,10 @@ import ctypes
 import ctypes.util
 import errno
 import os
-import platform
 
 from ..errors import UserError
+from .bpfsys import (BPF_F_UPROBE_MULTI_RETURN, BPF_LINK_CREATE,
+                     BPF_TRACE_UPROBE_MULTI, UprobeMultiLinkAttr, sys_bpf)
 
 _LIBBPF_NAMES = ("libbpf.so.1", "libbpf.so")
 
@@ -47,51 +48,9 @@ class _UprobeOpts(ctypes.Structure):
                 ("func_name", ctypes.c_char_p)]
 
 
-# bpf(2) and the parts of union bpf_attr used here (include/uapi/linux/
-# bpf.h; checked against build/vmlinux.h of kernel 6.18)
-_SYS_BPF = {"x86_64": 321, "aarch64": 280}
-BPF_PROG_LOAD = 5
-BPF_LINK_CREATE = 28
-BPF_PROG_TYPE_KPROBE = 2
-BPF_TRACE_UPROBE_MULTI = 48
-BPF_F_UPROBE_MULTI_RETURN = 1
-
-
-class _ProgLoadAttr(ctypes.Structure):
-    # union bpf_attr, BPF_PROG_LOAD (the leading fields)
-    _fields_ = [("prog_type", ctypes.c_uint32),
-                ("insn_cnt", ctypes.c_uint32),
-                ("insns", ctypes.c_uint64),
-                ("license", ctypes.c_uint64),
-                ("log_level", ctypes.c_uint32),
-                ("log_size", ctypes.c_uint32),
-                ("log_buf", ctypes.c_uint64),
-                ("kern_version", ctypes.c_uint32),
-                ("prog_flags", ctypes.c_uint32),
-                ("prog_name", ctypes.c_char * 16),
-                ("prog_ifindex", ctypes.c_uint32),
-                ("expected_attach_type", ctypes.c_uint32)]
-
-
-class _UprobeMultiLinkAttr(ctypes.Structure):
-    # union bpf_attr, BPF_LINK_CREATE with link_create.uprobe_multi
-    _fields_ = [("prog_fd", ctypes.c_uint32),
-                ("target_fd", ctypes.c_uint32),
-                ("attach_type", ctypes.c_uint32),
-                ("flags", ctypes.c_uint32),
-                ("path", ctypes.c_uint64),
-                ("offsets", ctypes.c_uint64),
-                ("ref_ctr_offsets", ctypes.c_uint64),
-                ("cookies", ctypes.c_uint64),
-                ("cnt", ctypes.c_uint32),
-                ("um_flags", ctypes.c_uint32),
-                ("pid", ctypes.c_uint32)]
-
-
 _lib = None
 _libc = None
 _printer = None
-_multi_ok = None     # uprobe_multi_supported(), once per process
 
 
 def _load():
@@ -111,9 +70,6 @@ def _load():
     _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     _libc.vsnprintf.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
                                 ctypes.c_char_p, ctypes.c_void_p]
-    _libc.syscall.restype = ctypes.c_long
-    _libc.syscall.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p,
-                              ctypes.c_uint]
     L = _lib
     vp, cp, i, u32, u64, sz = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int,
                                ctypes.c_uint32, ctypes.c_uint64, ctypes.c_size_t)
@@ -201,86 +157,6 @@ def enable_run_stats():
     CAP_SYS_ADMIN)."""
     fd = _load().bpf_enable_stats(BPF_STATS_RUN_TIME)
     return fd if fd >= 0 else None
-
-
-def prog_fdinfo(pid, fd):
-    """What the kernel says of BPF program descriptor `fd` of process
-    `pid` ("self": this one): {"type", "id", "run_cnt", "run_time_ns"}
-    (the run figures move only while the run statistics are on), or None
-    when `fd` is not a BPF program."""
-    try:
-        if os.readlink("/proc/%s/fd/%d" % (pid, fd)) != "anon_inode:bpf-prog":
-            return None
-        with open("/proc/%s/fdinfo/%d" % (pid, fd)) as f:
-            info = dict(line.split(":", 1) for line in f if ":" in line)
-    except OSError:
-        return None
-    return {"type": int(info["prog_type"]), "id": int(info["prog_id"]),
-            "run_cnt": int(info.get("run_cnt", 0)),
-            "run_time_ns": int(info.get("run_time_ns", 0))}
-
-
-def _sys_bpf(cmd, attr):
-    """bpf(2) -> (result, errno)."""
-    _load()
-    ctypes.set_errno(0)
-    r = _libc.syscall(_SYS_BPF[platform.machine()], cmd,
-                      ctypes.byref(attr), ctypes.sizeof(attr))
-    return r, (ctypes.get_errno() if r < 0 else 0)
-
-
-def uprobe_multi_supported():
-    """Whether this kernel creates uprobe_multi links that filter by
-    process (Linux >= 6.6 with CONFIG_UPROBES, 64-bit). Found once, before
-    any object is loaded, with a trial like libbpf's own: a two-instruction
-    program loaded for uprobe_multi, and links asked on a path that does
-    not exist. A kernel with uprobe_multi looks the path up and answers
-    ENOENT; one without refuses the attach type itself (EINVAL) or has no
-    uprobes (EOPNOTSUPP). The first kernels with it (6.6 to 6.9, unless
-    fixed by their distribution) filtered by thread, not process: a link
-    for pid P fired in P's main thread only. Their fix also refuses a
-    negative pid before the path lookup (EINVAL), which tells them apart;
-    they get classic links. Nothing is attached.
-    CEPHLAT_UPROBE_MULTI=0 in the environment says no (classic uprobes,
-    one link per function)."""
-    global _multi_ok
-    if _multi_ok is None:
-        _multi_ok = os.environ.get("CEPHLAT_UPROBE_MULTI", "1") != "0" \
-            and platform.machine() in _SYS_BPF and _probe_uprobe_multi()
-    return _multi_ok
-
-
-def _probe_uprobe_multi():
-    # r0 = 0; exit
-    insns = (ctypes.c_uint64 * 2)(0xb7, 0x95)
-    lic = ctypes.create_string_buffer(b"GPL")
-    load = _ProgLoadAttr(prog_type=BPF_PROG_TYPE_KPROBE, insn_cnt=2,
-                         insns=ctypes.addressof(insns),
-                         license=ctypes.addressof(lic),
-                         prog_name=b"cephlat_probe",
-                         expected_attach_type=BPF_TRACE_UPROBE_MULTI)
-    fd, err = _sys_bpf(BPF_PROG_LOAD, load)
-    if fd < 0:
-        return False
-    path = ctypes.create_string_buffer(b"/nonexistent/cephlat-uprobe-multi")
-    offs = (ctypes.c_uint64 * 1)(0)
-
-    def trial(pid):
-        attr = _UprobeMultiLinkAttr(prog_fd=fd,
-                                    attach_type=BPF_TRACE_UPROBE_MULTI,
-                                    path=ctypes.addressof(path),
-                                    offsets=ctypes.addressof(offs), cnt=1,
-                                    pid=pid)
-        link, err = _sys_bpf(BPF_LINK_CREATE, attr)
-        if link >= 0:             # cannot happen; keep no probe anyway
-            os.close(link)
-        return err
-
-    try:
-        return trial(0) == errno.ENOENT and \
-            trial(0xffffffff) == errno.EINVAL
-    finally:
-        os.close(fd)
 
 
 # entries a batch read of a hash map asks for at a time (Map.items)
@@ -468,7 +344,7 @@ class BPFObject:
 
     def use_uprobe_multi(self, progs):
         """Load uprobe programs `progs` for uprobe_multi links (before
-        load; see uprobe_multi_supported()): they then attach with
+        load; see bpfsys.uprobe_multi_supported()): they then attach with
         attach_uprobe_multi only. libbpf 1.1 passes the expected attach
         type of a SEC("uprobe") program through to the kernel at load."""
         L = _load()
@@ -550,14 +426,14 @@ class BPFObject:
         offs = (ctypes.c_uint64 * n)(*offsets)
         cks = (ctypes.c_uint64 * n)(*cookies)
         fd = L.bpf_program__fd(self._find_prog_ptr(prog))
-        attr = _UprobeMultiLinkAttr(
+        attr = UprobeMultiLinkAttr(
             prog_fd=fd, attach_type=BPF_TRACE_UPROBE_MULTI,
             path=ctypes.addressof(path), offsets=ctypes.addressof(offs),
             cookies=ctypes.addressof(cks), cnt=n,
             um_flags=BPF_F_UPROBE_MULTI_RETURN if retprobe else 0,
             pid=max(pid, 0))
         link, err = (-1, errno.EBADF) if fd < 0 else \
-            _sys_bpf(BPF_LINK_CREATE, attr)
+            sys_bpf(BPF_LINK_CREATE, attr)
         if link < 0:
             hint = ""
             if err == errno.ESRCH:

@@ -21,7 +21,7 @@ from ..model.roles import CEPH_ROLES
 from ..model.snapshot import Snapshot
 from ..ceph import probetable
 from ..ceph.target import pid_alive
-from . import bpf
+from . import bpf, bpfsys
 from .mapread import MapReads
 from .optable import OpTable, ReqIndex, table_size
 from .stats import StatsReader, hist_delta, read_counters
@@ -245,7 +245,7 @@ class StageTracer(MapReads):
         # kernel has them (>= 6.6), else one classic link per function; a
         # program loaded for uprobe_multi takes no classic uprobe, so the
         # choice is made here, once, for every uprobe program
-        self.multi = bpf.uprobe_multi_supported()
+        self.multi = bpfsys.uprobe_multi_supported()
         if self.multi:
             self.obj.use_uprobe_multi(self.abi.programs_in("uprobe",
                                                            "uretprobe"))
@@ -398,7 +398,7 @@ class StageTracer(MapReads):
             return None
         tot = {"prog_ns": 0, "uprobe_runs": 0}
         for _, fd in self.obj.programs():
-            info = bpf.prog_fdinfo("self", fd) if fd >= 0 else None
+            info = bpfsys.prog_fdinfo("self", fd) if fd >= 0 else None
             if info is None:
                 continue
             tot["prog_ns"] += info["run_time_ns"]
