@@ -322,12 +322,63 @@ class Verdict(tuple):
     text = property(lambda self: self[1])
 
 
+def _queue_lines(qw, attr, wakers, sched, secs):
+    """What the shard queues' wait was mostly made of (attr: the
+    attribution's parts) -> (cause, lines): held by the scheduler, missed
+    or slow wake-ups, CPU contention, busy workers; idle when the wait is
+    short."""
+    lines = []
+    woke = wakers["enqueuer"] + wakers["other"] + wakers["timeout"]
+    shares = {p: attr[p]["share"] for p in attr}
+    top = max(("held", "busy", "signal", "runq"),
+              key=lambda p: shares.get(p, 0.0))
+    qs = qw.summary()
+    head = "ops waited %s in shard queues (p99 %s)" % (
+        _ms(qs["mean_us"]), _ms(qs["p99_us"]))
+    to_pct = 100.0 * wakers["timeout"] / woke if woke else 0.0
+    if top == "held":
+        cause = "held"
+        lines.extend(_held_lines(attr, sched, head,
+                                 qw.count / secs if secs else None))
+    elif top == "signal" or (to_pct >= 50 and shares["signal"] >= 0.25):
+        cause = "missed" if to_pct >= 50 else "signal"
+        lines.append(
+            "%s; %d %% of it was workers asleep with work queued (signal "
+            "delay p50 %s; %d %% of wake-ups came only from the timed "
+            "wait expiring, %d times with work queued)." % (
+                head, round(100 * shares["signal"]),
+                _ms(attr["signal"]["p50_us"]), round(to_pct),
+                wakers["timeouts_with_work"]))
+        if cause == "missed":
+            lines.append("wake-ups are being missed: queued work is "
+                         "found only when the workers' timed wait "
+                         "expires.")
+    elif top == "runq":
+        cause = "runq"
+        lines.append(
+            "%s; %d %% of it workers were runnable but waiting for a CPU "
+            "(run-queue delay p99 %s): CPU contention." % (
+                head, round(100 * shares["runq"]),
+                _ms(attr["runq"]["p99_us"])))
+    else:
+        cause = "busy"
+        lines.append(
+            "%s; %d %% of it the worker was busy with earlier ops: the "
+            "shard workers are saturated." % (
+                head, round(100 * shares["busy"])))
+    if qs["mean_us"] < 50 and cause != "missed":
+        cause = "idle"
+        lines[-1] += " (short: queueing is not the problem)"
+    return cause, lines
+
+
 def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
             sched=None, throttles=None, secs=None, qclasses=None,
             background=(), read_peers=None, me=None):
     """-> Verdict (cause, text; .slow): the dominant reason ops waited,
-    in plain words, with the numbers behind it. peers: replica_wait's by_peer; sched: the
-    OSD's scheduler (ceph/scheduler.py); throttles: the messenger's
+    in plain words, with the numbers behind it. peers: replica_wait's
+    by_peer; sched: the OSD's scheduler (ceph/scheduler.py); throttles:
+    the messenger's
     (throttle_deltas); secs: the interval's length; qclasses: queue_wait's
     by_queue_class; background: the stages of background work (vocab);
     read_peers: shard_read's by_peer; me: the OSD's own name ("osd.N")."""
@@ -342,47 +393,7 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
     elif qw is None or qw.count == 0:
         lines.append("no ops were dequeued in this interval.")
     else:
-        woke = wakers["enqueuer"] + wakers["other"] + wakers["timeout"]
-        shares = {p: attr[p]["share"] for p in attr}
-        top = max(("held", "busy", "signal", "runq"),
-                  key=lambda p: shares.get(p, 0.0))
-        qs = qw.summary()
-        head = "ops waited %s in shard queues (p99 %s)" % (
-            _ms(qs["mean_us"]), _ms(qs["p99_us"]))
-        to_pct = 100.0 * wakers["timeout"] / woke if woke else 0.0
-        if top == "held":
-            cause = "held"
-            lines.extend(_held_lines(attr, sched, head,
-                                     qw.count / secs if secs else None))
-        elif top == "signal" or (to_pct >= 50 and shares["signal"] >= 0.25):
-            cause = "missed" if to_pct >= 50 else "signal"
-            lines.append(
-                "%s; %d %% of it was workers asleep with work queued (signal "
-                "delay p50 %s; %d %% of wake-ups came only from the timed "
-                "wait expiring, %d times with work queued)." % (
-                    head, round(100 * shares["signal"]),
-                    _ms(attr["signal"]["p50_us"]), round(to_pct),
-                    wakers["timeouts_with_work"]))
-            if cause == "missed":
-                lines.append("wake-ups are being missed: queued work is "
-                             "found only when the workers' timed wait "
-                             "expires.")
-        elif top == "runq":
-            cause = "runq"
-            lines.append(
-                "%s; %d %% of it workers were runnable but waiting for a CPU "
-                "(run-queue delay p99 %s): CPU contention." % (
-                    head, round(100 * shares["runq"]),
-                    _ms(attr["runq"]["p99_us"])))
-        else:
-            cause = "busy"
-            lines.append(
-                "%s; %d %% of it the worker was busy with earlier ops: the "
-                "shard workers are saturated." % (
-                    head, round(100 * shares["busy"])))
-        if qs["mean_us"] < 50 and cause != "missed":
-            cause = "idle"
-            lines[-1] += " (short: queueing is not the problem)"
+        cause, lines = _queue_lines(qw, attr, wakers, sched, secs)
         bglines, bgshare = _background_lines(stages, qclasses, sched, secs,
                                              background)
         if bgshare < BACKGROUND_CAUSE_SHARE:
