@@ -143,29 +143,33 @@ def op_story(args, out, caps, err=None, traces=(), clocks=None):
     else:
         print_op_story(out, story)
     if args.html or args.perfetto:     # a timeline centred on the request
-        # on the first capture's clock: the others' moved to it by the
-        # wall clock (several hosts' captures), each clock's offset taken
-        # where the op is (clocks drift apart over a long capture)
-        deltas = _deltas(caps, mono_at(caps[0], t0))
-        d = {id(c): k for c, k in zip(caps, deltas)}
-        a = min(o.enq_ns + d[id(c)] for c, rs in found.values() for o in rs)
-        b = max(end_ns(o) + d[id(c)] for c, rs in found.values()
-                for o in rs)
-        span = max(int(args.timeline_ms * 1e6), int((b - a) * 1.2))
-        lo = bound(caps[0], args.t_from, caps[0].first_ns)
-        hi = bound(caps[0], args.t_to, caps[0].last_ns)
-        a = max(lo, (a + b) // 2 - span // 2)
-        recs = []
-        if args.html:
-            recs = [window_record(args, c, RunInfo.from_capture(c))[0]
-                    for c in caps]
-        client = None
-        if traces:
-            client = _client_ops(traces, caps[0].wall_offset_ns(a))
-        host_pictures(args, err or sys.stderr, caps, recs,
-                       (a, min(hi, a + span)), args.op_reqid, deltas,
-                       client)
+        _story_pictures(args, err, caps, traces, found, t0)
     return 0
+
+
+def _story_pictures(args, err, caps, traces, found, t0):
+    """--html/--perfetto of --op: the captures' timeline around the op's
+    rows (`found`: {name: (capture, OpRecs)}; t0: its first event's wall
+    ns), on the first capture's clock: the others moved to it by the wall
+    clock (several hosts' captures), each clock's offset taken where the
+    op is (clocks drift apart over a long capture)."""
+    deltas = _deltas(caps, mono_at(caps[0], t0))
+    d = {id(c): k for c, k in zip(caps, deltas)}
+    a = min(o.enq_ns + d[id(c)] for c, rs in found.values() for o in rs)
+    b = max(end_ns(o) + d[id(c)] for c, rs in found.values() for o in rs)
+    span = max(int(args.timeline_ms * 1e6), int((b - a) * 1.2))
+    lo = bound(caps[0], args.t_from, caps[0].first_ns)
+    hi = bound(caps[0], args.t_to, caps[0].last_ns)
+    a = max(lo, (a + b) // 2 - span // 2)
+    recs = []
+    if args.html:
+        recs = [window_record(args, c, RunInfo.from_capture(c))[0]
+                for c in caps]
+    client = None
+    if traces:
+        client = _client_ops(traces, caps[0].wall_offset_ns(a))
+    host_pictures(args, err or sys.stderr, caps, recs,
+                  (a, min(hi, a + span)), args.op_reqid, deltas, client)
 
 
 def _client_ops(traces, base):
@@ -240,8 +244,10 @@ def end_to_end(args, out, caps, traces, clocks):
         for o in c.ops(c.first_ns, c.last_ns,
                        keep=lambda o: o.req in client):
             if o.repop and not o.done:      # a replica's op
-                replicas[(o.req, c.name)] = (wall(c, o.enq_ns),
-                                             o.repop["repop_ns"])
+                # the first: an erasure-coded write's shard sees a second,
+                # the roll-forward after the commit
+                replicas.setdefault((o.req, c.name), (wall(c, o.enq_ns),
+                                                      o.repop["repop_ns"]))
                 continue
             if not o.done:
                 # enqueued on its primary, answered without completing
@@ -274,22 +280,7 @@ def end_to_end(args, out, caps, traces, clocks):
         raise UserError("none of the clients' %d OSD ops has its primary "
                         "in %s (request ids differ: another cluster or "
                         "time?)" % (len(client), args.read))
-    rows, unknown = [], 0
-    for req, peer, wait, seen, last in replies:
-        rep = replicas.get((req, peer))
-        row = {"req": req, "replica": peer, "wait_us": wait / 1000.0,
-               "last": last,
-               "out_us": None, "replica_us": None, "back_us": None}
-        if rep is not None:
-            enq, repop = rep
-            out_us = (enq - (seen - wait)) / 1000.0
-            back_us = (seen - enq - repop) / 1000.0
-            if out_us < 0 or back_us < 0:       # the clocks disagree
-                unknown += 1
-            else:
-                row.update(out_us=out_us, replica_us=repop / 1000.0,
-                           back_us=back_us)
-        rows.append(row)
+    rows, unknown = _replica_rows(replies, replicas)
     unfinished -= joined
     res = {"type": "end_to_end", "client_ops": len(client),
            "joined": len(joined), "traces": list(clients),
@@ -306,6 +297,30 @@ def end_to_end(args, out, caps, traces, clocks):
     else:
         print_end_to_end(out, res)
     return 0
+
+
+def _replica_rows(replies, replicas):
+    """Each reply a primary waited for (req, peer, wait ns, seen at: wall
+    ns, last?) with its replica's op ({(req, peer): (enqueued at: wall
+    ns, repop ns)}): its way out, the replica, its way back -> (rows for
+    replica_table, how many the clocks left unknown)."""
+    rows, unknown = [], 0
+    for req, peer, wait, seen, last in replies:
+        rep = replicas.get((req, peer))
+        row = {"req": req, "replica": peer, "wait_us": wait / 1000.0,
+               "last": last,
+               "out_us": None, "replica_us": None, "back_us": None}
+        if rep is not None:
+            enq, repop = rep
+            out_us = (enq - (seen - wait)) / 1000.0
+            back_us = (seen - enq - repop) / 1000.0
+            if out_us < 0 or back_us < 0:       # the clocks disagree
+                unknown += 1
+            else:
+                row.update(out_us=out_us, replica_us=repop / 1000.0,
+                           back_us=back_us)
+        rows.append(row)
+    return rows, unknown
 
 
 def _client_op(traces, reqid):
