@@ -269,33 +269,28 @@ def build():
 
     # --- replicas -----------------------------------------------------------
     L.row("Replication")
-    L.add(timeseries(
-        "Replica wait p99 per primary and peer",
-        "A primary's wait for each replica's commit reply",
-        [target(p99("ceph_osd_replica_wait_seconds_bucket",
-                    "ceph_daemon, peer", OSD),
-                "{{ceph_daemon}} <- {{peer}}")], "s", fill=0), 12, 8)
-    L.add(timeseries(
-        "Last reply by peer",
-        "Replicated writes per second whose last reply came from each "
-        "peer: a slow replica is the last one most of the time",
-        [target('sum by (peer) (rate(ceph_osd_replica_last_total{%s}[%s]))'
-                % (OSD, RI), "{{peer}}")], "ops", stack=True, fill=40),
-        12, 8)
-    L.add(timeseries(
-        "Shard read wait p99 per primary and peer",
-        "An erasure-coded pool's primary: its wait for each shard's reply "
-        "to a client read (empty without erasure-coded reads)",
-        [target(p99("ceph_osd_shard_read_wait_seconds_bucket",
-                    "ceph_daemon, peer", OSD),
-                "{{ceph_daemon}} <- {{peer}}")], "s", fill=0), 12, 8)
-    L.add(timeseries(
-        "Last shard read reply by peer",
-        "Erasure-coded client reads per second whose last shard reply "
-        "came from each peer",
-        [target('sum by (peer) (rate(ceph_osd_shard_read_last_total{%s}'
-                '[%s]))' % (OSD, RI), "{{peer}}")], "ops", stack=True,
-        fill=40), 12, 8)
+    for fams, titles, texts in (
+            (("ceph_osd_replica_wait_seconds", "ceph_osd_replica_last_total"),
+             ("Replica wait p99 per primary and peer", "Last reply by peer"),
+             ("A primary's wait for each replica's commit reply",
+              "Replicated writes per second whose last reply came from each "
+              "peer: a slow replica is the last one most of the time")),
+            (("ceph_osd_shard_read_wait_seconds",
+              "ceph_osd_shard_read_last_total"),
+             ("Shard read wait p99 per primary and peer",
+              "Last shard read reply by peer"),
+             ("An erasure-coded pool's primary: its wait for each shard's "
+              "reply to a client read (empty without erasure-coded reads)",
+              "Erasure-coded client reads per second whose last shard reply "
+              "came from each peer"))):
+        L.add(timeseries(
+            titles[0], texts[0],
+            [target(p99(fams[0] + "_bucket", "ceph_daemon, peer", OSD),
+                    "{{ceph_daemon}} <- {{peer}}")], "s", fill=0), 12, 8)
+        L.add(timeseries(
+            titles[1], texts[1],
+            [target('sum by (peer) (rate(%s{%s}[%s]))' % (fams[1], OSD, RI),
+                    "{{peer}}")], "ops", stack=True, fill=40), 12, 8)
 
     # --- slowest OSDs -------------------------------------------------------
     L.row("Slowest OSDs")
