@@ -236,15 +236,21 @@ def _times(n):
     return "once" if n == 1 else "%d times taking turns" % n
 
 
-# why the targets are missed (measured with cProfile on a 30-s set, 4 M
-# events: 6.7 s in all)
+# why the targets are missed (measured with cProfile on a 1-minute set,
+# 8.2 M events, --slowest 1: 17.5 s in all under the profiler)
 MISSED = (
-    "Missed: what costs it. Each capture's ops are rebuilt one event at a "
-    "time in Python (capture/ops.py, about two thirds of the time: 4.4 s of "
-    "6.7 s on a 30-s set of 4 M events), and every op of every file is "
-    "held in memory at once (an OpRec and its stages per op, the client's "
-    "calls and ops likewise), so the peak grows with the set's length. "
-    "Reading the client's trace with babeltrace2's Python bindings cost "
-    "another 5.3 s of 12 s before it moved to our own CTF reader. Meeting "
-    "the targets takes the ops rebuilt in numpy or native code and a "
-    "reader that goes through the set by time window.")
+    "Missed: what costs it. --op finds its ops by a numpy scan of the "
+    "captures and follows only their addresses; its time and its peak are "
+    "then the client's trace, decoded one event at a time (its events "
+    "carry strings, so the captures' numpy reader cannot take them: 5.9 s "
+    "of 17.5 on a 1-minute set) and held whole (every call and OSD op as "
+    "a Python object, to link each op to its call). The table and "
+    "--slowest also rebuild every capture's ops one event at a time in "
+    "Python (capture/ops.py: 10.4 s of those 17.5) and hold every op of "
+    "every file at once, so their peak grows with the set's length. "
+    "Before the link of ops to calls searched each MiB's requests by time "
+    "(it looked at every one of them per op: 80 a MiB after a minute, 800 "
+    "after ten), these reads took 342-350 s and --op 262 s. Meeting the "
+    "targets takes the ops rebuilt in numpy or native code, a client trace "
+    "of fixed-size events, and a reader that goes through the set by time "
+    "window.")
