@@ -402,7 +402,7 @@ class StageTracer(MapReads):
             if info is None:
                 continue
             tot["prog_ns"] += info["run_time_ns"]
-            if info["type"] == bpf.BPF_PROG_TYPE_KPROBE:
+            if info["type"] == bpfsys.BPF_PROG_TYPE_KPROBE:
                 tot["uprobe_runs"] += info["run_cnt"]
         return tot
 
