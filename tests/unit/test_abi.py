@@ -14,7 +14,7 @@ import pytest
 from cephlat import abi
 from cephlat.capture import format as capture
 from cephlat.ceph import probetable
-from cephlat.engine import plan, tracer
+from cephlat.engine import loadtime, plan
 from cephlat.model.roles import Roles
 from cephlat.engine.elfsym import ElfSymbols
 from cephlat.errors import UserError
@@ -96,7 +96,7 @@ def test_every_program_is_attached_by_someone(built):
                            "rep_reply", "rep_local_commit", "repop_done",
                            "ec_sub_write", "ec_reply", "ec_committed",
                            "ec_read_start", "ec_read_reply", "ec_read_done"}
-    kernel = set(tracer.kernel_programs(built))
+    kernel = set(loadtime.kernel_programs(built))
     assert set(built.programs) == {"stage_entry", "stage_return"} | \
         op_programs | kernel
     assert {built.programs[p].split("/")[0] for p in kernel} == {
@@ -104,7 +104,7 @@ def test_every_program_is_attached_by_someone(built):
 
 
 def test_role_prefixes_fill_the_rodata(built):
-    ro = tracer.rodata_type(built)()
+    ro = loadtime.rodata_type(built)()
     roles = Roles([("shardq-w", "worker"),
                           ("a-very-long-thread-name", "long")])
     roles.fill(ro)
@@ -193,12 +193,12 @@ def test_a_new_per_release_offset_is_a_table_entry(built):
     a name the object lacks is refused."""
     rel = probetable.Release("x", "example", {}, rmw=(200, 0x2, 0x4),
                              offsets={"rmw_flags_off": 208})
-    ro = tracer.rodata_type(built)()
-    tracer.apply_settings(ro, rel.settings())
+    ro = loadtime.rodata_type(built)()
+    loadtime.apply_settings(ro, rel.settings())
     assert (ro.rmw_flags_off, ro.rmw_read_bit, ro.rmw_write_bit) == (
         208, 0x2, 0x4)
     with pytest.raises(UserError):
-        tracer.apply_settings(ro, {"no_such_offset": 8})
+        loadtime.apply_settings(ro, {"no_such_offset": 8})
 
 
 def test_shard_and_waker_fields_are_the_headers(built):

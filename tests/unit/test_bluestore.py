@@ -1,4 +1,4 @@
-"""tracer.bluestore() and attached_kernel_programs(): the syncfs syscall
+"""loadtime.bluestore() and attached_kernel_programs(): the syncfs syscall
 tracepoints are left off only when every target is a BlueStore OSD, told
 by the "type" file next to the fsid file the process holds open."""
 import itertools
@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from cephlat import abi
-from cephlat.engine import tracer
+from cephlat.engine import loadtime
 
 HOLD = ("import sys, time\n"
         "f = open(sys.argv[1]) if sys.argv[1] != '-' else None\n"
@@ -38,28 +38,28 @@ def holder(tmp_path, spawn):
 
 
 def test_the_type_file_says_bluestore(holder):
-    assert tracer.bluestore(holder("bluestore")) is True
+    assert loadtime.bluestore(holder("bluestore")) is True
 
 
 @pytest.mark.parametrize("store_type", ["filestore", "memstore", None])
 def test_anything_else_is_not(holder, store_type):
-    assert tracer.bluestore(holder(store_type)) is False
+    assert loadtime.bluestore(holder(store_type)) is False
 
 
 def test_no_fsid_open_or_no_process(holder):
-    assert tracer.bluestore(holder("bluestore", open_fsid=False)) is False
-    assert tracer.bluestore(os.getpid()) is False
-    assert tracer.bluestore(2 ** 22 + 1) is False     # above pid_max
+    assert loadtime.bluestore(holder("bluestore", open_fsid=False)) is False
+    assert loadtime.bluestore(os.getpid()) is False
+    assert loadtime.bluestore(2 ** 22 + 1) is False     # above pid_max
 
 
 def test_syscall_tracepoints_only_when_a_target_may_call_syncfs(holder):
     a = abi.load("osdstage")
-    every = tracer.kernel_programs(a)
-    sys_progs = set(tracer.syscall_programs(a))
+    every = loadtime.kernel_programs(a)
+    sys_progs = set(loadtime.syscall_programs(a))
     assert sys_progs and sys_progs < set(every)
     blue = [holder("bluestore"), holder("bluestore")]
     filestore = holder("filestore")
-    assert set(tracer.attached_kernel_programs(a, blue)) == \
+    assert set(loadtime.attached_kernel_programs(a, blue)) == \
         set(every) - sys_progs
-    assert tracer.attached_kernel_programs(a, blue + [filestore]) == every
-    assert tracer.attached_kernel_programs(a, []) == every
+    assert loadtime.attached_kernel_programs(a, blue + [filestore]) == every
+    assert loadtime.attached_kernel_programs(a, []) == every

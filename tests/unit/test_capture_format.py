@@ -8,7 +8,7 @@ from elftools.elf.elffile import ELFFile
 from cephlat import abi
 from cephlat.capture import ctf
 from cephlat.capture import format as capture
-from cephlat.engine.tracer import ring_bytes
+from cephlat.engine.loadtime import ring_bytes
 from cephlat.model.vocab import Vocab
 from conftest import BUILD, header_enum, need
 

@@ -13,7 +13,8 @@ from ..model.interval import RunInfo
 from ..model.roles import CEPH_ROLES
 from .elfsym import ElfSymbols
 from .plan import Choice, choose_release, resolve
-from .tracer import DEFAULT_MAX_OPS, StageTracer, ring_bytes
+from .loadtime import ring_bytes
+from .tracer import DEFAULT_MAX_OPS, StageTracer
 
 TOOL = "osdstage"
 

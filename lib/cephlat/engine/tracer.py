@@ -22,6 +22,8 @@ from ..model.snapshot import Snapshot
 from ..ceph import probetable
 from ..ceph.target import pid_alive
 from . import bpf, bpfsys
+from .loadtime import (apply_settings, attached_kernel_programs,
+                       kernel_programs, lean_span, rodata_type)
 from .mapread import MapReads
 from .optable import OpTable, ReqIndex, table_size
 from .stats import StatsReader, hist_delta, read_counters
@@ -37,101 +39,13 @@ DEFAULT_OP_TIMEOUT_S = 120.0
 CLASS_SUMMED = ("op_total", "op_latency")
 
 
-def ring_bytes(mb):
-    """The capture ring buffer's size for `mb` MB: a power of two number
-    of pages."""
-    n = max(1, int(mb * 1024 * 1024) // 4096)
-    return 4096 * (1 << (n - 1).bit_length())
-
-
 default_bpf_dir = abimod.default_bpf_dir
-
-
-def kernel_programs(abi):
-    """The programs on kernel tracepoints (the rest are uprobes)."""
-    return abi.programs_in("tp_btf", "tracepoint")
-
-
-def syscall_programs(abi):
-    """The kernel programs on syscall tracepoints (syncfs's). While one is
-    attached, every syscall of every task on the host takes the kernel's
-    tracing slow path (issue 14: 40-70 ns a syscall); futex waits come from
-    the scheduler programs instead."""
-    return [p for p in kernel_programs(abi)
-            if abi.programs[p].startswith("tracepoint/syscalls/")]
-
-
-def bluestore(pid):
-    """Whether process `pid` is a BlueStore OSD (which never calls syncfs):
-    the data directory of the fsid file it holds open says so (its "type"
-    file, read through the process's root: containers too)."""
-    fds = "/proc/%d/fd" % pid
-    try:
-        names = os.listdir(fds)
-    except OSError:
-        return False
-    for fd in names:
-        try:
-            path = os.readlink(os.path.join(fds, fd))
-        except OSError:
-            continue
-        if not path.startswith("/") or os.path.basename(path) != "fsid":
-            continue
-        try:
-            with open("/proc/%d/root%s/type" % (pid, os.path.dirname(path))) \
-                    as f:
-                return f.read().strip() == "bluestore"
-        except OSError:
-            return False
-    return False
-
-
-def attached_kernel_programs(abi, pids):
-    """The kernel programs to attach for targets `pids`: all, less the
-    syscall tracepoints' when every target is a BlueStore OSD."""
-    progs = kernel_programs(abi)
-    if pids and all(bluestore(p) for p in pids):
-        skip = set(syscall_programs(abi))
-        progs = [p for p in progs if p not in skip]
-    return progs
 
 
 def real_offset_ns():
     """CLOCK_REALTIME - CLOCK_MONOTONIC now (bpf_ktime_get_ns is the
     monotonic clock, Ceph's stamps are wall clock)."""
     return wall_minus_mono()[1]
-
-
-def lean_span(settings, most):
-    """(first byte, bytes) of the one read op_lean makes of the op's
-    fields (its message pointer, Ceph's dequeue stamp, the rmw flags),
-    or (0, 0) when one of them is unknown or they lie `most` bytes or
-    more apart (then three reads)."""
-    fields = [(settings.get(k, 0), n) for k, n in (
-        ("msg_off", 8), ("deq_time_off", 8), ("rmw_flags_off", 4))]
-    if not all(off for off, _ in fields):
-        return 0, 0
-    lo = min(off for off, _ in fields)
-    span = max(off + n for off, n in fields) - lo
-    return (lo, span) if span < most else (0, 0)
-
-
-def rodata_type(abi):
-    """The const volatile globals of probes/osdstage.bpf.c as a ctypes
-    structure, every field at its .rodata offset."""
-    return abi.ctypes_globals(".rodata", {
-        "role_prefix": abi.struct("role_prefix").ctype()})
-
-
-def apply_settings(ro, settings):
-    """Per-release settings (probe table) into the .rodata image: each
-    names a const volatile global of probes/osdstage.bpf.c."""
-    names = {n for n, _ in ro._fields_}
-    for name, value in settings.items():
-        if name not in names or name.startswith("_pad"):
-            raise UserError("the probe table sets %s, which %s does not "
-                             "have" % (name, "probes/osdstage.bpf.c"))
-        setattr(ro, name, value)
 
 
 # Ceph's threads (docs/ceph.md); role 1 are the shard workers.
