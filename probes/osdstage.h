@@ -272,7 +272,10 @@ struct op_state {
 				 * the roll-forward after the commit, is not
 				 * waited for) */
 	__u32 msg_type;		/* its message's type (0: unread) */
-	__u32 pad;
+	__u32 sent_us;		/* an erasure-coded write: its sub-writes went
+				 * out this long after sub_ns (the wait for an
+				 * RMW's reads and for the writes ahead of it
+				 * in its PG); 0: with sub_ns */
 	__u64 msg_ns;		/* its message's time before the enqueue
 				 * (header read -> enqueue; 0: unstamped):
 				 * op_latency = this + op_total */
@@ -558,6 +561,10 @@ struct ev_replica_reply {
 	__u32 peer;		/* the replica's OSD id */
 	__u32 tid;
 	__u8 read;		/* a read's shard (shard_read), else a write's */
+	__u32 sent_us;		/* an erasure-coded write's sub-writes went out
+				 * this long after its wait began (op_state's
+				 * sent_us): the reply's own way is wait_ns
+				 * less this */
 } EV_PACKED;
 
 /* the primary's own commit of a replicated write */

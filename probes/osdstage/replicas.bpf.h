@@ -45,6 +45,7 @@ int rep_submit(struct pt_regs *ctx)
 	st->local_ns = st->last_ns = 0;
 	st->replies = st->last_peer = 0;
 	st->sub_tid = 0;
+	st->sent_us = 0;
 	key = (__u64)slot << TARGET_SHIFT | op;
 	if (req_index_op(&st->req, key)) {
 		count(slot, CNT_REQ_MAP_FULL);
@@ -78,6 +79,7 @@ static __always_inline void replica_replied(int slot, __u64 key,
 		e->peer = peer;
 		e->tid = (__u32)bpf_get_current_pid_tgid();
 		e->read = 0;
+		e->sent_us = st->sent_us;
 		EV_SEND(e);
 	}
 }
@@ -263,7 +265,7 @@ static __always_inline void op_reqid_event(int slot, __u64 op,
 SEC("uprobe")
 int ec_sub_write(struct pt_regs *ctx)
 {
-	__u64 w = PT_REGS_PARM4(ctx), ref = PT_REGS_PARM3(ctx), op = 0;
+	__u64 w = PT_REGS_PARM4(ctx), ref = PT_REGS_PARM3(ctx), op = 0, now;
 	struct ec_tid_key tk = {};
 	struct ec_tid_val tv = {};
 	struct reqid r = {};
@@ -284,6 +286,11 @@ int ec_sub_write(struct pt_regs *ctx)
 		if (!st || !st->sub_ns || st->sub_tid)
 			return 0;
 		st->sub_tid = tk.tid;
+		/* its own shard's sub-write is applied right after the
+		 * others' are sent (try_reads_to_commit): they went out now */
+		now = bpf_ktime_get_ns();
+		if (now > st->sub_ns)
+			st->sent_us = (now - st->sub_ns) / 1000;
 		tv.key = k->key;
 		tv.self = (__u32)PT_REGS_PARM2(ctx);
 	} else {
@@ -449,6 +456,7 @@ int ec_read_reply(struct pt_regs *ctx)
 		e->peer = peer;
 		e->tid = (__u32)bpf_get_current_pid_tgid();
 		e->read = 1;
+		e->sent_us = 0;
 		EV_SEND(e);
 	}
 	return 0;

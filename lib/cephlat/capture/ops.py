@@ -72,7 +72,10 @@ class OpRec:
         # fields, when its message's stamps were read), else None
         self.msg = {k[:-3]: v for k, v in d.items() if k.endswith("_ns")} \
             if d and d.get("stamped") else None
-        self.replies = []         # (peer osd id, wait ns, ts): primary
+        # (peer osd id, ns since its sub-op went out, ts): primary (an
+        # erasure-coded write's sub-writes go out after its pipeline's
+        # wait, which the replica_reply event's wait_ns holds too)
+        self.replies = []
         self.reads = []           # the same, an erasure-coded read's shards
         self.local = None         # own commit event (primary)
         self.repop = None         # repop_done event (a replica op)
@@ -303,7 +306,7 @@ class OpTracker:
         repop_done, local_commit); for the others only what feed() reads:
         op_enqueue (op, tid, its fields when it carries a request id,
         else None), stage (op or None, tid, stage, duration_ns),
-        replica_reply (op, peer, wait_ns, read)."""
+        replica_reply (op, peer, wait_ns, read, sent_us)."""
         cap = self.cap
         addrs, lts, lkeys = self.refs
         cids = [cap._cid[n] for n in cap.OP_EVENTS if n in cap._cid]
@@ -342,10 +345,12 @@ class OpTracker:
                            [None] * len(r), r["tid"].tolist(),
                            r["stage"].tolist(), r["duration_ns"].tolist())
             elif name == "replica_reply":
+                old = [0] * len(r)          # fields not in older captures
                 vals = zip(r["op"].tolist(), r["peer"].tolist(),
                            r["wait_ns"].tolist(),
-                           r["read"].tolist() if "read" in fields else
-                           [0] * len(r))      # not in older captures
+                           r["read"].tolist() if "read" in fields else old,
+                           r["sent_us"].tolist() if "sent_us" in fields
+                           else old)
             else:
                 vals = dicts(r, cap.trace.classes[c].names)
             rows.extend(zip(r["_ts"].tolist(), vals, last.tolist()))
@@ -401,10 +406,11 @@ class OpTracker:
                         listed(o)
                     drop(o)
             elif name == "replica_reply":
-                op, peer, wait, read = d
+                op, peer, wait, read, sent_us = d
                 o = live.get(op)
                 if o is not None:
-                    (o.reads if read else o.replies).append((peer, wait, ts))
+                    (o.reads if read else o.replies).append(
+                        (peer, max(0, wait - sent_us * 1000), ts))
             elif name == "op_reqid":
                 # a sub-write's request id, told once its shard applied it
                 op = d["op"]
