@@ -55,7 +55,6 @@ class Report:
         return s
 
 
-
 class Capture(OpLookups):
     """A capture directory, read once: the events of one target slot
     (captures of several OSDs hold a slot each; info "targets" names
