@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(ROOT, "lib"))
 from cephlat.abi import default_bpf_dir          # noqa: E402
 from cephlat.capture import format as capfmt    # noqa: E402
 from cephlat.engine import bpf                  # noqa: E402
-from cephlat.engine.tracer import ring_bytes    # noqa: E402
+from cephlat.engine.loadtime import ring_bytes  # noqa: E402
 
 SRC = os.path.join(HERE, "progs", "ringgen.bpf.c")
 EVENT = 80                                      # bytes, as op_enqueue

@@ -6,7 +6,7 @@ import os
 from elftools.elf.elffile import ELFFile
 
 from cephlat import abi
-from cephlat.engine.tracer import rodata_type
+from cephlat.engine.loadtime import rodata_type
 
 from conftest import BUILD, need
 
