@@ -7,6 +7,7 @@ import os
 import sys
 
 from ..clocks import duration_ns
+from ..engine.session import TOOL
 from ..errors import UserError
 from ..model.e2e import (client_segments, replica_segments,
                          replica_table, reqid_key, slowest_calls, table)
@@ -16,7 +17,6 @@ from ..render.text import print_end_to_end, print_op_story
 from ..ceph import objecter
 from .windows import bound, end_ns, host_pictures, window_record
 
-TOOL = "osdstage"
 
 
 def clock_offsets(args, paths, clients):
@@ -102,9 +102,7 @@ def op_story(args, out, caps, err=None, traces=(), clocks=None):
         raise UserError("no op %s in %s (see --slowest for request ids)" % (
             args.op_reqid, args.read))
 
-    def wall_ns(c, ns):
-        return int(round(c.wall(ns) * 1e9))
-    t0 = min(wall_ns(c, o.enq_ns) for c, rows in found.values()
+    t0 = min(_wall_ns(c, o.enq_ns) for c, rows in found.values()
              for o in rows)
     if client:
         t0 = min(t0, client["call"]["submit"] if client["call"] else
@@ -121,7 +119,7 @@ def op_story(args, out, caps, err=None, traces=(), clocks=None):
             # a replica's reply is an op of its own on the primary
             row["role"] = "primary" if o.done or o.replies else \
                 "replica" if o.repop else "reply" if primary else "other"
-            row["enqueued_at_us"] = round((wall_ns(c, o.enq_ns) - t0) /
+            row["enqueued_at_us"] = round((_wall_ns(c, o.enq_ns) - t0) /
                                           1000, 1)
             story["osds"][name].append(row)
             if o.pg and (row["role"] == "primary" or "pg" not in story):
@@ -129,10 +127,10 @@ def op_story(args, out, caps, err=None, traces=(), clocks=None):
             if row["role"] == "primary" and o.done:
                 first = min([s["start_us"] for s in row["stages"]
                              if s["start_us"] < 0], default=None)
-                enq = wall_ns(c, o.enq_ns)
+                enq = _wall_ns(c, o.enq_ns)
                 primary_at = (name, enq, None if first is None else
                               enq + int(first * 1000),
-                              wall_ns(c, o.done["ts"]))
+                              _wall_ns(c, o.done["ts"]))
     if client:
         story["client"] = _client_block(client, t0, primary_at)
     reps = replica_segments(story)
@@ -195,6 +193,11 @@ def _client_ops(traces, base):
     return {"name": name, "pid": pid, "ops": ops}
 
 
+def _wall_ns(cap, ns):
+    """Timestamp `ns` of capture `cap` as wall-clock ns."""
+    return int(round(cap.wall(ns) * 1e9))
+
+
 def mono_at(cap, wall_ns):
     """`cap`'s monotonic ns at wall-clock ns `wall_ns`, with its clock's
     offset taken there (interpolated between its samples): each step
@@ -237,16 +240,13 @@ def end_to_end(args, out, caps, traces, clocks):
                         "client's Objecter)" % ", ".join(clients))
     per_op, joined, unfinished = {"read": [], "write": []}, set(), set()
     replies, replicas = [], {}
-
-    def wall(c, ns):
-        return int(round(c.wall(ns) * 1e9))
     for c in caps:
         for o in c.ops(c.first_ns, c.last_ns,
                        keep=lambda o: o.req in client):
             if o.repop and not o.done:      # a replica's op
                 # the first: an erasure-coded write's shard sees a second,
                 # the roll-forward after the commit
-                replicas.setdefault((o.req, c.name), (wall(c, o.enq_ns),
+                replicas.setdefault((o.req, c.name), (_wall_ns(c, o.enq_ns),
                                                       o.repop["repop_ns"]))
                 continue
             if not o.done:
@@ -258,10 +258,10 @@ def end_to_end(args, out, caps, traces, clocks):
                 continue
             k = client[o.req]
             r = k.request
-            enq = wall(c, o.enq_ns)
+            enq = _wall_ns(c, o.enq_ns)
             if o.replies:
                 last = max(ts for _, _, ts in o.replies)
-                replies += [(o.req, "osd.%d" % peer, wait, wall(c, ts),
+                replies += [(o.req, "osd.%d" % peer, wait, _wall_ns(c, ts),
                              ts == last) for peer, wait, ts in o.replies]
             first = enq - sum(o.msg.values()) if o.msg else None
             kind = "write" if k.flags & objecter.FLAG_WRITE else "read"
@@ -270,7 +270,7 @@ def end_to_end(args, out, caps, traces, clocks):
                  "call": {"submit": r.submit, "done": r.done,
                           "released": r.released}
                  if r is not None else None},
-                enq, first, int(round(c.wall(o.done["ts"]) * 1e9)))
+                enq, first, _wall_ns(c, o.done["ts"]))
             seg.update(reqid=o.req, kind=kind, primary=c.name,
                        object=k.object, call=None if r is None else {
                            "op": r.op, "offset": r.off, "length": r.len})

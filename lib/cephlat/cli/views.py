@@ -3,6 +3,7 @@ report over a window (--from/--to) with filters, the slowest ops and the
 timeline pictures (cli/windows.py); several captures and clients' traces
 read together are cli/merged.py's. No root and no build needed: the
 capture describes itself (capture/reader.py)."""
+from ..engine.session import TOOL
 from ..errors import UserError, quiet_broken_pipe
 from ..model.interval import RunInfo, host_record, interval_record
 from ..model.timeline import timeline
@@ -13,7 +14,6 @@ from ..rbd.reader import RbdTrace
 from .merged import clock_check, clock_offsets, end_to_end, op_story
 from .windows import bound, host_pictures, window_record, write_pictures
 
-TOOL = "osdstage"
 # the options that ask for a window report
 OFFLINE_ONLY = {"t_from": "--from", "t_to": "--to",
                 "thread_role": "--thread-role", "op_class": "--op-class",

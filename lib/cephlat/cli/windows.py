@@ -6,13 +6,13 @@ import json
 import os
 import time
 
+from ..engine.session import TOOL
 from ..errors import UserError
 from ..model.interval import interval_record
 from ..model.slowest import slowest
 from ..model.timeline import host_timeline
 from ..capture.ops import OpSummary
 
-TOOL = "osdstage"
 
 
 def bound(cap, t, default):
