@@ -437,7 +437,8 @@ stray_pids() {
 # ------------------------------------------------------------------------ cluster state
 
 # Prints nothing and succeeds when the cluster looks ready: N OSDs up and in, every PG
-# active+clean, pool rbd present.  Otherwise prints the reason and fails.
+# active+clean (a clean PG trimming snapshots or scrubbing, active+clean+snaptrim, is
+# ready too: a lab that deleted an image with snapshots shows it), pool rbd present.  Otherwise prints the reason and fails.
 cluster_not_ready_reason() {
     local want_osds=$1 json
     json=$(CEPH_CMD_TIMEOUT=10 cephc status -f json 2>/dev/null) || { echo "ceph status failed"; return 1; }
@@ -450,7 +451,8 @@ n, up, inn = om.get("num_osds", 0), om.get("num_up_osds", 0), om.get("num_in_osd
 if n < want or up < n or inn < n:
     sys.exit("osds: %d total, %d up, %d in (want %d)" % (n, up, inn, want))
 total = pm.get("num_pgs", 0)
-clean = sum(x["count"] for x in pm.get("pgs_by_state", []) if x["state_name"] == "active+clean")
+clean = sum(x["count"] for x in pm.get("pgs_by_state", [])
+            if {"active", "clean"} <= set(x["state_name"].split("+")))
 if total == 0 or clean != total:
     states = ", ".join("%d %s" % (x["count"], x["state_name"]) for x in pm.get("pgs_by_state", []))
     sys.exit("pgs: %d/%d active+clean (%s)" % (clean, total, states or "no stats yet"))
