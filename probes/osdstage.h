@@ -284,7 +284,9 @@ struct op_state {
 /* A slot of the op table ("ops" array map, user space maps it): the op's
  * key (target slot << TARGET_SHIFT | address; 0 = free) and its state.
  * An op lives in one of OPS_WAYS slots from a hash of its key: no hash
- * map insert or delete on the probe path (those cost ~1 us here). */
+ * map insert or delete on the probe path (those cost ~1 us here); a free
+ * slot is taken with a compare-and-swap of its key (helpers.bpf.h
+ * slot_take: probes run on every CPU at once). */
 struct op_slot {
 	__u64 key;
 	struct op_state st;

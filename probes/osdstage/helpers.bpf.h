@@ -50,17 +50,28 @@ static __always_inline struct op_slot *op_find(__u64 key)
 	return 0;
 }
 
-/* A slot for a new op `key`: its own (an address still tracked: *replaced
- * set) or a free one; NULL when all its slots are taken. */
+/* Take the free slot *k for `key`: a compare-and-swap, as the probes of
+ * the traced OSDs run on every CPU at once and two of them may pick the
+ * same free slot (a plain store lost one: an op, or a write's request id,
+ * gone in the middle of its life). -> whether it is ours. */
+static __always_inline int slot_take(__u64 *k, __u64 key)
+{
+	return __sync_val_compare_and_swap(k, 0, key) == 0;
+}
+
+/* A slot for a new op `key`, taken: its own (an address still tracked:
+ * *replaced set) or a free one (its state is the caller's to write); NULL
+ * when all its slots are taken. */
 static __always_inline struct op_slot *op_claim(__u64 key, int *replaced)
 {
 	__u32 i = op_index(key), none = ~0U, free = none;
+	struct op_slot *s;
 
 	*replaced = 0;
 	for (int w = 0; w < OPS_WAYS; w++) {
 		__u32 j = (i + w) & ops_mask;
-		struct op_slot *s = bpf_map_lookup_elem(&ops, &j);
 
+		s = bpf_map_lookup_elem(&ops, &j);
 		if (!s)
 			continue;
 		if (s->key == key) {
@@ -72,7 +83,18 @@ static __always_inline struct op_slot *op_claim(__u64 key, int *replaced)
 	}
 	if (free == none)
 		return 0;
-	return bpf_map_lookup_elem(&ops, &free);
+	s = bpf_map_lookup_elem(&ops, &free);
+	if (s && slot_take(&s->key, key))
+		return s;
+	/* another CPU took it first: any other free one */
+	for (int w = 0; w < OPS_WAYS; w++) {
+		__u32 j = (i + w) & ops_mask;
+
+		s = bpf_map_lookup_elem(&ops, &j);
+		if (s && !s->key && slot_take(&s->key, key))
+			return s;
+	}
+	return 0;
 }
 
 static __always_inline __u32 req_index(const struct reqid *r)
@@ -103,10 +125,12 @@ static __always_inline struct req_slot *req_find(const struct reqid *r)
 	return 0;
 }
 
-/* Index op `key` by its request id r: -1 when r's slots are all taken. */
+/* Index op `key` by its request id r: its first slot that is free
+ * (taken atomically, as in op_claim) or holds r already. -1 when r's
+ * slots are all taken. */
 static __always_inline int req_index_op(const struct reqid *r, __u64 key)
 {
-	__u32 i = req_index(r), none = ~0U, free = none;
+	__u32 i = req_index(r);
 	struct req_slot *s;
 
 	for (int w = 0; w < OPS_WAYS; w++) {
@@ -115,19 +139,18 @@ static __always_inline int req_index_op(const struct reqid *r, __u64 key)
 		s = bpf_map_lookup_elem(&reqidx, &j);
 		if (!s)
 			continue;
-		if (!s->key || req_same(&s->req, r)) {
-			free = j;
-			break;
+		if (!s->key) {
+			if (!slot_take(&s->key, key))
+				continue;	/* another CPU's now */
+			s->req = *r;
+			return 0;
+		}
+		if (req_same(&s->req, r)) {
+			s->key = key;
+			return 0;
 		}
 	}
-	if (free == none)
-		return -1;
-	s = bpf_map_lookup_elem(&reqidx, &free);
-	if (!s)
-		return -1;
-	s->req = *r;
-	s->key = key;
-	return 0;
+	return -1;
 }
 
 static __always_inline void req_forget(const struct reqid *r)

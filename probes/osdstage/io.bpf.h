@@ -91,8 +91,8 @@ static __always_inline struct rq_start *rq_find(__u64 rq)
 	return 0;
 }
 
-/* Track request rq of target `slot` from `ts`: its own slot, a free one,
- * or (all taken: counted) the first. */
+/* Track request rq of target `slot` from `ts`: its own slot, a free one
+ * (taken atomically: slot_take), or (all taken: counted) the first. */
 static __always_inline void rq_track(__u64 rq, __u64 ts, __u32 slot)
 {
 	__u32 i = rq_index(rq), none = ~0U, free = none;
@@ -104,7 +104,7 @@ static __always_inline void rq_track(__u64 rq, __u64 ts, __u32 slot)
 		p = bpf_map_lookup_elem(&rqs, &j);
 		if (!p)
 			continue;
-		if (p->rq == rq || !p->rq) {
+		if (p->rq == rq || (!p->rq && slot_take(&p->rq, rq))) {
 			free = j;
 			break;
 		}

@@ -69,7 +69,8 @@ def test_each_write_waits_on_every_shard(ec3, run):
     for name, n in zip(names, writes):
         r = rec["osds"][name]
         rw = r["stages"]["replica_wait"]
-        assert rw["count"] == n, (name, n, rw)
+        assert rw["count"] == n, (name, n, rw["count"], r["lost"],
+                                  r["stages"]["op_total"]["count"])
         _nothing_lost(name, r)
         if not n:
             continue
