@@ -617,11 +617,13 @@ def stop_bpftrace(p, timeout=60):
                     " ".join(p.args), timeout, stacks, out, err)) from e
 
 
-def gdb_offsets(path, offsets, *before):
+def gdb_offsets(path, offsets, *before, prefix=()):
     """gdb -batch on `path` (a binary or its debug file): the commands
-    `before`, then each {name: DWARF expression} printed as a number.
-    -> (gdb's whole stdout, {name: int} of those it could print)"""
-    args = ["gdb", "-batch", "-nx"]
+    `before`, then each {name: DWARF expression} printed as a number;
+    prefix: an argv prefix gdb runs under (a container lab's `exec`, the
+    path then the container's own). -> (gdb's whole stdout, {name: int} of
+    those it could print)"""
+    args = list(prefix) + ["gdb", "-batch", "-nx"]
     for c in list(before) + [x for name, expr in offsets.items() for x in (
             "echo @@off %s\\n" % name, "print (long)%s" % expr)]:
         args += ["-ex", c]

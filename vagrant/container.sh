@@ -28,6 +28,9 @@
 #   workload [SECS] [THREADS]   lab.sh workload inside the container
 #   trim | status               lab.sh trim / status inside the container
 #   osd stop|start ID           lab.sh osd inside the container
+#   client-debug  install the client libraries' debug files (librados2-dbg, librbd1-dbg) and
+#                 gdb in the running container, if missing: rbdrecord finds the Objecter
+#                 copies of a client in the container through them (~260 MB, a few seconds)
 # RELEASE "all" with down or down-if-up: every container lab.
 #
 # Environment: LAB_OSD_OPTS, LAB_OSDS, LAB_POOL, LAB_DISK_SIZE (16G each), LAB_LOOP_DIRECT_IO (off),
@@ -358,6 +361,18 @@ need_up() {
     ctr_running || die "the $REL lab is not up; run 'make lab CEPH=$REL'"
 }
 
+CLIENT_DEBUG_PKGS="librados2-dbg librbd1-dbg gdb"
+
+cmd_ctr_client_debug() {
+    need_up
+    # shellcheck disable=SC2086
+    pm exec "$CTR_NAME" dpkg -s $CLIENT_DEBUG_PKGS >/dev/null 2>&1 && return 0
+    run_logged "client-debug-update-$REL" pm exec "$CTR_NAME" apt-get update -q
+    # shellcheck disable=SC2086
+    run_logged "client-debug-install-$REL" pm exec -e DEBIAN_FRONTEND=noninteractive \
+        "$CTR_NAME" apt-get install -y -q --no-install-recommends $CLIENT_DEBUG_PKGS
+}
+
 case $CMD in
 install) cmd_ctr_install ;;
 up) cmd_ctr_up ;;
@@ -367,6 +382,7 @@ down-if-up) cmd_ctr_down_if_up ;;
 workload) need_up; in_ctr workload "$@" ;;
 trim) need_up; in_ctr trim ;;
 osd) need_up; in_ctr osd "$@" ;;
+client-debug) cmd_ctr_client_debug ;;
 status)
     if ctr_running; then echo "$REL (container $CTR_NAME): $(in_ctr status)"; else echo "$REL: down"; fi ;;
 *) sed -n '/^# Commands:/,/^# Environment/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;

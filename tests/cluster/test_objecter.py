@@ -5,11 +5,12 @@ with gdb; and every copy is found where the recorder looks."""
 import os
 import re
 import shutil
+import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO, gdb_offsets, need
+from conftest import CONTAINER_LAB, REPO, gdb_offsets, need
 
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
@@ -92,6 +93,13 @@ def test_offsets_match_dwarf_of_each_copy(name):
     dbg = _debug(libs[name])
     assert dbg, "no debug file for %s (make setup installs librados2-dbg " \
         "and librbd1-dbg)" % libs[name]
+    _check_copy(name, libs, dbg)
+
+
+def _check_copy(name, libs, dbg, prefix=(), root=""):
+    """Copy `name` of the Objecter (libs: the client's libraries, dbg: its
+    debug file; under `prefix`, gdb runs in a container whose root is
+    `root` on the host) against the release's offsets."""
     # the release: the copies come from one build (libceph-common says it)
     version = ebpf.library_version(libs.get("libceph-common", libs[name]))
     key = ".".join((version or "").split(".")[:2])
@@ -100,7 +108,8 @@ def test_offsets_match_dwarf_of_each_copy(name):
     exprs = dict(objecter.DWARF)
     if name == "libceph-common":      # the protocol's op codes, once
         exprs.update({"op_" + k: k for k in objecter.OSD_OPS})
-    text, got = gdb_offsets(dbg, exprs, "ptype /o Objecter::Op")
+    text, got = gdb_offsets(dbg[len(root):], exprs, "ptype /o Objecter::Op",
+                            prefix=prefix)
     for k, code in objecter.OSD_OPS.items():
         if name == "libceph-common":
             assert got.get("op_" + k) == code, (k, got.get("op_" + k))
@@ -119,6 +128,58 @@ def test_offsets_match_dwarf_of_each_copy(name):
         # structs' first members: the offset is the member's own
         assert members[path] == want[off], (name, off, members[path],
                                             want[off])
+
+
+# the client libraries in a container lab's root (Debian's paths)
+CTR_LIBS = {"librbd": "/usr/lib/x86_64-linux-gnu/librbd.so.1",
+            "librados": "/usr/lib/x86_64-linux-gnu/librados.so.2",
+            "libceph-common":
+                "/usr/lib/x86_64-linux-gnu/ceph/libceph-common.so.2"}
+
+
+@pytest.fixture(scope="module")
+def ctr_client(container_lab):
+    """The container lab's client libraries, as the host sees them (its
+    OSD's root), with their debug files and gdb installed there."""
+    p = subprocess.run(["bash", CONTAINER_LAB, container_lab["release"],
+                        "client-debug"], capture_output=True, text=True,
+                       timeout=900)
+    assert p.returncode == 0, p.stderr
+    root = "/proc/%d/root" % container_lab["pid"]
+    return container_lab, root, {n: root + p for n, p in CTR_LIBS.items()}
+
+
+@pytest.mark.parametrize("name", objecter.LIBS)
+def test_container_offsets_match_dwarf(ctr_client, name):
+    """Reef's and Tentacle's offsets (their client libraries in the
+    container labs) against their librados2-dbg and librbd1-dbg, as for
+    Pacific's on the host."""
+    lab, root, libs = ctr_client
+    dbg = _debug(libs[name])
+    assert dbg and dbg.startswith(root), (libs[name], dbg)
+    version = ebpf.library_version(libs["libceph-common"])
+    assert version.startswith(lab["version"]), version
+    if name not in objecter.COPIES[lab["version"].rstrip(".")]:
+        # Tentacle's librados and librbd: no copy, hidden or not
+        with ElfSymbols(libs[name], debug=True) as elf:
+            for q, params in objecter.FUNCS.values():
+                assert not elf.find(q, re.compile(params)), (name, q)
+        return
+    _check_copy(name, libs, dbg, prefix=lab["exec"], root=root)
+
+
+def test_container_copies_are_probed(ctr_client):
+    """In the container labs' client libraries too, every copy of both
+    functions is found (Reef's hidden ones through the container's debug
+    files; Tentacle has libceph-common's only) and the release has
+    offsets."""
+    lab, root, libs = ctr_client
+    site = ebpf.ObjecterSite(libs)
+    assert site.why is None, site.why
+    assert site.release.startswith(lab["version"]), site.release
+    assert {(r, p) for r, p, _, _ in site.sites} == {
+        (r, libs[n]) for r in objecter.FUNCS
+        for n in objecter.COPIES[lab["version"].rstrip(".")]}
 
 
 def test_every_copy_is_probed():

@@ -12,8 +12,10 @@ Objecter's client_inc, the tid the Op's.
 
 Offsets: from the release's DWARF (Debian's librados2-dbg, which holds
 libceph-common's debug info), checked by tests/cluster/test_objecter.py
-with gdb, and on a live client by tests/cluster/test_rbdrecord_osdops.py
-(request ids equal to those the OSD logs). A release without checked
+with gdb (Pacific's on the host, Reef's and Tentacle's in their container
+labs), and on a live client by tests/cluster/test_client_osdops.py (the
+3-host lab) and test_client_releases.py (a client in each container lab):
+request ids equal to those the OSD logs. A release without checked
 offsets records no OSD ops (the librbd calls still are). Where the
 recorder finds them in a client: lib/cephlat/rbd/ebpf.py (ObjecterSite).
 """
@@ -23,8 +25,9 @@ FUNCS = {
     "reply": ("Objecter::handle_osd_op_reply", r"^MOSDOpReply\*$"),
 }
 
-# where the Objecter is, in the order searched: Pacific exports it from
-# libceph-common; later releases link it into librados and librbd
+# where the Objecter is, in the order searched: libceph-common exports
+# it; Pacific and Reef also link a hidden copy into librados and one into
+# librbd, Tentacle does not (its librados2-dbg and librbd1-dbg list none)
 LIBS = ("libceph-common", "librados", "librbd")
 
 # Ceph 16.2.15 (Debian 12's librados2 / libceph-common2):
@@ -42,7 +45,19 @@ _PACIFIC = {"obj_msgr_off": 24, "obj_inc_off": 148, "msgr_name_off": 176,
             "op_ops_off": 464, "osdop_size": 152,
             "msg_tid_off": 32, "msg_src_off": 60}
 
-OFFSETS = {"16.2": _PACIFIC}
+# Ceph 18.2.7 (Debian 13) and 20.2.4 (Debian sid): the same but for
+# Messenger::my_name (64), and on 20.2 the Objecter's client_inc (164),
+# Op::tid and attempts (1064, 1072: OSDOp shrank to 112 bytes, so did the
+# ops vector's two inline OSDOps). Read from their librados2-dbg (which
+# holds libceph-common's debug info) in the container labs
+# (container.sh RELEASE client-debug; tests/cluster/test_objecter.py)
+_REEF = dict(_PACIFIC, msgr_name_off=64)
+_TENTACLE = dict(_REEF, obj_inc_off=164, op_tid_off=1064,
+                 op_attempts_off=1072, osdop_size=112)
+
+OFFSETS = {"16.2": _PACIFIC, "18.2": _REEF, "20.2": _TENTACLE}
+# the libraries holding a copy, per release with offsets
+COPIES = {"16.2": LIBS, "18.2": LIBS, "20.2": ("libceph-common",)}
 
 # the DWARF expressions of each offset (tests/cluster/test_objecter.py)
 DWARF = {

@@ -66,20 +66,31 @@ def library_version(path):
 
 
 class ObjecterSite:
-    """Where the Objecter of one client is -- every copy: Ceph links it
-    into librados and into librbd (librbd sends its data ops through its
+    """Where the Objecter of one client is -- every copy: libceph-common
+    exports it; up to Reef (18.2) Ceph also links a hidden copy into
+    librados and one into librbd (librbd sends its data ops through its
     own copy; the replies come through the copy that made the Objecter,
-    librados'), hidden, and libceph-common exports a third. Hidden copies
-    are found in the -dbg packages' symbol tables (librados2-dbg,
-    librbd1-dbg). -> release, offsets, sites; or why it is not recorded
-    (`why`)."""
+    librados'); Tentacle's (20.2) use libceph-common's (objecter.COPIES).
+    Hidden copies are found in the -dbg packages' symbol tables
+    (librados2-dbg, librbd1-dbg). -> release, offsets, sites; or why it is
+    not recorded (`why`)."""
 
     def __init__(self, libs):
         self.release = self.offsets = None
         self.sites = []         # (role, path, file offset, what)
         self.why = None
-        missing = []
+        version = None
         for name in objecter.LIBS:
+            if libs.get(name) and os.path.exists(libs[name]):
+                version = version or library_version(libs[name])
+        key = ".".join(version.split(".")[:2]) if version else None
+        self.release = version
+        if key not in objecter.OFFSETS:
+            self.why = ("no checked Objecter offsets for Ceph %s" % (
+                version or "of unknown version"))
+            return
+        missing = []
+        for name in objecter.COPIES[key]:
             path = libs.get(name)
             if not path or not os.path.exists(path):
                 continue
@@ -95,23 +106,13 @@ class ObjecterSite:
                 self.sites += found
             elif name != "libceph-common":
                 missing.append(name)
-        if missing:
+        if missing or not self.sites:
             # a copy not probed would lose its ops: all or nothing
             self.sites = []
             self.why = ("no Objecter symbols in %s (install %s)" % (
                 " and ".join(missing), " and ".join(
-                    DBG_PACKAGES[m] for m in missing)))
-            return
-        version = None
-        for name in objecter.LIBS:
-            if libs.get(name) and os.path.exists(libs[name]):
-                version = version or library_version(libs[name])
-        key = ".".join(version.split(".")[:2]) if version else None
-        self.release = version
-        if key not in objecter.OFFSETS:
-            self.sites = []
-            self.why = ("no checked Objecter offsets for Ceph %s" % (
-                version or "of unknown version"))
+                    DBG_PACKAGES[m] for m in missing))) if missing else \
+                "no Objecter symbols in the client's libraries"
             return
         self.offsets = objecter.OFFSETS[key]
 
