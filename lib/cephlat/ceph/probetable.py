@@ -82,6 +82,21 @@ _EC_READ_NEEDS = ("ecro_tid_off", "ecro_op_off", "ecrr_tid_off")
 _EC_READ = (("ec_read_start", "ec_read_start", _EC_READ_NEEDS),
             ("ec_read_reply", "ec_read_reply", _EC_READ_NEEDS),
             ("ec_read_done", "ec_read_done", _EC_READ_NEEDS))
+# 20.2 has two EC backends behind its ECSwitch: the legacy one (every
+# pool's, unless it allows the optimized one: allow_ec_optimizations) and
+# the optimized one, whose functions are the same calls in other classes:
+# each role's twin ("<role>_opt") takes the same program where the binary
+# has it.
+EC_OPT = "_opt"
+
+
+def _twins(events):
+    return events + tuple((role + EC_OPT, prog, needs)
+                          for role, prog, needs in events)
+
+
+_EC_PRIMARY, _EC_SHARD, _EC_READ = (_twins(e) for e in (
+    _EC_PRIMARY, _EC_SHARD, _EC_READ))
 
 STAGES = OrderedDict((s.name, s) for s in [
     Stage("throttle_wait", "op", "the op's message: header read -> the "
@@ -257,15 +272,18 @@ _TPH = r"ThreadPool::TPHandle"
 
 def _ec_funcs(backend="ECBackend", reads="ECBackend",
               read_op="ECBackend::ReadOp", listener=False,
-              recovery_msgs=True):
+              recovery_msgs=True, done_ref="&", suffix=""):
     """An erasure-coded backend's functions, as of Pacific: `backend` has
     the sub-writes and the replies, `reads` the read pipeline (its
-    `read_op`); 20.2's legacy backend's handle_sub_write takes an
-    ECListener& too (`listener`), and its read reply and completion no
-    RecoveryMessages* (`recovery_msgs`). x86-64: pg_shard_t (8 bytes) in a
-    register, the references as pointers."""
+    `read_op`); 20.2's backends' handle_sub_write take an ECListener& too
+    (`listener`), and their read reply and completion no
+    RecoveryMessages* (`recovery_msgs`); the optimized one's
+    complete_read_op takes its ReadOp by rvalue (`done_ref` "&&"). The
+    roles are named with `suffix` (EC_OPT: the optimized backend's).
+    x86-64: pg_shard_t (8 bytes) in a register, the references as
+    pointers."""
     rm = r"RecoveryMessages\*" if recovery_msgs else ""
-    return {
+    funcs = {
         "ec_submit": Func(backend + "::submit_transaction",
                           r"^hobject_t const&, object_stat_sum_t const&, "
                           r".*" + _OPREF + r"$"),
@@ -287,9 +305,10 @@ def _ec_funcs(backend="ECBackend", reads="ECBackend",
                               (rm + ", " if rm else "") +
                               r"ZTracer::Trace const&$", regs=3),
         "ec_read_done": Func(reads + "::complete_read_op",
-                             r"^" + read_op + "&" + (", " + rm if rm else "")
-                             + "$", regs=2),
+                             r"^" + read_op + done_ref +
+                             (", " + rm if rm else "") + "$", regs=2),
     }
+    return {role + suffix: f for role, f in funcs.items()}
 
 
 def _funcs(**over):
@@ -435,10 +454,14 @@ RELEASES = OrderedDict((r.key, r) for r in [
     # pool allows the new one (allow_ec_optimizations): the legacy one's
     # functions (handle_sub_write gained an ECListener&, handle_sub_read_
     # reply lost its RecoveryMessages*; the read pipeline is a class of
-    # its own).
-    Release("20.2", "tentacle", _funcs(**_ec_funcs(
+    # its own), and the optimized one's (ECBackend, ECCommon's pipeline).
+    Release("20.2", "tentacle", _funcs(**dict(_ec_funcs(
         "ECLegacy::ECBackendL", "ECLegacy::ECCommonL::ReadPipeline",
-        "ECLegacy::ECCommonL::ReadOp", listener=True, recovery_msgs=False)), rmw=(240, 0x2, 0x4),
+        "ECLegacy::ECCommonL::ReadOp", listener=True, recovery_msgs=False),
+        **_ec_funcs("ECBackend", "ECCommon::ReadPipeline",
+                    "ECCommon::ReadOp", listener=True, recovery_msgs=False,
+                    done_ref="&&", suffix=EC_OPT))),
+            rmw=(240, 0x2, 0x4),
             offsets=dict(_TENTACLE_OFFSETS, **_EC_OFFSETS), verified=True),
 ])
 
