@@ -3,7 +3,7 @@ together the issue 14 targets table (render_targets), the why section
 (targets.render_why), the issue 15 targets, how it is measured (METHOD,
 DEFAULTS_WHY), the releases side by side and each in full
 (render_release), the reader part's figures (render_issue15), the osds
-part (render_osds) and the exporter soak (exporter_soak.render_soak,
+part (render_osds) and the exporter soak (soak_render.render_soak,
 imported when a soak's results exist). Text only: it reads results dicts
 and bench/results/ and measures nothing; run.py also prints the
 sections of the parts it ran."""
@@ -316,8 +316,8 @@ def render_md(results, osds_results=None):
         lines += render_osds(res).splitlines() + [""]
     soaks = load_results(".exporter")
     if soaks:
-        import exporter_soak
-        lines += exporter_soak.render_soak(soaks[0])
+        import soak_render
+        lines += soak_render.render_soak(soaks[0])
     import floor
     traps = {}
     for res in results:

@@ -1,4 +1,4 @@
-"""bench/exporter_soak.py's rows for BENCHMARKS.md: the scrape figures say
+"""bench/soak_render.py's rows for BENCHMARKS.md (of bench/exporter_soak.py's soak): the scrape figures say
 what was timed, and a cost whose pairs spread wider than the bound is
 not called met."""
 import os
@@ -11,6 +11,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
 sys.path.insert(0, os.path.join(REPO, "bench"))
 
 import exporter_soak  # noqa: E402
+import soak_render  # noqa: E402
 
 
 def _res(**kw):
@@ -30,7 +31,7 @@ def _res(**kw):
            "measured_pct": {"median": 0.5, "min": 0.1, "max": 0.9}}
     res.update(kw)
     return {what: (got, ok) for what, _, got, ok in
-            exporter_soak.soak_rows(res)}
+            soak_render.soak_rows(res)}
 
 
 def test_scrape_row_says_what_was_timed():
@@ -206,8 +207,8 @@ def test_the_pairs_line_says_how_the_pairs_ran():
     w = {"ops": 16000, "secs": 40.0, "host_s": 30.0}
     aba = [exporter_soak._pair_cost(w, w, w)]
     old = [{"untraced": w, "traced": w, "cost_pct": 0.0}]
-    got = exporter_soak._pairs_line({"pair_secs": 40, "pairs": aba})
+    got = soak_render._pairs_line({"pair_secs": 40, "pairs": aba})
     assert "80 s untraced (before and after, together) / 40 s" in got
     assert "32000 (60.0) / 16000 (30.0)" in got
-    got = exporter_soak._pairs_line({"pair_secs": 40, "pairs": old})
+    got = soak_render._pairs_line({"pair_secs": 40, "pairs": old})
     assert "40 s untraced (before) / 40 s" in got
