@@ -10,7 +10,8 @@
 #                   HOSTS=3: three hosts, each a network namespace with one OSD
 #                   (OSDS_PER_HOST=2 for two), CRUSH failure domain host, the client in
 #                   a namespace of its own; LAB_NET_DELAY=0.5ms delays each host's link
-#                   (vagrant/labnet.sh; `vagrant/lab.sh net-delay HOST DELAY` changes one)
+#                   (vagrant/labnet.sh; `vagrant/lab.sh net-delay HOST DELAY` changes one);
+#                   with CEPH=reef|tentacle too (the daemons in the release's container)
 #                   LAB_POOL=ec:2+1: image img1's data in an erasure-coded pool (rbd-ec)
 #   make -s lab-env print export lines for CEPH_CONF, OSD_PID (osd.0), OSD_PIDS and
 #                   OSD_ASOKS (every OSD, comma-separated), LAB_POOL; with HOSTS:

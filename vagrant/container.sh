@@ -18,7 +18,9 @@
 #   up            install, stop any other lab (the host's Pacific one too), then start or
 #                 check this one; LAB_OSD_OPTS as for lab.sh; LAB_OSDS=1-3 OSDs (default:
 #                 the running lab's count, else 1): another count rebuilds the lab;
-#                 LAB_POOL as for lab.sh (ec:2+1 with three OSDs)
+#                 LAB_POOL as for lab.sh (ec:2+1 with three OSDs); LAB_HOSTS=2|3 (with
+#                 LAB_OSDS_PER_HOST, LAB_NET_DELAY, LAB_NET_JITTER): the multi-host lab,
+#                 its network made here on the host (below)
 #   env           export lines: CEPH_CONF, OSD_PID (host PID of osd.0), CEPH_RELEASE,
 #                 OSD_ASOK (as seen from the host), LAB_EXEC (prefix that runs ceph/rados in
 #                 the lab), LAB_CONTAINER, OSD_PIDS and OSD_ASOKS (every OSD, id order),
@@ -28,6 +30,7 @@
 #   workload [SECS] [THREADS]   lab.sh workload inside the container
 #   trim | status               lab.sh trim / status inside the container
 #   osd stop|start ID           lab.sh osd inside the container
+#   net-delay HOST|client|all DELAY [JITTER]   multi-host: a link's delay (lab.sh's)
 #   client-debug  install the client libraries' debug files (librados2-dbg, librbd1-dbg) and
 #                 gdb in the running container, if missing: rbdrecord finds the Objecter
 #                 copies of a client in the container through them (~260 MB, a few seconds)
@@ -181,7 +184,14 @@ in_ctr() {
     loops=$(paste -sd' ' "$TOP/loopdev" 2>/dev/null) || loops=""
     local envs=(-e "LAB_DIR=$INNER" -e "LAB_LOOPDEVS=$loops" -e "LAB_IN_CONTAINER=$REL"
         -e "LAB_LOCK_HELD=1" -e "CEPH_CONF=$CONF" -e "LAB_OSD_OPTS=${LAB_OSD_OPTS:-}")
-    [[ -n $loops ]] && envs+=(-e "LAB_OSDS=$(wc -w <<<"$loops")")
+    if [[ -s $TOP/net ]]; then      # the multi-host lab: its network is ours (ctr_net_up)
+        local hosts per delay jitter
+        read -r hosts per delay jitter _ <"$TOP/net"
+        envs+=(-e "LAB_HOSTS=$hosts" -e "LAB_OSDS_PER_HOST=$per" -e "LAB_NET_DELAY=${delay}us"
+            -e "LAB_NET_JITTER=${jitter}us" -e "LAB_NET_EXTERNAL=1")
+    elif [[ -n $loops ]]; then
+        envs+=(-e "LAB_OSDS=$(wc -w <<<"$loops")")
+    fi
     local v
     for v in LAB_READY_TIMEOUT LAB_STOP_TIMEOUT LAB_CLEANUP_PCT CEPH_CMD_TIMEOUT SECS THREADS \
         LAB_POOL; do
@@ -232,6 +242,49 @@ ctr_want_osds() {
     LAB_OSDS=$n want_osds
 }
 
+# ------------------------------------------------------------------------ multi-host
+
+# The multi-host lab in the container (LAB_HOSTS): its network -- the hosts' namespaces
+# and labwire (labnet.sh) -- is made here on the host, as for the host lab (the
+# container has no iproute2, and the wire is a host process); the container gets the
+# host's /run/netns, where lab.sh (LAB_NET_EXTERNAL=1) starts each OSD in its host's
+# namespace and the client runs, and where the tracer on the host finds them by name.
+# TOP/net holds the network's spec (labnet.sh's net_spec), as lab.sh's LAB_DIR/net.
+
+# The hosts "up" builds or keeps: LAB_HOSTS (checked), else the running lab's when
+# LAB_OSDS is not set, else 0 (the single-host lab).
+ctr_want_hosts() {
+    if [[ -n ${LAB_HOSTS:-} ]]; then
+        want_hosts
+    elif [[ -z ${LAB_OSDS:-} && -s $TOP/net ]] && ctr_running; then
+        cut -d' ' -f1 "$TOP/net"
+    else
+        echo 0
+    fi
+}
+
+# The running multi-host lab's OSDs per host and delays, where not given (keep_running_net).
+ctr_keep_net() {
+    local per delay jitter
+    [[ -z ${LAB_HOSTS:-} && -s $TOP/net ]] || return 0
+    read -r _ per delay jitter _ <"$TOP/net"
+    LAB_OSDS_PER_HOST=${LAB_OSDS_PER_HOST:-$per}
+    LAB_NET_DELAY=${LAB_NET_DELAY:-${delay}us}
+    LAB_NET_JITTER=${LAB_NET_JITTER:-${jitter}us}
+}
+
+# ctr_net_up SPEC: the namespaces and the wire of a fresh lab, then TOP/net.
+ctr_net_up() {
+    local hosts delay jitter
+    read -r hosts _ delay jitter _ <<<"$1"
+    mkdir -p "$TOP/log"
+    net_up "$hosts" "$delay" "$jitter"
+    echo "$1" >"$TOP/net"
+}
+
+# The multi-host lab's network is there (lab.sh's net_ok, over the lab's hosts file).
+ctr_net_ok() { (LAB_DIR=$INNER; net_ok); }
+
 # ------------------------------------------------------------------------ commands
 
 # ulimits for the container: podman sets them explicitly (its defaults exceed this
@@ -257,10 +310,12 @@ start_container() {   # start_container N_OSDS
     else
         msg "starting container $CTR_NAME ($CTR_IMAGE), OSD block devices ${loops[*]}"
     fi
+    local netns=()
+    [[ -s $TOP/net ]] && netns=(--mount type=bind,src=/run/netns,dst=/run/netns,bind-propagation=rslave)
     # shellcheck disable=SC2046
     run_logged "podman-run-$REL" pm run -d --name "$CTR_NAME" \
         --runtime runc --init --network host --ipc host --privileged \
-        $(ulimit_args) "${devices[@]}" \
+        $(ulimit_args) "${devices[@]}" "${netns[@]}" \
         -v "$TOP:$TOP" -v "$HERE:${IN_CTR_LAB%/*}:ro" \
         --label "cephlat.lab=$REL" "$CTR_IMAGE" sleep infinity
     # "ceph -s" in the container finds the lab without CEPH_CONF
@@ -285,13 +340,24 @@ stop_other_labs() {
 cmd_ctr_up() {
     need_root
     lock
-    local start=$SECONDS loops want have="" lines id pid parts=() joined
-    OPTS=$(normalize_opts)          # reject bad LAB_OSD_OPTS and LAB_OSDS before changing anything
-    want=$(ctr_want_osds)
+    local start=$SECONDS loops want have="" lines id pid parts=() joined hosts per spec=""
+    local ns
+    # reject bad LAB_OSD_OPTS, LAB_OSDS, LAB_HOSTS, ... before changing anything
+    OPTS=$(normalize_opts)
+    hosts=$(ctr_want_hosts) || exit 1
+    if ((hosts)); then
+        ctr_keep_net
+        per=$(want_per_host) || exit 1
+        want=$((hosts * per))
+        spec=$(net_spec "$hosts" "$per") || exit 1
+    else
+        want=$(ctr_want_osds) || exit 1
+    fi
     cmd_ctr_install
     stop_other_labs
     [[ -s $TOP/loopdev ]] && have=$(wc -l <"$TOP/loopdev")
-    if [[ $have == "$want" ]] && ctr_running && [[ -e $INNER/built ]] && loops=$(lab_loopdevs); then
+    if [[ $have == "$want" && $(cat "$TOP/net" 2>/dev/null) == "$spec" ]] && ctr_running &&
+        [[ -e $INNER/built ]] && loops=$(lab_loopdevs) && { [[ -z $spec ]] || ctr_net_ok; }; then
         in_ctr up                   # restart what is not running, apply LAB_OSD_OPTS
     else
         if [[ -n $have && $have != "$want" ]] && ctr_running; then
@@ -300,11 +366,17 @@ cmd_ctr_up() {
             msg "no usable $REL lab: rebuilding from scratch"
         fi
         cmd_ctr_down
+        make_dirs_top
+        [[ -z $spec ]] || ctr_net_up "$spec"
         start_container "$want"
         in_ctr up
     fi
     lines=$(osd_host_pids) || die "an OSD of the $REL lab is not running; see $INNER/log/"
-    while read -r id pid; do parts+=("osd.$id host pid $pid"); done <<<"$lines"
+    while read -r id pid; do
+        ns=""
+        [[ -z $spec ]] || ns=" on $(LAB_DIR=$INNER ns_of_osd "$id")"
+        parts+=("osd.$id host pid $pid$ns")
+    done <<<"$lines"
     if ((${#parts[@]} == 1)); then
         joined=${parts[0]}
     else
@@ -354,6 +426,10 @@ cmd_ctr_env() {
     printf 'export OSD_PIDS=%s\n' "${joined%,}"
     printf -v joined '%s,' "${asoks[@]}"
     printf 'export OSD_ASOKS=%s\n' "${joined%,}"
+    if [[ -s $INNER/hosts ]]; then
+        printf 'export OSD_NETNS=%s\n' "$(for id in $(inner_osd_ids); do LAB_DIR=$INNER ns_of_osd "$id"; done | paste -sd,)"
+        printf 'export CLIENT_NETNS=%s\n' "$CLIENT_NS"
+    fi
     printf 'export LAB_POOL=%s\n' "$(cat "$INNER/pool" 2>/dev/null || echo replicated)"
 }
 
@@ -382,6 +458,12 @@ down-if-up) cmd_ctr_down_if_up ;;
 workload) need_up; in_ctr workload "$@" ;;
 trim) need_up; in_ctr trim ;;
 osd) need_up; in_ctr osd "$@" ;;
+net-delay)
+    need_up
+    [[ -s $TOP/net ]] || die "the $REL lab is not a multi-host lab (make lab CEPH=$REL HOSTS=3)"
+    lock
+    (LAB_DIR=$INNER; cmd_net_delay "$@")
+    ;;
 client-debug) cmd_ctr_client_debug ;;
 status)
     if ctr_running; then echo "$REL (container $CTR_NAME): $(in_ctr status)"; else echo "$REL: down"; fi ;;

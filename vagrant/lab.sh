@@ -82,8 +82,10 @@
 #   LAB_LOG_ROOT       logs of install steps          (default /var/log/cephlat)
 #   SECS, THREADS      workload defaults              (10, 16)
 #   CEPH               pacific (default): this host's Ceph; reef or tentacle: up, env,
-#                      down, workload, trim and status act on that release's lab in a
-#                      container (vagrant/container.sh)
+#                      down, workload, trim, status, osd and net-delay act on that
+#                      release's lab in a container (vagrant/container.sh; LAB_HOSTS too)
+#   LAB_NET_EXTERNAL   multi-host, set by container.sh: the namespaces and the wire are
+#                      the caller's (made and removed outside; labnet.sh only uses them)
 set -euo pipefail
 
 LAB_DIR=${LAB_DIR:-/var/tmp/osdstage-lab}
@@ -728,6 +730,27 @@ attach_loops() {
     done
 }
 
+# use_loops N: the OSDs' N block devices in LOOPS: the caller's (LAB_LOOPDEVS, blanked)
+# or attached here.
+use_loops() {
+    local n=$1 i loop who
+    if [[ -z $LAB_LOOPDEVS ]]; then
+        attach_loops "$n"
+        return
+    fi
+    read -ra LOOPS <<<"$LAB_LOOPDEVS"
+    ((${#LOOPS[@]} == n)) || die "LAB_LOOPDEVS names ${#LOOPS[@]} devices for $n OSDs"
+    for i in "${!LOOPS[@]}"; do
+        loop=${LOOPS[i]}
+        [[ -b $loop ]] || die "LAB_LOOPDEVS: $loop is not a block device"
+        # it may hold an older lab's BlueStore: mkfs must start from a blank device
+        dd if=/dev/zero of="$loop" bs=1M count=100 oflag=direct status=none
+        who="OSD"; ((n == 1)) || who="osd.$i"
+        msg "$who block device: $loop (attached by the caller)"
+    done
+    printf '%s\n' "${LOOPS[@]}" >"$LAB_DIR/loopdev"
+}
+
 # build_hosts HOSTS PER_HOST: a fresh multi-host cluster (labnet.sh) in an empty LAB_DIR:
 # the network first, then the mon, the pool and the OSDs, each on its host.
 build_hosts() {
@@ -738,7 +761,7 @@ build_hosts() {
     echo "$fsid" >"$LAB_DIR/fsid"
     read -r _ _ delay jitter _ <<<"$spec"
     net_up "$hosts" "$delay" "$jitter"
-    attach_loops $((hosts * per))
+    use_loops $((hosts * per))
     OSD_HOSTS=()
     for ((k = 1; k <= hosts; k++)); do
         for ((j = 0; j < per; j++)); do OSD_HOSTS+=("$(host_ns "$k")"); done
@@ -756,26 +779,12 @@ build_hosts() {
 
 # build_single N: build a fresh single-node cluster of N OSDs in an empty LAB_DIR.
 build_single() {
-    local n=$1 fsid loop i loops=() who
+    local n=$1 fsid loops=()
     make_dirs
     fsid=$(cat /proc/sys/kernel/random/uuid)
     echo "$fsid" >"$LAB_DIR/fsid"
-    if [[ -n $LAB_LOOPDEVS ]]; then
-        read -ra loops <<<"$LAB_LOOPDEVS"
-        ((${#loops[@]} == n)) || die "LAB_LOOPDEVS names ${#loops[@]} devices for $n OSDs"
-        for i in "${!loops[@]}"; do
-            loop=${loops[i]}
-            [[ -b $loop ]] || die "LAB_LOOPDEVS: $loop is not a block device"
-            # it may hold an older lab's BlueStore: mkfs must start from a blank device
-            dd if=/dev/zero of="$loop" bs=1M count=100 oflag=direct status=none
-            who="OSD"; ((n == 1)) || who="osd.$i"
-            msg "$who block device: $loop (attached by the caller)"
-        done
-        printf '%s\n' "${loops[@]}" >"$LAB_DIR/loopdev"
-    else
-        attach_loops "$n"
-        loops=("${LOOPS[@]}")
-    fi
+    use_loops "$n"
+    loops=("${LOOPS[@]}")
     write_conf "$fsid" 127.0.0.1 127.0.0.0/8 "${loops[*]}" 0
     create_mon "$fsid" 127.0.0.1
     create_pool
@@ -1155,12 +1164,9 @@ lock() {
 main() {
     local cmd=${1:-}
     (($#)) && shift
-    if [[ ${CEPH:-pacific} != pacific && -n ${LAB_HOSTS:-} ]]; then
-        die "HOSTS= runs on the host's Ceph (CEPH=pacific) only, not yet in the container labs"
-    fi
     # CEPH=reef|tentacle: the lab in a container (container.sh), same commands.
     if [[ ${CEPH:-pacific} != pacific && -z ${LAB_IN_CONTAINER:-} ]]; then
-        case $cmd in up | env | down | workload | trim | status | osd)
+        case $cmd in up | env | down | workload | trim | status | osd | net-delay)
             exec bash "$(dirname "${BASH_SOURCE[0]}")/container.sh" "$CEPH" "$cmd" "$@" ;;
         esac
     fi

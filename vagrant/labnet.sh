@@ -121,9 +121,28 @@ wire_bin() {
     echo "$bin"
 }
 
+# LAB_NET_EXTERNAL=1 (a container lab, vagrant/container.sh): the network is made and
+# removed by the caller, outside; here the namespaces are only used (net_up checks they
+# are there, net_down leaves them, net_ok looks at the namespaces only: the wire is a
+# process of the caller's PID namespace).
+net_external() { [[ -n ${LAB_NET_EXTERNAL:-} ]]; }
+
+# net_namespaces HOSTS: the namespaces of a lab of HOSTS hosts, the client's last.
+net_namespaces() {
+    local k
+    for ((k = 1; k <= $1; k++)); do host_ns "$k"; done
+    echo "$CLIENT_NS"
+}
+
 # net_up HOSTS DELAY_US JITTER_US: the namespaces, the wire and the addresses.
 net_up() {
     local hosts=$1 delay=$2 jitter=$3 k ns links=() bin i
+    if net_external; then
+        for ns in $(net_namespaces "$hosts"); do
+            [[ -e /run/netns/$ns ]] || die "network namespace $ns is missing (LAB_NET_EXTERNAL: the caller makes it)"
+        done
+        return 0
+    fi
     net_down
     bin=$(wire_bin)
     for ((k = 1; k <= hosts; k++)); do
@@ -173,6 +192,7 @@ net_addr() {
 # (found by name: osdlab-*), whether or not LAB_DIR still says what they were.
 net_down() {
     local pid ns
+    net_external && return 0
     for pid in $(pgrep -x labwire || true); do
         [[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == *" $WIRE_CTL "* ]] || continue
         stop_pid "$pid"
@@ -188,7 +208,7 @@ net_down() {
 # net_ok: the built lab's network is there (after a reboot it is not: rebuild).
 net_ok() {
     local ns
-    wire_alive || return 1
+    net_external || wire_alive || return 1
     for ns in $(cut -d' ' -f2 "$LAB_DIR/hosts") "$CLIENT_NS"; do
         [[ -e /run/netns/$ns ]] || return 1
     done
