@@ -11,6 +11,10 @@ hosts:
   only: under writes from the client's namespace its writes as primary
   (op_w) waited on both other hosts' OSDs, each wait at least the two
   1-ms links (out and back), its replica ops are Ceph's subop_w;
+- end to end with a client of Reef's own librbd (python3-rbd in the
+  container, in the client's namespace) under rbdrecord: the captures of
+  the three hosts and its trace merge, every op joined, each network
+  segment over a delayed link, a write's story on the three hosts;
 - `lab.sh net-delay h3 6ms` (CEPH=reef) slows the third host's link:
   the first host's verdict names osd.2 as the slow replica;
 - a bad HOSTS=, LAB_NET_DELAY= or HOSTS= with OSDS= is one line on
@@ -23,6 +27,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -30,6 +35,7 @@ from conftest import (CONTAINER_LAB, LAB, OSDSTAGE, PYTHON,
                       assert_one_line_error, container_lab_env,
                       perf_counters, wait_for_line)
 
+RBDRECORD = os.path.join(os.path.dirname(OSDSTAGE), "rbdrecord.py")
 DELAY_US = 1000
 SLOW_US = 6000
 pytestmark = pytest.mark.lab_lifecycle
@@ -136,6 +142,116 @@ def test_a_slowed_hosts_osd_is_named(reef_hosts):
         peers["osd.1"]["p50_us"], peers
     assert rec.get("slow_osd") == "osd.2", (rec.get("verdict"),
                                             rec.get("slow_osd"))
+
+
+# A librbd client of the release's own library, through its C API (the
+# calls rbdrecord probes; the container has no fio): python3-rbd's
+# aio_write, DEPTH in flight for SECS, after WAIT s to be attached to.
+CLIENT = r"""
+import random, sys, threading, time
+import rados, rbd
+secs, depth, wait = float(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+c = rados.Rados(conffile="/etc/ceph/ceph.conf")
+c.connect()
+io = c.open_ioctx("rbd")
+img = rbd.Image(io, "img1")
+time.sleep(wait)
+sem, buf = threading.Semaphore(depth), b"x" * 4096
+end = time.monotonic() + secs
+while time.monotonic() < end:
+    sem.acquire()
+    img.aio_write(buf, random.randrange(0, 64 << 20, 4096),
+                  lambda comp: sem.release())
+for _ in range(depth):
+    sem.acquire()
+img.close()
+io.close()
+c.shutdown()
+"""
+
+
+def _client_pid(lab, proc):
+    """Host PID of the python3 client that `proc` (podman exec) runs."""
+    r = os.stat("/proc/%d/root" % lab["pids"][0])
+    for _ in range(300):
+        assert proc.poll() is None, proc.communicate()
+        for d in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                comm = open("/proc/%s/comm" % d).read().strip()
+                st = os.stat("/proc/%s/root" % d)
+            except OSError:
+                continue
+            if comm.startswith("python3") and \
+                    (st.st_dev, st.st_ino) == (r.st_dev, r.st_ino):
+                return int(d)
+        time.sleep(0.1)
+    raise AssertionError("no client process in the container")
+
+
+def test_end_to_end_with_the_releases_client(reef_hosts, tmp_path):
+    """One tracer per host writing a capture, rbdrecord on a Reef librbd
+    client in the client's namespace (inside the container), merged: every
+    client op joined with its primary, each network segment over a 1-ms
+    link, the segments adding up; a write's --op story spans the client
+    and the three hosts."""
+    p = subprocess.run(["bash", CONTAINER_LAB, "reef", "client-debug"],
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr
+    caps = [str(tmp_path / ("h%d.ctf" % k)) for k in range(1, 4)]
+    tracers = [subprocess.Popen([PYTHON, OSDSTAGE, "--host-netns", ns,
+                                 "--osd", "all", "-w", cap],
+                                stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+               for ns, cap in zip(reef_hosts["netns"], caps)]
+    trace = str(tmp_path / "client")
+    try:
+        for t in tracers:
+            wait_for_line(t.stderr, "Tracing", 60)
+        client = subprocess.Popen(
+            ["podman", "exec", reef_hosts["LAB_CONTAINER"], "nsenter",
+             "--net=/run/netns/" + reef_hosts["CLIENT_NETNS"], "python3",
+             "-c", CLIENT, "4", "8", "3"], stderr=subprocess.PIPE, text=True)
+        rec = subprocess.run([PYTHON, RBDRECORD, "-p",
+                              str(_client_pid(reef_hosts, client)), "-o",
+                              trace, "--force"], capture_output=True,
+                             text=True, timeout=120)
+        assert client.wait(timeout=60) == 0, client.stderr.read()
+    finally:
+        for t in tracers:
+            t.send_signal(signal.SIGINT)
+            t.communicate(timeout=60)
+    assert rec.returncode == 0 and "not recorded" not in rec.stderr, \
+        rec.stderr
+    p = subprocess.run([PYTHON, OSDSTAGE, "-r"] + caps + [trace, "-j"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert res["client_ops"] >= 500 and res["joined"] == res["client_ops"], \
+        {k: res[k] for k in ("client_ops", "joined", "unfinished")}
+    t = res["kinds"]["write"]
+    assert t["unknown"] == 0, t
+    by = {g["segment"]: g for g in t["segments"]}
+    # each crosses one delayed link: the client's, then the primary's
+    assert by["to_osd"]["p50_us"] >= DELAY_US, by["to_osd"]
+    assert by["to_client"]["p50_us"] >= DELAY_US, by["to_client"]
+    assert abs(sum(g["mean_us"] for k, g in by.items() if k != "total") -
+               by["total"]["mean_us"]) <= 1.0, by
+    # the slowest write's story: the client, its primary, both replicas
+    p = subprocess.run([PYTHON, OSDSTAGE, "-r"] + caps + [
+        trace, "--slowest", "1", "-j"], capture_output=True, text=True,
+        timeout=300)
+    assert p.returncode == 0, p.stderr
+    reqid = json.loads(p.stdout)["slowest"][0]["reqid"]
+    p = subprocess.run([PYTHON, OSDSTAGE, "-r"] + caps + [
+        trace, "--op", reqid, "-j"], capture_output=True, text=True,
+        timeout=300)
+    assert p.returncode == 0, p.stderr
+    story = json.loads(p.stdout)
+    assert sorted(story["osds"]) == ["osd.0", "osd.1", "osd.2"], story
+    assert len(story["replicas"]) == 2, story["replicas"]
+    for r in story["replicas"]:
+        assert r["out_us"] >= DELAY_US and r["back_us"] >= DELAY_US, r
+    assert story["client"]["total_us"] > 0, story["client"]
 
 
 @pytest.mark.parametrize("var,value,fragment", [
