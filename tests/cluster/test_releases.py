@@ -45,18 +45,19 @@ def test_release_found_in_a_binary_that_cannot_run_here(container_lab):
     assert set(row["stages"].values()) == {"ok"}, row["stages"]
     # every probe of an op's path on an instruction the kernel emulates:
     # 20.2's two replica functions start with `sub $N,%rsp` and their
-    # probes move to their first jcc (docs/ceph.md), and so do two of its
-    # erasure-coded backend's; 18.2's all start with a push. 20.2's scrub
+    # probes move to their first jcc (docs/ceph.md), and so do two of each
+    # of its erasure-coded backends'; 18.2's all start with a push. 20.2's scrub
     # and snap-trim functions start with `sub` too, and a call stage's
     # entry cannot move (its return probe needs it): those two
     # single-step, once per background item, never per op; and its EC
     # shards' sub_write_committed (its tid is written before the first
     # emulated instruction), once per EC sub-write, never on a replicated
-    # pool.
+    # pool: its legacy backend's and its optimized one's.
     steps = {s["function"].split("(")[0] for s in row["probes_single_step"]}
     assert steps == ({"PG::forward_scrub_event",
                       "PrimaryLogPG::snap_trimmer",
-                      "ECLegacy::ECBackendL::sub_write_committed"}
+                      "ECLegacy::ECBackendL::sub_write_committed",
+                      "ECBackend::sub_write_committed"}
                      if version.startswith("20.2") else set()), row
     assert all(s["at"].startswith("sub rsp,")
                for s in row["probes_single_step"]), row
@@ -64,7 +65,9 @@ def test_release_found_in_a_binary_that_cannot_run_here(container_lab):
     assert set(moved) == ({"ReplicatedBackend::do_repop_reply",
                            "ReplicatedBackend::op_commit",
                            "ECLegacy::ECBackendL::handle_sub_write_reply",
-                           "ECLegacy::ECBackendL::handle_sub_read_reply"}
+                           "ECLegacy::ECBackendL::handle_sub_read_reply",
+                           "ECBackend::handle_sub_write_reply",
+                           "ECBackend::handle_sub_read_reply"}
                           if version.startswith("20.2") else set()), moved
     for m in moved.values():
         assert m["entry"].startswith("sub rsp,") and m["at"][0] == "j", m
