@@ -453,8 +453,12 @@ n, up, inn = om.get("num_osds", 0), om.get("num_up_osds", 0), om.get("num_in_osd
 if n < want or up < n or inn < n:
     sys.exit("osds: %d total, %d up, %d in (want %d)" % (n, up, inn, want))
 total = pm.get("num_pgs", 0)
+# active+clean, or clean and only trimming snapshots or scrubbing (never stale: its
+# OSD has not reported it since a restart)
+ok = lambda st: st >= {"active", "clean"} and \
+    st <= {"active", "clean", "snaptrim", "snaptrim_wait", "scrubbing", "deep"}
 clean = sum(x["count"] for x in pm.get("pgs_by_state", [])
-            if {"active", "clean"} <= set(x["state_name"].split("+")))
+            if ok(set(x["state_name"].split("+"))))
 if total == 0 or clean != total:
     states = ", ".join("%d %s" % (x["count"], x["state_name"]) for x in pm.get("pgs_by_state", []))
     sys.exit("pgs: %d/%d active+clean (%s)" % (clean, total, states or "no stats yet"))

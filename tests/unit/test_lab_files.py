@@ -41,3 +41,35 @@ def test_readme_starts_with_demo_and_test():
     first_block = text.split("```")[1]
     cmds = [l.split("#")[0].strip() for l in first_block.splitlines()]
     assert [c for c in cmds if c and c != "sh"] == ["make demo", "make test"]
+
+
+def _ready(states, osds=1):
+    """lab.sh's cluster_not_ready_reason on a status with these PG states
+    ({state: count}), `ceph` answered by a shell function. -> (ready,
+    reason)"""
+    import json
+    status = {"osdmap": {"num_osds": osds, "num_up_osds": osds,
+                         "num_in_osds": osds},
+              "pgmap": {"num_pgs": sum(states.values()),
+                        "pgs_by_state": [{"state_name": k, "count": v}
+                                         for k, v in states.items()]}}
+    script = ("source %s\ncephc() { printf '%%s' \"$STATUS\"; }\n"
+              "cluster_not_ready_reason %d" % (LAB, osds))
+    p = subprocess.run(["bash", "-c", script], capture_output=True,
+                       text=True, env=dict(os.environ,
+                                           STATUS=json.dumps(status)))
+    return p.returncode == 0, p.stdout.strip()
+
+
+def test_ready_means_clean_pgs_not_stale_ones():
+    """A clean PG trimming snapshots or scrubbing is ready; a stale one
+    (its OSD has not reported it since a restart) or a degraded one is
+    not."""
+    assert _ready({"active+clean": 16}) == (True, "")
+    assert _ready({"active+clean": 15, "active+clean+snaptrim": 1})[0]
+    assert _ready({"active+clean": 15,
+                   "active+clean+scrubbing+deep": 1})[0]
+    for bad in ("stale+active+clean", "active+undersized+degraded",
+                "peering"):
+        ok, why = _ready({"active+clean": 15, bad: 1})
+        assert not ok and "15/16 active+clean" in why and bad in why, why
