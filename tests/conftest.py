@@ -291,6 +291,37 @@ def _container_lab(release, osds=1):
                        capture_output=True, timeout=300)
 
 
+def assert_lab_network_gone():
+    """No namespace of a multi-host lab (osdlab-*) and no wire left."""
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True,
+                        text=True).stdout
+    assert "osdlab-" not in ns, ns
+    assert subprocess.run(["pgrep", "-x", "labwire"]).returncode == 1
+
+
+def container_process(root_pid, comm, proc, timeout=30):
+    """The host PID of the process named `comm` (a prefix: "python3"
+    matches python3.13) that `proc` (a `podman exec`) started in the
+    container whose root process `root_pid`'s is (an OSD's host PID):
+    the one with that comm and that root. proc must keep running."""
+    r = os.stat("/proc/%d/root" % root_pid)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        for d in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open("/proc/%s/comm" % d) as f:
+                    name = f.read().strip()
+                st = os.stat("/proc/%s/root" % d)
+            except OSError:
+                continue
+            if name.startswith(comm) and \
+                    (st.st_dev, st.st_ino) == (r.st_dev, r.st_ino):
+                return int(d)
+        time.sleep(0.1)
+    raise AssertionError("no %s process in the container" % comm)
+
+
 def lab_run(info, *args, timeout=120, **kw):
     """Run a Ceph command (ceph, rados, rbd, ...) with the lab's own
     client: inside the container for a container lab, on the host (with

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import CONTAINER_LAB, REPO
+from conftest import CONTAINER_LAB, REPO, container_process
 from test_client_osdops import clear_history, historic, history_size, osd_ops
 
 sys.path.insert(0, os.path.join(REPO, "lib"))
@@ -28,36 +28,6 @@ SECS = 3
 READS = {objecter.OSD_OPS[k] for k in ("CEPH_OSD_OP_READ",
                                        "CEPH_OSD_OP_SPARSE_READ")}
 WRITES = {objecter.OSD_OPS["CEPH_OSD_OP_WRITE"]}
-
-
-def _in_container(pid, root_of):
-    try:
-        st = os.stat("/proc/%d/root" % pid)
-    except OSError:
-        return False
-    return (st.st_dev, st.st_ino) == root_of
-
-
-def _bench_pid(lab, proc, timeout=30):
-    """The host PID of the `rbd bench` that `proc` (podman exec) started:
-    the process named rbd whose root is the container's."""
-    r = os.stat("/proc/%d/root" % lab["pid"])
-    root_of = (r.st_dev, r.st_ino)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open("/proc/%s/comm" % d) as f:
-                    comm = f.read().strip()
-            except OSError:
-                continue
-            if comm == "rbd" and _in_container(int(d), root_of):
-                return int(d)
-        time.sleep(0.2)
-    raise AssertionError("no rbd bench process in %s" % lab["container"])
 
 
 @pytest.fixture(scope="module")
@@ -91,14 +61,15 @@ def _record(lab, out):
                              "--rw-mix-read", "50", "rbd/img1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        pid = _bench_pid(lab, bench)
+        pid = container_process(lab["pid"], "rbd", bench)
         time.sleep(0.5)             # its image open, its ops flowing
         p = subprocess.run([sys.executable, RBDRECORD, "-p", str(pid), "-d",
                             str(SECS), "-o", str(out), "--force"],
                            capture_output=True, text=True, timeout=120)
     finally:
         try:
-            os.kill(_bench_pid(lab, bench, 5), signal.SIGINT)
+            os.kill(container_process(lab["pid"], "rbd", bench, 5),
+                    signal.SIGINT)
         except AssertionError:
             pass
         bench.wait(timeout=60)

@@ -26,8 +26,8 @@ import time
 
 import pytest
 
-from conftest import LAB, OSDSTAGE, assert_one_line_error, perf_counters, \
-    run_tool
+from conftest import LAB, OSDSTAGE, assert_lab_network_gone, \
+    assert_one_line_error, perf_counters, run_tool
 
 ECHO = r"""
 import socket, sys, time
@@ -239,8 +239,5 @@ def test_bad_settings_one_line(lab_hosts, var, value, fragment):
 def test_down_leaves_no_namespace_and_no_wire(lab_hosts):
     p = lab("down")
     assert p.returncode == 0, p.stderr
-    ns = subprocess.run(["ip", "netns", "list"], capture_output=True,
-                        text=True).stdout
-    assert "osdlab-" not in ns, ns
-    assert subprocess.run(["pgrep", "-x", "labwire"]).returncode == 1
+    assert_lab_network_gone()
     assert not os.path.exists("/var/tmp/osdstage-lab")

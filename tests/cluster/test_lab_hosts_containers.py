@@ -27,13 +27,13 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
 from conftest import (CONTAINER_LAB, LAB, OSDSTAGE, PYTHON,
-                      assert_one_line_error, container_lab_env,
-                      perf_counters, wait_for_line)
+                      assert_lab_network_gone, assert_one_line_error,
+                      container_lab_env, container_process, perf_counters,
+                      wait_for_line)
 
 RBDRECORD = os.path.join(os.path.dirname(OSDSTAGE), "rbdrecord.py")
 DELAY_US = 1000
@@ -170,24 +170,6 @@ c.shutdown()
 """
 
 
-def _client_pid(lab, proc):
-    """Host PID of the python3 client that `proc` (podman exec) runs."""
-    r = os.stat("/proc/%d/root" % lab["pids"][0])
-    for _ in range(300):
-        assert proc.poll() is None, proc.communicate()
-        for d in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                comm = open("/proc/%s/comm" % d).read().strip()
-                st = os.stat("/proc/%s/root" % d)
-            except OSError:
-                continue
-            if comm.startswith("python3") and \
-                    (st.st_dev, st.st_ino) == (r.st_dev, r.st_ino):
-                return int(d)
-        time.sleep(0.1)
-    raise AssertionError("no client process in the container")
-
-
 def test_end_to_end_with_the_releases_client(reef_hosts, tmp_path):
     """One tracer per host writing a capture, rbdrecord on a Reef librbd
     client in the client's namespace (inside the container), merged: every
@@ -212,7 +194,8 @@ def test_end_to_end_with_the_releases_client(reef_hosts, tmp_path):
              "--net=/run/netns/" + reef_hosts["CLIENT_NETNS"], "python3",
              "-c", CLIENT, "4", "8", "3"], stderr=subprocess.PIPE, text=True)
         rec = subprocess.run([PYTHON, RBDRECORD, "-p",
-                              str(_client_pid(reef_hosts, client)), "-o",
+                              str(container_process(reef_hosts["pids"][0],
+                                                    "python3", client)), "-o",
                               trace, "--force"], capture_output=True,
                              text=True, timeout=120)
         assert client.wait(timeout=60) == 0, client.stderr.read()
@@ -273,8 +256,5 @@ def test_down_leaves_no_namespace_and_no_wire(reef_hosts):
     p = subprocess.run(["bash", CONTAINER_LAB, "reef", "down"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    ns = subprocess.run(["ip", "netns", "list"], capture_output=True,
-                        text=True).stdout
-    assert "osdlab-" not in ns, ns
-    assert subprocess.run(["pgrep", "-x", "labwire"]).returncode == 1
+    assert_lab_network_gone()
     assert not os.path.exists("/var/tmp/osdstage-lab-reef")
