@@ -251,28 +251,6 @@ ctr_want_osds() {
 # namespace and the client runs, and where the tracer on the host finds them by name.
 # TOP/net holds the network's spec (labnet.sh's net_spec), as lab.sh's LAB_DIR/net.
 
-# The hosts "up" builds or keeps: LAB_HOSTS (checked), else the running lab's when
-# LAB_OSDS is not set, else 0 (the single-host lab).
-ctr_want_hosts() {
-    if [[ -n ${LAB_HOSTS:-} ]]; then
-        want_hosts
-    elif [[ -z ${LAB_OSDS:-} && -s $TOP/net ]] && ctr_running; then
-        cut -d' ' -f1 "$TOP/net"
-    else
-        echo 0
-    fi
-}
-
-# The running multi-host lab's OSDs per host and delays, where not given (keep_running_net).
-ctr_keep_net() {
-    local per delay jitter
-    [[ -z ${LAB_HOSTS:-} && -s $TOP/net ]] || return 0
-    read -r _ per delay jitter _ <"$TOP/net"
-    LAB_OSDS_PER_HOST=${LAB_OSDS_PER_HOST:-$per}
-    LAB_NET_DELAY=${LAB_NET_DELAY:-${delay}us}
-    LAB_NET_JITTER=${LAB_NET_JITTER:-${jitter}us}
-}
-
 # ctr_net_up SPEC: the namespaces and the wire of a fresh lab, then TOP/net.
 ctr_net_up() {
     local hosts delay jitter
@@ -344,9 +322,10 @@ cmd_ctr_up() {
     local ns
     # reject bad LAB_OSD_OPTS, LAB_OSDS, LAB_HOSTS, ... before changing anything
     OPTS=$(normalize_opts)
-    hosts=$(ctr_want_hosts) || exit 1
+    # LAB_HOSTS (checked), else the built lab's, as for the host lab (its LAB_DIR/net)
+    hosts=$(LAB_DIR=$INNER want_hosts) || exit 1
     if ((hosts)); then
-        ctr_keep_net
+        LAB_DIR=$INNER keep_running_net
         per=$(want_per_host) || exit 1
         want=$((hosts * per))
         spec=$(net_spec "$hosts" "$per") || exit 1
