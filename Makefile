@@ -151,7 +151,7 @@ demo: setup build lab
 	$(PYTHON) tools/osdstage.py -p $$OSD_PID $(DEMO_SECS) 1
 
 test: setup setup-containers build
-	CI=$${CI:-} $(PYTHON) -m pytest -v --durations=25 tests/unit tests/bpf tests/cluster
+	CI=$${CI:-} $(PYTHON) -m pytest -v --durations=0 --durations-min=5 tests/unit tests/bpf tests/cluster
 
 test-unit:
 	$(PYTHON) -m pytest -v tests/unit
