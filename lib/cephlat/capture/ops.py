@@ -47,7 +47,7 @@ class OpRec:
     """One op's life, pieced together from its events."""
     __slots__ = ("op", "enq_ns", "enq_tid", "deq", "done", "stages", "tid",
                  "listed", "req", "pg", "replies", "local", "repop", "refs",
-                 "rank", "enq_seen", "msg", "reads")
+                 "rank", "enq_seen", "msg", "reads", "sent_us")
 
     def __init__(self, op, enq_ns, enq_tid, d=None, enq_seen=True):
         """enq_seen: its op_enqueue is in the capture (else enq_ns is
@@ -77,6 +77,10 @@ class OpRec:
         # wait, which the replica_reply event's wait_ns holds too)
         self.replies = []
         self.reads = []           # the same, an erasure-coded read's shards
+        # an erasure-coded write: its sub-writes went out in the sent_us
+        # before the mark its replies' waits start at (its own shard's
+        # sub-write, applied right after they were handed on); 0: at it
+        self.sent_us = 0
         self.local = None         # own commit event (primary)
         self.repop = None         # repop_done event (a replica op)
 
@@ -411,6 +415,8 @@ class OpTracker:
                 if o is not None:
                     (o.reads if read else o.replies).append(
                         (peer, max(0, wait - sent_us * 1000), ts))
+                    if not read:
+                        o.sent_us = max(o.sent_us, sent_us)
             elif name == "op_reqid":
                 # a sub-write's request id, told once its shard applied it
                 op = d["op"]

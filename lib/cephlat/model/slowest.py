@@ -63,6 +63,11 @@ def op_row(cap, o):
         row["replies"] = [{"peer": "osd.%d" % p, "at_us": round(
             (ts - o.enq_ns) / 1000, 1), "wait_us": round(w / 1000, 1)}
             for p, w, ts in o.replies]
+        if o.sent_us:
+            # an erasure-coded write: the waits start where its own
+            # shard's sub-write began, just after the others were handed
+            # to the messenger -- somewhere in the sent_us before
+            row["sent_within_us"] = o.sent_us
     if o.reads:
         row["shard_reads"] = [{"peer": "osd.%d" % p, "at_us": round(
             (ts - o.enq_ns) / 1000, 1), "wait_us": round(w / 1000, 1)}
