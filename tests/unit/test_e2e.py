@@ -266,3 +266,37 @@ def test_slowest_calls_rank_by_the_calls_latency():
                                          "client.1.0:10"]
     assert got[0]["total_us"] == 9000.0
     assert sum(got[0]["segments"].values()) == 9000.0
+
+
+def test_slowest_kept_bounded_are_the_slowest_of_all():
+    """SegmentTable keeps only a few candidates for --slowest while ops
+    stream in (a set holds hundreds of thousands): the n it gives are the
+    n slowest of all, in slowest_calls' order, ties by request id."""
+    import random
+    rnd = random.Random(7)
+    per = []
+    for i in range(5000):
+        total = float(rnd.randrange(1, 400))     # many ties
+        c = _client(0, MS, MS, call={"submit": 0,
+                                     "done": int(total * 1000)})
+        p = e2e.client_segments(c, MS // 4, None, MS // 2)
+        p.update(reqid="client.1.0:%d" % rnd.randrange(10 ** 6),
+                 kind="read", primary="osd.0", object="o", call=None)
+        per.append(p)
+    t = e2e.SegmentTable(7)
+    for p in per:
+        t.add(p)
+    want = sorted(per, key=lambda p: (-p["total_us"],) +
+                  e2e.reqid_key(p["reqid"]))[:7]
+    assert [g["reqid"] for g in t.slowest()] == [p["reqid"] for p in want]
+    assert len(t.top) < 4 * 7 + 64
+
+
+def test_replica_rows_read_as_the_dicts_they_stand_for():
+    """merged.py's rows are ReplicaRow objects: the table and verdict
+    are the dicts' own."""
+    rows = _rows("osd.2")
+    objs = [e2e.ReplicaRow(r["req"], r["replica"], r["wait_us"],
+                           r["last"], r["out_us"], r["replica_us"],
+                           r["back_us"]) for r in rows]
+    assert e2e.replica_table(objs) == e2e.replica_table(rows)

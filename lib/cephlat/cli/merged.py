@@ -9,8 +9,8 @@ import sys
 from ..clocks import duration_ns
 from ..engine.session import TOOL
 from ..errors import UserError
-from ..model.e2e import (client_segments, replica_segments,
-                         replica_table, reqid_key, slowest_calls, table)
+from ..model.e2e import (ReplicaRow, SegmentTable, client_segments,
+                         replica_segments, replica_table, reqid_key)
 from ..model.interval import RunInfo
 from ..model.slowest import op_row
 from ..render.text import print_end_to_end, print_op_story
@@ -238,14 +238,21 @@ def end_to_end(args, out, caps, traces, clocks):
     if not client:
         raise UserError("%s: no OSD ops recorded (see rbdrecord(8): the "
                         "client's Objecter)" % ", ".join(clients))
-    per_op, joined, unfinished = {"read": [], "write": []}, set(), set()
+    # each kind's table, and the slowest ops across both (a set of
+    # several hosts holds hundreds of thousands of ops a minute: each
+    # op's figures are kept as numbers, the ops themselves streamed)
+    per_op = {"read": SegmentTable(), "write": SegmentTable()}
+    slow = SegmentTable(args.slowest or 0)
+    joined, unfinished = set(), set()
     replies, replicas = [], {}
     for c in caps:
-        for o in c.ops(c.first_ns, c.last_ns,
-                       keep=lambda o: o.req in client):
+        # streamed: each op as soon as nothing later can change it, in
+        # the order their ends came (not all of them held and sorted)
+        for _, o in c.op_stream(c.first_ns, c.last_ns,
+                                keep=lambda o: o.req in client):
             if o.repop and not o.done:      # a replica's op
                 # the first: an erasure-coded write's shard sees a second,
-                # the roll-forward after the commit
+                # the roll-forward sent after the first one's commit
                 replicas.setdefault((o.req, c.name), (_wall_ns(c, o.enq_ns),
                                                       o.repop["repop_ns"]))
                 continue
@@ -261,8 +268,9 @@ def end_to_end(args, out, caps, traces, clocks):
             enq = _wall_ns(c, o.enq_ns)
             if o.replies:
                 last = max(ts for _, _, ts in o.replies)
-                replies += [(o.req, "osd.%d" % peer, wait, _wall_ns(c, ts),
-                             ts == last) for peer, wait, ts in o.replies]
+                replies += [(o.req, sys.intern("osd.%d" % peer), wait,
+                             _wall_ns(c, ts), ts == last)
+                            for peer, wait, ts in o.replies]
             first = enq - sum(o.msg.values()) if o.msg else None
             kind = "write" if k.flags & objecter.FLAG_WRITE else "read"
             seg = client_segments(
@@ -274,24 +282,26 @@ def end_to_end(args, out, caps, traces, clocks):
             seg.update(reqid=o.req, kind=kind, primary=c.name,
                        object=k.object, call=None if r is None else {
                            "op": r.op, "offset": r.off, "length": r.len})
-            per_op[kind].append(seg)
+            per_op[kind].add(seg)
+            slow.add(seg)
             joined.add(o.req)
     if not joined:
         raise UserError("none of the clients' %d OSD ops has its primary "
                         "in %s (request ids differ: another cluster or "
                         "time?)" % (len(client), args.read))
     rows, unknown = _replica_rows(replies, replicas)
+    replies = replicas = None           # (their rows hold what is needed)
     unfinished -= joined
     res = {"type": "end_to_end", "client_ops": len(client),
            "joined": len(joined), "traces": list(clients),
            "unfinished": {"ops": len(unfinished),
                           "reqids": sorted(unfinished, key=reqid_key)},
-           "kinds": {k: table(v) for k, v in per_op.items() if v},
+           "kinds": {k: v.table() for k, v in per_op.items()
+                     if len(v.rows) or v.unknown},
            "replication": dict(replica_table(rows), unknown=unknown),
            "clocks": clocks}
     if args.slowest:
-        res["slowest"] = slowest_calls(
-            [p for v in per_op.values() for p in v], args.slowest)
+        res["slowest"] = slow.slowest()
     if args.json:
         out.write(json.dumps(res) + "\n")
     else:
@@ -307,9 +317,7 @@ def _replica_rows(replies, replicas):
     rows, unknown = [], 0
     for req, peer, wait, seen, last in replies:
         rep = replicas.get((req, peer))
-        row = {"req": req, "replica": peer, "wait_us": wait / 1000.0,
-               "last": last,
-               "out_us": None, "replica_us": None, "back_us": None}
+        row = ReplicaRow(req, peer, wait / 1000.0, last)
         if rep is not None:
             enq, repop = rep
             out_us = (enq - (seen - wait)) / 1000.0
@@ -317,8 +325,8 @@ def _replica_rows(replies, replicas):
             if out_us < 0 or back_us < 0:       # the clocks disagree
                 unknown += 1
             else:
-                row.update(out_us=out_us, replica_us=repop / 1000.0,
-                           back_us=back_us)
+                row.out_us, row.back_us = out_us, back_us
+                row.replica_us = repop / 1000.0
         rows.append(row)
     return rows, unknown
 

@@ -9,6 +9,9 @@ hosts line up. A network segment computed across two clocks that comes
 out negative means the clocks disagree by more than the segment: it is
 reported as unknown, with the disagreement, never as a negative time.
 """
+from array import array
+
+import numpy as np
 
 # the segments, in order: (key, what it holds)
 SEGMENTS = [
@@ -129,38 +132,82 @@ def _pct(vals, q):
     return vals[min(len(vals) - 1, int(len(vals) * q))]
 
 
+class SegmentTable:
+    """The end-to-end table built op by op, in fixed memory per op: each
+    joined op's segments as one row of numbers (a set of several hosts'
+    captures holds hundreds of thousands of ops a minute; their
+    client_segments() dicts would take kilobytes each), and the `n`
+    slowest ops whole for --slowest. add() each op, then table() and
+    slowest()."""
+    COLS = [k for k, _ in SEGMENTS] + ["total"]
+
+    def __init__(self, n=0):
+        self.rows = array("d")          # len(COLS) numbers per whole op
+        self.unknown = 0
+        self.keys = []                  # the longest segment list seen
+        self.n = n
+        self.top = []                   # candidates for slowest()
+
+    def add(self, p):
+        """p: a client_segments() result (with "reqid", "kind", "primary",
+        "object" and "call" for slowest())."""
+        if self.n:
+            self.top.append(p)
+            if len(self.top) >= 4 * self.n + 64:
+                self.top = sorted(self.top, key=_slow_key)[:self.n]
+        segs = p["segments"]
+        if any(g["us"] is None for g in segs):
+            self.unknown += 1
+            return
+        if len(segs) > len(self.keys):
+            self.keys = [g["segment"] for g in segs]
+        row = dict.fromkeys(self.COLS, 0.0)
+        row.update((g["segment"], g["us"]) for g in segs)
+        row["total"] = p["total_us"]
+        self.rows.extend(row[k] for k in self.COLS)
+
+    def table(self):
+        """-> table()'s result over the ops added."""
+        m = np.frombuffer(self.rows, dtype=np.float64).reshape(
+            -1, len(self.COLS))
+        out = {"ops": len(m), "unknown": self.unknown, "segments": []}
+        if not len(m):
+            return out
+        col = {k: m[:, i] for i, k in enumerate(self.COLS)}
+        p99 = _pct(np.sort(col["total"]), 0.99)
+        tail = col["total"] >= p99
+        what = dict(SEGMENTS)
+        for key in self.keys + ["total"]:
+            vals = np.sort(col[key])
+            out["segments"].append({
+                "segment": key, "what": what.get(key, "the client's latency"),
+                "p50_us": round(float(_pct(vals, 0.5)), 1),
+                "p99_us": round(float(_pct(vals, 0.99)), 1),
+                "mean_us": round(float(vals.mean()), 1),
+                "p99_ops_mean_us": round(float(col[key][tail].mean()), 1)})
+        out["p99_ops"] = int(tail.sum())
+        return out
+
+    def slowest(self):
+        """-> slowest_calls()'s result: the n slowest ops added."""
+        return [{"reqid": p["reqid"], "kind": p["kind"],
+                 "primary": p["primary"], "object": p["object"],
+                 "call": p["call"], "total_us": p["total_us"],
+                 "clock_disagreement_us": p["clock_disagreement_us"],
+                 "segments": {g["segment"]: g["us"] for g in p["segments"]}}
+                for p in sorted(self.top, key=_slow_key)[:self.n]]
+
+
 def table(per_op):
     """per_op: [client_segments() results] of every op joined -> the
     end-to-end table: per segment (in order) its p50, p99 and mean over
     all ops, and its mean over the ops at or above the p99 of the total
     (where the slowest ops' time went); the total's the same. Ops with
     an unknown segment (clocks) are left out and counted."""
-    whole = [p for p in per_op if all(g["us"] is not None
-                                      for g in p["segments"])]
-    out = {"ops": len(whole), "unknown": len(per_op) - len(whole),
-           "segments": []}
-    if not whole:
-        return out
-    totals = sorted(p["total_us"] for p in whole)
-    p99 = _pct(totals, 0.99)
-    tail = [p for p in whole if p["total_us"] >= p99]
-    keys = [g["segment"] for g in max(whole, key=lambda p: len(
-        p["segments"]))["segments"]]
-    what = dict(SEGMENTS)
-    by = [dict(((g["segment"], g["us"]) for g in p["segments"]),
-               total=p["total_us"]) for p in whole]
-    tail_by = [d for d in by if d["total"] >= p99]
-    for key in keys + ["total"]:
-        vals = sorted(d.get(key, 0.0) for d in by)
-        out["segments"].append({
-            "segment": key, "what": what.get(key, "the client's latency"),
-            "p50_us": round(_pct(vals, 0.5), 1),
-            "p99_us": round(_pct(vals, 0.99), 1),
-            "mean_us": round(sum(vals) / len(vals), 1),
-            "p99_ops_mean_us": round(sum(d.get(key, 0.0) for d in tail_by)
-                                     / len(tail_by), 1)})
-    out["p99_ops"] = len(tail)
-    return out
+    t = SegmentTable()
+    for p in per_op:
+        t.add(p)
+    return t.table()
 
 
 def reqid_key(reqid):
@@ -170,20 +217,20 @@ def reqid_key(reqid):
     return (client, int(tid) if tid.isdigit() else 0)
 
 
+def _slow_key(p):
+    return (-p["total_us"],) + reqid_key(p["reqid"])
+
+
 def slowest_calls(per_op, n):
     """per_op: client_segments() results, each with its "reqid", "kind",
     "primary", "object" and "call" -> the n slowest by the client's
     latency (the call's, as the application saw it), slowest first;
     ops of one call (one per object it spans) are ranked by the call's
     latency, and ties keep their request ids' order."""
-    def key(p):
-        return (-p["total_us"],) + reqid_key(p["reqid"])
-    return [{"reqid": p["reqid"], "kind": p["kind"],
-             "primary": p["primary"], "object": p["object"],
-             "call": p["call"], "total_us": p["total_us"],
-             "clock_disagreement_us": p["clock_disagreement_us"],
-             "segments": {g["segment"]: g["us"] for g in p["segments"]}}
-            for p in sorted(per_op, key=key)[:n]]
+    t = SegmentTable(n)
+    for p in per_op:
+        t.add(p)
+    return t.slowest()
 
 
 # a replica holds the writes up when it is the last of at least this
@@ -191,6 +238,27 @@ def slowest_calls(per_op, n):
 # times the others' time (way there and back, plus its own work) at p50
 SLOW_LAST_PCT = 75.0
 SLOW_RATIO = 1.2
+
+
+class ReplicaRow:
+    """One reply a primary waited for, as replica_table() takes it: read
+    like the dict it stands for (row["out_us"]); a small object, as a set
+    of several hosts holds one per replica of every write."""
+    __slots__ = ("req", "replica", "wait_us", "last", "out_us",
+                 "replica_us", "back_us")
+
+    def __init__(self, req, replica, wait_us, last, out_us=None,
+                 replica_us=None, back_us=None):
+        self.req, self.replica, self.wait_us, self.last = (
+            req, replica, wait_us, last)
+        self.out_us, self.replica_us, self.back_us = (
+            out_us, replica_us, back_us)
+
+    def __getitem__(self, key):
+        return getattr(self, key)
+
+    def get(self, key, default=None):
+        return getattr(self, key, default)
 
 
 def _paired(rows, slow):

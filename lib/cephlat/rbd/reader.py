@@ -3,6 +3,7 @@ Python bindings (bt2): images and requests, paired with completions."""
 import bisect
 import collections
 import os
+import sys
 
 from ..errors import UserError
 
@@ -33,12 +34,15 @@ class OsdOp:
                  "request")
 
     def __init__(self, f, ts):
+        # a trace holds every op of its run at once: the strings many ops
+        # share (PG, object, op name) are kept once (sys.intern)
         self.reqid, self.osd = str(f["reqid"]), int(f["osd"])
-        self.pgid, self.object = str(f["pgid"]), str(f["object"])
+        self.pgid = sys.intern(str(f["pgid"]))
+        self.object = sys.intern(str(f["object"]))
         self.flags, self.attempts = int(f["flags"]), int(f["attempts"])
         self.send, self.reply, self.done = ts, None, None
-        self.kind = str(f["first_op_name"]) if "first_op_name" in f \
-            else ""
+        self.kind = sys.intern(str(f["first_op_name"])) \
+            if "first_op_name" in f else ""
         self.offset = int(f["offset"]) if "offset" in f else 0
         self.length = int(f["length"]) if "length" in f else 0
         self.request = None
