@@ -237,20 +237,24 @@ def _times(n):
 
 
 # why the targets are missed (measured with cProfile on a 1-minute set,
-# 8.2 M events, --slowest 1: 17.5 s in all under the profiler)
+# 8.2 M events, --slowest 1: 17.5 s in all under the profiler; the peaks
+# on the 10-minute set before and after commit 05fa0f1)
 MISSED = (
-    "Missed: what costs it. --op finds its ops by a numpy scan of the "
-    "captures and follows only their addresses; its time and its peak are "
-    "then the client's trace, decoded one event at a time (its events "
-    "carry strings, so the captures' numpy reader cannot take them: 5.9 s "
-    "of 17.5 on a 1-minute set) and held whole (every call and OSD op as "
-    "a Python object, to link each op to its call). The table and "
-    "--slowest also rebuild every capture's ops one event at a time in "
-    "Python (capture/ops.py: 10.4 s of those 17.5) and hold every op of "
-    "every file at once, so their peak grows with the set's length. "
-    "Before the link of ops to calls searched each MiB's requests by time "
-    "(it looked at every one of them per op: 80 a MiB after a minute, 800 "
-    "after ten), these reads took 342-350 s and --op 262 s. Meeting the "
-    "targets takes the ops rebuilt in numpy or native code, a client trace "
-    "of fixed-size events, and a reader that goes through the set by time "
-    "window.")
+    "Missed: what costs it. Every read holds the client's trace whole: its "
+    "events decoded one at a time (they carry strings, so the captures' "
+    "numpy reader cannot take them: 5.9 s of 17.5 on a 1-minute set) and "
+    "every call and OSD op kept as a Python object, to link each op to its "
+    "call: that is --op's whole peak (it finds its ops by a numpy scan of "
+    "the captures and follows only their addresses). The table and "
+    "--slowest also rebuild the captures' ops one event at a time in "
+    "Python (capture/ops.py: 10.4 s of those 17.5); since 05fa0f1 they "
+    "stream them and keep each joined op's segments as one row of numbers "
+    "(the peak was 5.35 GB and the reads 130 s on the set of f3ed3b3, "
+    "708580 I/Os), and what they hold beyond the trace is every write's "
+    "replies and its replicas' ops until they are joined. Before the link "
+    "of ops to calls searched each MiB's requests by time (it looked at "
+    "every one of them per op: 80 a MiB after a minute, 800 after ten), "
+    "these reads took 342-350 s and --op 262 s. Meeting the targets takes "
+    "a client trace of fixed-size events read by numpy (or by time "
+    "window), the ops rebuilt in numpy or native code, and the replies "
+    "joined as arrays.")
