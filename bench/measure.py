@@ -325,6 +325,12 @@ def stats_run(env, pid, asok, cmd, rw, secs, settle):
     runs per op."""
     with bpf_stats_on():
         w = osd_window(env, [pid], [asok], rw, secs, cmd, settle, stats=True)
+    return stats_of(w)
+
+
+def stats_of(w):
+    """stats_run()'s figures of a window taken with stats (osd_window's
+    stats=True, under bpf_stats_on())."""
     progs = w["progs"]
     up = sum(p["runs"] for p in progs.values() if p["uprobe"])
     return {"ops": w["ops"], "secs": w["secs"], "programs": progs,

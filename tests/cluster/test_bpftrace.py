@@ -62,6 +62,18 @@ def test_bt_compiles(bpf_ready, tmp_path, path):
     assert "USAGE:" in head and "Example" in head
 
 
+def _attached(p, timeout=60):
+    """Wait for bpftrace (Popen, text pipes) to say it attached; else
+    fail with what it printed on stderr."""
+    t0 = time.time()
+    line = ""
+    while "Hit Ctrl-C" not in line and time.time() - t0 < timeout:
+        line = p.stdout.readline()
+        if not line and p.poll() is not None:
+            break
+    assert "Hit Ctrl-C" in line, p.stderr.read()
+
+
 def osdstages_bt(pid, during):
     """probes/osdstages.bt on the OSD of `pid`: attached, then during()
     runs, then Ctrl-C. -> what it printed"""
@@ -71,13 +83,7 @@ def osdstages_bt(pid, during):
                          osdstages_args(pid), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
-        t0 = time.time()
-        line = ""
-        while "Hit Ctrl-C" not in line and time.time() - t0 < 60:
-            line = p.stdout.readline()
-            if not line and p.poll() is not None:
-                break
-        assert "Hit Ctrl-C" in line, p.stderr.read()
+        _attached(p)
         during()
     finally:
         out, err = stop_bpftrace(p)
@@ -99,20 +105,32 @@ def test_osdstages_bt_on_the_lab(lab):
 
 
 def run_bt(script, pid, secs, args=()):
-    p = subprocess.Popen(["bpftrace", os.path.join(REPO, "probes", script)] +
-                         [str(pid)] + list(args), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    t0 = time.time()
-    line = ""
-    while "Hit Ctrl-C" not in line and time.time() - t0 < 60:
-        line = p.stdout.readline()
-        if not line and p.poll() is not None:
-            break
-    assert "Hit Ctrl-C" in line, p.stderr.read()
-    time.sleep(secs)
-    out, err = stop_bpftrace(p)
-    assert p.returncode == 0, err
-    return out
+    return run_bts([script], pid, secs, args)[0]
+
+
+def run_bts(scripts, pid, secs, args=()):
+    """probes/SCRIPT... on `pid` at once, for `secs` after the last one
+    attached -> their outputs, in order."""
+    ps = []
+    try:
+        for script in scripts:
+            ps.append(subprocess.Popen(
+                ["bpftrace", os.path.join(REPO, "probes", script),
+                 str(pid)] + list(args), stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True))
+        for p in ps:
+            _attached(p)
+        time.sleep(secs)
+        outs = []
+        for p in ps:
+            out, err = stop_bpftrace(p)
+            assert p.returncode == 0, err
+            outs.append(out)
+        return outs
+    finally:
+        for p in ps:
+            if p.poll() is None:
+                p.kill()
 
 
 def hist_total(out, name):
@@ -134,15 +152,16 @@ def kernel_scripts(lab, least):
     bench = Bench(lab, "rand", 30, threads=4)
     try:
         time.sleep(2)
-        out = run_bt("futexwait.bt", lab["pid"], 3)
-        assert re.search(r"^@futex_wait_us\[tp_osd_tp\]:", out, re.M), out
-        assert hist_total(out, r"futex_wait_us\[tp_osd_tp\]") > least
-        out = run_bt("shardwake.bt", lab["pid"], 3)
-        assert hist_total(out, "wakeup_delay_us") > least, out
-        assert hist_total(out, "sleep_us") > least, out
-        out = run_bt("syncfs.bt", lab["pid"], 2)
+        # the three at once (each its own probes and maps), as three
+        # terminals would
+        fut, wake, sync = run_bts(["futexwait.bt", "shardwake.bt",
+                                   "syncfs.bt"], lab["pid"], 3)
+        assert re.search(r"^@futex_wait_us\[tp_osd_tp\]:", fut, re.M), fut
+        assert hist_total(fut, r"futex_wait_us\[tp_osd_tp\]") > least
+        assert hist_total(wake, "wakeup_delay_us") > least, wake
+        assert hist_total(wake, "sleep_us") > least, wake
         # BlueStore never calls syncfs
-        assert "syncfs calls: 0" in out
+        assert "syncfs calls: 0" in sync, sync
     finally:
         bench.stop()
     bench = Bench(lab, "write", 15, threads=8)

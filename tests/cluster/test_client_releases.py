@@ -24,7 +24,7 @@ from cephlat.ceph import objecter                       # noqa: E402
 from cephlat.ceph.adminsock import command              # noqa: E402
 
 RBDRECORD = os.path.join(REPO, "tools", "rbdrecord.py")
-SECS = 3
+SECS = 2
 READS = {objecter.OSD_OPS[k] for k in ("CEPH_OSD_OP_READ",
                                        "CEPH_OSD_OP_SPARSE_READ")}
 WRITES = {objecter.OSD_OPS["CEPH_OSD_OP_WRITE"]}
