@@ -296,8 +296,7 @@ def end_to_end(args, out, caps, traces, clocks):
            "joined": len(joined), "traces": list(clients),
            "unfinished": {"ops": len(unfinished),
                           "reqids": sorted(unfinished, key=reqid_key)},
-           "kinds": {k: v.table() for k, v in per_op.items()
-                     if len(v.rows) or v.unknown},
+           "kinds": {k: v.table() for k, v in per_op.items() if len(v)},
            "replication": dict(replica_table(rows), unknown=unknown),
            "clocks": clocks}
     if args.slowest:

@@ -148,6 +148,10 @@ class SegmentTable:
         self.n = n
         self.top = []                   # candidates for slowest()
 
+    def __len__(self):
+        """The ops added (those with an unknown segment too)."""
+        return len(self.rows) // len(self.COLS) + self.unknown
+
     def add(self, p):
         """p: a client_segments() result (with "reqid", "kind", "primary",
         "object" and "call" for slowest())."""
