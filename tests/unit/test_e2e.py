@@ -124,6 +124,61 @@ def test_replica_segments_sum_to_the_primarys_wait():
         assert r["out_us"] + r["replica_us"] + r["back_us"] == r["wait_us"]
 
 
+def _ec_story(enq0, within):
+    """An erasure-coded write on osd.1: its mark after the sends at +200
+    (the sends up to `within` us before it), osd.0's shard enqueued at
+    `enq0`, osd.2's at +700."""
+    return {"osds": {
+        "osd.1": [{"role": "primary", "enqueued_at_us": 100.0,
+                   "sent_within_us": within, "replies": [
+                       {"peer": "osd.0", "at_us": 900.0, "wait_us": 800.0},
+                       {"peer": "osd.2", "at_us": 1500.0,
+                        "wait_us": 1400.0}]}],
+        "osd.0": [{"role": "replica", "enqueued_at_us": enq0,
+                   "repop_us": 300.0}],
+        "osd.2": [{"role": "replica", "enqueued_at_us": 700.0,
+                   "repop_us": 200.0}]}}
+
+
+def test_a_shard_enqueued_before_the_mark_has_no_way_out():
+    # the primary was preempted after sending: osd.0 had its sub-write
+    # 50 us before the mark, within the 80 us the sends can lie before it
+    got = {r["replica"]: r for r in
+           e2e.replica_segments(_ec_story(150.0, 80.0))}
+    r = got["osd.0"]
+    assert r["out_us"] is None and r["sent_late_us"] == 50.0
+    assert (r["replica_us"], r["back_us"]) == (300.0, 550.0)
+    assert "clock_disagreement_us" not in r
+    assert got["osd.2"]["out_us"] == 500.0
+    # further back than the sends can lie: the clocks disagree
+    r = {r["replica"]: r for r in
+         e2e.replica_segments(_ec_story(150.0, 40.0))}["osd.0"]
+    assert r["out_us"] is None and r["clock_disagreement_us"] == 50.0
+    assert "sent_late_us" not in r and r["back_us"] is None
+    # a replicated write (no sent_within_us): the same
+    story = _ec_story(150.0, 80.0)
+    del story["osds"]["osd.1"][0]["sent_within_us"]
+    r = {r["replica"]: r for r in e2e.replica_segments(story)}["osd.0"]
+    assert r["clock_disagreement_us"] == 50.0
+
+
+def test_the_tables_rows_tell_late_sends_from_clocks():
+    from cephlat.cli.merged import _replica_rows
+    us = 1000
+    # sent (mark) at 200 us, seen at 1000 us: enqueued 50 us before the
+    # mark with the sends up to 80 us before it, then up to 40 us
+    reps = {("c:1", "osd.0"): (150 * us, 300 * us),
+            ("c:2", "osd.0"): (150 * us, 300 * us),
+            ("c:3", "osd.0"): (400 * us, 300 * us)}
+    rows, unknown, late = _replica_rows(
+        [("c:1", "osd.0", 800 * us, 1000 * us, True, 80 * us),
+         ("c:2", "osd.0", 800 * us, 1000 * us, True, 40 * us),
+         ("c:3", "osd.0", 800 * us, 1000 * us, True, 0)], reps)
+    assert (unknown, late) == (1, 1)
+    assert [r.out_us for r in rows] == [None, None, 200.0]
+    assert rows[2].back_us == 300.0 and rows[2].replica_us == 300.0
+
+
 def _trace(tmp_path, order, calls, ops):
     """An rbdrecord trace of `calls` [(off, len, submit, done)] and OSD
     `ops` [(objno, off_in_object, len, send)] on objects of 2**order."""

@@ -269,7 +269,7 @@ def end_to_end(args, out, caps, traces, clocks):
             if o.replies:
                 last = max(ts for _, _, ts in o.replies)
                 replies += [(o.req, sys.intern("osd.%d" % peer), wait,
-                             _wall_ns(c, ts), ts == last)
+                             _wall_ns(c, ts), ts == last, o.sent_us * 1000)
                             for peer, wait, ts in o.replies]
             first = enq - sum(o.msg.values()) if o.msg else None
             kind = "write" if k.flags & objecter.FLAG_WRITE else "read"
@@ -289,7 +289,7 @@ def end_to_end(args, out, caps, traces, clocks):
         raise UserError("none of the clients' %d OSD ops has its primary "
                         "in %s (request ids differ: another cluster or "
                         "time?)" % (len(client), args.read))
-    rows, unknown = _replica_rows(replies, replicas)
+    rows, unknown, late = _replica_rows(replies, replicas)
     replies = replicas = None           # (their rows hold what is needed)
     unfinished -= joined
     res = {"type": "end_to_end", "client_ops": len(client),
@@ -297,7 +297,8 @@ def end_to_end(args, out, caps, traces, clocks):
            "unfinished": {"ops": len(unfinished),
                           "reqids": sorted(unfinished, key=reqid_key)},
            "kinds": {k: v.table() for k, v in per_op.items() if len(v)},
-           "replication": dict(replica_table(rows), unknown=unknown),
+           "replication": dict(replica_table(rows), unknown=unknown,
+                               sent_late=late),
            "clocks": clocks}
     if args.slowest:
         res["slowest"] = slow.slowest()
@@ -310,24 +311,29 @@ def end_to_end(args, out, caps, traces, clocks):
 
 def _replica_rows(replies, replicas):
     """Each reply a primary waited for (req, peer, wait ns, seen at: wall
-    ns, last?) with its replica's op ({(req, peer): (enqueued at: wall
-    ns, repop ns)}): its way out, the replica, its way back -> (rows for
-    replica_table, how many the clocks left unknown)."""
-    rows, unknown = [], 0
-    for req, peer, wait, seen, last in replies:
+    ns, last?, ns the sends can lie before the wait's start) with its
+    replica's op ({(req, peer): (enqueued at: wall ns, repop ns)}): its
+    way out, the replica, its way back -> (rows for replica_table, how
+    many the clocks left unknown, how many erasure-coded sub-writes
+    reached their shard before the mark the ways run from: their way out
+    is not known)."""
+    rows, unknown, late = [], 0, 0
+    for req, peer, wait, seen, last, within in replies:
         rep = replicas.get((req, peer))
         row = ReplicaRow(req, peer, wait / 1000.0, last)
         if rep is not None:
             enq, repop = rep
-            out_us = (enq - (seen - wait)) / 1000.0
-            back_us = (seen - enq - repop) / 1000.0
-            if out_us < 0 or back_us < 0:       # the clocks disagree
+            out_ns = enq - (seen - wait)
+            back_ns = seen - enq - repop
+            if back_ns >= 0 and -within <= out_ns < 0:
+                late += 1       # the primary preempted after the sends
+            elif out_ns < 0 or back_ns < 0:     # the clocks disagree
                 unknown += 1
             else:
-                row.out_us, row.back_us = out_us, back_us
+                row.out_us, row.back_us = out_ns / 1000.0, back_ns / 1000.0
                 row.replica_us = repop / 1000.0
         rows.append(row)
-    return rows, unknown
+    return rows, unknown, late
 
 
 def _client_op(traces, reqid):

@@ -105,6 +105,9 @@ def replica_segments(story):
     if prim is None:
         return []
     base = prim["enqueued_at_us"]
+    # an erasure-coded write's ways run from a mark just after the sends,
+    # which lie up to this much before it (docs/stages.md)
+    within = prim.get("sent_within_us", 0)
     last = max(prim["replies"], key=lambda r: r["at_us"])["peer"]
     out = []
     for rep in prim["replies"]:
@@ -119,7 +122,13 @@ def replica_segments(story):
             enq = row["enqueued_at_us"]
             way = (round(enq - sent, 1), round(seen - enq - row["repop_us"],
                                                1))
-            if min(way) < 0:        # across two clocks that disagree
+            if way[1] >= 0 and -within <= way[0] < 0:
+                # an erasure-coded write whose primary thread was
+                # preempted between the sends and the mark: the way out
+                # is not known, the rest is
+                seg["sent_late_us"] = -way[0]
+                seg["back_us"], seg["replica_us"] = way[1], row["repop_us"]
+            elif min(way) < 0:      # across two clocks that disagree
                 seg["clock_disagreement_us"] = -min(way)
             else:
                 seg["out_us"], seg["back_us"] = way

@@ -185,6 +185,13 @@ def print_op_story(out, story):
                       "disagree: a way came out %s us below zero)\n" % (
                           ", ".join(r["replica"] for r in off),
                           max(r["clock_disagreement_us"] for r in off)))
+        late = [r for r in story["replicas"] if r.get("sent_late_us")]
+        if late:
+            out.write("  (?: %s had the sub-write %s us before the primary's "
+                      "mark after the sends (preempted in between): its way "
+                      "out is not known)\n" % (
+                          ", ".join(r["replica"] for r in late),
+                          max(r["sent_late_us"] for r in late)))
         out.write("  (out: sub-op sent -> the replica's enqueue; replica: "
                   "-> its commit reply sent; back: -> the primary handling "
                   "it, the reply's queue included; wait: the primary's, "
@@ -258,6 +265,10 @@ def print_end_to_end(out, res):
     if rep.get("unknown"):
         out.write("\n(%d replica waits left out: the clocks disagree)\n"
                   % rep["unknown"])
+    if rep.get("sent_late"):
+        out.write("\n(%d shard waits left out: the shard had the sub-write "
+                  "before its primary's mark, the primary preempted after "
+                  "sending; their way out is not known)\n" % rep["sent_late"])
     if rep.get("replicas"):
         out.write("\nREPLICAS (writes; us)\n%-8s %7s %6s %9s %9s %9s %9s "
                   "%9s %9s\n" % ("REPLICA", "WRITES", "LAST%", "OUT_P50",
