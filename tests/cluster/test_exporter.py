@@ -496,6 +496,46 @@ def test_counters_never_go_backwards_across_osd_restarts(served):
     assert_counts_every_op(got, want, "through osd.1's restarts")
 
 
+def test_a_process_it_cannot_trace_leaves_the_others_traced(served,
+                                                            tmp_path):
+    """A process named ceph-osd that cannot be traced (here a shell run
+    through a link of that name, "-f -i 99": no Ceph binary; on a host, a
+    binary no table knows, an OSD gone while planned) is said once and held
+    back; the OSDs traced stay attached (no re-attach, no attach more),
+    and the lean tier counts every op Ceph counts meanwhile."""
+    def attaches(m):
+        return {dict(k[1])["ceph_daemon"]: v for k, v in m.items()
+                if k[0] == "ceph_osdstage_attaches_total"}
+    link = tmp_path / "ceph-osd"
+    os.symlink("/bin/sh", str(link))
+    asoks = served.lab["asoks"]
+    m0 = metrics(served.port)
+    ceph0, lean0 = [ceph_ops(a) for a in asoks], lean_ops(m0)
+    err0 = served.stderr()
+    fake = subprocess.Popen([str(link), "-c", "sleep 60; :", "x", "-f",
+                             "-i", "99"], start_new_session=True)
+    try:
+        # its second of settling, the next look, then writes while it is
+        # there (held back for service.HOLD_S)
+        time.sleep(SETTLE_S + 2 * service.LOOK_S + 1)
+        Bench(served.lab, "write", 5, threads=8).wait()
+        time.sleep(5.0 + 1.5)       # the next refresh holds them all
+        m = metrics(served.port)
+        said = served.stderr()[len(err0):]
+    finally:
+        fake.kill()
+        fake.wait()
+    assert said.count("ceph-osd pid %d not traced" % fake.pid) == 1, said
+    assert "the other OSDs stay traced" in said, said
+    assert "re-attaching" not in said and "cannot trace" not in said, said
+    assert attaches(m) == attaches(m0), (attaches(m0), attaches(m))
+    assert "osd.99" not in info_pids(m)
+    names = ["osd.%d" % i for i in range(3)]
+    want = {o: ceph_ops(a) - c for o, a, c in zip(names, asoks, ceph0)}
+    got = {o: n - lean0.get(o, 0) for o, n in lean_ops(m).items()}
+    assert_counts_every_op(got, want, "beside a process it cannot trace")
+
+
 def test_dashboard_queries_return_data(served):
     """And the PromQL of the man page and the example file."""
     from exporter_dashboard import dashboard_queries, doc_queries

@@ -17,7 +17,10 @@ processes named ceph-osd (a shell run through a link of that name, so
 - a one-shot run (--mkfs, --get-osd-fsid, ...), even in the foreground,
   leading its session or old, is never traced: the soak's exporter
   re-attached every OSD for processes named ceph-osd that served nothing;
-- nothing is traced in its first second.
+- nothing is traced in its first second;
+- a new process that cannot be planned is held back (HOLD_S), said once,
+  and the OSDs traced stay attached; a first start that fails traces the
+  others at once (_Looked: the loop over fake tracers).
 """
 import argparse
 import io
@@ -154,3 +157,98 @@ def test_lean_share_note():
     assert lean_share_note(0.4, 0.3, long_s, 1.0) is None
     assert lean_share_note(5.0, 0.3, long_s, 0) is None
     assert lean_share_note(5.0, 0.3, service.OWN_AFTER_S / 2, 1.0) is None
+
+
+class _Looked(Exporter):
+    """An Exporter whose tracers are a list of the pids they trace, over a
+    host of `host` pids of which `bad` cannot be planned (their plan
+    raises: a process that exited, a binary no table knows)."""
+
+    def __init__(self, host, bad):
+        super().__init__(argparse.Namespace(
+            osd="all", tiers="both", stages=None, release=None,
+            no_kernel=False, max_ops=64, host_netns=None), None,
+            io.StringIO())
+        self.host, self.bad, self.starts, self.stops = host, bad, [], 0
+
+    def wanted(self):
+        return tuple(self.host)
+
+    def start(self, pids):
+        self.starts.append(tuple(pids))
+        if set(pids) & set(self.bad):
+            raise service.UserError("cannot trace pid %d" % min(
+                set(pids) & set(self.bad)))
+        self.tiers = [argparse.Namespace(name=n) for n in ("lean", "full")]
+        self.pids = tuple(pids)
+        self.names = ["osd.%d" % p for p in pids]
+
+    def stop(self):
+        self.stops += 1
+        self.tiers, self.pids, self.names = [], (), []
+
+
+@pytest.fixture
+def plans(monkeypatch):
+    """service.plan_targets raising for the pids of looked.bad."""
+    looked = []
+
+    def plan(want, err):
+        for ex in looked:
+            bad = set(want.pid) & set(ex.bad)
+            if bad:
+                raise service.UserError("no probe table for pid %d" %
+                                        min(bad))
+        return None
+    monkeypatch.setattr(service, "plan_targets", plan)
+    return looked
+
+
+def test_a_new_process_that_cannot_be_traced_leaves_the_others(plans,
+                                                               monkeypatch):
+    ex = _Looked([11, 12], bad={13})
+    plans.append(ex)
+    ex.look()
+    assert ex.starts == [(11, 12)] and ex.pids == (11, 12)
+    ex.host.append(13)
+    for _ in range(3):          # held back, said once, nothing re-attached
+        ex.look()
+    assert ex.starts == [(11, 12)] and ex.stops == 0 and ex.pids == (11, 12)
+    said = ex.err.getvalue()
+    assert said.count("ceph-osd pid 13 not traced: no probe table for pid "
+                      "13; the other OSDs stay traced") == 1, said
+    # a new one that can be: re-attached with it, 13 still held
+    ex.host.append(14)
+    ex.look()
+    assert ex.starts[-1] == (11, 12, 14) and ex.stops == 1
+    # tried again once HOLD_S has passed
+    monkeypatch.setattr(service, "HOLD_S", 0.0)
+    ex.held = {p: 0.0 for p in ex.held}
+    ex.look()
+    assert ex.err.getvalue().count("pid 13 not traced") == 1
+    assert 13 in ex.held and ex.pids == (11, 12, 14) and ex.stops == 1
+    # and once it can be (its admin socket up, say): traced with them
+    ex.bad = set()
+    ex.held = {}
+    ex.look()
+    assert ex.pids == (11, 12, 13, 14) and ex.stops == 2
+
+
+def test_a_first_start_traces_what_it_can(plans):
+    ex = _Looked([11, 12, 13], bad={12})
+    plans.append(ex)
+    ex.look()
+    # the whole set failed: the one that cannot be planned is held back,
+    # the others traced at once
+    assert ex.starts == [(11, 12, 13), (11, 13)] and ex.pids == (11, 13)
+    assert "ceph-osd pid 12 not traced" in ex.err.getvalue()
+    ex.look()
+    assert ex.starts == [(11, 12, 13), (11, 13)]
+
+
+def test_nothing_plannable_is_tried_again(plans):
+    ex = _Looked([11], bad={11})
+    plans.append(ex)
+    with pytest.raises(service._Retry):
+        ex.look()
+    assert "cannot trace pid 11" in ex.err.getvalue()

@@ -11,7 +11,10 @@ the attached seconds. A stage both give is exported from the lean tier
 
 OSDs come and go (restarts, new OSDs, removed ones): the set is looked at
 every second, and when it changes the tracers are closed, after a last
-refresh, and new ones are started for the new set. The sums live here,
+refresh, and new ones are started for the new set. A new process that
+cannot be traced (it exited while being planned, a binary no probe table
+knows) is held back for HOLD_S, said once, and never makes the OSDs
+already traced detach: each new one is planned alone before they are. The sums live here,
 not in the tracer, so Prometheus' counters never go backwards. A process
 must have run for a second, and have daemonized, before it is traced: a
 starting ceph-osd spends seconds (the monitors' config, the store's label)
@@ -23,6 +26,7 @@ under --max-overhead, 1 % of the host's CPU by default, where the lean
 tier and the exporter leave it room; the attached seconds of each tier
 are exported with the figures.
 """
+import io
 import signal
 import time
 
@@ -30,13 +34,14 @@ from .collect import SCHED_CLASSES
 from .osds import OsdScan, wanted
 from ..ceph.target import netns_id
 from ..engine import duty
-from ..engine.session import Session, Want
+from ..engine.session import Session, Want, plan_targets
 from ..engine.optable import table_size
 from ..errors import UserError
 
 TOOL = "osdstage_exporter"
 LOOK_S = 1.0            # how often the host's OSDs are looked for
 RETRY_S = 2.0           # after a failed start
+HOLD_S = 30.0           # a process that could not be planned, left alone
 OWN_AFTER_S = 30.0      # the exporter's own share is judged after this
 # --tiers: the tiers run, in attach order
 TIER_SETS = {"both": ("lean", "full"), "lean": ("lean",), "full": ("full",)}
@@ -134,6 +139,8 @@ class Exporter:
         host_netns = getattr(args, "host_netns", None)
         self.scan = OsdScan(netns_id(host_netns) if host_netns else None)
         self.last_error = None
+        self.held = {}          # pid -> monotonic time it is tried again
+        self.said_held = set()
         self.own_s = 0.0        # own CPU and seconds since the first start
         self.own_since = None
         self.said_own = self.said_lean = self.said_no_lean = False
@@ -163,14 +170,16 @@ class Exporter:
         return wanted(self.scan, self.args.osd, self.pids)
 
     # --- the tracers' life -----------------------------------------------
-    def _session(self, pids, name):
+    def _want(self, pids, name):
         a = self.args
         lean = name == "lean"
-        return Session(Want(pid=list(pids), stages=None if lean else a.stages,
-                            release=a.release, no_kernel=a.no_kernel,
-                            lean=lean, max_ops=a.max_ops,
-                            host_netns=getattr(a, "host_netns", None)),
-                       self.err)
+        return Want(pid=list(pids), stages=None if lean else a.stages,
+                    release=a.release, no_kernel=a.no_kernel, lean=lean,
+                    max_ops=a.max_ops,
+                    host_netns=getattr(a, "host_netns", None))
+
+    def _session(self, pids, name):
+        return Session(self._want(pids, name), self.err)
 
     def start(self, pids):
         """One tracer per tier over `pids`, the lean one first: a tier
@@ -373,11 +382,47 @@ class Exporter:
             time.sleep(0.2)
         self.stop()
 
+    def unplannable(self, pids):
+        """{pid: why} of the `pids` that cannot be traced, each planned
+        alone in every tier the tracers run (its probes placed, nothing
+        loaded or attached); the lean tier's reason counts only while the
+        lean tier runs (else start() runs the full tier alone)."""
+        running = [t.name for t in self.tiers] or list(self.tier_names)
+        bad = {}
+        for pid in pids:
+            for name in running:
+                try:
+                    # (what the plan says, the start that follows says)
+                    plan_targets(self._want((pid,), name), io.StringIO())
+                except UserError as e:
+                    if name == "lean" and not self.tiers and \
+                            len(running) > 1:
+                        continue
+                    bad[pid] = str(e)
+                    break
+        return bad
+
+    def hold(self, bad):
+        """Leave the pids of {pid: why} alone for HOLD_S (then they are
+        planned again), said once each."""
+        again = time.monotonic() + HOLD_S
+        for pid, why in sorted(bad.items()):
+            if pid not in self.said_held:
+                self.said_held.add(pid)
+                self.say("ceph-osd pid %d not traced: %s; %strying it again "
+                         "in %g s" % (pid, why, "the other OSDs stay traced; "
+                                      if self.tiers else "", HOLD_S))
+            self.held[pid] = again
+
     def look(self):
         """Start or restart tracing when an OSD process appeared; stop when
         none is left. An OSD that exited keeps its slot (nothing runs
-        there) until a new process comes: the others stay attached."""
-        want = self.wanted()
+        there) until a new process comes: the others stay attached. A new
+        process that cannot be planned is held back (hold), the others
+        traced as they were."""
+        now = time.monotonic()
+        self.held = {p: t for p, t in self.held.items() if t > now}
+        want = tuple(p for p in self.wanted() if p not in self.held)
         gone = [n for n, p in zip(self.names, self.pids)
                 if p not in want and n not in self.gone]
         if gone:
@@ -399,6 +444,15 @@ class Exporter:
         if not new and self.tiers:
             return
         if self.tiers:
+            # planned alone first: one that cannot be traced leaves the
+            # others attached
+            bad = self.unplannable(new)
+            if bad:
+                self.hold(bad)
+                new = [p for p in new if p not in bad]
+                want = tuple(p for p in want if p not in bad)
+                if not new:
+                    return
             self.say("new ceph-osd pid %s: re-attaching" % ", ".join(
                 str(p) for p in new))
             self.stop()
@@ -406,8 +460,19 @@ class Exporter:
         try:
             self.start(want)
         except UserError as e:
-            # a process that exits while being planned, a binary without a
-            # probe table entry: tried again after a pause
+            # which of them cannot be traced (a process that exited while
+            # being planned, a binary without a probe table entry): the
+            # others are traced now, those held back
+            bad = self.unplannable(want) if len(want) > 1 else {}
+            rest = tuple(p for p in want if p not in bad)
+            if bad and rest:
+                self.hold(bad)
+                try:
+                    self.start(rest)
+                    self.last_error = None
+                    return
+                except UserError as e2:
+                    e = e2
             self.pids = ()
             msg = "cannot trace pid %s: %s" % (",".join(str(p) for p in want),
                                                e)
