@@ -299,6 +299,32 @@ def assert_lab_network_gone():
     assert subprocess.run(["pgrep", "-x", "labwire"]).returncode == 1
 
 
+# the lab's wire: the process that carries the hosts' links and their
+# delays (vagrant/labwire.c)
+WIRE = "/var/tmp/osdstage-lab/labwire"
+
+
+def wire_counters():
+    """{namespace: {counter: int}} from the running wire (SIGUSR1: it
+    writes them to labwire.ctl.out)."""
+    out = WIRE + ".ctl.out"
+    if os.path.exists(out):
+        os.unlink(out)
+    with open(WIRE + ".pid") as f:
+        os.kill(int(f.read()), signal.SIGUSR1)
+    deadline = time.monotonic() + 10
+    while not os.path.exists(out):
+        assert time.monotonic() < deadline, "the wire wrote no counters"
+        time.sleep(0.05)
+    time.sleep(0.05)
+    got = {}
+    with open(out) as f:
+        for line in f:
+            ns, *kv = line.split()
+            got[ns] = {k: int(v) for k, v in (x.split("=") for x in kv)}
+    return got
+
+
 def container_process(root_pid, comm, proc, timeout=30):
     """The host PID of the process named `comm` (a prefix: "python3"
     matches python3.13) that `proc` (a `podman exec`) started in the

@@ -19,15 +19,13 @@
 """
 import json
 import os
-import signal
 import statistics
 import subprocess
-import time
 
 import pytest
 
 from conftest import LAB, OSDSTAGE, assert_lab_network_gone, \
-    assert_one_line_error, perf_counters, run_tool
+    assert_one_line_error, perf_counters, run_tool, wire_counters
 
 ECHO = r"""
 import socket, sys, time
@@ -57,30 +55,6 @@ def in_ns(ns, *argv, **kw):
     return subprocess.run(["nsenter", "--net=/run/netns/" + ns, "--"] +
                           list(argv), capture_output=True, text=True,
                           timeout=120, **kw)
-
-
-WIRE = "/var/tmp/osdstage-lab/labwire"
-
-
-def wire_counters():
-    """{namespace: {counter: int}} from the running wire (SIGUSR1: it
-    writes them to labwire.ctl.out)."""
-    out = WIRE + ".ctl.out"
-    if os.path.exists(out):
-        os.unlink(out)
-    with open(WIRE + ".pid") as f:
-        os.kill(int(f.read()), signal.SIGUSR1)
-    deadline = time.monotonic() + 10
-    while not os.path.exists(out):
-        assert time.monotonic() < deadline, "the wire wrote no counters"
-        time.sleep(0.05)
-    time.sleep(0.05)
-    got = {}
-    with open(out) as f:
-        for line in f:
-            ns, *kv = line.split()
-            got[ns] = {k: int(v) for k, v in (x.split("=") for x in kv)}
-    return got
 
 
 def rtt_us(client_ns, host_ns, host_ip):
