@@ -14,11 +14,12 @@ every second, and when it changes the tracers are closed, after a last
 refresh, and new ones are started for the new set. A new process that
 cannot be traced (it exited while being planned, a binary no probe table
 knows) is held back for HOLD_S, said once, and never makes the OSDs
-already traced detach: each new one is planned alone before they are. The sums live here,
-not in the tracer, so Prometheus' counters never go backwards. A process
-must have run for a second, and have daemonized, before it is traced: a
-starting ceph-osd spends seconds (the monitors' config, the store's label)
-before it forks; its first process then waits for the child and exits.
+already traced detach: each new one is planned alone before they are.
+The sums live here, not in the tracer, so Prometheus' counters never go
+backwards. A process must have run for a second, and have daemonized,
+before it is traced: a starting ceph-osd spends seconds (the monitors'
+config, the store's label) before it forks; its first process then waits
+for the child and exits.
 
 Cost: the full tier's duty cycles (engine/duty.py) keep the whole (the
 lean tier's measured cost, the exporter's own CPU and the full tier's)
