@@ -311,7 +311,8 @@ def end_to_end(args, out, caps, traces, clocks):
 
 def _replica_rows(replies, replicas):
     """Each reply a primary waited for (req, peer, wait ns, seen at: wall
-    ns, last?, ns the sends can lie before the wait's start) with its
+    ns, last?, ns its sub-ops' sends can lie before the mark its wait
+    runs from: an erasure-coded write's sent_within) with its
     replica's op ({(req, peer): (enqueued at: wall ns, repop ns)}): its
     way out, the replica, its way back -> (rows for replica_table, how
     many the clocks left unknown, how many erasure-coded sub-writes
