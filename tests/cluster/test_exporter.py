@@ -93,6 +93,12 @@ def assert_counts_every_op(got, want, what):
         assert abs(got.get(osd, 0) - n) <= 0.01 * n, (what, osd, got, want)
 
 
+def attaches(m):
+    """{osd: ceph_osdstage_attaches_total} of a /metrics page."""
+    return {dict(k[1])["ceph_daemon"]: v for k, v in m.items()
+            if k[0] == "ceph_osdstage_attaches_total"}
+
+
 def info_pids(m):
     return {dict(k[1])["ceph_daemon"]: int(dict(k[1])["pid"])
             for k in m if k[0] == "ceph_osdstage_info"}
@@ -430,9 +436,6 @@ def _restart_osd1(served):
 
 def test_counters_never_go_backwards_across_osd_restarts(served):
     assert served.proc.poll() is None
-    def attaches(m):
-        return {dict(k[1])["ceph_daemon"]: v for k, v in m.items()
-                if k[0] == "ceph_osdstage_attaches_total"}
     attaches0 = attaches(metrics(served.port))
     assert sorted(attaches0) == ["osd.0", "osd.1", "osd.2"], attaches0
     names = sorted(attaches0)
@@ -503,9 +506,6 @@ def test_a_process_it_cannot_trace_leaves_the_others_traced(served,
     binary no table knows, an OSD gone while planned) is said once and held
     back; the OSDs traced stay attached (no re-attach, no attach more),
     and the lean tier counts every op Ceph counts meanwhile."""
-    def attaches(m):
-        return {dict(k[1])["ceph_daemon"]: v for k, v in m.items()
-                if k[0] == "ceph_osdstage_attaches_total"}
     link = tmp_path / "ceph-osd"
     os.symlink("/bin/sh", str(link))
     asoks = served.lab["asoks"]
