@@ -107,6 +107,7 @@ enum stage_id {
 	ST_OP_LATENCY__WRITE,
 	ST_OP_LATENCY__OTHER,
 	ST__CALIB,		/* probe-cost calibration (our own process) */
+	ST__CALIB_ENTRY,	/* ... its entry program's runs (struct ctl) */
 	/* queue_wait split by what the dequeuing worker was doing */
 	ST_ATTR__HELD,		/* asleep in the scheduler's timed wait: mClock
 				 * held the queued ops until a time it gave */
@@ -408,7 +409,17 @@ struct dev_stats {
 
 /* The whole .bss (written by the loader at once, read by every program):
  * call_bias_ns: what a uprobe + uretprobe pair adds to an entry -> return
- *   time here, measured after load; subtracted from "call" stages;
+ *   time here, measured after load, on a warm CPU; subtracted from "call"
+ *   stages;
+ * call_cold_ns, call_cold_x16: the pair costs more on a cold CPU (a thread
+ *   that ran nothing probed for milliseconds: up to 6 us here against
+ *   0.9), and so does the entry program's own run from its start to its
+ *   stamp. A call whose entry program ran c ns, c > call_cold_ns (a warm
+ *   call's), has call_bias_ns + (min(c, call_cold_max_ns) - call_cold_ns)
+ *   * call_cold_x16 / 16 taken out: no more than a call of the entry run
+ *   call_cold_max_ns would have (twice the calibration's cold calls').
+ *   All measured after load with call_bias_ns (call_cold_x16 0: no cold
+ *   correction);
  * gen: the report interval: statistics go to one half of the stats map
  *   by its parity, capture events carry it;
  * targets: the traced processes (tgids), packed from slot 0; a slot
@@ -418,6 +429,10 @@ struct dev_stats {
  * mclock: the targets whose scheduler is mClock (osd_op_queue). */
 struct ctl {
 	__u64 call_bias_ns;
+	__u32 call_cold_ns;
+	__u32 call_cold_x16;
+	__u32 call_cold_max_ns;
+	__u32 pad0;
 	__s64 real_off_ns;	/* CLOCK_REALTIME - CLOCK_MONOTONIC (Ceph's
 				 * stamps are wall clock), at the last write */
 	__u32 gen;

@@ -26,6 +26,7 @@ static __always_inline int is_background(__u32 stage)
 SEC("uprobe")
 int stage_entry(struct pt_regs *ctx)
 {
+	__u64 t0 = bpf_ktime_get_ns();	/* first thing: the run to the stamp */
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 stage = bpf_get_attach_cookie(ctx) & (MAX_STAGES - 1);
 	struct task_starts *t;
@@ -46,9 +47,27 @@ int stage_entry(struct pt_regs *ctx)
 	 * that), as inside an op */
 	if (is_background(stage))
 		mark_in_op((__u32)id, 1);
-	/* last thing: what follows the timestamp is probe cost, not the call */
+	/* last thing: what follows the timestamp is probe cost, not the call;
+	 * how long the program took to get here says how cold the CPU is,
+	 * and with it that cost (struct ctl) */
 	t->ts[stage] = bpf_ktime_get_ns();
+	t->cost[stage] = t->ts[stage] - t0;
+	if (stage == ST__CALIB)
+		record(slot, ST__CALIB_ENTRY, t->cost[stage], cur_gen());
 	return 0;
+}
+
+/* What the probes added to a call whose entry program ran `cost` ns to
+ * its stamp (struct ctl). */
+static __always_inline __u64 call_bias(__u32 cost)
+{
+	__u64 b = ctl.call_bias_ns;
+
+	if (cost > ctl.call_cold_max_ns)
+		cost = ctl.call_cold_max_ns;
+	if (cost > ctl.call_cold_ns)
+		b += ((__u64)(cost - ctl.call_cold_ns) * ctl.call_cold_x16) >> 4;
+	return b;
 }
 
 /* A call stage ended: its statistics and capture event. */
@@ -106,7 +125,7 @@ int stage_return(struct pt_regs *ctx)
 	d = now - t->ts[stage];
 	t->ts[stage] = 0;
 	op = t->cur_op;
-	bias = ctl.call_bias_ns;
+	bias = call_bias(t->cost[stage]);
 	gen = cur_gen();
 	if (stage == ST_DEQUEUE_OP) {	/* the worker is done with its op */
 		mark_in_op((__u32)id, 0);
@@ -115,7 +134,8 @@ int stage_return(struct pt_regs *ctx)
 		 * (probetable: ends_at) */
 		if (t->ts[ST_DO_OP] && now > t->ts[ST_DO_OP])
 			end_call(slot, ST_DO_OP, now, now - t->ts[ST_DO_OP],
-				 bias, op, (__u32)id, gen);
+				 call_bias(t->cost[ST_DO_OP]), op, (__u32)id,
+				 gen);
 		t->ts[ST_DO_OP] = 0;
 	}
 	if (stage == ST__CALIB)

@@ -8,6 +8,8 @@
  * kernel when the thread exits (nothing can leak). */
 struct task_starts {
 	__u64 ts[MAX_STAGES];
+	__u32 cost[MAX_STAGES];	/* its entry program's run to ts (ns); 0:
+				 * unknown, a warm call's bias */
 	__u64 cur_op;		/* the op it dequeued last (raw address), until
 				 * the dequeue function returns */
 };

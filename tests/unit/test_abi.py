@@ -57,7 +57,7 @@ def test_report_names_follow_the_header(built):
     assert v.attr_parts == ["held", "busy", "signal", "runq", "pickup"]
     assert v.wakes == ["none", "enqueuer", "other", "timeout"]
     assert v.states == ["run", "sleep", "runq", "dead"]
-    ids = list(v.stage_ids.values()) + [v.calib_id]
+    ids = list(v.stage_ids.values()) + [v.calib_id, v.calib_entry_id]
     assert len(set(ids)) == len(ids)
     assert max(ids) < v.n_ids <= v.max_stages
     assert v.max_stages & (v.max_stages - 1) == 0       # masked with it

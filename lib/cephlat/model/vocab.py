@@ -76,6 +76,8 @@ class Vocab:
                     section = "kernel"
                 elif n == "ST__CALIB":
                     self.calib_id = v
+                elif n == "ST__CALIB_ENTRY":
+                    self.calib_entry_id = v
                 elif n == "ST__COUNT":
                     self.n_ids = v
                 continue
