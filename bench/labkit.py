@@ -237,9 +237,14 @@ def _sp(s, fmt="%.1f", unit=""):
     """A {median, min, max} as 'median (min-max)', '-' when absent."""
     if not s:
         return "-"
-    sep = " to " if s["min"] < 0 or s["max"] < 0 else "-"
-    return (fmt + "%s (" + fmt + sep + fmt + ")") % (
-        s["median"], unit, s["min"], s["max"])
+    return (fmt + "%s (%s)") % (s["median"], unit,
+                                _range(s["min"], s["max"], fmt))
+
+
+def _range(lo, hi, fmt="%.1f"):
+    """'lo-hi', or 'lo to hi' when either is negative."""
+    sep = " to " if lo < 0 or hi < 0 else "-"
+    return (fmt + sep + fmt) % (lo, hi)
 
 
 def _release(res):

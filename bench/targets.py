@@ -7,7 +7,7 @@ and why each missed issue 14 target is missed: the cost per read taken
 apart with the runs' own figures, and what was tried (render_why,
 _cet_why, _lab3_why, TRIED). It reads results dicts only; the tables
 around these rows are render.py's."""
-from labkit import _release, _sp
+from labkit import _range, _release, _sp
 from measure_reader import READER_MIN_EVENTS, READS
 from summary import RELEASE_ORDER, _get, cost_parts
 
@@ -287,18 +287,25 @@ def render_why(results, osds_results):
                    if p.get("runs")) / 1000.0
         spread = _get(pac_res, "modes", "lean", "randread",
                       "osd_added_us_per_op") or {}
+        trap = lean["uprobe_runs_per_op"] * pac["per_hit"]
+        est = trap + prog
+        if est > t["lean_added_us_per_read"]:
+            judged = "over the target%s (issue 27's trap floor is the way " \
+                "down)" % (", the trap alone" if trap >
+                           t["lean_added_us_per_read"] else "")
+        else:
+            judged = "within the target, so the IOPS ratio's miss is the " \
+                "pairs' spread"
         why.append(
             "- **lean tier <= %.1f us per read, IOPS ratio >= %.2f**: its "
             "%.2f uprobe hits per op cost %.2f us in a trap each (the "
             "default mode's trap per hit, same run) and %.2f us in its one "
-            "program: about %.1f us, where the trap alone is over the "
-            "target (issue 27's trap floor is the way down). The pairs' "
-            "own figure (%.1f-%.1f us) is the untraced OSD's CPU per op "
-            "swinging between windows, not the tier's cost." % (
+            "program: about %.1f us, %s. The pairs' own figure (%s us) is "
+            "the untraced OSD's CPU per op swinging between windows, not "
+            "the tier's cost." % (
                 t["lean_added_us_per_read"], t["lean"],
-                lean["uprobe_runs_per_op"], pac["per_hit"], prog,
-                lean["uprobe_runs_per_op"] * pac["per_hit"] + prog,
-                spread.get("min", 0), spread.get("max", 0)))
+                lean["uprobe_runs_per_op"], pac["per_hit"], prog, est,
+                judged, _range(spread.get("min", 0), spread.get("max", 0))))
     if missed("slowest BPF program"):
         why.append(
             "- **slowest program <= 200 ns**: op_dequeue does the "
@@ -319,10 +326,10 @@ def render_why(results, osds_results):
                       "osd_added_us_per_op")
         why.append(
             "- **other releases and 3 OSDs within 20 % of Pacific**:" +
-            (" Pacific's own 1-OSD pairs ranged %.1f-%.1f us around its "
+            (" Pacific's own 1-OSD pairs ranged %s us around its "
              "median of %.1f us, so medians of 2-4 pairs are not held to "
              "a 20 %% band by the pairs alone." % (
-                 spread["min"], spread["max"], spread["median"])
+                 _range(spread["min"], spread["max"]), spread["median"])
              if spread else "") +
             _cet_why(pac, rows) + _lab3_why(osds_results))
     if why:
