@@ -38,8 +38,8 @@ COLD_X16_MAX = 128
 COLD_RISE_MIN_NS = 200
 # how far beyond the cold calls' median entry run the slope is applied:
 # the OSD's coldest calls (a worker's op every ~30 ms) run longer than the
-# calibration's 20-ms ones; at 1x the sleeper's 20-ms calls kept 1.3-3 us
-# of the cold cost
+# calibration's; at 1x of 10-ms calibration calls the sleeper's 20-ms calls
+# kept 1.3-3 us of their 5-6.5 us of cold cost
 COLD_REACH = 2
 
 
@@ -362,9 +362,9 @@ class StageTracer(MapReads):
         COLD_RISE_MIN_NS of entry run), and the most it applies to:
         COLD_REACH times their median entry run (cold_max_ns; a colder call
         gets no more taken out: the correction may leave cost in rather
-        than extrapolate real time out). The probes stay attached (detaching costs ~0.2 s); they
-        fire only in this process. Zeros when the library is missing or
-        too few calls were seen.
+        than extrapolate real time out). The probes stay attached
+        (detaching costs ~0.2 s); they fire only in this process. Zeros
+        when the library is missing or too few calls were seen.
 
         The function is of the target's flavour: built with CET (starting
         with endbr64, probed right after it) when the target's functions
