@@ -39,46 +39,71 @@ def sleeper(cxx, request):
 def trace_sleeper(exe, us, n):
     p = subprocess.Popen([exe, str(us), str(n)], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
-    return trace_started(p, n)[:2]
+    return trace_started(p, n)
 
 
-def trace_started(p, n, fn="work::Sleeper::nap", cold=True):
-    """Trace a started sleeper (waiting for its "go") through /proc/PID/exe
-    while it makes its n calls of `fn` -> (do_op Hist, counters, its last
-    line). cold: False: without the cold CPU's correction of the probe
-    cost (struct ctl's call_cold_x16 zeroed after the calibration)."""
+def tracer_of(p, fn="work::Sleeper::nap"):
+    """A started tracer of sleeper process p: its `fn` as the do_op
+    stage, through /proc/PID/exe."""
+    exe_path = "/proc/%d/exe" % p.pid
+    with ElfSymbols(exe_path) as elf:
+        syms = [elf.mark_cet(s) for s in elf.find(fn)]
+    assert len(syms) == 1
+    plan = Plan()
+    plan.stages, plan.calls = ["do_op"], [("do_op", syms[0])]
+    tracer = StageTracer(p.pid, exe_path, plan)
+    tracer.start()
+    return tracer
+
+
+def trace_started(p, n):
+    """Trace a started sleeper (waiting for its "go") while it makes its n
+    calls -> (do_op Hist, counters)."""
     try:
-        exe_path = "/proc/%d/exe" % p.pid
-        with ElfSymbols(exe_path) as elf:
-            syms = [elf.mark_cet(s) for s in elf.find(fn)]
-        assert len(syms) == 1
-        plan = Plan()
-        plan.stages, plan.calls = ["do_op"], [("do_op", syms[0])]
-        tracer = StageTracer(p.pid, exe_path, plan)
-        tracer.start()
-        if not cold:
-            tracer.call_cold_x16 = 0
-            tracer._write_ctl()
+        tracer = tracer_of(p)
         try:
             out, _ = p.communicate("go\n", timeout=60)
-            assert out.split()[:2] == ["done", str(n)], out
+            assert out.strip() == "done %d" % n
             hists, counters = tracer.snapshot()
         finally:
             tracer.close()
     finally:
         if p.poll() is None:
             p.kill()
-    return hists["do_op"], counters, out
+    return hists["do_op"], counters
 
 
-def trace_ticks(exe, gap_us, n, spin_ns, cold=True):
-    """n calls of tick, each after a sleep of gap_us -> (do_op Hist, the
-    mean span of tick's spin in us: its own clock)."""
-    p = subprocess.Popen([exe, "tick", str(gap_us), str(n), str(spin_ns)],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         text=True)
-    h, _, out = trace_started(p, n, "work::Sleeper::tick", cold)
-    return h, int(out.split()[2]) / n / 1000.0
+def trace_ticks(exe, spin_ns, batches):
+    """One sleeper in tick mode under one tracer, `batches` of calls in
+    turn, [(gap_us, n, cold)]: n calls of tick, each after a sleep of
+    gap_us; cold False: without the cold CPU's correction of the probe
+    cost (struct ctl's call_cold_x16 zeroed for the batch) -> per batch
+    (its do_op Hist, the mean span of tick's spin in us: its own clock)."""
+    p = subprocess.Popen([exe, "tick", str(spin_ns)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    out = []
+    try:
+        tracer = tracer_of(p, "work::Sleeper::tick")
+        x16 = tracer.call_cold_x16
+        try:
+            for gap, n, cold in batches:
+                tracer.call_cold_x16 = x16 if cold else 0
+                tracer._write_ctl()
+                p.stdin.write("%d %d\n" % (gap, n))
+                p.stdin.flush()
+                done = p.stdout.readline().split()
+                assert done[:2] == ["done", str(n)], done
+                out.append((tracer.snapshot().interval["do_op"],
+                            int(done[2]) / n / 1000.0))
+        finally:
+            tracer.close()
+    finally:
+        p.stdin.close()             # its end: the sleeper exits
+        try:
+            p.wait(60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    return out
 
 
 @pytest.mark.parametrize("us,bucket", [(1500, (1024, 2048)), (5000, (4096, 8192))])
@@ -139,7 +164,7 @@ def test_binary_only_visible_inside_its_mount_namespace(bpf_ready, sleeper):
     except BaseException:
         p.kill()
         raise
-    h = trace_started(p, 40)[0]
+    h, _ = trace_started(p, 40)
     assert h.count == 40
 
 
@@ -158,10 +183,10 @@ def test_a_cold_cpu_s_probe_cost_is_taken_out(bpf_ready, sleeper):
     every round. Means, as the truth is one: a call preempted in its spin
     is long in both."""
     left = added = 0
-    for _ in range(3):
-        warm, truth_w = trace_ticks(sleeper, 500, 200, 2000)
-        cold, truth_c = trace_ticks(sleeper, 20000, 60, 2000)
-        raw, truth_r = trace_ticks(sleeper, 20000, 60, 2000, cold=False)
+    for _ in range(3):      # a tracer each: its own calibration
+        (warm, truth_w), (cold, truth_c), (raw, truth_r) = trace_ticks(
+            sleeper, 2000, [(500, 200, True), (20000, 60, True),
+                            (20000, 60, False)])
         assert warm.count == 200 and cold.count == raw.count == 60
         assert warm.mean_us() >= 0.9 * truth_w, (warm.mean_us(), truth_w)
         assert raw.mean_us() > truth_r, (raw.mean_us(), truth_r)

@@ -16,7 +16,7 @@ CLIENT_RES, CLIENT_LIM = 0.1, 0.5
 SETTINGS = {"osd_mclock_profile": "custom",
             "osd_mclock_scheduler_client_res": CLIENT_RES,
             "osd_mclock_scheduler_client_lim": CLIENT_LIM}
-WINDOWS, WINDOW_S = 3, "6"
+WINDOWS, WINDOW_S = 2, "6"
 ALONE = 2
 
 
@@ -34,7 +34,7 @@ def _asok_get(lab, name):
 
 @pytest.fixture(scope="module")
 def limited(container_lab):
-    """The lab with the client class limited; three traced windows under
+    """The lab with the client class limited; two traced windows under
     16 concurrent 4 KiB random reads, then two of BlueStore::read alone
     -> (lab, [(report, perf before, after)], the same of the latter)"""
     lab = container_lab

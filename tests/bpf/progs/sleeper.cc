@@ -1,17 +1,19 @@
 // sleeper - a controlled target with exact ground truth for the BPF tier.
 //
 // USAGE: sleeper US N
-//        sleeper tick GAP_US N SPIN_NS
+//        sleeper tick SPIN_NS
 // Reads one line from stdin (so the test can attach first), then calls
 // work::Sleeper::nap(US) N times; each call sleeps US microseconds
 // (clock_nanosleep, absolute deadline, so a call never returns early).
-// Or, with tick, sleeps GAP_US (outside any probed function) before each
-// of N calls of work::Sleeper::tick, which spins for SPIN_NS by the
+// Prints "done" and the calls made, and exits.
+// Or, with tick, reads batches from stdin, a line "GAP_US N" each, until
+// its end: a batch sleeps GAP_US (outside any probed function) before
+// each of N calls of work::Sleeper::tick, which spins for SPIN_NS by the
 // monotonic clock (read through the vDSO: no syscall) and adds the span
-// from its first clock read to its last to a total: what a probe shows
-// beyond it is the probes' own cost, and the gap sets how cold the CPU is
-// when the call comes (an OSD worker that slept between ops). Prints
-// "done" and the calls made (with tick, and the total in ns), and exits.
+// from its first clock read to its last to the batch's total; then prints
+// "done N TOTAL_NS". What a probe shows beyond the spin is the probes' own
+// cost, and the gap sets how cold the CPU is when the call comes (an OSD
+// worker that slept between ops).
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -72,29 +74,33 @@ void Sleeper::nap(unsigned us)
 
 int main(int argc, char **argv)
 {
-    bool tick = argc == 5 && std::string(argv[1]) == "tick";
-    if (argc != 3 && !tick) {
-        std::fprintf(stderr,
-                     "usage: sleeper US N | sleeper tick GAP_US N SPIN_NS\n");
+    work::Sleeper s;
+    std::string line;
+    if (argc == 3 && std::string(argv[1]) == "tick") {
+        long spin = std::strtol(argv[2], nullptr, 10);
+        unsigned gap;
+        long n;
+        while (std::cin >> gap >> n) {
+            s.naps = 0;
+            s.spun_ns = 0;
+            for (long i = 0; i < n; i++) {
+                work::pause_us(gap);
+                s.tick(spin);
+            }
+            std::printf("done %lu %lld\n", s.naps, s.spun_ns);
+            std::fflush(stdout);
+        }
+        return 0;
+    }
+    if (argc != 3) {
+        std::fprintf(stderr, "usage: sleeper US N | sleeper tick SPIN_NS\n");
         return 2;
     }
-    unsigned us = std::strtoul(argv[tick ? 2 : 1], nullptr, 10);
-    long n = std::strtol(argv[tick ? 3 : 2], nullptr, 10);
-    long spin = tick ? std::strtol(argv[4], nullptr, 10) : 0;
-    std::string line;
+    unsigned us = std::strtoul(argv[1], nullptr, 10);
+    long n = std::strtol(argv[2], nullptr, 10);
     std::getline(std::cin, line);
-    work::Sleeper s;
-    for (long i = 0; i < n; i++) {
-        if (tick) {
-            work::pause_us(us);
-            s.tick(spin);
-        } else {
-            s.nap(us);
-        }
-    }
-    if (tick)
-        std::printf("done %lu %lld\n", s.naps, s.spun_ns);
-    else
-        std::printf("done %lu\n", s.naps);
+    for (long i = 0; i < n; i++)
+        s.nap(us);
+    std::printf("done %lu\n", s.naps);
     return 0;
 }
