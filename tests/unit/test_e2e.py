@@ -163,20 +163,26 @@ def test_a_shard_enqueued_before_the_mark_has_no_way_out():
 
 
 def test_the_tables_rows_tell_late_sends_from_clocks():
-    from cephlat.cli.merged import _replica_rows
+    import numpy as np
     us = 1000
     # sent (mark) at 200 us, seen at 1000 us: enqueued 50 us before the
     # mark with the sends up to 80 us before it, then up to 40 us
-    reps = {("c:1", "osd.0"): (150 * us, 300 * us),
-            ("c:2", "osd.0"): (150 * us, 300 * us),
-            ("c:3", "osd.0"): (400 * us, 300 * us)}
-    rows, unknown, late = _replica_rows(
-        [("c:1", "osd.0", 800 * us, 1000 * us, True, 80 * us),
-         ("c:2", "osd.0", 800 * us, 1000 * us, True, 40 * us),
-         ("c:3", "osd.0", 800 * us, 1000 * us, True, 0)], reps)
+    a = (lambda *v: np.array(v, np.int64))
+    reps = {"j": a(1, 2, 3), "osd": a(0, 0, 0),
+            "enq": a(150 * us, 150 * us, 400 * us),
+            "repop": a(300 * us, 300 * us, 300 * us)}
+    rows = {"j": a(1, 2, 3, 4), "peer": a(0, 0, 0, 0),
+            "wait": a(800 * us, 800 * us, 800 * us, 800 * us),
+            "seen": a(1000 * us, 1000 * us, 1000 * us, 1000 * us),
+            "within": a(80 * us, 40 * us, 0, 0),
+            "last": np.ones(4, bool)}
+    cols, unknown, late = e2e.replica_ways(rows, reps)
     assert (unknown, late) == (1, 1)
-    assert [r.out_us for r in rows] == [None, None, 200.0]
-    assert rows[2].back_us == 300.0 and rows[2].replica_us == 300.0
+    # op 4: no replica's op in the captures (its way is not known)
+    assert [None if np.isnan(x) else x for x in cols["out_us"]] == [
+        None, None, 200.0, None]
+    assert cols["back_us"][2] == 300.0 and cols["replica_us"][2] == 300.0
+    assert cols["names"] == ["osd.0"] and cols["wait_us"][0] == 800.0
 
 
 def _trace(tmp_path, order, calls, ops):
@@ -323,10 +329,9 @@ def test_slowest_calls_rank_by_the_calls_latency():
     assert sum(got[0]["segments"].values()) == 9000.0
 
 
-def test_slowest_kept_bounded_are_the_slowest_of_all():
-    """SegmentTable keeps only a few candidates for --slowest while ops
-    stream in (a set holds hundreds of thousands): the n it gives are the
-    n slowest of all, in slowest_calls' order, ties by request id."""
+def test_slowest_of_many_ties_in_request_id_order():
+    """--slowest over many ops with ties: the n slowest of all by the
+    call's latency, ties by request id (client, then tid as a number)."""
     import random
     rnd = random.Random(7)
     per = []
@@ -335,23 +340,20 @@ def test_slowest_kept_bounded_are_the_slowest_of_all():
         c = _client(0, MS, MS, call={"submit": 0,
                                      "done": int(total * 1000)})
         p = e2e.client_segments(c, MS // 4, None, MS // 2)
-        p.update(reqid="client.1.0:%d" % rnd.randrange(10 ** 6),
+        p.update(reqid="client.%d.0:%d" % (rnd.choice((1, 12)),
+                                           rnd.randrange(10 ** 6)),
                  kind="read", primary="osd.0", object="o", call=None)
         per.append(p)
-    t = e2e.SegmentTable(7)
-    for p in per:
-        t.add(p)
     want = sorted(per, key=lambda p: (-p["total_us"],) +
                   e2e.reqid_key(p["reqid"]))[:7]
-    assert [g["reqid"] for g in t.slowest()] == [p["reqid"] for p in want]
-    assert len(t.top) < 4 * 7 + 64
+    assert [g["reqid"] for g in e2e.slowest_calls(per, 7)] == [
+        p["reqid"] for p in want]
 
 
-def test_replica_rows_read_as_the_dicts_they_stand_for():
-    """merged.py's rows are ReplicaRow objects: the table and verdict
-    are the dicts' own."""
+def test_replica_columns_give_the_dicts_table():
+    """merged.py hands replica_table columns (replica_ways'): the table
+    and verdict are those of the dicts they stand for."""
     rows = _rows("osd.2")
-    objs = [e2e.ReplicaRow(r["req"], r["replica"], r["wait_us"],
-                           r["last"], r["out_us"], r["replica_us"],
-                           r["back_us"]) for r in rows]
-    assert e2e.replica_table(objs) == e2e.replica_table(rows)
+    assert e2e.replica_table(e2e.replica_columns(rows)) == \
+        e2e.replica_table(rows)
+    assert e2e.replica_table(rows)["verdict"]["replica"] == "osd.2"

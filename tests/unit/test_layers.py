@@ -22,7 +22,8 @@ MAY = {
     "capture": {"abi", "model", "errors", "engine.native", "clocks"},
     "render": {"model", "errors"},
     "exporter": {"abi", "ceph", "engine", "model", "errors"},
-    "rbd": {"abi", "ceph", "capture", "engine", "errors", "clocks"},
+    "rbd": {"abi", "ceph", "capture", "engine", "model", "errors",
+            "clocks"},
     "cli": None,                      # everything
     "__init__": set(),
 }

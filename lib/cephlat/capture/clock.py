@@ -17,6 +17,8 @@ on) and knows how good the mapping is:
   more than a segment between them (a network hop), the segment cannot be
   told from the clocks (issue 26: say so, never print a negative time).
 """
+import numpy as np
+
 from ..clocks import clock_id, fake_skew_ns, ntp_state, wall_minus_mono
 
 
@@ -46,6 +48,23 @@ def offset_at(samples, mono_ns):
         return b["offset_ns"]
     f = (mono_ns - a["mono_ns"]) / float(b["mono_ns"] - a["mono_ns"])
     return int(round(a["offset_ns"] + f * (b["offset_ns"] - a["offset_ns"])))
+
+
+def offsets_at(samples, mono):
+    """offset_at for an array of monotonic ns -> int64 array."""
+    mono = np.asarray(mono, np.int64)
+    if not samples:
+        return np.zeros(len(mono), np.int64)
+    a, b = samples[0], samples[-1]
+    out = np.full(len(mono), a["offset_ns"], np.int64)
+    if b["mono_ns"] <= a["mono_ns"]:
+        return out
+    out[mono >= b["mono_ns"]] = b["offset_ns"]
+    mid = (mono > a["mono_ns"]) & (mono < b["mono_ns"])
+    f = (mono[mid] - a["mono_ns"]) / float(b["mono_ns"] - a["mono_ns"])
+    out[mid] = a["offset_ns"] + np.round(
+        f * (b["offset_ns"] - a["offset_ns"])).astype(np.int64)
+    return out
 
 
 def uncertainty_ns(samples):

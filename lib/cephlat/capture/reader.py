@@ -371,6 +371,13 @@ class Capture(OpLookups):
             self.clock_offset_ns
         return off - self.shift_ns
 
+    def wall_ns(self, mono):
+        """Wall-clock ns (int64 array) of an array of timestamps, as
+        wall_offset_ns moves each."""
+        off = clock.offsets_at(self.clocks, mono) if self.clocks else \
+            self.clock_offset_ns
+        return mono + off - self.shift_ns
+
     def clock(self):
         """{"id", "synced", "error_ns"} of the capture's clock (None where
         the capture does not say which clock it is: older captures)."""

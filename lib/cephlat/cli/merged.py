@@ -6,15 +6,22 @@ import json
 import os
 import sys
 
+import numpy as np
+
 from ..clocks import duration_ns
 from ..engine.session import TOOL
 from ..errors import UserError
-from ..model.e2e import (ReplicaRow, SegmentTable, client_segments,
-                         replica_segments, replica_table, reqid_key)
+from ..model.e2e import (NONE, client_segments, replica_segments,
+                         replica_table, replica_ways, reqid_key,
+                         segment_columns,
+                         segment_table, slowest_entry, slowest_rows)
 from ..model.interval import RunInfo
+from ..model.table import match
 from ..model.slowest import op_row
 from ..render.text import print_end_to_end, print_op_story
+from ..capture import reqops
 from ..ceph import objecter
+from ..rbd.columns import CALL_OPS
 from .windows import bound, end_ns, host_pictures, window_record
 
 
@@ -28,13 +35,13 @@ def clock_offsets(args, paths, clients):
         if not eq or not name:
             raise UserError("--clock-offset %s: give FILE=DURATION (e.g. "
                             "h2.ctf=+3ms)" % spec)
-        match = [p for p in list(paths) + list(clients)
+        hits = [p for p in list(paths) + list(clients)
                  if os.path.realpath(p) == os.path.realpath(name)]
-        if not match:
+        if not hits:
             raise UserError("--clock-offset %s: %s is none of -r's files "
                             "(%s)" % (spec, name, ", ".join(
                                 list(paths) + list(clients))))
-        out[match[0]] = duration_ns(dur, "--clock-offset " + spec)
+        out[hits[0]] = duration_ns(dur, "--clock-offset " + spec)
     if out and len(paths) + len(clients) < 2:
         raise UserError("--clock-offset lines several files up: -r names "
                         "one")
@@ -195,7 +202,7 @@ def _client_ops(traces, base):
 
 def _wall_ns(cap, ns):
     """Timestamp `ns` of capture `cap` as wall-clock ns."""
-    return int(round(cap.wall(ns) * 1e9))
+    return ns + cap.wall_offset_ns(ns)
 
 
 def mono_at(cap, wall_ns):
@@ -224,84 +231,64 @@ def _deltas(caps, at):
 def end_to_end(args, out, caps, traces, clocks):
     """-r CAPTURES... TRACE: every op of the clients' traces whose
     primary is in the captures, its latency split end to end; the table
-    of p50, p99 and where the slowest ops' time went."""
-    client = {}
-    clients = [t.path for t in traces]
-    for t in traces:
-        ops = [o for o in t.osd_ops.values()
-               if o.reply is not None and o.done is not None]
-        # where the trace links ops to their librbd calls, the table is
-        # of the calls' ops (image I/O, not the image header's)
-        if any(o.request is not None for o in ops):
-            ops = [o for o in ops if o.request is not None]
-        client.update((o.reqid, o) for o in ops)
-    if not client:
+    of p50, p99 and where the slowest ops' time went. Everything as
+    columns (a set of several hosts holds hundreds of thousands of ops a
+    minute): the clients' ops (rbd/columns.py), each capture's ops with
+    request ids (capture/reqops.py), joined by request id."""
+    cl = _client_columns(traces)
+    if not len(cl["send"]):
         raise UserError("%s: no OSD ops recorded (see rbdrecord(8): the "
-                        "client's Objecter)" % ", ".join(clients))
-    # each kind's table, and the slowest ops across both (a set of
-    # several hosts holds hundreds of thousands of ops a minute: each
-    # op's figures are kept as numbers, the ops themselves streamed)
-    per_op = {"read": SegmentTable(), "write": SegmentTable()}
-    slow = SegmentTable(args.slowest or 0)
-    joined, unfinished = set(), set()
-    replies, replicas = [], {}
-    for c in caps:
-        # streamed: each op as soon as nothing later can change it, in
-        # the order their ends came (not all of them held and sorted)
-        for _, o in c.op_stream(c.first_ns, c.last_ns,
-                                keep=lambda o: o.req in client):
-            if o.repop and not o.done:      # a replica's op
-                # the first: an erasure-coded write's shard sees a second,
-                # the roll-forward sent after the first one's commit
-                replicas.setdefault((o.req, c.name), (_wall_ns(c, o.enq_ns),
-                                                      o.repop["repop_ns"]))
-                continue
-            if not o.done:
-                # enqueued on its primary, answered without completing
-                # (an error reply: ENOENT for an object not yet written)
-                unfinished.add(o.req)
-                continue
-            if o.req in joined:
-                continue
-            k = client[o.req]
-            r = k.request
-            enq = _wall_ns(c, o.enq_ns)
-            if o.replies:
-                last = max(ts for _, _, ts in o.replies)
-                replies += [(o.req, sys.intern("osd.%d" % peer), wait,
-                             _wall_ns(c, ts), ts == last, o.sent_us * 1000)
-                            for peer, wait, ts in o.replies]
-            first = enq - sum(o.msg.values()) if o.msg else None
-            kind = "write" if k.flags & objecter.FLAG_WRITE else "read"
-            seg = client_segments(
-                {"send": k.send, "reply": k.reply, "done": k.done,
-                 "call": {"submit": r.submit, "done": r.done,
-                          "released": r.released}
-                 if r is not None else None},
-                enq, first, _wall_ns(c, o.done["ts"]))
-            seg.update(reqid=o.req, kind=kind, primary=c.name,
-                       object=k.object, call=None if r is None else {
-                           "op": r.op, "offset": r.off, "length": r.len})
-            per_op[kind].add(seg)
-            slow.add(seg)
-            joined.add(o.req)
-    if not joined:
+                        "client's Objecter)" % ", ".join(
+                            t.path for t in traces))
+    keys = (cl["client"], cl["inc"], cl["tid"])
+    prim, reps, unfinished, replies = [], [], [], []
+    for ci, c in enumerate(caps):
+        ops, rep = reqops.read(c)
+        if ops is None:
+            continue
+        j = match(keys, (ops.req_num, ops.req_inc, ops.req_tid))
+        j[ops.req_type != _CLIENT] = -1
+        wall = c.wall_ns
+        done, repop = ops.done != NONE, ops.repop_ns != NONE
+        m = np.flatnonzero((j >= 0) & done)
+        prim.append({"j": j[m], "cap": np.full(len(m), ci), "row": m,
+                     "enq": wall(ops.enq[m]), "osd_done": wall(ops.done[m]),
+                     "first": np.where(ops.first[m] != NONE,
+                                       wall(ops.first[m]), NONE)})
+        if rep is not None:
+            replies.append((ci, rep, wall))
+        m = np.flatnonzero((j >= 0) & ~done & repop)
+        m = m[np.argsort(ops.repop_at[m], kind="stable")]
+        reps.append({"j": j[m], "osd": np.full(len(m), _osd_id(c.name)),
+                     "enq": wall(ops.enq[m]), "repop": ops.repop_ns[m]})
+        unfinished.append(j[(j >= 0) & ~done & ~repop & ops.dequeued])
+    p = _first_per_op(prim)
+    if not len(p["j"]):
         raise UserError("none of the clients' %d OSD ops has its primary "
                         "in %s (request ids differ: another cluster or "
-                        "time?)" % (len(client), args.read))
-    rows, unknown, late = _replica_rows(replies, replicas)
-    replies = replicas = None           # (their rows hold what is needed)
-    unfinished -= joined
-    res = {"type": "end_to_end", "client_ops": len(client),
-           "joined": len(joined), "traces": list(clients),
-           "unfinished": {"ops": len(unfinished),
-                          "reqids": sorted(unfinished, key=reqid_key)},
-           "kinds": {k: v.table() for k, v in per_op.items() if len(v)},
+                        "time?)" % (len(cl["send"]), args.read))
+    seg = segment_columns({
+        "submit": cl["submit"][p["j"]], "call_done": cl["call_done"][p["j"]],
+        "released": cl["released"][p["j"]], "send": cl["send"][p["j"]],
+        "reply": cl["reply"][p["j"]], "done": cl["done"][p["j"]],
+        "first": p["first"], "enq": p["enq"], "osd_done": p["osd_done"]})
+    write = cl["write"][p["j"]]
+    joined = np.zeros(len(cl["send"]), bool)
+    joined[p["j"]] = True
+    rows, unknown, late = _replica_rows(p, replies, reps)
+    left = np.unique(np.concatenate(unfinished)) if unfinished else []
+    left = [_reqid(cl, i) for i in left if not joined[i]]
+    res = {"type": "end_to_end", "client_ops": len(cl["send"]),
+           "joined": int(joined.sum()), "traces": [t.path for t in traces],
+           "unfinished": {"ops": len(left),
+                          "reqids": sorted(left, key=reqid_key)},
+           "kinds": {k: segment_table(seg, m) for k, m in (
+               ("read", ~write), ("write", write)) if m.any()},
            "replication": dict(replica_table(rows), unknown=unknown,
                                sent_late=late),
            "clocks": clocks}
     if args.slowest:
-        res["slowest"] = slow.slowest()
+        res["slowest"] = _slowest(args.slowest, seg, cl, p, caps, write)
     if args.json:
         out.write(json.dumps(res) + "\n")
     else:
@@ -309,49 +296,148 @@ def end_to_end(args, out, caps, traces, clocks):
     return 0
 
 
-def _replica_rows(replies, replicas):
-    """Each reply a primary waited for (req, peer, wait ns, seen at: wall
-    ns, last?, ns its sub-ops' sends can lie before the mark its wait
-    runs from: an erasure-coded write's sent_within) with its
-    replica's op ({(req, peer): (enqueued at: wall ns, repop ns)}): its
-    way out, the replica, its way back -> (rows for replica_table, how
-    many the clocks left unknown, how many erasure-coded sub-writes
-    reached their shard before the mark the ways run from: their way out
-    is not known)."""
-    rows, unknown, late = [], 0, 0
-    for req, peer, wait, seen, last, within in replies:
-        rep = replicas.get((req, peer))
-        row = ReplicaRow(req, peer, wait / 1000.0, last)
-        if rep is not None:
-            enq, repop = rep
-            out_ns = enq - (seen - wait)
-            back_ns = seen - enq - repop
-            if back_ns >= 0 and -within <= out_ns < 0:
-                late += 1       # the primary preempted after the sends
-            elif out_ns < 0 or back_ns < 0:     # the clocks disagree
-                unknown += 1
-            else:
-                row.out_us, row.back_us = out_ns / 1000.0, back_ns / 1000.0
-                row.replica_us = repop / 1000.0
-        rows.append(row)
-    return rows, unknown, late
+_CLIENT = 8         # a request id's entity type: client
+
+
+def _osd_id(name):
+    """osd.3 -> 3 (a capture slot's name), else -1."""
+    try:
+        return int(name.split(".", 1)[1]) if name.startswith("osd.") \
+            else -1
+    except (ValueError, AttributeError, IndexError):
+        return -1
+
+
+def _client_columns(traces):
+    """The clients' OSD ops answered and completed (where a trace links
+    ops to their librbd calls, those of calls: image I/O, not the image
+    header's), with their calls' times, as columns."""
+    parts = []
+    for ti, t in enumerate(traces):
+        if t.cols is None:
+            continue
+        o, c = t.cols.ops, t.cols.calls
+        m = (o.reply != NONE) & (o.done != NONE)
+        if (m & (o.request >= 0)).any():
+            m &= o.request >= 0
+        i = np.flatnonzero(m)
+        r = o.request[i]
+        has = r >= 0
+        call = (lambda col: np.where(has, col[np.maximum(r, 0)], NONE)
+                if len(c) else np.full(len(i), NONE, np.int64))
+        parts.append({
+            "client": o.client[i], "inc": o.inc[i], "tid": o.tid[i],
+            "send": o.send[i], "reply": o.reply[i], "done": o.done[i],
+            "write": (o.flags[i] & objecter.FLAG_WRITE) != 0,
+            "obj": o.obj[i], "trace": np.full(len(i), ti),
+            "call": np.where(has, r, -1),
+            "submit": call(c.submit), "call_done": call(c.done),
+            "released": call(c.released)})
+    if not parts:
+        return {"send": []}
+    out = {k: np.concatenate([x[k] for x in parts]) for k in parts[0]}
+    out["traces"] = traces
+    return out
+
+
+def _reqid(cl, i):
+    return "client.%d.%d:%d" % (cl["client"][i], cl["inc"][i], cl["tid"][i])
+
+
+def _first_per_op(parts):
+    """Each client op's first completion as a primary (captures in
+    order, then by completion time)."""
+    p = {k: np.concatenate([x[k] for x in parts]) for k in parts[0]}
+    o = np.lexsort((p["osd_done"], p["cap"], p["j"]))
+    p = {k: v[o] for k, v in p.items()}
+    first = np.ones(len(o), bool)
+    first[1:] = p["j"][1:] != p["j"][:-1]
+    return {k: v[first] for k, v in p.items()}
+
+
+def _replica_rows(p, replies, reps):
+    """The replies the joined primaries (p) waited for, from each
+    capture's (replies: (capture number, reqops replies, its wall_ns)),
+    with the replicas' ops (reps) -> replica_ways()'s result."""
+    cols = {"j": [], "peer": [], "wait": [], "seen": [], "within": [],
+            "last": []}
+    for ci, rep, wall in replies:
+        # the replies of the ops joined as primaries on this capture
+        mine = p["cap"] == ci
+        row_of = np.full(int(rep.op.max()) + 1 if len(rep) else 0, -1,
+                         np.int64)
+        rows = p["row"][mine]
+        row_of[rows[rows < len(row_of)]] = np.flatnonzero(mine)[
+            rows < len(row_of)]
+        k = row_of[rep.op] if len(rep) else np.zeros(0, np.int64)
+        m = (k >= 0) & ~rep.read
+        k, op = k[m], rep.op[m]
+        wait = np.maximum(0, rep.wait[m] - rep.sent[m])
+        ts, sent = rep.ts[m], rep.sent[m]
+        # per op: its last reply, and its sub-ops' spread (sent_within)
+        top = np.full(len(p["j"]), -1, np.int64)
+        np.maximum.at(top, k, ts)
+        within = np.zeros(len(p["j"]), np.int64)
+        np.maximum.at(within, k, sent)
+        cols["j"].append(p["j"][k])
+        cols["peer"].append(rep.peer[m])
+        cols["wait"].append(wait)
+        cols["seen"].append(wall(ts))
+        cols["within"].append(within[k])
+        cols["last"].append(ts == top[k])
+    c = {k: np.concatenate(v) if v else np.zeros(0, np.int64)
+         for k, v in cols.items()}
+    r = {k: np.concatenate([x[k] for x in reps]) for k in reps[0]} \
+        if reps else {}
+    return replica_ways(c, r)
+
+
+def _slowest(n, seg, cl, p, caps, write):
+    """--slowest: the n slowest joined ops, as slowest_entry()."""
+    j = p["j"]
+    rows = slowest_rows(seg, np.array(["client.%d.%d" % x for x in zip(
+        cl["client"][j].tolist(), cl["inc"][j].tolist())]), cl["tid"][j], n)
+    out = []
+    for i in rows.tolist():
+        k = int(j[i])
+        tr = cl["traces"][int(cl["trace"][k])].cols
+        call = None
+        if cl["call"][k] >= 0:
+            c = tr.calls
+            r = int(cl["call"][k])
+            call = {"op": CALL_OPS[c.op[r]], "offset": int(c.off[r]),
+                    "length": int(c.len[r])}
+        out.append(slowest_entry(
+            seg, i, reqid=_reqid(cl, k),
+            kind="write" if write[i] else "read",
+            primary=caps[int(p["cap"][i])].name,
+            object=tr.objects.names[int(cl["obj"][k])], call=call))
+    return out
 
 
 def _client_op(traces, reqid):
     """The op `reqid` in the clients' traces: {"send", "reply", "done"
     (wall ns), "osd", "object", "trace"}, or None."""
+    def at(v):
+        return None if v == NONE else int(v)
     for tr in traces:
-        p = tr.path
-        op = tr.osd_ops.get(reqid)
-        if op is not None:
-            r = op.request
-            return {"send": op.send, "reply": op.reply, "done": op.done,
-                    "osd": op.osd, "object": op.object, "trace": p,
-                    "call": None if r is None else {
-                        "op": r.op, "offset": r.off, "length": r.len,
-                        "submit": r.submit, "done": r.done,
-                        "released": r.released,
-                        "osd_ops": [o.reqid for o in r.osd_ops]}}
+        cc = tr.cols
+        i = cc.find(reqid) if cc is not None else None
+        if i is None:
+            continue
+        o, c = cc.ops, cc.calls
+        r = int(o.request[i])
+        call = None
+        if r >= 0:
+            call = {"op": CALL_OPS[c.op[r]], "offset": int(c.off[r]),
+                    "length": int(c.len[r]), "submit": int(c.submit[r]),
+                    "done": int(c.done[r]), "released": at(c.released[r]),
+                    "osd_ops": [cc.reqid(k) for k in
+                                np.flatnonzero(o.request == r).tolist()]}
+        return {"send": int(o.send[i]), "reply": at(o.reply[i]),
+                "done": at(o.done[i]), "osd": int(o.osd[i]),
+                "object": cc.objects.names[o.obj[i]], "trace": tr.path,
+                "call": call}
     return None
 
 

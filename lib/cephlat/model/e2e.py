@@ -9,9 +9,9 @@ hosts line up. A network segment computed across two clocks that comes
 out negative means the clocks disagree by more than the segment: it is
 reported as unknown, with the disagreement, never as a negative time.
 """
-from array import array
-
 import numpy as np
+
+from .table import NONE, match
 
 # the segments, in order: (key, what it holds)
 SEGMENTS = [
@@ -32,64 +32,206 @@ SEGMENTS = [
 ]
 
 
+KEYS = [k for k, _ in SEGMENTS]
+COLS = KEYS + ["total"]
+_NET = (KEYS.index("to_osd"), KEYS.index("to_client"))
+
+
+def segment_columns(t):
+    """The segments of many ops at once. t: {name: int64 array} of wall
+    ns (NONE where not recorded): "submit", "call_done", "released" of
+    the librbd call each op is part of (NONE without one: the segments
+    start at the send and end at the op's completion), the client's
+    "send", "reply", "done", the primary's "first" (its message's first
+    stamp; NONE without stamps), "enq" and "osd_done". -> {"us": ops x
+    KEYS (nan: not on the op's path), "unknown": where a network segment
+    came out negative (clocks that disagree: not a time), "total_us",
+    "disagree_us" (nan: none)}, in us rounded to 0.1."""
+    call = t["call_done"] != NONE
+    done = t["done"]
+    # the Objecter's handler returns after it has handed the completion
+    # on, and librbd may finish the call (and the application read its
+    # result) on another thread before that
+    op_done = np.where(call & (done != NONE),
+                       np.minimum(done, t["call_done"]), done)
+    rel = t["released"]
+    rel_ok = call & (rel != NONE)
+    end_call = np.where(rel_ok & (rel >= t["call_done"]), rel,
+                        t["call_done"])
+    first = t["first"] != NONE
+    to_enq = np.where(first, t["first"], t["enq"])
+    spans = [
+        ("librbd", t["submit"], t["send"], call),
+        ("to_osd", t["send"], to_enq, True),
+        ("messenger", t["first"], t["enq"], first),
+        ("osd", t["enq"], t["osd_done"], True),
+        ("to_client", t["osd_done"], t["reply"], True),
+        ("completion", t["reply"], op_done, op_done != NONE),
+        ("librbd_done", op_done, t["call_done"], call & (op_done != NONE)),
+        ("application", t["call_done"], end_call, rel_ok)]
+    n = len(t["send"])
+    us = np.full((n, len(KEYS)), np.nan)
+    for j, (key, a, b, on) in enumerate(spans):
+        on = np.broadcast_to(on, (n,))
+        us[on, j] = (b[on] - a[on]) / 1000.0
+    us = np.round(us, 1)
+    net = us[:, _NET]
+    unknown = np.zeros(us.shape, bool)
+    unknown[:, _NET] = net < 0
+    neg = np.where(net < 0, -net, np.nan)
+    disagree = np.full(n, np.nan)
+    any_neg = (net < 0).any(axis=1)
+    disagree[any_neg] = np.nanmax(neg[any_neg], axis=1)
+    start = np.where(call, t["submit"], t["send"])
+    end = np.where(call, end_call, np.where(done != NONE, done,
+                                            t["reply"]))
+    return {"us": us, "unknown": unknown,
+            "total_us": np.round((end - start) / 1000.0, 1),
+            "disagree_us": disagree}
+
+
+def _at(v):
+    return NONE if v is None else v
+
+
 def client_segments(client, enq_ns, first_stamp_ns, done_ns):
-    """client: {"send", "reply", "done"} wall ns (done may be None), and
-    "call": {"submit", "done", "released" (or None)} of the librbd call
-    the op is part of (or None: the segments start at the send and end
-    at the op's completion);
-    enq_ns / first_stamp_ns / done_ns: the primary's enqueue, its
-    message's first stamp (None without stamps) and its completion, wall
-    ns. -> {"segments": [{"segment", "us" or None, "what"}],
+    """One op's segments (segment_columns for one). client: {"send",
+    "reply", "done"} wall ns (done may be None), and "call": {"submit",
+    "done", "released" (or None)} of the librbd call the op is part of
+    (or None); enq_ns / first_stamp_ns / done_ns: the primary's enqueue,
+    its message's first stamp (None without stamps) and its completion,
+    wall ns. -> {"segments": [{"segment", "us" or None, "what"}],
     "total_us", "clock_disagreement_us" (or None)}"""
-    call = client.get("call")
-    op_done = client["done"]
-    if call and op_done is not None:
-        # the Objecter's handler returns after it has handed the
-        # completion on, and librbd may finish the call (and the
-        # application read its result) on another thread before that
-        op_done = min(op_done, call["done"])
-    marks = ([("librbd", call["submit"])] if call else []) + [
-        ("to_osd", client["send"]),
-        ("messenger", first_stamp_ns if first_stamp_ns is not None
-         else enq_ns),
-        ("osd", enq_ns), ("to_client", done_ns),
-        ("completion", client["reply"])] + (
-        [("librbd_done", op_done)] + (
-            [("application", call["done"])]
-            if call.get("released") is not None else []) +
-        [(None, _released(call))] if call
-        else [(None, client["done"])])
-    if first_stamp_ns is None:
-        marks = [m for m in marks if m[0] != "messenger"]
+    call = client.get("call") or {}
+    t = {"submit": call.get("submit"), "call_done": call.get("done"),
+         "released": call.get("released"), "send": client["send"],
+         "reply": client["reply"], "done": client["done"],
+         "first": first_stamp_ns, "enq": enq_ns, "osd_done": done_ns}
+    seg = segment_columns({k: np.array([_at(v)], np.int64)
+                           for k, v in t.items()})
+    return {"segments": _segment_list(seg, 0, first_stamp_ns is None),
+            "total_us": float(seg["total_us"][0]),
+            "clock_disagreement_us": _num(seg["disagree_us"][0])}
+
+
+def _num(x):
+    return None if np.isnan(x) else float(x)
+
+
+def _segment_list(seg, i, no_stamps):
     what = dict(SEGMENTS)
-    if first_stamp_ns is None:
+    if no_stamps:
         what["to_osd"] = ("the client's messenger, the network and the "
                           "primary's messenger, to its enqueue (the capture "
                           "has no message stamps)")
-    segs, worst = [], None
-    for (key, a), (_, b) in zip(marks, marks[1:]):
-        if a is None or b is None:
-            continue
-        us = (b - a) / 1000.0
-        if us < 0 and key in ("to_osd", "to_client"):
-            worst = min(worst or 0.0, us)
-            us = None
-        segs.append({"segment": key, "us": None if us is None else
-                     round(us, 1), "what": what[key]})
-    start = call["submit"] if call else client["send"]
-    end = _released(call) if call else client["done"] \
-        if client["done"] is not None else client["reply"]
-    return {"segments": segs,
-            "total_us": round((end - start) / 1000.0, 1),
-            "clock_disagreement_us": None if worst is None else
-            round(-worst, 1)}
+    us, unknown = seg["us"][i], seg["unknown"][i]
+    return [{"segment": k, "us": None if unknown[j] else float(us[j]),
+             "what": what[k]} for j, k in enumerate(KEYS)
+            if not np.isnan(us[j])]
 
 
-def _released(call):
-    """When the application took the call's result: its release when
-    recorded after the callback, else the callback."""
-    rel = call.get("released")
-    return rel if rel is not None and rel >= call["done"] else call["done"]
+def _pct(vals, q):
+    return vals[min(len(vals) - 1, int(len(vals) * q))]
+
+
+def segment_table(seg, rows=None):
+    """The end-to-end table of the ops `rows` of segment_columns()'s
+    result (None: all): per segment (in order) its p50, p99 and mean over
+    the ops, and its mean over the ops at or above the p99 of the total
+    (where the slowest ops' time went); the total's the same. Ops with an
+    unknown segment (clocks) are left out and counted; a segment not on
+    an op's path counts 0 in it."""
+    us, unknown, total = seg["us"], seg["unknown"], seg["total_us"]
+    if rows is not None:
+        us, unknown, total = us[rows], unknown[rows], total[rows]
+    known = ~unknown.any(axis=1)
+    out = {"ops": int(known.sum()), "unknown": int((~known).sum()),
+           "segments": []}
+    if not known.any():
+        return out
+    us, total = us[known], total[known]
+    present = ~np.isnan(us)
+    # the segments of the op with the most of them (the first such)
+    keys = [k for j, k in enumerate(KEYS)
+            if present[int(present.sum(axis=1).argmax()), j]]
+    m = np.column_stack([np.nan_to_num(us, nan=0.0), total])
+    col = {k: m[:, i] for i, k in enumerate(COLS)}
+    p99 = _pct(np.sort(total), 0.99)
+    tail = total >= p99
+    what = dict(SEGMENTS)
+    for key in keys + ["total"]:
+        vals = np.sort(col[key])
+        out["segments"].append({
+            "segment": key, "what": what.get(key, "the client's latency"),
+            "p50_us": round(float(_pct(vals, 0.5)), 1),
+            "p99_us": round(float(_pct(vals, 0.99)), 1),
+            "mean_us": round(float(vals.mean()), 1),
+            "p99_ops_mean_us": round(float(col[key][tail].mean()), 1)})
+    out["p99_ops"] = int(tail.sum())
+    return out
+
+
+def slowest_rows(seg, clients, tids, n):
+    """The n slowest ops of segment_columns()'s result by the client's
+    latency (the call's, as the application saw it), slowest first; ties
+    in request id order (clients: their "client.N.inc" strings, tids:
+    their tids). -> their row numbers"""
+    rank = np.unique(clients, return_inverse=True)[1].reshape(-1)
+    return np.lexsort((tids, rank, -seg["total_us"]))[:n]
+
+
+def slowest_entry(seg, i, **meta):
+    """Row i of segment_columns()'s result as --slowest lists it, with
+    meta: reqid, kind, primary, object, call."""
+    return dict(meta, total_us=float(seg["total_us"][i]),
+                clock_disagreement_us=_num(seg["disagree_us"][i]),
+                segments={g["segment"]: g["us"]
+                          for g in _segment_list(seg, i, False)})
+
+
+def _from_dicts(per_op):
+    """client_segments() results -> segment_columns()-like columns."""
+    n = len(per_op)
+    us = np.full((n, len(KEYS)), np.nan)
+    unknown = np.zeros(us.shape, bool)
+    for i, p in enumerate(per_op):
+        for g in p["segments"]:
+            j = KEYS.index(g["segment"])
+            if g["us"] is None:
+                unknown[i, j] = True
+                us[i, j] = -1.0
+            else:
+                us[i, j] = g["us"]
+    return {"us": us, "unknown": unknown,
+            "total_us": np.array([p["total_us"] for p in per_op], float),
+            "disagree_us": np.array([np.nan if p["clock_disagreement_us"]
+                                     is None else p["clock_disagreement_us"]
+                                     for p in per_op], float)}
+
+
+def table(per_op):
+    """per_op: [client_segments() results] -> segment_table()'s."""
+    return segment_table(_from_dicts(per_op))
+
+
+def reqid_key(reqid):
+    """client.4160.0:14 -> ("client.4160.0", 14): request ids in the
+    client's order (its tids as numbers)."""
+    client, _, tid = reqid.rpartition(":")
+    return (client, int(tid) if tid.isdigit() else 0)
+
+
+def slowest_calls(per_op, n):
+    """per_op: client_segments() results, each with its "reqid", "kind",
+    "primary", "object" and "call" -> the n slowest by the client's
+    latency (slowest_rows), as slowest_entry() gives them."""
+    seg = _from_dicts(per_op)
+    keys = [reqid_key(p["reqid"]) for p in per_op]
+    rows = slowest_rows(seg, np.array([k[0] for k in keys]),
+                        np.array([k[1] for k in keys], np.int64), n)
+    return [slowest_entry(seg, i, **{k: per_op[i][k] for k in (
+        "reqid", "kind", "primary", "object", "call")})
+        for i in rows.tolist()]
 
 
 def replica_segments(story):
@@ -137,115 +279,6 @@ def replica_segments(story):
     return out
 
 
-def _pct(vals, q):
-    return vals[min(len(vals) - 1, int(len(vals) * q))]
-
-
-class SegmentTable:
-    """The end-to-end table built op by op, in fixed memory per op: each
-    joined op's segments as one row of numbers (a set of several hosts'
-    captures holds hundreds of thousands of ops a minute; their
-    client_segments() dicts would take kilobytes each), and the `n`
-    slowest ops whole for --slowest. add() each op, then table() and
-    slowest()."""
-    COLS = [k for k, _ in SEGMENTS] + ["total"]
-
-    def __init__(self, n=0):
-        self.rows = array("d")          # len(COLS) numbers per whole op
-        self.unknown = 0
-        self.keys = []                  # the longest segment list seen
-        self.n = n
-        self.top = []                   # candidates for slowest()
-
-    def __len__(self):
-        """The ops added (those with an unknown segment too)."""
-        return len(self.rows) // len(self.COLS) + self.unknown
-
-    def add(self, p):
-        """p: a client_segments() result (with "reqid", "kind", "primary",
-        "object" and "call" for slowest())."""
-        if self.n:
-            self.top.append(p)
-            if len(self.top) >= 4 * self.n + 64:
-                self.top = sorted(self.top, key=_slow_key)[:self.n]
-        segs = p["segments"]
-        if any(g["us"] is None for g in segs):
-            self.unknown += 1
-            return
-        if len(segs) > len(self.keys):
-            self.keys = [g["segment"] for g in segs]
-        row = dict.fromkeys(self.COLS, 0.0)
-        row.update((g["segment"], g["us"]) for g in segs)
-        row["total"] = p["total_us"]
-        self.rows.extend(row[k] for k in self.COLS)
-
-    def table(self):
-        """-> table()'s result over the ops added."""
-        m = np.frombuffer(self.rows, dtype=np.float64).reshape(
-            -1, len(self.COLS))
-        out = {"ops": len(m), "unknown": self.unknown, "segments": []}
-        if not len(m):
-            return out
-        col = {k: m[:, i] for i, k in enumerate(self.COLS)}
-        p99 = _pct(np.sort(col["total"]), 0.99)
-        tail = col["total"] >= p99
-        what = dict(SEGMENTS)
-        for key in self.keys + ["total"]:
-            vals = np.sort(col[key])
-            out["segments"].append({
-                "segment": key, "what": what.get(key, "the client's latency"),
-                "p50_us": round(float(_pct(vals, 0.5)), 1),
-                "p99_us": round(float(_pct(vals, 0.99)), 1),
-                "mean_us": round(float(vals.mean()), 1),
-                "p99_ops_mean_us": round(float(col[key][tail].mean()), 1)})
-        out["p99_ops"] = int(tail.sum())
-        return out
-
-    def slowest(self):
-        """-> slowest_calls()'s result: the n slowest ops added."""
-        return [{"reqid": p["reqid"], "kind": p["kind"],
-                 "primary": p["primary"], "object": p["object"],
-                 "call": p["call"], "total_us": p["total_us"],
-                 "clock_disagreement_us": p["clock_disagreement_us"],
-                 "segments": {g["segment"]: g["us"] for g in p["segments"]}}
-                for p in sorted(self.top, key=_slow_key)[:self.n]]
-
-
-def table(per_op):
-    """per_op: [client_segments() results] of every op joined -> the
-    end-to-end table: per segment (in order) its p50, p99 and mean over
-    all ops, and its mean over the ops at or above the p99 of the total
-    (where the slowest ops' time went); the total's the same. Ops with
-    an unknown segment (clocks) are left out and counted."""
-    t = SegmentTable()
-    for p in per_op:
-        t.add(p)
-    return t.table()
-
-
-def reqid_key(reqid):
-    """client.4160.0:14 -> ("client.4160.0", 14): request ids in the
-    client's order (its tids as numbers)."""
-    client, _, tid = reqid.rpartition(":")
-    return (client, int(tid) if tid.isdigit() else 0)
-
-
-def _slow_key(p):
-    return (-p["total_us"],) + reqid_key(p["reqid"])
-
-
-def slowest_calls(per_op, n):
-    """per_op: client_segments() results, each with its "reqid", "kind",
-    "primary", "object" and "call" -> the n slowest by the client's
-    latency (the call's, as the application saw it), slowest first;
-    ops of one call (one per object it spans) are ranked by the call's
-    latency, and ties keep their request ids' order."""
-    t = SegmentTable(n)
-    for p in per_op:
-        t.add(p)
-    return t.slowest()
-
-
 # a replica holds the writes up when it is the last of at least this
 # share of them (two replicas each: half by chance) and takes this many
 # times the others' time (way there and back, plus its own work) at p50
@@ -253,84 +286,127 @@ SLOW_LAST_PCT = 75.0
 SLOW_RATIO = 1.2
 
 
-class ReplicaRow:
-    """One reply a primary waited for, as replica_table() takes it: read
-    like the dict it stands for (row["out_us"]); a small object, as a set
-    of several hosts holds one per replica of every write."""
-    __slots__ = ("req", "replica", "wait_us", "last", "out_us",
-                 "replica_us", "back_us")
-
-    def __init__(self, req, replica, wait_us, last, out_us=None,
-                 replica_us=None, back_us=None):
-        self.req, self.replica, self.wait_us, self.last = (
-            req, replica, wait_us, last)
-        self.out_us, self.replica_us, self.back_us = (
-            out_us, replica_us, back_us)
-
-    def __getitem__(self, key):
-        return getattr(self, key)
-
-    def get(self, key, default=None):
-        return getattr(self, key, default)
+def replica_columns(rows):
+    """replica_segments()-style dicts (with "req": the write's request id,
+    "replica", "out_us", "replica_us", "back_us", "wait_us", "last") ->
+    the columns replica_table() takes."""
+    names = sorted({r["replica"] for r in rows})
+    reqs = {}
+    nan = (lambda v: np.nan if v is None else v)
+    return {"names": names,
+            "replica": np.array([names.index(r["replica"]) for r in rows],
+                                np.int64),
+            "req": np.array([reqs.setdefault(
+                r.get("req", ("row", i)), len(reqs))
+                for i, r in enumerate(rows)], np.int64),
+            "last": np.array([bool(r["last"]) for r in rows], bool),
+            **{k: np.array([nan(r[k]) for r in rows], float)
+               for k in ("wait_us", "out_us", "replica_us", "back_us")}}
 
 
-def _paired(rows, slow):
-    """`slow`'s way there and back and own time in each write that had
-    another replica, and the other replicas' (their median) in the same
-    writes: the same primary and the same moment, so that a slow
+def replica_ways(c, r):
+    """Each reply a primary waited for (c: {"j": its op, "peer": the
+    replica's osd id, "wait": ns, "seen": wall ns, "within": ns its
+    sub-ops' sends can lie before the mark its wait runs from (an
+    erasure-coded write's sent_within), "last": the op's last reply?})
+    with its replica's op (r: {"j", "osd", "enq": wall ns, "repop": ns};
+    the first of each (op, replica): an erasure-coded write's shard sees
+    a second, the roll-forward sent after the first one's commit): its
+    way out, the replica, its way back -> (replica_table's columns, how
+    many the clocks left unknown, how many erasure-coded sub-writes
+    reached their shard before the mark the ways run from: their way out
+    is not known)."""
+    n = len(c["j"])
+    at = match((r["j"], r["osd"]), (c["j"], c["peer"])) if r else \
+        np.full(n, -1, np.int64)
+    out_us, back_us, repl_us = (np.full(n, np.nan) for _ in range(3))
+    has = np.flatnonzero(at >= 0)
+    enq = r["enq"][at[has]] if len(has) else np.zeros(0, np.int64)
+    repop = r["repop"][at[has]] if len(has) else np.zeros(0, np.int64)
+    out_ns = enq - (c["seen"][has] - c["wait"][has])
+    back_ns = c["seen"][has] - enq - repop
+    # the primary preempted after the sends
+    late = (back_ns >= 0) & (-c["within"][has] <= out_ns) & (out_ns < 0)
+    bad = ~late & ((out_ns < 0) | (back_ns < 0))    # clocks disagree
+    ok = ~late & ~bad
+    idx = has[ok]
+    out_us[idx] = out_ns[ok] / 1000.0
+    back_us[idx] = back_ns[ok] / 1000.0
+    repl_us[idx] = repop[ok] / 1000.0
+    peers = sorted(set(c["peer"].tolist()))
+    return ({"names": ["osd.%d" % x for x in peers],
+             "replica": np.searchsorted(peers, c["peer"]),
+             "req": c["j"], "last": np.asarray(c["last"], bool),
+             "wait_us": c["wait"] / 1000.0, "out_us": out_us,
+             "replica_us": repl_us, "back_us": back_us},
+            int(bad.sum()), int(late.sum()))
+
+
+def _paired(c, slow):
+    """Replica `slow`'s way there and back and own time in each write
+    that had another replica, and the other replicas' (their median) in
+    the same writes: the same primary and the same moment, so that a slow
     primary's host, which slows every replica's way, is not counted
-    against anyone. -> four lists (empty without such writes)"""
-    by = {}
-    for i, r in enumerate(rows):
-        if r["out_us"] is not None:
-            req = r.get("req")
-            by.setdefault(("row", i) if req is None else req, []).append(r)
-    sway, sown, way, own = [], [], [], []
-    for rs in by.values():
-        me = next((r for r in rs if r["replica"] == slow), None)
-        them = [r for r in rs if r["replica"] != slow]
-        if me is None or not them:
-            continue
-        sway.append(me["out_us"] + me["back_us"])
-        sown.append(me["replica_us"])
-        w = sorted(r["out_us"] + r["back_us"] for r in them)
-        o = sorted(r["replica_us"] for r in them)
-        way.append(w[len(w) // 2])
-        own.append(o[len(o) // 2])
-    return sway, sown, way, own
+    against anyone. c: replica_table's columns, the rows with their ways
+    known. -> four arrays (empty without such writes)"""
+    way_all = c["out_us"] + c["back_us"]
+    me = c["replica"] == slow
+    # each write's first row of `slow`, and its others
+    mine = np.unique(c["req"][me], return_index=True)
+    reqs, at = mine[0], np.flatnonzero(me)[mine[1]]
+    them = ~me & np.isin(c["req"], reqs)
+    reqs = np.intersect1d(reqs, c["req"][them])
+    at = at[np.isin(c["req"][at], reqs)]
+
+    def median(v):
+        """the others' (upper) median per write of `reqs`"""
+        r, x = c["req"][them], v[them]
+        o = np.lexsort((x, r))
+        r, x = r[o], x[o]
+        lo = np.searchsorted(r, reqs, "left")
+        hi = np.searchsorted(r, reqs, "right")
+        return x[lo + (hi - lo) // 2]
+    return (way_all[at], c["replica_us"][at], median(way_all),
+            median(c["replica_us"]))
+
+
+def _p50(v):
+    return _pct(np.sort(v), 0.5) if len(v) else 0.0
 
 
 def replica_table(rows):
-    """rows: replica_segments()-style dicts of every write joined (with
-    "req" (the write's request id), "replica", "out_us", "replica_us",
-    "back_us", "wait_us", "last") ->
-    per replica its share of being last and the p50 / p99 of each part,
-    and the verdict: which replica held the writes up, and whether its
-    time went to the way there and back (network, messengers, the reply's
-    queue on the primary) or to the replica itself (its queue, its
-    commit)."""
-    per = {}
-    for r in rows:
-        if r["out_us"] is None:
-            continue
-        per.setdefault(r["replica"], []).append(r)
+    """rows: replica_segments()-style dicts of every write joined, or
+    their replica_columns() -> per replica its share of being last and
+    the p50 / p99 of each part, and the verdict: which replica held the
+    writes up, and whether its time went to the way there and back
+    (network, messengers, the reply's queue on the primary) or to the
+    replica itself (its queue, its commit)."""
+    c = rows if isinstance(rows, dict) else replica_columns(rows)
+    known = ~np.isnan(c["out_us"])
+    c = {k: v[known] if isinstance(v, np.ndarray) else v
+         for k, v in c.items()}
+    names = c["names"]
     out = {"replicas": {}, "verdict": None}
-    for name, rs in sorted(per.items()):
-        d = {"writes": len(rs),
-             "last_pct": round(100.0 * sum(r["last"] for r in rs) /
-                               len(rs), 1)}
+    for i, name in enumerate(names):
+        m = c["replica"] == i
+        if not m.any():
+            continue
+        d = {"writes": int(m.sum()),
+             "last_pct": round(100.0 * float(c["last"][m].sum()) /
+                               int(m.sum()), 1)}
         for part in ("out_us", "replica_us", "back_us", "wait_us"):
-            v = sorted(r[part] for r in rs)
-            d[part[:-3] + "_p50_us"] = round(_pct(v, 0.5), 1)
-            d[part[:-3] + "_p99_us"] = round(_pct(v, 0.99), 1)
-        v = sorted(r["out_us"] + r["back_us"] for r in rs)
-        d["way_p50_us"] = round(_pct(v, 0.5), 1)
+            v = np.sort(c[part][m])
+            d[part[:-3] + "_p50_us"] = round(float(_pct(v, 0.5)), 1)
+            d[part[:-3] + "_p99_us"] = round(float(_pct(v, 0.99)), 1)
+        v = np.sort(c["out_us"][m] + c["back_us"][m])
+        d["way_p50_us"] = round(float(_pct(v, 0.5)), 1)
         out["replicas"][name] = d
     if len(out["replicas"]) < 2:
         return out
+    code = {n: i for i, n in enumerate(names)}
+
     def ratio(k):
-        sway, sown, way, own = (_pct(sorted(v), 0.5) if v else 0.0
-                                for v in _paired(rows, k))
+        sway, sown, way, own = (_p50(v) for v in _paired(c, code[k]))
         return (sway + sown) / (way + own) if way + own > 0 else 0.0
     # the candidate: of those last often enough, the one slowest against
     # the other replicas of its own writes; else the one last most often
@@ -339,14 +415,18 @@ def replica_table(rows):
     slow = max(often, key=ratio) if often else max(
         out["replicas"], key=lambda k: out["replicas"][k]["last_pct"])
     s = out["replicas"][slow]
-    sway, sown, way, own = _paired(rows, slow)
-    if not sway:        # one replica per write: against the others' p50
+    sway, sown, way, own = _paired(c, code[slow])
+    if not len(sway):   # one replica per write: against the others' p50
         others = [d for k, d in out["replicas"].items() if k != slow]
         sway, sown = [s["way_p50_us"]], [s["replica_p50_us"]]
         way = [sorted(d["way_p50_us"] for d in others)[len(others) // 2]]
         own = [sorted(d["replica_p50_us"] for d in others)[len(others) // 2]]
-    sway, sown, way, own = (round(_pct(sorted(v), 0.5), 1)
+    sway, sown, way, own = (round(float(_p50(np.asarray(v, float))), 1)
                             for v in (sway, sown, way, own))
+    return _verdict(out, slow, s, sway, sown, way, own)
+
+
+def _verdict(out, slow, s, sway, sown, way, own):
     extra_way, extra_own = sway - way, sown - own
     if s["last_pct"] < SLOW_LAST_PCT or sway + sown < \
             SLOW_RATIO * (way + own):

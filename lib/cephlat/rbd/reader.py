@@ -1,10 +1,12 @@
-"""Traces of either mode (eBPF or LTTng) read back with babeltrace2's
-Python bindings (bt2): images and requests, paired with completions."""
-import bisect
+"""Traces of either mode read back: eBPF-mode traces (rbdrecord's own
+CTF writer) as columns (columns.py, link.py), LTTng ones with
+babeltrace2's Python bindings (bt2): images and requests, paired with
+completions, and (eBPF mode) the OSD ops each request became."""
 import collections
 import os
-import sys
 
+from .columns import CALL_OPS, NONE, REQUESTS, ClientColumns
+from .link import link
 from ..errors import UserError
 
 
@@ -20,32 +22,17 @@ class Request:
         self.op, self.image, self.off, self.len = op, image, off, length
         self.tid, self.submit = tid, submit
         self.done = self.rval = self.released = None
-        self.osd_ops = []       # the OSD ops it became (RbdTrace.link)
+        self.osd_ops = []       # the OSD ops it became (link.py)
 
 
 class OsdOp:
     """One op the client's Objecter sent to an OSD (rbdrecord's eBPF mode):
     its request id, target, its data sub-op's kind and extent in the
     object, the times it was sent (the last attempt), its reply arrived
-    and its completion had run, and the librbd request it is part of
-    (RbdTrace.link)."""
+    and its completion had run, and the librbd request it is part of."""
     __slots__ = ("reqid", "osd", "pgid", "object", "flags", "attempts",
                  "send", "reply", "done", "kind", "offset", "length",
                  "request")
-
-    def __init__(self, f, ts):
-        # a trace holds every op of its run at once: the strings many ops
-        # share (PG, object, op name) are kept once (sys.intern)
-        self.reqid, self.osd = str(f["reqid"]), int(f["osd"])
-        self.pgid = sys.intern(str(f["pgid"]))
-        self.object = sys.intern(str(f["object"]))
-        self.flags, self.attempts = int(f["flags"]), int(f["attempts"])
-        self.send, self.reply, self.done = ts, None, None
-        self.kind = sys.intern(str(f["first_op_name"])) \
-            if "first_op_name" in f else ""
-        self.offset = int(f["offset"]) if "offset" in f else 0
-        self.length = int(f["length"]) if "length" in f else 0
-        self.request = None
 
     def data_object(self):
         """(image data prefix, object number) of an image data object
@@ -59,54 +46,90 @@ class OsdOp:
             return None
 
 
-# event name -> (op, offset field, length field)
-REQUESTS = {
-    "librbd:aio_read_enter": ("read", "offset", "length"),
-    "librbd:aio_read2_enter": ("read", "offset", "length"),
-    "librbd:aio_write_enter": ("write", "off", "len"),
-    "librbd:aio_write2_enter": ("write", "off", "len"),
-    "librbd:aio_discard_enter": ("discard", "off", "len"),
-    "librbd:aio_flush_enter": ("flush", None, None),
-    "librbd:aio_writesame_enter": ("writesame", "off", "len"),
-    "rbdrecord:aio_write_zeroes_enter": ("write_zeroes", "off", "len"),
-}
-
-
 class RbdTrace:
     """Images and requests of a librbd trace (eBPF or LTTng)."""
 
     def __init__(self, path, shift_ns=0):
         """shift_ns: how far the trace's host's wall clock was ahead (its
         times are moved back by it; osdstage -r --clock-offset). An
-        eBPF-mode trace (written by capture/ctf.py) is read by its reader,
-        an LTTng one by babeltrace2's (about ten times slower here)."""
+        eBPF-mode trace (written by capture/ctf.py) is read as columns
+        (columns.py: .cols, its calls linked to their OSD ops), an LTTng
+        one by babeltrace2 (about ten times slower here; no OSD ops).
+        .requests and .osd_ops: the calls and ops as objects, made when
+        first asked for."""
         check_ctf(path)
         self.path = path
         self.shift_ns = shift_ns
         self.env = {}           # the trace's metadata env
         self.images = {}        # imagectx -> {"name", "snap", "pool", "ro"}
-        self.requests = []
-        self.unmatched = 0
-        self.osd_ops = {}       # reqid -> OsdOp
-        self._done = {}         # completion -> its completed Request
-        pending = {}
+        self.cols = None
+        self.order = None
+        self._requests = self._osd_ops = None
         ours = _own_trace(path)
         if ours is not None:
-            self._read_own(ours, pending)
+            self.env = dict(ours.env)
+            self.cols = ClientColumns(ours, shift_ns)
+            self.images = self.cols.images
+            self.unmatched = self.cols.unmatched
+            self.incomplete = self.cols.incomplete
+            self.order = link(self.cols)
+            empty = not len(self.cols.calls)
         else:
+            self.unmatched = 0
+            self._requests, self._osd_ops, self._done = [], {}, {}
+            pending = {}
             self._read_bt2(path, pending)
-        self.incomplete = len(pending)
-        if not self.requests and not self.images:
+            self.incomplete = len(pending)
+            empty = not self._requests
+        if empty and not self.images:
             raise UserError("%s holds no librbd events" % path)
-        self.order = self.link()
 
-    def _read_own(self, tr, pending):
-        self.env = dict(tr.env)
-        off = tr.clock_offset_ns - self.shift_ns
-        ctx_names = tr.context.names
-        for c, ts, ctx, vals in tr.records():
-            self._event(c.name, ts + off, dict(zip(c.names, vals)),
-                        dict(zip(ctx_names, ctx)), pending)
+    @property
+    def requests(self):
+        if self._requests is None:
+            self._objects()
+        return self._requests
+
+    @property
+    def osd_ops(self):
+        if self._osd_ops is None:
+            self._objects()
+        return self._osd_ops
+
+    def _objects(self):
+        """The columns as Request and OsdOp objects (for the summary, the
+        fio job, the pictures: not a merged read's table)."""
+        cc = self.cols
+        c, o = cc.calls, cc.ops
+        reqs = []
+        for op, img, off, ln, tid, sub, done, rval, rel in zip(
+                c.op.tolist(), c.image.tolist(), c.off.tolist(),
+                c.len.tolist(), c.tid.tolist(), c.submit.tolist(),
+                c.done.tolist(), c.rval.tolist(), c.released.tolist()):
+            r = Request(CALL_OPS[op], img, off, ln, tid, sub)
+            r.done, r.rval = done, rval
+            r.released = None if rel == NONE else rel
+            reqs.append(r)
+        ops = {}
+        for i, (osd, pool, seed, obj, flags, att, send, reply, done, kind,
+                off, ln, req) in enumerate(zip(
+                    o.osd.tolist(), o.pool.tolist(), o.seed.tolist(),
+                    o.obj.tolist(), o.flags.tolist(), o.attempts.tolist(),
+                    o.send.tolist(), o.reply.tolist(), o.done.tolist(),
+                    o.subop.tolist(), o.offset.tolist(), o.length.tolist(),
+                    o.request.tolist())):
+            x = OsdOp()
+            x.reqid, x.osd, x.pgid = cc.reqid(i), osd, "%d.%x" % (pool, seed)
+            x.object, x.flags, x.attempts = cc.objects.names[obj], flags, att
+            x.send = send
+            x.reply = None if reply == NONE else reply
+            x.done = None if done == NONE else done
+            x.kind, x.offset, x.length = cc.kinds.names[kind], off, ln
+            x.request = None if req < 0 else reqs[req]
+            if req >= 0:
+                reqs[req].osd_ops.append(x)
+            ops[x.reqid] = x
+        self._requests, self._osd_ops = reqs, ops
 
     def _read_bt2(self, path, pending):
         bt2 = _bt2()
@@ -142,71 +165,9 @@ class RbdTrace:
                     self.env.get("clock_esterror_ns", 0)) if synced
                 else None}
 
-    # object sizes tried: 4 KiB to 64 MiB (rbd's --object-size range)
-    ORDERS = range(12, 27)
-
-    def link(self):
-        """Each librbd request's OSD ops (Request.osd_ops, OsdOp.request):
-        a data op belongs to the request whose image range holds the
-        extent it carries (object number << order + offset in the object)
-        and that was in progress when it was sent (the latest such
-        request). The object size (order) is the one that links the most
-        data ops. -> that order, or None (no data ops, or none linked)."""
-        data = [(o, o.data_object()) for o in self.osd_ops.values()]
-        data = [(o, d[1]) for o, d in data if d and o.length]
-        reqs = [r for r in self.requests if r.len and r.done is not None]
-        if not data or not reqs:
-            return None
-        buckets = collections.defaultdict(list)     # MiB -> requests
-        for r in reqs:
-            for mib in range(r.off >> 20, ((r.off + r.len - 1) >> 20) + 1):
-                buckets[mib].append(r)
-        # each MiB's requests by submit time (stable: the first to
-        # complete first among equal times), with the longest one's
-        # duration: an op's candidates lie within that of its send
-        submits, longest = {}, {}
-        for mib, rs in buckets.items():
-            rs.sort(key=lambda r: r.submit)
-            submits[mib] = [r.submit for r in rs]
-            longest[mib] = max(r.done - r.submit for r in rs)
-
-        def owner(o, no, order):
-            """the latest request submitted before o was sent, in progress
-            then and holding its extent (of equal submit times, the first
-            to complete)"""
-            x = (no << order) + o.offset
-            mib = x >> 20
-            rs = buckets.get(mib)
-            if not rs:
-                return None
-            subs, floor = submits[mib], o.send - longest[mib]
-            best = None
-            i = bisect.bisect_right(subs, o.send)
-            while i > 0:
-                i -= 1
-                r = rs[i]
-                if r.submit < floor or \
-                        (best is not None and r.submit < best.submit):
-                    break
-                if r.off <= x < r.off + r.len and o.send <= r.done:
-                    best = r
-            return best
-        sample = data[:: max(1, len(data) // 200)]
-        score = {order: sum(owner(o, no, order) is not None
-                            for o, no in sample) for order in self.ORDERS}
-        order = max(score, key=lambda k: (score[k], k == 22))
-        if not score[order]:
-            return None
-        for o, no in data:
-            r = owner(o, no, order)
-            if r is not None:
-                o.request = r
-                r.osd_ops.append(o)
-        return order
-
     def _event(self, name, ts, f, ctx, pending):
-        """One event: its name, wall ns, payload and context (dicts, or
-        babeltrace2's fields)."""
+        """One event of an LTTng trace: its name, wall ns, payload and
+        context (babeltrace2's fields)."""
         if name == "librbd:open_image_enter":
             self.images.setdefault(int(f["imagectx"]), {}).update(
                 name=str(f["name"]), snap=str(f["snap_name"]),
@@ -224,23 +185,13 @@ class RbdTrace:
             r = Request(op, ictx, int(f[fo]) if fo else 0,
                         int(f[fl]) if fl else 0, tid, ts)
             pending[int(f["completion"])] = r
-        elif name == "rbdrecord:osd_op_send":
-            # a resend (attempts > 0) replaces the attempt before it
-            self.osd_ops[str(f["reqid"])] = OsdOp(f, ts)
-        elif name in ("rbdrecord:osd_op_reply", "rbdrecord:osd_op_done"):
-            op = self.osd_ops.get(str(f["reqid"]))
-            if op is not None:
-                if name.endswith("reply"):
-                    op.reply = ts
-                else:
-                    op.done = ts
         elif name == "librbd:aio_complete_enter":
             r = pending.pop(int(f["completion"]), None)
             if r is None:
                 self.unmatched += 1
                 return
             r.done, r.rval = ts, int(f["rval"])
-            self.requests.append(r)
+            self._requests.append(r)
             self._done[int(f["completion"])] = r
         elif name == "rbdrecord:aio_release":
             r = self._done.pop(int(f["completion"]), None)
@@ -248,6 +199,7 @@ class RbdTrace:
                 r.released = ts
 
     def by_image(self):
+        """{imagectx: its calls in submit order}"""
         out = collections.OrderedDict()
         for r in sorted(self.requests, key=lambda r: r.submit):
             out.setdefault(r.image, []).append(r)
