@@ -227,8 +227,16 @@ class TextStreams:
             pos, chain = int(heads[j]), []
             while pos < ends[j]:
                 if pos not in at:
-                    raise UserError("%s: corrupt event at byte %d" % (
-                        path, base + pos))
+                    # not a candidate (its timestamp outside its packet's
+                    # begin and end): a record all the same if its class
+                    # is known
+                    cid = int(buf[pos]) if not buf[pos + 1:pos + 4].any() \
+                        else -1
+                    if cid not in self.layouts:
+                        raise UserError("%s: corrupt event at byte %d" % (
+                            path, base + pos))
+                    at[pos] = int(self.layouts[cid].walk(
+                        buf, nul, np.array([pos]))[0][0])
                 chain.append(pos)
                 pos = at[pos]
             if pos != ends[j]:
