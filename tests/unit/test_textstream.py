@@ -2,9 +2,10 @@
 what the record-by-record reader gives, also where bytes inside a
 record look like a record's header; a damaged packet is one clear
 error. rbdrecord's trace as columns (rbd/columns.py) pairs calls and
-OSD ops as its events mean: a resend replaces the attempt before it, a
-completion handle reused starts another call, a completion of no call
-and a call never completed are counted."""
+OSD ops as its events mean: a resend replaces the attempt before it, an
+op ends at its completion, a completion handle reused starts another
+call, a completion of no call and a call never completed are
+counted."""
 import os
 import random
 import sys
@@ -138,14 +139,14 @@ def test_calls_and_ops_pair_as_their_events_mean(tmp_path):
         _op(130, "send", 1, attempts=1),    # a resend: replaces it
         _op(140, "reply", 1), _op(150, "done", 1),
         _op(310, "send", 2), _op(320, "reply", 2), _op(330, "done", 2),
-        _op(340, "reply", 2)])              # the last reply counts
+        _op(340, "reply", 2)])  # after its completion: not its own
     calls = [(r.off, r.submit, r.done, r.released) for r in tr.requests]
     assert calls == [(0, 100, 200, 250), (8192, 300, 400, None)]
     assert (tr.unmatched, tr.incomplete) == (1, 1)
     one, two = tr.osd_ops["client.9.0:1"], tr.osd_ops["client.9.0:2"]
     assert (one.send, one.reply, one.done, one.attempts) == (130, 140, 150,
                                                              1)
-    assert (two.send, two.reply, two.done) == (310, 340, 330)
+    assert (two.send, two.reply, two.done) == (310, 320, 330)
     assert two.object == "rbd_data.ab.%016x" % 2 and two.kind == "read"
     assert two.pgid == "1.0" and two.osd == 2
     assert tr.cols.find("client.9.0:2") == 1

@@ -92,15 +92,28 @@ class ClientColumns:
             "rbdrecord:image_pool": ("imagectx", "pool")})
         ev = {n: [] for n in want}
         seq = 0             # the events' order in the trace (ties in time)
+        done, open_ = [], None      # OSD ops completed; still open
+        calls = _Calls()
         for buf, out in TextStreams(trace).spans(want):
             for name, (ts, f) in out.items():
                 d = {"ts": ts.astype(np.int64) + off,
-                     "seq": np.arange(seq, seq + len(ts))}
+                     "seq": np.arange(seq, seq + len(ts), dtype=np.int64)}
                 seq += len(ts)
                 self._fields(name, buf, f, d)
                 ev[name].append(d)
-        self.calls, self.unmatched, self.incomplete = _calls(ev)
-        self.ops = _ops(ev)
+            # a span's ops as one row each, those completed set aside as
+            # final (a trace holds millions of their events)
+            r = _reduce_ops(_cat_rows([open_, _op_rows(ev)]))
+            calls.feed(ev)
+            ev = {n: [] for n in want}
+            if r is not None:
+                fin = r["has_send"] & (r["done"] != NONE)
+                done.append(_final_ops(r, fin))
+                open_ = {k: v[~fin] for k, v in r.items()}
+        if open_ is not None:
+            done.append(_final_ops(open_, open_["has_send"]))
+        self.calls, self.unmatched, self.incomplete = calls.result()
+        self.ops = _cat_ops(done)
 
     def _fields(self, name, buf, f, d):
         """One span's records of event `name` into columns d."""
@@ -178,108 +191,187 @@ def _group_last(key_cols, kind, ts, seq):
     return o, pos, np.cumsum(new) - 1, end
 
 
-def _stack(ev, names, cols):
-    """Columns `cols` of events `names` (in that order: kind 0, 1, ...),
-    concatenated, with kind, ts, seq."""
-    parts = [(i, d) for i, n in enumerate(names) for d in ev[n]]
-    out = {c: np.concatenate([d[c] for _, d in parts]) if parts
-           else np.zeros(0, np.int64) for c in cols + ("ts", "seq")}
-    out["kind"] = np.concatenate([np.full(len(d["ts"]), i, np.int8)
-                                  for i, d in parts]) if parts \
-        else np.zeros(0, np.int8)
-    return out
+def _cat(parts, cols):
+    """Dicts of columns `cols`, concatenated (None parts skipped)."""
+    parts = [p for p in parts if p is not None and len(p["ts"])]
+    if not parts:
+        return {c: np.zeros(0, np.int64) for c in cols}
+    return {c: np.concatenate([p[c] for p in parts]) for c in cols}
 
 
-def _calls(ev):
-    """-> (calls Table, completions of no call, calls never completed)"""
-    enter = [n for n in REQUESTS if ev[n]]
-    e = _stack(ev, enter, ("completion", "imagectx", "off", "len", "_ctx0",
-                           "op"))
-    c = _stack(ev, ["librbd:aio_complete_enter"], ("completion", "rval"))
-    r = _stack(ev, ["rbdrecord:aio_release"], ("completion",))
-    ne, nc = len(e["ts"]), len(c["ts"])
-    # enters (kind 0) then completions (1) of each handle: a completion
-    # takes the latest enter before it when no completion came between
-    comp = np.concatenate([e["completion"], c["completion"]])
-    kind = np.concatenate([np.zeros(ne, np.int8), np.ones(nc, np.int8)])
-    o, last, _, end = _group_last((comp,), kind,
-                                  np.concatenate([e["ts"], c["ts"]]),
-                                  np.concatenate([e["seq"], c["seq"]]))
-    prev_enter = np.zeros(len(o), bool)
-    prev_enter[1:] = kind[o][:-1] == 0
-    isc = kind[o] == 1
-    ok = isc & (last >= 0) & (last == np.arange(len(o)) - 1) & prev_enter
-    ci = o[ok] - ne                     # completions that close a call
-    ei = o[last[ok]]                    # their calls' enters
-    unmatched = int(isc.sum() - ok.sum())
-    # a handle whose last event is an enter: a call pending at the end
-    incomplete = int((end & (kind[o] == 0)).sum())
-    order = np.lexsort((c["seq"][ci], c["ts"][ci]))
-    ci, ei = ci[order], ei[order]
-    calls = Table(op=e["op"][ei], image=e["imagectx"][ei].astype(np.uint64),
-                  off=e["off"][ei].astype(np.int64),
-                  len=e["len"][ei].astype(np.int64),
-                  tid=e["_ctx0"][ei].astype(np.uint64),
-                  submit=e["ts"][ei], done=c["ts"][ci],
-                  rval=c["rval"][ci].astype(np.int64),
-                  released=_released(c["completion"][ci], c["ts"][ci],
-                                     c["seq"][ci], r))
-    return calls, unmatched, incomplete
+_ENTER = ("completion", "imagectx", "off", "len", "_ctx0", "op", "ts",
+          "seq")
 
 
-def _released(comp, ts, seq, r):
-    """The release of each completed call: the first aio_release of its
-    handle after its completion and before the handle's next one."""
-    n, nr = len(comp), len(r["ts"])
-    k = np.concatenate([np.zeros(n, np.int8), np.ones(nr, np.int8)])
-    o, last, _, _ = _group_last(
-        (np.concatenate([comp, r["completion"]]),), k,
-        np.concatenate([ts, r["ts"]]), np.concatenate([seq, r["seq"]]))
-    out = np.full(n, NONE, np.int64)
-    isr = k[o] == 1
+def _pairs(a, b):
+    """Events a (kind 0) and b (kind 1), each with "completion", "ts",
+    "seq": grouped by handle in time order, each b that directly follows
+    an a of its handle takes it. -> (the a and b indices paired, how
+    many b took none, the indices of a that end their handle's events)"""
+    na = len(a["ts"])
+    kind = np.concatenate([np.zeros(na, np.int8),
+                           np.ones(len(b["ts"]), np.int8)])
+    o, last, _, end = _group_last(
+        (np.concatenate([a["completion"], b["completion"]]),), kind,
+        np.concatenate([a["ts"], b["ts"]]),
+        np.concatenate([a["seq"], b["seq"]]))
     prev = np.zeros(len(o), bool)
-    prev[1:] = k[o][:-1] == 0
-    ok = isr & (last >= 0) & (last == np.arange(len(o)) - 1) & prev
-    out[o[last[ok]]] = r["ts"][o[ok] - n]
+    prev[1:] = kind[o][:-1] == 0
+    isb = kind[o] == 1
+    ok = isb & (last >= 0) & (last == np.arange(len(o)) - 1) & prev
+    return (o[last[ok]], o[ok] - na, int(isb.sum() - ok.sum()),
+            o[end & (kind[o] == 0)])
+
+
+class _Calls:
+    """The calls paired span by span (fed in trace order): an enter
+    waits for its handle's next completion (a later enter of the handle
+    replaces it), a completed call for its handle's next release (a
+    later completion replaces it); what waits is carried on."""
+
+    def __init__(self):
+        self.pend = None            # enters waiting, one per handle
+        self.wait = None            # completed calls waiting for release
+        self.parts, self.rel = [], []
+        self.n = self.unmatched = 0
+
+    def feed(self, ev):
+        e = _cat([self.pend] + [d for n in REQUESTS for d in ev[n]],
+                 _ENTER)
+        c = _cat(ev["librbd:aio_complete_enter"],
+                 ("completion", "rval", "ts", "seq"))
+        ei, ci, unmatched, waiting = _pairs(e, c)
+        self.unmatched += unmatched
+        self.pend = {k: v[waiting] for k, v in e.items()}
+        order = np.lexsort((c["seq"][ci], c["ts"][ci]))
+        ci, ei = ci[order], ei[order]
+        idx = np.arange(self.n, self.n + len(ci))
+        self.n += len(ci)
+        self.parts.append(dict(
+            op=e["op"][ei].astype(np.int8),
+            image=e["imagectx"][ei].astype(np.uint64),
+            off=e["off"][ei].astype(np.int64),
+            len=e["len"][ei].astype(np.int64),
+            tid=e["_ctx0"][ei].astype(np.uint64), submit=e["ts"][ei],
+            done=c["ts"][ci], rval=c["rval"][ci].astype(np.int64)))
+        # completed calls (those waiting, these) and releases
+        w = _cat([self.wait, {"completion": c["completion"][ci],
+                              "ts": c["ts"][ci], "seq": c["seq"][ci],
+                              "call": idx}],
+                 ("completion", "ts", "seq", "call"))
+        r = _cat(ev["rbdrecord:aio_release"], ("completion", "ts", "seq"))
+        wi, ri, _, waiting = _pairs(w, r)
+        self.rel.append((w["call"][wi], r["ts"][ri]))
+        self.wait = {k: v[waiting] for k, v in w.items()}
+
+    def result(self):
+        """-> (calls Table, completions of no call, calls never
+        completed)"""
+        cols = ("op", "image", "off", "len", "tid", "submit", "done", "rval")
+        parts = [p for p in self.parts if len(p["op"])]
+        t = {c: np.concatenate([p[c] for p in parts]) if parts else
+             np.zeros(0, np.int8 if c == "op" else np.int64) for c in cols}
+        t["released"] = np.full(self.n, NONE, np.int64)
+        for i, ts in self.rel:
+            t["released"][i] = ts
+        return Table(**t), self.unmatched, \
+            len(self.pend["ts"]) if self.pend else 0
+
+
+_OP_EVENTS = ("rbdrecord:osd_op_send", "rbdrecord:osd_op_reply",
+              "rbdrecord:osd_op_done")
+# a send's fields kept with its op, and their types
+_SEND = (("osd", np.int32), ("pool", np.int64), ("seed", np.int64),
+         ("obj", np.int32), ("subop", np.int32), ("flags", np.int64),
+         ("attempts", np.int32), ("offset", np.int64),
+         ("length", np.int64))
+
+
+def _op_rows(ev):
+    """A span's OSD-op events as op rows (what _reduce_ops takes): a
+    send row holds its fields and its time, a reply or completion row
+    its time in "reply" or "done"."""
+    parts = []
+    for i, n in enumerate(_OP_EVENTS):
+        for d in ev[n]:
+            k = len(d["ts"])
+            row = {c: d[c].astype(np.int64) for c in _OP_KEY}
+            row["seq"] = d["seq"]
+            row["has_send"] = np.full(k, i == 0)
+            row["send"] = d["ts"] if i == 0 else np.full(k, NONE, np.int64)
+            row["reply"] = d["ts"] if i == 1 else np.full(k, NONE, np.int64)
+            row["done"] = d["ts"] if i == 2 else np.full(k, NONE, np.int64)
+            for c, t in _SEND:
+                row[c] = d[c].astype(t) if i == 0 else np.zeros(k, t)
+            parts.append(row)
+    return _cat_rows(parts)
+
+
+def _cat_rows(parts):
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _reduce_ops(rows):
+    """Op rows (_op_rows, or rows this made) -> one row per request id:
+    its last send (a resend replaces the attempt before it) with the
+    first completion after it and the last reply after it and not after
+    that completion (an op completed is the Objecter's no more: what
+    comes after names no op of ours); without a send, the same of its
+    replies and completions (a send of an earlier span takes them).
+    Rows in order (seq: their last event's)."""
+    if rows is None:
+        return None
+    keys = tuple(rows[k] for k in _OP_KEY)
+    o = np.lexsort((rows["seq"],) + tuple(reversed(keys)))
+    r = {k: v[o] for k, v in rows.items()}
+    n = len(o)
+    new = np.ones(n, bool)
+    same = np.ones(max(n - 1, 0), bool)
+    for k in _OP_KEY:
+        same &= r[k][1:] == r[k][:-1]
+    new[1:] = ~same
+    at = np.arange(n)
+    grp = np.maximum.accumulate(np.where(new, at, 0))
+    last_send = np.maximum.accumulate(np.where(r["has_send"], at, -1))
+    last_send[last_send < grp] = -1
+    end = np.ones(n, bool)
+    end[:-1] = new[1:]
+    gid = np.cumsum(new) - 1
+    s = last_send[end]                  # each group's last send, or -1
+    ng = len(s)
+    out = {k: r[k][end] for k in _OP_KEY + ("seq",)}
+    src = np.where(s >= 0, s, np.flatnonzero(end))
+    for c in ("has_send", "send") + tuple(c for c, _ in _SEND):
+        out[c] = r[c][src]
+    after = at >= np.where(s >= 0, s, 0)[gid]
+    big = np.iinfo(np.int64).max
+    done = np.full(ng, big, np.int64)
+    m = after & (r["done"] != NONE)
+    np.minimum.at(done, gid[m], r["done"][m])
+    reply = np.full(ng, NONE, np.int64)
+    m = after & (r["reply"] <= done[gid])
+    np.maximum.at(reply, gid[m], r["reply"][m])
+    out["done"] = np.where(done == big, NONE, done)
+    out["reply"] = reply
     return out
 
 
-def _ops(ev):
-    """The OSD ops: each request id's last send, and the last reply and
-    completion after it."""
-    names = ["rbdrecord:osd_op_send", "rbdrecord:osd_op_reply",
-             "rbdrecord:osd_op_done"]
-    a = _stack(ev, names, _OP_KEY)
-    s = _stack(ev, names[:1], _OP_KEY + (
-        "osd", "pool", "seed", "obj", "subop", "flags", "attempts",
-        "offset", "length"))
-    keys = tuple(a[k].astype(np.int64) for k in _OP_KEY)
-    o, last, gid, grp_end = _group_last(keys, a["kind"], a["ts"], a["seq"])
-    kind = a["kind"][o]
-    # each group's last send (the sends come first in `a`: the same index)
-    final = np.full(int(gid[-1]) + 1 if len(o) else 0, -1, np.int64)
-    final[gid[grp_end]] = last[grp_end]
-    has = final >= 0
-    si = o[final[has]]
-    out = {k: s[k][si] for k in s if k not in ("kind", "seq")}
-    reply = np.full(len(final), NONE, np.int64)
-    done = np.full(len(final), NONE, np.int64)
-    for kk, dst in ((1, reply), (2, done)):
-        m = (kind == kk) & (last >= 0)
-        m &= last == final[gid]         # after the group's last send
-        g, t = gid[m], a["ts"][o[m]]
-        dst[g] = t                      # (the last one wins: time order)
-    order = np.argsort(a["ts"][si], kind="stable")
-    cols = dict(client=out["client"].astype(np.int64),
-                inc=out["inc"].astype(np.int64),
-                tid=out["tid"].astype(np.int64),
-                osd=out["osd"].astype(np.int32),
-                pool=out["pool"].astype(np.int64),
-                seed=out["seed"].astype(np.int64),
-                obj=out["obj"], subop=out["subop"],
-                flags=out["flags"].astype(np.int64),
-                attempts=out["attempts"].astype(np.int32),
-                offset=out["offset"].astype(np.int64),
-                length=out["length"].astype(np.int64),
-                send=out["ts"], reply=reply[has], done=done[has])
-    return Table(**cols).take(order)
+_COLS = _OP_KEY + ("send", "reply", "done") + tuple(c for c, _ in _SEND)
+
+
+def _final_ops(r, keep):
+    """Reduced rows `keep` (a mask; those with a send) as op columns."""
+    return {c: r[c][keep] for c in _COLS}
+
+
+def _cat_ops(parts):
+    """The ops Table (by send time) of _final_ops parts."""
+    parts = [p for p in parts if len(p["send"])]
+    if not parts:
+        return Table(**{c: np.zeros(0, np.int64) for c in _COLS})
+    cols = {c: np.concatenate([p[c] for p in parts]) for c in _COLS}
+    o = np.argsort(cols["send"], kind="stable")
+    return Table(**{c: v[o] for c, v in cols.items()})
