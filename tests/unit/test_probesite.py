@@ -9,7 +9,7 @@ from conftest import need
 
 @pytest.fixture(autouse=True)
 def capstone():
-    need(probesite.capstone is not None, "python3-capstone missing "
+    need(probesite._load(), "python3-capstone missing "
          "(make setup)")
 
 SUB = "4881ecb8000000"          # sub rsp, 0xb8

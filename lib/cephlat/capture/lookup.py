@@ -7,6 +7,7 @@ _op_scan(), OP_EVENTS, first_ns and last_ns."""
 import numpy as np
 
 from .ops import OpTracker, reqid_fields
+from ..model.table import give_back
 
 
 class OpLookups:
@@ -78,6 +79,8 @@ class OpLookups:
         for ch in self.chunks(self.OP_EVENTS, t_start):
             got.extend(tr.feed(ch))
         got.extend(tr.finish())
+        tr = None
+        give_back()
         return [o for _, o in sorted(got, key=lambda x: x[0])]
 
     def ops_overlapping(self, summary, t0, t1, a, b):

@@ -281,7 +281,7 @@ class OpTracker:
         self.held = 0           # listed ops something may still change
         self.done = []
         self.stop = False
-        self.refs = cap._last_refs()
+        self.refs = cap._last_refs(only)
 
     def _drop(self, o):
         if o is None:

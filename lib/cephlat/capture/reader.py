@@ -251,10 +251,14 @@ class Capture(OpLookups):
             rs.finish()
         return self._role_of
 
-    def _last_refs(self):
+    def _last_refs(self, only=None):
         """(addresses, (ts, key) of the last event naming each): sorted
         arrays, 24 bytes an address, so that OpTracker lets go of an op
-        whose address nothing names any more."""
+        whose address nothing names any more. only: of these addresses
+        alone (sorted; not kept: a capture of a busy OSD names millions
+        of addresses, --op follows a few)."""
+        if only is not None and self._lastref is None:
+            return self._prepass(only=only)
         if self._lastref is None:
             self._prepass()
         return self._lastref
@@ -283,10 +287,11 @@ class Capture(OpLookups):
                 pick.feed(c, r)
         return pick
 
-    def _prepass(self, pick=None):
+    def _prepass(self, pick=None, only=None):
         """One pass over the op events for what needs the whole capture:
         the op addresses' last events (only the op events are decoded);
-        pick (SlowPick), if given, is fed the same events."""
+        pick (SlowPick), if given, is fed the same events. only: of those
+        addresses alone, returned (not kept)."""
         parts, n = [], 0
 
         def reduce(parts):
@@ -304,12 +309,20 @@ class Capture(OpLookups):
                 pick.feed(c, r)
             if "op" not in r.dtype.names:
                 continue
+            if only is not None:
+                j = np.minimum(np.searchsorted(only, r["op"]),
+                               len(only) - 1)
+                m = only[j] == r["op"]
+                r, k = r[m], k[m]
             parts.append((r["op"], r["_ts"], k))
             n += len(r)
             if n > 1 << 20:
                 parts, n = reduce(parts), 0
         e = np.zeros(0, np.uint64)
-        self._lastref = reduce(parts)[0] if parts else (e, e, e)
+        refs = reduce(parts)[0] if parts else (e, e, e)
+        if only is not None:
+            return refs
+        self._lastref = refs
 
     @property
     def hists(self):

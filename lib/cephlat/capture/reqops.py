@@ -13,7 +13,7 @@ An op still open at a chunk's end is carried into the next.
 """
 import numpy as np
 
-from ..model.table import NONE, Table, match
+from ..model.table import NONE, Table, concat_parts, give_back
 
 NAMES = ("op_enqueue", "op_dequeue", "op_done", "repop_done",
          "replica_reply", "op_reqid")
@@ -24,8 +24,9 @@ ENQ, DEQ, DONE, REPOP, REPLY, REQID = range(6)
 class _Chunked:
     """The ops of one capture slot, its chunks fed in time order."""
 
-    def __init__(self):
-        self.n = 0              # ops so far
+    def __init__(self, skip=()):
+        self.skip = np.array(skip, np.int64)
+        self.n = 0              # ops kept so far
         self.carry = None       # open ops: addr, op, ts, key
         self.ops = []           # per chunk: op, req fields, enq ts, first
         self.rows = {k: [] for k in (DEQ, DONE, REPOP, REPLY, REQID)}
@@ -38,10 +39,16 @@ class _Chunked:
             if r is not None and len(r):
                 parts.append((kind, r, ch.keys[cid[n]]))
         e = next((r for kind, r, _ in parts if kind == ENQ), None)
-        base = self.n
+        ids = None              # each enqueue's op (-1: not kept)
         if e is not None:
             names = e.dtype.names
-            self.n += len(e)
+            keep = ~np.isin(e["msg_type"], self.skip) \
+                if len(self.skip) and "msg_type" in names else \
+                np.ones(len(e), bool)
+            ids = np.full(len(e), -1, np.int64)
+            ids[keep] = np.arange(self.n, self.n + int(keep.sum()))
+            self.n += int(keep.sum())
+            e = e[keep]
             msg = (e["throttle_wait_ns"].astype(np.int64) +
                    e["recv_ns"].astype(np.int64) +
                    e["dispatch_ns"].astype(np.int64)) \
@@ -51,8 +58,9 @@ class _Chunked:
                 "enq": ts,
                 "first": np.where(e["stamped"] != 0, ts - msg, NONE)
                 if msg is not None else np.full(len(e), NONE, np.int64),
-                **{f: e[f].astype(np.int64) if f in names else
-                   np.zeros(len(e), np.int64) for f in _REQ}})
+                **{f: e[f].astype(t) if f in names else np.zeros(len(e), t)
+                   for f, t in zip(_REQ, (np.int8, np.int64, np.int32,
+                                          np.int64))}})
         # every row: addr, ts, key, kind, row (in its class), op (enqueue)
         cols = {"addr": [], "ts": [], "key": [], "kind": [], "row": []}
         if self.carry is not None:
@@ -67,8 +75,7 @@ class _Chunked:
             cols["ts"].append(r["_ts"].astype(np.int64))
             cols["key"].append(k.astype(np.int64))
             cols["kind"].append(np.full(len(r), kind, np.int8))
-            cols["row"].append(np.arange(len(r)) + (base if kind == ENQ
-                                                    else 0))
+            cols["row"].append(ids if kind == ENQ else np.arange(len(r)))
         if not cols["addr"]:
             return
         a = {k: np.concatenate(v) for k, v in cols.items()}
@@ -87,14 +94,15 @@ class _Chunked:
         last_end = np.maximum.accumulate(np.where(ends, at, -1))
         before = np.concatenate([[-1], last_end[:-1]])
         before[before < grp] = -1
-        ok = ~starts & (enq >= 0) & (before < enq)
         op = np.where(enq >= 0, a["row"][np.maximum(enq, 0)], -1)
+        ok = ~starts & (enq >= 0) & (before < enq) & (op >= 0)
         byk = {kind: r for kind, r, _ in parts}
         for kind in self.rows:
             m = ok & (a["kind"] == kind)
             if m.any():
                 self.rows[kind].append(self._rows(kind, byk[kind],
-                                                  a["row"][m], op[m],
+                                                  a["row"][m],
+                                                  op[m].astype(np.int32),
                                                   a["ts"][m]))
         # carried on: each address's last op, unless it ended
         last = np.ones(n, bool)
@@ -107,12 +115,14 @@ class _Chunked:
 
     @staticmethod
     def _rows(kind, r, idx, op, ts):
+        if kind == DEQ:
+            return {"op": op}
         out = {"op": op, "ts": ts}
         if kind == REPOP:
             out["repop_ns"] = r["repop_ns"][idx].astype(np.int64)
         elif kind == REPLY:
             names = r.dtype.names
-            out["peer"] = r["peer"][idx].astype(np.int64)
+            out["peer"] = r["peer"][idx].astype(np.int32)
             out["wait"] = r["wait_ns"][idx].astype(np.int64)
             out["read"] = r["read"][idx].astype(bool) if "read" in names \
                 else np.zeros(len(idx), bool)
@@ -124,56 +134,64 @@ class _Chunked:
         return out
 
     def result(self):
-        """-> (ops Table: req fields, enq, first, done, repop_ns,
-        dequeued; {kind: Table of its rows})"""
-        cat = (lambda parts, k: np.concatenate([p[k] for p in parts]))
-        if not self.ops:
+        """-> (ops Table of those with a request id: req fields, enq,
+        first, done, repop_ns, repop_at, dequeued; their replies' Table
+        (op: its row))"""
+        if not self.n:
             return None, None
-        ops = {k: cat(self.ops, k) for k in self.ops[0]}
-        rows = {k: Table(**{f: cat(v, f) for f in v[0]}) if v else None
+        rows = {k: concat_parts(v, list(v[0])) if v else None
                 for k, v in self.rows.items()}
-        n = len(ops["enq"])
-        ops["done"] = np.full(n, NONE, np.int64)
-        ops["repop_ns"] = np.full(n, NONE, np.int64)
-        ops["repop_at"] = np.full(n, NONE, np.int64)
-        ops["dequeued"] = np.zeros(n, bool)
-        if rows[DONE] is not None:
-            ops["done"][rows[DONE].op] = rows[DONE].ts
-        if rows[REPOP] is not None:
-            ops["repop_ns"][rows[REPOP].op] = rows[REPOP].repop_ns
-            ops["repop_at"][rows[REPOP].op] = rows[REPOP].ts
-        if rows[DEQ] is not None:
-            ops["dequeued"][rows[DEQ].op] = True
+        self.rows = None
+        req = concat_parts(self.ops, _REQ)
         r = rows[REQID]
         if r is not None:
             # the first op_reqid of an op that had none at its enqueue
-            o = np.argsort(r.ts, kind="stable")[::-1]
-            late = r.op[o]
-            m = ops["req_type"][late] == 0
+            o = np.argsort(r["ts"], kind="stable")[::-1]
+            late = r["op"][o]
+            m = req["req_type"][late] == 0
             for f in _REQ:
-                ops[f][late[m]] = r.cols[f][o][m]
-        return Table(**ops), rows
+                req[f][late[m]] = r[f][o][m]
+        keep = np.flatnonzero(req["req_type"] != 0)
+        row = np.full(self.n, -1, np.int64)
+        row[keep] = np.arange(len(keep))
+        out = {f: req.pop(f)[keep] for f in _REQ}
+        for f in ("enq", "first"):
+            out[f] = concat_parts(self.ops, (f,))[f][keep]
+        self.ops = None
+        for name, kind, col in (("done", DONE, "ts"),
+                                ("repop_ns", REPOP, "repop_ns"),
+                                ("repop_at", REPOP, "ts")):
+            v = np.full(len(keep), NONE, np.int64)
+            x = rows[kind]
+            if x is not None:
+                m = row[x["op"]] >= 0
+                v[row[x["op"]][m]] = x[col][m]
+            out[name] = v
+        out["dequeued"] = np.zeros(len(keep), bool)
+        if rows[DEQ] is not None:
+            m = row[rows[DEQ]["op"]] >= 0
+            out["dequeued"][row[rows[DEQ]["op"]][m]] = True
+        rep = rows[REPLY]
+        if rep is not None:
+            m = row[rep["op"]] >= 0
+            rep = Table(**{k: v[m] for k, v in rep.items()})
+            rep.cols["op"] = row[rep.op]
+        return Table(**out), rep
 
 
-def read(cap):
+def read(cap, skip=()):
     """The ops of capture slot `cap` that carry a request id (client
-    ops on their primary, replicas' ops, their replies) -> (ops Table:
+    ops on their primary, replicas' ops, their replies), but those whose
+    message is of a type in `skip` -> (ops Table:
     req_type, req_num, req_inc, req_tid, enq, first (the message's first
     stamp; NONE), done, repop_ns, repop_at (NONE), dequeued, with times
     on the capture's monotonic clock; the replies Table: op (its row),
     peer, wait, read, sent, ts), or (None, None) without ops."""
-    c = _Chunked()
-    for ch in cap.chunks(NAMES, cap.first_ns, cap.last_ns):
+    c = _Chunked(skip)
+    for i, ch in enumerate(cap.chunks(NAMES, cap.first_ns, cap.last_ns)):
         c.feed(cap, ch)
-    ops, rows = c.result()
-    if ops is None:
-        return None, None
-    keep = ops.req_type != 0
-    idx = np.flatnonzero(keep)
-    remap = np.full(len(ops), -1, np.int64)
-    remap[idx] = np.arange(len(idx))
-    rep = rows[REPLY]
-    if rep is not None:
-        rep = rep.take(np.flatnonzero(keep[rep.op]))
-        rep.cols["op"] = remap[rep.op]
-    return ops.take(idx), rep
+        if i % 16 == 15:
+            give_back()
+    out = c.result()
+    give_back()
+    return out

@@ -11,16 +11,16 @@ import numpy as np
 from ..clocks import duration_ns
 from ..engine.session import TOOL
 from ..errors import UserError
-from ..model.e2e import (NONE, client_segments, replica_segments,
+from ..model.e2e import (KEYS, NONE, client_segments, replica_segments,
                          replica_table, replica_ways, reqid_key,
                          segment_columns,
                          segment_table, slowest_entry, slowest_rows)
 from ..model.interval import RunInfo
-from ..model.table import match
+from ..model.table import Matcher, Table, concat_parts, give_back
 from ..model.slowest import op_row
 from ..render.text import print_end_to_end, print_op_story
 from ..capture import reqops
-from ..ceph import objecter
+from ..ceph import messages, objecter
 from ..rbd.columns import CALL_OPS
 from .windows import bound, end_ns, host_pictures, window_record
 
@@ -234,61 +234,48 @@ def end_to_end(args, out, caps, traces, clocks):
     of p50, p99 and where the slowest ops' time went. Everything as
     columns (a set of several hosts holds hundreds of thousands of ops a
     minute): the clients' ops (rbd/columns.py), each capture's ops with
-    request ids (capture/reqops.py), joined by request id."""
+    request ids (capture/reqops.py), joined by request id; what is
+    done with is let go before the next part (the replicas' table last)."""
     cl = _client_columns(traces)
     if not len(cl["send"]):
         raise UserError("%s: no OSD ops recorded (see rbdrecord(8): the "
                         "client's Objecter)" % ", ".join(
                             t.path for t in traces))
-    keys = (cl["client"], cl["inc"], cl["tid"])
-    prim, reps, unfinished, replies = [], [], [], []
-    for ci, c in enumerate(caps):
-        ops, rep = reqops.read(c)
-        if ops is None:
-            continue
-        j = match(keys, (ops.req_num, ops.req_inc, ops.req_tid))
-        j[ops.req_type != _CLIENT] = -1
-        wall = c.wall_ns
-        done, repop = ops.done != NONE, ops.repop_ns != NONE
-        m = np.flatnonzero((j >= 0) & done)
-        prim.append({"j": j[m], "cap": np.full(len(m), ci), "row": m,
-                     "enq": wall(ops.enq[m]), "osd_done": wall(ops.done[m]),
-                     "first": np.where(ops.first[m] != NONE,
-                                       wall(ops.first[m]), NONE)})
-        if rep is not None:
-            replies.append((ci, rep, wall))
-        m = np.flatnonzero((j >= 0) & ~done & repop)
-        m = m[np.argsort(ops.repop_at[m], kind="stable")]
-        reps.append({"j": j[m], "osd": np.full(len(m), _osd_id(c.name)),
-                     "enq": wall(ops.enq[m]), "repop": ops.repop_ns[m]})
-        unfinished.append(j[(j >= 0) & ~done & ~repop & ops.dequeued])
-    p = _first_per_op(prim)
-    if not len(p["j"]):
+    keys = Matcher((cl["client"], cl["inc"], cl["tid"]))
+    joined = np.zeros(len(cl["send"]), bool)
+    parts = [x for x in (_capture_part(ci, c, keys, joined)
+                         for ci, c in enumerate(caps)) if x is not None]
+    keys = None
+    if not joined.any():
         raise UserError("none of the clients' %d OSD ops has its primary "
                         "in %s (request ids differ: another cluster or "
                         "time?)" % (len(cl["send"]), args.read))
-    seg = segment_columns({
-        "submit": cl["submit"][p["j"]], "call_done": cl["call_done"][p["j"]],
-        "released": cl["released"][p["j"]], "send": cl["send"][p["j"]],
-        "reply": cl["reply"][p["j"]], "done": cl["done"][p["j"]],
-        "first": p["first"], "enq": p["enq"], "osd_done": p["osd_done"]})
+    p = concat_parts([x["prim"] for x in parts],
+                     ("j", "cap", "enq", "osd_done", "first"))
+    seg = _segments(cl, p)
     write = cl["write"][p["j"]]
-    joined = np.zeros(len(cl["send"]), bool)
-    joined[p["j"]] = True
-    rows, unknown, late = _replica_rows(p, replies, reps)
-    left = np.unique(np.concatenate(unfinished)) if unfinished else []
-    left = [_reqid(cl, i) for i in left if not joined[i]]
+    left = np.unique(np.concatenate([x["unfinished"] for x in parts]))
+    left = [_reqid(cl, i) for i in left.tolist() if not joined[i]]
     res = {"type": "end_to_end", "client_ops": len(cl["send"]),
            "joined": int(joined.sum()), "traces": [t.path for t in traces],
            "unfinished": {"ops": len(left),
                           "reqids": sorted(left, key=reqid_key)},
            "kinds": {k: segment_table(seg, m) for k, m in (
                ("read", ~write), ("write", write)) if m.any()},
-           "replication": dict(replica_table(rows), unknown=unknown,
-                               sent_late=late),
-           "clocks": clocks}
+           "replication": None, "clocks": clocks}
+    give_back()
     if args.slowest:
         res["slowest"] = _slowest(args.slowest, seg, cl, p, caps, write)
+    seg = cl = p = write = None
+    give_back()
+    rows, unknown, late = replica_ways(
+        concat_parts([x["replies"] for x in parts],
+                     ("j", "peer", "wait", "seen", "within", "last")),
+        concat_parts([x["reps"] for x in parts], ("j", "osd", "enq",
+                                                   "repop")))
+    parts = None
+    res["replication"] = dict(replica_table(rows), unknown=unknown,
+                              sent_late=late)
     if args.json:
         out.write(json.dumps(res) + "\n")
     else:
@@ -297,6 +284,89 @@ def end_to_end(args, out, caps, traces, clocks):
 
 
 _CLIENT = 8         # a request id's entity type: client
+
+
+def _capture_part(ci, c, keys, joined):
+    """Capture c's part of the join, its ops read and let go: "prim"
+    (the clients' ops it completed as their primary, each op's first
+    completion: captures in order, the ops joined on an earlier one
+    left out; `joined` is set for them), "replies" (their replicas'
+    replies), "reps" (the replica ops it ran for the clients' ops: the
+    first of each op) and "unfinished" (ops dequeued and never
+    completed), wall ns; or None (no op with a request id)."""
+    # (the replies' own ops on the primary: the replies tell it all)
+    ops, rep = reqops.read(c, skip=messages.SUBOP_REPLIES)
+    if ops is None:
+        return None
+    j = keys.find((ops.req_num, ops.req_inc, ops.req_tid))
+    j[ops.req_type != _CLIENT] = -1
+    wall = c.wall_ns
+    done, repop = ops.done != NONE, ops.repop_ns != NONE
+    m = np.flatnonzero((j >= 0) & done)
+    m = m[~joined[j[m]]]
+    m = m[np.lexsort((ops.done[m], j[m]))]
+    m = m[np.concatenate([[True], j[m][1:] != j[m][:-1]])] if len(m) else m
+    joined[j[m]] = True
+    j = j.astype(np.int32)
+    out = {"prim": {"j": j[m], "cap": np.full(len(m), ci, np.int32),
+                    "enq": wall(ops.enq[m]), "osd_done": wall(ops.done[m]),
+                    "first": np.where(ops.first[m] != NONE,
+                                      wall(ops.first[m]), NONE)},
+           "replies": _replies(ops, rep, m, j, wall)}
+    m = np.flatnonzero((j >= 0) & ~done & repop)
+    m = m[np.lexsort((ops.repop_at[m], j[m]))]
+    m = m[np.concatenate([[True], j[m][1:] != j[m][:-1]])] if len(m) else m
+    out["reps"] = {"j": j[m], "osd": np.full(len(m), _osd_id(c.name),
+                                            np.int32),
+                   "enq": wall(ops.enq[m]), "repop": ops.repop_ns[m]}
+    out["unfinished"] = j[(j >= 0) & ~done & ~repop & ops.dequeued]
+    ops = rep = None
+    give_back()
+    return out
+
+
+def _replies(ops, rep, rows, j, wall):
+    """The replies the ops `rows` waited for as their primary: the
+    client op (j), the replica's osd id, the wait (from the sub-op's
+    send), when it was seen (wall ns), the op's sub-ops' spread
+    (sent_within) and whether it was the op's last."""
+    none = {k: np.zeros(0, np.int64) for k in ("j", "peer", "wait", "seen",
+                                              "within", "last")}
+    if rep is None or not len(rows):
+        return none
+    at = np.full(len(ops), -1, np.int64)
+    at[rows] = np.arange(len(rows))
+    k = at[rep.op]
+    m = (k >= 0) & ~rep.read
+    k, ts, sent = k[m], rep.ts[m], rep.sent[m]
+    top = np.full(len(rows), -1, np.int64)
+    np.maximum.at(top, k, ts)
+    within = np.zeros(len(rows), np.int64)
+    np.maximum.at(within, k, sent)
+    return {"j": j[rows][k], "peer": rep.peer[m],
+            "wait": np.maximum(0, rep.wait[m] - sent), "seen": wall(ts),
+            "within": within[k], "last": ts == top[k]}
+
+
+def _segments(cl, p):
+    """segment_columns() of the joined ops (p), a slice at a time (its
+    inputs are nine columns of them)."""
+    n = len(p["j"])
+    out = {"us": np.empty((n, len(KEYS))), "unknown": np.empty(
+        (n, len(KEYS)), bool), "total_us": np.empty(n),
+        "disagree_us": np.empty(n)}
+    for a in range(0, n, 1 << 17):
+        s = slice(a, min(n, a + (1 << 17)))
+        j = p["j"][s]
+        got = segment_columns(dict(
+            _call_times(cl, j), send=cl["send"][j], reply=cl["reply"][j],
+            done=cl["done"][j], first=p["first"][s], enq=p["enq"][s],
+            osd_done=p["osd_done"][s]))
+        for k, v in got.items():
+            out[k][s] = v
+        got = None
+        give_back()
+    return out
 
 
 def _osd_id(name):
@@ -311,8 +381,9 @@ def _osd_id(name):
 def _client_columns(traces):
     """The clients' OSD ops answered and completed (where a trace links
     ops to their librbd calls, those of calls: image I/O, not the image
-    header's), with their calls' times, as columns."""
-    parts = []
+    header's), as columns; "call": the op's call in "calls" (the traces'
+    calls, one Table), or -1."""
+    parts, calls, base = [], [], 0
     for ti, t in enumerate(traces):
         if t.cols is None:
             continue
@@ -322,88 +393,61 @@ def _client_columns(traces):
             m &= o.request >= 0
         i = np.flatnonzero(m)
         r = o.request[i]
-        has = r >= 0
-        call = (lambda col: np.where(has, col[np.maximum(r, 0)], NONE)
-                if len(c) else np.full(len(i), NONE, np.int64))
         parts.append({
             "client": o.client[i], "inc": o.inc[i], "tid": o.tid[i],
             "send": o.send[i], "reply": o.reply[i], "done": o.done[i],
             "write": (o.flags[i] & objecter.FLAG_WRITE) != 0,
-            "obj": o.obj[i], "trace": np.full(len(i), ti),
-            "call": np.where(has, r, -1),
-            "submit": call(c.submit), "call_done": call(c.done),
-            "released": call(c.released)})
+            "obj": o.obj[i], "trace": np.full(len(i), ti, np.int16),
+            "call": np.where(r >= 0, r + base, -1).astype(np.int32)})
+        calls.append(Table(**{k: c.cols[k] for k in (
+            "op", "off", "len", "submit", "done", "released")}))
+        base += len(c)
+        # the table keeps its own columns of what it needs: the trace's
+        # (tens of MB a 10-minute trace) go
+        t.cols.ops = t.cols.calls = None
     if not parts:
         return {"send": []}
-    out = {k: np.concatenate([x[k] for x in parts]) for k in parts[0]}
+    out = concat_parts(parts, list(parts[0]))
     out["traces"] = traces
+    out["calls"] = calls[0] if len(calls) == 1 else Table(**concat_parts(
+        [dict(c.cols) for c in calls], list(calls[0].cols)))
     return out
+
+
+def _call_times(cl, j):
+    """The times of the calls of client ops `j`: submit, call_done,
+    released (NONE without a call)."""
+    k = cl["call"][j]
+    has = k >= 0
+    c = cl["calls"]
+    return {name: np.where(has, col[np.maximum(k, 0)], NONE)
+            if len(c) else np.full(len(j), NONE, np.int64)
+            for name, col in (("submit", c.submit), ("call_done", c.done),
+                              ("released", c.released))}
 
 
 def _reqid(cl, i):
     return "client.%d.%d:%d" % (cl["client"][i], cl["inc"][i], cl["tid"][i])
 
 
-def _first_per_op(parts):
-    """Each client op's first completion as a primary (captures in
-    order, then by completion time)."""
-    p = {k: np.concatenate([x[k] for x in parts]) for k in parts[0]}
-    o = np.lexsort((p["osd_done"], p["cap"], p["j"]))
-    p = {k: v[o] for k, v in p.items()}
-    first = np.ones(len(o), bool)
-    first[1:] = p["j"][1:] != p["j"][:-1]
-    return {k: v[first] for k, v in p.items()}
-
-
-def _replica_rows(p, replies, reps):
-    """The replies the joined primaries (p) waited for, from each
-    capture's (replies: (capture number, reqops replies, its wall_ns)),
-    with the replicas' ops (reps) -> replica_ways()'s result."""
-    cols = {"j": [], "peer": [], "wait": [], "seen": [], "within": [],
-            "last": []}
-    for ci, rep, wall in replies:
-        # the replies of the ops joined as primaries on this capture
-        mine = p["cap"] == ci
-        row_of = np.full(int(rep.op.max()) + 1 if len(rep) else 0, -1,
-                         np.int64)
-        rows = p["row"][mine]
-        row_of[rows[rows < len(row_of)]] = np.flatnonzero(mine)[
-            rows < len(row_of)]
-        k = row_of[rep.op] if len(rep) else np.zeros(0, np.int64)
-        m = (k >= 0) & ~rep.read
-        k, op = k[m], rep.op[m]
-        wait = np.maximum(0, rep.wait[m] - rep.sent[m])
-        ts, sent = rep.ts[m], rep.sent[m]
-        # per op: its last reply, and its sub-ops' spread (sent_within)
-        top = np.full(len(p["j"]), -1, np.int64)
-        np.maximum.at(top, k, ts)
-        within = np.zeros(len(p["j"]), np.int64)
-        np.maximum.at(within, k, sent)
-        cols["j"].append(p["j"][k])
-        cols["peer"].append(rep.peer[m])
-        cols["wait"].append(wait)
-        cols["seen"].append(wall(ts))
-        cols["within"].append(within[k])
-        cols["last"].append(ts == top[k])
-    c = {k: np.concatenate(v) if v else np.zeros(0, np.int64)
-         for k, v in cols.items()}
-    r = {k: np.concatenate([x[k] for x in reps]) for k in reps[0]} \
-        if reps else {}
-    return replica_ways(c, r)
-
-
 def _slowest(n, seg, cl, p, caps, write):
     """--slowest: the n slowest joined ops, as slowest_entry()."""
     j = p["j"]
-    rows = slowest_rows(seg, np.array(["client.%d.%d" % x for x in zip(
-        cl["client"][j].tolist(), cl["inc"][j].tolist())]), cl["tid"][j], n)
+    # the clients in their request ids' (strings') order
+    who, first, inv = np.unique(
+        cl["client"][j] * (int(cl["inc"].max(initial=0)) + 1) +
+        cl["inc"][j], return_index=True, return_inverse=True)
+    names = np.array([_reqid(cl, int(j[i])).rpartition(":")[0]
+                      for i in first.tolist()])
+    rank = np.argsort(np.argsort(names))[inv.reshape(-1)]
+    rows = slowest_rows(seg, rank, cl["tid"][j], n)
     out = []
     for i in rows.tolist():
         k = int(j[i])
         tr = cl["traces"][int(cl["trace"][k])].cols
         call = None
         if cl["call"][k] >= 0:
-            c = tr.calls
+            c = cl["calls"]
             r = int(cl["call"][k])
             call = {"op": CALL_OPS[c.op[r]], "offset": int(c.off[r]),
                     "length": int(c.len[r])}

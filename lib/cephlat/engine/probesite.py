@@ -21,10 +21,23 @@ address where the entry has it.
 Instructions are decoded with Capstone (python3-capstone); without it
 nothing moves and nothing is said.
 """
-try:
-    import capstone
-except ImportError:                 # pragma: no cover - make setup has it
-    capstone = None
+capstone = None     # python3-capstone, once _load() has imported it
+_LOADED = []
+
+
+def _load():
+    """Import Capstone when first needed: it pulls setuptools in (about
+    15 MB that reading a capture, which never places a probe, has no use
+    for). -> whether it is there."""
+    global capstone
+    if not _LOADED:
+        try:
+            import capstone as cs
+        except ImportError:         # pragma: no cover - make setup has it
+            cs = None
+        capstone = cs
+        _LOADED.append(True)
+    return capstone is not None
 
 # the argument registers of the SysV x86-64 ABI, with their sub-registers
 ARG_REGS = (("rdi", "edi", "di", "dil"), ("rsi", "esi", "si", "sil"),
@@ -36,6 +49,7 @@ MAX_SCAN = 256
 
 
 def _disasm():
+    _load()
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     md.detail = True
     return md
@@ -87,7 +101,7 @@ def place(code, addr, arg=None):
     number (1-6) the program reads, a tuple of those when it reads
     several, 0 for none, or None for a probe that must stay at the entry
     (a call stage's). -> Site, or None without Capstone."""
-    if capstone is None or not code:
+    if not _load() or not code:
         return None
     md = _disasm()
     first = next(md.disasm(code[:16], addr, 1), None)

@@ -72,9 +72,13 @@ def segment_columns(t):
     n = len(t["send"])
     us = np.full((n, len(KEYS)), np.nan)
     for j, (key, a, b, on) in enumerate(spans):
-        on = np.broadcast_to(on, (n,))
-        us[on, j] = (b[on] - a[on]) / 1000.0
-    us = np.round(us, 1)
+        if on is True:
+            us[:, j] = b - a
+        else:
+            i = np.flatnonzero(on)
+            us[i, j] = b[i] - a[i]
+    us /= 1000.0
+    np.round(us, 1, out=us)
     net = us[:, _NET]
     unknown = np.zeros(us.shape, bool)
     unknown[:, _NET] = net < 0
@@ -135,49 +139,58 @@ def _pct(vals, q):
 
 
 def segment_table(seg, rows=None):
-    """The end-to-end table of the ops `rows` of segment_columns()'s
-    result (None: all): per segment (in order) its p50, p99 and mean over
-    the ops, and its mean over the ops at or above the p99 of the total
-    (where the slowest ops' time went); the total's the same. Ops with an
-    unknown segment (clocks) are left out and counted; a segment not on
-    an op's path counts 0 in it."""
-    us, unknown, total = seg["us"], seg["unknown"], seg["total_us"]
-    if rows is not None:
-        us, unknown, total = us[rows], unknown[rows], total[rows]
-    known = ~unknown.any(axis=1)
+    """The end-to-end table of the ops `rows` (a mask; None: all) of
+    segment_columns()'s result: per segment (in order) its p50, p99 and
+    mean over the ops, and its mean over the ops at or above the p99 of
+    the total (where the slowest ops' time went); the total's the same.
+    Ops with an unknown segment (clocks) are left out and counted; a
+    segment not on an op's path counts 0 in it. A column at a time."""
+    us = seg["us"]
+    idx = np.arange(len(us)) if rows is None else np.flatnonzero(rows)
+    known = ~seg["unknown"][idx].any(axis=1)
     out = {"ops": int(known.sum()), "unknown": int((~known).sum()),
            "segments": []}
     if not known.any():
         return out
-    us, total = us[known], total[known]
-    present = ~np.isnan(us)
+    idx = idx[known]
     # the segments of the op with the most of them (the first such)
-    keys = [k for j, k in enumerate(KEYS)
-            if present[int(present.sum(axis=1).argmax()), j]]
-    m = np.column_stack([np.nan_to_num(us, nan=0.0), total])
-    col = {k: m[:, i] for i, k in enumerate(COLS)}
+    count = np.zeros(len(idx), np.int8)
+    for j in range(len(KEYS)):
+        count += ~np.isnan(us[idx, j])
+    most = idx[int(count.argmax())]
+    keys = [k for j, k in enumerate(KEYS) if not np.isnan(us[most, j])]
+    total = seg["total_us"][idx]
     p99 = _pct(np.sort(total), 0.99)
     tail = total >= p99
     what = dict(SEGMENTS)
     for key in keys + ["total"]:
-        vals = np.sort(col[key])
+        col = total if key == "total" else \
+            np.nan_to_num(us[idx, KEYS.index(key)], nan=0.0)
+        vals = np.sort(col)
         out["segments"].append({
             "segment": key, "what": what.get(key, "the client's latency"),
             "p50_us": round(float(_pct(vals, 0.5)), 1),
             "p99_us": round(float(_pct(vals, 0.99)), 1),
             "mean_us": round(float(vals.mean()), 1),
-            "p99_ops_mean_us": round(float(col[key][tail].mean()), 1)})
+            "p99_ops_mean_us": round(float(col[tail].mean()), 1)})
     out["p99_ops"] = int(tail.sum())
     return out
 
 
-def slowest_rows(seg, clients, tids, n):
+def slowest_rows(seg, client_rank, tids, n):
     """The n slowest ops of segment_columns()'s result by the client's
     latency (the call's, as the application saw it), slowest first; ties
-    in request id order (clients: their "client.N.inc" strings, tids:
-    their tids). -> their row numbers"""
-    rank = np.unique(clients, return_inverse=True)[1].reshape(-1)
-    return np.lexsort((tids, rank, -seg["total_us"]))[:n]
+    in request id order (client_rank: each op's client's place among the
+    "client.N.inc" strings, tids: their tids). -> their row numbers"""
+    total = seg["total_us"]
+    if len(total) > 4 * n + 64:
+        # only the ops as slow as the n-th slowest can be among them
+        cut = np.partition(total, len(total) - n)[len(total) - n]
+        cand = np.flatnonzero(total >= cut)
+    else:
+        cand = np.arange(len(total))
+    o = np.lexsort((tids[cand], client_rank[cand], -total[cand]))
+    return cand[o[:n]]
 
 
 def slowest_entry(seg, i, **meta):
@@ -227,8 +240,10 @@ def slowest_calls(per_op, n):
     latency (slowest_rows), as slowest_entry() gives them."""
     seg = _from_dicts(per_op)
     keys = [reqid_key(p["reqid"]) for p in per_op]
-    rows = slowest_rows(seg, np.array([k[0] for k in keys]),
-                        np.array([k[1] for k in keys], np.int64), n)
+    rank = np.unique(np.array([k[0] for k in keys]),
+                     return_inverse=True)[1].reshape(-1)
+    rows = slowest_rows(seg, rank, np.array([k[1] for k in keys],
+                                            np.int64), n)
     return [slowest_entry(seg, i, **{k: per_op[i][k] for k in (
         "reqid", "kind", "primary", "object", "call")})
         for i in rows.tolist()]

@@ -17,7 +17,7 @@ import numpy as np
 from .events import ENTER
 from ..capture.textstream import TextStreams, strings
 from ..ceph import objecter
-from ..model.table import NONE, Table
+from ..model.table import NONE, Table, concat_parts, give_back
 
 # the call's events: name -> (op, offset field, length field)
 REQUESTS = {
@@ -67,8 +67,9 @@ class ClientColumns:
     """calls: op (CALL_OPS index), image, off, len, tid, submit, done,
     rval, released (NONE), in the order they completed;
     ops: client, inc, tid, osd, pool, seed, obj (objects.names index),
-    subop (kinds.names index: its first data sub-op), flags, attempts, offset, length, send,
-    reply, done (NONE: not recorded), in the order of their last send;
+    subop (kinds.names index: its first data sub-op), flags, attempts,
+    offset, length, send, reply, done (NONE: not recorded), and request
+    (link.py: its call, or -1), in the order of their last send;
     images: {imagectx: {"name", "snap", "ro", "pool"}}; unmatched:
     completions of no call; incomplete: calls never completed."""
 
@@ -93,7 +94,7 @@ class ClientColumns:
         ev = {n: [] for n in want}
         seq = 0             # the events' order in the trace (ties in time)
         done, open_ = [], None      # OSD ops completed; still open
-        calls = _Calls()
+        calls, spans = _Calls(), 0
         for buf, out in TextStreams(trace).spans(want):
             for name, (ts, f) in out.items():
                 d = {"ts": ts.astype(np.int64) + off,
@@ -106,6 +107,9 @@ class ClientColumns:
             r = _reduce_ops(_cat_rows([open_, _op_rows(ev)]))
             calls.feed(ev)
             ev = {n: [] for n in want}
+            spans += 1
+            if spans % 16 == 0:
+                give_back()
             if r is not None:
                 fin = r["has_send"] & (r["done"] != NONE)
                 done.append(_final_ops(r, fin))
@@ -114,6 +118,7 @@ class ClientColumns:
             done.append(_final_ops(open_, open_["has_send"]))
         self.calls, self.unmatched, self.incomplete = calls.result()
         self.ops = _cat_ops(done)
+        give_back()
 
     def _fields(self, name, buf, f, d):
         """One span's records of event `name` into columns d."""
@@ -268,9 +273,8 @@ class _Calls:
         """-> (calls Table, completions of no call, calls never
         completed)"""
         cols = ("op", "image", "off", "len", "tid", "submit", "done", "rval")
-        parts = [p for p in self.parts if len(p["op"])]
-        t = {c: np.concatenate([p[c] for p in parts]) if parts else
-             np.zeros(0, np.int8 if c == "op" else np.int64) for c in cols}
+        t = concat_parts([p for p in self.parts if len(p["op"])], cols)
+        self.parts = []
         t["released"] = np.full(self.n, NONE, np.int64)
         for i, ts in self.rel:
             t["released"][i] = ts
@@ -281,8 +285,8 @@ class _Calls:
 _OP_EVENTS = ("rbdrecord:osd_op_send", "rbdrecord:osd_op_reply",
               "rbdrecord:osd_op_done")
 # a send's fields kept with its op, and their types
-_SEND = (("osd", np.int32), ("pool", np.int64), ("seed", np.int64),
-         ("obj", np.int32), ("subop", np.int32), ("flags", np.int64),
+_SEND = (("osd", np.int32), ("pool", np.int64), ("seed", np.uint32),
+         ("obj", np.int32), ("subop", np.int16), ("flags", np.uint32),
          ("attempts", np.int32), ("offset", np.int64),
          ("length", np.int64))
 
@@ -369,9 +373,5 @@ def _final_ops(r, keep):
 
 def _cat_ops(parts):
     """The ops Table (by send time) of _final_ops parts."""
-    parts = [p for p in parts if len(p["send"])]
-    if not parts:
-        return Table(**{c: np.zeros(0, np.int64) for c in _COLS})
-    cols = {c: np.concatenate([p[c] for p in parts]) for c in _COLS}
-    o = np.argsort(cols["send"], kind="stable")
-    return Table(**{c: v[o] for c, v in cols.items()})
+    return Table(**concat_parts([p for p in parts if len(p["send"])],
+                                _COLS, key="send"))

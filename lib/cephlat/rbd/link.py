@@ -15,11 +15,14 @@ whatever the trace's length).
 """
 import numpy as np
 
+from ..model.table import give_back
+
 NO = -1
 # object sizes tried: 4 KiB to 64 MiB (rbd's --object-size range)
 ORDERS = range(12, 27)
-# candidate (op, call) pairs looked at in one go
-_PAIRS = 1 << 21
+# candidate (op, call) pairs looked at in one go, and ops
+_PAIRS = 1 << 18
+_OPS = 1 << 16
 
 
 def data_objects(names):
@@ -39,29 +42,32 @@ class Buckets:
 
     def __init__(self, calls):
         keep = np.flatnonzero(calls.len > 0)
-        off, ln = calls.off[keep], calls.len[keep]
-        first, last = off >> 20, (off + ln - 1) >> 20
-        n = (last - first + 1).astype(np.int64)
+        first = calls.off[keep] >> 20
+        n = ((calls.off[keep] + calls.len[keep] - 1) >> 20) - first + 1
+        # (call, MiB) pairs: a call once per MiB it touches
         call = np.repeat(keep, n)
-        mib = np.repeat(first, n) + (np.arange(int(n.sum())) -
-                                     np.repeat(np.cumsum(n) - n, n))
-        self.sub = calls.submit[call]
-        dur = calls.done[call] - self.sub
+        mib = np.repeat(first, n)
+        mib += np.arange(len(mib)) - np.repeat(np.cumsum(n) - n, n)
+        del first, n, keep
         # dense MiB numbers, and the order (MiB, submit, completion)
         self.mibs, dense = np.unique(mib, return_inverse=True)
+        del mib
         dense = dense.reshape(-1)
-        o = np.lexsort((call, self.sub, dense))
-        self.dense, self.call, self.sub = dense[o], call[o], self.sub[o]
+        sub = calls.submit[call]
+        o = np.lexsort((call, sub, dense))
+        self.dense, self.call, self.sub = dense[o], call[o], sub[o]
+        del o, sub, call
         self.longest = np.zeros(len(self.mibs), np.int64)
-        np.maximum.at(self.longest, dense, dur)
+        np.maximum.at(self.longest, self.dense,
+                      calls.done[self.call] - self.sub)
+        del dense
         self.t0 = int(self.sub.min()) if len(self.sub) else 0
         span = int(self.sub.max()) - self.t0 + 2 if len(self.sub) else 2
         self.span = span
         self.fits = len(self.mibs) * span < (1 << 62)
         self.key = self.dense * span + (self.sub - self.t0) \
             if self.fits else None
-        self.off, self.end = calls.off, calls.off + calls.len
-        self.done = calls.done
+        self.off, self.len, self.done = calls.off, calls.len, calls.done
 
     def ranges(self, mib, lo_t, hi_t):
         """Per query (MiB, from, to): the calls of that MiB submitted in
@@ -112,7 +118,8 @@ class Buckets:
             cand = np.repeat(lo[j], k) + (np.arange(int(k.sum())) -
                                           np.repeat(np.cumsum(k) - k, k))
             call = self.call[cand]
-            ok = (self.off[call] <= x[op]) & (x[op] < self.end[call]) & \
+            ok = (self.off[call] <= x[op]) & \
+                (x[op] < self.off[call] + self.len[call]) & \
                 (send[op] <= self.done[call])
             op, cand, call = op[ok], cand[ok], call[ok]
             # the latest submit; of equals, the first to complete
@@ -129,23 +136,27 @@ def link(cc):
     """Set each op's call (cc.ops.request: the call's index, or NO);
     -> the object size's order, or None (no data ops, or none linked)."""
     ops, calls = cc.ops, cc.calls
-    ops.cols["request"] = np.full(len(ops), NO, np.int64)
+    ops.cols["request"] = np.full(len(ops), NO, np.int32)
     no = data_objects(cc.objects.names)[ops.obj] if len(ops) else \
         np.zeros(0, np.int64)
     data = np.flatnonzero((no >= 0) & (ops.length > 0))
     if not len(data) or not (calls.len > 0).any():
         return None
     b = Buckets(calls)
-    send = ops.send[data]
+    send, no, off = ops.send[data], no[data], ops.offset[data]
 
     def owners(idx, order):
-        return b.owners((no[data][idx] << order) + ops.offset[data][idx],
-                        send[idx])
+        return b.owners((no[idx] << order) + off[idx], send[idx])
     sample = np.arange(0, len(data), max(1, len(data) // 200))
     score = {order: int((owners(sample, order) != NO).sum())
              for order in ORDERS}
     order = max(score, key=lambda k: (score[k], k == 22))
     if not score[order]:
         return None
-    ops.cols["request"][data] = owners(np.arange(len(data)), order)
+    req = ops.cols["request"]
+    for at in range(0, len(data), _OPS):
+        i = np.arange(at, min(at + _OPS, len(data)))
+        req[data[i]] = owners(i, order)
+    b = None
+    give_back()
     return order
