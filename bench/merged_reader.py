@@ -236,25 +236,18 @@ def _times(n):
     return "once" if n == 1 else "%d times taking turns" % n
 
 
-# why the targets are missed (measured with cProfile on a 1-minute set,
-# 8.2 M events, --slowest 1: 17.5 s in all under the profiler; the peaks
-# on the 10-minute set before and after commit 05fa0f1)
+# what a read holds and spends, said when a target is missed (measured on
+# the 10-minute set of commit 8d60525: 727k I/Os, 76 M events)
 MISSED = (
-    "Missed: what costs it. Every read holds the client's trace whole: its "
-    "events decoded one at a time (they carry strings, so the captures' "
-    "numpy reader cannot take them: 5.9 s of 17.5 on a 1-minute set) and "
-    "every call and OSD op kept as a Python object, to link each op to its "
-    "call: that is --op's whole peak (it finds its ops by a numpy scan of "
-    "the captures and follows only their addresses). The table and "
-    "--slowest also rebuild the captures' ops one event at a time in "
-    "Python (capture/ops.py: 10.4 s of those 17.5); since 05fa0f1 they "
-    "stream them and keep each joined op's segments as one row of numbers "
-    "(the peak was 5.35 GB and the reads 130 s on the set of f3ed3b3, "
-    "708580 I/Os), and what they hold beyond the trace is every write's "
-    "replies and its replicas' ops until they are joined. Before the link "
-    "of ops to calls searched each MiB's requests by time (it looked at "
-    "every one of them per op: 80 a MiB after a minute, 800 after ten), "
-    "these reads took 342-350 s and --op 262 s. Meeting the targets takes "
-    "a client trace of fixed-size events read by numpy (or by time "
-    "window), the ops rebuilt in numpy or native code, and the replies "
-    "joined as arrays.")
+    "Missed: what costs it. A read holds the client's calls and OSD ops as "
+    "columns (about 100 bytes an op: 70 MiB for 727k ops), each capture's "
+    "part of the join (the clients' ops it completed as their primary, the "
+    "replicas' ops and replies: about 30 MiB a capture) and the segments "
+    "(eight numbers an op); the peak comes while the last capture is read "
+    "(its ops with request ids, about 100 MiB, let go once its part is "
+    "made) or while --slowest ranks the ops. Time goes to each capture's "
+    "ops (3.4 s a capture, 2.6 of them the bulk decode of its events) and "
+    "to the client's trace (5.2 s: 3.0 its decode, 1.4 pairing calls and "
+    "ops, 0.7 linking them); the join and the tables take 2 s. Before commit 26bf260 the client's "
+    "trace was decoded one event at a time and every call, op and joined op "
+    "kept as a Python object: 0.6 M events/s and 1.4-1.5 GB.")

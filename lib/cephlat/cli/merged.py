@@ -94,12 +94,18 @@ def op_story(args, out, caps, err=None, traces=(), clocks=None):
     the replica ops; with a client's trace that sent it, the client's
     send, reply and completion, and its latency split end to end. Times
     from the first event, on the wall clock (captures of several hosts)."""
+    client = _client_op(traces, args.op_reqid)
+    if not (args.html or args.perfetto):
+        # the pictures draw the clients' other ops; the story needs no
+        # more of the traces than this op (tens of MB a long trace)
+        for t in traces:
+            t.cols = None
+        give_back()
     found = {}
     for c in caps:
         rows = c.ops_of(args.op_reqid)
         if rows:
             found[c.name or "pid %d" % c.pid] = (c, rows)
-    client = _client_op(traces, args.op_reqid)
     if not found:
         firsts = [c.first_op(c.first_ns, c.last_ns) for c in caps]
         if not any(o.req for o in firsts if o is not None):

@@ -41,7 +41,7 @@ class Buckets:
     """The calls with a length, by MiB and submit time."""
 
     def __init__(self, calls):
-        keep = np.flatnonzero(calls.len > 0)
+        keep = np.flatnonzero(calls.len > 0).astype(np.int32)
         first = calls.off[keep] >> 20
         n = ((calls.off[keep] + calls.len[keep] - 1) >> 20) - first + 1
         # (call, MiB) pairs: a call once per MiB it touches
@@ -52,7 +52,7 @@ class Buckets:
         # dense MiB numbers, and the order (MiB, submit, completion)
         self.mibs, dense = np.unique(mib, return_inverse=True)
         del mib
-        dense = dense.reshape(-1)
+        dense = dense.reshape(-1).astype(np.int32)
         sub = calls.submit[call]
         o = np.lexsort((call, sub, dense))
         self.dense, self.call, self.sub = dense[o], call[o], sub[o]
@@ -65,8 +65,8 @@ class Buckets:
         span = int(self.sub.max()) - self.t0 + 2 if len(self.sub) else 2
         self.span = span
         self.fits = len(self.mibs) * span < (1 << 62)
-        self.key = self.dense * span + (self.sub - self.t0) \
-            if self.fits else None
+        self.key = self.dense.astype(np.int64) * span + (
+            self.sub - self.t0) if self.fits else None
         self.off, self.len, self.done = calls.off, calls.len, calls.done
 
     def ranges(self, mib, lo_t, hi_t):
