@@ -128,11 +128,12 @@ class TextStreams:
     def spans(self, want):
         """want: {class name: fields} -> per span of packets of each
         stream file: (buf, {class name: (timestamps, {field: values})}),
-        the records of each class in file order (strings as (start,
+        the records of each class in file order, "_at" their place in the
+        trace (stream file number << 48 | byte offset) (strings as (start,
         length) in buf: strings() makes them bytes)."""
         want = {self.ids[n]: set(f) for n, f in want.items()
                 if n in self.ids}
-        for f in self.trace.streams:
+        for si, f in enumerate(self.trace.streams):
             p = Packets(os.path.join(self.trace.path, f))
             self.truncated |= p.truncated
             lo = 0
@@ -141,10 +142,10 @@ class TextStreams:
                 while hi < len(p) and (hi == lo or n < SPAN_BYTES):
                     n += int(p.size[hi])
                     hi += 1
-                yield self._span(p, lo, hi, want)
+                yield self._span(p, lo, hi, want, si)
                 lo = hi
 
-    def _span(self, p, lo, hi, want):
+    def _span(self, p, lo, hi, want, si):
         start = int(p.off[lo])
         stop = int(p.off[hi - 1] + p.size[hi - 1])
         try:
@@ -171,8 +172,9 @@ class TextStreams:
             if not m.any():
                 continue
             s = starts[m]
-            out[self.trace.classes[cid].name] = (
-                ts[m], self.layouts[cid].walk(buf, nul, s, fields)[1])
+            f = self.layouts[cid].walk(buf, nul, s, fields)[1]
+            f["_at"] = (si << 48) + start + s
+            out[self.trace.classes[cid].name] = (ts[m], f)
         return buf, out
 
     def _records(self, buf, nul, heads, ends, begin_ts, end_ts, path,

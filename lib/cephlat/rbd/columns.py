@@ -8,8 +8,10 @@ Pairing, as the trace's events mean it (events.py):
   its completion handle (a handle reused after that starts another
   call), released by the next rbdrecord:aio_release after that;
 - an OSD op (its request id: client, incarnation, tid): its last
-  osd_op_send (a resend replaces the attempt before it), its reply and
-  completion the last osd_op_reply / osd_op_done after that send.
+  osd_op_send (a resend replaces the attempt before it), its completion
+  the first osd_op_done after that send, its reply the last
+  osd_op_reply between them (an op completed is the Objecter's no more:
+  a reply after that is a duplicate to a forgotten tid).
 Calls and ops are linked by link.py.
 """
 import numpy as np
@@ -58,11 +60,6 @@ class Codes:
         return c
 
 
-def _cat(parts, key, dtype):
-    return np.concatenate([p[key] for p in parts]).astype(dtype) \
-        if parts else np.zeros(0, dtype)
-
-
 class ClientColumns:
     """calls: op (CALL_OPS index), image, off, len, tid, submit, done,
     rval, released (NONE), in the order they completed;
@@ -92,14 +89,12 @@ class ClientColumns:
                                         "read_only"),
             "rbdrecord:image_pool": ("imagectx", "pool")})
         ev = {n: [] for n in want}
-        seq = 0             # the events' order in the trace (ties in time)
         done, open_ = [], None      # OSD ops completed; still open
         calls, spans = _Calls(), 0
         for buf, out in TextStreams(trace).spans(want):
             for name, (ts, f) in out.items():
-                d = {"ts": ts.astype(np.int64) + off,
-                     "seq": np.arange(seq, seq + len(ts), dtype=np.int64)}
-                seq += len(ts)
+                # seq: the event's place in the trace (ties in time)
+                d = {"ts": ts.astype(np.int64) + off, "seq": f.pop("_at")}
                 self._fields(name, buf, f, d)
                 ev[name].append(d)
             # a span's ops as one row each, those completed set aside as
