@@ -104,12 +104,14 @@ class _Chunked:
                                                   a["row"][m],
                                                   op[m].astype(np.int32),
                                                   a["ts"][m]))
-        # carried on: each address's last op, unless it ended
+        # carried on: each address's last op, unless it ended or is not
+        # kept (what names its address before the next enqueue is its)
         last = np.ones(n, bool)
         last[:-1] = new[1:]
         q = enq[last]
         open_ = (q >= 0) & (last_end[last] < q)
         q = q[open_]
+        q = q[a["row"][q] >= 0]
         self.carry = {"addr": a["addr"][q], "ts": a["ts"][q],
                       "key": a["key"][q], "op": a["row"][q]}
 
