@@ -310,6 +310,8 @@ class Capture(OpLookups):
             if "op" not in r.dtype.names:
                 continue
             if only is not None:
+                if not len(only):
+                    continue
                 j = np.minimum(np.searchsorted(only, r["op"]),
                                len(only) - 1)
                 m = only[j] == r["op"]
