@@ -97,14 +97,13 @@ def _nul_after(buf, nul, pos):
     return end
 
 
-def strings(buf, where, width=None):
+def strings(buf, where):
     """(starts, lengths) of strings in buf -> a numpy bytes array (S<n>:
-    the longest, or `width`)."""
+    the longest)."""
     starts, lens = where
     if not len(starts):
         return np.zeros(0, "S1")
-    w = int(lens.max()) if width is None else width
-    w = max(w, 1)
+    w = max(int(lens.max()), 1)
     idx = starts[:, None] + np.arange(w)
     m = np.arange(w) < lens[:, None]
     mat = np.where(m, buf[np.minimum(idx, len(buf) - 1)], 0).astype(np.uint8)

@@ -18,7 +18,6 @@ import numpy as np
 
 from .events import ENTER
 from ..capture.textstream import TextStreams, strings
-from ..ceph import objecter
 from ..model.table import NONE, Table, concat_parts, give_back
 
 # the call's events: name -> (op, offset field, length field)
@@ -163,9 +162,6 @@ class ClientColumns:
         hit = np.flatnonzero((o.client == f[1]) & (o.inc == f[2]) &
                              (o.tid == f[3]))
         return int(hit[-1]) if len(hit) else None
-
-    def is_write(self):
-        return (self.ops.flags & objecter.FLAG_WRITE) != 0
 
 
 def _group_last(key_cols, kind, ts, seq):
