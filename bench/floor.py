@@ -191,13 +191,21 @@ def floor_part(a):
     return "\n".join(render(res)) + "\n"
 
 
+def load():
+    """The floor part's last results (RESULTS), None before a floor
+    run."""
+    if not os.path.exists(RESULTS):
+        return None
+    with open(RESULTS) as f:
+        return json.load(f)
+
+
 def render_section(osd):
     """BENCHMARKS.md's section from RESULTS (none before a floor run);
     `osd`: {release: the OSD's own trap per hit, us}."""
-    if not os.path.exists(RESULTS):
+    res = load()
+    if res is None:
         return []
-    with open(RESULTS) as f:
-        res = json.load(f)
     k = res["kinds"]
     push, multi = k["push"]["ns_per_hit"], k["multi"]["ns_per_hit"]
     step = min(k["xol"]["ns_per_hit"], k["endbr"]["ns_per_hit"])

@@ -1,6 +1,8 @@
 """bench/render.py - BENCHMARKS.md from the saved results: render_md puts
-together the issue 14 targets table (render_targets), the why section
-(targets.render_why), the issue 15 targets, how it is measured (METHOD,
+together the issue 14 targets table (render_targets), issue 27's
+(render_issue27_targets: the lean tier, the exporter's soak, the trap
+against the floor part's), the why section (targets.render_why), the
+issue 15 targets, how it is measured (METHOD,
 DEFAULTS_WHY), the releases side by side and each in full
 (render_release), the reader part's figures (render_issue15), the osds
 part (render_osds) and the exporter soak (soak_render.render_soak,
@@ -12,7 +14,8 @@ from measure import OSDS_LABELS, OSDS_MODES
 from measure_reader import READS
 from summary import _get, cost_parts, load_results
 from targets import (
-    TARGETS, _mark, _n, cost_holds, issue15_rows, render_why, target_rows)
+    TARGETS, _mark, _n, cost_holds, issue15_rows, issue27_rows, render_why,
+    target_rows)
 
 
 def render_osds(res):
@@ -116,6 +119,26 @@ def render_targets(results, osds_results):
              "until a run meets them.", "",
              "| measure | measured | target | |", "|---|---|---|---|"]
     for measure, got, target, met in target_rows(results, osds_results):
+        lines.append("| %s | %s | %s | %s |" % (measure, got, target,
+                                                 _met(met)))
+    return lines + [""]
+
+
+def render_issue27_targets(results, soak, floor_res):
+    """Issue 27's targets, each from its part's last run: the main part
+    (Pacific), the exporter's soak and the floor."""
+    lines = ["## Issue 27 targets", "",
+             "The lean tier and the default mode from Pacific's main part "
+             "(above: medians, min-max over the pairs), the exporter from "
+             "its soak (%s), the trap against the floor part's (%s). A "
+             "target is met when the median is (the exporter's cost from "
+             "its parts: every pair)." % (
+                 "commit %s, %s" % (soak.get("commit"), soak.get("date"))
+                 if soak else "not run",
+                 floor_res.get("date", "?") if floor_res else "not run"), "",
+             "| measure | measured | target | |", "|---|---|---|---|"]
+    for measure, got, target, met in issue27_rows(results, soak,
+                                                   floor_res):
         lines.append("| %s | %s | %s | %s |" % (measure, got, target,
                                                  _met(met)))
     return lines + [""]
@@ -262,7 +285,7 @@ DEFAULTS_WHY = (
 
 
 def render_md(results, osds_results=None):
-    """BENCHMARKS.md: the issue 14 targets, the releases side by side,
+    """BENCHMARKS.md: the issue 14 and 27 targets, the releases side by side,
     then each in full, then the osds part of every release that has
     one."""
     if osds_results is None:
@@ -277,8 +300,13 @@ def render_md(results, osds_results=None):
              "`bench/results/<release>.json` and, for the part that traces "
              "several OSDs (`make bench BENCH=osds` runs only that part), "
              "`bench/results/<release>.osds.json`; do not edit by hand.", ""]
+    soaks = load_results(".exporter")
+    soak = soaks[0] if soaks else None
+    import floor
+    floor_res = floor.load()
     lines += render_targets(results, osds_results)
-    lines += render_why(results, osds_results)
+    lines += render_issue27_targets(results, soak, floor_res)
+    lines += render_why(results, osds_results, soak, floor_res)
     lines += render_issue15_targets(issue15)
     lines += ["## How it is measured", "", METHOD, "", DEFAULTS_WHY, "",
               "## Releases side by side", "",
@@ -314,11 +342,9 @@ def render_md(results, osds_results=None):
         lines += render_issue15(res)
     for res in osds_results:
         lines += render_osds(res).splitlines() + [""]
-    soaks = load_results(".exporter")
-    if soaks:
+    if soak:
         import soak_render
-        lines += soak_render.render_soak(soaks[0])
-    import floor
+        lines += soak_render.render_soak(soak)
     traps = {}
     for res in results:
         c = cost_parts(res)
