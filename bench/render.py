@@ -1,7 +1,7 @@
 """bench/render.py - BENCHMARKS.md from the saved results: render_md puts
 together the issue 14 targets table (render_targets), issue 27's
 (render_issue27_targets: the lean tier, the exporter's soak, the trap
-against the floor part's), the why section (targets.render_why), the
+against the floor part's), the why section (why.render_why), the
 issue 15 targets, how it is measured (METHOD,
 DEFAULTS_WHY), the releases side by side and each in full
 (render_release), the reader part's figures (render_issue15), the osds
@@ -14,8 +14,8 @@ from measure import OSDS_LABELS, OSDS_MODES
 from measure_reader import READS
 from summary import _get, cost_parts, load_results
 from targets import (
-    TARGETS, _mark, _n, cost_holds, issue15_rows, issue27_rows, render_why,
-    target_rows)
+    TARGETS, _mark, _n, cost_holds, issue15_rows, issue27_rows, target_rows)
+from why import render_why
 
 
 def render_osds(res):

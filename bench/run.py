@@ -79,8 +79,9 @@
 # reader_part; the exporter part is exporter_soak.soak_part, the floor
 # part floor.floor_part, each rendering its own section) and rewrites
 # BENCHMARKS.md. What they use, each module importing only those listed
-# after it: render.py (BENCHMARKS.md), targets.py (the targets judged, and
-# why the missed ones are missed), summary.py (windows into figures; the
+# after it: render.py (BENCHMARKS.md), why.py (why the missed targets are
+# missed), targets.py (the targets judged; the soak's rows are
+# soak_render.py's), summary.py (windows into figures; the
 # saved results), measure_reader.py (issue 15's figures, no lab needed),
 # measure.py (the tracer and the windows on the lab), labkit.py (the lab,
 # fio, the OSD's counters, the figures' formatting). exporter_soak.py

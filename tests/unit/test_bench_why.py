@@ -1,4 +1,4 @@
-"""bench/targets.py's account of the default mode's cost per read
+"""bench/why.py's account of the default mode's cost per read
 (BENCHMARKS.md, "Where the cost per read goes"): the traps are the
 userspace mode's added OSD CPU less its programs, and the IOPS ratio a
 CPU-bound lab allows follows the host's CPU per op."""
@@ -11,6 +11,7 @@ sys.path.insert(0, os.path.join(REPO, "bench"))
 
 import summary  # noqa: E402
 import targets  # noqa: E402
+import why  # noqa: E402
 
 
 def _prog(runs_per_op, ns, uprobe):
@@ -55,11 +56,11 @@ def test_a_run_without_the_userspace_mode_is_not_taken_apart():
     res = _res()
     del res["modes"]["userspace"]
     assert summary.cost_parts(res) is None
-    assert targets.render_why([res], []) == []
+    assert why.render_why([res], []) == []
 
 
 def test_the_section_states_the_figures_and_what_the_ratio_needs():
-    text = "\n".join(targets.render_why([_res()], []))
+    text = "\n".join(why.render_why([_res()], []))
     assert "| pacific | 4 x 8 s | 14.0 us | 8.0 us (6.00 hits) | 2.0 us " \
         "| 2.0 us | 1.33 us | 10.0 us | 1.50 us |" in text
     # 150 untraced + 20 added -> 150/170; 0.95 allows 150 x (1/0.95 - 1)
@@ -70,7 +71,7 @@ def test_the_section_states_the_figures_and_what_the_ratio_needs():
 
 
 def test_only_missed_targets_are_explained():
-    text = "\n".join(targets.render_why([_res(default_us=7.5,
+    text = "\n".join(why.render_why([_res(default_us=7.5,
                                                userspace_us=4.5)], []))
     assert "**added OSD CPU per read" not in text
     assert "**userspace mode" not in text
@@ -84,26 +85,26 @@ def test_three_osds_are_compared_with_one_traced_on_the_same_lab():
     osds = {"machine": {"release": "pacific"}, "workloads": {"randread": {
         "one": {"per_osd": [osd(0, 40.0), osd(1, 5.0)]},
         "all": {"per_osd": [osd(0, 35.0), osd(1, 22.5)]}}}}
-    text = "\n".join(targets.render_why([_res()], [osds]))
+    text = "\n".join(why.render_why([_res()], [osds]))
     assert "osd.0 traced alone added 40.0 us (39.0-41.0) per read, all " \
         "three traced osd.0 35.0 us, osd.1 22.5 us" in text
     assert "traced alone" not in "\n".join(
-        targets.render_why([_res()], []))
+        why.render_why([_res()], []))
 
 
 def test_other_releases_uprobe_side_is_set_beside_pacifics():
     reef = _res(default_us=17.0, userspace_us=11.0)
     reef["machine"]["release"] = "reef"
-    text = "\n".join(targets.render_why([_res(), reef], []))
+    text = "\n".join(why.render_why([_res(), reef], []))
     assert "added reef 11.0 us against Pacific's 10.0 us per op" in text
     assert "Pacific's own 1-OSD pairs ranged 0.0-28.0 us around its " \
         "median of 14.0 us" in text
     assert "against Pacific's" not in "\n".join(
-        targets.render_why([_res()], []))
+        why.render_why([_res()], []))
 
 
 def test_nine_us_misses_issue_27s_target_only():
-    text = "\n".join(targets.render_why([_res(default_us=9.0,
+    text = "\n".join(why.render_why([_res(default_us=9.0,
                                                userspace_us=4.5)], []))
     assert "**added OSD CPU per read <= 10 us (issue 14), <= 8 us " \
         "(issue 27)**" in text
@@ -133,7 +134,7 @@ def test_issue_27_trap_is_held_to_the_floor_of_its_own_kind():
     assert target == "within 1.3x" and met is False
     rows = targets.issue27_rows([_res(userspace_us=9.5)], None, _floor())
     assert _row(rows, "trap cost per uprobe hit")[3] is True   # 1.25 x
-    text = "\n".join(targets.render_why([_res()], [], None, _floor()))
+    text = "\n".join(why.render_why([_res()], [], None, _floor()))
     assert "**a trap inside the OSD within 1.3x the floor**" in text
     assert "costs 1200 ns (1.20x the tight loop's 1000 ns), the OSD's " \
         "1333 ns is 1.11x the slept figure" in text
