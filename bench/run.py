@@ -79,7 +79,8 @@
 # reader_part; the exporter part is exporter_soak.soak_part, the floor
 # part floor.floor_part, each rendering its own section) and rewrites
 # BENCHMARKS.md. What they use, each module importing only those listed
-# after it: render.py (BENCHMARKS.md), why.py (why the missed targets are
+# after it: render.py (BENCHMARKS.md), sections.py (a part's run in full),
+# why.py (why the missed targets are
 # missed), targets.py (the targets judged; the soak's rows are
 # soak_render.py's), summary.py (windows into figures; the
 # saved results), measure_reader.py (issue 15's figures, no lab needed),
@@ -108,8 +109,9 @@ from measure import (  # noqa: E402
     recorder_throughput, set_op_tracker, startup_idle, stats_of, stats_run)
 from measure_reader import (  # noqa: E402
     ISSUE15_KEYS, RINGGEN_RATES, RINGGEN_SECS, reader_bench, recorder_rates)
-from render import (  # noqa: E402
-    render_issue15, render_md, render_osds, render_release)
+from render import render_md  # noqa: E402
+from sections import (  # noqa: E402
+    render_issue15, render_osds, render_release)
 from summary import load_results, summarize_main, summarize_osds  # noqa: E402
 from targets import TARGETS, cost_holds  # noqa: E402
 
