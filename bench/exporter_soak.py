@@ -281,6 +281,8 @@ def _spread(pairs, cost=lambda p: p["cost_pct"]):
 
 
 def soak_part(a):
+    """The soak, then the cost pairs under its load and at a fixed rate;
+    writes bench/results/<release>.exporter.json -> its section."""
     from promserver import Prometheus, free_port
     env = bench.lab_env(osds=3)
     pids = [int(p) for p in env["OSD_PIDS"].split(",")]
@@ -291,7 +293,6 @@ def soak_part(a):
         3 * PAIR_S + PAIR_SETTLE_S + 40) + 120)
     port = free_port()
     ex = mon = prom = gets = None
-    samples = []
     try:
         time.sleep(5)
         ex = _start_exporter(port, a.soak_bound)
@@ -300,51 +301,22 @@ def soak_part(a):
                          nice=MONITOR_NICE)
         prom = Prometheus(target, scrape_s=SCRAPE_S, self_scrape=True)
         gets = _GetTimer(port)
-        t_start = time.monotonic()
-        s0 = bench.osd_snapshot(pids, asoks)
-        lean0 = _lean_ops(_scrape(port))
-        cpu0 = bench.proc_cpu_s(ex.pid)
-        while time.monotonic() - t_start < soak_s:
-            time.sleep(SAMPLE_S)
-            m = _scrape(port)
-            samples.append({
-                "t": round(time.monotonic() - t_start, 1),
-                **_rss(ex.pid),
-                "cpu_s": bench.proc_cpu_s(ex.pid) - cpu0,
-                "ops_fullness": _sum(m, "ceph_osdstage_map_fullness_ratio",
-                                     map="ops"),
-                "threads_fullness": _sum(m,
-                                         "ceph_osdstage_map_fullness_ratio",
-                                         map="threads"),
-                "in_flight": _sum(m, "ceph_osdstage_ops_in_flight"),
-                "estimate_pct": round(100 * _sum(
-                    m, "ceph_osdstage_overhead_ratio"), 4),
-                "attached_s": _sum(m, "ceph_osdstage_attached_seconds_total",
-                                   tier="full"),
-                "lean_attached_s": _sum(
-                    m, "ceph_osdstage_attached_seconds_total", tier="lean"),
-                "lean_ops": _lean_ops(m),
-                "traced_s": _sum(m, "ceph_osdstage_traced_seconds_total"),
-                "lost": _sum(m, "ceph_osdstage_events_lost_total"),
-            })
-            if ex.poll() is not None:
-                sys.exit("bench: the exporter exited during the soak")
-        s1 = bench.osd_snapshot(pids, asoks)
-        ex_cpu = bench.proc_cpu_s(ex.pid) - cpu0
-        wall = time.monotonic() - t_start
-        get_ms, get_errors = gets.stop()
+        soak = _soak(ex, port, pids, asoks, soak_s)
+        soak["get_ms"], soak["get_errors"] = gets.stop()
         gets = None
         # each Prometheus' time per scrape of us, and of itself (the part
         # that is not the exporter's)
-        prom_ms = {(p, q, job): _scrape_ms(srv, q, job, soak_s + 60)
-                   for p, srv in (("mon", mon), ("co", prom))
-                   for q in (1, 0.99) for job in ("osdstage", "prometheus")}
-        samples_scraped = mon.query(
+        soak["prom_ms"] = {
+            (p, q, job): _scrape_ms(srv, q, job, soak_s + 60)
+            for p, srv in (("mon", mon), ("co", prom))
+            for q in (1, 0.99) for job in ("osdstage", "prometheus")}
+        soak["samples_scraped"] = mon.query(
             'max_over_time(scrape_samples_scraped{job="osdstage"}[%ds])'
             % (soak_s + 60))
-        page = _page_bytes(port)
-        lost = {dict(k[1])["reason"]: v for k, v in _scrape(port).items()
-                if k[0] == "ceph_osdstage_events_lost_total" and v}
+        soak["page"] = _page_bytes(port)
+        soak["lost_by_reason"] = {
+            dict(k[1])["reason"]: v for k, v in _scrape(port).items()
+            if k[0] == "ceph_osdstage_events_lost_total" and v}
         _stop(ex)
         pairs = [_pair(pids, asoks, port, a.soak_bound, parts=True)
                  for _ in range(a.soak_pairs)]
@@ -366,16 +338,73 @@ def soak_part(a):
             ex.kill()
         if load is not None:
             load.stop()
+    res = {"machine": bench.machine(env, pids[0]),
+           "commit": bench.git_commit(), "date": time.strftime("%Y-%m-%d"),
+           "soak_min": a.soak_min, "bound_pct": a.soak_bound}
+    res.update(soak_results(soak, pairs, rate_pairs, rate, w_iops))
+    rel = res["machine"]["release"]
+    with open(os.path.join(bench.RESULTS, rel + ".exporter.json"), "w") as f:
+        json.dump(res, f, indent=1)
+        f.write("\n")
+    return "\n".join(render_soak(res)) + "\n"
+
+
+def _soak(ex, port, pids, asoks, soak_s):
+    """The soak itself, the exporter `ex` serving on `port`: a sample
+    every SAMPLE_S s -> {samples, the OSDs' snapshots before and after
+    (s0, s1), the lean op count at the start (lean0), the exporter's
+    CPU s (ex_cpu) and the wall s it took}."""
+    t_start = time.monotonic()
+    s0 = bench.osd_snapshot(pids, asoks)
+    lean0 = _lean_ops(_scrape(port))
+    cpu0 = bench.proc_cpu_s(ex.pid)
+    samples = []
+    while time.monotonic() - t_start < soak_s:
+        time.sleep(SAMPLE_S)
+        samples.append(_sample(_scrape(port), ex.pid, cpu0,
+                               time.monotonic() - t_start))
+        if ex.poll() is not None:
+            sys.exit("bench: the exporter exited during the soak")
+    s1 = bench.osd_snapshot(pids, asoks)
+    return {"samples": samples, "s0": s0, "s1": s1, "lean0": lean0,
+            "ex_cpu": bench.proc_cpu_s(ex.pid) - cpu0,
+            "wall": time.monotonic() - t_start}
+
+
+def _sample(m, pid, cpu0, t):
+    """One soak sample at `t` s: the exporter's (pid) memory and CPU
+    since cpu0 and what its page `m` (_scrape's) says."""
+    full = "ceph_osdstage_map_fullness_ratio"
+    attached = "ceph_osdstage_attached_seconds_total"
+    return {"t": round(t, 1), **_rss(pid),
+            "cpu_s": bench.proc_cpu_s(pid) - cpu0,
+            "ops_fullness": _sum(m, full, map="ops"),
+            "threads_fullness": _sum(m, full, map="threads"),
+            "in_flight": _sum(m, "ceph_osdstage_ops_in_flight"),
+            "estimate_pct": round(100 * _sum(
+                m, "ceph_osdstage_overhead_ratio"), 4),
+            "attached_s": _sum(m, attached, tier="full"),
+            "lean_attached_s": _sum(m, attached, tier="lean"),
+            "lean_ops": _lean_ops(m),
+            "traced_s": _sum(m, "ceph_osdstage_traced_seconds_total"),
+            "lost": _sum(m, "ceph_osdstage_events_lost_total")}
+
+
+def soak_results(soak, pairs, rate_pairs, rate, w_iops):
+    """The results' figures from what the soak measured (_soak's, with
+    the scrape timings soak_part adds) and the cost pairs: under the
+    soak's load (`pairs`, fio at `w_iops` writes/s) and at a fixed
+    `rate` (`rate_pairs`)."""
+    samples, s0, s1 = soak["samples"], soak["s0"], soak["s1"]
     traced = _cpu_per_op(s0, s1)
     ops_s = traced["ops"] / traced["secs"] if traced["secs"] else 0
-    ex_pct = 100.0 * ex_cpu / (wall * bench.NCPU)
+    ex_pct = 100.0 * soak["ex_cpu"] / (soak["wall"] * bench.NCPU)
     warm = [s for s in samples if s["t"] >= WARMUP_S] or samples
-    rss0, rss1 = warm[0]["rss_kb"], samples[-1]["rss_kb"]
+    first, last = warm[0], samples[-1]
+    rss0, rss1 = first["rss_kb"], last["rss_kb"]
+    get_ms, prom_ms = soak["get_ms"], soak["prom_ms"]
+    scraped = soak["samples_scraped"]
     res = {
-        "machine": bench.machine(env, pids[0]),
-        "commit": bench.git_commit(),
-        "date": time.strftime("%Y-%m-%d"),
-        "soak_min": a.soak_min, "bound_pct": a.soak_bound,
         "load": "fio rbd randrw 4 KiB iodepth 16 on rbd/img1 (3-OSD lab, "
                 "pool size 3)",
         "samples": samples,
@@ -383,41 +412,31 @@ def soak_part(a):
         "rss_max_kb": max(s["rss_kb"] for s in warm),
         "rss_drift_pct": round(100.0 * (rss1 - rss0) / rss0, 2),
         "rss_anon_drift_pct": round(100.0 * (
-            samples[-1]["rss_anon_kb"] - warm[0]["rss_anon_kb"]) /
-            max(warm[0]["rss_anon_kb"], 1), 2),
-        "rss_file_kb": [warm[0]["rss_file_kb"], samples[-1]["rss_file_kb"]],
+            last["rss_anon_kb"] - first["rss_anon_kb"]) /
+            max(first["rss_anon_kb"], 1), 2),
+        "rss_file_kb": [first["rss_file_kb"], last["rss_file_kb"]],
         "scrape_max_ms": _q(get_ms, 1), "scrape_p99_ms": _q(get_ms, 0.99),
-        "scrape_gets": len(get_ms), "scrape_errors": get_errors,
+        "scrape_gets": len(get_ms), "scrape_errors": soak["get_errors"],
         "scrape_timed": "GET gzip",
         "monitor_nice": MONITOR_NICE,
-        "prometheus_scrape_max_ms": prom_ms["mon", 1, "osdstage"],
-        "prometheus_scrape_p99_ms": prom_ms["mon", 0.99, "osdstage"],
-        "prometheus_self_scrape_max_ms": prom_ms["mon", 1, "prometheus"],
-        "prometheus_self_scrape_p99_ms": prom_ms["mon", 0.99, "prometheus"],
-        "colocated_scrape_max_ms": prom_ms["co", 1, "osdstage"],
-        "colocated_scrape_p99_ms": prom_ms["co", 0.99, "osdstage"],
-        "colocated_self_scrape_max_ms": prom_ms["co", 1, "prometheus"],
-        "colocated_self_scrape_p99_ms": prom_ms["co", 0.99, "prometheus"],
-        "page_samples": int(max(v for _, v in samples_scraped))
-        if samples_scraped else None,
-        "page_bytes": page,
+        "page_samples": int(max(v for _, v in scraped)) if scraped else None,
+        "page_bytes": soak["page"],
         "ops_fullness_max": max(s["ops_fullness"] for s in samples),
-        "threads_fullness_first": warm[0]["threads_fullness"],
-        "threads_fullness_last": samples[-1]["threads_fullness"],
+        "threads_fullness_first": first["threads_fullness"],
+        "threads_fullness_last": last["threads_fullness"],
         "in_flight_max": max(s["in_flight"] for s in samples),
-        "estimate_pct_last": samples[-1]["estimate_pct"],
-        "attached_fraction": round(samples[-1]["attached_s"] /
-                                   max(samples[-1]["traced_s"], 1e-9), 3),
-        "lean_attached_fraction": round(samples[-1]["lean_attached_s"] /
-                                        max(samples[-1]["traced_s"], 1e-9),
-                                        3),
+        "estimate_pct_last": last["estimate_pct"],
+        "attached_fraction": round(last["attached_s"] /
+                                   max(last["traced_s"], 1e-9), 3),
+        "lean_attached_fraction": round(last["lean_attached_s"] /
+                                        max(last["traced_s"], 1e-9), 3),
         # the ops the lean tier counted over Ceph's client ops, from the
         # soak's start to its last sample (the exporter's figures lag by up
         # to a refresh, Ceph's are read at the end)
-        "ops_counted": [samples[-1]["lean_ops"] - lean0, sum(
+        "ops_counted": [last["lean_ops"] - soak["lean0"], sum(
             b[2] - a[2] for a, b in zip(s0["osds"], s1["osds"]))],
-        "lost": samples[-1]["lost"],
-        "lost_by_reason": lost,
+        "lost": last["lost"],
+        "lost_by_reason": soak["lost_by_reason"],
         "exporter_cpu_pct": round(ex_pct, 3),
         "osd_us_per_op_traced": round(traced["us_per_op"], 2)
         if traced["us_per_op"] else None,
@@ -431,11 +450,14 @@ def soak_part(a):
         "rate_parts_pct": _spread(rate_pairs,
                                   lambda p: p["traced"]["parts"]["pct"]),
     }
-    rel = res["machine"]["release"]
-    with open(os.path.join(bench.RESULTS, rel + ".exporter.json"), "w") as f:
-        json.dump(res, f, indent=1)
-        f.write("\n")
-    return "\n".join(render_soak(res)) + "\n"
+    # each Prometheus' scrape of us and of itself, max and p99
+    for who, mon_or_co in (("prometheus", "mon"), ("colocated", "co")):
+        for job, what in (("osdstage", "scrape"),
+                          ("prometheus", "self_scrape")):
+            for q, stat in ((1, "max"), (0.99, "p99")):
+                res["%s_%s_%s_ms" % (who, what, stat)] = \
+                    prom_ms[mon_or_co, q, job]
+    return res
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["time-gets"]:

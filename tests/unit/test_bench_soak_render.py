@@ -212,3 +212,52 @@ def test_the_pairs_line_says_how_the_pairs_ran():
     assert "32000 (60.0) / 16000 (30.0)" in got
     got = soak_render._pairs_line({"pair_secs": 40, "pairs": old})
     assert "40 s untraced (before) / 40 s" in got
+
+
+def _soak_sample(t, rss, lean_ops, attached, lean_attached, traced):
+    return {"t": t, "rss_kb": rss, "rss_anon_kb": rss - 30000,
+            "rss_file_kb": 30000, "cpu_s": t / 100, "ops_fullness": 0.001,
+            "threads_fullness": 0.08, "in_flight": 3, "estimate_pct": 0.4,
+            "attached_s": attached, "lean_attached_s": lean_attached,
+            "lean_ops": lean_ops, "traced_s": traced, "lost": 0}
+
+
+def test_soak_results_hold_every_figure_the_section_reads():
+    """soak_results() from a made-up soak: its figures follow from the
+    samples and snapshots, and the section renders from them with every
+    key a real soak's results file holds."""
+    import json
+    samples = [_soak_sample(30.0, 90000, 1000, 1.0, 30.0, 30.0),
+               _soak_sample(150.0, 100000, 50000, 3.0, 150.0, 150.0),
+               _soak_sample(1800.0, 101000, 400000, 36.0, 1800.0, 1800.0)]
+    # each OSD: (cpu s, ops counted, client ops)
+    soak = {"samples": samples, "lean0": 0,
+            "s0": {"t": 0.0, "osds": [(10.0, 0, 0), (20.0, 0, 0)]},
+            "s1": {"t": 1800.0, "osds": [(110.0, 500000, 250000),
+                                         (170.0, 500000, 150000)]},
+            "ex_cpu": 7.2, "wall": 1800.0,
+            "get_ms": [float(i) for i in range(1, 101)], "get_errors": 0,
+            "prom_ms": {(p, q, job): 10.0 * (p == "co") + 5.0 * q +
+                        (job == "prometheus")
+                        for p in ("mon", "co") for q in (1, 0.99)
+                        for job in ("osdstage", "prometheus")},
+            "samples_scraped": [({}, 4000.0), ({}, 4341.0)],
+            "page": [481000, 34000], "lost_by_reason": {}}
+    res = exporter_soak.soak_results(soak, [], [], 450, 900.0)
+    assert res["rss_first_kb"] == 100000          # after the warm-up
+    assert res["rss_drift_pct"] == 1.0 and res["rss_max_kb"] == 101000
+    assert res["ops_counted"] == [400000, 400000]
+    assert res["lean_attached_fraction"] == 1.0
+    assert res["attached_fraction"] == 0.02
+    assert res["exporter_cpu_pct"] == round(
+        100 * 7.2 / (1800 * exporter_soak.bench.NCPU), 3)
+    assert res["osd_us_per_op_traced"] == 250.0   # 250 s over 1 M ops
+    assert res["scrape_max_ms"] == 100.0 and res["scrape_p99_ms"] == 100.0
+    assert res["prometheus_scrape_max_ms"] == 5.0
+    assert res["colocated_self_scrape_p99_ms"] == 10.0 + 4.95 + 1
+    assert res["page_samples"] == 4341
+    saved = os.path.join(REPO, "bench", "results", "pacific.exporter.json")
+    with open(saved) as f:
+        want = set(json.load(f)) - {"machine", "commit", "date",
+                                    "soak_min", "bound_pct"}
+    assert set(res) == want
