@@ -168,7 +168,7 @@ def osds_part(a):
     return res
 
 
-def main(argv=None):
+def _parser():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--pairs", type=int, default=4)
     ap.add_argument("--secs", type=int, default=8)
@@ -225,7 +225,11 @@ def main(argv=None):
     ap.add_argument("--soak-bound", type=float, default=1.0,
                     help="the exporter's --max-overhead in the soak "
                     "(default 1: its own default)")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None):
+    a = _parser().parse_args(argv)
     if os.geteuid() != 0:
         sys.exit("bench: must run as root")
     if a.smoke:
@@ -289,34 +293,13 @@ def main_part(a):
     # is every mode's base, and each traced window runs with the BPF
     # statistics on and gives them too (the full bench keeps them apart:
     # the statistics cost each program run two clock reads)
-    smoke_base, smoke_stats = None, {}
+    smoke = {"base": None, "stats": {}}
     for wl, rw in workloads:
         fio(env, rw, a.secs)        # warm-up, not counted: the first run lags
         # the modes interleaved too: pair i of each mode, then pair i + 1
         for i in range(a.pairs):
             for mode in modes:
-                secs, settle = window_of(mode, a)
-                if MODES[mode] == OPTRACKER:
-                    try:
-                        set_op_tracker(asok, False)
-                        base = osd_window(env, [pid], [asok], rw, secs,
-                                          None, settle)
-                    finally:
-                        set_op_tracker(asok, True)
-                    traced = osd_window(env, [pid], [asok], rw, secs, None,
-                                        settle)
-                elif a.smoke:
-                    base = smoke_base = smoke_base or osd_window(
-                        env, [pid], [asok], rw, secs, None, settle)
-                    with bpf_stats_on():
-                        traced = osd_window(env, [pid], [asok], rw, secs,
-                                            MODES[mode], settle, stats=True)
-                    smoke_stats[mode] = stats_of(traced)
-                else:
-                    base = osd_window(env, [pid], [asok], rw, secs, None,
-                                      settle)
-                    traced = osd_window(env, [pid], [asok], rw, secs,
-                                        MODES[mode], settle)
+                base, traced = _main_pair(env, pid, asok, mode, rw, a, smoke)
                 got[mode][wl].append((base, traced))
                 print("bench: %-9s %-8s pair %d: %.0f vs %.0f IOPS; OSD "
                       "%.1f vs %.1f us/op, host %.1f vs %.1f us/op" % (
@@ -325,50 +308,27 @@ def main_part(a):
                           traced["osds"][0]["cpu_us_per_op"] or 0,
                           base["host_us_per_op"] or 0,
                           traced["host_us_per_op"] or 0), file=sys.stderr)
-    startup, rss = [], []
     for mode in modes:
-        res["modes"][mode] = {}
-        for wl, _ in workloads:
-            pairs = got[mode][wl]
-            s = res["modes"][mode][wl] = summarize_main(pairs)
-            s["secs"] = window_of(mode, a)[0]
-            if mode == "default":
-                startup += [b["startup_s"] for _, b in pairs]
-                rss += [b["rss_mb"] for _, b in pairs]
-            if mode == "record":
-                # the recorder at the lab's peak: CPU share of one core
-                s["recorder_cpu_pct"] = round(statistics.median(
-                    100 * b["tracer_cpu_s"] / b["secs"] for _, b in pairs), 1)
-                s["events_per_s"] = round(statistics.median(
-                    b["events"][0] / b["life_s"] for _, b in pairs))
-                s["lost"] = sum(b["events"][1] for _, b in pairs)
-            if mode == "bounded":
-                s["estimated_pct"] = _spread([
-                    ((b["report"] or {}).get("overhead") or {}).get(
-                        "estimated_pct") for _, b in pairs], 3)
+        res["modes"][mode] = {wl: _mode_summary(mode, got[mode][wl], a)
+                              for wl, _ in workloads}
     for mode in MODES:
         if MODES[mode] is None:
             res["modes"][mode] = {"available": False}
-    # BPF run statistics: one window per mode, reads
-    res["bpf_stats"] = {}
-    for mode in modes:
-        if MODES[mode] == OPTRACKER:
-            continue                # no BPF program of ours
-        secs, settle = window_of(mode, a)
-        st = res["bpf_stats"][mode] = smoke_stats.get(mode) or stats_run(
-            env, pid, asok, MODES[mode], "randread", secs, settle)
-        print("bench: %-9s BPF statistics: %.2f uprobe runs per op" % (
-            mode, st["uprobe_runs_per_op"] or 0), file=sys.stderr)
+    res["bpf_stats"] = _bpf_stats(env, pid, asok, modes, a, smoke["stats"])
+    # the tool's own figures: the default mode's start-up and RSS over
+    # its traced windows, the recorder
     dflt = res["bpf_stats"]["default"]
     rr = res["modes"]["default"]["randread"]
+    traced = [b for wl, _ in workloads for _, b in got["default"][wl]]
     res["programs"] = dflt["programs"]
     res["hits_per_op"] = (rr["uprobe_hits_per_op"] or {}).get("median")
     res["all_runs_per_op"] = dflt["all_runs_per_op"]
     res["tracer_cpu_s_per_10k_ops"] = round(
         (rr["tracer_us_per_op"] or {}).get("median", 0) / 100, 4)
     res["startup_s"] = round(idle_startup, 3)
-    res["startup_busy_s"] = round(statistics.median(startup), 3)
-    res["peak_rss_mb"] = round(max(rss), 1)
+    res["startup_busy_s"] = round(statistics.median(
+        b["startup_s"] for b in traced), 3)
+    res["peak_rss_mb"] = round(max(b["rss_mb"] for b in traced), 1)
     res["recorder"] = recorder_throughput(50000 if a.smoke else 300000)
     rec_rr = res["modes"]["record"].get("randread", {})
     res["recorder"]["lab_peak_cpu_pct"] = rec_rr.get("recorder_cpu_pct")
@@ -387,6 +347,66 @@ def main_part(a):
     with open(out, "w") as f:
         json.dump(res, f, indent=1)
     return render_release(res)
+
+
+def _main_pair(env, pid, asok, mode, rw, a, smoke):
+    """One pair of windows of `mode` under fio `rw`: -> (untraced,
+    traced). The optracker mode's base has Ceph's OpTracker off; under
+    --smoke one untraced window (smoke["base"]) is every mode's base and
+    the traced window gives the BPF statistics (smoke["stats"])."""
+    secs, settle = window_of(mode, a)
+
+    def window(cmd, **kw):
+        return osd_window(env, [pid], [asok], rw, secs, cmd, settle, **kw)
+    if MODES[mode] == OPTRACKER:
+        try:
+            set_op_tracker(asok, False)
+            base = window(None)
+        finally:
+            set_op_tracker(asok, True)
+        return base, window(None)
+    if a.smoke:
+        base = smoke["base"] = smoke["base"] or window(None)
+        with bpf_stats_on():
+            traced = window(MODES[mode], stats=True)
+        smoke["stats"][mode] = stats_of(traced)
+        return base, traced
+    return window(None), window(MODES[mode])
+
+
+def _mode_summary(mode, pairs, a):
+    """One mode's figures on one workload from its pairs; the record
+    mode adds the recorder's at the lab's peak, the bounded mode its own
+    estimate of its cost."""
+    s = summarize_main(pairs)
+    s["secs"] = window_of(mode, a)[0]
+    if mode == "record":
+        # the recorder at the lab's peak: CPU share of one core
+        s["recorder_cpu_pct"] = round(statistics.median(
+            100 * b["tracer_cpu_s"] / b["secs"] for _, b in pairs), 1)
+        s["events_per_s"] = round(statistics.median(
+            b["events"][0] / b["life_s"] for _, b in pairs))
+        s["lost"] = sum(b["events"][1] for _, b in pairs)
+    if mode == "bounded":
+        s["estimated_pct"] = _spread([
+            ((b["report"] or {}).get("overhead") or {}).get(
+                "estimated_pct") for _, b in pairs], 3)
+    return s
+
+
+def _bpf_stats(env, pid, asok, modes, a, smoke_stats):
+    """BPF run statistics: one read window per mode (the optracker mode
+    runs no program of ours); --smoke's come from its traced windows."""
+    out = {}
+    for mode in modes:
+        if MODES[mode] == OPTRACKER:
+            continue
+        secs, settle = window_of(mode, a)
+        st = out[mode] = smoke_stats.get(mode) or stats_run(
+            env, pid, asok, MODES[mode], "randread", secs, settle)
+        print("bench: %-9s BPF statistics: %.2f uprobe runs per op" % (
+            mode, st["uprobe_runs_per_op"] or 0), file=sys.stderr)
+    return out
 
 
 def reader_part(a, traced=True):
