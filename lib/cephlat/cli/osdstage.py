@@ -129,6 +129,23 @@ def build_parser():
                     "aggregated in the kernel).",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    # the order of the calls is the order of --help
+    _target_options(p)
+    _output_options(p)
+    _stage_options(p)
+    _tracer_options(p)
+    _capture_options(p)
+    _reading_options(p)
+    p.add_argument("interval", nargs="?", type=positive_float, default=None,
+                   help="seconds between reports (default: one report at "
+                        "Ctrl-C)")
+    p.add_argument("count", nargs="?", type=positive_int, default=None,
+                   help="number of reports (default: until Ctrl-C)")
+    return p
+
+
+def _target_options(p):
+    """What to trace (or read): one of -p, --list, -r; --osd."""
     t = p.add_mutually_exclusive_group()
     t.add_argument("-p", "--pid", type=pid_list, metavar="PID[,PID...]",
                    help="trace this ceph-osd process (several: one report "
@@ -144,12 +161,19 @@ def build_parser():
                    help="analyse a capture made with -w (no root needed); "
                         "several (one per host) with clients' rbdrecord "
                         "traces: end to end (alone, or with --op)")
+
+
+def _output_options(p):
     p.add_argument("-m", "--milliseconds", action="store_true",
                    help="histograms in milliseconds")
     p.add_argument("-T", "--timestamp", action="store_true",
                    help="include a timestamp on each report")
     p.add_argument("-j", "--json", action="store_true",
                    help="print one JSON object per interval on stdout")
+
+
+def _stage_options(p):
+    """Which stages, from which probe table, on which host."""
     p.add_argument("-S", "--stages", "--stage", type=stage_list,
                    default=None,
                    help="comma-separated stages to trace (with -r: to show; "
@@ -171,6 +195,11 @@ def build_parser():
                         "OSD (its binary and probe addresses) and exit")
     p.add_argument("--strict", action="store_true",
                    help="fail if any requested stage cannot be probed")
+
+
+def _tracer_options(p):
+    """How the tracer runs: its tables, its tiers, its cost bound, any
+    program by a probe spec."""
     p.add_argument("--max-ops", type=positive_int, default=DEFAULT_MAX_OPS,
                    metavar="N", help="slots of the table of ops between "
                    "enqueue and completion, a power of two (default %d)" %
@@ -198,16 +227,6 @@ def build_parser():
                    help="trace any program (not only ceph-osd) from a probe "
                         "spec: enqueue/dequeue functions and worker threads "
                         "(see osdstage(8), PROBE SPEC)")
-    _capture_options(p)
-    _reading_options(p)
-    p.add_argument("interval", nargs="?", type=positive_float, default=None,
-                   help="seconds between reports (default: one report at "
-                        "Ctrl-C)")
-    p.add_argument("count", nargs="?", type=positive_int, default=None,
-                   help="number of reports (default: until Ctrl-C)")
-    return p
-
-
 
 
 def _capture_options(p):
