@@ -290,96 +290,154 @@ def count_arrays(rules, name, r):
     """Rules.count over the events `r` (a structured array of event class
     `name`) -> [(key, index array into r, duration array)], each key in
     the order count() adds them for one event."""
-    import numpy as np
-    out = []
-    names = r.dtype.names
+    count = _ARRAY_COUNTS.get(name)
+    if count is None:
+        return []
+    c = _ArrayCount(rules, r)
+    count(c, name)
+    return c.out
 
-    def add(key, idx, ns):
+
+class _ArrayCount:
+    """count_arrays' state for one array of events: what it adds, and the
+    helpers each event class's counting uses."""
+
+    def __init__(self, rules, r):
+        import numpy as np
+        self.np, self.rules, self.r = np, rules, r
+        self.names = r.dtype.names
+        self.allx = np.arange(len(r))
+        self.out = []
+
+    def add(self, key, idx, ns):
         if len(idx):
-            out.append((key, idx, ns))
+            self.out.append((key, idx, self.np.asarray(ns,
+                                                       dtype=self.np.uint64)))
 
-    def each(values, idx):
-        """(value, its indices) for each distinct value among r[idx]"""
+    def each(self, values, idx):
+        """(value, its indices) for each distinct value among values[idx]"""
         v = values[idx]
-        for x in np.unique(v).tolist():
+        for x in self.np.unique(v).tolist():
             yield x, idx[v == x]
 
-    allx = np.arange(len(r))
-    mask = rules.role_mask
-    if name == "stage":
-        for s, idx in each(r["stage"], allx):
-            add(rules.label("stage", s), idx, r["duration_ns"][idx])
-    elif name == "op_enqueue":
-        if "stamped" in names:          # not in older captures
-            st = np.nonzero(r["stamped"])[0]
-            for stage in rules.msg_stages(names):
-                add(stage, st, r[stage + "_ns"][st])
-    elif name == "op_dequeue":
-        add("queue_wait", allx, r["queue_wait_ns"])
-        has_qc = "queue_class" in names     # not in older captures
-        if has_qc:
-            for c, idx in each(r["queue_class"], allx):
-                add("queue_wait." + rules.label("queue_class", c), idx,
-                    r["queue_wait_ns"][idx])
-        att = np.nonzero(r["attributed"])[0]
-        for part in rules.vocab.attr_parts:
-            if part + "_ns" in names:   # held: not in older captures
-                add("attr." + part, att, r[part + "_ns"][att])
-        if has_qc:
-            for c, idx in each(r["queue_class"], att):
-                add("held." + rules.label("queue_class", c), idx,
-                    r["held_ns"][idx])
-    elif name == "op_done":
-        for c, idx in each(r["op_class"], allx):
-            cls = rules.label("op_class", c)
-            tv = idx[r["total_valid"][idx] != 0]
-            add("op_total", tv, r["op_total_ns"][tv])
-            add("op_total." + cls, tv, r["op_total_ns"][tv])
-            dq = idx[r["dequeued"][idx] != 0]
-            add("queue_wait." + cls, dq, r["queue_wait_ns"][dq])
-            if "msg_ns" in names:       # not in older captures
-                lat = tv[r["msg_ns"][tv] != 0]
-                ns = r["msg_ns"][lat] + r["op_total_ns"][lat]
-                add("op_latency", lat, ns)
-                add("op_latency." + cls, lat, ns)
-                ex = dq[r["total_valid"][dq] != 0]
-                add("execute", ex, r["op_total_ns"][ex] -
-                    r["queue_wait_ns"][ex])
-            if "replies" in names:
-                rp = idx[r["replies"][idx] != 0]
-                add("replica_wait", rp, r["replica_wait_ns"][rp])
-                for p, pi in each(r["last_peer"], rp):
-                    add(PeerKey.last("replica_wait", p), pi,
-                        np.zeros(len(pi), np.uint64))
-    elif name == "replica_reply":
-        reads = r["read"] != 0 if "read" in names else \
-            np.zeros(len(r), bool)          # not in older captures
-        for stage, sel in (("replica_wait", ~reads), ("shard_read", reads)):
-            for p, idx in each(r["peer"], allx[sel]):
-                add(PeerKey.wait(stage, p), idx, r["wait_ns"][idx])
-    elif name == "shard_read":
-        add("shard_read", allx, r["read_ns"])
-        for p, idx in each(r["last_peer"], allx):
-            add(PeerKey.last("shard_read", p), idx,
-                np.zeros(len(idx), np.uint64))
-    elif name == "local_commit":
-        add("local_commit", allx, r["commit_ns"])
-    elif name == "repop_done":
-        add("repop", allx, r["repop_ns"])
-        dq = np.nonzero(r["dequeued"])[0]
-        add("repop.queue_wait", dq, r["queue_wait_ns"][dq])
-    elif name in ("waking", "switch_in", "futex_wait"):
-        field, key, sel = {
-            "waking": ("offcpu_ns", "offcpu", "offcpu_ns"),
-            "switch_in": ("wakeup_ns", "wakeup_delay", "woken"),
-            "futex_wait": ("duration_ns", "futex_wait", None)}[name]
-        idx = allx if sel is None else np.nonzero(r[sel])[0]
-        roles = r["role"].astype(np.int64) & mask
-        for ro, ri in each(roles, idx):
-            add("%s.%d" % (key, ro), ri, r[field][ri])
-    elif name in ("syncfs", "block_rq"):
-        add(name, allx, r["duration_ns"])
-    return [(k, i, np.asarray(ns, dtype=np.uint64)) for k, i, ns in out]
+    def nonzero(self, field):
+        return self.np.nonzero(self.r[field])[0]
+
+    def zeros(self, idx):
+        return self.np.zeros(len(idx), self.np.uint64)
+
+
+def _count_stage(c, name):
+    r = c.r
+    for s, idx in c.each(r["stage"], c.allx):
+        c.add(c.rules.label("stage", s), idx, r["duration_ns"][idx])
+
+
+def _count_enqueue(c, name):
+    if "stamped" in c.names:            # not in older captures
+        st = c.nonzero("stamped")
+        for stage in c.rules.msg_stages(c.names):
+            c.add(stage, st, c.r[stage + "_ns"][st])
+
+
+def _count_dequeue(c, name):
+    r, rules = c.r, c.rules
+    c.add("queue_wait", c.allx, r["queue_wait_ns"])
+    has_qc = "queue_class" in c.names   # not in older captures
+    if has_qc:
+        for q, idx in c.each(r["queue_class"], c.allx):
+            c.add("queue_wait." + rules.label("queue_class", q), idx,
+                  r["queue_wait_ns"][idx])
+    att = c.nonzero("attributed")
+    for part in rules.vocab.attr_parts:
+        if part + "_ns" in c.names:     # held: not in older captures
+            c.add("attr." + part, att, r[part + "_ns"][att])
+    if has_qc:
+        for q, idx in c.each(r["queue_class"], att):
+            c.add("held." + rules.label("queue_class", q), idx,
+                  r["held_ns"][idx])
+
+
+def _count_done(c, name):
+    r = c.r
+    for oc, idx in c.each(r["op_class"], c.allx):
+        cls = c.rules.label("op_class", oc)
+        tv = idx[r["total_valid"][idx] != 0]
+        c.add("op_total", tv, r["op_total_ns"][tv])
+        c.add("op_total." + cls, tv, r["op_total_ns"][tv])
+        dq = idx[r["dequeued"][idx] != 0]
+        c.add("queue_wait." + cls, dq, r["queue_wait_ns"][dq])
+        if "msg_ns" in c.names:         # not in older captures
+            lat = tv[r["msg_ns"][tv] != 0]
+            ns = r["msg_ns"][lat] + r["op_total_ns"][lat]
+            c.add("op_latency", lat, ns)
+            c.add("op_latency." + cls, lat, ns)
+            ex = dq[r["total_valid"][dq] != 0]
+            c.add("execute", ex, r["op_total_ns"][ex] -
+                  r["queue_wait_ns"][ex])
+        if "replies" in c.names:
+            rp = idx[r["replies"][idx] != 0]
+            c.add("replica_wait", rp, r["replica_wait_ns"][rp])
+            for p, pi in c.each(r["last_peer"], rp):
+                c.add(PeerKey.last("replica_wait", p), pi, c.zeros(pi))
+
+
+def _count_reply(c, name):
+    r = c.r
+    reads = r["read"] != 0 if "read" in c.names else \
+        c.np.zeros(len(r), bool)            # not in older captures
+    for stage, sel in (("replica_wait", ~reads), ("shard_read", reads)):
+        for p, idx in c.each(r["peer"], c.allx[sel]):
+            c.add(PeerKey.wait(stage, p), idx, r["wait_ns"][idx])
+
+
+def _count_shard_read(c, name):
+    r = c.r
+    c.add("shard_read", c.allx, r["read_ns"])
+    for p, idx in c.each(r["last_peer"], c.allx):
+        c.add(PeerKey.last("shard_read", p), idx, c.zeros(idx))
+
+
+def _count_repop_done(c, name):
+    c.add("repop", c.allx, c.r["repop_ns"])
+    dq = c.nonzero("dequeued")
+    c.add("repop.queue_wait", dq, c.r["queue_wait_ns"][dq])
+
+
+# a scheduler event class: (its duration field, the key, the flag that
+# selects the events counted or None)
+_SCHED_COUNTS = {"waking": ("offcpu_ns", "offcpu", "offcpu_ns"),
+                 "switch_in": ("wakeup_ns", "wakeup_delay", "woken"),
+                 "futex_wait": ("duration_ns", "futex_wait", None)}
+
+
+def _count_sched(c, name):
+    field, key, sel = _SCHED_COUNTS[name]
+    idx = c.allx if sel is None else c.nonzero(sel)
+    roles = c.r["role"].astype(c.np.int64) & c.rules.role_mask
+    for ro, ri in c.each(roles, idx):
+        c.add("%s.%d" % (key, ro), ri, c.r[field][ri])
+
+
+def _count_field(field, key=None):
+    """One histogram of one duration field (key: the event class's
+    name)."""
+    def count(c, name):
+        c.add(key or name, c.allx, c.r[field])
+    return count
+
+
+_ARRAY_COUNTS = {
+    "stage": _count_stage, "op_enqueue": _count_enqueue,
+    "op_dequeue": _count_dequeue, "op_done": _count_done,
+    "replica_reply": _count_reply, "shard_read": _count_shard_read,
+    "local_commit": _count_field("commit_ns", "local_commit"),
+    "repop_done": _count_repop_done,
+    "waking": _count_sched, "switch_in": _count_sched,
+    "futex_wait": _count_sched,
+    "syncfs": _count_field("duration_ns"),
+    "block_rq": _count_field("duration_ns"),
+}
 
 
 class SchedReplay:
