@@ -189,13 +189,28 @@ class Streams:
         while j < len(p) and (j < hi or n < budget):
             n += int(p.size[j])
             j += 1
-        start, stop = int(p.off[lo]), int(p.off[j - 1] + p.size[j - 1])
-        path = p.path
-        # the bytes, then a tail of stop marks: a walk that runs past
-        # the last packet stays inside the buffer
-        # (the stream's buffer of its last span, if large enough: fresh
-        # memory costs a page fault a page; nothing points into it once
-        # its span is done, records are copied out of it)
+        start = int(p.off[lo])
+        buf = self._read(si, start, int(p.off[j - 1] + p.size[j - 1]))
+        offs = self._walk(p.path, buf, start, p.off[lo:j] - start +
+                          ctf.PACKET_HEAD, p.end[lo:j] - start)
+        # every record whole inside its packet, with a known id (a u32)
+        ids = sliding_window_view(buf, 4)[offs].view("<u4").reshape(-1)
+        if len(ids) and int(ids.max()) > 255:
+            at = int(offs[np.nonzero(ids > 255)[0][0]])
+            raise UserError("%s: corrupt event at byte %d" % (p.path,
+                                                              at + start))
+        ids = ids.astype(np.int64)
+        sp = self._spans[si] = (lo, j, start, buf, offs, ids)
+        return sp
+
+    def _read(self, si, start, stop):
+        """Bytes start..stop-1 of stream si's file, then a tail of stop
+        marks (_TAIL bytes: a walk that runs past the last packet stays
+        inside the buffer) -> a uint8 array. The stream's buffer of its
+        last span is reused if large enough (fresh memory costs a page
+        fault a page; nothing points into it once its span is done,
+        records are copied out of it)."""
+        path = self.packets[si].path
         raw = self._raw.get(si)
         if raw is None or len(raw) < stop - start + _TAIL:
             raw = self._raw[si] = bytearray(stop - start + _TAIL)
@@ -209,15 +224,19 @@ class Streams:
             raise UserError("%s: corrupt packet at byte %d (bad size)" % (
                 path, start + got))
         buf = np.frombuffer(raw, dtype=np.uint8, count=stop - start + _TAIL)
-        pos = p.off[lo:j] - start + ctf.PACKET_HEAD
-        ends = p.end[lo:j] - start
+        buf[stop - start:] = self.stopper
+        return buf
+
+    def _walk(self, path, buf, start, pos, ends):
+        """Every packet's chain of records walked at once, one event a
+        step, from its first record (pos) to its content end (ends),
+        offsets into buf (read from byte `start` of `path`) -> the
+        records' offsets, packet by packet in file order."""
         # a stop mark at each packet's content end (its padding or the
         # next header, which are read from Packets, never from here)
         # and in the tail: a walk that reaches it stays there, as does
         # one on an unknown id (caught below)
-        stopper = self.stopper
-        buf[stop - start:] = stopper
-        buf[ends] = stopper
+        buf[ends] = self.stopper
         steps = self.walk_steps
         # walk every packet's chain of records at once, one event a step;
         # done when every walk stands still
@@ -244,15 +263,7 @@ class Streams:
                 else int(row[-1])
             raise UserError("%s: corrupt event at byte %d" % (path,
                                                               at + start))
-        # every record whole inside its packet, with a known id (a u32)
-        ids = sliding_window_view(buf, 4)[offs].view("<u4").reshape(-1)
-        if len(ids) and int(ids.max()) > 255:
-            at = int(offs[np.nonzero(ids > 255)[0][0]])
-            raise UserError("%s: corrupt event at byte %d" % (path,
-                                                              at + start))
-        ids = ids.astype(np.int64)
-        sp = self._spans[si] = (lo, j, start, buf, offs, ids)
-        return sp
+        return offs
 
     def _decode(self, si, lo, hi, want):
         """Packets lo..hi-1 of stream si -> {cid: (records, keys)} for the
@@ -310,70 +321,94 @@ class Streams:
         per_stream = max(_ROUND_BYTES // max(len(self.packets), 1), 1 << 16)
         self._spans = {}
         while True:
-            # this round ends at h: every packet not loaded yet begins
-            # after it, so the events up to h are all known
-            h = _INF
-            for si, p in enumerate(self.packets):
-                if cursor[si] >= stop[si]:
-                    continue
-                j = cursor[si]
-                n = 0
-                while j < stop[si] and n < per_stream:
-                    n += int(p.size[j])
-                    j += 1
-                if j < stop[si]:
-                    h = min(h, int(p.end_ts[j - 1]))
-            for si, p in enumerate(self.packets):
-                a = cursor[si]
-                if a >= stop[si]:
-                    continue
-                b = a + int(np.searchsorted(p.begin_ts[a:stop[si]],
-                                            np.uint64(h), "right"))
-                if b == a:
-                    continue
-                for cid, (r, k) in self._decode(si, a, b, want).items():
+            h = self._round_end(cursor, stop, per_stream)
+            for si in range(len(self.packets)):
+                got = self._load(si, cursor, stop, h, want)
+                for cid, (r, k) in got.items():
                     pend.setdefault(cid, []).append((r, k))
-                cursor[si] = b
-            recs, keys, rest = {}, {}, {}
-            lo64, top = np.uint64(lo_ts), np.uint64(min(h, hi_ts))
-            for cid, parts in pend.items():
-                # each part's events of this round, and those after it,
-                # copied once: straight into the round's arrays
-                now, left = [], []
-                for r, k in parts:
-                    ts = r["_ts"]
-                    m = (ts >= lo64) & (ts <= top) if lo_ts else ts <= top
-                    later = ts > np.uint64(h)
-                    now.append(None if m.all() else m)
-                    if later.any():
-                        left.append((r[later], k[later]))
-                n = sum(len(r) if m is None else int(np.count_nonzero(m))
-                        for (r, _), m in zip(parts, now))
-                if n:
-                    if len(parts) == 1 and now[0] is None:
-                        recs[cid], keys[cid] = parts[0]
-                    else:
-                        recs[cid] = r = np.empty(n, parts[0][0].dtype)
-                        keys[cid] = k = np.empty(n, parts[0][1].dtype)
-                        at = 0
-                        for (pr, pk), m in zip(parts, now):
-                            if m is None:
-                                r[at:at + len(pr)], k[at:at + len(pr)] = \
-                                    pr, pk
-                                at += len(pr)
-                            else:
-                                c = int(np.count_nonzero(m))
-                                np.compress(m, pr, out=r[at:at + c])
-                                np.compress(m, pk, out=k[at:at + c])
-                                at += c
-                if left:
-                    rest[cid] = left
-            pend = rest
+            recs, keys, pend = _take_round(pend, lo_ts, min(h, hi_ts), h)
             if recs:
                 yield Chunk(recs, keys)
             if h == _INF:
                 self._spans, self._raw = {}, {}
                 return
+
+    def _round_end(self, cursor, stop, per_stream):
+        """The end of a round: every packet not loaded yet begins after
+        it, so the events up to it are all known (about per_stream bytes
+        a stream; _INF: the last round)."""
+        h = _INF
+        for si, p in enumerate(self.packets):
+            if cursor[si] >= stop[si]:
+                continue
+            j = cursor[si]
+            n = 0
+            while j < stop[si] and n < per_stream:
+                n += int(p.size[j])
+                j += 1
+            if j < stop[si]:
+                h = min(h, int(p.end_ts[j - 1]))
+        return h
+
+    def _load(self, si, cursor, stop, h, want):
+        """Stream si's packets from cursor[si] that begin at or before h,
+        decoded ({cid: (records, keys)}); cursor[si] moves past them."""
+        p, a = self.packets[si], cursor[si]
+        if a >= stop[si]:
+            return {}
+        b = a + int(np.searchsorted(p.begin_ts[a:stop[si]], np.uint64(h),
+                                    "right"))
+        if b == a:
+            return {}
+        cursor[si] = b
+        return self._decode(si, a, b, want)
+
+
+def _take_round(pend, lo_ts, top, h):
+    """The round's events (lo_ts <= ts <= top) of the parts pending per
+    class ({cid: [(records, keys)]}) -> (records, keys, what is left:
+    the parts' events after h, for the next rounds)."""
+    recs, keys, rest = {}, {}, {}
+    lo64, top = np.uint64(lo_ts), np.uint64(top)
+    for cid, parts in pend.items():
+        # each part's events of this round, and those after it, copied
+        # once: straight into the round's arrays
+        now, left = [], []
+        for r, k in parts:
+            ts = r["_ts"]
+            m = (ts >= lo64) & (ts <= top) if lo_ts else ts <= top
+            later = ts > np.uint64(h)
+            now.append(None if m.all() else m)
+            if later.any():
+                left.append((r[later], k[later]))
+        n = sum(len(r) if m is None else int(np.count_nonzero(m))
+                for (r, _), m in zip(parts, now))
+        if n:
+            if len(parts) == 1 and now[0] is None:
+                recs[cid], keys[cid] = parts[0]
+            else:
+                recs[cid], keys[cid] = _gather(parts, now, n)
+        if left:
+            rest[cid] = left
+    return recs, keys, rest
+
+
+def _gather(parts, masks, n):
+    """The n events the masks select (None: all) of the parts, copied
+    into one records array and one keys array."""
+    r = np.empty(n, parts[0][0].dtype)
+    k = np.empty(n, parts[0][1].dtype)
+    at = 0
+    for (pr, pk), m in zip(parts, masks):
+        if m is None:
+            r[at:at + len(pr)], k[at:at + len(pr)] = pr, pk
+            at += len(pr)
+        else:
+            c = int(np.count_nonzero(m))
+            np.compress(m, pr, out=r[at:at + c])
+            np.compress(m, pk, out=k[at:at + c])
+            at += c
+    return r, k
 
 
 def texts(col):
