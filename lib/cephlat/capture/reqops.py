@@ -32,56 +32,20 @@ class _Chunked:
         self.rows = {k: [] for k in (DEQ, DONE, REPOP, REPLY, REQID)}
 
     def feed(self, cap, ch):
-        cid = {n: cap._cid.get(n) for n in NAMES}
-        parts = []
+        """One chunk `ch` of capture `cap`: its enqueues become ops, the
+        events naming their addresses the ops' rows."""
+        parts = []              # (kind, records, keys) of each class
         for kind, n in enumerate(NAMES):
-            r = ch.recs.get(cid[n]) if cid[n] is not None else None
+            cid = cap._cid.get(n)
+            r = ch.recs.get(cid) if cid is not None else None
             if r is not None and len(r):
-                parts.append((kind, r, ch.keys[cid[n]]))
+                parts.append((kind, r, ch.keys[cid]))
         e = next((r for kind, r, _ in parts if kind == ENQ), None)
-        ids = None              # each enqueue's op (-1: not kept)
-        if e is not None:
-            names = e.dtype.names
-            keep = ~np.isin(e["msg_type"], self.skip) \
-                if len(self.skip) and "msg_type" in names else \
-                np.ones(len(e), bool)
-            ids = np.full(len(e), -1, np.int64)
-            ids[keep] = np.arange(self.n, self.n + int(keep.sum()))
-            self.n += int(keep.sum())
-            e = e[keep]
-            msg = (e["throttle_wait_ns"].astype(np.int64) +
-                   e["recv_ns"].astype(np.int64) +
-                   e["dispatch_ns"].astype(np.int64)) \
-                if "stamped" in names else None
-            ts = e["_ts"].astype(np.int64)
-            self.ops.append({
-                "enq": ts,
-                "first": np.where(e["stamped"] != 0, ts - msg, NONE)
-                if msg is not None else np.full(len(e), NONE, np.int64),
-                **{f: e[f].astype(t) if f in names else np.zeros(len(e), t)
-                   for f, t in zip(_REQ, (np.int8, np.int64, np.int32,
-                                          np.int64))}})
-        # every row: addr, ts, key, kind, row (in its class), op (enqueue)
-        cols = {"addr": [], "ts": [], "key": [], "kind": [], "row": []}
-        if self.carry is not None:
-            c = self.carry
-            cols["addr"].append(c["addr"])
-            cols["ts"].append(c["ts"])
-            cols["key"].append(c["key"])
-            cols["kind"].append(np.full(len(c["addr"]), -1, np.int8))
-            cols["row"].append(c["op"])
-        for kind, r, k in parts:
-            cols["addr"].append(r["op"].astype(np.uint64))
-            cols["ts"].append(r["_ts"].astype(np.int64))
-            cols["key"].append(k.astype(np.int64))
-            cols["kind"].append(np.full(len(r), kind, np.int8))
-            cols["row"].append(ids if kind == ENQ else np.arange(len(r)))
-        if not cols["addr"]:
+        ids = None if e is None else self._enqueues(e)
+        a = self._by_address(parts, ids)
+        if a is None:
             return
-        a = {k: np.concatenate(v) for k, v in cols.items()}
-        o = np.lexsort((a["key"], a["ts"], a["addr"]))
-        a = {k: v[o] for k, v in a.items()}
-        n = len(o)
+        n = len(a["addr"])
         at = np.arange(n)
         starts = (a["kind"] == ENQ) | (a["kind"] == -1)
         new = np.ones(n, bool)
@@ -114,6 +78,57 @@ class _Chunked:
         q = q[a["row"][q] >= 0]
         self.carry = {"addr": a["addr"][q], "ts": a["ts"][q],
                       "key": a["key"][q], "op": a["row"][q]}
+
+    def _enqueues(self, e):
+        """A chunk's enqueues `e`: those kept become ops (their request
+        ids, enqueue time, first stamp) -> each enqueue's op (-1: not
+        kept)."""
+        names = e.dtype.names
+        keep = ~np.isin(e["msg_type"], self.skip) \
+            if len(self.skip) and "msg_type" in names else \
+            np.ones(len(e), bool)
+        ids = np.full(len(e), -1, np.int64)
+        ids[keep] = np.arange(self.n, self.n + int(keep.sum()))
+        self.n += int(keep.sum())
+        e = e[keep]
+        msg = (e["throttle_wait_ns"].astype(np.int64) +
+               e["recv_ns"].astype(np.int64) +
+               e["dispatch_ns"].astype(np.int64)) \
+            if "stamped" in names else None
+        ts = e["_ts"].astype(np.int64)
+        self.ops.append({
+            "enq": ts,
+            "first": np.where(e["stamped"] != 0, ts - msg, NONE)
+            if msg is not None else np.full(len(e), NONE, np.int64),
+            **{f: e[f].astype(t) if f in names else np.zeros(len(e), t)
+               for f, t in zip(_REQ, (np.int8, np.int64, np.int32,
+                                      np.int64))}})
+        return ids
+
+    def _by_address(self, parts, ids):
+        """Every row of the chunk and the ops carried into it: columns
+        addr, ts, key, kind (-1: carried), row (in its class; an
+        enqueue's: its op, as a carried one's), sorted by address, time
+        and key -> the columns, None when there is none."""
+        cols = {"addr": [], "ts": [], "key": [], "kind": [], "row": []}
+        if self.carry is not None:
+            c = self.carry
+            cols["addr"].append(c["addr"])
+            cols["ts"].append(c["ts"])
+            cols["key"].append(c["key"])
+            cols["kind"].append(np.full(len(c["addr"]), -1, np.int8))
+            cols["row"].append(c["op"])
+        for kind, r, k in parts:
+            cols["addr"].append(r["op"].astype(np.uint64))
+            cols["ts"].append(r["_ts"].astype(np.int64))
+            cols["key"].append(k.astype(np.int64))
+            cols["kind"].append(np.full(len(r), kind, np.int8))
+            cols["row"].append(ids if kind == ENQ else np.arange(len(r)))
+        if not cols["addr"]:
+            return None
+        a = {k: np.concatenate(v) for k, v in cols.items()}
+        o = np.lexsort((a["key"], a["ts"], a["addr"]))
+        return {k: v[o] for k, v in a.items()}
 
     @staticmethod
     def _rows(kind, r, idx, op, ts):
