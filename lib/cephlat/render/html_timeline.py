@@ -374,44 +374,22 @@ def _host_timeline(host):
     band per OSD (g.osd-band[data-osd]) with its lanes as _timeline draws
     them, and line.flow[data-flow] arrows between the OSDs."""
     window = host["window"]
-    per = []                        # (osd, timeline, lane list, geometry)
     y = 0
     client = ([], [], None)
     if host.get("client"):          # the client's band first
         cplot, clabels, gc, y = _client_band(host, 0)
         client = (cplot, clabels, gc)
-    for osd in host["osds"]:
-        # its own window: the same span on its own clock
-        tl = dict(osd["timeline"], window=osd.get("window") or window)
-        lane_list = lanes(tl)
-        per.append((osd, tl, lane_list, _Geometry(tl, lane_list,
-                                                  y + OSD_H), y))
-        y += OSD_H + LANE_H * len(lane_list)
-    h = y
+    per, h = _osd_bands(host, y)
     n_lanes = sum(len(p[2]) for p in per)
     plot, labels, all_ops, all_wakes = list(client[0]), list(client[1]), \
         [], []
     merged, min_ns = 0, 0
-    for osd, tl, lane_list, g, band_y in per:
-        ops = [op for op in tl.get("ops", []) if op.get("tid") is not None]
-        wakeups = tl.get("wakeups", [])
-        lane_svg, lane_labels = _lanes_svg(g, lane_list)
-        cpu, m, min_ns = _cpu_svg(g, lane_list, n_lanes)
+    for band in per:
+        b_plot, b_labels, ops, wakeups, m, min_ns = _osd_band_svg(
+            band, n_lanes)
+        plot += b_plot
+        labels += b_labels
         merged += m
-        plot.append('<g class="osd-band" data-osd="%s" data-pid="%s">'
-                    '<rect class="osd-head" x="0" y="%d" width="%d" '
-                    'height="%d"><title>%s</title></rect>' % (
-                        _e(osd["name"]), _e(osd.get("pid")), band_y, PLOT_W,
-                        OSD_H, _e("%s pid %s" % (osd["name"],
-                                                  osd.get("pid")))))
-        plot += lane_svg + cpu
-        plot += [_op_svg(g, op) for op in ops[:MAX_OPS]]
-        plot += [_wake_svg(g, w) for w in wakeups[:MAX_WAKEUPS]]
-        plot.append("</g>")
-        labels.append('<text class="osd-label" x="4" y="%d">%s (pid %s)'
-                      '</text>' % (AXIS_H + band_y + 15, _e(osd["name"]),
-                                   _e(osd.get("pid"))))
-        labels += lane_labels
         all_ops += ops
         all_wakes += wakeups
     geos = [p[3] for p in per]
@@ -422,27 +400,8 @@ def _host_timeline(host):
     plot += [x for x in flows if x]
     colours = _stage_colours(n for op in all_ops
                              for n, _, _ in op.get("stages", []))
-    style = "".join(".s-%s{fill:%s}" % (_cls(n), c)
-                    for n, c in colours.items())
     cpu_colours = _cpu_colours([p[2] for p in per])
-    style += "".join(".cpu-%s{fill:%s}" % kv for kv in cpu_colours.items())
-    style += (".osd-head{fill:#dde4ee} #timeline .osd-label{font-size:12px;"
-              "font-weight:bold} .flow{stroke:#1f5fbf;stroke-width:1.5;"
-              "vector-effect:non-scaling-stroke} .flow-reply{stroke:#7b3fb0;"
-              "stroke-dasharray:4 2} .flow-focus{stroke-width:3.5}"
-              ".flow-request,.flow-response{stroke:#b05f00}"
-              ".flow-response{stroke-dasharray:4 2}"
-              ".cl-call{fill:#c6d7ee}.cl-wire{fill:#5fb3b3}"
-              ".cl-done{fill:#9a9a9a}")
-    legend = _legend(colours, cpu_colours).replace(
-        "</div>", '<span style="color:#1f5fbf">&#8594; replicated write: '
-        'primary sent the sub-op to the replica op</span><span style="color:'
-        '#7b3fb0">&#8594; (dashed) replica\'s commit reply to the primary'
-        '</span>%s</div>' % (
-            '<span style="color:#b05f00">&#8594; client\'s op to its primary '
-            '(dashed: the reply back); a client op\'s lane: its librbd call '
-            '(light blue), to the OSD and back (teal), its completion '
-            '(grey)</span>' if host.get("client") else ""))
+    style, legend = _host_style(colours, cpu_colours, host.get("client"))
     g = geos[0] if geos else _Geometry({"window": window}, [])
     return (
         '<section id="timeline-section"><h2>Timeline of %d OSDs%s</h2>'
@@ -463,3 +422,68 @@ def _host_timeline(host):
             _notes(all_ops, all_wakes, merged, min_ns), GUTTER + PLOT_W,
             AXIS_H + h, GUTTER, "".join(labels), GUTTER, AXIS_H, PLOT_W, h,
             PLOT_W, h, PLOT_W, h, g.span, "".join(plot)))
+
+
+def _osd_bands(host, y):
+    """Each OSD's band from height y: [(osd, its timeline on its own
+    clock, its lanes, their geometry, the band's y)], and the height
+    under the last."""
+    per = []
+    for osd in host["osds"]:
+        # its own window: the same span on its own clock
+        tl = dict(osd["timeline"], window=osd.get("window") or
+                  host["window"])
+        lane_list = lanes(tl)
+        per.append((osd, tl, lane_list, _Geometry(tl, lane_list,
+                                                  y + OSD_H), y))
+        y += OSD_H + LANE_H * len(lane_list)
+    return per, y
+
+
+def _osd_band_svg(band, n_lanes):
+    """One OSD's band (_osd_bands') drawn -> (plot svg, labels, its ops,
+    its wake-ups, CPU slices merged, the smallest slice drawn)."""
+    osd, tl, lane_list, g, band_y = band
+    ops = [op for op in tl.get("ops", []) if op.get("tid") is not None]
+    wakeups = tl.get("wakeups", [])
+    lane_svg, lane_labels = _lanes_svg(g, lane_list)
+    cpu, merged, min_ns = _cpu_svg(g, lane_list, n_lanes)
+    plot = ['<g class="osd-band" data-osd="%s" data-pid="%s">'
+            '<rect class="osd-head" x="0" y="%d" width="%d" '
+            'height="%d"><title>%s</title></rect>' % (
+                _e(osd["name"]), _e(osd.get("pid")), band_y, PLOT_W,
+                OSD_H, _e("%s pid %s" % (osd["name"], osd.get("pid"))))]
+    plot += lane_svg + cpu
+    plot += [_op_svg(g, op) for op in ops[:MAX_OPS]]
+    plot += [_wake_svg(g, w) for w in wakeups[:MAX_WAKEUPS]]
+    plot.append("</g>")
+    labels = ['<text class="osd-label" x="4" y="%d">%s (pid %s)'
+              '</text>' % (AXIS_H + band_y + 15, _e(osd["name"]),
+                           _e(osd.get("pid")))] + lane_labels
+    return plot, labels, ops, wakeups, merged, min_ns
+
+
+def _host_style(colours, cpu_colours, client):
+    """The host timeline's style sheet and legend (the client's arrows
+    and lanes explained when a client's band is drawn)."""
+    style = "".join(".s-%s{fill:%s}" % (_cls(n), c)
+                    for n, c in colours.items())
+    style += "".join(".cpu-%s{fill:%s}" % kv for kv in cpu_colours.items())
+    style += (".osd-head{fill:#dde4ee} #timeline .osd-label{font-size:12px;"
+              "font-weight:bold} .flow{stroke:#1f5fbf;stroke-width:1.5;"
+              "vector-effect:non-scaling-stroke} .flow-reply{stroke:#7b3fb0;"
+              "stroke-dasharray:4 2} .flow-focus{stroke-width:3.5}"
+              ".flow-request,.flow-response{stroke:#b05f00}"
+              ".flow-response{stroke-dasharray:4 2}"
+              ".cl-call{fill:#c6d7ee}.cl-wire{fill:#5fb3b3}"
+              ".cl-done{fill:#9a9a9a}")
+    legend = _legend(colours, cpu_colours).replace(
+        "</div>", '<span style="color:#1f5fbf">&#8594; replicated write: '
+        'primary sent the sub-op to the replica op</span><span style="color:'
+        '#7b3fb0">&#8594; (dashed) replica\'s commit reply to the primary'
+        '</span>%s</div>' % (
+            '<span style="color:#b05f00">&#8594; client\'s op to its primary '
+            '(dashed: the reply back); a client op\'s lane: its librbd call '
+            '(light blue), to the OSD and back (teal), its completion '
+            '(grey)</span>' if client else ""))
+    return style, legend
