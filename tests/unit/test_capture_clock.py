@@ -52,6 +52,30 @@ def test_offset_interpolated_between_samples_and_held_beyond():
     assert clock.offset_at([], 9000) == 0
 
 
+def test_one_timestamp_and_an_array_are_offset_alike_to_the_ns():
+    """offset_at (one timestamp: the join's, --op's) and offsets_at (the
+    columns') at a real wall offset (1.7e18 ns, 256 ns coarse as a
+    float): equal to the ns, and to the exact interpolation."""
+    import random
+    from fractions import Fraction
+    rnd = random.Random(7)
+    base = 1764460000 * 10 ** 9 + 123456789
+    for _ in range(4):
+        m0 = rnd.randrange(10 ** 9, 10 ** 12)
+        m1 = m0 + rnd.randrange(10 ** 9, 10 ** 12)
+        samples = [_s(m0, base), _s(m1, base + rnd.randrange(-10 ** 6,
+                                                              10 ** 6))]
+        mono = [m0 - 5, m0, m1, m1 + 9] + [rnd.randrange(m0, m1)
+                                          for _ in range(500)]
+        arr = clock.offsets_at(samples, mono)
+        for m, o in zip(mono, arr.tolist()):
+            assert clock.offset_at(samples, m) == o
+            t = min(max(m, m0), m1)
+            exact = base + Fraction((samples[1]["offset_ns"] - base) *
+                                    (t - m0), m1 - m0)
+            assert abs(o - exact) <= 1, (m, o, exact)
+
+
 def test_uncertainty_known_only_for_a_synchronized_clock():
     assert clock.uncertainty_ns([_s(0, 0, 300, est=2000),
                                  _s(9, 0, 100, est=5000)]) == 5100

@@ -38,7 +38,8 @@ def sample(tries=5):
 
 def offset_at(samples, mono_ns):
     """wall - monotonic at `mono_ns`: interpolated between the first and the
-    last of `samples` (sorted by mono_ns), held beyond them."""
+    last of `samples` (sorted by mono_ns), held beyond them; exact in
+    integer ns (offsets_at's for one timestamp)."""
     if not samples:
         return 0
     a, b = samples[0], samples[-1]
@@ -46,8 +47,7 @@ def offset_at(samples, mono_ns):
         return a["offset_ns"]
     if mono_ns >= b["mono_ns"]:
         return b["offset_ns"]
-    f = (mono_ns - a["mono_ns"]) / float(b["mono_ns"] - a["mono_ns"])
-    return int(round(a["offset_ns"] + f * (b["offset_ns"] - a["offset_ns"])))
+    return a["offset_ns"] + int(_step(a, b, mono_ns))
 
 
 def offsets_at(samples, mono):
@@ -61,10 +61,17 @@ def offsets_at(samples, mono):
         return out
     out[mono >= b["mono_ns"]] = b["offset_ns"]
     mid = (mono > a["mono_ns"]) & (mono < b["mono_ns"])
-    f = (mono[mid] - a["mono_ns"]) / float(b["mono_ns"] - a["mono_ns"])
-    out[mid] = a["offset_ns"] + np.round(
-        f * (b["offset_ns"] - a["offset_ns"])).astype(np.int64)
+    out[mid] = a["offset_ns"] + _step(a, b, mono[mid]).astype(np.int64)
     return out
+
+
+def _step(a, b, mono):
+    """How far the offset moved from sample a at `mono` (a number or an
+    array, between a's and b's monotonic times), to the ns: the change
+    alone goes through a float, never the offset itself (a wall offset
+    of 1.7e18 ns as a float is 256 ns coarse)."""
+    f = (mono - a["mono_ns"]) / float(b["mono_ns"] - a["mono_ns"])
+    return np.round(f * (b["offset_ns"] - a["offset_ns"]))
 
 
 def uncertainty_ns(samples):
