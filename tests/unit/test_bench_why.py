@@ -156,3 +156,23 @@ def test_issue_27_rows_without_the_soak_or_the_floor_are_not_measured():
                                                     "lean"))] == [None] * 6
     _, got, target, met = _row(rows, "default mode")
     assert target == "<= 8 us" and met is False      # 14 us
+
+
+def test_a_trap_below_the_floor_is_noise_and_the_floors_is_taken():
+    """The pairs' trap per hit (userspace 3 us less 2 us of programs over
+    6 hits: 0.17 us) below the floor's 1 us: the paragraphs take the
+    floor's hit after a sleep (1.2 us) and say so; the CET comparison,
+    which rests on Pacific's figure, is left out."""
+    reef = _res(default_us=17.0, userspace_us=11.0)
+    reef["machine"]["release"] = "reef"
+    text = "\n".join(why.render_why([_res(userspace_us=3.0), reef], [],
+                                     None, _floor()))
+    assert "(The pairs' own trap per hit, 0.17 us, is below the floor " \
+        "itself: the pairs' noise. The paragraphs below take the floor's " \
+        "hit right after a 20-us sleep, 1.20 us, instead.)" in text
+    assert "the 6.00 uprobe hits cost 7.2 us in traps alone (1.20 us " \
+        "each, the floor's hit after a sleep" in text
+    assert "against Pacific's" not in text
+    text = "\n".join(why.render_why([_res(), reef], [], None, _floor()))
+    assert "below the floor itself" not in text
+    assert "1.33 us each, inside the busy OSD" in text
