@@ -22,7 +22,7 @@
 #   CEPH=reef|tentacle  with setup, lab, lab-env, lab-down, workload, bench: the
 #                   lab in a container with Debian trixie's Ceph 18.2 / sid's 20.2
 #                   (vagrant/container.sh); default CEPH=pacific, the host's 16.2
-#   make bench      what tracing costs the OSD (BENCHMARKS.md; ~38 min); BENCH=osds:
+#   make bench      what tracing costs (BENCHMARKS.md; every part, ~1 h 50 min); BENCH=osds:
 #                   only one OSD traced vs three on the 3-OSD lab (~6 min), BENCH=main: the
 #                   tracing modes on the 1-OSD lab (~27 min), BENCH=reader: issue 15's reader
 #                   on a >= 10 M-event capture of the controlled program and the recorder
