@@ -145,16 +145,181 @@ static __always_inline struct shard_stats *shard_of(__u32 slot, __u64 cv,
 
 /* Split the op's queue wait by the state of worker `tid` since the
  * enqueue; `e` (the capture event, may be NULL) gets the parts. */
+/* An op's queue wait split: held by the scheduler, asleep with the op
+ * queued (signal), on the run queue, picking the op up after the wake-up;
+ * busy is the rest. woke: the worker slept with the op queued. */
+struct split {
+	__u64 held, sig, rq, pick;
+	int woke;
+};
+
+/* Each part at most what the parts before it left of qw. */
+static __always_inline void split_clamp(struct split *s, __u64 qw)
+{
+	if (s->held > qw)
+		s->held = qw;
+	if (s->sig > qw - s->held)
+		s->sig = qw - s->held;
+	if (s->rq > qw - s->held - s->sig)
+		s->rq = qw - s->held - s->sig;
+}
+
+/* A scheduler hold of worker t ended after the op's enqueue: up to then
+ * the op was not due (a worker sleeps on a hold only when no queued op is;
+ * when it ends a run of other ops, none was due then either, and an op
+ * once due stays due), so all of it was held, the ops served in between
+ * and the run-queue waits of the holds' ends included. The rest splits by
+ * what the worker did since, from its totals then (no ring look-up: a
+ * long hold truncates nothing). */
+static __always_inline void split_after_hold(struct thread_state *t,
+					     struct op_state *st, __u64 qw,
+					     __u64 now, struct split *s)
+{
+	s->held = t->held_end - st->enq_ns;
+	s->sig = t->cum_isleep - t->he_isleep;
+	s->rq = t->cum_runq - t->he_runq;
+	split_clamp(s, qw);
+	if (t->oncpu_after_wake >= t->held_end && now > t->oncpu_after_wake)
+		s->pick = now - t->oncpu_after_wake;
+}
+
+/* The worker's totals now (it is running: they are current) less those at
+ * the op's enqueue (its state ring). Sleeping inside an earlier op (I/O,
+ * locks) is work; a scheduler hold is held; only other idle sleep is
+ * signal delay. */
+static __always_inline void split_since_enqueue(struct thread_state *t,
+						struct op_state *st,
+						__u64 qw, __u64 now,
+						__u32 slot, __u32 gen,
+						struct ev_op_dequeue *e,
+						struct split *s)
+{
+	struct cums c = {};
+
+	if (!cum_at(t, st->enq_ns, &c)) {
+		count_in(slot, CNT_ATTR_TRUNCATED, gen);
+		if (e)
+			e->truncated = 1;
+	}
+	s->held = t->cum_held > c.held ? t->cum_held - c.held : 0;
+	s->sig = t->cum_isleep > c.isleep ? t->cum_isleep - c.isleep : 0;
+	s->rq = t->cum_runq > c.runq ? t->cum_runq - c.runq : 0;
+	split_clamp(s, qw);
+	if ((s->sig || s->held) && t->oncpu_after_wake > st->enq_ns &&
+	    now > t->oncpu_after_wake)
+		s->pick = now - t->oncpu_after_wake;
+}
+
+/* The split into the attribution histograms and the op's event. */
+static __always_inline void record_split(struct op_state *st,
+					 struct thread_state *t,
+					 struct split *s, __u64 busy,
+					 __u32 slot, __u32 gen,
+					 struct ev_op_dequeue *e)
+{
+	record(slot, ST_ATTR__HELD, s->held, gen);
+	record(slot, ST_HELD__CLIENT + (st->qclass & 3), s->held, gen);
+	record(slot, ST_ATTR__BUSY, busy, gen);
+	record(slot, ST_ATTR__SIGNAL, s->sig, gen);
+	record(slot, ST_ATTR__RUNQ, s->rq, gen);
+	record(slot, ST_ATTR__PICKUP, s->pick, gen);
+	if (e) {
+		e->attributed = 1;
+		e->held_ns = s->held;
+		e->busy_ns = busy;
+		e->signal_ns = s->sig;
+		e->runq_ns = s->rq;
+		e->pickup_ns = s->pick;
+		e->waker_tid = t->waker_tid;
+	}
+}
+
+/* Who woke the worker for the op, into its shard's and the slot's
+ * counters: the timed wait's expiry, the op's enqueuer, or another. */
+static __always_inline void count_waker(struct thread_state *t,
+					struct op_state *st,
+					struct shard_stats *sh, int timedout,
+					__u32 slot, __u32 gen,
+					struct ev_op_dequeue *e)
+{
+	if (timedout) {
+		count_in(slot, CNT_WAKE_TIMEOUT, gen);
+		sh->wake_timeout++;
+		if (e)
+			e->wake = WK_TIMEOUT;
+	} else if (t->waker_tid && t->waker_tid == st->enq_tid) {
+		count_in(slot, CNT_WAKE_ENQUEUER, gen);
+		sh->wake_enqueuer++;
+		if (e)
+			e->wake = WK_ENQUEUER;
+	} else {
+		count_in(slot, CNT_WAKE_OTHER, gen);
+		sh->wake_other++;
+		if (e)
+			e->wake = WK_OTHER;
+	}
+}
+
+/* The op's share of its shard's totals: the shard is named by the queue's
+ * condition variable, learnt from the worker's wake-ups. */
+static __always_inline void account_shard(struct thread_state *t,
+					  struct op_state *st, __u64 qw,
+					  struct split *s, __u64 busy,
+					  __u32 slot, __u32 gen,
+					  struct ev_op_dequeue *e)
+{
+	struct shard_stats *sh;
+	__u64 key;
+	int timedout;
+
+	/* woken from an idle wait on a condition variable by this op's
+	 * enqueuer (or by the wait's timeout), or held in a timed wait on one:
+	 * that cv is the queue's and names the worker's shard. Wake-ups by
+	 * others may be on other cvs. */
+	if ((s->sig || s->held) && !(t->cv_uaddr & 1) && t->cv_uaddr &&
+	    (s->held || t->cv_timedout ||
+	     (t->waker_tid && t->waker_tid == st->enq_tid)))
+		t->queue_cv = t->cv_uaddr;
+	key = t->queue_cv;
+	if (e)
+		e->shard = key;
+	sh = shard_of(slot, key, gen);
+	if (!sh)
+		return;
+	sh->ops++;
+	sh->qwait_ns += qw;
+	sh->held_ns += s->held;
+	sh->busy_ns += busy;
+	sh->signal_ns += s->sig;
+	sh->runq_ns += s->rq;
+	sh->pickup_ns += s->pick;
+	if (qw > sh->qwait_max_ns)
+		sh->qwait_max_ns = qw;
+	/* the worker's last condition-variable wait expired and this is the
+	 * first op it takes since: queued work was found by the timeout */
+	timedout = t->cv_timedout;
+	t->cv_timedout = 0;
+	if (timedout) {
+		count_in(slot, CNT_TIMEOUTS_WITH_WORK, gen);
+		sh->timeouts_with_work++;
+		if (e)
+			e->timeout_with_work = 1;
+	}
+	if (s->woke)
+		count_waker(t, st, sh, timedout, slot, gen, e);
+}
+
+/* An op dequeued by worker tid: its queue wait split by what the worker
+ * did since the enqueue (struct split), recorded, and counted in its
+ * shard. */
 static __always_inline void attribute(struct op_state *st, __u64 now,
 				      __u32 tid, __u32 gen, __u32 slot,
 				      struct ev_op_dequeue *e)
 {
 	struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
-	__u64 qw = st->qwait_ns, sig = 0, held = 0, rq = 0, pick = 0, busy;
-	struct cums c = {};
+	__u64 qw = st->qwait_ns, busy;
+	struct split s = {};
 	struct shard_stats *sh;
-	__u64 key;
-	int woke = 0, timedout;
 
 	if (!t) {
 		/* a worker the scheduler programs do not know: no split, but
@@ -181,120 +346,14 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	if (st->enq_ns >= t->since && t->state == TS_RUN) {
 		/* running since before the enqueue: all of it was busy */
 	} else if (t->held_end > st->enq_ns) {
-		/* a scheduler hold of this worker ended after the enqueue: up
-		 * to then the op was not due (a worker sleeps on a hold only
-		 * when no queued op is; when it ends a run of other ops, none
-		 * was due then either, and an op once due stays due), so all
-		 * of it was held, the ops served in between and the run-queue
-		 * waits of the holds' ends included. The rest splits by what
-		 * the worker did since, from its totals then (no ring look-up:
-		 * a long hold truncates nothing). */
-		held = t->held_end - st->enq_ns;
-		if (held > qw)
-			held = qw;
-		sig = t->cum_isleep - t->he_isleep;
-		rq = t->cum_runq - t->he_runq;
-		if (sig > qw - held)
-			sig = qw - held;
-		if (rq > qw - held - sig)
-			rq = qw - held - sig;
-		if (t->oncpu_after_wake >= t->held_end &&
-		    now > t->oncpu_after_wake)
-			pick = now - t->oncpu_after_wake;
-		if (pick > qw - held - sig - rq)
-			pick = qw - held - sig - rq;
-		woke = sig > 0;
+		split_after_hold(t, st, qw, now, &s);
 	} else {
-		if (!cum_at(t, st->enq_ns, &c)) {
-			count_in(slot, CNT_ATTR_TRUNCATED, gen);
-			if (e)
-				e->truncated = 1;
-		}
-		/* now the worker is running: its totals are current. Sleeping
-		 * inside an earlier op (I/O, locks) is work; a scheduler hold
-		 * is held; only other idle sleep is signal delay. */
-		held = t->cum_held > c.held ? t->cum_held - c.held : 0;
-		sig = t->cum_isleep > c.isleep ? t->cum_isleep - c.isleep : 0;
-		rq = t->cum_runq > c.runq ? t->cum_runq - c.runq : 0;
-		if (held > qw)
-			held = qw;
-		if (sig > qw - held)
-			sig = qw - held;
-		if (rq > qw - held - sig)
-			rq = qw - held - sig;
-		if ((sig || held) && t->oncpu_after_wake > st->enq_ns &&
-		    now > t->oncpu_after_wake)
-			pick = now - t->oncpu_after_wake;
-		if (pick > qw - held - sig - rq)
-			pick = qw - held - sig - rq;
-		woke = sig > 0;
+		split_since_enqueue(t, st, qw, now, slot, gen, e, &s);
 	}
-	busy = qw - held - sig - rq - pick;
-	record(slot, ST_ATTR__HELD, held, gen);
-	record(slot, ST_HELD__CLIENT + (st->qclass & 3), held, gen);
-	record(slot, ST_ATTR__BUSY, busy, gen);
-	record(slot, ST_ATTR__SIGNAL, sig, gen);
-	record(slot, ST_ATTR__RUNQ, rq, gen);
-	record(slot, ST_ATTR__PICKUP, pick, gen);
-	if (e) {
-		e->attributed = 1;
-		e->held_ns = held;
-		e->busy_ns = busy;
-		e->signal_ns = sig;
-		e->runq_ns = rq;
-		e->pickup_ns = pick;
-		e->waker_tid = t->waker_tid;
-	}
-
-	/* woken from an idle wait on a condition variable by this op's
-	 * enqueuer (or by the wait's timeout), or held in a timed wait on one:
-	 * that cv is the queue's and names the worker's shard. Wake-ups by
-	 * others may be on other cvs. */
-	if ((sig || held) && !(t->cv_uaddr & 1) && t->cv_uaddr &&
-	    (held || t->cv_timedout ||
-	     (t->waker_tid && t->waker_tid == st->enq_tid)))
-		t->queue_cv = t->cv_uaddr;
-	key = t->queue_cv;
-	if (e)
-		e->shard = key;
-	sh = shard_of(slot, key, gen);
-	if (!sh)
-		return;
-	sh->ops++;
-	sh->qwait_ns += qw;
-	sh->held_ns += held;
-	sh->busy_ns += busy;
-	sh->signal_ns += sig;
-	sh->runq_ns += rq;
-	sh->pickup_ns += pick;
-	if (qw > sh->qwait_max_ns)
-		sh->qwait_max_ns = qw;
-	/* the worker's last condition-variable wait expired and this is the
-	 * first op it takes since: queued work was found by the timeout */
-	timedout = t->cv_timedout;
-	t->cv_timedout = 0;
-	if (timedout) {
-		count_in(slot, CNT_TIMEOUTS_WITH_WORK, gen);
-		sh->timeouts_with_work++;
-		if (e)
-			e->timeout_with_work = 1;
-	}
-	if (!woke)
-		return;
-	if (timedout) {
-		count_in(slot, CNT_WAKE_TIMEOUT, gen);
-		sh->wake_timeout++;
-		if (e)
-			e->wake = WK_TIMEOUT;
-	} else if (t->waker_tid && t->waker_tid == st->enq_tid) {
-		count_in(slot, CNT_WAKE_ENQUEUER, gen);
-		sh->wake_enqueuer++;
-		if (e)
-			e->wake = WK_ENQUEUER;
-	} else {
-		count_in(slot, CNT_WAKE_OTHER, gen);
-		sh->wake_other++;
-		if (e)
-			e->wake = WK_OTHER;
-	}
+	if (s.pick > qw - s.held - s.sig - s.rq)
+		s.pick = qw - s.held - s.sig - s.rq;
+	s.woke = s.sig > 0;
+	busy = qw - s.held - s.sig - s.rq - s.pick;
+	record_split(st, t, &s, busy, slot, gen, e);
+	account_shard(t, st, qw, &s, busy, slot, gen, e);
 }
