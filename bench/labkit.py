@@ -252,6 +252,10 @@ def _release(res):
 
 
 def _met(ok):
+    """A target's verdict: met, not met, not measured (None), or a str
+    saying why the measure cannot tell."""
+    if isinstance(ok, str):
+        return ok
     if ok is None:
         return "not measured"
     return "met" if ok else "**not met**"

@@ -74,10 +74,7 @@ def render_targets(results, osds_results):
              "target is met when the median is. Missed targets stay here "
              "until a run meets them.", "",
              "| measure | measured | target | |", "|---|---|---|---|"]
-    for measure, got, target, met in target_rows(results, osds_results):
-        lines.append("| %s | %s | %s | %s |" % (measure, got, target,
-                                                 _met(met)))
-    return lines + [""]
+    return lines + _rows(target_rows(results, osds_results))
 
 
 def render_issue27_targets(results, soak, floor_res):
@@ -93,13 +90,7 @@ def render_issue27_targets(results, soak, floor_res):
                  if soak else "not run",
                  floor_res.get("date", "?") if floor_res else "not run"), "",
              "| measure | measured | target | |", "|---|---|---|---|"]
-    for measure, got, target, met in issue27_rows(results, soak,
-                                                   floor_res):
-        # a str: why the measure cannot tell (the soak's cost rows too)
-        lines.append("| %s | %s | %s | %s |" % (
-            measure, got, target, met if isinstance(met, str) else
-            _met(met)))
-    return lines + [""]
+    return lines + _rows(issue27_rows(results, soak, floor_res))
 
 
 def render_issue15_targets(results):
@@ -116,10 +107,13 @@ def render_issue15_targets(results):
                                          res["reader"]["commit"])
                  if res and res["reader"].get("commit") else ""), "",
              "| measure | measured | target | |", "|---|---|---|---|"]
-    for measure, got, target, met in issue15_rows(results):
-        lines.append("| %s | %s | %s | %s |" % (measure, got, target,
-                                                 _met(met)))
-    return lines + [""]
+    return lines + _rows(issue15_rows(results))
+
+
+def _rows(rows):
+    """A targets table's rows: (measure, measured, target, met)."""
+    return ["| %s | %s | %s | %s |" % (measure, got, target, _met(met))
+            for measure, got, target, met in rows] + [""]
 
 
 def render_md(results, osds_results=None):

@@ -205,8 +205,8 @@ def render_soak(res):
             res.get("commit") or "?", res["date"]), "",
         "| measure | target | measured | met |", "|---|---|---|---|"]
     for what, target, got, ok in soak_rows(res):
-        lines.append("| %s | %s | %s | %s |" % (
-            what, target, got, ok if isinstance(ok, str) else bench._met(ok)))
+        lines.append("| %s | %s | %s | %s |" % (what, target, got,
+                                                 bench._met(ok)))
     lines += ["", "During the soak: %.0f ops/s (all three OSDs' ops, "
               "replica ops included), %s us of OSD CPU per op; measurements "
               "lost: %s (with duty cycles, an op enqueued or sent to its "
