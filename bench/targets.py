@@ -178,21 +178,19 @@ def _trap_row(results, floor_res):
     what = "trap cost per uprobe hit inside the OSD vs the trivial " \
         "target's floor (same probe kind)"
     most = TARGETS["trap_vs_floor"]
-    kinds = (floor_res or {}).get("kinds") or {}
     got = []
     for res in results:
         c = cost_parts(res)
         us = _get(res, "modes", "userspace", "randread",
                   "osd_added_us_per_op")
-        kind = "cet" if (res.get("machine") or {}).get("cet") else "push"
-        if c and us and kind in kinds:
+        kind, floor = floor_ns(res, floor_res)
+        if c and us and floor:
             # the pairs' own range, the programs taken out as for the
             # median (cost_parts)
             progs = c["userspace_added"] - c["traps"]
             got.append((_release(res), 1000 * c["per_hit"],
                         [1000 * (us[k] - progs) / c["hits"]
-                         for k in ("min", "max")], kind,
-                        kinds[kind]["ns_per_hit"]))
+                         for k in ("min", "max")], kind, floor))
     if not got:
         return what, "-", "within %gx" % most, None
     text = "; ".join("%s %.0f ns (pairs %s) vs %s %.0f ns = %.2f x" % (
@@ -206,6 +204,13 @@ def _trap_row(results, floor_res):
     else:
         met = all(ns / floor <= most for _, ns, _, _, floor in got)
     return what, text, "within %gx" % most, met
+
+
+def floor_ns(res, floor_res):
+    """The floor part's probe kind for a release's build and its ns per
+    hit (None without it): on `push`, after `endbr64` on CET builds."""
+    kind = "cet" if (res.get("machine") or {}).get("cet") else "push"
+    return kind, _get(floor_res, "kinds", kind, "ns_per_hit")
 
 
 def _vs_pacific(measure, got, ref):

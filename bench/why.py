@@ -6,7 +6,8 @@ was tried (TRIED). Reads results dicts only; targets.py judges the
 rows."""
 from labkit import _range, _release, _sp
 from summary import _get, cost_parts
-from targets import BOUND_PCT, TARGETS, issue27_rows, target_rows
+from targets import (
+    BOUND_PCT, TARGETS, floor_ns, issue27_rows, target_rows)
 
 
 # What the bench cannot measure itself: what was tried against each missed
@@ -88,7 +89,7 @@ def render_why(results, osds_results, soak=None, floor_res=None):
     pac_res, pac = next(((r, c) for r, c in rows
                          if _release(r) == "pacific"), (None, None))
     rows_pac = pac
-    pac, instead = _trap_floor(pac, floor_res or {})
+    pac, instead = _trap_floor(pac_res, pac, floor_res or {})
     ctx = {"pac": pac, "pac_res": pac_res, "rows": rows,
            "rows_pac": rows_pac,
            "osds_results": osds_results, "floor": floor_res or {},
@@ -110,7 +111,7 @@ def render_why(results, osds_results, soak=None, floor_res=None):
     return lines + [""]
 
 
-def _trap_floor(pac, floor_res):
+def _trap_floor(pac_res, pac, floor_res):
     """Pacific's cost parts for the paragraphs, and a line saying so when
     its trap per hit (the pairs' userspace figure less its programs) is
     below what a trap costs the trivial target: that is the pairs' noise,
@@ -119,8 +120,8 @@ def _trap_floor(pac, floor_res):
     kinds = floor_res.get("kinds") or {}
     floor = (kinds.get("slept") or kinds.get("push") or {}).get(
         "ns_per_hit")
-    if not pac or not floor or 1000 * pac["per_hit"] >= \
-            kinds["push"]["ns_per_hit"]:
+    own = floor_ns(pac_res, floor_res)[1] if pac else None
+    if not own or not floor or 1000 * pac["per_hit"] >= own:
         return pac, None
     per_hit = floor / 1000.0
     line = ("- (The pairs' own trap per hit, %.2f us, is below the floor "
