@@ -411,15 +411,21 @@ struct dev_stats {
  * call_bias_ns: what a uprobe + uretprobe pair adds to an entry -> return
  *   time here, measured after load, on a warm CPU; subtracted from "call"
  *   stages;
- * call_cold_ns, call_cold_x16: the pair costs more on a cold CPU (a thread
- *   that ran nothing probed for milliseconds: up to 6 us here against
- *   0.9), and so does the entry program's own run from its start to its
- *   stamp. A call whose entry program ran c ns, c > call_cold_ns (a warm
- *   call's), has call_bias_ns + (min(c, call_cold_max_ns) - call_cold_ns)
- *   * call_cold_x16 / 16 taken out: no more than a call of the entry run
- *   call_cold_max_ns would have (twice the calibration's cold calls').
- *   All measured after load with call_bias_ns (call_cold_x16 0: no cold
- *   correction);
+ * call_*: the pair costs more on a cold CPU (a thread that ran nothing
+ *   probed for milliseconds: up to 6 us here against 0.9), and so does
+ *   the entry program's own run from its start to its stamp, in step.
+ *   call_bias_ns is the pair at entry run call_warm_ns (the calibration's
+ *   warm calls); a call whose entry program ran c ns has taken out:
+ *   c > call_cold_ns (beyond a warm call's spread): call_bias_ns +
+ *     (min(c, call_cold_max_ns) - call_cold_ns) * call_cold_x16 / 16 (the
+ *     slope towards the cold calls; no more than a call of the entry run
+ *     call_cold_max_ns would have: twice the cold calls');
+ *   c < call_warm_ns (the warm calls ran semi-cold): call_bias_ns -
+ *     (call_warm_ns - c) * call_warm_x16 / 16 (the slope towards calls
+ *     made back to back), no less than call_bias_min_ns (theirs);
+ *   else call_bias_ns.
+ *   All measured after load with call_bias_ns (call_*_x16 0: no cold
+ *   correction; lib/cephlat/engine/calibrate.py);
  * gen: the report interval: statistics go to one half of the stats map
  *   by its parity, capture events carry it;
  * targets: the traced processes (tgids), packed from slot 0; a slot
@@ -432,7 +438,9 @@ struct ctl {
 	__u32 call_cold_ns;
 	__u32 call_cold_x16;
 	__u32 call_cold_max_ns;
-	__u32 pad0;
+	__u32 call_warm_ns;
+	__u32 call_warm_x16;
+	__u32 call_bias_min_ns;
 	__s64 real_off_ns;	/* CLOCK_REALTIME - CLOCK_MONOTONIC (Ceph's
 				 * stamps are wall clock), at the last write */
 	__u32 gen;

@@ -61,13 +61,18 @@ int stage_entry(struct pt_regs *ctx)
  * its stamp (struct ctl). */
 static __always_inline __u64 call_bias(__u32 cost)
 {
-	__u64 b = ctl.call_bias_ns;
+	__u64 b = ctl.call_bias_ns, less;
 
 	if (cost > ctl.call_cold_max_ns)
 		cost = ctl.call_cold_max_ns;
 	if (cost > ctl.call_cold_ns)
-		b += ((__u64)(cost - ctl.call_cold_ns) * ctl.call_cold_x16) >> 4;
-	return b;
+		return b + (((__u64)(cost - ctl.call_cold_ns) *
+			     ctl.call_cold_x16) >> 4);
+	if (cost >= ctl.call_warm_ns)
+		return b;
+	less = ((__u64)(ctl.call_warm_ns - cost) * ctl.call_warm_x16) >> 4;
+	return b > ctl.call_bias_min_ns + less ? b - less :
+						 ctl.call_bias_min_ns;
 }
 
 /* A call stage ended: its statistics and capture event. */

@@ -15,6 +15,7 @@ from cephlat.engine.elfsym import ElfSymbols
 from cephlat.model.hist import slot_bounds_us
 from cephlat.engine.plan import Plan
 from cephlat.engine.tracer import StageTracer
+from cephlat.engine import calibrate as calibration
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SLEEPER_SRC = os.path.join(HERE, "progs", "sleeper.cc")
@@ -84,10 +85,10 @@ def trace_ticks(exe, spin_ns, batches):
     out = []
     try:
         tracer = tracer_of(p, "work::Sleeper::tick")
-        x16 = tracer.call_cold_x16
+        x16 = tracer.calib["call_cold_x16"]
         try:
             for gap, n, cold in batches:
-                tracer.call_cold_x16 = x16 if cold else 0
+                tracer.calib["call_cold_x16"] = x16 if cold else 0
                 tracer._write_ctl()
                 p.stdin.write("%d %d\n" % (gap, n))
                 p.stdin.flush()
@@ -174,7 +175,7 @@ def test_a_cold_cpu_s_probe_cost_is_taken_out(bpf_ready, sleeper):
     the calibration measured; called every 20 ms (an OSD worker between the
     ops an mClock limit lets through) the CPU is cold and they add several
     times that: 5-6.5 us here. The entry program's own run says how cold
-    (tracer._calibrate). Over three rounds (the CPU's state is what varies)
+    (engine/calibrate.py). Over three rounds (the CPU's state is what varies)
     the correction must take out at least 60 % of what the cold calls add
     without it (the same calls with call_cold_x16 zeroed): what is left
     is the difference between the calibration's cold calls and these,
@@ -193,3 +194,22 @@ def test_a_cold_cpu_s_probe_cost_is_taken_out(bpf_ready, sleeper):
         added += raw.mean_us() - truth_r
         left += cold.mean_us() - truth_c
     assert abs(left) <= 0.4 * added, (left, added)
+
+
+def test_a_semi_cold_calibration_leaves_warm_calls_whole(bpf_ready, sleeper,
+                                                          monkeypatch):
+    """The calibration's warm calls (0.5 ms apart) sometimes all run
+    semi-cold (an idle vCPU's state, not ours): here 1 run in 6, a pair
+    median of 1.7-1.8 us against 0.85. Taken out of every call, that
+    took 0.5 us out of a 2-us call. Made to happen every time (the warm
+    calls 5 ms apart: about 2.3 us of pair), warm calls 0.5 ms apart keep
+    at least 90 % of their truth: below the calibration's warm entry run
+    the correction follows its line down, never under what calls made
+    back to back cost (calibrate.fields)."""
+    real = calibration.calibrate
+    monkeypatch.setattr(calibration, "calibrate",
+                        lambda tracer: real(tracer, gap_s=0.005))
+    for _ in range(3):
+        (warm, truth), = trace_ticks(sleeper, 2000, [(500, 200, True)])
+        assert warm.count == 200
+        assert warm.mean_us() >= 0.9 * truth, (warm.mean_us(), truth)

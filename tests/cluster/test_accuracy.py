@@ -83,7 +83,7 @@ def test_bluestore_read_mean_within_15_percent(runs):
     take ~2.7 us, as short as the probes' own cost, and that cost is
     calibrated in our process while the OSD's threads pay their own (0.9
     to 2 us here under load, by the state of the CPU; more on a cold one,
-    which the calibration's cold calls correct: tracer._calibrate): with a
+    which the calibration's cold calls correct: engine/calibrate.py): with a
     busy loop beside the lab the subtraction took 0.5 us too much (2.2
     against 2.7 us). Before the subtraction the figure is never below
     Ceph's: the probes only add time."""

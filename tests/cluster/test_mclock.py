@@ -135,7 +135,7 @@ def test_bluestore_read_on_a_cold_cpu(limited):
     is cold when BlueStore::read's probes fire: traced alone (no probe of
     the op warms the path before it) they cost 2.3-3.2 us more than the
     warm calibration, 25-40 % of a cached read here. The calibration's
-    cold calls correct it (tracer._calibrate): each window's mean within
+    cold calls correct it (engine/calibrate.py): each window's mean within
     10 % of Ceph's own read_lat over the same calls, plus half the warm
     probe cost (what the correction leaves: -0.05 to +0.8 us measured)."""
     _, _, alone = limited

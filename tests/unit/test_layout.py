@@ -41,15 +41,16 @@ def test_rodata_offsets_match_the_object():
 def test_bss_holds_only_ctl():
     need(os.path.exists(OBJ), "BPF objects not built (run: make)")
     # StageTracer writes struct ctl {u64 call_bias_ns; u32 call_cold_ns,
-    # call_cold_x16, call_cold_max_ns, pad0; s64 real_off_ns; u32 gen;
+    # call_cold_x16, call_cold_max_ns, call_warm_ns, call_warm_x16,
+    # call_bias_min_ns; s64 real_off_ns; u32 gen;
     # u32 mclock; u32 targets[MAX_TARGETS]} as the whole .bss value
     a = abi.load("osdstage", BUILD)
     ctl = a.struct("ctl")
     assert _section_symbols(OBJ, ".bss") == {"ctl": (0, ctl.size)}
-    assert ctl.size == 40 + 4 * a.const("MAX_TARGETS")
-    assert ctl.offset("targets") == 40
+    assert ctl.size == 48 + 4 * a.const("MAX_TARGETS")
+    assert ctl.offset("targets") == 48
     assert ctl.unpack(ctl.pack(call_bias_ns=7, call_cold_x16=56,
                                real_off_ns=-5, gen=3)) == {
         "call_bias_ns": 7, "call_cold_ns": 0, "call_cold_x16": 56,
-        "call_cold_max_ns": 0, "pad0": 0, "real_off_ns": -5, "gen": 3,
-        "mclock": 0}
+        "call_cold_max_ns": 0, "call_warm_ns": 0, "call_warm_x16": 0,
+        "call_bias_min_ns": 0, "real_off_ns": -5, "gen": 3, "mclock": 0}

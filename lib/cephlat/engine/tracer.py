@@ -6,7 +6,6 @@ Every id, layout and program name comes from the object itself
 Used by the live tool and by the BPF test tier (which points it at a
 small controlled program instead of ceph-osd).
 """
-import ctypes
 import os
 import struct
 import time
@@ -22,25 +21,15 @@ from ..model.snapshot import Snapshot
 from ..ceph import probetable
 from ..ceph.target import pid_alive
 from . import bpf, bpfsys
+from . import calibrate as calibration
 from .loadtime import (apply_settings, attached_kernel_programs,
                        kernel_programs, lean_span, rodata_type)
 from .mapread import MapReads
 from .optable import OpTable, ReqIndex, table_size
-from .stats import StatsReader, hist_delta, read_counters
+from .stats import StatsReader, read_counters
 
 DEFAULT_MAX_OPS = 65536
 DEFAULT_OP_TIMEOUT_S = 120.0
-# the cold correction's slope at most (x16): 8 us of pair per us of entry
-# run, twice what was ever measured (_calibrate)
-COLD_X16_MAX = 128
-# the least rise of the entry run from warm to cold calls that gives a
-# slope (below it the two states are one)
-COLD_RISE_MIN_NS = 200
-# how far beyond the cold calls' median entry run the slope is applied:
-# the OSD's coldest calls (a worker's op every ~30 ms) run longer than the
-# calibration's; at 1x of 10-ms calibration calls the sleeper's 20-ms calls
-# kept 1.3-3 us of their 5-6.5 us of cold cost
-COLD_REACH = 2
 
 
 # The stages the programs record per op class only (probes/osdstage.h):
@@ -100,9 +89,7 @@ class StageTracer(MapReads):
         self.want_calibration = calibrate
         self.cet = self.plan.cet   # calibrate on a function of this flavour
         self.calibrate_always = False
-        self.call_bias_ns = 0
-        self.call_cold_ns = self.call_cold_x16 = 0   # _calibrate
-        self.call_cold_max_ns = 0
+        self.calib = dict(calibration.NONE)   # struct ctl's call_* fields
         # the kernel's BPF run statistics, held on while attached when the
         # cost is measured (measure_runs(): duty cycles, the exporter)
         self.run_stats, self._stats_fd = False, None
@@ -186,8 +173,7 @@ class StageTracer(MapReads):
         self.reader = StatsReader(self.obj.map("stats"), self.vocab,
                                   self.abi)
         if self.want_calibration and (self.plan.calls or self.calibrate_always):
-            (self.call_bias_ns, self.call_cold_ns, self.call_cold_x16,
-             self.call_cold_max_ns) = self._calibrate()
+            self.calib = calibration.calibrate(self)
             self._write_ctl()
         self.counters = self.obj.map("counters")
         self.ops = OpTable(self.obj.map("ops"), self.abi)
@@ -196,15 +182,19 @@ class StageTracer(MapReads):
         self._halves = {}       # map name -> {half: its state at closing}
         self.attach()
 
+    @property
+    def call_bias_ns(self):
+        """What the probes add to a call on a warm CPU (calibrate)."""
+        return self.calib["call_bias_ns"]
+
     def _write_ctl(self):
         # struct ctl, the whole .bss (tests/unit/test_layout.py)
         ctl = self.abi.struct("ctl")
         raw = bytearray(ctl.pack(
-            call_bias_ns=self.call_bias_ns, call_cold_ns=self.call_cold_ns,
-            call_cold_x16=self.call_cold_x16,
-            call_cold_max_ns=self.call_cold_max_ns, gen=self.gen,
+            gen=self.gen,
             real_off_ns=real_offset_ns(),
-            mclock=sum(1 << i for i, m in enumerate(self.mclock) if m)))
+            mclock=sum(1 << i for i, m in enumerate(self.mclock) if m),
+            **self.calib))
         at = ctl.offset("targets")
         raw[at:at + 4 * len(self.pids)] = struct.pack(
             "<%dI" % len(self.pids), *self.pids)
@@ -335,82 +325,6 @@ class StageTracer(MapReads):
             if info["type"] == bpfsys.BPF_PROG_TYPE_KPROBE:
                 tot["uprobe_runs"] += info["run_cnt"]
         return tot
-
-    def _calibrate(self, calls=100, gap_s=0.0005, cold_calls=16,
-                   cold_gap_s=0.02):
-        """What a uprobe + uretprobe pair adds to an entry -> return time
-        here, on a warm CPU and on a cold one: a trivial function (build/
-        libcephlat_calib.so; like Ceph's functions it starts with `push
-        %rbp`) timed by the same programs, called from this process ->
-        (bias_ns, cold_ns, cold_x16, cold_max_ns), struct ctl's call_*
-        fields.
-
-        The cost depends on the state of the CPU. On the development VM
-        the pair cost 0.85 us when the thread had slept 0.5 ms between
-        calls, 2.2-2.5 us after 5 ms and 5-7 us after 30 ms (an idle
-        vCPU's caches go cold), and the entry program's own run up to its
-        stamp grew with it (0.16, 0.66-0.80, 1.5-2.0 us): 3.2-4.0 us of
-        pair per us of entry program at every gap. The OSD's threads show
-        the same: under an mClock limit (a worker runs an op every ~30
-        ms) BlueStore::read's entry program took 0.9-1.1 us and the stage
-        read 2.3-3.2 us above Ceph's read_lat; under load 0.16 us and
-        0.1-0.3 us above. So `calls` spaced by `gap_s` give the warm
-        pair (bias_ns, their median) and the warm entry run (cold_ns, its
-        third quartile: a warm call's spread takes nothing more out);
-        `cold_calls` spaced by `cold_gap_s` give the slope from the two
-        medians, x16 (cold_x16; 0 when the two states do not differ by
-        COLD_RISE_MIN_NS of entry run), and the most it applies to:
-        COLD_REACH times their median entry run (cold_max_ns; a colder call
-        gets no more taken out: the correction may leave cost in rather
-        than extrapolate real time out). The probes stay attached
-        (detaching costs ~0.2 s); they fire only in this process. Zeros
-        when the library is missing or too few calls were seen.
-
-        The function is of the target's flavour: built with CET (starting
-        with endbr64, probed right after it) when the target's functions
-        are, else without."""
-        lib_path = os.path.join(self.bpf_dir, "libcephlat_calib%s.so" % (
-            "_cet" if self.cet else ""))
-        if not os.path.exists(lib_path):
-            return 0, 0, 0, 0
-        from .elfsym import ElfSymbols
-        with ElfSymbols(lib_path) as elf:
-            sym = elf.mark_cet(elf.find("cephlat_calib_target")[0])
-        fn = ctypes.CDLL(lib_path).cephlat_calib_target
-        fn.restype, fn.argtypes = ctypes.c_long, [ctypes.c_long]
-        sid, eid = self.vocab.calib_id, self.vocab.calib_entry_id
-        for ret in (False, True):
-            self.obj.attach_uprobes("stage_return" if ret else "stage_entry",
-                                    lib_path, [(sym.probe_offset, sid,
-                                                sym.name)],
-                                    pid=os.getpid(), retprobe=ret)
-        fn(0)                          # first hit: page-in, not a sample
-
-        def timed(n, gap):
-            base = self.reader.read(sid), self.reader.read(eid)
-            for i in range(n):
-                time.sleep(gap)
-                fn(i)
-            pair = hist_delta(self.reader.read(sid), base[0])
-            entry = hist_delta(self.reader.read(eid), base[1])
-            return pair, entry, min(pair.count, entry.count) >= n // 2
-
-        pair, entry, ok = timed(calls, gap_s)
-        if not ok:
-            return 0, 0, 0, 0
-        bias = pair.percentile_us(0.5) * 1000
-        warm_entry = entry.percentile_us(0.5) * 1000
-        cold_ns = int(entry.percentile_us(0.75) * 1000)
-        cpair, centry, ok = timed(cold_calls, cold_gap_s)
-        x16 = cold_max = 0
-        if ok:
-            cold_entry = centry.percentile_us(0.5) * 1000
-            cold_max = int(COLD_REACH * cold_entry)
-            rise = cold_entry - warm_entry
-            extra = cpair.percentile_us(0.5) * 1000 - bias
-            if rise >= COLD_RISE_MIN_NS and extra > 0:
-                x16 = min(COLD_X16_MAX, int(round(16 * extra / rise)))
-        return int(bias), cold_ns, x16, cold_max
 
     def snapshot_counters(self, slot=None):
         """Counters of target `slot`; None: summed over every target."""
