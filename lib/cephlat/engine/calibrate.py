@@ -29,6 +29,7 @@ import ctypes
 import os
 import time
 
+from ..model.hist import UNITS_PER_US
 from .stats import hist_delta
 
 # the cold correction's slope at most (x16): 8 us of pair per us of entry
@@ -37,6 +38,10 @@ COLD_X16_MAX = 128
 # the least rise of the entry run from warm to cold calls that gives a
 # slope (below it the two states are one)
 COLD_RISE_MIN_NS = 200
+# the least rise from the hot calls' entry run to the warm ones' that gives
+# the slope below the warm point: the histograms' resolution there (62 ns;
+# in one slot, the two medians say nothing of a slope)
+WARM_RISE_MIN_NS = 1000 // UNITS_PER_US
 # how far beyond the cold calls' median entry run the slope is applied:
 # the OSD's coldest calls (a worker's op every ~30 ms) run longer than the
 # calibration's; at 1x of 10-ms calibration calls the sleeper's 20-ms calls
@@ -109,7 +114,7 @@ def fields(warm, cold, hot):
     h = (med(hot[1]), med(hot[0])) if hot[2] else None
     if h and h[1] < w[1]:
         out["call_bias_min_ns"] = h[1]
-        out["call_warm_x16"] = _x16(h, w, 1)
+        out["call_warm_x16"] = _x16(h, w, WARM_RISE_MIN_NS)
     if not cold[2]:
         return out
     c = med(cold[1]), med(cold[0])
