@@ -116,6 +116,20 @@ from summary import load_results, summarize_main, summarize_osds  # noqa: E402
 from targets import TARGETS, cost_holds  # noqa: E402
 
 
+def pair_traced_first(i):
+    """Whether pair i of a mode runs its traced window first: every other
+    pair. The lab's IOPS drift and swing between windows (2026-11-30, the
+    1-OSD lab, 20-s windows with --max-overhead 2 on and off in turn: the
+    untraced ones 11963-13871 IOPS, swinging over ~80 s), and with the
+    untraced window always first a downward drift was charged to every
+    mode: that run's pairs had Ceph's own OpTracker (no tracer at all) at
+    0.78-1.13 and --max-overhead 2 at 0.79-0.99 (13 % of the CPUs against
+    its own estimate of 1.4 %), where the on/off windows above gave it
+    0.94-1.04, mean 0.996. In turn, a drift counts for half the pairs and
+    against the other half."""
+    return i % 2 == 1
+
+
 def osds_part(a):
     """--part osds: one OSD traced vs three, on the 3-OSD lab."""
     env = lab_env(osds=3)
@@ -299,7 +313,8 @@ def main_part(a):
         # the modes interleaved too: pair i of each mode, then pair i + 1
         for i in range(a.pairs):
             for mode in modes:
-                base, traced = _main_pair(env, pid, asok, mode, rw, a, smoke)
+                base, traced = _main_pair(env, pid, asok, mode, rw, a, smoke,
+                                          traced_first=pair_traced_first(i))
                 got[mode][wl].append((base, traced))
                 print("bench: %-9s %-8s pair %d: %.0f vs %.0f IOPS; OSD "
                       "%.1f vs %.1f us/op, host %.1f vs %.1f us/op" % (
@@ -349,29 +364,43 @@ def main_part(a):
     return render_release(res)
 
 
-def _main_pair(env, pid, asok, mode, rw, a, smoke):
+def _main_pair(env, pid, asok, mode, rw, a, smoke, traced_first=False):
     """One pair of windows of `mode` under fio `rw`: -> (untraced,
     traced). The optracker mode's base has Ceph's OpTracker off; under
     --smoke one untraced window (smoke["base"]) is every mode's base and
-    the traced window gives the BPF statistics (smoke["stats"])."""
+    the traced window gives the BPF statistics (smoke["stats"]).
+    traced_first: the traced window before the untraced one (main_part
+    alternates the order: pair_traced_first)."""
     secs, settle = window_of(mode, a)
 
     def window(cmd, **kw):
         return osd_window(env, [pid], [asok], rw, secs, cmd, settle, **kw)
-    if MODES[mode] == OPTRACKER:
+
+    def base():
+        if MODES[mode] != OPTRACKER:
+            return window(None)
         try:
             set_op_tracker(asok, False)
-            base = window(None)
+            return window(None)
         finally:
             set_op_tracker(asok, True)
-        return base, window(None)
-    if a.smoke:
-        base = smoke["base"] = smoke["base"] or window(None)
+
+    def traced():
+        if MODES[mode] == OPTRACKER:
+            return window(None)
+        if not a.smoke:
+            return window(MODES[mode])
         with bpf_stats_on():
-            traced = window(MODES[mode], stats=True)
-        smoke["stats"][mode] = stats_of(traced)
-        return base, traced
-    return window(None), window(MODES[mode])
+            t = window(MODES[mode], stats=True)
+        smoke["stats"][mode] = stats_of(t)
+        return t
+    if a.smoke and MODES[mode] != OPTRACKER:
+        smoke["base"] = smoke["base"] or base()
+        return smoke["base"], traced()
+    if traced_first:
+        t = traced()
+        return base(), t
+    return base(), traced()
 
 
 def _mode_summary(mode, pairs, a):
