@@ -17,9 +17,12 @@ from why import render_why
 
 
 METHOD = (
-    "Every figure comes from interleaved pairs: an untraced window, then a "
-    "traced one, for each mode in turn (pair 1 of every mode, then pair "
-    "2, ...), after a warm-up run per workload. A window runs under a "
+    "Every figure comes from interleaved pairs: an untraced window and a "
+    "traced one, the traced one first in every other pair (the lab's "
+    "IOPS drift between windows; with the untraced window always first a "
+    "downward drift was charged to every mode), for each mode in turn "
+    "(pair 1 of every mode, then pair 2, ...), after a warm-up run per "
+    "workload. A window runs under a "
     "steady fio load: fio starts, the tracer is started on the busy OSD "
     "(as someone would), and once it says it is tracing and has settled, "
     "the window measures: the ceph-osd's CPU time (utime+stime, "

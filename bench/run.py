@@ -10,7 +10,8 @@
 # On the lab OSD (started if needed): 4 KiB random reads and 4 KiB random
 # writes from fio's rbd engine (a real librbd client; it reports latency
 # percentiles, which rados bench does not), untraced and traced windows
-# interleaved A B A B ..., the tracing modes interleaved too. Each window
+# interleaved A B B A A B ... (pair_traced_first), the tracing modes
+# interleaved too. Each window
 # runs under a steady load: fio starts, the tracer (when traced) is started
 # on the busy OSD the way someone would, and after it has settled the
 # window measures `--secs` seconds of:
@@ -145,7 +146,7 @@ def osds_part(a):
     res = {"machine": machine(env, pids[0]), "osds": len(pids),
            "pairs": pairs_n, "secs": secs,
            "client": "fio rbd engine, 4 KiB, iodepth 16, pool rbd size 3",
-           "window": "steady",
+           "window": "steady", "pair_order": "alternating",
            "modes": {m: {"traces": OSDS_LABELS[m]} for m in OSDS_MODES},
            "workloads": {}}
     res["machine"]["osds"] = len(pids)
@@ -155,8 +156,12 @@ def osds_part(a):
         # the modes interleaved too: pair i of each mode, then pair i + 1
         for i in range(pairs_n):
             for mode, cmd in OSDS_MODES.items():
-                base = osd_window(env, pids, asoks, rw, secs)
-                traced = osd_window(env, pids, asoks, rw, secs, cmd)
+                if pair_traced_first(i):
+                    traced = osd_window(env, pids, asoks, rw, secs, cmd)
+                    base = osd_window(env, pids, asoks, rw, secs)
+                else:
+                    base = osd_window(env, pids, asoks, rw, secs)
+                    traced = osd_window(env, pids, asoks, rw, secs, cmd)
                 got[mode].append((base, traced))
                 print("bench: osds %-9s %-8s pair %d: %.0f vs %.0f IOPS; "
                       "added us/op per OSD: %s" % (
@@ -295,6 +300,7 @@ def main_part(a):
     res = {"machine": machine(env, pid), "pairs": a.pairs, "secs": a.secs,
            "bounded_secs": window_of("bounded", a)[0],
            "client": "fio rbd engine, 4 KiB, iodepth 16", "modes": {},
+           "pair_order": "alternating",
            "spread": "min-max over the pairs",
            "date": time.strftime("%Y-%m-%d"), "commit": git_commit(),
            # anything else on the cores moves every figure: say how busy

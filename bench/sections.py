@@ -11,6 +11,16 @@ from summary import _get
 from targets import TARGETS, _mark, _n, cost_holds
 
 
+def pair_order(res):
+    """"" when a part's pairs alternated their order (run.py
+    pair_traced_first), else a sentence saying they did not."""
+    if res.get("pair_order") == "alternating":
+        return ""
+    return (" (This run predates the alternating pairs: the untraced "
+            "window came first in every pair, and a drift of the lab's "
+            "IOPS between windows counts against the traced one.)")
+
+
 def render_release(res):
     """A release's section of BENCHMARKS.md from its main part's
     results (with a "# Benchmarks" title: run.py prints it alone)."""
@@ -31,7 +41,7 @@ def _release_head(res):
                 ", in a container, CET build" if m.get("container") else
                 ""), "",
             "Machine: %s, %d cores, kernel %s, Ceph %s. Client: %s; %d "
-            "interleaved untraced/traced pairs of %d s%s per mode%s." % (
+            "interleaved untraced/traced pairs of %d s%s per mode%s.%s" % (
                 m["cpu_model"], m["cores"], m["kernel"], m["ceph"],
                 res["client"], res["pairs"], res["secs"],
                 " (bounded: %d s)" % res["bounded_secs"]
@@ -41,7 +51,7 @@ def _release_head(res):
                     "run on %s, " % res["date"] if res.get("date") else "",
                     "tools at %s, " % res["commit"] if res.get("commit")
                     else "", res["runtime_s"])
-                if res.get("runtime_s") else ""), "",
+                if res.get("runtime_s") else "", pair_order(res)), "",
             ] + (["Load average (5 min) of the machine at the start and "
                    "end of the run: %.2f, %.2f (%d cores; more than the "
                    "lab's own load means other work shared the cores)." % (
@@ -208,14 +218,15 @@ def render_osds(res):
              "saw (op_r+op_w+subop_w, admin socket), traced minus untraced "
              "in each pair; median (min-max) over the pairs, in us. With "
              "`--osd 0`, osd.1 and osd.2 are not traced (marked untraced). "
-             "%s"
+             "%s%s"
              % (res["osds"], res["client"], res["pairs"], res["secs"],
                 res["runtime_s"], res.get("prefill_s", 0),
                 "Windows as in the main part (the tracer started under "
                 "load, the window opened once it had settled)."
                 if res.get("window") == "steady" else
                 "(This run predates the steady-load windows: the tracer "
-                "was started before each fio run, the IOPS are fio's.)"),
+                "was started before each fio run, the IOPS are fio's.)",
+                pair_order(res)),
              "",
              "| workload | traced | IOPS ratio median (min-max) | p99 ratio | "
              "untraced / traced IOPS | " + " | ".join(
