@@ -175,14 +175,14 @@ def test_a_cold_cpu_s_probe_cost_is_taken_out(bpf_ready, sleeper):
     the calibration measured; called every 20 ms (an OSD worker between the
     ops an mClock limit lets through) the CPU is cold and they add several
     times that: 5-6.5 us here. The entry program's own run says how cold
-    (engine/calibrate.py). Over three rounds (the CPU's state is what varies)
-    the correction must take out at least 60 % of what the cold calls add
-    without it (the same calls with call_cold_x16 zeroed): what is left
-    is the difference between the calibration's cold calls and these,
-    +-1.3 us in single rounds here whatever was added (2.7-7 us). And no
-    warm call's real time is taken out: at least 90 % of the truth left,
-    every round. Means, as the truth is one: a call preempted in its spin
-    is long in both."""
+    (engine/calibrate.py). Over three rounds (the CPU's state is what
+    varies) the correction must take out at least 60 % of what the cold
+    calls add without it (the same calls with call_cold_x16 zeroed): what
+    is left is the difference between the calibration's cold calls and
+    these, +-1.3 us in single rounds here whatever was added (2.7-7 us).
+    And no warm call's real time is taken out: at least 90 % of the truth
+    left, every round. Means, as the truth is one: a call preempted in
+    its spin is long in both."""
     left = added = 0
     for _ in range(3):      # a tracer each: its own calibration
         (warm, truth_w), (cold, truth_c), (raw, truth_r) = trace_ticks(
@@ -202,10 +202,10 @@ def test_a_semi_cold_calibration_leaves_warm_calls_whole(bpf_ready, sleeper,
     semi-cold (an idle vCPU's state, not ours): here 1 run in 6, a pair
     median of 1.7-1.8 us against 0.85. Taken out of every call, that
     took 0.5 us out of a 2-us call. Made to happen every time (the warm
-    calls 5 ms apart: about 2.3 us of pair), warm calls 0.5 ms apart keep
-    at least 90 % of their truth: below the calibration's warm entry run
-    the correction follows its line down, never under what calls made
-    back to back cost (calibrate.fields)."""
+    calls 5 ms apart: a pair of 2.8-6.6 us here), warm calls 0.5 ms apart
+    keep at least 90 % of their truth: below the calibration's warm entry
+    run the correction follows its line down, never under what calls
+    made back to back cost (calibrate.fields)."""
     real = calibration.calibrate
     monkeypatch.setattr(calibration, "calibrate",
                         lambda tracer: real(tracer, gap_s=0.005))

@@ -21,9 +21,9 @@ here the whole set ran semi-cold (pair median 1.66-1.80 us, entry median
 a median out of every call took 0.5 us of real time out of truly warm calls
 (a 2-us call read 1.3-1.5 us), so the line is followed below the warm
 calls' median too, down to what calls made back to back cost (hot: the
-thread never sleeps between them, so its CPU never idles); and the slope
-is taken from the hot calls to the cold ones, as the warm ones may be as
-cold as those.
+thread never sleeps between them, so its CPU never idles); and when the
+warm calls were as cold as the cold ones, the slope above is taken from
+the hot calls to the cold ones.
 """
 import ctypes
 import os
@@ -58,21 +58,22 @@ def calibrate(tracer, calls=100, gap_s=0.0005, cold_calls=16,
     """Time the trivial function through `tracer` (loaded, its programs
     not yet attached to the target) -> struct ctl's call_* fields:
 
-    `calls` spaced by `gap_s` give the warm pair (call_bias_ns, their
-    median) at the warm entry run's median (call_warm_ns); `cold_calls`
-    spaced by `cold_gap_s` and `hot_calls` made back to back (the thread
-    never sleeps, its CPU never idles) give the slope between their
-    medians, x16 (call_cold_x16; 0 when the two states do not differ by
-    COLD_RISE_MIN_NS of entry run). A call whose entry ran longer than
-    the warm calls' third quartile (call_cold_ns: a warm call's spread
-    takes nothing more out) has the slope's extra taken out, up to
-    COLD_REACH times the cold calls' median entry run (call_cold_max_ns:
-    a colder call gets no more; the correction may leave cost in rather
-    than extrapolate real time out); one whose entry ran shorter than
-    the median has less taken out, by the same slope, but no less than
-    what the hot calls cost (call_bias_min_ns, their median). The probes stay attached (detaching
-    costs ~0.2 s); they fire only in this process. NONE when the library
-    is missing or too few calls were seen.
+    `hot_calls` made back to back (the thread never sleeps, its CPU never
+    idles), `calls` spaced by `gap_s` (warm) and `cold_calls` spaced by
+    `cold_gap_s`, each set's medians a point (entry run, pair). The warm
+    pair is call_bias_ns, at entry run call_warm_ns. A call whose entry
+    ran longer than the warm calls' third quartile (call_cold_ns: a warm
+    call's spread takes nothing more out) has more taken out by the slope
+    from the warm point to the cold one (call_cold_x16; from the hot point
+    when warm and cold differ by less than COLD_RISE_MIN_NS of entry run),
+    up to COLD_REACH times the cold calls' entry run (call_cold_max_ns: a
+    colder call gets no more; the correction may leave cost in rather
+    than extrapolate real time out). One whose entry ran shorter than the
+    warm calls' has less taken out, by the slope from the hot point to the
+    warm one (call_warm_x16), never less than the hot pair
+    (call_bias_min_ns). The probes stay attached (detaching costs ~0.2 s);
+    they fire only in this process. NONE when the library is missing or
+    too few warm calls were seen.
 
     The function is of the target's flavour: built with CET (starting
     with endbr64, probed right after it) when the target's functions
