@@ -10,7 +10,7 @@
 # On the lab OSD (started if needed): 4 KiB random reads and 4 KiB random
 # writes from fio's rbd engine (a real librbd client; it reports latency
 # percentiles, which rados bench does not), untraced and traced windows
-# interleaved A B B A A B ... (pair_traced_first), the tracing modes
+# interleaved A B B A A B ... (run_pair), the tracing modes
 # interleaved too. Each window
 # runs under a steady load: fio starts, the tracer (when traced) is started
 # on the busy OSD the way someone would, and after it has settled the
@@ -131,6 +131,15 @@ def pair_traced_first(i):
     return i % 2 == 1
 
 
+def run_pair(i, base, traced):
+    """Pair i's two windows, base() and traced(), run in its order
+    (pair_traced_first) -> (untraced, traced)."""
+    if pair_traced_first(i):
+        t = traced()
+        return base(), t
+    return base(), traced()
+
+
 def osds_part(a):
     """--part osds: one OSD traced vs three, on the 3-OSD lab."""
     env = lab_env(osds=3)
@@ -156,12 +165,9 @@ def osds_part(a):
         # the modes interleaved too: pair i of each mode, then pair i + 1
         for i in range(pairs_n):
             for mode, cmd in OSDS_MODES.items():
-                if pair_traced_first(i):
-                    traced = osd_window(env, pids, asoks, rw, secs, cmd)
-                    base = osd_window(env, pids, asoks, rw, secs)
-                else:
-                    base = osd_window(env, pids, asoks, rw, secs)
-                    traced = osd_window(env, pids, asoks, rw, secs, cmd)
+                base, traced = run_pair(
+                    i, lambda: osd_window(env, pids, asoks, rw, secs),
+                    lambda: osd_window(env, pids, asoks, rw, secs, cmd))
                 got[mode].append((base, traced))
                 print("bench: osds %-9s %-8s pair %d: %.0f vs %.0f IOPS; "
                       "added us/op per OSD: %s" % (
@@ -320,7 +326,7 @@ def main_part(a):
         for i in range(a.pairs):
             for mode in modes:
                 base, traced = _main_pair(env, pid, asok, mode, rw, a, smoke,
-                                          traced_first=pair_traced_first(i))
+                                          i)
                 got[mode][wl].append((base, traced))
                 print("bench: %-9s %-8s pair %d: %.0f vs %.0f IOPS; OSD "
                       "%.1f vs %.1f us/op, host %.1f vs %.1f us/op" % (
@@ -370,13 +376,12 @@ def main_part(a):
     return render_release(res)
 
 
-def _main_pair(env, pid, asok, mode, rw, a, smoke, traced_first=False):
-    """One pair of windows of `mode` under fio `rw`: -> (untraced,
-    traced). The optracker mode's base has Ceph's OpTracker off; under
-    --smoke one untraced window (smoke["base"]) is every mode's base and
-    the traced window gives the BPF statistics (smoke["stats"]).
-    traced_first: the traced window before the untraced one (main_part
-    alternates the order: pair_traced_first)."""
+def _main_pair(env, pid, asok, mode, rw, a, smoke, i):
+    """Pair i of `mode` under fio `rw`, its windows in the pair's order
+    (run_pair): -> (untraced, traced). The optracker mode's base has
+    Ceph's OpTracker off; under --smoke one untraced window
+    (smoke["base"]) is every mode's base and the traced window gives the
+    BPF statistics (smoke["stats"])."""
     secs, settle = window_of(mode, a)
 
     def window(cmd, **kw):
@@ -403,10 +408,7 @@ def _main_pair(env, pid, asok, mode, rw, a, smoke, traced_first=False):
     if a.smoke and MODES[mode] != OPTRACKER:
         smoke["base"] = smoke["base"] or base()
         return smoke["base"], traced()
-    if traced_first:
-        t = traced()
-        return base(), t
-    return base(), traced()
+    return run_pair(i, base, traced)
 
 
 def _mode_summary(mode, pairs, a):
