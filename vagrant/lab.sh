@@ -249,6 +249,9 @@ mon warn on pool no redundancy = false
 mon warn on insecure global id reclaim = false
 mon warn on insecure global id reclaim allowed = false
 mon data avail warn = 2
+# PG states reach the mgr (and "ceph status") each second, not each 5 s: a restarted
+# OSD's PGs are seen active+clean as soon as they are (lab start-up and restarts)
+mgr stats period = 1
 run dir = $RUN_DIR
 crash dir = $LAB_DIR/crash
 mon cluster log file = $LOG_DIR/\$cluster.\$channel.log
@@ -476,7 +479,7 @@ wait_ready() {
             fi
             reason="rados -p $POOL ls failed"
         fi
-        sleep 1
+        sleep 0.5
     done
     die "cluster not ready after ${READY_TIMEOUT}s: $reason; logs: $LOG_DIR/ (OSD log $(log_of "osd.$(osd_id || echo 0)"))"
 }
