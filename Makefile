@@ -30,7 +30,9 @@
 #                   here by the instruction probed (~1 min, no lab needed), BENCH=client:
 #                   what rbdrecord costs the client (~4 min), BENCH=merged: the merged
 #                   reader on a BENCH_MERGED_MIN-minute 3-host capture set, each read
-#                   BENCH_MERGED_RUNS times (~30 min)
+#                   BENCH_MERGED_RUNS times (~30 min), BENCH=toggle: the lean, userspace
+#                   and default modes attached and detached every 2 s under one fio run
+#                   on the 1-OSD lab (~9 min)
 #   make clean      remove build/
 
 # One interpreter everywhere: Debian's, which sees Debian's python3-* packages

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 # bench/run.py - what tracing costs the OSD, measured side by side (make bench).
 #
-# USAGE: bench/run.py [--part all|main|osds|reader|exporter|floor|client]
-#                     [--pairs N]
+# USAGE: bench/run.py [--part all|main|osds|reader|exporter|floor|client|
+#                             merged|toggle]
+#                     [--pairs N] [--toggle-pairs N] [--toggle-secs S]
 #                     [--secs S] [--osds-pairs N] [--osds-secs S] [--smoke]
 #                     [--out FILE] [--osds-out FILE] [--md FILE]
 #                     [--soak-min M] [--soak-bound PCT]
@@ -75,6 +76,12 @@
 # merged reader (osdstage -r h0 h1 h2 client) on a --merged-min-minute
 # capture set of the 3-host lab (bench/merged_reader.py says how). Writes
 # bench/results/merged.json.
+#
+# The "toggle" part (--part toggle; in --part all too), issue 27: the
+# lean, userspace and default modes' cost in the OSD from one tracer per
+# mode attached and detached every --toggle-secs seconds under one fio
+# run (bench/toggle.py says how). Merged into bench/results/<release>.json
+# as "toggled".
 #
 # This file parses the options, runs the parts (main_part, osds_part,
 # reader_part; the exporter part is exporter_soak.soak_part, the floor
@@ -207,7 +214,7 @@ def _parser():
     ap.add_argument("--md", default=os.path.join(REPO, "BENCHMARKS.md"))
     ap.add_argument("--part", choices=("all", "main", "osds", "reader",
                                        "exporter", "floor", "client",
-                                       "merged"),
+                                       "merged", "toggle"),
                     default="all",
                     help="main: the tracing modes on the running lab; osds: "
                     "one OSD traced vs three, on the 3-OSD lab; reader: "
@@ -218,8 +225,15 @@ def _parser():
                     "client: what rbdrecord costs the client it records "
                     "(bench/client_cost.py); merged: the merged "
                     "reader on a --merged-min 3-host capture set "
-                    "(bench/merged_reader.py); "
-                    "all: every part")
+                    "(bench/merged_reader.py); toggle: the lean, "
+                    "userspace and default modes attached and detached "
+                    "every few seconds under one fio run "
+                    "(bench/toggle.py); all: every part")
+    ap.add_argument("--toggle-pairs", type=int, default=30,
+                    help="the toggle part's traced windows, each between "
+                    "two untraced ones (default 30)")
+    ap.add_argument("--toggle-secs", type=float, default=2.0,
+                    help="the toggle part's window, seconds (default 2)")
     ap.add_argument("--osds-pairs", type=int, default=3)
     ap.add_argument("--osds-secs", type=int, default=8)
     ap.add_argument("--osds-out", default=None,
@@ -260,6 +274,7 @@ def main(argv=None):
     if a.smoke:
         a.pairs, a.secs = 1, 3
         a.osds_pairs, a.osds_secs = 1, 2
+        a.toggle_pairs, a.toggle_secs = 2, 1.0
     text = ""
     if a.part in ("all", "main"):
         text += main_part(a)
@@ -267,6 +282,9 @@ def main(argv=None):
         text += render_osds(osds_part(a))
     if a.part in ("all", "reader"):
         text += reader_part(a, traced=a.part == "reader")
+    if a.part in ("all", "toggle"):
+        import toggle
+        text += toggle.toggle_part(a)
     if a.part in ("all", "exporter") and not a.smoke:
         import exporter_soak
         text += exporter_soak.soak_part(a)
@@ -367,10 +385,13 @@ def main_part(a):
     out = a.out or os.path.join(RESULTS, res["machine"]["release"] + ".json")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     if os.path.exists(out):
-        # the reader part's figures (--part reader) stay
+        # the reader part's figures (--part reader) and the toggle part's
+        # stay
+        import toggle
         with open(out) as f:
             prev = json.load(f)
-        res.update({k: prev[k] for k in ISSUE15_KEYS if k in prev})
+        res.update({k: prev[k] for k in ISSUE15_KEYS + (toggle.KEY,)
+                    if k in prev})
     with open(out, "w") as f:
         json.dump(res, f, indent=1)
     return render_release(res)

@@ -150,8 +150,9 @@ def cost_parts(res):
     release's run: the uprobe programs and the kernel programs (BPF run
     statistics), the uprobe traps as the rest (userspace mode: what is
     left of the OSD's added CPU once its programs are taken out, so that
-    the kernel programs' share of the OSD does not matter); None when the
-    run lacks a figure."""
+    the kernel programs' share of the OSD does not matter); the added CPU,
+    the userspace mode's programs and hits from the toggle part where the
+    run has it ("toggled" True); None when the run lacks a figure."""
     d = _get(res, "modes", "default", "randread") or {}
     u = _get(res, "modes", "userspace", "randread") or {}
     st, su = _get(res, "bpf_stats", "default"), _get(res, "bpf_stats",
@@ -161,9 +162,19 @@ def cost_parts(res):
             and st and su and hits):
         return None
     uprobe_us = _prog_us(su["programs"], True)
-    traps = u["osd_added_us_per_op"]["median"] - uprobe_us
-    return {"osd_added": d["osd_added_us_per_op"]["median"],
-            "userspace_added": u["osd_added_us_per_op"]["median"],
+    added = d["osd_added_us_per_op"]["median"]
+    us_added = u["osd_added_us_per_op"]["median"]
+    tog = _get(res, "toggled", "modes") or {}
+    if "userspace" in tog and "default" in tog:
+        # the toggle part's figures, where the run has them: the same
+        # quantities from windows seconds apart (bench/toggle.py)
+        added = tog["default"]["added_us"]["mean"]
+        us_added = tog["userspace"]["added_us"]["mean"]
+        uprobe_us = tog["userspace"]["prog_us_per_op"]
+        hits = tog["userspace"]["uprobe_hits_per_op"]
+    traps = us_added - uprobe_us
+    return {"osd_added": added, "userspace_added": us_added,
+            "toggled": "userspace" in tog and "default" in tog,
             "uprobe_progs": _prog_us(st["programs"], True),
             "kernel_progs": _prog_us(st["programs"], False),
             "traps": traps, "hits": hits, "per_hit": traps / hits,

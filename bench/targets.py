@@ -82,6 +82,39 @@ def _cost_rows(res, m, what, us_key, ratio_key):
              r["median"] >= least if r else None)]
 
 
+def _mean_verdict(s, most=None, least=None):
+    """A toggled figure {mean, sem} against a bound: met when the mean is
+    two standard errors inside it, not met when two outside, else a str
+    saying the pairs cannot tell."""
+    lo = s["mean"] - 2 * (s["sem"] or 0)
+    hi = s["mean"] + 2 * (s["sem"] or 0)
+    inside, outside = (hi <= most, lo > most) if most is not None else \
+        (lo >= least, hi < least)
+    if inside or outside:
+        return inside
+    return "**cannot tell**: the bound is within two standard errors " \
+        "of the mean"
+
+
+def _toggled_rows(res, m, what, us_key, ratio_key):
+    """_cost_rows from the toggle part's figures of mode m where the run
+    has them (mean +- standard error over its pairs)."""
+    t = _get(res, "toggled", "modes", m)
+    if not t:
+        return _cost_rows(res, m, what, us_key, ratio_key)
+    n = "%d x %g s toggled" % (res["toggled"]["pairs"],
+                                res["toggled"]["secs"])
+    us, r = t["added_us"], t["iops_ratio"]
+    most, least = TARGETS[us_key], TARGETS[ratio_key]
+    return [("%s, added OSD CPU per 4 KiB read" % what,
+             "%.2f +- %.2f us (%s; median %.2f)" % (
+                 us["mean"], us["sem"] or 0, n, us["median"]),
+             "<= %g us" % most, _mean_verdict(us, most=most)),
+            ("%s, IOPS ratio (4 KiB reads, full rate)" % what,
+             "%.3f +- %.3f (%s)" % (r["mean"], r["sem"] or 0, n),
+             ">= %g" % least, _mean_verdict(r, least=least))]
+
+
 def target_rows(results, osds_results):
     """The issue 14 targets: [(measure, measured, target, met)], met None
     when not measured. Pacific's 1-OSD run is the reference."""
@@ -144,8 +177,8 @@ def issue27_rows(results, soak, floor_res):
     target, met)], met None when not measured. `soak`: the exporter
     part's results, `floor_res`: the floor part's (either None)."""
     pac = _pacific(results)
-    rows = _cost_rows(pac, "lean", "lean tier (`--lean`)",
-                      "lean_added_us_per_read", "lean")
+    rows = _toggled_rows(pac, "lean", "lean tier (`--lean`)",
+                         "lean_added_us_per_read", "lean")
     counted = "exporter, share of the ops Ceph counted in its lean " \
         "figures (op_latency) over the soak"
     if soak and "ops_counted" in soak:
@@ -163,15 +196,15 @@ def issue27_rows(results, soak, floor_res):
             rows.append((what, got, target, ok))
         else:
             rows.append((what, "-", "<= %g %%" % most, None))
-    rows += _cost_rows(pac, "default", "default mode",
-                       "default_added_us_per_read_27", "default")[:1]
+    rows += _toggled_rows(pac, "default", "default mode",
+                          "default_added_us_per_read_27", "default")[:1]
     rows.append(_trap_row(results, floor_res))
     return rows
 
 
 def _trap_row(results, floor_res):
-    """A trap per hit inside the busy OSD (each release's last main part)
-    against the floor's of the same kind: a probe on `push` for Pacific's
+    """A trap per hit inside the busy OSD (each release's last main part,
+    or its toggle part where it has one: cost_parts) against the floor's of the same kind: a probe on `push` for Pacific's
     build, after `endbr64` for the CET builds. Judged on the median, but
     a median below the floor itself (less than a trap costs the trivial
     target) is the pairs' noise: it cannot tell."""
@@ -184,18 +217,27 @@ def _trap_row(results, floor_res):
         us = _get(res, "modes", "userspace", "randread",
                   "osd_added_us_per_op")
         kind, floor = floor_ns(res, floor_res)
-        if c and us and floor:
+        if c and c["toggled"] and floor:
+            # the toggle part's: its standard error over the hits
+            t = res["toggled"]
+            got.append((_release(res), 1000 * c["per_hit"],
+                        "+- %.0f, %d x %g s toggled" % (
+                            1000 * t["trap"]["sem"], t["pairs"],
+                            t["secs"]), kind, floor))
+        elif c and us and floor:
             # the pairs' own range, the programs taken out as for the
             # median (cost_parts)
             progs = c["userspace_added"] - c["traps"]
             got.append((_release(res), 1000 * c["per_hit"],
-                        [1000 * (us[k] - progs) / c["hits"]
-                         for k in ("min", "max")], kind, floor))
+                        "pairs " + _range(*[1000 * (us[k] - progs) /
+                                            c["hits"] for k in
+                                            ("min", "max")], "%.0f"),
+                        kind, floor))
     if not got:
         return what, "-", "within %gx" % most, None
-    text = "; ".join("%s %.0f ns (pairs %s) vs %s %.0f ns = %.2f x" % (
-        rel, ns, _range(lo, hi, "%.0f"), kind, floor, ns / floor)
-        for rel, ns, (lo, hi), kind, floor in got)
+    text = "; ".join("%s %.0f ns (%s) vs %s %.0f ns = %.2f x" % (
+        rel, ns, spread, kind, floor, ns / floor)
+        for rel, ns, spread, kind, floor in got)
     noise = [(rel, ns, floor) for rel, ns, _, _, floor in got if ns < floor]
     if noise:
         met = "**cannot tell**: %s below the floor itself (the pairs' " \

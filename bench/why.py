@@ -150,19 +150,25 @@ def _parts_table(rows):
              "| OSD added, userspace | probe pair cost (calibrated) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r, c in rows:
-        lines.append("| %s | %d x %d s | %.1f us | %.1f us (%.2f hits) | "
+        t = r.get("toggled") or {}
+        pairs = "%d x %g s toggled" % (t["pairs"], t["secs"]) \
+            if c.get("toggled") else "%d x %d s" % (r["pairs"], r["secs"])
+        lines.append("| %s | %s | %.1f us | %.1f us (%.2f hits) | "
                      "%.1f us | %.1f us | %.2f us | %.1f us | %s |" % (
-                         _release(r), r["pairs"], r["secs"], c["osd_added"],
+                         _release(r), pairs, c["osd_added"],
                          c["traps"], c["hits"], c["uprobe_progs"],
                          c["kernel_progs"], c["per_hit"],
                          c["userspace_added"],
                          "%.2f us" % r["call_bias_us"]
                          if r.get("call_bias_us") is not None else "-"))
     return lines + [
-        "", "The medians are over few pairs, each of which spreads by "
-        "several us (the release sections): a trap per hit below half the "
-        "calibrated uprobe + uretprobe pair is the pairs' noise, not a "
-        "cheaper trap."]
+        "", "A release with the toggle part's figures (pairs \"toggled\": "
+        "below, \"Attached and detached every few seconds\") has its "
+        "added CPU, the userspace mode's programs and hits from there: "
+        "means over many short pairs. The others' are medians over few "
+        "pairs, each of which spreads by several us (the release "
+        "sections): a trap per hit below half the calibrated uprobe + "
+        "uretprobe pair is the pairs' noise, not a cheaper trap."]
 
 
 def _push_ns(ctx):

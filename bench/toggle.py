@@ -1,0 +1,240 @@
+"""The tracing modes' cost in the OSD from windows seconds apart (make bench
+BENCH=toggle; in --part all too), issue 27.
+
+The main part starts a tracer for each traced window: 8-s windows tens
+of seconds apart, between which the untraced OSD's own CPU per op swings
+by several us (BENCHMARKS.md, "How it is measured"), so its pairs cannot
+tell a 2.5-us tier from a 5-us one. Here one tracer per mode is set up
+the way osdstage.py sets it up (engine.session, in this process) and its
+probes are attached and detached every `secs` seconds under one steady
+fio run of 4 KiB random reads: untraced, traced, untraced, ... Each
+traced window is set against the mean of the untraced windows on either
+side of it (a drift slower than a window cancels). A window is timed
+between snapshots taken after attach() has returned (or detach()) and
+before the next detach() starts (or attach()): the probes are all on, or
+all off, for the whole of it. Per window: the ceph-osd's CPU time (every
+thread, /proc/PID/task/*/schedstat, ns) and its shard workers' alone
+(tp_osd_tp, where the uprobes on the op path fire) over the client ops
+Ceph counted (op_r + op_w, admin socket; its perf dump costs the OSD the
+same in every window). Then one traced window more with the kernel's BPF
+run statistics on (they cost each program run two clock reads): uprobe
+hits and program time per op. Figures: the mean of the pairs'
+differences with its standard error, their median and min-max; a trap
+per hit = (the userspace mode's added CPU - its programs) / its hits (it
+runs no kernel program). Merged into bench/results/<release>.json as
+"toggled" (the main part keeps it when it rewrites the file; --out
+FILE: into FILE).
+"""
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+from labkit import (RESULTS, Fio, git_commit, lab_env, machine,
+                    osd_op_counts, prefill)
+from measure import task_cpu_s
+
+from cephlat.ceph import adminsock
+
+# mode -> osdstage.py's options for it (Want's fields)
+MODES = (("lean", {"lean": True}), ("userspace", {"no_kernel": True}),
+         ("default", {}))
+WORKERS = "tp_osd_tp"       # the shard workers' thread name
+WARMUP_S = 5
+KEY = "toggled"             # in bench/results/<release>.json
+# per window: all the OSD's threads, its shard workers alone, IOPS
+FIGURES = ("osd_us_per_op", "workers_us_per_op", "iops")
+
+
+def _snap(pid, asok):
+    total, by = task_cpu_s(pid)
+    return (time.monotonic(), total, by.get(WORKERS, 0.0),
+            osd_op_counts(asok)[1])
+
+
+def _window(a, b, traced):
+    secs, ops = b[0] - a[0], b[3] - a[3]
+    if ops <= 0:
+        sys.exit("bench: no client op counted in a %.1f-s window: is fio "
+                 "running?" % secs)
+    return {"traced": traced, "secs": secs, "ops": ops, "iops": ops / secs,
+            "osd_us_per_op": 1e6 * (b[1] - a[1]) / ops,
+            "workers_us_per_op": 1e6 * (b[2] - a[2]) / ops}
+
+
+def toggled_windows(tracer, pid, asok, pairs, secs):
+    """2 x pairs + 1 windows of `secs` seconds, untraced first, then
+    traced and untraced taking turns: [window dicts]."""
+    wins = []
+    for i in range(2 * pairs + 1):
+        traced = i % 2 == 1
+        if traced:
+            tracer.attach()
+        a = _snap(pid, asok)
+        time.sleep(secs)
+        b = _snap(pid, asok)
+        if traced:
+            tracer.detach()
+        wins.append(_window(a, b, traced))
+    return wins
+
+
+def aba(wins, key, ratio=False):
+    """Each traced window's figure against the mean of the untraced
+    windows on either side: the difference, or the ratio."""
+    out = []
+    for i in range(1, len(wins) - 1, 2):
+        base = (wins[i - 1][key] + wins[i + 1][key]) / 2
+        out.append(wins[i][key] / base if ratio else wins[i][key] - base)
+    return out
+
+
+def spread(values, digits=2):
+    """mean, its standard error, median, min, max and n of `values`."""
+    n = len(values)
+    sem = statistics.stdev(values) / math.sqrt(n) if n > 1 else None
+
+    def r(v):
+        return None if v is None else round(v, digits)
+    return {"mean": r(statistics.mean(values)), "sem": r(sem),
+            "median": r(statistics.median(values)), "min": r(min(values)),
+            "max": r(max(values)), "n": n}
+
+
+def stats_window(tracer, pid, asok, secs):
+    """One traced window with the BPF run statistics on: -> (uprobe hits
+    per op, our programs' us per op)."""
+    tracer.measure_runs()
+    tracer.attach()
+    r0, a = tracer.run_totals(), _snap(pid, asok)
+    time.sleep(secs)
+    r1, b = tracer.run_totals(), _snap(pid, asok)
+    tracer.detach()
+    if r0 is None or r1 is None:
+        sys.exit("bench: the kernel refused the BPF run statistics")
+    ops = b[3] - a[3]
+    return ((r1["uprobe_runs"] - r0["uprobe_runs"]) / ops,
+            (r1["prog_ns"] - r0["prog_ns"]) / ops / 1000.0)
+
+
+def measure_mode(pid, asok, opts, pairs, secs):
+    """One mode's figures (its tracer set up, toggled, closed)."""
+    # here, not at the top: rendering BENCHMARKS.md needs no tracer
+    from cephlat.engine.session import Session, Want
+    session = Session(Want(pid=[pid], **opts), sys.stderr)
+    tracer = session.tracer
+    tracer.start()          # calibrates and attaches: off to begin with
+    try:
+        tracer.detach()
+        wins = toggled_windows(tracer, pid, asok, pairs, secs)
+        hits, prog_us = stats_window(tracer, pid, asok, 2 * secs)
+    finally:
+        tracer.close()
+    return {"added_us": spread(aba(wins, "osd_us_per_op")),
+            "workers_added_us": spread(aba(wins, "workers_us_per_op")),
+            "iops_ratio": spread(aba(wins, "iops", ratio=True), 3),
+            "untraced_us_per_op": spread([w["osd_us_per_op"] for w in wins
+                                          if not w["traced"]], 1),
+            "uprobe_hits_per_op": round(hits, 3),
+            "prog_us_per_op": round(prog_us, 3),
+            "windows": [{k: round(w[k], 2) for k in FIGURES} for w in wins]}
+
+
+def trap(modes):
+    """A trap per hit inside the OSD from the userspace mode: (its added
+    CPU - its programs) / its hits, in us, with the standard error of the
+    added CPU over the hits; None without it."""
+    u = modes.get("userspace")
+    if not u or not u["uprobe_hits_per_op"]:
+        return None
+    hits = u["uprobe_hits_per_op"]
+    return {"us": round((u["added_us"]["mean"] - u["prog_us_per_op"]) /
+                        hits, 3),
+            "sem": round((u["added_us"]["sem"] or 0) / hits, 3),
+            "hits": hits}
+
+
+def toggle_part(a):
+    """The modes toggled on the running lab's osd.0; -> its section."""
+    t0 = time.monotonic()
+    env = lab_env()
+    pid = int(env["OSD_PID"])
+    asok = adminsock.find_osd_socket(pid, "0")
+    prefill(env, if_needed=True)
+    res = {"date": time.strftime("%Y-%m-%d"), "commit": git_commit(),
+           "pairs": a.toggle_pairs, "secs": a.toggle_secs,
+           "client": "fio rbd engine, 4 KiB random reads, iodepth 16",
+           "loadavg_start": round(os.getloadavg()[1], 2), "modes": {}}
+    m = machine(env, pid)
+    fio = Fio(env, "randread")
+    try:
+        time.sleep(WARMUP_S)
+        for mode, opts in MODES:
+            got = res["modes"][mode] = measure_mode(
+                pid, asok, opts, a.toggle_pairs, a.toggle_secs)
+            print("bench: toggled %-9s %s us/op added (+- %s), IOPS "
+                  "ratio %s" % (mode, got["added_us"]["mean"],
+                                got["added_us"]["sem"],
+                                got["iops_ratio"]["mean"]),
+                  file=sys.stderr)
+    finally:
+        fio.stop()
+    res["trap"] = trap(res["modes"])
+    res["runtime_s"] = round(time.monotonic() - t0)
+    res["loadavg_end"] = round(os.getloadavg()[1], 2)
+    out = a.out or os.path.join(RESULTS, m["release"] + ".json")
+    prev = {}
+    if os.path.exists(out):
+        with open(out) as f:
+            prev = json.load(f)
+    prev[KEY] = res
+    prev.setdefault("machine", m)
+    with open(out, "w") as f:
+        json.dump(prev, f, indent=1)
+    return "\n".join(render_section([prev])) + "\n"
+
+
+def _us(s, unit=" us"):
+    """mean +- standard error (median, min to max)."""
+    return "%.2f +- %.2f%s (median %.2f, %.2f to %.2f)" % (
+        s["mean"], s["sem"] or 0, unit, s["median"], s["min"], s["max"])
+
+
+def render_section(results):
+    """BENCHMARKS.md's section of the toggled windows, every release
+    that has them ([] when none has)."""
+    got = [(r["machine"]["release"], r[KEY]) for r in results if KEY in r]
+    if not got:
+        return []
+    lines = ["## Attached and detached every few seconds (issue 27)", "",
+             __doc__.split("\n\n", 1)[1].strip().replace("\n", " "), "",
+             "| release | mode | pairs | added OSD CPU per read | of it in "
+             "the shard workers | IOPS ratio | untraced OSD CPU per read | "
+             "uprobe hits per read | their programs per read |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for rel, t in got:
+        for mode, _ in MODES:
+            s = t["modes"].get(mode)
+            if not s:
+                continue
+            r = s["iops_ratio"]
+            lines.append("| %s | %s | %d x %g s | %s | %s | %.3f +- %.3f | "
+                         "%.1f us | %.2f | %.2f us |" % (
+                             rel, mode, t["pairs"], t["secs"],
+                             _us(s["added_us"]), _us(s["workers_added_us"]),
+                             r["mean"], r["sem"] or 0,
+                             s["untraced_us_per_op"]["median"],
+                             s["uprobe_hits_per_op"], s["prog_us_per_op"]))
+    lines.append("")
+    for rel, t in got:
+        tr = t.get("trap")
+        if tr:
+            lines.append(
+                "%s (%s, tools at %s): a trap per hit inside the OSD "
+                "%.2f +- %.2f us (the userspace mode's added CPU less its "
+                "programs, over its %.2f hits per read)." % (
+                    rel.capitalize(), t["date"], t["commit"], tr["us"],
+                    tr["sem"], tr["hits"]))
+    return lines + [""]
