@@ -165,7 +165,7 @@ def render(res, osd=None):
         out.append("| %s | %.0f | %.0f-%.0f | %s |" % (
             kind, r["ns_per_hit"], r["min"], r["max"], what))
     for rel, us in sorted((osd or {}).items()):
-        out.append("| inside the busy OSD, %s (main part) | %.0f | | the "
+        out.append("| inside the busy OSD, %s | %.0f | | the "
                    "uprobe traps of the userspace mode's added OSD CPU, per "
                    "hit |" % (rel, us * 1000))
     out += ["", "%d rounds of %s calls per kind, kernel %s; the thread's "
@@ -231,8 +231,8 @@ def render_section(osd):
                     "that whatever ran meanwhile has taken." % (
                         slept / push, k["slept"]["min"], k["slept"]["max"]))
     if osd:
-        said.append("Inside the busy OSD (each release's last main "
-                    "part) a trap costs %s the floor's emulated push%s: "
+        said.append("Inside the busy OSD (each release's last run of "
+                    "the part named) a trap costs %s the floor's emulated push%s: "
                     "the OSD's workers sleep between ops and share 2 cores "
                     "with fio, the messenger and BlueStore's threads, where "
                     "the tight loop keeps its code and data cached." % (
@@ -246,9 +246,9 @@ def render_section(osd):
             "`make bench BENCH=floor` (no lab): a uprobe with a program "
             "that only returns, on functions whose first instruction is "
             "known (bench/floor/target.c), against the trap per hit the "
-            "OSD pays in the main part (its userspace mode's added OSD CPU "
-            "less its programs, per hit). Measured %s." % res.get(
-                "date", "?"), ""] + render(res, osd) + [""] + said
+            "OSD pays in the main or the toggle part (its userspace "
+            "mode's added OSD CPU less its programs, per hit). Measured "
+            "%s." % res.get("date", "?"), ""] + render(res, osd) + [""] + said
 
 
 def main(argv=None):

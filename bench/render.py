@@ -187,7 +187,8 @@ def render_md(results, osds_results=None):
     for res in results:
         c = cost_parts(res)
         if c:
-            traps[_release(res)] = c["per_hit"]
+            traps["%s (%s part)" % (_release(res), "toggle" if c["toggled"]
+                                    else "main")] = c["per_hit"]
     lines += floor.render_section(traps)
     import toggle
     lines += toggle.render_section(results)

@@ -96,7 +96,8 @@ def render_why(results, osds_results, soak=None, floor_res=None):
            # where the paragraphs' trap per hit comes from
            "trap_from": "the floor's hit after a sleep, see above"
            if instead else "inside the busy OSD, the userspace mode's "
-           "pairs"}
+           "%s" % ("toggled pairs" if pac and pac.get("toggled") else
+                   "pairs")}
     why = [instead] if instead else []
     for prefixes, say in WHY:
         if any(met is False for m, _, _, met in every_row
@@ -260,18 +261,28 @@ def _why_lean(ctx):
         judged = "over the target%s (issue 27's trap floor is the way " \
             "down)" % (", the trap alone" if trap > most else "")
     else:
-        judged = "within the target, so the IOPS ratio's miss is the " \
-            "pairs' spread"
-    return (
+        judged = "within the target"
+    text = (
         "**lean tier <= %.1f us per read, IOPS ratio >= %.2f**: its "
         "%.2f uprobe hits per op cost %.2f us in a trap each (%s) and "
-        "%.2f us in its one program: about %.1f us, %s. The pairs' own "
-        "figure (%s us) is "
-        "the untraced OSD's CPU per op swinging between windows, not "
-        "the tier's cost." % (
+        "%.2f us in its one program: about %.1f us, %s." % (
             most, t["lean"], lean["uprobe_runs_per_op"], pac["per_hit"],
-            ctx["trap_from"], prog, est, judged,
-            _range(spread.get("min", 0), spread.get("max", 0))))
+            ctx["trap_from"], prog, est, judged))
+    tog = _get(ctx["pac_res"], "toggled", "modes", "lean")
+    if not tog:
+        return text + (
+            " The pairs' own figure (%s us) is the untraced OSD's CPU per "
+            "op swinging between windows, not the tier's cost." %
+            _range(spread.get("min", 0), spread.get("max", 0)))
+    a, w = tog["added_us"], tog["workers_added_us"]
+    return text + (
+        " Measured with it attached and detached every %g s: %.2f +- "
+        "%.2f us per read, of it %.2f +- %.2f us in the shard workers, "
+        "where its trap and its program run; the other %.1f us are in "
+        "the OSD's other threads (messenger, BlueStore), where none of "
+        "its probes fires: not taken apart yet." % (
+            ctx["pac_res"]["toggled"]["secs"], a["mean"], a["sem"] or 0,
+            w["mean"], w["sem"] or 0, a["mean"] - w["mean"]))
 
 
 def _why_slowest(ctx):

@@ -2,7 +2,8 @@
 reads only, one untraced window the base of every mode: IOPS, the added
 OSD, host and tracer CPU per op, uprobe hits per op, BPF statistics per
 mode from its traced window; Ceph's OpTracker off against on) on the
-1-OSD lab and its osds part (one OSD traced vs three, one pair of 2 s
+1-OSD lab, its toggle part (each mode attached and detached twice) there
+too, and its osds part (one OSD traced vs three, one pair of 2 s
 windows per mode and workload) on the 3-OSD lab: the JSON has every field
 with sane values. The full benchmark is make bench."""
 import json
@@ -124,6 +125,47 @@ def test_bench_smoke(lab, tmp_path):
     got = command(find_osd_socket(lab["pid"], "0"), "config get",
                   var="osd_enable_op_tracker")
     assert got["osd_enable_op_tracker"] == "true", got
+
+
+def test_bench_toggle_smoke(lab, tmp_path):
+    """The toggle part (`make bench BENCH=toggle`) at its smallest: each of
+    the lean, userspace and default modes attached and detached twice
+    under one fio run (5 windows of 1 s), then its BPF statistics: every
+    figure there and sane, the hits per read each mode's own, merged into
+    an existing results file without touching its other keys."""
+    out = tmp_path / "bench.json"
+    out.write_text(json.dumps({"modes": "kept"}))
+    md = tmp_path / "BENCHMARKS.md"
+    p = subprocess.run([PYTHON, os.path.join(REPO, "bench", "run.py"),
+                        "--part", "toggle", "--smoke", "--out", str(out),
+                        "--md", str(md)], capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert not md.exists()          # a smoke run never rewrites BENCHMARKS.md
+    r = json.loads(out.read_text())
+    assert r["modes"] == "kept"
+    t = r["toggled"]
+    assert (t["pairs"], t["secs"]) == (2, 1.0)
+    hits = {"lean": (0.9, 1.1), "userspace": (5.5, 6.5),
+            "default": (5.5, 6.5)}
+    for mode, (lo, hi) in hits.items():
+        m = t["modes"][mode]
+        assert len(m["windows"]) == 5, m["windows"]
+        assert all(w["iops"] > 100 for w in m["windows"]), m["windows"]
+        for key, least, most in (("added_us", -1000, 5000),
+                                 ("workers_added_us", -1000, 5000),
+                                 ("iops_ratio", 0.2, 2.0),
+                                 ("untraced_us_per_op", 1, 100000)):
+            _spread_ok(m[key], least, most)
+            assert m[key]["n"] == (2 if key != "untraced_us_per_op" else 3)
+        assert lo < m["uprobe_hits_per_op"] < hi, (mode, m)
+        assert m["prog_us_per_op"] > 0, (mode, m)
+    # the scheduler and block programs run in the default mode only
+    assert t["modes"]["default"]["prog_us_per_op"] > \
+        t["modes"]["userspace"]["prog_us_per_op"], t["modes"]
+    assert t["trap"]["hits"] == t["modes"]["userspace"]["uprobe_hits_per_op"]
+    assert "## Attached and detached every few seconds" in p.stdout
+    assert "| pacific | lean | 2 x 1 s |" in p.stdout, p.stdout
 
 
 def test_bench_osds_smoke(lab3, tmp_path):

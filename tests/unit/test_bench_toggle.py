@@ -1,0 +1,131 @@
+"""bench/toggle.py's figures (make bench BENCH=toggle) and how
+BENCHMARKS.md uses them: each traced window against the untraced ones on
+either side, so a drift slower than a window cancels; the mean with its
+standard error; the trap per hit from the userspace mode; issue 27's
+lean and default rows judged on the mean two standard errors from the
+target, and the trap row and the cost table taking the toggled figures
+where a run has them."""
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+
+import summary  # noqa: E402
+import targets  # noqa: E402
+import toggle  # noqa: E402
+import why  # noqa: E402
+from test_bench_why import _floor, _res, _row  # noqa: E402
+
+
+def _wins(base, added, drift=0.0):
+    """Untraced windows at `base` us per op drifting by `drift` a window,
+    traced ones `added` over the drifted base."""
+    out = []
+    for i in range(7):
+        b = base + drift * i
+        on = i % 2 == 1
+        out.append({"traced": on, "osd_us_per_op": b + (added if on else 0),
+                    "iops": 1000.0 * (0.9 if on else 1.0)})
+    return out
+
+
+def test_a_linear_drift_cancels_and_each_pair_is_its_neighbours():
+    assert toggle.aba(_wins(80.0, 3.0, drift=5.0), "osd_us_per_op") == \
+        [3.0, 3.0, 3.0]
+    assert toggle.aba(_wins(80.0, 3.0), "iops", ratio=True) == \
+        [0.9, 0.9, 0.9]
+    # a drift charged to the traced window when it was set against the
+    # window before it only: 3 + 5 each time
+    w = _wins(80.0, 3.0, drift=5.0)
+    assert w[1]["osd_us_per_op"] - w[0]["osd_us_per_op"] == 8.0
+
+
+def test_spread_has_the_mean_and_its_standard_error():
+    s = toggle.spread([1.0, 2.0, 3.0, 6.0])
+    assert s == {"mean": 3.0, "sem": 1.08, "median": 2.5, "min": 1.0,
+                 "max": 6.0, "n": 4}
+    assert toggle.spread([4.0])["sem"] is None
+
+
+def _toggled(lean=4.0, userspace=10.0, default=14.0, sem=0.5):
+    def mode(added, hits, progs):
+        return {"added_us": {"mean": added, "sem": sem, "median": added,
+                             "min": added - 3, "max": added + 3, "n": 30},
+                "workers_added_us": {"mean": added - 1, "sem": sem,
+                                     "median": added - 1, "min": 0,
+                                     "max": added, "n": 30},
+                "iops_ratio": {"mean": 0.96, "sem": 0.005, "median": 0.96,
+                               "min": 0.9, "max": 1.0, "n": 30},
+                "untraced_us_per_op": {"median": 80.0},
+                "uprobe_hits_per_op": hits, "prog_us_per_op": progs}
+    modes = {"lean": mode(lean, 1.0, 1.0),
+             "userspace": mode(userspace, 6.0, 4.0),
+             "default": mode(default, 6.0, 8.0)}
+    return {"pairs": 30, "secs": 2.0, "date": "2026-11-30",
+            "commit": "abc1234", "modes": modes, "trap": toggle.trap(modes)}
+
+
+def test_the_trap_is_the_userspace_modes_rest_over_its_hits():
+    t = _toggled(userspace=10.0, sem=0.6)
+    assert t["trap"] == {"us": 1.0, "sem": 0.1, "hits": 6.0}  # (10-4)/6
+    assert toggle.trap({"lean": t["modes"]["lean"]}) is None
+
+
+def test_cost_parts_take_the_toggled_figures_where_the_run_has_them():
+    res = _res(default_us=20.0, userspace_us=15.0)
+    assert summary.cost_parts(res)["toggled"] is False
+    res["toggled"] = _toggled(userspace=10.0, default=14.0)
+    c = summary.cost_parts(res)
+    assert c["toggled"] is True
+    assert (c["osd_added"], c["userspace_added"], c["traps"]) == \
+        (14.0, 10.0, 6.0)
+    assert c["per_hit"] == 1.0
+    text = "\n".join(why.render_why([res], []))
+    assert "| pacific | 30 x 2 s toggled | 14.0 us | 6.0 us (6.00 hits) |" \
+        in text
+
+
+def test_lean_and_default_rows_are_judged_two_standard_errors_out():
+    res = _res()
+    for lean, sem, met in ((4.0, 0.5, False), (2.0, 0.2, True),
+                           (2.8, 0.5, "**cannot tell**")):
+        res["toggled"] = _toggled(lean=lean, sem=sem)
+        rows = targets.issue27_rows([res], None, None)
+        measure, got, target, ok = _row(rows, "lean tier (`--lean`), added")
+        assert target == "<= 2.5 us"
+        assert got.startswith("%.2f +- %.2f us (30 x 2 s toggled" % (lean,
+                                                                    sem))
+        if isinstance(met, str):
+            assert ok.startswith(met), ok
+        else:
+            assert ok is met, (lean, sem, ok)
+        # 0.96 +- 0.005: two standard errors under 0.98
+        assert _row(rows, "lean tier (`--lean`), IOPS")[3] is False
+        assert _row(rows, "default mode")[3] is False       # 14 > 8
+    # without them, the main part's medians as before
+    del res["toggled"]
+    got = _row(targets.issue27_rows([res], None, None), "default mode")[1]
+    assert got == "14.0 us (0.0-28.0)"
+
+
+def test_the_trap_row_says_where_its_figure_comes_from():
+    res = _res()
+    res["toggled"] = _toggled(userspace=10.0, sem=0.6)
+    _, got, _, met = _row(targets.issue27_rows([res], None, _floor()),
+                          "trap cost per uprobe hit")
+    assert got == "pacific 1000 ns (+- 100, 30 x 2 s toggled) vs push " \
+        "1000 ns = 1.00 x"
+    assert met is True
+
+
+def test_the_section_lists_every_mode_and_the_trap():
+    res = {"machine": {"release": "pacific"}, "toggled": _toggled()}
+    text = "\n".join(toggle.render_section([res]))
+    assert text.startswith("## Attached and detached every few seconds")
+    for mode in ("lean", "userspace", "default"):
+        assert "| pacific | %s | 30 x 2 s |" % mode in text
+    assert "4.00 +- 0.50 us (median 4.00, 1.00 to 7.00)" in text
+    assert "a trap per hit inside the OSD 1.00 +- 0.08 us" in text
+    assert toggle.render_section([{"machine": {"release": "reef"}}]) == []
