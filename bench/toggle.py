@@ -13,8 +13,9 @@ side of it (a drift slower than a window cancels). A window is timed
 between snapshots taken after attach() has returned (or detach()) and
 before the next detach() starts (or attach()): the probes are all on, or
 all off, for the whole of it. Per window: the ceph-osd's CPU time (every
-thread, /proc/PID/task/*/schedstat, ns) and its shard workers' alone
-(tp_osd_tp, where the uprobes on the op path fire) over the client ops
+thread, /proc/PID/task/*/schedstat, ns), its shard workers' alone
+(tp_osd_tp, where the uprobes on the op path fire) and its messenger's
+(msgr-worker-N, where none fires) over the client ops
 Ceph counted (op_r + op_w, admin socket; its perf dump costs the OSD the
 same in every window). Then one traced window more with the kernel's BPF
 run statistics on (they cost each program run two clock reads): uprobe
@@ -42,16 +43,19 @@ from cephlat.ceph import adminsock
 MODES = (("lean", {"lean": True}), ("userspace", {"no_kernel": True}),
          ("default", {}))
 WORKERS = "tp_osd_tp"       # the shard workers' thread name
+MESSENGER = "msgr-worker-"  # the messenger's threads, by name prefix
 WARMUP_S = 5
 KEY = "toggled"             # in bench/results/<release>.json
-# per window: all the OSD's threads, its shard workers alone, IOPS
-FIGURES = ("osd_us_per_op", "workers_us_per_op", "iops")
+# per window: all the OSD's threads, its shard workers alone, its
+# messenger's, IOPS
+FIGURES = ("osd_us_per_op", "workers_us_per_op", "msgr_us_per_op", "iops")
 
 
 def _snap(pid, asok):
     total, by = task_cpu_s(pid)
     return (time.monotonic(), total, by.get(WORKERS, 0.0),
-            osd_op_counts(asok)[1])
+            osd_op_counts(asok)[1],
+            sum(s for name, s in by.items() if name.startswith(MESSENGER)))
 
 
 def _window(a, b, traced):
@@ -61,7 +65,8 @@ def _window(a, b, traced):
                  "running?" % secs)
     return {"traced": traced, "secs": secs, "ops": ops, "iops": ops / secs,
             "osd_us_per_op": 1e6 * (b[1] - a[1]) / ops,
-            "workers_us_per_op": 1e6 * (b[2] - a[2]) / ops}
+            "workers_us_per_op": 1e6 * (b[2] - a[2]) / ops,
+            "msgr_us_per_op": 1e6 * (b[4] - a[4]) / ops}
 
 
 def toggled_windows(tracer, pid, asok, pairs, secs):
@@ -134,6 +139,7 @@ def measure_mode(pid, asok, opts, pairs, secs):
         tracer.close()
     return {"added_us": spread(aba(wins, "osd_us_per_op")),
             "workers_added_us": spread(aba(wins, "workers_us_per_op")),
+            "msgr_added_us": spread(aba(wins, "msgr_us_per_op")),
             "iops_ratio": spread(aba(wins, "iops", ratio=True), 3),
             "untraced_us_per_op": spread([w["osd_us_per_op"] for w in wins
                                           if not w["traced"]], 1),
@@ -211,20 +217,23 @@ def render_section(results):
     lines = ["## Attached and detached every few seconds (issue 27)", "",
              __doc__.split("\n\n", 1)[1].strip().replace("\n", " "), "",
              "| release | mode | pairs | added OSD CPU per read | of it in "
-             "the shard workers | IOPS ratio | untraced OSD CPU per read | "
-             "uprobe hits per read | their programs per read |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "the shard workers | in the messenger | IOPS ratio | untraced "
+             "OSD CPU per read | uprobe hits per read | their programs per "
+             "read |", "|---|---|---|---|---|---|---|---|---|---|"]
     for rel, t in got:
         for mode, _ in MODES:
             s = t["modes"].get(mode)
             if not s:
                 continue
             r = s["iops_ratio"]
-            lines.append("| %s | %s | %d x %g s | %s | %s | %.3f +- %.3f | "
-                         "%.1f us | %.2f | %.2f us |" % (
+            msgr = s.get("msgr_added_us")
+            lines.append("| %s | %s | %d x %g s | %s | %s | %s | %.3f +- "
+                         "%.3f | %.1f us | %.2f | %.2f us |" % (
                              rel, mode, t["pairs"], t["secs"],
                              _us(s["added_us"]), _us(s["workers_added_us"]),
-                             r["mean"], r["sem"] or 0,
+                             "%.2f +- %.2f us" % (msgr["mean"],
+                                                  msgr["sem"] or 0)
+                             if msgr else "-", r["mean"], r["sem"] or 0,
                              s["untraced_us_per_op"]["median"],
                              s["uprobe_hits_per_op"], s["prog_us_per_op"]))
     lines.append("")

@@ -129,3 +129,26 @@ def test_the_section_lists_every_mode_and_the_trap():
     assert "4.00 +- 0.50 us (median 4.00, 1.00 to 7.00)" in text
     assert "a trap per hit inside the OSD 1.00 +- 0.08 us" in text
     assert toggle.render_section([{"machine": {"release": "reef"}}]) == []
+
+
+def test_the_lean_paragraph_splits_the_toggled_cost_by_thread():
+    res = _res()
+    res["bpf_stats"]["lean"] = {"uprobe_runs_per_op": 1.0, "programs": {
+        "op_lean": {"runs": 1000, "runs_per_op": 1.0, "avg_ns": 900.0}}}
+    res["modes"]["lean"] = {"randread": {"osd_added_us_per_op": {
+        "median": 5.0, "min": 2.0, "max": 7.0}}}
+    res["toggled"] = _toggled(lean=5.0, userspace=10.0)
+    res["toggled"]["modes"]["lean"]["msgr_added_us"] = {
+        "mean": 1.1, "sem": 0.3, "median": 1.0, "min": 0.0, "max": 2.0,
+        "n": 30}
+    text = "\n".join(why.render_why([res], [], None, _floor()))
+    # the trap per hit from the toggled userspace mode: (10 - 4) / 6
+    assert "its 1.00 uprobe hits per op cost 1.00 us in a trap each " \
+        "(inside the busy OSD, the userspace mode's toggled pairs) and " \
+        "0.90 us in its one program: about 1.9 us, within the target." \
+        in text
+    assert "5.00 +- 0.50 us per read, of it 4.00 +- 0.50 us in the shard " \
+        "workers" in text
+    assert "1.10 +- 0.30 us more per read at 0.960 of the untraced IOPS" \
+        in text
+    assert "swinging between windows" not in text
