@@ -3,11 +3,13 @@ program without a Ceph lab (the reader part, `make bench BENCH=reader`):
 a capture of >= 10 million events of tests/bpf/progs/shardq.cc recorded
 by osdstage -w, read back with -j, --slowest 5 -j and --html, each read
 timed in a child process of its own (reader_bench), and the recorder
-alone at set rates, driven by tests/bpf/ringgen.py (recorder_rates). It
+alone at set rates, driven by tests/bpf/ringgen.py (recorder_rates);
+reader_part merges them into the release's results file. It
 uses measure.py's paths to the tool and its capture summary line; the
 figures are judged in targets.py and rendered in render.py."""
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -15,8 +17,9 @@ import sys
 import tempfile
 import time
 
-from labkit import REPO, sh
-from measure import OSDSTAGE, PY, SHARDQ, SHARDQ_SPEC, captured_events
+from labkit import REPO, RESULTS, cpu_model, git_commit, sh
+from measure import (OSDSTAGE, PY, SHARDQ, SHARDQ_SPEC, captured_events,
+                     recorder_throughput)
 
 
 # --- issue 15: the reader on a large capture, the recorder alone ----------
@@ -196,3 +199,38 @@ def recorder_rates(rates=RINGGEN_RATES, secs=RINGGEN_SECS):
     finally:
         shutil.rmtree(d, ignore_errors=True)
     return {"ring_mb": 32, "secs": secs, "rows": rows}
+
+
+def reader_part(a, traced=True):
+    """Issue 15's figures on the controlled program (no lab needed),
+    merged into bench/results/<release>.json. traced: also the traced
+    program's event rate (recorder_throughput; the main part has it).
+    -> the results file's new content"""
+    t_start = time.monotonic()
+    rel = os.environ.get("CEPH") or "pacific"
+    out = a.out or os.path.join(RESULTS, rel + ".json")
+    reader = reader_bench(a.smoke)
+    reader.update({"date": time.strftime("%Y-%m-%d"),
+                   "commit": git_commit(),
+                   "machine": {"cpu_model": cpu_model(),
+                               "cores": os.cpu_count(),
+                               "kernel": platform.release()}})
+    rates = recorder_rates((RINGGEN_RATES[0],) if a.smoke else
+                           RINGGEN_RATES, 1.0 if a.smoke else RINGGEN_SECS)
+    res = {}
+    if os.path.exists(out):
+        with open(out) as f:
+            res = json.load(f)
+    res["reader"] = reader
+    res["recorder_rates"] = rates
+    if traced:
+        rec = recorder_throughput(50000 if a.smoke else 300000)
+        old = res.get("recorder") or {}
+        rec["lab_peak_cpu_pct"] = old.get("lab_peak_cpu_pct")
+        rec["lab_peak_events_per_s"] = old.get("lab_peak_events_per_s")
+        res["recorder"] = rec
+    reader["runtime_s"] = round(time.monotonic() - t_start)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1)
+    return res

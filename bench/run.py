@@ -83,9 +83,10 @@
 # run (bench/toggle.py says how). Merged into bench/results/<release>.json
 # as "toggled".
 #
-# This file parses the options, runs the parts (main_part, osds_part,
-# reader_part; the exporter part is exporter_soak.soak_part, the floor
-# part floor.floor_part, each rendering its own section) and rewrites
+# This file parses the options, runs the parts (main_part, osds_part;
+# the reader part is measure_reader.reader_part, the exporter part
+# exporter_soak.soak_part, the floor part floor.floor_part, the toggle
+# part toggle.toggle_part, each rendering its own section) and rewrites
 # BENCHMARKS.md. What they use, each module importing only those listed
 # after it: render.py (BENCHMARKS.md), sections.py (a part's run in full),
 # why.py (why the missed targets are
@@ -95,11 +96,11 @@
 # measure.py (the tracer and the windows on the lab), labkit.py (the lab,
 # fio, the OSD's counters, the figures' formatting). exporter_soak.py
 # imports labkit.py only; floor.py nothing of bench/; merged_reader.py
-# client_cost.py (its fio job), measure_reader.py and labkit.py.
+# client_cost.py (its fio job), measure_reader.py and labkit.py; toggle.py
+# measure.py and labkit.py.
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -109,14 +110,12 @@ sys.path.insert(0, os.path.join(REPO, "lib"))
 
 from cephlat.ceph import adminsock  # noqa: E402
 from labkit import (  # noqa: E402
-    RESULTS, _spread, bpf_stats_on, cpu_model, git_commit, lab_env, machine,
-    prefill)
+    RESULTS, _spread, bpf_stats_on, git_commit, lab_env, machine, prefill)
 from measure import (  # noqa: E402
     BOUNDED_MIN_SECS, BOUNDED_SETTLE_S, MODES, OPTRACKER, OSDS_LABELS,
     OSDS_MODES, OSDS_WORKLOADS, SETTLE_S, fio, osd_window,
     recorder_throughput, set_op_tracker, startup_idle, stats_of, stats_run)
-from measure_reader import (  # noqa: E402
-    ISSUE15_KEYS, RINGGEN_RATES, RINGGEN_SECS, reader_bench, recorder_rates)
+from measure_reader import ISSUE15_KEYS, reader_part  # noqa: E402
 from render import render_md  # noqa: E402
 from sections import (  # noqa: E402
     render_issue15, render_osds, render_release)
@@ -281,7 +280,8 @@ def main(argv=None):
     if a.part in ("all", "osds"):
         text += render_osds(osds_part(a))
     if a.part in ("all", "reader"):
-        text += reader_part(a, traced=a.part == "reader")
+        res = reader_part(a, traced=a.part == "reader")
+        text += "\n".join(["# Benchmarks", ""] + render_issue15(res)) + "\n"
     if a.part in ("all", "toggle"):
         import toggle
         text += toggle.toggle_part(a)
@@ -465,41 +465,6 @@ def _bpf_stats(env, pid, asok, modes, a, smoke_stats):
         print("bench: %-9s BPF statistics: %.2f uprobe runs per op" % (
             mode, st["uprobe_runs_per_op"] or 0), file=sys.stderr)
     return out
-
-
-def reader_part(a, traced=True):
-    """Issue 15's figures on the controlled program (no lab needed),
-    merged into bench/results/<release>.json. traced: also the traced
-    program's event rate (recorder_throughput; the main part has it).
-    -> its text"""
-    t_start = time.monotonic()
-    rel = os.environ.get("CEPH") or "pacific"
-    out = a.out or os.path.join(RESULTS, rel + ".json")
-    reader = reader_bench(a.smoke)
-    reader.update({"date": time.strftime("%Y-%m-%d"),
-                   "commit": git_commit(),
-                   "machine": {"cpu_model": cpu_model(),
-                               "cores": os.cpu_count(),
-                               "kernel": platform.release()}})
-    rates = recorder_rates((RINGGEN_RATES[0],) if a.smoke else
-                           RINGGEN_RATES, 1.0 if a.smoke else RINGGEN_SECS)
-    res = {}
-    if os.path.exists(out):
-        with open(out) as f:
-            res = json.load(f)
-    res["reader"] = reader
-    res["recorder_rates"] = rates
-    if traced:
-        rec = recorder_throughput(50000 if a.smoke else 300000)
-        old = res.get("recorder") or {}
-        rec["lab_peak_cpu_pct"] = old.get("lab_peak_cpu_pct")
-        rec["lab_peak_events_per_s"] = old.get("lab_peak_events_per_s")
-        res["recorder"] = rec
-    reader["runtime_s"] = round(time.monotonic() - t_start)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(res, f, indent=1)
-    return "\n".join(["# Benchmarks", ""] + render_issue15(res)) + "\n"
 
 
 if __name__ == "__main__":
