@@ -229,8 +229,9 @@ def _parser():
                     "every few seconds under one fio run "
                     "(bench/toggle.py); all: every part")
     ap.add_argument("--toggle-pairs", type=int, default=30,
-                    help="the toggle part's traced windows, each between "
-                    "two untraced ones (default 30)")
+                    help="the toggle part's rounds: a traced window of "
+                    "each mode in turn, each between two untraced ones "
+                    "(default 30)")
     ap.add_argument("--toggle-secs", type=float, default=2.0,
                     help="the toggle part's window, seconds (default 2)")
     ap.add_argument("--osds-pairs", type=int, default=3)

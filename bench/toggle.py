@@ -5,11 +5,14 @@ The main part starts a tracer for each traced window: 8-s windows tens
 of seconds apart, between which the untraced OSD's own CPU per op swings
 by several us (BENCHMARKS.md, "How it is measured"), so its pairs cannot
 tell a 2.5-us tier from a 5-us one. Here one tracer per mode is set up
-the way osdstage.py sets it up (engine.session, in this process) and its
-probes are attached and detached every `secs` seconds under one steady
-fio run of 4 KiB random reads: untraced, traced, untraced, ... Each
-traced window is set against the mean of the untraced windows on either
-side of it (a drift slower than a window cancels). A window is timed
+the way osdstage.py sets it up (engine.session, in this process), all
+three loaded at once, and their probes are attached and detached every
+`secs` seconds under one steady fio run of 4 KiB random reads, the modes
+in turns: untraced, lean, untraced, userspace, untraced, default,
+untraced, lean, ... (a round: one traced window of each mode), so every
+mode samples the whole run. Each traced window is set against the mean
+of the untraced windows on either side of it (a drift slower than a
+window cancels). A window is timed
 between snapshots taken after attach() has returned (or detach()) and
 before the next detach() starts (or attach()): the probes are all on, or
 all off, for the whole of it. Per window: the ceph-osd's CPU time (every
@@ -69,28 +72,36 @@ def _window(a, b, traced):
             "msgr_us_per_op": 1e6 * (b[4] - a[4]) / ops}
 
 
-def toggled_windows(tracer, pid, asok, pairs, secs):
-    """2 x pairs + 1 windows of `secs` seconds, untraced first, then
-    traced and untraced taking turns: [window dicts]."""
-    wins = []
-    for i in range(2 * pairs + 1):
-        traced = i % 2 == 1
-        if traced:
+def toggled_windows(tracers, pid, asok, rounds, secs):
+    """`rounds` rounds of one traced window per mode (tracers: {mode:
+    tracer}, in that order), an untraced window before the first and
+    after every traced one, each `secs` seconds: [window dicts, a traced
+    one's "mode" set]."""
+    def window(tracer=None):
+        if tracer:
             tracer.attach()
         a = _snap(pid, asok)
         time.sleep(secs)
         b = _snap(pid, asok)
-        if traced:
+        if tracer:
             tracer.detach()
-        wins.append(_window(a, b, traced))
+        return _window(a, b, tracer is not None)
+    wins = [window()]
+    for _ in range(rounds):
+        for mode, tracer in tracers.items():
+            wins.append(dict(window(tracer), mode=mode))
+            wins.append(window())
     return wins
 
 
-def aba(wins, key, ratio=False):
-    """Each traced window's figure against the mean of the untraced
-    windows on either side: the difference, or the ratio."""
+def aba(wins, key, ratio=False, mode=None):
+    """Each traced window's figure (of `mode` only, when given) against
+    the mean of the untraced windows on either side: the difference, or
+    the ratio."""
     out = []
     for i in range(1, len(wins) - 1, 2):
+        if mode is not None and wins[i].get("mode") != mode:
+            continue
         base = (wins[i - 1][key] + wins[i + 1][key]) / 2
         out.append(wins[i][key] / base if ratio else wins[i][key] - base)
     return out
@@ -124,28 +135,40 @@ def stats_window(tracer, pid, asok, secs):
             (r1["prog_ns"] - r0["prog_ns"]) / ops / 1000.0)
 
 
-def measure_mode(pid, asok, opts, pairs, secs):
-    """One mode's figures (its tracer set up, toggled, closed)."""
+def measure_modes(pid, asok, rounds, secs):
+    """Every mode's figures: their tracers set up at once, toggled in
+    turns, closed. -> ({mode: figures}, the windows)"""
     # here, not at the top: rendering BENCHMARKS.md needs no tracer
     from cephlat.engine.session import Session, Want
-    session = Session(Want(pid=[pid], **opts), sys.stderr)
-    tracer = session.tracer
-    tracer.start()          # calibrates and attaches: off to begin with
+    tracers = {}
     try:
-        tracer.detach()
-        wins = toggled_windows(tracer, pid, asok, pairs, secs)
-        hits, prog_us = stats_window(tracer, pid, asok, 2 * secs)
+        for mode, opts in MODES:
+            tracer = tracers[mode] = Session(Want(pid=[pid], **opts),
+                                             sys.stderr).tracer
+            tracer.start()      # calibrates and attaches: off to begin
+            tracer.detach()
+        wins = toggled_windows(tracers, pid, asok, rounds, secs)
+        runs = {mode: stats_window(tracer, pid, asok, 2 * secs)
+                for mode, tracer in tracers.items()}
     finally:
-        tracer.close()
-    return {"added_us": spread(aba(wins, "osd_us_per_op")),
-            "workers_added_us": spread(aba(wins, "workers_us_per_op")),
-            "msgr_added_us": spread(aba(wins, "msgr_us_per_op")),
-            "iops_ratio": spread(aba(wins, "iops", ratio=True), 3),
-            "untraced_us_per_op": spread([w["osd_us_per_op"] for w in wins
-                                          if not w["traced"]], 1),
+        for tracer in tracers.values():
+            tracer.close()
+    base = [w["osd_us_per_op"] for w in wins if not w["traced"]]
+    out = {}
+    for mode, (hits, prog_us) in runs.items():
+        out[mode] = {
+            "added_us": spread(aba(wins, "osd_us_per_op", mode=mode)),
+            "workers_added_us": spread(aba(wins, "workers_us_per_op",
+                                           mode=mode)),
+            "msgr_added_us": spread(aba(wins, "msgr_us_per_op",
+                                        mode=mode)),
+            "iops_ratio": spread(aba(wins, "iops", ratio=True, mode=mode),
+                                 3),
+            "untraced_us_per_op": spread(base, 1),
             "uprobe_hits_per_op": round(hits, 3),
-            "prog_us_per_op": round(prog_us, 3),
-            "windows": [{k: round(w[k], 2) for k in FIGURES} for w in wins]}
+            "prog_us_per_op": round(prog_us, 3)}
+    return out, [dict({k: round(w[k], 2) for k in FIGURES},
+                      mode=w.get("mode")) for w in wins]
 
 
 def trap(modes):
@@ -177,16 +200,14 @@ def toggle_part(a):
     fio = Fio(env, "randread")
     try:
         time.sleep(WARMUP_S)
-        for mode, opts in MODES:
-            got = res["modes"][mode] = measure_mode(
-                pid, asok, opts, a.toggle_pairs, a.toggle_secs)
-            print("bench: toggled %-9s %s us/op added (+- %s), IOPS "
-                  "ratio %s" % (mode, got["added_us"]["mean"],
-                                got["added_us"]["sem"],
-                                got["iops_ratio"]["mean"]),
-                  file=sys.stderr)
+        res["modes"], res["windows"] = measure_modes(
+            pid, asok, a.toggle_pairs, a.toggle_secs)
     finally:
         fio.stop()
+    for mode, got in res["modes"].items():
+        print("bench: toggled %-9s %s us/op added (+- %s), IOPS ratio %s" % (
+            mode, got["added_us"]["mean"], got["added_us"]["sem"],
+            got["iops_ratio"]["mean"]), file=sys.stderr)
     res["trap"] = trap(res["modes"])
     res["runtime_s"] = round(time.monotonic() - t0)
     res["loadavg_end"] = round(os.getloadavg()[1], 2)

@@ -42,6 +42,16 @@ def test_a_linear_drift_cancels_and_each_pair_is_its_neighbours():
     assert w[1]["osd_us_per_op"] - w[0]["osd_us_per_op"] == 8.0
 
 
+def test_modes_in_turns_each_take_their_own_windows():
+    wins = [{"traced": False, "x": 10.0}]
+    for added in (1.0, 5.0, 2.0, 6.0):
+        wins += [{"traced": True, "mode": "ab"[added > 4], "x": 10 + added},
+                 {"traced": False, "x": 10.0}]
+    assert toggle.aba(wins, "x", mode="a") == [1.0, 2.0]
+    assert toggle.aba(wins, "x", mode="b") == [5.0, 6.0]
+    assert toggle.aba(wins, "x") == [1.0, 5.0, 2.0, 6.0]
+
+
 def test_spread_has_the_mean_and_its_standard_error():
     s = toggle.spread([1.0, 2.0, 3.0, 6.0])
     assert s == {"mean": 3.0, "sem": 1.08, "median": 2.5, "min": 1.0,
