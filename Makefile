@@ -22,7 +22,7 @@
 #   CEPH=reef|tentacle  with setup, lab, lab-env, lab-down, workload, bench: the
 #                   lab in a container with Debian trixie's Ceph 18.2 / sid's 20.2
 #                   (vagrant/container.sh); default CEPH=pacific, the host's 16.2
-#   make bench      what tracing costs (BENCHMARKS.md; every part, ~1 h 50 min); BENCH=osds:
+#   make bench      what tracing costs (BENCHMARKS.md; every part, ~2 h); BENCH=osds:
 #                   only one OSD traced vs three on the 3-OSD lab (~6 min), BENCH=main: the
 #                   tracing modes on the 1-OSD lab (~27 min), BENCH=reader: issue 15's reader
 #                   on a >= 10 M-event capture of the controlled program and the recorder
@@ -32,7 +32,7 @@
 #                   reader on a BENCH_MERGED_MIN-minute 3-host capture set, each read
 #                   BENCH_MERGED_RUNS times (~30 min), BENCH=toggle: the lean, userspace
 #                   and default modes attached and detached every 2 s under one fio run
-#                   on the 1-OSD lab (~9 min)
+#                   on the 1-OSD lab (~7 min)
 #   make clean      remove build/
 
 # One interpreter everywhere: Debian's, which sees Debian's python3-* packages

@@ -100,13 +100,15 @@ def render_why(results, osds_results, soak=None, floor_res=None):
                    "pairs")}
     why = [instead] if instead else []
     for prefixes, say in WHY:
-        if any(met is False for m, _, _, met in every_row
+        # a target missed, or one its measure cannot tell (a str)
+        if any(met is False or isinstance(met, str)
+               for m, _, _, met in every_row
                if m.startswith(prefixes)):
             text = say(ctx)
             if text:
                 why.append("- " + text)
     if why:
-        lines += ["", "Per missed target:", ""] + why
+        lines += ["", "Per target missed (or not told apart):", ""] + why
     lines += ["", "What was tried:", ""]
     lines += ["- %s: %s." % (k, v) for k, v in TRIED]
     return lines + [""]
