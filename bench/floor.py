@@ -232,8 +232,8 @@ def render_section(osd):
                         slept / push, k["slept"]["min"], k["slept"]["max"]))
     if osd:
         said.append("Inside the busy OSD (each release's last run of "
-                    "the part named) a trap costs %s the floor's emulated push%s: "
-                    "the OSD's workers sleep between ops and share 2 cores "
+                    "the part named) a trap costs %s the floor's emulated "
+                    "push%s: the OSD's workers sleep between ops and share 2 cores "
                     "with fio, the messenger and BlueStore's threads, where "
                     "the tight loop keeps its code and data cached." % (
                         ", ".join("%s %.1f times" % (rel, 1000 * us / push)

@@ -165,7 +165,8 @@ def cost_parts(res):
     added = d["osd_added_us_per_op"]["median"]
     us_added = u["osd_added_us_per_op"]["median"]
     tog = _get(res, "toggled", "modes") or {}
-    if "userspace" in tog and "default" in tog:
+    toggled = "userspace" in tog and "default" in tog
+    if toggled:
         # the toggle part's figures, where the run has them: the same
         # quantities from windows seconds apart (bench/toggle.py)
         added = tog["default"]["added_us"]["mean"]
@@ -174,7 +175,7 @@ def cost_parts(res):
         hits = tog["userspace"]["uprobe_hits_per_op"]
     traps = us_added - uprobe_us
     return {"osd_added": added, "userspace_added": us_added,
-            "toggled": "userspace" in tog and "default" in tog,
+            "toggled": toggled,
             "uprobe_progs": _prog_us(st["programs"], True),
             "kernel_progs": _prog_us(st["programs"], False),
             "traps": traps, "hits": hits, "per_hit": traps / hits,

@@ -204,9 +204,10 @@ def issue27_rows(results, soak, floor_res):
 
 def _trap_row(results, floor_res):
     """A trap per hit inside the busy OSD (each release's last main part,
-    or its toggle part where it has one: cost_parts) against the floor's of the same kind: a probe on `push` for Pacific's
-    build, after `endbr64` for the CET builds. Judged on the median, but
-    a median below the floor itself (less than a trap costs the trivial
+    or its toggle part where it has one: cost_parts) against the floor's
+    of the same kind: a probe on `push` for Pacific's build, after
+    `endbr64` for the CET builds. Judged on the median (the toggled mean),
+    but one below the floor itself (less than a trap costs the trivial
     target) is the pairs' noise: it cannot tell."""
     what = "trap cost per uprobe hit inside the OSD vs the trivial " \
         "target's floor (same probe kind)"

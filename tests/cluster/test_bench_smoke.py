@@ -26,16 +26,25 @@ def _spread_ok(s, lo, hi):
     assert lo < s["median"] < hi, s
 
 
-def test_bench_smoke(lab, tmp_path):
+def _smoke(part, tmp_path, seed=None, out_flag="--out", timeout=900):
+    """bench/run.py --part PART --smoke, its results into a file of
+    tmp_path (first holding `seed`, when given): -> (the finished process,
+    its results). A smoke run never rewrites BENCHMARKS.md."""
     out = tmp_path / "bench.json"
+    if seed is not None:
+        out.write_text(json.dumps(seed))
     md = tmp_path / "BENCHMARKS.md"
     p = subprocess.run([PYTHON, os.path.join(REPO, "bench", "run.py"),
-                        "--part", "main", "--smoke", "--out", str(out),
-                        "--md", str(md)], capture_output=True,
-                       text=True, timeout=900)
+                        "--part", part, "--smoke", out_flag, str(out),
+                        "--md", str(md)], capture_output=True, text=True,
+                       timeout=timeout)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert not md.exists()          # a smoke run never rewrites BENCHMARKS.md
-    r = json.loads(out.read_text())
+    assert not md.exists()
+    return p, json.loads(out.read_text())
+
+
+def test_bench_smoke(lab, tmp_path):
+    p, r = _smoke("main", tmp_path)
     assert r["machine"]["cores"] == os.cpu_count()
     assert r["machine"]["ceph"].startswith("16.2.")
     modes = ("default", "userspace", "lean", "record", "bounded",
@@ -134,16 +143,7 @@ def test_bench_toggle_smoke(lab, tmp_path):
     statistics: every figure there and sane, the hits per read each
     mode's own, merged into an existing results file without touching its
     other keys."""
-    out = tmp_path / "bench.json"
-    out.write_text(json.dumps({"modes": "kept"}))
-    md = tmp_path / "BENCHMARKS.md"
-    p = subprocess.run([PYTHON, os.path.join(REPO, "bench", "run.py"),
-                        "--part", "toggle", "--smoke", "--out", str(out),
-                        "--md", str(md)], capture_output=True, text=True,
-                       timeout=600)
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert not md.exists()          # a smoke run never rewrites BENCHMARKS.md
-    r = json.loads(out.read_text())
+    p, r = _smoke("toggle", tmp_path, seed={"modes": "kept"})
     assert r["modes"] == "kept"
     t = r["toggled"]
     assert (t["pairs"], t["secs"]) == (2, 1.0)
@@ -176,15 +176,7 @@ def test_bench_osds_smoke(lab3, tmp_path):
     2 s runs per mode and workload: IOPS ratios, and the added CPU per op on
     each of the three OSDs for --osd 0 and --osd all, in the JSON and in
     the text."""
-    out = tmp_path / "osds.json"
-    md = tmp_path / "BENCHMARKS.md"
-    p = subprocess.run([PYTHON, os.path.join(REPO, "bench", "run.py"),
-                        "--part", "osds", "--smoke", "--osds-out", str(out),
-                        "--md", str(md)], capture_output=True, text=True,
-                       timeout=900)
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert not md.exists()          # a smoke run never rewrites BENCHMARKS.md
-    r = json.loads(out.read_text())
+    p, r = _smoke("osds", tmp_path, out_flag="--osds-out")
     assert r["osds"] == 3 and r["pairs"] == 1 and r["secs"] == 2
     assert r["machine"]["ceph"].startswith("16.2.")
     for wl in ("write", "randread"):
@@ -218,17 +210,9 @@ def test_bench_reader_smoke(bpf_ready, tmp_path):
     timed with its own peak RSS), the recorder alone at 500k events/s, the
     traced program's event rate; merged into an existing results file
     without touching its other keys; no lab needed."""
-    out = tmp_path / "bench.json"
-    out.write_text(json.dumps({"modes": "kept", "recorder": {
-        "lab_peak_cpu_pct": 5.0, "lab_peak_events_per_s": 120000}}))
-    md = tmp_path / "BENCHMARKS.md"
-    p = subprocess.run([PYTHON, os.path.join(REPO, "bench", "run.py"),
-                        "--part", "reader", "--smoke", "--out", str(out),
-                        "--md", str(md)], capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert not md.exists()          # a smoke run never rewrites BENCHMARKS.md
-    r = json.loads(out.read_text())
+    p, r = _smoke("reader", tmp_path, seed={"modes": "kept", "recorder": {
+        "lab_peak_cpu_pct": 5.0, "lab_peak_events_per_s": 120000}},
+        timeout=300)
     assert r["modes"] == "kept"
     rd = r["reader"]
     assert rd["events"] > 50000 and rd["lost"] == 0, rd
