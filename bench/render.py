@@ -81,8 +81,8 @@ def render_targets(results, osds_results):
 
 
 def render_issue27_targets(results, soak, floor_res):
-    """Issue 27's targets, each from its part's last run: the main part
-    (Pacific), the exporter's soak and the floor."""
+    """Issue 27's targets, each from its part's last run: Pacific's toggle
+    part (else its main part), the exporter's soak and the floor."""
     lines = ["## Issue 27 targets", "",
              "The lean tier and the default mode from Pacific's toggle "
              "part where it has run (below, \"Attached and detached every "
