@@ -140,6 +140,7 @@ def measure_modes(pid, asok, rounds, secs):
     turns, closed. -> ({mode: figures}, the windows)"""
     # here, not at the top: rendering BENCHMARKS.md needs no tracer
     from cephlat.engine.session import Session, Want
+    from cephlat.errors import UserError
     tracers = {}
     try:
         for mode, opts in MODES:
@@ -150,6 +151,8 @@ def measure_modes(pid, asok, rounds, secs):
         wins = toggled_windows(tracers, pid, asok, rounds, secs)
         runs = {mode: stats_window(tracer, pid, asok, 2 * secs)
                 for mode, tracer in tracers.items()}
+    except UserError as e:      # no such OSD, no BTF, ...: one line
+        sys.exit("bench: toggle part: %s" % e)
     finally:
         for tracer in tracers.values():
             tracer.close()

@@ -162,3 +162,11 @@ def test_the_lean_paragraph_splits_the_toggled_cost_by_thread():
     assert "1.10 +- 0.30 us more per read at 0.960 of the untraced IOPS" \
         in text
     assert "swinging between windows" not in text
+
+
+def test_a_tracer_that_cannot_be_set_up_is_one_line(capsys):
+    import pytest
+    with pytest.raises(SystemExit) as e:
+        toggle.measure_modes(2 ** 22 + 7, "/nonexistent.asok", 1, 0.1)
+    assert str(e.value) == "bench: toggle part: no such process: %d" % (
+        2 ** 22 + 7)
