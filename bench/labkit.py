@@ -233,6 +233,21 @@ def git_commit():
 RESULTS = os.path.join(REPO, "bench", "results")
 
 
+def read_results(path):
+    """A results file's content, {} when there is none yet: the parts that
+    share a release's file keep one another's keys."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
+def write_results(path, res):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(res, f, indent=1)
+
+
 def _sp(s, fmt="%.1f", unit=""):
     """A {median, min, max} as 'median (min-max)', '-' when absent."""
     if not s:

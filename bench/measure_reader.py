@@ -17,7 +17,8 @@ import sys
 import tempfile
 import time
 
-from labkit import REPO, RESULTS, cpu_model, git_commit, sh
+from labkit import (REPO, RESULTS, cpu_model, git_commit, read_results,
+                    sh, write_results)
 from measure import (OSDSTAGE, PY, SHARDQ, SHARDQ_SPEC, captured_events,
                      recorder_throughput)
 
@@ -217,10 +218,7 @@ def reader_part(a, traced=True):
                                "kernel": platform.release()}})
     rates = recorder_rates((RINGGEN_RATES[0],) if a.smoke else
                            RINGGEN_RATES, 1.0 if a.smoke else RINGGEN_SECS)
-    res = {}
-    if os.path.exists(out):
-        with open(out) as f:
-            res = json.load(f)
+    res = read_results(out)
     res["reader"] = reader
     res["recorder_rates"] = rates
     if traced:
@@ -230,7 +228,5 @@ def reader_part(a, traced=True):
         rec["lab_peak_events_per_s"] = old.get("lab_peak_events_per_s")
         res["recorder"] = rec
     reader["runtime_s"] = round(time.monotonic() - t_start)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(res, f, indent=1)
+    write_results(out, res)
     return res

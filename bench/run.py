@@ -99,7 +99,6 @@
 # client_cost.py (its fio job), measure_reader.py and labkit.py; toggle.py
 # measure.py and labkit.py.
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -110,7 +109,8 @@ sys.path.insert(0, os.path.join(REPO, "lib"))
 
 from cephlat.ceph import adminsock  # noqa: E402
 from labkit import (  # noqa: E402
-    RESULTS, _spread, bpf_stats_on, git_commit, lab_env, machine, prefill)
+    RESULTS, _spread, bpf_stats_on, git_commit, lab_env, machine, prefill,
+    read_results, write_results)
 from measure import (  # noqa: E402
     BOUNDED_MIN_SECS, BOUNDED_SETTLE_S, MODES, OPTRACKER, OSDS_LABELS,
     OSDS_MODES, OSDS_WORKLOADS, SETTLE_S, fio, osd_window,
@@ -193,9 +193,7 @@ def osds_part(a):
     res["prefill_s"] = round(prefill_s)
     out = a.osds_out or os.path.join(
         RESULTS, res["machine"]["release"] + ".osds.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(res, f, indent=1)
+    write_results(out, res)
     return res
 
 
@@ -384,17 +382,12 @@ def main_part(a):
     res["runtime_s"] = round(time.monotonic() - t_start)
     res["loadavg_end"] = round(os.getloadavg()[1], 2)
     out = a.out or os.path.join(RESULTS, res["machine"]["release"] + ".json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    if os.path.exists(out):
-        # the reader part's figures (--part reader) and the toggle part's
-        # stay
-        import toggle
-        with open(out) as f:
-            prev = json.load(f)
-        res.update({k: prev[k] for k in ISSUE15_KEYS + (toggle.KEY,)
-                    if k in prev})
-    with open(out, "w") as f:
-        json.dump(res, f, indent=1)
+    # the reader part's figures (--part reader) and the toggle part's stay
+    import toggle
+    prev = read_results(out)
+    res.update({k: prev[k] for k in ISSUE15_KEYS + (toggle.KEY,)
+                if k in prev})
+    write_results(out, res)
     return render_release(res)
 
 

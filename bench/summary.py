@@ -145,6 +145,13 @@ def _prog_us(programs, uprobe):
                if p.get("runs") and bool(p.get("uprobe")) == uprobe) / 1000.0
 
 
+def toggled_pairs(res):
+    """How many toggled pairs of how long a release's toggle part ran
+    ("30 x 2 s toggled"), for the rows that take its figures."""
+    t = res["toggled"]
+    return "%d x %g s toggled" % (t["pairs"], t["secs"])
+
+
 def cost_parts(res):
     """Where the default mode's added OSD CPU per read goes, from one
     release's run: the uprobe programs and the kernel programs (BPF run

@@ -10,7 +10,7 @@ why.py's."""
 from labkit import _range, _release, _sp
 from measure_reader import READER_MIN_EVENTS, READS
 from soak_render import SATURATED_PCT, _counted_row, _parts_row
-from summary import RELEASE_ORDER, _get, cost_parts
+from summary import RELEASE_ORDER, _get, cost_parts, toggled_pairs
 
 
 BOUND_PCT = 2.0             # what the bounded mode asks (--max-overhead 2)
@@ -102,8 +102,7 @@ def _toggled_rows(res, m, what, us_key, ratio_key):
     t = _get(res, "toggled", "modes", m)
     if not t:
         return _cost_rows(res, m, what, us_key, ratio_key)
-    n = "%d x %g s toggled" % (res["toggled"]["pairs"],
-                                res["toggled"]["secs"])
+    n = toggled_pairs(res)
     us, r = t["added_us"], t["iops_ratio"]
     most, least = TARGETS[us_key], TARGETS[ratio_key]
     return [("%s, added OSD CPU per 4 KiB read" % what,
@@ -220,11 +219,9 @@ def _trap_row(results, floor_res):
         kind, floor = floor_ns(res, floor_res)
         if c and c["toggled"] and floor:
             # the toggle part's: its standard error over the hits
-            t = res["toggled"]
             got.append((_release(res), 1000 * c["per_hit"],
-                        "+- %.0f, %d x %g s toggled" % (
-                            1000 * t["trap"]["sem"], t["pairs"],
-                            t["secs"]), kind, floor))
+                        "+- %.0f, %s" % (1000 * res["toggled"]["trap"]["sem"],
+                                         toggled_pairs(res)), kind, floor))
         elif c and us and floor:
             # the pairs' own range, the programs taken out as for the
             # median (cost_parts)

@@ -29,15 +29,14 @@ runs no kernel program). Merged into bench/results/<release>.json as
 "toggled" (the main part keeps it when it rewrites the file; --out
 FILE: into FILE).
 """
-import json
 import math
 import os
 import statistics
 import sys
 import time
 
-from labkit import (RESULTS, Fio, git_commit, lab_env, machine,
-                    osd_op_counts, prefill)
+from labkit import (RESULTS, Fio, _spread, git_commit, lab_env, machine,
+                    osd_op_counts, prefill, read_results, write_results)
 from measure import task_cpu_s
 
 from cephlat.ceph import adminsock
@@ -108,15 +107,13 @@ def aba(wins, key, ratio=False, mode=None):
 
 
 def spread(values, digits=2):
-    """mean, its standard error, median, min, max and n of `values`."""
+    """labkit._spread's median, min and max of `values`, with their mean,
+    its standard error and n."""
     n = len(values)
     sem = statistics.stdev(values) / math.sqrt(n) if n > 1 else None
-
-    def r(v):
-        return None if v is None else round(v, digits)
-    return {"mean": r(statistics.mean(values)), "sem": r(sem),
-            "median": r(statistics.median(values)), "min": r(min(values)),
-            "max": r(max(values)), "n": n}
+    return dict(_spread(values, digits), n=n,
+                mean=round(statistics.mean(values), digits),
+                sem=None if sem is None else round(sem, digits))
 
 
 def stats_window(tracer, pid, asok, secs):
@@ -215,14 +212,10 @@ def toggle_part(a):
     res["runtime_s"] = round(time.monotonic() - t0)
     res["loadavg_end"] = round(os.getloadavg()[1], 2)
     out = a.out or os.path.join(RESULTS, m["release"] + ".json")
-    prev = {}
-    if os.path.exists(out):
-        with open(out) as f:
-            prev = json.load(f)
+    prev = read_results(out)
     prev[KEY] = res
     prev.setdefault("machine", m)
-    with open(out, "w") as f:
-        json.dump(prev, f, indent=1)
+    write_results(out, prev)
     return "\n".join(render_section([prev])) + "\n"
 
 

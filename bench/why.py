@@ -5,7 +5,7 @@ table), one paragraph per missed target from those figures
 was tried (TRIED). Reads results dicts only; targets.py judges the
 rows."""
 from labkit import _range, _release, _sp
-from summary import _get, cost_parts
+from summary import _get, cost_parts, toggled_pairs
 from targets import (
     BOUND_PCT, TARGETS, floor_ns, issue27_rows, target_rows)
 
@@ -153,9 +153,8 @@ def _parts_table(rows):
              "| OSD added, userspace | probe pair cost (calibrated) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r, c in rows:
-        t = r.get("toggled") or {}
-        pairs = "%d x %g s toggled" % (t["pairs"], t["secs"]) \
-            if c.get("toggled") else "%d x %d s" % (r["pairs"], r["secs"])
+        pairs = toggled_pairs(r) if c["toggled"] else \
+            "%d x %d s" % (r["pairs"], r["secs"])
         lines.append("| %s | %s | %.1f us | %.1f us (%.2f hits) | "
                      "%.1f us | %.1f us | %.2f us | %.1f us | %s |" % (
                          _release(r), pairs, c["osd_added"],

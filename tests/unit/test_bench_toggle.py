@@ -8,6 +8,8 @@ where a run has them."""
 import os
 import sys
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "bench"))
@@ -164,8 +166,7 @@ def test_the_lean_paragraph_splits_the_toggled_cost_by_thread():
     assert "swinging between windows" not in text
 
 
-def test_a_tracer_that_cannot_be_set_up_is_one_line(capsys):
-    import pytest
+def test_a_tracer_that_cannot_be_set_up_is_one_line():
     with pytest.raises(SystemExit) as e:
         toggle.measure_modes(2 ** 22 + 7, "/nonexistent.asok", 1, 0.1)
     assert str(e.value) == "bench: toggle part: no such process: %d" % (
