@@ -111,7 +111,9 @@ enum stage_id {
 	/* queue_wait split by what the dequeuing worker was doing */
 	ST_ATTR__HELD,		/* asleep in the scheduler's timed wait: mClock
 				 * held the queued ops until a time it gave */
-	ST_ATTR__BUSY,		/* running other work */
+	ST_ATTR__BUSY,		/* on CPU: running other work */
+	ST_ATTR__BLOCKED,	/* asleep inside other work: a lock (a PG's,
+				 * held by another worker's op) or I/O */
 	ST_ATTR__SIGNAL,	/* asleep with the op queued */
 	ST_ATTR__RUNQ,		/* runnable, waiting for a CPU */
 	ST_ATTR__PICKUP,	/* on CPU after its wake-up -> dequeue */
@@ -321,9 +323,10 @@ enum sleep_kind { SK_WORK = 0, SK_IDLE = 1, SK_HELD = 2 };
 
 struct tring {
 	__u64 ts;		/* when the thread entered `state` */
-	__u64 cum_isleep;	/* cumulative idle-sleep, held and run-queue */
-	__u64 cum_held;		/*   ns at ts */
+	__u64 cum_isleep;	/* cumulative idle-sleep, held, run-queue */
+	__u64 cum_held;		/*   and all-sleep ns at ts */
 	__u64 cum_runq;
+	__u64 cum_sleep;
 	__u32 state;
 	__u32 sleep;		/* enum sleep_kind, when state is TS_SLEEP */
 };
@@ -376,8 +379,9 @@ struct thread_state {
 				 * its mutex that follows one) */
 	__u32 prev_cv;		/* its last futex wait was on a cv */
 	__u64 held_end;		/* when its last scheduler hold ended */
-	__u64 he_isleep;	/* cum_isleep and cum_runq then: an op queued */
-	__u64 he_runq;		/*   before it splits from there on */
+	__u64 he_isleep;	/* cum_isleep, cum_runq and cum_sleep then: an */
+	__u64 he_runq;		/*   op queued before it splits from there */
+	__u64 he_sleep;		/*   on */
 	struct tring ring[TRING];
 };
 
@@ -388,6 +392,7 @@ struct shard_stats {
 	__u64 qwait_ns;
 	__u64 held_ns;
 	__u64 busy_ns;
+	__u64 blocked_ns;
 	__u64 signal_ns;
 	__u64 runq_ns;
 	__u64 pickup_ns;
@@ -543,6 +548,7 @@ struct ev_op_dequeue {
 	__u64 queue_wait_ns;
 	__u64 held_ns;
 	__u64 busy_ns;
+	__u64 blocked_ns;
 	__u64 signal_ns;
 	__u64 runq_ns;
 	__u64 pickup_ns;

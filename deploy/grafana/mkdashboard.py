@@ -178,9 +178,11 @@ def build():
     L.add(timeseries(
         "Queue wait by cause (stacked)",
         "Seconds of queue wait per second, split by what the shard's "
-        "workers were doing: busy (on other ops), signal (asleep with work "
-        "queued: a late or missed wake-up), runq (woken, waiting for a "
-        "CPU), pickup (running, not yet dequeuing)",
+        "workers were doing: held (mClock held the queued ops), busy (on "
+        "CPU with other ops), blocked (asleep inside other ops: a lock, "
+        "I/O), signal (asleep with work queued: a late or missed "
+        "wake-up), runq (woken, waiting for a CPU), pickup (running, not "
+        "yet dequeuing)",
         [target('sum by (cause) (rate(ceph_osd_queue_wait_seconds_total'
                 '{%s}[%s]))' % (OSD, RI), "{{cause}}")], "s", stack=True,
         fill=60), 12, 9)

@@ -45,9 +45,10 @@ static __always_inline __u32 op_class(__u64 op)
 	return OPC_OTHER;
 }
 
-/* A thread's cumulative idle-sleep, held and run-queue ns at a time. */
+/* A thread's cumulative idle-sleep, held, run-queue and all-sleep ns at
+ * a time. */
 struct cums {
-	__u64 isleep, held, runq;
+	__u64 isleep, held, runq, sleep;
 };
 
 /* c = the cumulative times at `at`, from ring entry e, the latest change
@@ -58,6 +59,9 @@ static __always_inline void cums_from(struct tring *e, __u64 at,
 	c->isleep = e->cum_isleep;
 	c->held = e->cum_held;
 	c->runq = e->cum_runq;
+	c->sleep = e->cum_sleep;
+	if (e->state == TS_SLEEP)
+		c->sleep += at - e->ts;
 	if (e->state == TS_SLEEP && e->sleep == SK_HELD)
 		c->held += at - e->ts;
 	else if (e->state == TS_SLEEP && e->sleep == SK_IDLE)
@@ -75,7 +79,7 @@ static __always_inline int cum_at(struct thread_state *t, __u64 at,
 	__u32 head = t->ring_head, k, lo, hi, mid;
 	struct wring *w = NULL;
 
-	c->isleep = c->held = c->runq = 0;
+	c->isleep = c->held = c->runq = c->sleep = 0;
 	if (t->wring) {
 		k = t->wring - 1;
 		w = bpf_map_lookup_elem(&wrings, &k);
@@ -120,6 +124,7 @@ static __always_inline int cum_at(struct thread_state *t, __u64 at,
 		c->isleep = e->cum_isleep;
 		c->held = e->cum_held;
 		c->runq = e->cum_runq;
+		c->sleep = e->cum_sleep;
 		if (e->ts <= at) {
 			/* the latest transition at or before `at` */
 			cums_from(e, at, c);
@@ -146,10 +151,11 @@ static __always_inline struct shard_stats *shard_of(__u32 slot, __u64 cv,
 /* Split the op's queue wait by the state of worker `tid` since the
  * enqueue; `e` (the capture event, may be NULL) gets the parts. */
 /* An op's queue wait split: held by the scheduler, asleep with the op
- * queued (signal), on the run queue, picking the op up after the wake-up;
- * busy is the rest. woke: the worker slept with the op queued. */
+ * queued (signal), on the run queue, asleep inside other work (blocked:
+ * a lock, I/O), picking the op up after the wake-up; busy (on CPU with
+ * other work) is the rest. woke: the worker slept with the op queued. */
 struct split {
-	__u64 held, sig, rq, pick;
+	__u64 held, sig, rq, blk, pick;
 	int woke;
 };
 
@@ -162,6 +168,8 @@ static __always_inline void split_clamp(struct split *s, __u64 qw)
 		s->sig = qw - s->held;
 	if (s->rq > qw - s->held - s->sig)
 		s->rq = qw - s->held - s->sig;
+	if (s->blk > qw - s->held - s->sig - s->rq)
+		s->blk = qw - s->held - s->sig - s->rq;
 }
 
 /* A scheduler hold of worker t ended after the op's enqueue: up to then
@@ -178,6 +186,9 @@ static __always_inline void split_after_hold(struct thread_state *t,
 	s->held = t->held_end - st->enq_ns;
 	s->sig = t->cum_isleep - t->he_isleep;
 	s->rq = t->cum_runq - t->he_runq;
+	/* no hold since held_end: the sleep that was not idle was work */
+	s->blk = t->cum_sleep - t->he_sleep > s->sig ?
+		 t->cum_sleep - t->he_sleep - s->sig : 0;
 	split_clamp(s, qw);
 	if (t->oncpu_after_wake >= t->held_end && now > t->oncpu_after_wake)
 		s->pick = now - t->oncpu_after_wake;
@@ -185,7 +196,7 @@ static __always_inline void split_after_hold(struct thread_state *t,
 
 /* The worker's totals now (it is running: they are current) less those at
  * the op's enqueue (its state ring). Sleeping inside an earlier op (I/O,
- * locks) is work; a scheduler hold is held; only other idle sleep is
+ * locks) is blocked; a scheduler hold is held; only other idle sleep is
  * signal delay. */
 static __always_inline void split_since_enqueue(struct thread_state *t,
 						struct op_state *st,
@@ -195,6 +206,7 @@ static __always_inline void split_since_enqueue(struct thread_state *t,
 						struct split *s)
 {
 	struct cums c = {};
+	__u64 w;
 
 	if (!cum_at(t, st->enq_ns, &c)) {
 		count_in(slot, CNT_ATTR_TRUNCATED, gen);
@@ -204,6 +216,9 @@ static __always_inline void split_since_enqueue(struct thread_state *t,
 	s->held = t->cum_held > c.held ? t->cum_held - c.held : 0;
 	s->sig = t->cum_isleep > c.isleep ? t->cum_isleep - c.isleep : 0;
 	s->rq = t->cum_runq > c.runq ? t->cum_runq - c.runq : 0;
+	/* work sleeps: all sleep less the idle and held ones */
+	w = t->cum_sleep > c.sleep ? t->cum_sleep - c.sleep : 0;
+	s->blk = w > s->held + s->sig ? w - s->held - s->sig : 0;
 	split_clamp(s, qw);
 	if ((s->sig || s->held) && t->oncpu_after_wake > st->enq_ns &&
 	    now > t->oncpu_after_wake)
@@ -220,6 +235,7 @@ static __always_inline void record_split(struct op_state *st,
 	record(slot, ST_ATTR__HELD, s->held, gen);
 	record(slot, ST_HELD__CLIENT + (st->qclass & 3), s->held, gen);
 	record(slot, ST_ATTR__BUSY, busy, gen);
+	record(slot, ST_ATTR__BLOCKED, s->blk, gen);
 	record(slot, ST_ATTR__SIGNAL, s->sig, gen);
 	record(slot, ST_ATTR__RUNQ, s->rq, gen);
 	record(slot, ST_ATTR__PICKUP, s->pick, gen);
@@ -227,6 +243,7 @@ static __always_inline void record_split(struct op_state *st,
 		e->attributed = 1;
 		e->held_ns = s->held;
 		e->busy_ns = busy;
+		e->blocked_ns = s->blk;
 		e->signal_ns = s->sig;
 		e->runq_ns = s->rq;
 		e->pickup_ns = s->pick;
@@ -290,6 +307,7 @@ static __always_inline void account_shard(struct thread_state *t,
 	sh->qwait_ns += qw;
 	sh->held_ns += s->held;
 	sh->busy_ns += busy;
+	sh->blocked_ns += s->blk;
 	sh->signal_ns += s->sig;
 	sh->runq_ns += s->rq;
 	sh->pickup_ns += s->pick;
@@ -350,10 +368,10 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	} else {
 		split_since_enqueue(t, st, qw, now, slot, gen, e, &s);
 	}
-	if (s.pick > qw - s.held - s.sig - s.rq)
-		s.pick = qw - s.held - s.sig - s.rq;
+	if (s.pick > qw - s.held - s.sig - s.rq - s.blk)
+		s.pick = qw - s.held - s.sig - s.rq - s.blk;
 	s.woke = s.sig > 0;
-	busy = qw - s.held - s.sig - s.rq - s.pick;
+	busy = qw - s.held - s.sig - s.rq - s.blk - s.pick;
 	record_split(st, t, &s, busy, slot, gen, e);
 	account_shard(t, st, qw, &s, busy, slot, gen, e);
 }

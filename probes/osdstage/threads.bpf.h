@@ -95,6 +95,7 @@ static __always_inline void transition(struct thread_state *t, __u32 state,
 		t->held_end = now;
 		t->he_isleep = t->cum_isleep;
 		t->he_runq = t->cum_runq;
+		t->he_sleep = t->cum_sleep;
 	}
 	t->state = state;
 	t->sleep = state == TS_SLEEP ? sleep : SK_WORK;
@@ -116,6 +117,7 @@ static __always_inline void transition(struct thread_state *t, __u32 state,
 	e->cum_isleep = t->cum_isleep;
 	e->cum_held = t->cum_held;
 	e->cum_runq = t->cum_runq;
+	e->cum_sleep = t->cum_sleep;
 	e->state = state;
 	e->sleep = t->sleep;
 }

@@ -8,7 +8,9 @@ producer never notifies (items wait for the timed wait: missed wake-ups),
 (c) it notifies late by a known delay, (d) CPU hogs pinned on the workers'
 CPU, (e) items are due only a known time after their enqueue and workers
 wait for that with them queued, as mClock holds ops (traced with a spec
-that says the scheduler is mClock).
+that says the scheduler is mClock), (f) a shard's items are one PG's: a
+worker takes its PG's lock before it dequeues, as Ceph's do, and the
+shard's other worker waits for it (blocked).
 """
 import json
 import os
@@ -30,6 +32,9 @@ CASES = {
     "contend": (100, 2000, 0, 50, 1, 0),
     # delay_us: how long after its enqueue an item is due
     "hold": (80, 2000, 3000, 50, 4, 100),
+    # two items a burst for two workers: the second waits for the first's
+    # PG lock
+    "lock": (80, 2000, 0, 50, 2, 300),
 }
 _RUNS = {}
 

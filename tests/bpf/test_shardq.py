@@ -4,7 +4,8 @@ queue (tests/bpf/progs/shardq.cc) whose own timestamps are the ground truth.
 Four cases: (a) normal notify with bursts of work (workers busy),
 (b) the producer never notifies (items wait for the timed wait: missed
 wake-ups), (c) it notifies late by a known delay, (d) CPU hogs pinned on
-the workers' CPU. The program cannot see when the kernel woke a worker,
+the workers' CPU, (e) mClock-like holds, (f) workers waiting for a PG's
+lock held by another worker's item. The program cannot see when the kernel woke a worker,
 only when the worker resumed, so its "wake" time is compared with the
 tool's signal delay + run-queue delay.
 """
@@ -13,7 +14,7 @@ import pytest
 from shardq import CASES, shardq_exe, shardq_runs  # noqa: F401 (fixtures)
 
 CAUSE = {"normal": "busy", "forget": "missed", "delay": "signal",
-         "contend": "runq", "hold": "held"}
+         "contend": "runq", "hold": "held", "lock": "blocked"}
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +99,8 @@ def test_verdict_names_the_cause(results, mode):
     assert rec["cause"] == CAUSE[mode], rec["verdict"]
     words = {"busy": "saturated", "missed": "missed", "signal": "asleep",
              "runq": "CPU contention",
-             "held": "the scheduler held them"}[CAUSE[mode]]
+             "held": "the scheduler held them",
+             "blocked": "asleep inside earlier ops"}[CAUSE[mode]]
     assert words in rec["verdict"]
 
 
@@ -125,6 +127,30 @@ def test_holds_match_the_program(results):
     _, rec = results["forget"]
     assert rec["attribution"]["held"]["mean_us"] == 0, rec["attribution"]
     assert rec["scheduler"] == {"queue": "wpq", "mclock": False}
+
+
+def test_lock_waits_are_blocked_not_busy(results):
+    """Items that waited while their worker slept on the PG's lock (held
+    by the other worker, working on the PG's item before): that sleep is
+    the blocked part, not busy. The program times each lock wait from
+    before lock() to after it returned: the worker asleep (blocked), then
+    woken and waiting for a CPU (run queue), then a few instructions on
+    CPU. Where the workers only spin, nothing is blocked."""
+    truth, rec = results["lock"]
+    a = rec["attribution"]
+    locked = truth["locked_mean_us"]
+    assert locked > 0.5 * truth["queue_wait_mean_us"], truth
+    slack = 0.10 * locked + trap_us(rec)
+    assert a["blocked"]["mean_us"] <= locked + slack, (a, truth)
+    assert a["blocked"]["mean_us"] + a["runq"]["mean_us"] >= \
+        locked - slack, (a, truth)
+    assert a["busy"]["mean_us"] <= truth["worked_mean_us"] + slack, (
+        a, truth)
+    for mode in ("normal", "contend"):
+        truth, rec = results[mode]
+        assert truth["locked_mean_us"] == 0
+        a = rec["attribution"]
+        assert a["blocked"]["share"] < 0.05, (mode, a)
 
 
 def test_shards_and_roles(results):

@@ -6,8 +6,11 @@ class limited), the same 16 concurrent 4 KiB random reads each time.
 
 What must hold on both schedulers: the tool reads which scheduler and
 how many shards and workers the OSD runs; with one worker the ops wait
-behind the ops it is busy with (verdict "workers saturated"); eight
-workers take the same load with less queue wait while sleeping more; no
+behind the ops it runs (verdict "workers saturated"); eight workers take
+the same load with less queue wait while sleeping more, and on this
+machine's two CPUs they wait for a CPU longer than they run: the verdict
+says CPU contention, that more workers will not help, never
+"saturated"; no
 wake-up is called missed or late, and nothing is called a scheduler
 hold where nothing holds ops (WPQ never does; mClock does not when no
 class is limited). The lab is started again with its own settings at
@@ -89,6 +92,29 @@ def test_one_worker_is_saturated_eight_are_not(runs, queue):
     assert qw8 < qw1, (qw8, qw1)
     assert _workers(eight)["offcpu_pct"] > _workers(one)["offcpu_pct"], (
         _workers(eight), _workers(one))
+
+
+@pytest.mark.parametrize("queue", ["wpq", "mclock_scheduler"])
+def test_eight_workers_on_two_cpus_wait_for_the_cpus(runs, queue):
+    """Eight workers of one shard on the lab's two CPUs: each is runnable
+    longer than it runs (the CPUs are the limit), and the verdict says
+    so, with the numbers, instead of calling the workers saturated;
+    busy is the worker on CPU, the sleeps inside ops a part of their
+    own (the parts still add up to the queue wait)."""
+    rec = runs[(queue, 8)]
+    wk = _workers(rec)
+    on = 100 - wk["offcpu_pct"] - wk["runq_pct"]
+    assert wk["runq_pct"] > on, wk
+    assert rec["cause"] == "runq", rec["verdict"]
+    assert "saturated" not in rec["verdict"]
+    assert "more workers will not help" in rec["verdict"]
+    assert "8 workers, each runnable %d %%" % round(wk["runq_pct"]) in \
+        rec["verdict"], (wk, rec["verdict"])
+    a = rec["attribution"]
+    assert "blocked" in a, a
+    qw = rec["stages"]["queue_wait"]["mean_us"]
+    assert abs(sum(p["mean_us"] for p in a.values()) - qw) <= 0.01 * qw, (
+        a, qw)
 
 
 @pytest.mark.parametrize("queue", ["wpq", "mclock_scheduler"])

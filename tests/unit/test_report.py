@@ -39,6 +39,48 @@ def test_dominant_part_names_the_cause(parts, cause, words):
     assert "workers slept 66 %" in text
 
 
+def parts6(busy, blocked, runq):
+    """attribution parts with busy (on CPU) and blocked apart"""
+    a = attr(busy, 0.0, runq)
+    tot = busy + blocked + runq
+    a["blocked"] = {"mean_us": blocked, "p50_us": blocked,
+                    "p99_us": 2 * blocked, "share": blocked / tot}
+    for p in ("busy", "runq"):
+        a[p]["share"] = a[p]["mean_us"] / tot
+    return a
+
+
+@pytest.mark.parametrize("parts,workers,cause,words", [
+    # one worker on CPU 64 %, runnable 21 %: the worker is the limit
+    ((300, 50, 100), {"threads": 1, "offcpu_pct": 15.0, "runq_pct": 21.0},
+     "busy", "on CPU with earlier ops: the shard workers are saturated"),
+    # eight workers each on CPU 10 %, runnable 40 %: the CPUs are
+    ((300, 50, 100), {"threads": 8, "offcpu_pct": 50.0, "runq_pct": 40.0},
+     "runq", "waited for a CPU 4.0 x as long as they ran: CPU contention "
+     "(8 workers, each "
+     "runnable 40 % and on CPU 10 %"),
+    ((50, 300, 100), {"threads": 8, "offcpu_pct": 50.0, "runq_pct": 40.0},
+     "runq", "more workers will not help"),
+    # asleep inside earlier ops, the CPUs free
+    ((50, 300, 100), {"threads": 8, "offcpu_pct": 80.0, "runq_pct": 5.0},
+     "blocked", "asleep inside earlier ops"),
+    # no runnable share known: no CPU claim
+    ((300, 50, 100), {"threads": 8, "offcpu_pct": 50.0},
+     "busy", "saturated"),
+])
+def test_busy_or_blocked_workers_that_wait_for_cpus(parts, workers, cause,
+                                                    words):
+    """Ops behind busy or blocked workers: the workers' own thread
+    statistics say whether they ran (their number is the limit) or mostly
+    waited for a CPU (the CPUs are: more workers do not help)."""
+    c, text = verdict.verdict({"queue_wait": qw(400)}, kst(),
+                             parts6(*parts), WAKERS,
+                             {"tp_osd_tp": workers}, "tp_osd_tp")
+    assert c == cause and words in text, text
+    assert verdict.CAUSES[c] in ("workers saturated", "CPU contention",
+                                 "workers blocked in ops")
+
+
 def test_missed_when_timeouts_dominate():
     w = {"enqueuer": 1, "other": 0, "timeout": 99, "timeouts_with_work": 99}
     c, text = verdict.verdict({"queue_wait": qw(2000)}, kst(),

@@ -76,8 +76,18 @@ def kernel_stages(hists, roles, vocab):
 
 # the parts of a queue wait (vocab.attr_parts), as reports name them
 ATTR_LABELS = {"held": "held by the scheduler", "busy": "worker busy",
+               "blocked": "worker blocked (lock, I/O)",
                "signal": "signal delay (asleep)", "runq": "run-queue delay",
                "pickup": "pickup"}
+
+
+def attr_label(part, parts):
+    """The report's name of queue-wait part `part` among `parts` (the
+    run's or capture's): busy is the worker on CPU once the sleeps inside
+    ops are a part of their own (captures from before hold both)."""
+    if part == "busy" and "blocked" in parts:
+        return "worker busy (on CPU)"
+    return ATTR_LABELS.get(part, part)
 
 
 def attribution(hists, counters, vocab):

@@ -25,6 +25,15 @@ THROTTLE_CAUSE_SHARE = 0.5
 # behind, or whose reservation mClock keeps from them.
 BACKGROUND_CAUSE_SHARE = 0.2
 
+# Ops that wait behind busy or blocked workers wait for the CPUs instead
+# when the workers spend at least this many times as long runnable as
+# running (their thread statistics): more workers would only queue for
+# the same CPUs. On the 2-core Reef lab under 16 concurrent reads, one
+# worker of one shard ran 64 % of the time and was runnable 21 % (the
+# worker is the limit); eight workers of one shard each ran 10 % and were
+# runnable 40 % (the CPUs are).
+CPU_BOUND_RATIO = 1.0
+
 
 def _ms(us):
     return "%.2f ms" % (us / 1000.0) if us >= 100 else "%.0f us" % us
@@ -35,6 +44,7 @@ CAUSES = {
     "held": "scheduler limit",
     "background": "background work",
     "busy": "workers saturated",
+    "blocked": "workers blocked in ops",
     "signal": "wake-ups late",
     "missed": "wake-ups missed",
     "runq": "CPU contention",
@@ -322,16 +332,43 @@ class Verdict(tuple):
     text = property(lambda self: self[1])
 
 
-def _queue_lines(qw, attr, wakers, sched, secs):
+def _cpu_bound(wk):
+    """The shard workers' thread statistics (wk: the worker role's row)
+    -> (runnable %, on-CPU %) when they waited for a CPU at least
+    CPU_BOUND_RATIO times as long as they ran, else None."""
+    off, rq = wk.get("offcpu_pct"), wk.get("runq_pct")
+    if off is None or rq is None:
+        return None
+    on = max(0.0, 100.0 - off - rq)
+    return (rq, on) if rq and rq >= CPU_BOUND_RATIO * on else None
+
+
+def _cpu_words(wk):
+    """The end of a CPU-contention line: when the workers waited for a
+    CPU at least as long as they ran (_cpu_bound), their figures and that
+    more of them will not help."""
+    cpu = _cpu_bound(wk)
+    if not cpu:
+        return "."
+    return (" (%d workers, each runnable %d %% and on CPU %d %% of the "
+            "time). The CPUs are the limit, not the number of workers: "
+            "more workers will not help." % (
+                wk.get("threads", 0), round(cpu[0]), round(cpu[1])))
+
+
+def _queue_lines(qw, attr, wakers, sched, secs, wk):
     """What the shard queues' wait was mostly made of (attr: the
-    attribution's parts) -> (cause, lines): held by the scheduler, missed
-    or slow wake-ups, CPU contention, busy workers; idle when the wait is
+    attribution's parts; wk: the workers' thread statistics) -> (cause,
+    lines): held by the scheduler, missed or slow wake-ups, CPU
+    contention (also when the workers were busy or blocked but mostly
+    waited for a CPU), busy or blocked workers; idle when the wait is
     short."""
     lines = []
     woke = wakers["enqueuer"] + wakers["other"] + wakers["timeout"]
     shares = {p: attr[p]["share"] for p in attr}
-    top = max(("held", "busy", "signal", "runq"),
+    top = max(("held", "busy", "blocked", "signal", "runq"),
               key=lambda p: shares.get(p, 0.0))
+    cpu = _cpu_bound(wk) if top in ("busy", "blocked") else None
     qs = qw.summary()
     head = "ops waited %s in shard queues (p99 %s)" % (
         _ms(qs["mean_us"]), _ms(qs["p99_us"]))
@@ -357,15 +394,39 @@ def _queue_lines(qw, attr, wakers, sched, secs):
         cause = "runq"
         lines.append(
             "%s; %d %% of it workers were runnable but waiting for a CPU "
-            "(run-queue delay p99 %s): CPU contention." % (
+            "(run-queue delay p99 %s): CPU contention%s" % (
                 head, round(100 * shares["runq"]),
-                _ms(attr["runq"]["p99_us"])))
+                _ms(attr["runq"]["p99_us"]), _cpu_words(wk)))
+    elif cpu:
+        cause = "runq"
+        lines.append(
+            "%s; the workers were busy with earlier ops (%d %% of it on "
+            "CPU, %d %% blocked in them) or waiting for a CPU (%d %%), and "
+            "they waited for a CPU %.1f x as long as they ran: CPU "
+            "contention%s" % (
+                head, round(100 * shares.get("busy", 0.0)),
+                round(100 * shares.get("blocked", 0.0)),
+                round(100 * shares.get("runq", 0.0)),
+                cpu[0] / cpu[1] if cpu[1] else float("inf"),
+                _cpu_words(wk)))
+    elif top == "blocked":
+        cause = "blocked"
+        lines.append(
+            "%s; %d %% of it the worker was asleep inside earlier ops: "
+            "waiting for a lock (a PG's, held by another worker serving an "
+            "op of that PG) or for I/O. Ops of one PG run one at a time: "
+            "more workers do not speed them up; spread the load over more "
+            "PGs (pg_num), or see the block requests for I/O." % (
+                head, round(100 * shares["blocked"])))
     else:
         cause = "busy"
         lines.append(
-            "%s; %d %% of it the worker was busy with earlier ops: the "
-            "shard workers are saturated." % (
-                head, round(100 * shares["busy"])))
+            "%s; %d %% of it the worker was %s earlier ops: the shard "
+            "workers are saturated." % (
+                head, round(100 * shares["busy"]),
+                # a capture from before `blocked` was split off: busy
+                # holds the sleeps inside ops too
+                "on CPU with" if "blocked" in attr else "busy with"))
     if qs["mean_us"] < 50 and cause != "missed":
         cause = "idle"
         lines[-1] += " (short: queueing is not the problem)"
@@ -393,12 +454,12 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
     elif qw is None or qw.count == 0:
         lines.append("no ops were dequeued in this interval.")
     else:
-        cause, lines = _queue_lines(qw, attr, wakers, sched, secs)
+        cause, lines = _queue_lines(qw, attr, wakers, sched, secs, wk)
         bglines, bgshare = _background_lines(stages, qclasses, sched, secs,
                                              background)
         if bgshare < BACKGROUND_CAUSE_SHARE:
             bglines = bglines[:1]       # a fact, without the advice
-        elif cause in ("held", "busy", "runq"):
+        elif cause in ("held", "busy", "blocked", "runq"):
             cause = "background"
             lines[:0] = bglines
             bglines = []

@@ -24,9 +24,8 @@ from .html_timeline import _host_timeline, _timeline
 from .htmlbits import HELD_COLOUR, _cls, _dur, _e, _table, _wall
 
 
-ATTR_COLOURS = {"held": HELD_COLOUR, "busy": "#4e79a7", "signal": "#f28e2b",
-                "runq": "#e15759", "pickup": "#76b7b2"}
-ATTR_LABELS = report.ATTR_LABELS
+ATTR_COLOURS = {"held": HELD_COLOUR, "busy": "#4e79a7", "blocked": "#9c755f",
+                "signal": "#f28e2b", "runq": "#e15759", "pickup": "#76b7b2"}
 
 CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
@@ -237,14 +236,15 @@ def _attribution(rec):
         parts.append('<rect class="attr-part a-%s" x="%.1f" y="0" '
                      'width="%.1f" height="26" fill="%s"><title>%s: %.0f %%'
                      '</title></rect>' % (p, x, w * share, ATTR_COLOURS[p],
-                                          ATTR_LABELS[p],
+                                          report.attr_label(p, attr),
                                           100 * share))
         if w * share > 90:
             parts.append('<text x="%.1f" y="17" fill="#fff" font-size="12">'
-                         '%s %.0f %%</text>' % (x + 6, ATTR_LABELS[p],
+                         '%s %.0f %%</text>' % (x + 6,
+                                                report.attr_label(p, attr),
                                                 100 * share))
         x += w * share
-    rows = [[ATTR_LABELS[p], "%.1f" % attr[p]["mean_us"],
+    rows = [[report.attr_label(p, attr), "%.1f" % attr[p]["mean_us"],
              "%.1f" % attr[p]["p50_us"], "%.1f" % attr[p]["p99_us"],
              "%.0f %%" % (100 * attr[p]["share"])]
             for p in attr]

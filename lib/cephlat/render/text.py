@@ -134,13 +134,17 @@ def _thread_roles(out, threads):
             t["futex_pct_of_offcpu"], t["wakeups"]))
 
 
+# the shard table's heads of the queue-wait parts longer than a column
+SHARD_HEADS = {"blocked": "BLOCK"}
+
+
 def _attribution(out, rec):
     a, w = rec["attribution"], rec["wakers"]
     out.write("\n%-26s %9s %9s %9s %7s\n" % (
         "QUEUE_WAIT ATTRIBUTION", "MEAN", "P50", "P99", "SHARE"))
     for part, v in a.items():
         out.write("%-26s %9.1f %9.1f %9.1f %6.0f%%\n" % (
-            report.ATTR_LABELS.get(part, part), v["mean_us"], v["p50_us"],
+            report.attr_label(part, a), v["mean_us"], v["p50_us"],
             v["p99_us"], 100 * v["share"]))
     out.write("workers that slept with the op queued were woken by: the "
               "enqueuer %d,\nanother thread %d, their timed wait %d; "
@@ -149,15 +153,16 @@ def _attribution(out, rec):
                   w["timeouts_with_work"]))
     if not rec.get("shards"):
         return
+    # six parts and the shard's own columns in 80 characters
     parts = list(a)
-    out.write("\n%-6s %7s %8s %9s" % ("SHARD", "WORKERS", "OPS", "QWAIT_US") +
-              "".join(" %6s" % p.upper() for p in parts) +
-              " %8s\n" % "TIMEOUTS")
+    out.write("\n%-5s %7s %7s %8s" % ("SHARD", "WORKERS", "OPS", "QWAIT_US") +
+              "".join(" %6s" % SHARD_HEADS.get(p, p.upper()) for p in parts) +
+              " %7s\n" % "TIMEOUT")
     for r in rec["shards"]:
-        out.write("%-6s %7d %8d %9.1f" % (r["shard"], r["workers"], r["ops"],
+        out.write("%-5s %7d %7d %8.1f" % (r["shard"], r["workers"], r["ops"],
                                           r["queue_wait_mean_us"]) +
                   "".join(" %5.0f%%" % (100 * r.get(p, 0)) for p in parts) +
-                  " %8d\n" % r["timeouts_with_work"])
+                  " %7d\n" % r["timeouts_with_work"])
 
 
 def print_op_story(out, story):
@@ -339,7 +344,9 @@ def _print_ops(out, rows, numbered=True):
             w = r["woken"]
             how = ("how it was woken is unknown (no kernel stages)"
                    if w["by"] is None else
-                   "was running (worker busy %s us)" % w["busy_us"]
+                   "was running (worker busy %s us%s)" % (
+                       w["busy_us"], ", blocked %s us" % w["blocked_us"]
+                       if "blocked_us" in w else "")
                    if w["by"] == "none" else
                    "woken by %s%s: signal %s us, run queue %s us, pickup %s "
                    "us" % ({"enqueuer": "the enqueuer", "other": "another "

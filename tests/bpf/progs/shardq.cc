@@ -14,6 +14,15 @@
 //                 item is not due waits, with it queued, until it is (a
 //                 timed wait on the shard's cv, as Ceph's mClock worker
 //                 does); an empty queue is waited for with no timeout
+//        lock     as normal, but the items of a shard are one PG's: a
+//                 worker that took an item takes the shard's PG mutex
+//                 before it calls sim::dequeue (as Ceph's worker takes the
+//                 PG's lock before dequeue_op) and works holding it, so the
+//                 shard's other workers wait for that lock, asleep inside
+//                 other work (blocked); the producer queues a burst's next
+//                 item only once the lock is taken for the one before, so
+//                 another worker takes it and waits for the lock (not the
+//                 same worker after its work)
 // Each shard is a queue with a mutex and a condition variable; its WORKERS
 // threads (named "shardq-w<shard>") wait with a timeout. One producer
 // pushes ITEMS items round-robin over the shards, BURST at a time into one
@@ -41,6 +50,12 @@
 //   not_due_mean_us     from an item's enqueue to when it was due (its
 //                       dequeue if sooner: hold mode only), mean over
 //                       items: the time a scheduler held it, by definition
+//   locked_mean_us      lock mode: the dequeuing worker's waits for the
+//                       PG mutex between an item's enqueue and its dequeue,
+//                       from before lock() to after it returned, mean over
+//                       items
+//   worked_mean_us      the dequeuing worker's work (WORK_US spins) between
+//                       an item's enqueue and its dequeue, mean over items
 //   hold_waits          hold mode: how many hold waits the workers made
 //   hold_waits_total_us   and their time, from before the wait to after
 //   late_with_work      waits that returned success at or after their
@@ -77,12 +92,13 @@ static inline unsigned long now_ns()
 
 struct Item {
     unsigned long t_enq = 0, t_resume = 0, t_deq = 0, t_due = 0, held = 0,
-        held_till = 0;
+        held_till = 0, locked = 0, worked = 0;
     bool asleep_at_enq = false;
 };
 
 struct Shard {
     std::mutex m;
+    std::mutex pg;            // lock mode: the PG's lock, held while working
     std::condition_variable cv;
     std::deque<Item *> q;
     int waiting = 0;          // workers inside cv.wait_for
@@ -136,6 +152,20 @@ static void spin_us(unsigned us)
 }
 
 static bool hold_mode = false;
+static bool lock_mode = false;
+static std::atomic<long> pg_taken{0};   // lock mode: PG locks taken
+
+// The overlap of intervals `iv` ([start, end), in time order) with
+// [from, to).
+static unsigned long overlap(
+    const std::vector<std::pair<unsigned long, unsigned long>> &iv,
+    unsigned long from, unsigned long to)
+{
+    unsigned long sum = 0;
+    for (auto h = iv.rbegin(); h != iv.rend() && h->second > from; ++h)
+        sum += std::min(h->second, to) - std::max(h->first, from);
+    return sum;
+}
 
 static struct timespec ts_of(unsigned long ns)
 {
@@ -150,6 +180,8 @@ static void worker(sim::Shard *s, int shard, unsigned timeout_ms, bool pin)
     // hold mode: this worker's hold waits [start, end), for the ground
     // truth of each item it takes
     std::vector<std::pair<unsigned long, unsigned long>> holds;
+    // its PG-lock waits and its work, the same way
+    std::vector<std::pair<unsigned long, unsigned long>> locks, works;
     char name[16];
     std::snprintf(name, sizeof(name), "shardq-w%d", shard);
     pthread_setname_np(pthread_self(), name);
@@ -208,14 +240,24 @@ static void worker(sim::Shard *s, int shard, unsigned timeout_ms, bool pin)
             late_with_work++;
         timed_out = late = false;
         l.unlock();
+        if (lock_mode) {
+            unsigned long a = sim::now_ns();
+            s->pg.lock();
+            locks.emplace_back(a, sim::now_ns());
+            pg_taken++;
+        }
         it->t_deq = sim::now_ns();
-        for (auto h = holds.rbegin(); h != holds.rend() &&
-             h->second > it->t_enq; ++h)
-            it->held += h->second - std::max(h->first, it->t_enq);
+        it->held = overlap(holds, it->t_enq, it->t_deq);
         if (!holds.empty() && holds.back().second > it->t_enq)
             it->held_till = holds.back().second - it->t_enq;
+        it->locked = overlap(locks, it->t_enq, it->t_deq);
+        it->worked = overlap(works, it->t_enq, it->t_deq);
         sim::dequeue(it);
+        unsigned long w0 = sim::now_ns();
         spin_us(work_us);
+        works.emplace_back(w0, sim::now_ns());
+        if (lock_mode)
+            s->pg.unlock();
         done_items++;
         l.lock();
     }
@@ -225,8 +267,8 @@ int main(int argc, char **argv)
 {
     if (argc < 5) {
         std::fprintf(stderr, "usage: shardq SHARDS WORKERS ITEMS "
-                     "normal|forget|delay|contend|hold [GAP_US [DELAY_US "
-                     "[TIMEOUT_MS]]]\n");
+                     "normal|forget|delay|contend|hold|lock [GAP_US "
+                     "[DELAY_US [TIMEOUT_MS [BURST [WORK_US]]]]]\n");
         return 2;
     }
     int nshards = std::atoi(argv[1]), nworkers = std::atoi(argv[2]);
@@ -241,6 +283,7 @@ int main(int argc, char **argv)
         burst = 1;
     bool contend = mode == "contend";
     hold_mode = mode == "hold";
+    lock_mode = mode == "lock";
     if (hold_mode)
         sim::hold_ns = delay_us * 1000UL;
 
@@ -278,6 +321,8 @@ int main(int argc, char **argv)
                 std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
             if (mode != "forget")
                 s->cv.notify_one();
+            while (lock_mode && pg_taken < i + j + 1 && j + 1 < n)
+                std::this_thread::sleep_for(std::chrono::microseconds(20));
         }
         // wait for them, then leave a gap so the workers go back to sleep
         while (done_items < i + n)
@@ -295,12 +340,15 @@ int main(int argc, char **argv)
     for (auto &t : hogs)
         t.join();
 
-    double qw = 0, wake = 0, held = 0, held_till = 0, not_due = 0;
+    double qw = 0, wake = 0, held = 0, held_till = 0, not_due = 0,
+        locked = 0, worked = 0;
     long asleep = 0;
     for (auto &it : items) {
         qw += it.t_deq - it.t_enq;
         held += it.held;
         held_till += it.held_till;
+        locked += it.locked;
+        worked += it.worked;
         if (it.t_due)
             not_due += std::min(it.t_due, it.t_deq) - it.t_enq;
         if (it.asleep_at_enq && it.t_resume) {
@@ -312,12 +360,14 @@ int main(int argc, char **argv)
                 "\"asleep_items\": %ld, \"wake_mean_us\": %.3f, "
                 "\"timeouts_with_work\": %ld, \"late_with_work\": %ld, "
                 "\"held_mean_us\": %.3f, \"held_till_mean_us\": %.3f, \"not_due_mean_us\": %.3f, "
+                "\"locked_mean_us\": %.3f, \"worked_mean_us\": %.3f, "
                 "\"hold_waits\": %ld, \"hold_waits_total_us\": %.3f}\n",
                 nitems, qw / nitems / 1000.0, asleep,
                 asleep ? wake / asleep / 1000.0 : 0.0,
                 (long)timeouts_with_work, (long)late_with_work,
                 held / nitems / 1000.0, held_till / nitems / 1000.0,
-                not_due / nitems / 1000.0, (long)hold_waits,
+                not_due / nitems / 1000.0, locked / nitems / 1000.0,
+                worked / nitems / 1000.0, (long)hold_waits,
                 hold_waits_ns / 1000.0);
     return 0;
 }
