@@ -333,6 +333,16 @@ def _op_title(r):
         " (partial: %s)" % r["partial"] if r.get("partial") else "")
 
 
+def _running_parts(w):
+    """An op whose worker was not woken for it: what the worker did
+    while the op waited (busy always; blocked and run queue when some)."""
+    parts = ["worker busy %s us" % w["busy_us"]]
+    parts += ["%s %s us" % (name, w[key]) for name, key in
+              (("blocked", "blocked_us"), ("run queue", "runq_us"))
+              if w.get(key)]
+    return ", ".join(parts)
+
+
 def _print_ops(out, rows, numbered=True):
     for i, r in enumerate(rows, 1):
         out.write("%s%s\n" % ("%d. " % i if numbered else "", _op_title(r)))
@@ -344,9 +354,7 @@ def _print_ops(out, rows, numbered=True):
             w = r["woken"]
             how = ("how it was woken is unknown (no kernel stages)"
                    if w["by"] is None else
-                   "was running (worker busy %s us%s)" % (
-                       w["busy_us"], ", blocked %s us" % w["blocked_us"]
-                       if "blocked_us" in w else "")
+                   "was running (%s)" % _running_parts(w)
                    if w["by"] == "none" else
                    "woken by %s%s: signal %s us, run queue %s us, pickup %s "
                    "us" % ({"enqueuer": "the enqueuer", "other": "another "
