@@ -1,28 +1,29 @@
-"""The multi-host lab on Reef's container lab (`make lab CEPH=reef HOSTS=3
-LAB_NET_DELAY=1ms`, issue 26 item 1 "with CEPH= as today"): the network
-(namespaces, the wire) made by container.sh on the host, /run/netns
-shared into the container, each OSD started there in its host's
-namespace. One tracer per host, on the host (`--host-netns`), as on real
-hosts:
+"""The multi-host lab on the container labs (`make lab CEPH=reef|tentacle
+HOSTS=3 LAB_NET_DELAY=1ms`, issue 26 item 1 "with CEPH= as today"): the
+network (namespaces, the wire) made by container.sh on the host,
+/run/netns shared into the container, each OSD started there in its
+host's namespace. One tracer per host, on the host (`--host-netns`), as
+on real hosts; every test once per release:
 
 - each OSD runs in its host's namespace, CRUSH has the three hosts,
   pool rbd size 3;
-- `osdstage.py --host-netns osdlab-hK --osd all` traces that host's OSD
-  only: under writes from the client's namespace its writes as primary
-  (op_w) waited on both other hosts' OSDs, each wait at least the two
-  1-ms links (out and back), its replica ops are Ceph's subop_w;
-- end to end with a client of Reef's own librbd (python3-rbd in the
+- `osdstage.py --host-netns osdlab-hK --osd all`, one per host at once,
+  traces that host's OSD only: under writes from the client's namespace
+  its writes as primary (op_w) waited on both other hosts' OSDs, each
+  wait at least the two 1-ms links (out and back), its replica ops are
+  Ceph's subop_w;
+- end to end with a client of the release's own librbd (python3-rbd in the
   container, in the client's namespace) under rbdrecord: the captures of
   the three hosts and its trace merge, every op joined, each network
   segment over a delayed link, a write's story on the three hosts;
-- `lab.sh net-delay h3 6ms` (CEPH=reef) slows the third host's link:
-  the first host's verdict names osd.2 as the slow replica;
+- `lab.sh net-delay h3 6ms` (CEPH=<release>) slows the third host's
+  link: the first host's verdict names osd.2 as the slow replica;
 - a bad HOSTS=, LAB_NET_DELAY= or HOSTS= with OSDS= is one line on
   stderr and leaves the running lab alone;
-- `make lab-down CEPH=reef` leaves no namespace and no wire.
+- `make lab-down CEPH=<release>` leaves no namespace and no wire.
 
-These run last among Reef's 3-OSD tests (lab_lifecycle): the single-host
-3-OSD lab is rebuilt as this one."""
+These run last among each release's 3-OSD tests (lab_lifecycle): the
+single-host 3-OSD lab is rebuilt as this one."""
 import json
 import os
 import signal
@@ -41,15 +42,25 @@ SLOW_US = 6000
 pytestmark = pytest.mark.lab_lifecycle
 
 
+@pytest.fixture(scope="module", params=["reef", "tentacle"])
+def lab3(request):
+    """The release's 3-OSD container lab (lab3_<release>), which the
+    hosts lab replaces: named lab3 so that these tests run with that
+    release's 3-OSD ones (conftest's order)."""
+    return request.getfixturevalue("lab3_" + request.param)
+
+
 @pytest.fixture(scope="module")
-def reef_hosts(lab3_reef):
+def hosts(lab3):
+    release = lab3["release"]
     env = {k: v for k, v in os.environ.items()
            if k not in ("LAB_OSDS", "LAB_POOL", "LAB_OSDS_PER_HOST")}
     env.update(LAB_HOSTS="3", LAB_NET_DELAY="1ms")
-    p = subprocess.run(["bash", CONTAINER_LAB, "reef", "up"],
+    p = subprocess.run(["bash", CONTAINER_LAB, release, "up"],
                        capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
-    info = container_lab_env("reef")
+    info = container_lab_env(release)
+    info["release"] = release
     info["pids"] = [int(x) for x in info["OSD_PIDS"].split(",")]
     info["asoks"] = info["OSD_ASOKS"].split(",")
     info["netns"] = info["OSD_NETNS"].split(",")
@@ -65,75 +76,86 @@ def _in_client(lab, *args):
     return p.stdout
 
 
-def _traced_host(lab, ns):
-    """osdstage --host-netns NS --osd all -j around 4 KiB writes from the
-    client's namespace -> (its record, {asok: (before, after)})."""
-    t = subprocess.Popen([PYTHON, OSDSTAGE, "--host-netns", ns, "--osd",
-                          "all", "-j"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+def _traced_hosts(lab, namespaces):
+    """osdstage --host-netns NS --osd all -j, one per namespace at once,
+    around 4 KiB writes from the client's namespace -> ([each one's
+    record], [(before, after) perf dumps of each OSD])."""
+    ts = [subprocess.Popen([PYTHON, OSDSTAGE, "--host-netns", ns, "--osd",
+                            "all", "-j"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+          for ns in namespaces]
+    outs = []
     try:
-        wait_for_line(t.stderr, "Tracing", 60)
+        for t in ts:
+            wait_for_line(t.stderr, "Tracing", 60)
         before = [perf_counters(a)["osd"] for a in lab["asoks"]]
         _in_client(lab, "rados", "-p", "rbd", "bench", "3", "write", "-b",
                    "4096", "-t", "8", "--no-cleanup")
         after = [perf_counters(a)["osd"] for a in lab["asoks"]]
     finally:
-        t.send_signal(signal.SIGINT)
-        out, err = t.communicate(timeout=60)
-    assert t.returncode == 0, err
-    return json.loads(out.splitlines()[0]), list(zip(before, after))
+        for t in ts:
+            t.send_signal(signal.SIGINT)
+        outs = [t.communicate(timeout=60) for t in ts]
+    for t, (_, err) in zip(ts, outs):
+        assert t.returncode == 0, err
+    return [json.loads(out.splitlines()[0]) for out, _ in outs], \
+        list(zip(before, after))
 
 
-def test_each_osd_on_its_host(reef_hosts):
+def test_each_osd_on_its_host(hosts):
     from cephlat.ceph.target import netns_id, netns_of
-    assert reef_hosts["netns"] == ["osdlab-h1", "osdlab-h2", "osdlab-h3"]
-    assert reef_hosts["CLIENT_NETNS"] == "osdlab-client"
-    for pid, ns in zip(reef_hosts["pids"], reef_hosts["netns"]):
+    assert hosts["netns"] == ["osdlab-h1", "osdlab-h2", "osdlab-h3"]
+    assert hosts["CLIENT_NETNS"] == "osdlab-client"
+    for pid, ns in zip(hosts["pids"], hosts["netns"]):
         assert netns_of(pid) == netns_id(ns), (pid, ns)
-        # and the OSD is Reef's, from the container's root
+        # and the OSD is the release's, from the container's root
         exe = os.readlink("/proc/%d/exe" % pid)
         assert exe == "/usr/bin/ceph-osd", exe
+        mine = os.stat("/proc/%d/root/usr/bin/ceph-osd" % pid)
+        host = os.stat("/usr/bin/ceph-osd")
+        assert (mine.st_dev, mine.st_ino) != (host.st_dev, host.st_ino)
     tree = json.loads(subprocess.run(
         ["ceph", "osd", "tree", "-f", "json"], capture_output=True,
         text=True, timeout=60, check=True,
-        env=dict(os.environ, CEPH_CONF=reef_hosts["CEPH_CONF"])).stdout)
-    hosts = {n["name"]: n["children"] for n in tree["nodes"]
+        env=dict(os.environ, CEPH_CONF=hosts["CEPH_CONF"])).stdout)
+    crush = {n["name"]: n["children"] for n in tree["nodes"]
              if n["type"] == "host"}
-    assert sorted(hosts) == reef_hosts["netns"], hosts
-    assert all(len(c) == 1 for c in hosts.values()), hosts
+    assert sorted(crush) == hosts["netns"], crush
+    assert all(len(c) == 1 for c in crush.values()), crush
 
 
-@pytest.mark.parametrize("host", range(3))
-def test_one_tracer_per_host(reef_hosts, host):
-    ns = reef_hosts["netns"][host]
-    rec, dumps = _traced_host(reef_hosts, ns)
-    # one OSD: a single record, that host's
-    assert rec["pid"] == reef_hosts["pids"][host], (rec["pid"], ns)
-    b, a = dumps[host]
-    writes = a["op_w"] - b["op_w"]
-    st = rec["stages"]
-    assert writes > 0
-    assert st["replica_wait"]["count"] == writes, (writes, st["replica_wait"])
-    assert st["repop"]["count"] == a["subop_w"] - b["subop_w"]
-    peers = st["replica_wait"]["by_peer"]
-    others = ["osd.%d" % i for i in range(3) if i != host]
-    assert sorted(peers) == others, peers
-    for p in peers.values():
-        assert p["count"] == writes, peers
-        # the sub-op out over the primary's link, the reply back over the
-        # replica's: two link delays at least
-        assert p["p50_us"] >= 2 * DELAY_US, peers
+def test_one_tracer_per_host(hosts):
+    """A tracer on each host at once, each seeing its own OSD only."""
+    recs, dumps = _traced_hosts(hosts, hosts["netns"])
+    for host, (rec, ns) in enumerate(zip(recs, hosts["netns"])):
+        # one OSD: a single record, that host's
+        assert rec["pid"] == hosts["pids"][host], (rec["pid"], ns)
+        b, a = dumps[host]
+        writes = a["op_w"] - b["op_w"]
+        st = rec["stages"]
+        assert writes > 0
+        assert st["replica_wait"]["count"] == writes, (
+            ns, writes, st["replica_wait"])
+        assert st["repop"]["count"] == a["subop_w"] - b["subop_w"], ns
+        peers = st["replica_wait"]["by_peer"]
+        others = ["osd.%d" % i for i in range(3) if i != host]
+        assert sorted(peers) == others, (ns, peers)
+        for p in peers.values():
+            assert p["count"] == writes, (ns, peers)
+            # the sub-op out over the primary's link, the reply back over
+            # the replica's: two link delays at least
+            assert p["p50_us"] >= 2 * DELAY_US, (ns, peers)
 
 
-def test_a_slowed_hosts_osd_is_named(reef_hosts):
+def test_a_slowed_hosts_osd_is_named(hosts):
     def delay(us):
         p = subprocess.run(["bash", LAB, "net-delay", "h3", "%dus" % us],
                            capture_output=True, text=True, timeout=60,
-                           env=dict(os.environ, CEPH="reef"))
+                           env=dict(os.environ, CEPH=hosts["release"]))
         assert p.returncode == 0, p.stderr
     delay(SLOW_US)
     try:
-        rec, _ = _traced_host(reef_hosts, "osdlab-h1")
+        (rec,), _ = _traced_hosts(hosts, ["osdlab-h1"])
     finally:
         delay(DELAY_US)
     peers = rec["stages"]["replica_wait"]["by_peer"]
@@ -170,13 +192,14 @@ c.shutdown()
 """
 
 
-def test_end_to_end_with_the_releases_client(reef_hosts, tmp_path):
-    """One tracer per host writing a capture, rbdrecord on a Reef librbd
-    client in the client's namespace (inside the container), merged: every
+def test_end_to_end_with_the_releases_client(hosts, tmp_path):
+    """One tracer per host writing a capture, rbdrecord on the release's
+    librbd client in the client's namespace (inside the container), merged: every
     client op joined with its primary, each network segment over a 1-ms
     link, the segments adding up; a write's --op story spans the client
     and the three hosts."""
-    p = subprocess.run(["bash", CONTAINER_LAB, "reef", "client-debug"],
+    p = subprocess.run(["bash", CONTAINER_LAB, hosts["release"],
+                        "client-debug"],
                        capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr
     caps = [str(tmp_path / ("h%d.ctf" % k)) for k in range(1, 4)]
@@ -184,17 +207,17 @@ def test_end_to_end_with_the_releases_client(reef_hosts, tmp_path):
                                  "--osd", "all", "-w", cap],
                                 stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
-               for ns, cap in zip(reef_hosts["netns"], caps)]
+               for ns, cap in zip(hosts["netns"], caps)]
     trace = str(tmp_path / "client")
     try:
         for t in tracers:
             wait_for_line(t.stderr, "Tracing", 60)
         client = subprocess.Popen(
-            ["podman", "exec", reef_hosts["LAB_CONTAINER"], "nsenter",
-             "--net=/run/netns/" + reef_hosts["CLIENT_NETNS"], "python3",
+            ["podman", "exec", hosts["LAB_CONTAINER"], "nsenter",
+             "--net=/run/netns/" + hosts["CLIENT_NETNS"], "python3",
              "-c", CLIENT, "4", "8", "3"], stderr=subprocess.PIPE, text=True)
         rec = subprocess.run([PYTHON, RBDRECORD, "-p",
-                              str(container_process(reef_hosts["pids"][0],
+                              str(container_process(hosts["pids"][0],
                                                     "python3", client)), "-o",
                               trace, "--force"], capture_output=True,
                              text=True, timeout=120)
@@ -242,19 +265,20 @@ def test_end_to_end_with_the_releases_client(reef_hosts, tmp_path):
     ("LAB_NET_DELAY", "fast", "LAB_NET_DELAY='fast'"),
     ("LAB_OSDS", "3", "HOSTS and OSDS together"),
 ])
-def test_bad_settings_one_line(reef_hosts, var, value, fragment):
+def test_bad_settings_one_line(hosts, var, value, fragment):
     env = dict(os.environ, LAB_HOSTS="3")
     env[var] = value
-    p = subprocess.run(["bash", CONTAINER_LAB, "reef", "up"],
+    p = subprocess.run(["bash", CONTAINER_LAB, hosts["release"], "up"],
                        capture_output=True, text=True, timeout=120, env=env)
     assert_one_line_error(p, fragment)
     # the running lab is untouched
-    assert container_lab_env("reef")["OSD_PIDS"] == reef_hosts["OSD_PIDS"]
+    assert container_lab_env(hosts["release"])["OSD_PIDS"] == \
+        hosts["OSD_PIDS"]
 
 
-def test_down_leaves_no_namespace_and_no_wire(reef_hosts):
-    p = subprocess.run(["bash", CONTAINER_LAB, "reef", "down"],
+def test_down_leaves_no_namespace_and_no_wire(hosts):
+    p = subprocess.run(["bash", CONTAINER_LAB, hosts["release"], "down"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert_lab_network_gone()
-    assert not os.path.exists("/var/tmp/osdstage-lab-reef")
+    assert not os.path.exists("/var/tmp/osdstage-lab-" + hosts["release"])
