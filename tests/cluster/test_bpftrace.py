@@ -74,50 +74,49 @@ def _attached(p, timeout=60):
     assert "Hit Ctrl-C" in line, p.stderr.read()
 
 
-def osdstages_bt(pid, during):
-    """probes/osdstages.bt on the OSD of `pid`: attached, then during()
-    runs, then Ctrl-C. -> what it printed"""
+def osdstages_bts(pids, during):
+    """probes/osdstages.bt on each OSD of `pids` at once (one bpftrace
+    each, as one terminal per OSD would): all attached, then during()
+    runs, then Ctrl-C to each. -> what each printed, in order"""
     need(shutil.which("bpftrace") is not None, "bpftrace missing (make setup)")
-    p = subprocess.Popen(["bpftrace", "-p", str(pid),
-                          os.path.join(REPO, "probes", "osdstages.bt")] +
-                         osdstages_args(pid), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    ps = []
     try:
-        _attached(p)
+        for pid in pids:
+            ps.append(subprocess.Popen(osdstages_argv(pid),
+                                       stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True))
+        for p in ps:
+            _attached(p)
         during()
     finally:
-        out, err = stop_bpftrace(p)
-    assert p.returncode == 0, err
-    return out
-
-
-def test_osdstages_bt_on_the_lab(lab):
-    prefill(lab, 3)
-    bench = Bench(lab, "rand", 20)
-    try:
-        time.sleep(1)
-        out = osdstages_bt(lab["pid"], lambda: time.sleep(4))
-    finally:
-        bench.stop()
-    for stage in ("queue_wait", "dequeue_op", "do_op", "get_object_context",
-                  "bluestore_read", "op_total"):
-        assert hist_total(out, stage + "_us") > 1000, (stage, out)
+        ends = [stop_bpftrace(p) for p in ps]
+    for p, (_, err) in zip(ps, ends):
+        assert p.returncode == 0, err
+    return [out for out, _ in ends]
 
 
 def run_bt(script, pid, secs, args=()):
     return run_bts([script], pid, secs, args)[0]
 
 
-def run_bts(scripts, pid, secs, args=()):
-    """probes/SCRIPT... on `pid` at once, for `secs` after the last one
-    attached -> their outputs, in order."""
+def osdstages_argv(pid):
+    """The command line that runs probes/osdstages.bt on the OSD `pid`."""
+    return ["bpftrace", "-p", str(pid),
+            os.path.join(REPO, "probes", "osdstages.bt")] + \
+        osdstages_args(pid)
+
+
+def run_bts(scripts, pid, secs, args=(), extra=()):
+    """probes/SCRIPT... on `pid` and the commands `extra` (argv lists) at
+    once, for `secs` after the last one attached -> their outputs, in
+    order (the scripts', then extra's)."""
     ps = []
     try:
-        for script in scripts:
-            ps.append(subprocess.Popen(
-                ["bpftrace", os.path.join(REPO, "probes", script),
-                 str(pid)] + list(args), stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True))
+        for argv in [["bpftrace", os.path.join(REPO, "probes", script),
+                      str(pid)] + list(args) for script in scripts] + \
+                [list(a) for a in extra]:
+            ps.append(subprocess.Popen(argv, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True))
         for p in ps:
             _attached(p)
         time.sleep(secs)
@@ -143,19 +142,21 @@ def hist_total(out, name):
     return total
 
 
-def kernel_scripts(lab, least):
-    """futexwait, shardwake and syncfs under random reads, blockrq under
-    writes, on `lab`'s OSD: each attaches and prints histograms with more
-    than `least` entries. -> blockrq.bt's output"""
+def kernel_scripts(lab, least, osdstages=False):
+    """futexwait, shardwake and syncfs under random reads (with
+    `osdstages`, osdstages.bt beside them), blockrq under writes, on
+    `lab`'s OSD: each attaches and prints histograms with more than
+    `least` entries. -> (blockrq.bt's output, osdstages.bt's or None)"""
     need(shutil.which("bpftrace") is not None, "bpftrace missing (make setup)")
     prefill(lab, 3)
-    bench = Bench(lab, "rand", 30, threads=4)
+    bench = Bench(lab, "rand", 60, threads=4)
     try:
         time.sleep(2)
-        # the three at once (each its own probes and maps), as three
-        # terminals would
-        fut, wake, sync = run_bts(["futexwait.bt", "shardwake.bt",
-                                   "syncfs.bt"], lab["pid"], 3)
+        # the three (or four) at once (each its own probes and maps), as
+        # that many terminals would
+        fut, wake, sync, *stages = run_bts(
+            ["futexwait.bt", "shardwake.bt", "syncfs.bt"], lab["pid"], 3,
+            extra=[osdstages_argv(lab["pid"])] if osdstages else ())
         assert re.search(r"^@futex_wait_us\[tp_osd_tp\]:", fut, re.M), fut
         assert hist_total(fut, r"futex_wait_us\[tp_osd_tp\]") > least
         assert hist_total(wake, "wakeup_delay_us") > least, wake
@@ -171,11 +172,16 @@ def kernel_scripts(lab, least):
     finally:
         bench.stop()
     assert hist_total(out, "block_rq_us") > 100, out
-    return out
+    return out, stages[0] if stages else None
 
 
-def test_kernel_bt_scripts_on_the_lab(lab):
-    out = kernel_scripts(lab, 500)
+def test_bt_scripts_on_the_lab(lab):
+    """The kernel scripts and osdstages.bt on the lab's OSD, osdstages.bt
+    under the reads with the first three."""
+    out, stages = kernel_scripts(lab, 500, osdstages=True)
+    for stage in ("queue_wait", "dequeue_op", "do_op", "get_object_context",
+                  "bluestore_read", "op_total"):
+        assert hist_total(stages, stage + "_us") > 1000, (stage, stages)
     loop = subprocess.run(["losetup", "-j", "/var/tmp/osdstage-lab/disk/"
                            "osd-block.img", "-O", "MAJ:MIN", "-n"],
                           capture_output=True, text=True).stdout.split()

@@ -21,14 +21,13 @@ from cephlat.ceph import probetable
 from cephlat.engine.elfsym import ElfSymbols
 
 from conftest import (OSDSTAGE, PYTHON, Bench, assert_ctf_readers_accept,
-                      in_report, prefill, run_tool, stop_bpftrace,
-                      wait_for_line)
+                      in_report, prefill, run_tool, wait_for_line)
 
 RBDRECORD = os.path.join(os.path.dirname(OSDSTAGE), "rbdrecord.py")
 # the Pacific lab's accuracy tests, run here on this module's `runs`
 from test_accuracy import (run_traced, test_op_total_bounded_by_ceph,  # noqa: F401
                            test_queue_wait_bounded_by_ceph)
-from test_bpftrace import hist_total, kernel_scripts, osdstages_args
+from test_bpftrace import hist_total, kernel_scripts
 from test_offsets import _check as offsets_match
 
 
@@ -145,28 +144,12 @@ def test_capture_reads_back_identically(container_lab, tmp_path):
 
 
 def test_bpftrace_scripts_attach_and_print(container_lab):
-    pid = container_lab["pid"]
-    prefill(container_lab, 3)
-    bench = Bench(container_lab, "rand", 40, threads=4)
-    try:
-        time.sleep(2)
-        p = subprocess.Popen(["bpftrace", "-p", str(pid), os.path.join(
-            os.path.dirname(OSDSTAGE), "..", "probes", "osdstages.bt")] +
-            osdstages_args(pid), stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
-        try:
-            wait_for_line(p.stdout, "Hit Ctrl-C", 60)
-            time.sleep(4)
-            out, err = stop_bpftrace(p)
-        finally:
-            if p.poll() is None:
-                p.kill()
-        assert p.returncode == 0, err
-        for stage in ("queue_wait", "dequeue_op", "do_op", "bluestore_read"):
-            assert hist_total(out, stage + "_us") > 100, (stage, out)
-    finally:
-        bench.stop()
-    kernel_scripts(container_lab, 50)
+    """The kernel scripts and osdstages.bt (with the arguments osdstage.py
+    gives for the release's binary) on the container lab's OSD, at once
+    under reads (blockrq.bt under writes after them)."""
+    _, out = kernel_scripts(container_lab, 50, osdstages=True)
+    for stage in ("queue_wait", "dequeue_op", "do_op", "bluestore_read"):
+        assert hist_total(out, stage + "_us") > 100, (stage, out)
 
 
 CLIENT = r"""

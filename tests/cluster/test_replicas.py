@@ -20,7 +20,7 @@ import pytest
 
 from conftest import (OSDSTAGE, PYTHON, Bench, assert_ctf_readers_accept,
                       in_report, perf_counters, prefill, run_tool)
-from test_bpftrace import hist_total, osdstages_bt
+from test_bpftrace import hist_total, osdstages_bts
 from test_osdstage_live import traced_window
 from cephlat.ceph.adminsock import command
 from cephlat.capture.reader import Capture
@@ -462,39 +462,42 @@ def test_slowest_reads_have_every_call_stage(lab3, runs):
         assert len(full) >= len(rows) - 64, (name, len(full), len(rows))
 
 
-@pytest.mark.parametrize("run", range(3))
-def test_osdstages_bt_replica_stages_count_cephs_writes(lab3, run):
-    """probes/osdstages.bt on osd.N (N = run), 4 KiB writes (rados bench,
-    started after the probes are attached and finished before they are
-    taken off): its replica stages count exactly the OSD's own counters:
+def test_osdstages_bt_replica_stages_count_cephs_writes(lab3):
+    """probes/osdstages.bt on every OSD at once, one bpftrace each (as a
+    terminal per OSD would), 4 KiB writes (rados bench, started after the
+    probes are attached and finished before they are taken off): each
+    script's replica stages count exactly its OSD's own counters:
     replica_wait, local_commit and op_total its writes as primary (op_w),
     repop its replica ops (subop_w); each write waited on both other
-    OSDs, and one of them was last. And only this OSD's: uprobes fire in
-    every ceph-osd of the host, the script keeps to its pid."""
-    i = run % lab3["osds"]
-    pid, asok = lab3["pids"][i], lab3["asoks"][i]
+    OSDs, and one of them was last. And only its OSD's: uprobes fire in
+    every ceph-osd of the host (here each under three scripts), each
+    script keeps to its pid."""
+    n = lab3["osds"]
     dumps = []
 
     def writes():
-        dumps.append(perf_counters(asok))
+        dumps.append([perf_counters(a) for a in lab3["asoks"]])
         Bench(lab3, "write", 4).wait()
         time.sleep(1)             # the last replies and commits
-        dumps.append(perf_counters(asok))
+        dumps.append([perf_counters(a) for a in lab3["asoks"]])
 
-    out = osdstages_bt(pid, writes)
-    before, after = dumps
-    op_w = sum(delta(before, after, "osd", c) for c in ("op_w", "op_rw"))
-    subop_w = delta(before, after, "osd", "subop_w")
-    assert op_w > 100 and subop_w > 100, (op_w, subop_w)
-    for stage in ("replica_wait", "local_commit", "op_total"):
-        assert hist_total(out, stage + "_us") == op_w, (stage, op_w, out)
-    assert hist_total(out, "repop_us") == subop_w, (subop_w, out)
-    peers = {int(p) for p in re.findall(
-        r"^@replica_wait_by_peer_us\[(\d+)\]:", out, re.M)}
-    assert peers == set(range(lab3["osds"])) - {i}, out
-    for p in peers:
-        assert hist_total(out, r"replica_wait_by_peer_us\[%d\]" % p) == \
-            op_w, (p, out)
-    last = {int(p): int(n) for p, n in re.findall(
-        r"^@replica_last\[(\d+)\]: (\d+)$", out, re.M)}
-    assert set(last) <= peers and sum(last.values()) == op_w, (last, out)
+    outs = osdstages_bts(lab3["pids"], writes)
+    for i, out in enumerate(outs):
+        before, after = dumps[0][i], dumps[1][i]
+        op_w = sum(delta(before, after, "osd", c) for c in ("op_w", "op_rw"))
+        subop_w = delta(before, after, "osd", "subop_w")
+        assert op_w > 100 and subop_w > 100, (i, op_w, subop_w)
+        for stage in ("replica_wait", "local_commit", "op_total"):
+            assert hist_total(out, stage + "_us") == op_w, (i, stage, op_w,
+                                                            out)
+        assert hist_total(out, "repop_us") == subop_w, (i, subop_w, out)
+        peers = {int(p) for p in re.findall(
+            r"^@replica_wait_by_peer_us\[(\d+)\]:", out, re.M)}
+        assert peers == set(range(n)) - {i}, (i, out)
+        for p in peers:
+            assert hist_total(out, r"replica_wait_by_peer_us\[%d\]" % p) \
+                == op_w, (i, p, out)
+        last = {int(p): int(c) for p, c in re.findall(
+            r"^@replica_last\[(\d+)\]: (\d+)$", out, re.M)}
+        assert set(last) <= peers and sum(last.values()) == op_w, (i, last,
+                                                                   out)
