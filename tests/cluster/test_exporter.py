@@ -453,7 +453,7 @@ def test_counters_never_go_backwards_across_osd_restarts(served):
         ceph0[1] = 0
         new, delay = _restart_osd1(served)
         delays.append(delay)
-        b = Bench(served.lab, "write", 8, threads=8)
+        b = Bench(served.lab, "write", 5, threads=8)
         b.wait()
         time.sleep(3)
         after = metrics(served.port)
