@@ -74,29 +74,27 @@ def _attached(p, timeout=60):
     assert "Hit Ctrl-C" in line, p.stderr.read()
 
 
-def osdstages_bts(pids, during):
-    """probes/osdstages.bt on each OSD of `pids` at once (one bpftrace
-    each, as one terminal per OSD would): all attached, then during()
-    runs, then Ctrl-C to each. -> what each printed, in order"""
+def bpftraces(argvs, during):
+    """The bpftrace command lines `argvs` at once (one terminal each):
+    all attached, then during() runs, then Ctrl-C to each. -> what each
+    printed, in order"""
     need(shutil.which("bpftrace") is not None, "bpftrace missing (make setup)")
     ps = []
     try:
-        for pid in pids:
-            ps.append(subprocess.Popen(osdstages_argv(pid),
-                                       stdout=subprocess.PIPE,
+        for argv in argvs:
+            ps.append(subprocess.Popen(argv, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, text=True))
         for p in ps:
             _attached(p)
         during()
-    finally:
         ends = [stop_bpftrace(p) for p in ps]
+    finally:
+        for p in ps:
+            if p.poll() is None:
+                p.kill()
     for p, (_, err) in zip(ps, ends):
         assert p.returncode == 0, err
     return [out for out, _ in ends]
-
-
-def run_bt(script, pid, secs, args=()):
-    return run_bts([script], pid, secs, args)[0]
 
 
 def osdstages_argv(pid):
@@ -106,30 +104,23 @@ def osdstages_argv(pid):
         osdstages_args(pid)
 
 
+def osdstages_bts(pids, during):
+    """probes/osdstages.bt on each OSD of `pids` at once (as one terminal
+    per OSD would), around during() -> what each printed, in order"""
+    return bpftraces([osdstages_argv(pid) for pid in pids], during)
+
+
+def run_bt(script, pid, secs, args=()):
+    return run_bts([script], pid, secs, args)[0]
+
+
 def run_bts(scripts, pid, secs, args=(), extra=()):
     """probes/SCRIPT... on `pid` and the commands `extra` (argv lists) at
     once, for `secs` after the last one attached -> their outputs, in
     order (the scripts', then extra's)."""
-    ps = []
-    try:
-        for argv in [["bpftrace", os.path.join(REPO, "probes", script),
-                      str(pid)] + list(args) for script in scripts] + \
-                [list(a) for a in extra]:
-            ps.append(subprocess.Popen(argv, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True))
-        for p in ps:
-            _attached(p)
-        time.sleep(secs)
-        outs = []
-        for p in ps:
-            out, err = stop_bpftrace(p)
-            assert p.returncode == 0, err
-            outs.append(out)
-        return outs
-    finally:
-        for p in ps:
-            if p.poll() is None:
-                p.kill()
+    return bpftraces([["bpftrace", os.path.join(REPO, "probes", script),
+                       str(pid)] + list(args) for script in scripts] +
+                     [list(a) for a in extra], lambda: time.sleep(secs))
 
 
 def hist_total(out, name):

@@ -85,7 +85,6 @@ def _traced_hosts(lab, namespaces):
                             "all", "-j"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
           for ns in namespaces]
-    outs = []
     try:
         for t in ts:
             wait_for_line(t.stderr, "Tracing", 60)

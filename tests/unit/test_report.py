@@ -61,6 +61,10 @@ def parts6(busy, blocked, runq):
      "runnable 40 % and on CPU 10 %"),
     ((50, 300, 100), {"threads": 8, "offcpu_pct": 50.0, "runq_pct": 40.0},
      "runq", "more workers will not help"),
+    # runnable whenever not asleep: no ratio to give
+    ((300, 50, 100), {"threads": 8, "offcpu_pct": 60.0, "runq_pct": 40.0},
+     "runq", "waited for a CPU and hardly ran: CPU contention (8 workers, "
+     "each runnable 40 % and on CPU 0 %"),
     # asleep inside earlier ops, the CPUs free
     ((50, 300, 100), {"threads": 8, "offcpu_pct": 80.0, "runq_pct": 5.0},
      "blocked", "asleep inside earlier ops"),

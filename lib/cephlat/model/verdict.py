@@ -343,11 +343,10 @@ def _cpu_bound(wk):
     return (rq, on) if rq and rq >= CPU_BOUND_RATIO * on else None
 
 
-def _cpu_words(wk):
+def _cpu_words(cpu, wk):
     """The end of a CPU-contention line: when the workers waited for a
-    CPU at least as long as they ran (_cpu_bound), their figures and that
-    more of them will not help."""
-    cpu = _cpu_bound(wk)
+    CPU at least as long as they ran (cpu: _cpu_bound's), their figures
+    and that more of them will not help."""
     if not cpu:
         return "."
     return (" (%d workers, each runnable %d %% and on CPU %d %% of the "
@@ -368,7 +367,7 @@ def _queue_lines(qw, attr, wakers, sched, secs, wk):
     shares = {p: attr[p]["share"] for p in attr}
     top = max(("held", "busy", "blocked", "signal", "runq"),
               key=lambda p: shares.get(p, 0.0))
-    cpu = _cpu_bound(wk) if top in ("busy", "blocked") else None
+    cpu = _cpu_bound(wk)
     qs = qw.summary()
     head = "ops waited %s in shard queues (p99 %s)" % (
         _ms(qs["mean_us"]), _ms(qs["p99_us"]))
@@ -396,19 +395,18 @@ def _queue_lines(qw, attr, wakers, sched, secs, wk):
             "%s; %d %% of it workers were runnable but waiting for a CPU "
             "(run-queue delay p99 %s): CPU contention%s" % (
                 head, round(100 * shares["runq"]),
-                _ms(attr["runq"]["p99_us"]), _cpu_words(wk)))
-    elif cpu:
+                _ms(attr["runq"]["p99_us"]), _cpu_words(cpu, wk)))
+    elif cpu and top in ("busy", "blocked"):
         cause = "runq"
         lines.append(
             "%s; the workers were busy with earlier ops (%d %% of it on "
             "CPU, %d %% blocked in them) or waiting for a CPU (%d %%), and "
-            "they waited for a CPU %.1f x as long as they ran: CPU "
-            "contention%s" % (
+            "they waited for a CPU %s: CPU contention%s" % (
                 head, round(100 * shares.get("busy", 0.0)),
                 round(100 * shares.get("blocked", 0.0)),
                 round(100 * shares.get("runq", 0.0)),
-                cpu[0] / cpu[1] if cpu[1] else float("inf"),
-                _cpu_words(wk)))
+                "%.1f x as long as they ran" % (cpu[0] / cpu[1]) if cpu[1]
+                else "and hardly ran", _cpu_words(cpu, wk)))
     elif top == "blocked":
         cause = "blocked"
         lines.append(
