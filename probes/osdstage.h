@@ -112,8 +112,11 @@ enum stage_id {
 	ST_ATTR__HELD,		/* asleep in the scheduler's timed wait: mClock
 				 * held the queued ops until a time it gave */
 	ST_ATTR__BUSY,		/* on CPU: running other work */
-	ST_ATTR__BLOCKED,	/* asleep inside other work: a lock (a PG's,
-				 * held by another worker's op) or I/O */
+	ST_ATTR__LOCK,		/* asleep waiting for a lock (a mutex: a PG's,
+				 * held by another worker's op, or one inside
+				 * other work) */
+	ST_ATTR__BLOCKED,	/* asleep otherwise inside other work: I/O, a
+				 * completion it waits for */
 	ST_ATTR__SIGNAL,	/* asleep with the op queued */
 	ST_ATTR__RUNQ,		/* runnable, waiting for a CPU */
 	ST_ATTR__PICKUP,	/* on CPU after its wake-up -> dequeue */
@@ -316,17 +319,19 @@ struct peer_stats {
 /* Thread states for the attribution. */
 enum tstate_kind { TS_RUN = 0, TS_SLEEP = 1, TS_RUNQ = 2, TS_DEAD = 3 };
 
-/* What a sleep is, for the attribution: work (inside an op: I/O, locks),
- * idle (waiting for the queue), or a scheduler hold (idle in the queue's
- * timed wait on an mClock OSD: the scheduler gave the time). */
-enum sleep_kind { SK_WORK = 0, SK_IDLE = 1, SK_HELD = 2 };
+/* What a sleep is, for the attribution: work (inside an op: I/O, a
+ * completion), idle (waiting for the queue), a scheduler hold (idle in the
+ * queue's timed wait on an mClock OSD: the scheduler gave the time), or a
+ * lock (a mutex wait, inside an op or for a PG's lock before one). */
+enum sleep_kind { SK_WORK = 0, SK_IDLE = 1, SK_HELD = 2, SK_LOCK = 3 };
 
 struct tring {
 	__u64 ts;		/* when the thread entered `state` */
-	__u64 cum_isleep;	/* cumulative idle-sleep, held, run-queue */
-	__u64 cum_held;		/*   and all-sleep ns at ts */
+	__u64 cum_isleep;	/* cumulative idle-sleep, held, run-queue, */
+	__u64 cum_held;		/*   all-sleep and lock-wait ns at ts */
 	__u64 cum_runq;
 	__u64 cum_sleep;
+	__u64 cum_lock;
 	__u32 state;
 	__u32 sleep;		/* enum sleep_kind, when state is TS_SLEEP */
 };
@@ -354,6 +359,7 @@ struct thread_state {
 	__u64 cum_isleep;	/* ns asleep while idle (not inside an op),
 				 * not in a scheduler hold */
 	__u64 cum_held;		/* ns asleep in scheduler holds */
+	__u64 cum_lock;		/* ns asleep waiting for a lock (SK_LOCK) */
 	__u64 cum_futex;	/* ns inside futex waits */
 	__u64 wake_ts;		/* last wake-up (sched_waking) */
 	__u64 oncpu_after_wake;	/* first switch-in after the last wake-up */
@@ -379,9 +385,10 @@ struct thread_state {
 				 * its mutex that follows one) */
 	__u32 prev_cv;		/* its last futex wait was on a cv */
 	__u64 held_end;		/* when its last scheduler hold ended */
-	__u64 he_isleep;	/* cum_isleep, cum_runq and cum_sleep then: an */
-	__u64 he_runq;		/*   op queued before it splits from there */
-	__u64 he_sleep;		/*   on */
+	__u64 he_isleep;	/* cum_isleep, cum_runq, cum_sleep and cum_lock */
+	__u64 he_runq;		/*   then: an op queued before it splits from */
+	__u64 he_sleep;		/*   there on */
+	__u64 he_lock;
 	struct tring ring[TRING];
 };
 
@@ -392,6 +399,7 @@ struct shard_stats {
 	__u64 qwait_ns;
 	__u64 held_ns;
 	__u64 busy_ns;
+	__u64 lock_ns;
 	__u64 blocked_ns;
 	__u64 signal_ns;
 	__u64 runq_ns;
@@ -548,6 +556,7 @@ struct ev_op_dequeue {
 	__u64 queue_wait_ns;
 	__u64 held_ns;
 	__u64 busy_ns;
+	__u64 lock_ns;
 	__u64 blocked_ns;
 	__u64 signal_ns;
 	__u64 runq_ns;
@@ -646,7 +655,8 @@ struct ev_switch_out {
 	ev_tstate_kind_t state; /* sleep, runq (preempted), dead */
 	ev_role_t role;
 	ev_sleep_kind_t sleep;	/* a sleep's kind: work, idle, held (a
-				 * scheduler hold); work for the others */
+				 * scheduler hold), lock; work for the
+				 * others */
 } EV_PACKED;
 
 struct ev_waking {
@@ -655,6 +665,11 @@ struct ev_waking {
 	__u32 tid;
 	__u32 waker_tid;	/* 0: not a thread of the target */
 	ev_role_t role;
+	ev_sleep_kind_t sleep;	/* the kind of the sleep it ends, as the
+				 * attribution counts it: a mutex wait right
+				 * after a cv wait, released by another shard
+				 * worker, is a lock wait (the switch-out
+				 * called it idle) */
 } EV_PACKED;
 
 struct ev_switch_in {

@@ -45,10 +45,10 @@ static __always_inline __u32 op_class(__u64 op)
 	return OPC_OTHER;
 }
 
-/* A thread's cumulative idle-sleep, held, run-queue and all-sleep ns at
- * a time. */
+/* A thread's cumulative idle-sleep, held, run-queue, all-sleep and
+ * lock-wait ns at a time. */
 struct cums {
-	__u64 isleep, held, runq, sleep;
+	__u64 isleep, held, runq, sleep, lock;
 };
 
 /* c = the cumulative times at `at`, from ring entry e, the latest change
@@ -60,12 +60,15 @@ static __always_inline void cums_from(struct tring *e, __u64 at,
 	c->held = e->cum_held;
 	c->runq = e->cum_runq;
 	c->sleep = e->cum_sleep;
+	c->lock = e->cum_lock;
 	if (e->state == TS_SLEEP)
 		c->sleep += at - e->ts;
 	if (e->state == TS_SLEEP && e->sleep == SK_HELD)
 		c->held += at - e->ts;
 	else if (e->state == TS_SLEEP && e->sleep == SK_IDLE)
 		c->isleep += at - e->ts;
+	else if (e->state == TS_SLEEP && e->sleep == SK_LOCK)
+		c->lock += at - e->ts;
 	else if (e->state == TS_RUNQ)
 		c->runq += at - e->ts;
 }
@@ -79,7 +82,7 @@ static __always_inline int cum_at(struct thread_state *t, __u64 at,
 	__u32 head = t->ring_head, k, lo, hi, mid;
 	struct wring *w = NULL;
 
-	c->isleep = c->held = c->runq = c->sleep = 0;
+	c->isleep = c->held = c->runq = c->sleep = c->lock = 0;
 	if (t->wring) {
 		k = t->wring - 1;
 		w = bpf_map_lookup_elem(&wrings, &k);
@@ -125,6 +128,7 @@ static __always_inline int cum_at(struct thread_state *t, __u64 at,
 		c->held = e->cum_held;
 		c->runq = e->cum_runq;
 		c->sleep = e->cum_sleep;
+		c->lock = e->cum_lock;
 		if (e->ts <= at) {
 			/* the latest transition at or before `at` */
 			cums_from(e, at, c);
@@ -151,11 +155,12 @@ static __always_inline struct shard_stats *shard_of(__u32 slot, __u64 cv,
 /* Split the op's queue wait by the state of worker `tid` since the
  * enqueue; `e` (the capture event, may be NULL) gets the parts. */
 /* An op's queue wait split: held by the scheduler, asleep with the op
- * queued (signal), on the run queue, asleep inside other work (blocked:
- * a lock, I/O), picking the op up after the wake-up; busy (on CPU with
- * other work) is the rest. woke: the worker slept with the op queued. */
+ * queued (signal), on the run queue, asleep waiting for a lock (lck),
+ * asleep otherwise inside other work (blocked: I/O, a completion), picking
+ * the op up after the wake-up; busy (on CPU with other work) is the rest.
+ * woke: the worker slept with the op queued. */
 struct split {
-	__u64 held, sig, rq, blk, pick;
+	__u64 held, sig, rq, lck, blk, pick;
 	int woke;
 };
 
@@ -168,8 +173,10 @@ static __always_inline void split_clamp(struct split *s, __u64 qw)
 		s->sig = qw - s->held;
 	if (s->rq > qw - s->held - s->sig)
 		s->rq = qw - s->held - s->sig;
-	if (s->blk > qw - s->held - s->sig - s->rq)
-		s->blk = qw - s->held - s->sig - s->rq;
+	if (s->lck > qw - s->held - s->sig - s->rq)
+		s->lck = qw - s->held - s->sig - s->rq;
+	if (s->blk > qw - s->held - s->sig - s->rq - s->lck)
+		s->blk = qw - s->held - s->sig - s->rq - s->lck;
 }
 
 /* A scheduler hold of worker t ended after the op's enqueue: up to then
@@ -186,18 +193,20 @@ static __always_inline void split_after_hold(struct thread_state *t,
 	s->held = t->held_end - st->enq_ns;
 	s->sig = t->cum_isleep - t->he_isleep;
 	s->rq = t->cum_runq - t->he_runq;
-	/* no hold since held_end: the sleep that was not idle was work */
-	s->blk = t->cum_sleep - t->he_sleep > s->sig ?
-		 t->cum_sleep - t->he_sleep - s->sig : 0;
+	/* no hold since held_end: the sleep that was not idle was work, a
+	 * lock wait or other */
+	s->lck = t->cum_lock - t->he_lock;
+	s->blk = t->cum_sleep - t->he_sleep > s->sig + s->lck ?
+		 t->cum_sleep - t->he_sleep - s->sig - s->lck : 0;
 	split_clamp(s, qw);
 	if (t->oncpu_after_wake >= t->held_end && now > t->oncpu_after_wake)
 		s->pick = now - t->oncpu_after_wake;
 }
 
 /* The worker's totals now (it is running: they are current) less those at
- * the op's enqueue (its state ring). Sleeping inside an earlier op (I/O,
- * locks) is blocked; a scheduler hold is held; only other idle sleep is
- * signal delay. */
+ * the op's enqueue (its state ring). Waiting for a lock is lock; sleeping
+ * otherwise inside an earlier op (I/O) is blocked; a scheduler hold is
+ * held; only other idle sleep is signal delay. */
 static __always_inline void split_since_enqueue(struct thread_state *t,
 						struct op_state *st,
 						__u64 qw, __u64 now,
@@ -216,9 +225,11 @@ static __always_inline void split_since_enqueue(struct thread_state *t,
 	s->held = t->cum_held > c.held ? t->cum_held - c.held : 0;
 	s->sig = t->cum_isleep > c.isleep ? t->cum_isleep - c.isleep : 0;
 	s->rq = t->cum_runq > c.runq ? t->cum_runq - c.runq : 0;
-	/* work sleeps: all sleep less the idle and held ones */
+	s->lck = t->cum_lock > c.lock ? t->cum_lock - c.lock : 0;
+	/* other work sleeps: all sleep less the idle, held and lock ones */
 	w = t->cum_sleep > c.sleep ? t->cum_sleep - c.sleep : 0;
-	s->blk = w > s->held + s->sig ? w - s->held - s->sig : 0;
+	s->blk = w > s->held + s->sig + s->lck ?
+		 w - s->held - s->sig - s->lck : 0;
 	split_clamp(s, qw);
 	if ((s->sig || s->held) && t->oncpu_after_wake > st->enq_ns &&
 	    now > t->oncpu_after_wake)
@@ -235,6 +246,7 @@ static __always_inline void record_split(struct op_state *st,
 	record(slot, ST_ATTR__HELD, s->held, gen);
 	record(slot, ST_HELD__CLIENT + (st->qclass & 3), s->held, gen);
 	record(slot, ST_ATTR__BUSY, busy, gen);
+	record(slot, ST_ATTR__LOCK, s->lck, gen);
 	record(slot, ST_ATTR__BLOCKED, s->blk, gen);
 	record(slot, ST_ATTR__SIGNAL, s->sig, gen);
 	record(slot, ST_ATTR__RUNQ, s->rq, gen);
@@ -243,6 +255,7 @@ static __always_inline void record_split(struct op_state *st,
 		e->attributed = 1;
 		e->held_ns = s->held;
 		e->busy_ns = busy;
+		e->lock_ns = s->lck;
 		e->blocked_ns = s->blk;
 		e->signal_ns = s->sig;
 		e->runq_ns = s->rq;
@@ -307,6 +320,7 @@ static __always_inline void account_shard(struct thread_state *t,
 	sh->qwait_ns += qw;
 	sh->held_ns += s->held;
 	sh->busy_ns += busy;
+	sh->lock_ns += s->lck;
 	sh->blocked_ns += s->blk;
 	sh->signal_ns += s->sig;
 	sh->runq_ns += s->rq;
@@ -368,10 +382,10 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	} else {
 		split_since_enqueue(t, st, qw, now, slot, gen, e, &s);
 	}
-	if (s.pick > qw - s.held - s.sig - s.rq - s.blk)
-		s.pick = qw - s.held - s.sig - s.rq - s.blk;
+	if (s.pick > qw - s.held - s.sig - s.rq - s.lck - s.blk)
+		s.pick = qw - s.held - s.sig - s.rq - s.lck - s.blk;
 	s.woke = s.sig > 0;
-	busy = qw - s.held - s.sig - s.rq - s.blk - s.pick;
+	busy = qw - s.held - s.sig - s.rq - s.lck - s.blk - s.pick;
 	record_split(st, t, &s, busy, slot, gen, e);
 	account_shard(t, st, qw, &s, busy, slot, gen, e);
 }

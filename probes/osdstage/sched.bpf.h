@@ -150,10 +150,10 @@ static __always_inline int futex_notifies(struct task_struct *waker, __u64 cv)
  * and a notify in between wakes the thread with success. Left counted as
  * a timeout: a notify that reaches the wait after its timer woke the
  * thread but before the thread ran (the kernel then reports success too;
- * it is seen nowhere here). `held`: the wait was a scheduler hold. */
+ * it is seen nowhere here). `kind`: the sleep's (enum sleep_kind). */
 static __always_inline void futex_woken(struct thread_state *t, __u32 tid,
 					__u64 now, __u32 gen,
-					struct task_struct *waker, __u32 held)
+					struct task_struct *waker, __u32 kind)
 {
 	struct ev_futex_wait *e;
 	__u64 d = now > t->futex_start ? now - t->futex_start : 0;
@@ -174,9 +174,11 @@ static __always_inline void futex_woken(struct thread_state *t, __u32 tid,
 		e->is_cv = !(t->cv_uaddr & 1);
 		EV_SEND(e);
 	}
-	/* a scheduler hold ends at its time by design: not a missed wake-up */
+	/* only an idle wait for the queue that expires can miss work: a
+	 * scheduler hold ends at its time by design, and a timed wait inside
+	 * an op (for a completion) is not for the queue */
 	if (!(t->cv_uaddr & 1))
-		t->cv_timedout = timedout && !held;
+		t->cv_timedout = timedout && kind == SK_IDLE;
 	t->cv_uaddr &= ~1ULL;
 }
 
@@ -201,23 +203,24 @@ static __always_inline int waker_is_worker(struct task_struct *w)
 	return o && o->role == worker_role;
 }
 
-/* Target thread t, asleep, was waiting behind other work, not idle: its
- * sleep and the state change that began it say so (no op can have read
- * the latter meanwhile: it is the thread's own, and it was asleep). */
-static __always_inline void sleep_was_work(struct thread_state *t)
+/* Target thread t, asleep, was waiting for a lock held by other work, not
+ * idle: its sleep and the state change that began it say so (no op can
+ * have read the latter meanwhile: it is the thread's own, and it was
+ * asleep). */
+static __always_inline void sleep_was_lock(struct thread_state *t)
 {
 	struct wring *w = NULL;
 	__u32 k;
 
-	t->sleep = SK_WORK;
+	t->sleep = SK_LOCK;
 	if (t->wring) {
 		k = t->wring - 1;
 		w = bpf_map_lookup_elem(&wrings, &k);
 	}
 	if (w && w->head)
-		w->e[(w->head - 1) & (WRING - 1)].sleep = SK_WORK;
+		w->e[(w->head - 1) & (WRING - 1)].sleep = SK_LOCK;
 	else
-		t->ring[(t->ring_head - 1) & (TRING - 1)].sleep = SK_WORK;
+		t->ring[(t->ring_head - 1) & (TRING - 1)].sleep = SK_LOCK;
 }
 
 /* Target thread t (task p), asleep, is woken at `now` by `waker`, a
@@ -230,16 +233,16 @@ static __always_inline void wake_up(struct thread_state *t,
 	__u32 waker_tid = waker ? waker->pid : 0;
 	struct ev_waking *e;
 	__u64 off = now > t->since ? now - t->since : 0;
-
-	__u32 held = t->sleep == SK_HELD;
+	__u32 kind;
 
 	/* an idle sleep that was a lock wait (the mutex wait right after a
 	 * cv wait: pthread_cond_wait's re-lock, or a worker that took an op
 	 * and waits for its PG's lock) released by another shard worker:
-	 * behind that worker's op, not idle */
+	 * behind that worker's op, not idle: a lock wait */
 	if (t->state == TS_SLEEP && t->sleep == SK_IDLE && t->futex_start &&
 	    (t->cv_uaddr & 1) && waker && waker_is_worker(waker))
-		sleep_was_work(t);
+		sleep_was_lock(t);
+	kind = t->sleep;
 	if (off)
 		record(slot, ST_OFFCPU__ROLE + (t->role & (MAX_ROLES - 1)), off,
 		       gen);
@@ -248,30 +251,32 @@ static __always_inline void wake_up(struct thread_state *t,
 	t->wakeups++;
 	t->waker_tid = waker_tid;
 	if (t->futex_start)
-		futex_woken(t, p->pid, now, gen, waker, held);
+		futex_woken(t, p->pid, now, gen, waker, kind);
 	e = EV_NEW(ev_waking, EV_WAKING, now, gen, slot);
 	if (e) {
 		e->offcpu_ns = off;	/* 0: not counted */
 		e->tid = p->pid;
 		e->waker_tid = waker_tid;
 		e->role = t->role;
+		e->sleep = kind;	/* SK_WORK when it was not asleep */
 		EV_SEND(e);
 	}
 }
 
 /* What the sleep thread t (of target `slot`) goes into is, right after
- * futex_sleep() read it: work inside an op, or a wait for a lock between
- * ops (a worker that took an op and waits for its PG's lock, held by a
- * worker running another op of that PG: behind other work, not idle); a
- * scheduler hold (an idle timed wait on a condition variable, on an
- * mClock OSD: under mClock a shard worker waits with a timeout only when
- * the scheduler's dequeue answered with a time instead of an op, on its
- * queue's cv; its empty-queue wait has none); else idle. */
+ * futex_sleep() read it: a wait for a lock, inside an op or between ops (a
+ * worker that took an op and waits for its PG's lock, held by a worker
+ * running another op of that PG: behind other work, not idle); other work
+ * inside an op (I/O, a wait for a completion); a scheduler hold (an idle
+ * timed wait on a condition variable, on an mClock OSD: under mClock a
+ * shard worker waits with a timeout only when the scheduler's dequeue
+ * answered with a time instead of an op, on its queue's cv; its
+ * empty-queue wait has none); else idle. */
 static __always_inline __u32 sleep_kind(struct thread_state *t, int slot)
 {
-	if (t->in_op)		/* in_op cannot change while asleep */
-		return SK_WORK;
 	if (t->futex_start && t->lock_wait)
+		return SK_LOCK;
+	if (t->in_op)		/* in_op cannot change while asleep */
 		return SK_WORK;
 	if (t->futex_start && t->futex_deadline && !(t->cv_uaddr & 1) &&
 	    t->cv_uaddr && (ctl.mclock >> (slot & (MAX_TARGETS - 1))) & 1)

@@ -87,6 +87,8 @@ static __always_inline void transition(struct thread_state *t, __u32 state,
 				t->cum_held += now - t->since;
 			else if (t->sleep == SK_IDLE)
 				t->cum_isleep += now - t->since;
+			else if (t->sleep == SK_LOCK)
+				t->cum_lock += now - t->since;
 		} else if (t->state == TS_RUNQ) {
 			t->cum_runq += now - t->since;
 		}
@@ -96,6 +98,7 @@ static __always_inline void transition(struct thread_state *t, __u32 state,
 		t->he_isleep = t->cum_isleep;
 		t->he_runq = t->cum_runq;
 		t->he_sleep = t->cum_sleep;
+		t->he_lock = t->cum_lock;
 	}
 	t->state = state;
 	t->sleep = state == TS_SLEEP ? sleep : SK_WORK;
@@ -118,6 +121,7 @@ static __always_inline void transition(struct thread_state *t, __u32 state,
 	e->cum_held = t->cum_held;
 	e->cum_runq = t->cum_runq;
 	e->cum_sleep = t->cum_sleep;
+	e->cum_lock = t->cum_lock;
 	e->state = state;
 	e->sleep = t->sleep;
 }

@@ -10,7 +10,9 @@ CPU, (e) items are due only a known time after their enqueue and workers
 wait for that with them queued, as mClock holds ops (traced with a spec
 that says the scheduler is mClock), (f) a shard's items are one PG's: a
 worker takes its PG's lock before it dequeues, as Ceph's do, and the
-shard's other worker waits for it (blocked).
+shard's other worker waits for it (lock), (g) the work is a wait for a
+completion inside the dequeue function, as Ceph's reads from the disk are
+inside dequeue_op, and the later items of a burst wait behind it (blocked).
 """
 import json
 import os
@@ -23,6 +25,9 @@ from conftest import trace_until_exit
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = os.path.join(HERE, "progs", "shardq.json")
 SPECS = {"hold": os.path.join(HERE, "progs", "shardq-mclock.json")}
+# the io case's waits are inside the dequeue function: traced with its
+# return, so that a sleep inside it is work on an item (not idleness)
+STAGES = {"io": ["-S", "queue_wait,dequeue_op"]}
 
 CASES = {
     # mode: (items, gap_us, delay_us, timeout_ms, burst, work_us)
@@ -35,6 +40,9 @@ CASES = {
     # two items a burst for two workers: the second waits for the first's
     # PG lock
     "lock": (80, 2000, 0, 50, 2, 300),
+    # four items a burst for two workers: the last two wait while both
+    # workers wait for their completions (work_us: the completion's time)
+    "io": (80, 2000, 0, 50, 4, 300),
 }
 _RUNS = {}
 
@@ -48,7 +56,7 @@ def run_case(exe, mode, capture, extra=()):
                             text=True)
     truth, out, err, status = trace_until_exit(
         prog, ["--probes", SPECS.get(mode, SPEC), "-j", "-w", capture] +
-        list(extra))
+        STAGES.get(mode, []) + list(extra))
     assert status == 0, err
     assert "shardq %d exited; detached." % prog.pid in err
     assert "capture %s:" % capture in err and "none lost" in err, err

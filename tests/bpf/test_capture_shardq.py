@@ -161,6 +161,28 @@ def test_holds_drawn_on_the_worker_lanes(shardq_runs, tmp_path):
                     and e["name"].startswith("held")], mode
 
 
+def test_lock_waits_drawn_on_the_worker_lanes(shardq_runs, tmp_path):
+    """A worker's waits for the PG's lock are "waiting for a lock" slices
+    of its cpu track: each lies inside the queue wait of the item its
+    worker took before it locked, so together they are the items' lock
+    part (the live report's, over every item). Waits for a completion
+    (the io case) are no lock: plain sleep."""
+    truth, live, cap = shardq_runs["lock"]
+    tr, names = _perfetto(cap, tmp_path / "lock.json")
+    locks = [e for e in tr["traceEvents"] if e.get("cat") == "sched" and
+             e["name"] == "waiting for a lock"]
+    assert locks, "no lock wait drawn"
+    for e in locks:
+        assert names[(e["pid"], e["tid"])].startswith("shardq-w"), e
+    drawn_us = sum(e["dur"] for e in locks)
+    want = live["attribution"]["lock"]["mean_us"] * truth["items"]
+    assert abs(drawn_us - want) <= 0.01 * want + len(locks) * 1e-3, (
+        drawn_us, want)
+    tr, _ = _perfetto(shardq_runs["io"][2], tmp_path / "io.json")
+    assert not [e for e in tr["traceEvents"] if e.get("cat") == "sched"
+                and e["name"] == "waiting for a lock"]
+
+
 def test_window_and_filters(shardq_runs):
     _, live, cap = shardq_runs["contend"]
     whole = json.loads(read(cap, "-j", "--from", "0").stdout)

@@ -101,8 +101,8 @@ def test_every_interval_is_one_snapshot(filled):
 
 
 def test_verdict_present(reads):
-    assert reads["cause"] in ("busy", "blocked", "signal", "missed", "runq",
-                              "storage", "idle")
+    assert reads["cause"] in ("busy", "lock", "blocked", "signal", "missed",
+                              "runq", "storage", "idle")
     assert reads["verdict"].startswith("ops waited ")
     assert "workers slept" in reads["verdict"]
 

@@ -13,8 +13,13 @@ says CPU contention, that more workers will not help, never
 "saturated"; no
 wake-up is called missed or late, and nothing is called a scheduler
 hold where nothing holds ops (WPQ never does; mClock does not when no
-class is limited). The lab is started again with its own settings at
-the end, whatever failed."""
+class is limited). The workers' sleeps inside other work are told
+apart: eight workers wait for each other's PG locks, one worker has no
+one to wait for; one worker whose reads all go to the disk
+(`bluestore_default_buffered_read = false`: one run more, mClock, on Reef
+only: nothing in it is the release's but BlueStore's read, the same
+code on both) sleeps in their I/O, on no lock. The lab is started again with its own
+settings at the end, whatever failed."""
 import json
 
 import pytest
@@ -26,6 +31,9 @@ from test_zz_lab import make
 WINDOW_S = "3"
 CONFIGS = [(queue, workers) for queue in ("wpq", "mclock_scheduler")
            for workers in (1, 8)]
+# the reads from the disk: no data kept in BlueStore's cache
+UNBUFFERED = ("mclock_scheduler", 1, "unbuffered")
+EXTRA_OPTS = {UNBUFFERED: " bluestore_default_buffered_read=false"}
 
 
 def _restart(lab, opts):
@@ -47,16 +55,17 @@ def runs(container_lab):
     prefill(lab, 3)
     out = {}
     try:
-        for queue, workers in CONFIGS:
+        for key in CONFIGS + ([UNBUFFERED] if lab["release"] == "reef"
+                              else []):
             _restart(lab, "osd_op_queue=%s osd_op_num_shards=1 "
-                          "osd_op_num_threads_per_shard=%d" % (queue,
-                                                               workers))
+                          "osd_op_num_threads_per_shard=%d" % key[:2] +
+                     EXTRA_OPTS.get(key, ""))
             bench = Bench(lab, "rand", 60, threads=16)
             try:
                 o, err, _, _ = traced_window(lab, ["-j", WINDOW_S, "1"])
             finally:
                 bench.stop()
-            out[(queue, workers)] = json.loads(o.strip().splitlines()[-1])
+            out[key] = json.loads(o.strip().splitlines()[-1])
     finally:
         _restart(lab, "")
     return out
@@ -134,3 +143,28 @@ def test_no_hold_and_no_missed_wakeup_where_there_is_none(runs, queue):
         qc = rec["stages"]["queue_wait"]["by_queue_class"]
         assert qc["client"]["count"] == \
             rec["stages"]["queue_wait"]["count"], qc
+
+
+@pytest.mark.parametrize("queue", ["wpq", "mclock_scheduler"])
+def test_sleeps_inside_ops_are_lock_waits_or_io(runs, queue):
+    """Eight workers of one shard: part of what they slept inside other
+    work was waiting for each other's PG locks (a futex wait on a mutex);
+    one worker alone has no one to wait for (its sleeps in ops are the
+    reads that miss BlueStore's cache after the restart: blocked). One
+    worker whose reads all go to the disk: it sleeps in their I/O, on no
+    lock, with the block requests to show for it."""
+    assert runs[(queue, 1)]["attribution"]["lock"]["share"] < 0.05, \
+        runs[(queue, 1)]["attribution"]
+    assert runs[(queue, 8)]["attribution"]["lock"]["share"] >= 0.05, \
+        runs[(queue, 8)]["attribution"]
+    if UNBUFFERED not in runs or queue != UNBUFFERED[0]:
+        return
+    rec = runs[UNBUFFERED]
+    a = rec["attribution"]
+    assert a["blocked"]["share"] >= 0.1, a
+    assert a["lock"]["share"] < 0.05, a
+    # every read went to the disk: a block request per op at least
+    assert rec["kernel"]["block_rq"]["count"] >= \
+        0.9 * rec["stages"]["queue_wait"]["count"], (
+            rec["kernel"]["block_rq"], rec["stages"]["queue_wait"])
+    assert rec["cause"] in ("busy", "blocked"), rec["verdict"]

@@ -54,8 +54,8 @@ def test_report_names_follow_the_header(built):
                         "wakeup_delay"]
     assert v.class_split == ["queue_wait", "op_total", "op_latency"]
     assert v.op_classes == ["read", "write", "other"]
-    assert v.attr_parts == ["held", "busy", "blocked", "signal", "runq",
-                            "pickup"]
+    assert v.attr_parts == ["held", "busy", "lock", "blocked", "signal",
+                            "runq", "pickup"]
     assert v.wakes == ["none", "enqueuer", "other", "timeout"]
     assert v.states == ["run", "sleep", "runq", "dead"]
     ids = list(v.stage_ids.values()) + [v.calib_id, v.calib_entry_id]

@@ -39,12 +39,16 @@ def test_dominant_part_names_the_cause(parts, cause, words):
     assert "workers slept 66 %" in text
 
 
-def parts6(busy, blocked, runq):
-    """attribution parts with busy (on CPU) and blocked apart"""
+def parts6(busy, blocked, runq, lock=None):
+    """attribution parts with busy (on CPU) and blocked apart, and lock
+    apart from blocked when given (captures from before lock have none)"""
     a = attr(busy, 0.0, runq)
-    tot = busy + blocked + runq
+    tot = busy + blocked + runq + (lock or 0.0)
     a["blocked"] = {"mean_us": blocked, "p50_us": blocked,
                     "p99_us": 2 * blocked, "share": blocked / tot}
+    if lock is not None:
+        a["lock"] = {"mean_us": lock, "p50_us": lock, "p99_us": 2 * lock,
+                     "share": lock / tot}
     for p in ("busy", "runq"):
         a[p]["share"] = a[p]["mean_us"] / tot
     return a
@@ -65,9 +69,21 @@ def parts6(busy, blocked, runq):
     ((300, 50, 100), {"threads": 8, "offcpu_pct": 60.0, "runq_pct": 40.0},
      "runq", "waited for a CPU and hardly ran: CPU contention (8 workers, "
      "each runnable 40 % and on CPU 0 %"),
-    # asleep inside earlier ops, the CPUs free
+    # asleep inside earlier ops, the CPUs free (a capture from before
+    # lock was a part: a lock or I/O)
     ((50, 300, 100), {"threads": 8, "offcpu_pct": 80.0, "runq_pct": 5.0},
-     "blocked", "asleep inside earlier ops"),
+     "blocked", "asleep inside earlier ops: waiting for a lock (a PG's"),
+    # ... and told apart: I/O, or the PG's lock
+    ((50, 300, 100, 20), {"threads": 8, "offcpu_pct": 80.0,
+                          "runq_pct": 5.0},
+     "blocked", "asleep inside earlier ops, not on a lock: waiting for I/O"),
+    ((50, 20, 100, 300), {"threads": 8, "offcpu_pct": 80.0,
+                          "runq_pct": 5.0},
+     "lock", "waiting for a lock: a PG's"),
+    # locked workers that mostly wait for a CPU: the CPUs are the limit
+    ((50, 20, 100, 300), {"threads": 8, "offcpu_pct": 50.0,
+                          "runq_pct": 40.0},
+     "runq", "(11 % of it on CPU, 68 % asleep in them)"),
     # no runnable share known: no CPU claim
     ((300, 50, 100), {"threads": 8, "offcpu_pct": 50.0},
      "busy", "saturated"),
@@ -82,7 +98,8 @@ def test_busy_or_blocked_workers_that_wait_for_cpus(parts, workers, cause,
                              {"tp_osd_tp": workers}, "tp_osd_tp")
     assert c == cause and words in text, text
     assert verdict.CAUSES[c] in ("workers saturated", "CPU contention",
-                                 "workers blocked in ops")
+                                 "workers blocked in ops",
+                                 "workers waiting for locks")
 
 
 def test_missed_when_timeouts_dominate():

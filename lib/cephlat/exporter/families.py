@@ -52,8 +52,9 @@ FAMILIES = (
            "Queue wait of ops split by what their shard's workers were "
            "doing: held (mClock held the queued ops: up to the end of the "
            "dequeuing worker's last timed wait on its queue), then busy "
-           "(on CPU with other ops), blocked (asleep inside other ops: a "
-           "lock, I/O), signal (asleep with work queued), runq (woken, "
+           "(on CPU with other ops), lock (asleep waiting for a lock: a "
+           "PG's, or one inside other ops), blocked (asleep otherwise "
+           "inside other ops: I/O), signal (asleep with work queued), runq (woken, "
            "waiting for a CPU), pickup (running, not yet dequeuing)"),
     Family("ceph_osd_queue_ops_total", "counter", D + ("shard",),
            "Ops dequeued from each shard's queue"),

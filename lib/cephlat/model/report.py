@@ -76,7 +76,8 @@ def kernel_stages(hists, roles, vocab):
 
 # the parts of a queue wait (vocab.attr_parts), as reports name them
 ATTR_LABELS = {"held": "held by the scheduler", "busy": "worker busy",
-               "blocked": "worker blocked (lock, I/O)",
+               "lock": "worker waiting for a lock",
+               "blocked": "worker blocked (I/O, other)",
                "signal": "signal delay (asleep)", "runq": "run-queue delay",
                "pickup": "pickup"}
 
@@ -84,9 +85,12 @@ ATTR_LABELS = {"held": "held by the scheduler", "busy": "worker busy",
 def attr_label(part, parts):
     """The report's name of queue-wait part `part` among `parts` (the
     run's or capture's): busy is the worker on CPU once the sleeps inside
-    ops are a part of their own (captures from before hold both)."""
+    ops are a part of their own, and blocked holds lock waits until they
+    are a part of their own (captures from before hold them together)."""
     if part == "busy" and "blocked" in parts:
         return "worker busy (on CPU)"
+    if part == "blocked" and "lock" not in parts:
+        return "worker blocked (lock, I/O)"
     return ATTR_LABELS.get(part, part)
 
 

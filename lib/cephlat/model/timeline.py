@@ -15,25 +15,32 @@ def _lanes(cap, t0, t1, lanes):
     wake-ups whose wakee is a lane. A sleep the switch-out called a
     scheduler hold (an mClock worker's timed wait for the time the
     scheduler gave; captures from before the kind was recorded have
-    none) is "held", every other sleep "sleep"."""
+    none) is "held", one it or the wake-up called a wait for a lock
+    "lock" (captures from before that kind have none), every other sleep
+    "sleep"."""
     labels = cap.rules.labels["state"]
     kinds = cap.rules.labels.get("sleep")
     shown = {s: ("sleep" if s == "dead" else s) for s in labels}
     wakes, pend = [], {}
-    held = {}               # tid -> its current sleep is a hold
+    kind_of = {}            # tid -> its current sleep's kind shown
 
     for name, ts, d, closed in _replay(cap, t0, t1):
+        if name == "waking" and kinds and "sleep" in d and \
+                kinds[d["sleep"]] == "lock":
+            # the wake-up found the sleep a lock wait (captures from
+            # before it said have no "sleep" in their wakings)
+            kind_of[d["tid"]] = "lock"
         if closed is not None and closed[0] in lanes:
             tid, st, a, b = closed
             state = shown[labels[st]]
-            if state == "sleep" and held.get(tid):
-                state = "held"
+            if state == "sleep" and kind_of.get(tid):
+                state = kind_of[tid]
             lanes[tid]["cpu"].append([a, b, state])
         if name == "switch_out":
-            held[d["tid"]] = bool(kinds) and "sleep" in d and \
-                kinds[d["sleep"]] == "held"
+            kind = kinds[d["sleep"]] if kinds and "sleep" in d else None
+            kind_of[d["tid"]] = kind if kind in ("held", "lock") else None
         elif name is not None:
-            held.pop(d["tid"], None)
+            kind_of.pop(d["tid"], None)
         if name == "waking":
             if d["waker_tid"] and ts >= t0:
                 pend[d["tid"]] = {"from_tid": d["waker_tid"],

@@ -25,7 +25,7 @@ THROTTLE_CAUSE_SHARE = 0.5
 # behind, or whose reservation mClock keeps from them.
 BACKGROUND_CAUSE_SHARE = 0.2
 
-# Ops that wait behind busy or blocked workers wait for the CPUs instead
+# Ops that wait behind busy, locked or blocked workers wait for the CPUs instead
 # when the workers spend at least this many times as long runnable as
 # running (their thread statistics): more workers would only queue for
 # the same CPUs. On the 2-core Reef lab under 16 concurrent reads, one
@@ -44,6 +44,7 @@ CAUSES = {
     "held": "scheduler limit",
     "background": "background work",
     "busy": "workers saturated",
+    "lock": "workers waiting for locks",
     "blocked": "workers blocked in ops",
     "signal": "wake-ups late",
     "missed": "wake-ups missed",
@@ -359,13 +360,13 @@ def _queue_lines(qw, attr, wakers, sched, secs, wk):
     """What the shard queues' wait was mostly made of (attr: the
     attribution's parts; wk: the workers' thread statistics) -> (cause,
     lines): held by the scheduler, missed or slow wake-ups, CPU
-    contention (also when the workers were busy or blocked but mostly
-    waited for a CPU), busy or blocked workers; idle when the wait is
-    short."""
+    contention (also when the workers were busy, locked or blocked but
+    mostly waited for a CPU), busy workers, workers waiting for locks or
+    blocked otherwise; idle when the wait is short."""
     lines = []
     woke = wakers["enqueuer"] + wakers["other"] + wakers["timeout"]
     shares = {p: attr[p]["share"] for p in attr}
-    top = max(("held", "busy", "blocked", "signal", "runq"),
+    top = max(("held", "busy", "lock", "blocked", "signal", "runq"),
               key=lambda p: shares.get(p, 0.0))
     cpu = _cpu_bound(wk)
     qs = qw.summary()
@@ -396,18 +397,29 @@ def _queue_lines(qw, attr, wakers, sched, secs, wk):
             "(run-queue delay p99 %s): CPU contention%s" % (
                 head, round(100 * shares["runq"]),
                 _ms(attr["runq"]["p99_us"]), _cpu_words(cpu, wk)))
-    elif cpu and top in ("busy", "blocked"):
+    elif cpu and top in ("busy", "lock", "blocked"):
         cause = "runq"
         lines.append(
             "%s; the workers were busy with earlier ops (%d %% of it on "
-            "CPU, %d %% blocked in them) or waiting for a CPU (%d %%), and "
+            "CPU, %d %% asleep in them) or waiting for a CPU (%d %%), and "
             "they waited for a CPU %s: CPU contention%s" % (
                 head, round(100 * shares.get("busy", 0.0)),
-                round(100 * shares.get("blocked", 0.0)),
+                round(100 * (shares.get("lock", 0.0) +
+                             shares.get("blocked", 0.0))),
                 round(100 * shares.get("runq", 0.0)),
                 "%.1f x as long as they ran" % (cpu[0] / cpu[1]) if cpu[1]
                 else "and hardly ran", _cpu_words(cpu, wk)))
-    elif top == "blocked":
+    elif top == "lock":
+        cause = "lock"
+        lines.append(
+            "%s; %d %% of it the worker was waiting for a lock: a PG's, "
+            "held by another worker serving an op of that PG (or a lock "
+            "inside earlier ops). Ops of one PG run one at a time: more "
+            "workers do not speed them up; spread the load over more PGs "
+            "(pg_num) or more objects." % (
+                head, round(100 * shares["lock"])))
+    elif top == "blocked" and "lock" not in attr:
+        # a capture from before `lock` was split off: blocked holds both
         cause = "blocked"
         lines.append(
             "%s; %d %% of it the worker was asleep inside earlier ops: "
@@ -415,6 +427,15 @@ def _queue_lines(qw, attr, wakers, sched, secs, wk):
             "op of that PG) or for I/O. Ops of one PG run one at a time: "
             "more workers do not speed them up; spread the load over more "
             "PGs (pg_num), or see the block requests for I/O." % (
+                head, round(100 * shares["blocked"])))
+    elif top == "blocked":
+        cause = "blocked"
+        lines.append(
+            "%s; %d %% of it the worker was asleep inside earlier ops, not "
+            "on a lock: waiting for I/O (a read from the disk, a page "
+            "fault) or for a completion. See the block requests and "
+            "bluestore_read: a slower disk makes every op of the shard "
+            "wait behind the ones reading." % (
                 head, round(100 * shares["blocked"])))
     else:
         cause = "busy"
@@ -457,7 +478,7 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
                                              background)
         if bgshare < BACKGROUND_CAUSE_SHARE:
             bglines = bglines[:1]       # a fact, without the advice
-        elif cause in ("held", "busy", "blocked", "runq"):
+        elif cause in ("held", "busy", "lock", "blocked", "runq"):
             cause = "background"
             lines[:0] = bglines
             bglines = []

@@ -21,11 +21,12 @@ scheduler states too short to see are merged.
 """
 from ..model import report, sched as schedmod, verdict
 from .html_timeline import _host_timeline, _timeline
-from .htmlbits import HELD_COLOUR, _cls, _dur, _e, _table, _wall
+from .htmlbits import HELD_COLOUR, LOCK_COLOUR, _cls, _dur, _e, _table, _wall
 
 
-ATTR_COLOURS = {"held": HELD_COLOUR, "busy": "#4e79a7", "blocked": "#9c755f",
-                "signal": "#f28e2b", "runq": "#e15759", "pickup": "#76b7b2"}
+ATTR_COLOURS = {"held": HELD_COLOUR, "busy": "#4e79a7", "lock": LOCK_COLOUR,
+                "blocked": "#9c755f", "signal": "#f28e2b", "runq": "#e15759",
+                "pickup": "#76b7b2"}
 
 CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}

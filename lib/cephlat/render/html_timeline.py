@@ -1,7 +1,7 @@
 """The timeline of the HTML report: one SVG with a lane per thread
 (running / runnable / asleep), ops split into their stages, and wake-up
 arrows; zoomed by the page's script (render/html.py)."""
-from .htmlbits import HELD_COLOUR, _cls, _dur, _e, _stage_colours
+from .htmlbits import HELD_COLOUR, LOCK_COLOUR, _cls, _dur, _e, _stage_colours
 from .perfetto import lanes
 
 MAX_OPS = 4000
@@ -26,12 +26,13 @@ EXEC_Y, EXEC_H = 18, 14             # the stages a worker ran, nested inside
 
 
 CPU_COLOURS = {"run": "#2ca02c", "runq": "#d62728", "sleep": "#dddddd",
-               "held": HELD_COLOUR}
+               "held": HELD_COLOUR, "lock": LOCK_COLOUR}
 
 
 CPU_LABELS = {"run": "running", "runq": "runnable (waiting for a CPU)",
               "sleep": "sleeping",
-              "held": "asleep, held by the op scheduler (mClock)"}
+              "held": "asleep, held by the op scheduler (mClock)",
+              "lock": "asleep, waiting for a lock"}
 
 
 
@@ -196,12 +197,12 @@ def _wake_svg(g, w):
 
 def _cpu_colours(lane_lists):
     """CPU_COLOURS of the states the lanes show: "held" only where an
-    mClock hold is drawn (a page of a capture without holds is as it
-    was)."""
+    mClock hold is drawn, "lock" only where a lock wait is (a page of a
+    capture without either is as it was)."""
     used = {st for ll in lane_lists for lane in ll
             for _, _, st in lane.get("cpu", ())}
     return {k: v for k, v in CPU_COLOURS.items()
-            if k != "held" or k in used}
+            if k not in ("held", "lock") or k in used}
 
 
 def _legend(colours, cpu_colours=CPU_COLOURS):

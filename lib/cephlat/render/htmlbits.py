@@ -15,6 +15,9 @@ STAGE_COLOURS = {
 # an op scheduler's hold: the attribution's "held" part and a worker's
 # held sleep on the timeline
 HELD_COLOUR = "#b07aa1"
+# a wait for a lock: the attribution's "lock" part and a worker's lock
+# wait on the timeline
+LOCK_COLOUR = "#ff9da7"
 
 SPARE_COLOURS = ["#76b7b2", "#edc948", "#9c755f", "#17becf", "#bcbd22"]
 

@@ -5,7 +5,7 @@ Layout of the trace (one process, `pid`):
     that nest (dequeue_op > do_op > get_object_context ...), cat "op";
   - thread `tid + CPU_TID_BASE`, named "<name> cpu": the thread's scheduler
     states as "X" events running / runnable / sleeping / held (asleep in
-    an mClock hold), cat "sched";
+    an mClock hold) / waiting for a lock, cat "sched";
   - queue_wait and op_total span several ops on one worker (ops queue up
     while it runs others), and so do the messenger stages before the
     enqueue (throttle_wait, recv, dispatch): async slices ("b"/"e", id
@@ -44,7 +44,7 @@ CLIENT_TID_BASE = 2 << 22
 # Stages that overlap other ops' stages on the same worker.
 SPAN_STAGES = ("op_total", "queue_wait")
 CPU_NAMES = {"run": "running", "runq": "runnable", "sleep": "sleeping",
-             "held": "held (op scheduler)"}
+             "held": "held (op scheduler)", "lock": "waiting for a lock"}
 # Tolerance for float rounding when checking that slices nest: 1 ns.
 EPS_US = 1e-3
 

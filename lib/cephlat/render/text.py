@@ -153,16 +153,16 @@ def _attribution(out, rec):
                   w["timeouts_with_work"]))
     if not rec.get("shards"):
         return
-    # six parts and the shard's own columns in 80 characters
+    # seven parts and the shard's own columns in 80 characters
     parts = list(a)
-    out.write("\n%-5s %7s %7s %8s" % ("SHARD", "WORKERS", "OPS", "QWAIT_US") +
+    out.write("\n%-5s %3s %6s %8s" % ("SHARD", "WRK", "OPS", "QWAIT_US") +
               "".join(" %6s" % SHARD_HEADS.get(p, p.upper()) for p in parts) +
-              " %7s\n" % "TIMEOUT")
+              " %5s\n" % "TMOUT")
     for r in rec["shards"]:
-        out.write("%-5s %7d %7d %8.1f" % (r["shard"], r["workers"], r["ops"],
+        out.write("%-5s %3d %6d %8.1f" % (r["shard"], r["workers"], r["ops"],
                                           r["queue_wait_mean_us"]) +
                   "".join(" %5.0f%%" % (100 * r.get(p, 0)) for p in parts) +
-                  " %7d\n" % r["timeouts_with_work"])
+                  " %5d\n" % r["timeouts_with_work"])
 
 
 def print_op_story(out, story):
@@ -335,10 +335,12 @@ def _op_title(r):
 
 def _running_parts(w):
     """An op whose worker was not woken for it: what the worker did
-    while the op waited (busy always; blocked and run queue when some)."""
+    while the op waited (busy always; lock, blocked and run queue when
+    some)."""
     parts = ["worker busy %s us" % w["busy_us"]]
     parts += ["%s %s us" % (name, w[key]) for name, key in
-              (("blocked", "blocked_us"), ("run queue", "runq_us"))
+              (("waiting for a lock", "lock_us"), ("blocked", "blocked_us"),
+               ("run queue", "runq_us"))
               if w.get(key)]
     return ", ".join(parts)
 

@@ -23,6 +23,12 @@
 //                 item only once the lock is taken for the one before, so
 //                 another worker takes it and waits for the lock (not the
 //                 same worker after its work)
+//        io       as normal, but the work is a wait for a completion
+//                 inside sim::dequeue (as Ceph's worker waits for a read
+//                 from the disk inside dequeue_op): WORK_US asleep in a
+//                 timed wait on a condition variable of its own, not on
+//                 a lock, so the later items of a burst wait for workers
+//                 asleep inside other work (blocked, not lock)
 // Each shard is a queue with a mutex and a condition variable; its WORKERS
 // threads (named "shardq-w<shard>") wait with a timeout. One producer
 // pushes ITEMS items round-robin over the shards, BURST at a time into one
@@ -56,6 +62,9 @@
 //                       items
 //   worked_mean_us      the dequeuing worker's work (WORK_US spins) between
 //                       an item's enqueue and its dequeue, mean over items
+//   io_mean_us          io mode: the dequeuing worker's waits for its
+//                       completions between an item's enqueue and its
+//                       dequeue, mean over items
 //   hold_waits          hold mode: how many hold waits the workers made
 //   hold_waits_total_us   and their time, from before the wait to after
 //   late_with_work      waits that returned success at or after their
@@ -92,7 +101,8 @@ static inline unsigned long now_ns()
 
 struct Item {
     unsigned long t_enq = 0, t_resume = 0, t_deq = 0, t_due = 0, held = 0,
-        held_till = 0, locked = 0, worked = 0;
+        held_till = 0, locked = 0, worked = 0, io = 0;
+    unsigned long io_from = 0, io_to = 0;   // io mode: its own wait
     bool asleep_at_enq = false;
 };
 
@@ -110,6 +120,7 @@ struct Shard {
 // probes take theirs: t_enq first thing inside enqueue() (a uprobe fires
 // just before it), t_deq just before the call to dequeue().
 static unsigned long hold_ns = 0;   // hold mode: an item is due this late
+static unsigned long io_ns = 0;     // io mode: a completion comes this late
 
 __attribute__((noinline)) void enqueue(Shard *s, Item *it)
 {
@@ -121,9 +132,25 @@ __attribute__((noinline)) void enqueue(Shard *s, Item *it)
     asm volatile("" ::: "memory");
 }
 
+// io mode: the worker waits for its item's completion here, inside the
+// dequeue function (a tracer sees it as work on the op), on a condition
+// variable no lock stands for; the completion is the wait's deadline.
 __attribute__((noinline)) void dequeue(Item *it)
 {
     asm volatile("" :: "r"(it) : "memory");
+    if (!io_ns)
+        return;
+    static thread_local std::mutex m;
+    static thread_local std::condition_variable cv;
+    std::unique_lock<std::mutex> l(m);
+    it->io_from = now_ns();
+    struct timespec dl;
+    dl.tv_sec = (it->io_from + io_ns) / 1000000000UL;
+    dl.tv_nsec = (it->io_from + io_ns) % 1000000000UL;
+    while (now_ns() < it->io_from + io_ns)
+        pthread_cond_clockwait(cv.native_handle(), m.native_handle(),
+                               CLOCK_MONOTONIC, &dl);
+    it->io_to = now_ns();
 }
 }  // namespace sim
 
@@ -180,8 +207,9 @@ static void worker(sim::Shard *s, int shard, unsigned timeout_ms, bool pin)
     // hold mode: this worker's hold waits [start, end), for the ground
     // truth of each item it takes
     std::vector<std::pair<unsigned long, unsigned long>> holds;
-    // its PG-lock waits and its work, the same way
-    std::vector<std::pair<unsigned long, unsigned long>> locks, works;
+    // its PG-lock waits, its work and its waits for completions, the same
+    // way
+    std::vector<std::pair<unsigned long, unsigned long>> locks, works, ios;
     char name[16];
     std::snprintf(name, sizeof(name), "shardq-w%d", shard);
     pthread_setname_np(pthread_self(), name);
@@ -252,7 +280,10 @@ static void worker(sim::Shard *s, int shard, unsigned timeout_ms, bool pin)
             it->held_till = holds.back().second - it->t_enq;
         it->locked = overlap(locks, it->t_enq, it->t_deq);
         it->worked = overlap(works, it->t_enq, it->t_deq);
+        it->io = overlap(ios, it->t_enq, it->t_deq);
         sim::dequeue(it);
+        if (it->io_to)
+            ios.emplace_back(it->io_from, it->io_to);
         unsigned long w0 = sim::now_ns();
         spin_us(work_us);
         works.emplace_back(w0, sim::now_ns());
@@ -267,7 +298,7 @@ int main(int argc, char **argv)
 {
     if (argc < 5) {
         std::fprintf(stderr, "usage: shardq SHARDS WORKERS ITEMS "
-                     "normal|forget|delay|contend|hold|lock [GAP_US "
+                     "normal|forget|delay|contend|hold|lock|io [GAP_US "
                      "[DELAY_US [TIMEOUT_MS [BURST [WORK_US]]]]]\n");
         return 2;
     }
@@ -286,6 +317,10 @@ int main(int argc, char **argv)
     lock_mode = mode == "lock";
     if (hold_mode)
         sim::hold_ns = delay_us * 1000UL;
+    if (mode == "io") {         // the work is the wait, not a spin
+        sim::io_ns = work_us * 1000UL;
+        work_us = 0;
+    }
 
     std::vector<sim::Shard> shards(nshards);
     std::vector<std::thread> threads;
@@ -341,7 +376,7 @@ int main(int argc, char **argv)
         t.join();
 
     double qw = 0, wake = 0, held = 0, held_till = 0, not_due = 0,
-        locked = 0, worked = 0;
+        locked = 0, worked = 0, io = 0;
     long asleep = 0;
     for (auto &it : items) {
         qw += it.t_deq - it.t_enq;
@@ -349,6 +384,7 @@ int main(int argc, char **argv)
         held_till += it.held_till;
         locked += it.locked;
         worked += it.worked;
+        io += it.io;
         if (it.t_due)
             not_due += std::min(it.t_due, it.t_deq) - it.t_enq;
         if (it.asleep_at_enq && it.t_resume) {
@@ -361,13 +397,15 @@ int main(int argc, char **argv)
                 "\"timeouts_with_work\": %ld, \"late_with_work\": %ld, "
                 "\"held_mean_us\": %.3f, \"held_till_mean_us\": %.3f, \"not_due_mean_us\": %.3f, "
                 "\"locked_mean_us\": %.3f, \"worked_mean_us\": %.3f, "
+                "\"io_mean_us\": %.3f, "
                 "\"hold_waits\": %ld, \"hold_waits_total_us\": %.3f}\n",
                 nitems, qw / nitems / 1000.0, asleep,
                 asleep ? wake / asleep / 1000.0 : 0.0,
                 (long)timeouts_with_work, (long)late_with_work,
                 held / nitems / 1000.0, held_till / nitems / 1000.0,
                 not_due / nitems / 1000.0, locked / nitems / 1000.0,
-                worked / nitems / 1000.0, (long)hold_waits,
+                worked / nitems / 1000.0, io / nitems / 1000.0,
+                (long)hold_waits,
                 hold_waits_ns / 1000.0);
     return 0;
 }
