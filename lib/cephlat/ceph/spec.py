@@ -15,7 +15,9 @@ it), which argument holds the item's key, and the worker threads' name:
   }
 
 Without "enqueue" and "dequeue" only the kernel stages of the process are
-traced (its threads named by "workers" and "roles").
+traced (its threads named by "workers" and "roles"). `-S
+queue_wait,dequeue_op` times the dequeue function too (its return probed):
+a worker's sleep inside it is then work on an item, not idleness.
 
 function: the demangled qualified name; "params" (optional) a regular
 expression the demangled parameter list must match. key_arg counts
