@@ -180,8 +180,8 @@ def build():
         "Seconds of queue wait per second, split by what the shard's "
         "workers were doing: held (mClock held the queued ops), busy (on "
         "CPU with other ops), lock (asleep waiting for a lock: a PG's), "
-        "blocked (asleep otherwise inside other ops: I/O), signal (asleep with work queued: a late or missed "
-        "wake-up), runq (woken, waiting for a CPU), pickup (running, not "
+        "blocked (asleep otherwise inside other ops: I/O), signal (asleep "
+        "with work queued: a late or missed wake-up), runq (woken, waiting for a CPU), pickup (running, not "
         "yet dequeuing)",
         [target('sum by (cause) (rate(ceph_osd_queue_wait_seconds_total'
                 '{%s}[%s]))' % (OSD, RI), "{{cause}}")], "s", stack=True,

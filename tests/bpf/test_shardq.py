@@ -6,9 +6,9 @@ Four cases: (a) normal notify with bursts of work (workers busy),
 wake-ups), (c) it notifies late by a known delay, (d) CPU hogs pinned on
 the workers' CPU, (e) mClock-like holds, (f) workers waiting for a PG's
 lock held by another worker's item, (g) workers asleep in their items'
-waits for completions (as for a disk read). The program cannot see when the kernel woke a worker,
-only when the worker resumed, so its "wake" time is compared with the
-tool's signal delay + run-queue delay.
+waits for completions (as for a disk read). The program cannot see when
+the kernel woke a worker, only when the worker resumed, so its "wake" time
+is compared with the tool's signal delay + run-queue delay.
 """
 import pytest
 

@@ -18,8 +18,8 @@ apart: eight workers wait for each other's PG locks, one worker has no
 one to wait for; one worker whose reads all go to the disk
 (`bluestore_default_buffered_read = false`: one run more, mClock, on Reef
 only: nothing in it is the release's but BlueStore's read, the same
-code on both) sleeps in their I/O, on no lock. The lab is started again with its own
-settings at the end, whatever failed."""
+code on both) sleeps in their I/O, on no lock. The lab is started again
+with its own settings at the end, whatever failed."""
 import json
 
 import pytest

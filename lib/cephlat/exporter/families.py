@@ -54,8 +54,9 @@ FAMILIES = (
            "dequeuing worker's last timed wait on its queue), then busy "
            "(on CPU with other ops), lock (asleep waiting for a lock: a "
            "PG's, or one inside other ops), blocked (asleep otherwise "
-           "inside other ops: I/O), signal (asleep with work queued), runq (woken, "
-           "waiting for a CPU), pickup (running, not yet dequeuing)"),
+           "inside other ops: I/O), signal (asleep with work queued), runq "
+           "(woken, waiting for a CPU), pickup (running, not yet "
+           "dequeuing)"),
     Family("ceph_osd_queue_ops_total", "counter", D + ("shard",),
            "Ops dequeued from each shard's queue"),
     Family("ceph_osd_scheduler_class_queue_wait_seconds", "histogram",

@@ -25,8 +25,8 @@ THROTTLE_CAUSE_SHARE = 0.5
 # behind, or whose reservation mClock keeps from them.
 BACKGROUND_CAUSE_SHARE = 0.2
 
-# Ops that wait behind busy, locked or blocked workers wait for the CPUs instead
-# when the workers spend at least this many times as long runnable as
+# Ops that wait behind busy, locked or blocked workers wait for the CPUs
+# instead when the workers spend at least this many times as long runnable as
 # running (their thread statistics): more workers would only queue for
 # the same CPUs. On the 2-core Reef lab under 16 concurrent reads, one
 # worker of one shard ran 64 % of the time and was runnable 21 % (the
