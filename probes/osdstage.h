@@ -375,6 +375,8 @@ struct thread_state {
 	__u64 born;		/* first seen */
 	__u64 died;		/* switched out for the last time, 0 = alive */
 	__u64 queue_cv;		/* the cv it sleeps on when idle: its shard */
+	__u64 idle_cv;		/* the cv of its last idle or held wait */
+	__u32 idle_waker;	/* ... and who woke it from that wait */
 	__u32 in_op;		/* between dequeue and the dequeue function's
 				 * return: a sleep now is work, not idleness */
 	__u32 target;		/* the target slot of its process */

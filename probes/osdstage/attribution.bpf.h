@@ -302,14 +302,16 @@ static __always_inline void account_shard(struct thread_state *t,
 	__u64 key;
 	int timedout;
 
-	/* woken from an idle wait on a condition variable by this op's
-	 * enqueuer (or by the wait's timeout), or held in a timed wait on one:
-	 * that cv is the queue's and names the worker's shard. Wake-ups by
-	 * others may be on other cvs. */
-	if ((s->sig || s->held) && !(t->cv_uaddr & 1) && t->cv_uaddr &&
+	/* woken from its last idle wait on a condition variable by this
+	 * op's enqueuer (or by the wait's timeout), or held in a timed wait
+	 * on one: that cv is the queue's and names the worker's shard (also
+	 * named when a notify ends an idle wait: futex_woken). The cv of its
+	 * last wait of any kind may be one inside an op (BlueStore's aio
+	 * wait). */
+	if ((s->sig || s->held) && t->idle_cv &&
 	    (s->held || t->cv_timedout ||
-	     (t->waker_tid && t->waker_tid == st->enq_tid)))
-		t->queue_cv = t->cv_uaddr;
+	     (t->idle_waker && t->idle_waker == st->enq_tid)))
+		t->queue_cv = t->idle_cv;
 	key = t->queue_cv;
 	if (e)
 		e->shard = key;
