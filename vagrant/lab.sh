@@ -252,6 +252,9 @@ mon data avail warn = 2
 # PG states reach the mgr (and "ceph status") each second, not each 5 s: a restarted
 # OSD's PGs are seen active+clean as soon as they are (lab start-up and restarts)
 mgr stats period = 1
+# the mon commits a change (an OSD booted or restarted, a pool made, a PG created) after
+# 0.1 s, not 1 s: each of the several map epochs an OSD's (re)start takes comes sooner
+paxos propose interval = 0.1
 run dir = $RUN_DIR
 crash dir = $LAB_DIR/crash
 mon cluster log file = $LOG_DIR/\$cluster.\$channel.log
