@@ -158,12 +158,15 @@ static __always_inline void futex_woken(struct thread_state *t, __u32 tid,
 	struct ev_futex_wait *e;
 	__u64 d = now > t->futex_start ? now - t->futex_start : 0;
 	int late = t->futex_deadline && now >= t->futex_deadline;
-	/* a worker's idle wait on a cv: whether a notify ended it is looked
-	 * at for that too (its queue, below), not only for the timeout; no
-	 * other wake-up pays for the look at the waker's registers */
-	int idle_cv = kind == SK_IDLE && t->role == worker_role &&
-		      !(t->cv_uaddr & 1) && t->cv_uaddr;
-	int notified = (late || idle_cv) && waker &&
+	/* not a mutex wait (cv_uaddr's low bit marks those) */
+	int is_cv = !(t->cv_uaddr & 1);
+	/* a worker's idle wait on a known cv: whether a notify ended it is
+	 * looked at for that too (its queue, below), not only for the
+	 * timeout; no other wake-up pays for the look at the waker's
+	 * registers */
+	int worker_idle_cv = is_cv && t->cv_uaddr && kind == SK_IDLE &&
+			     t->role == worker_role;
+	int notified = (late || worker_idle_cv) && waker &&
 		       futex_notifies(waker, t->cv_uaddr);
 	int timedout = late && !notified;
 
@@ -178,26 +181,29 @@ static __always_inline void futex_woken(struct thread_state *t, __u32 tid,
 		e->ret = timedout ? -ETIMEDOUT : 0;
 		e->tid = tid;
 		e->role = t->role;
-		e->is_cv = !(t->cv_uaddr & 1);
+		e->is_cv = is_cv;
 		EV_SEND(e);
 	}
-	/* only an idle wait for the queue that expires can miss work: a
-	 * scheduler hold ends at its time by design, and a timed wait inside
-	 * an op (for a completion) is not for the queue */
-	if (!(t->cv_uaddr & 1))
+	if (is_cv) {
+		/* only an idle wait for the queue that expires can miss
+		 * work: a scheduler hold ends at its time by design, and a
+		 * timed wait inside an op (for a completion) is not for the
+		 * queue */
 		t->cv_timedout = timedout && kind == SK_IDLE;
-	/* the queue's cv is among these: a wait inside an op (BlueStore's
-	 * aio wait, on the worker's stack) must not be taken for it */
-	if (!(t->cv_uaddr & 1) && (kind == SK_IDLE || kind == SK_HELD)) {
-		t->idle_cv = t->cv_uaddr;
-		t->idle_waker = waker ? waker->pid : 0;
+		/* the queue's cv is among these: a wait inside an op
+		 * (BlueStore's aio wait, on the worker's stack) must not be
+		 * taken for it */
+		if (kind == SK_IDLE || kind == SK_HELD) {
+			t->idle_cv = t->cv_uaddr;
+			t->idle_waker = waker ? waker->pid : 0;
+		}
+		/* notified in its idle wait: that cv is its queue's (an
+		 * enqueuer's notify), whoever's op it was; a saturated worker
+		 * seldom idles, and waiting for the op's own enqueuer left its
+		 * ops in no shard for seconds */
+		if (worker_idle_cv && notified)
+			t->queue_cv = t->cv_uaddr;
 	}
-	/* notified in its idle wait: that cv is its queue's (an enqueuer's
-	 * notify), whoever's op it was; a saturated worker seldom idles, and
-	 * waiting for the op's own enqueuer left its ops in no shard for
-	 * seconds */
-	if (idle_cv && notified)
-		t->queue_cv = t->cv_uaddr;
 	t->cv_uaddr &= ~1ULL;
 }
 
