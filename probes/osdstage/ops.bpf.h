@@ -312,8 +312,6 @@ int op_dequeue(struct pt_regs *ctx)
 		attribute(st, now, tid, gen, slot, e);
 		if (e)
 			EV_SEND(e);
-		if (track_in_op)
-			mark_in_op(tid, 1);
 		/* a recovery message's life ends in dequeue_op (no later
 		 * event of ours sees it): its slot is free from here, not
 		 * taken for an op that never completed */
@@ -322,6 +320,12 @@ int op_dequeue(struct pt_regs *ctx)
 		    ends_in_dequeue(st->msg_type))
 			op_forget(key);
 	}
+	/* the worker is inside an op from here to dequeue_op's return: a
+	 * sleep now is work (a lock, I/O), not idle, whether the op was
+	 * followed from its enqueue or not (enqueued before the probes, or
+	 * requeued) */
+	if (track_in_op)
+		mark_in_op((__u32)bpf_get_current_pid_tgid(), 1);
 	if (bpf_get_attach_cookie(ctx) & OPARG_STARTS_DEQUEUE) {
 		/* the dequeue_op call stage starts here (no stage_entry on
 		 * this function): last thing, as in stage_entry */

@@ -1,7 +1,7 @@
 """The controlled sharded queue (progs/shardq.cc) traced by osdstage while
 recording a capture: shared by test_shardq.py (attribution against the
 program's own timestamps) and test_capture.py (the capture of the same
-runs). The four runs happen once per session.
+runs). The runs happen once per session.
 
 Cases: (a) normal notify with bursts of work (workers busy), (b) the
 producer never notifies (items wait for the timed wait: missed wake-ups),
@@ -12,7 +12,9 @@ that says the scheduler is mClock), (f) a shard's items are one PG's: a
 worker takes its PG's lock before it dequeues, as Ceph's do, and the
 shard's other worker waits for it (lock), (g) the work is a wait for a
 completion inside the dequeue function, as Ceph's reads from the disk are
-inside dequeue_op, and the later items of a burst wait behind it (blocked).
+inside dequeue_op, and the later items of a burst wait behind it (blocked),
+(h) the same waits in items dequeued a second time (requeued, as Ceph
+requeues an op that must wait for its PG).
 """
 import json
 import os
@@ -27,7 +29,7 @@ SPEC = os.path.join(HERE, "progs", "shardq.json")
 SPECS = {"hold": os.path.join(HERE, "progs", "shardq-mclock.json")}
 # the io case's waits are inside the dequeue function: traced with its
 # return, so that a sleep inside it is work on an item (not idleness)
-STAGES = {"io": ["-S", "queue_wait,dequeue_op"]}
+STAGES = {mode: ["-S", "queue_wait,dequeue_op"] for mode in ("io", "requeue")}
 
 CASES = {
     # mode: (items, gap_us, delay_us, timeout_ms, burst, work_us)
@@ -43,6 +45,9 @@ CASES = {
     # four items a burst for two workers: the last two wait while both
     # workers wait for their completions (work_us: the completion's time)
     "io": (80, 2000, 0, 50, 4, 300),
+    # the same waits, in items taken a second time (requeued at the
+    # queue's front, not enqueued again)
+    "requeue": (80, 2000, 0, 50, 4, 300),
 }
 _RUNS = {}
 

@@ -6,7 +6,8 @@ Four cases: (a) normal notify with bursts of work (workers busy),
 wake-ups), (c) it notifies late by a known delay, (d) CPU hogs pinned on
 the workers' CPU, (e) mClock-like holds, (f) workers waiting for a PG's
 lock held by another worker's item, (g) workers asleep in their items'
-waits for completions (as for a disk read). The program cannot see when
+waits for completions (as for a disk read), (h) the same in items taken
+a second time (requeued). The program cannot see when
 the kernel woke a worker, only when the worker resumed, so its "wake" time
 is compared with the tool's signal delay + run-queue delay.
 """
@@ -15,7 +16,8 @@ import pytest
 from shardq import CASES, shardq_exe, shardq_runs  # noqa: F401 (fixtures)
 
 CAUSE = {"normal": "busy", "forget": "missed", "delay": "signal",
-         "contend": "runq", "hold": "held", "lock": "lock", "io": "blocked"}
+         "contend": "runq", "hold": "held", "lock": "lock", "io": "blocked",
+         "requeue": "blocked"}
 
 
 @pytest.fixture(scope="module")
@@ -134,13 +136,16 @@ def test_holds_match_the_program(results):
 
 @pytest.mark.parametrize("mode,part,other,key", [
     ("lock", "lock", "blocked", "locked_mean_us"),
-    ("io", "blocked", "lock", "io_mean_us")])
+    ("io", "blocked", "lock", "io_mean_us"),
+    ("requeue", "blocked", "lock", "io_mean_us")])
 def test_sleeps_inside_work_are_told_apart(results, mode, part, other, key):
     """Items that waited while their worker slept inside other work: on
     the PG's lock (held by the other worker, working on the PG's item
     before) is the lock part; in a wait for a completion inside the
-    dequeue function (a disk read's way) the blocked part; neither is
-    busy, and neither is the other. The program times each wait from
+    dequeue function (a disk read's way) the blocked part, whether the
+    item asleep in it was taken for the first time or again (requeued:
+    no enqueue of its own before); neither is busy, and neither is the
+    other. The program times each wait from
     before it to after it returned: the worker asleep, then woken and
     waiting for a CPU (run queue), then a few instructions on CPU. An
     expired wait inside an item is no missed wake-up. Where the workers

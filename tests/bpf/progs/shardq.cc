@@ -29,6 +29,13 @@
 //                 timed wait on a condition variable of its own, not on
 //                 a lock, so the later items of a burst wait for workers
 //                 asleep inside other work (blocked, not lock)
+//        requeue  as io, but a worker puts each item back at the front of
+//                 its queue the first time it takes it (sim::dequeue
+//                 returns at once) and waits for its completion the
+//                 second time: the io waits happen in items dequeued
+//                 again, never enqueued again (as Ceph requeues an op that
+//                 must wait for its PG), and the later items of a burst
+//                 wait for them (blocked)
 // Each shard is a queue with a mutex and a condition variable; its WORKERS
 // threads (named "shardq-w<shard>") wait with a timeout. One producer
 // pushes ITEMS items round-robin over the shards, BURST at a time into one
@@ -62,9 +69,9 @@
 //                       items
 //   worked_mean_us      the dequeuing worker's work (WORK_US spins) between
 //                       an item's enqueue and its dequeue, mean over items
-//   io_mean_us          io mode: the dequeuing worker's waits for its
-//                       completions between an item's enqueue and its
-//                       dequeue, mean over items
+//   io_mean_us          io and requeue modes: the dequeuing worker's
+//                       waits for its completions between an item's
+//                       enqueue and its (first) dequeue, mean over items
 //   hold_waits          hold mode: how many hold waits the workers made
 //   hold_waits_total_us   and their time, from before the wait to after
 //   late_with_work      waits that returned success at or after their
@@ -104,6 +111,7 @@ struct Item {
         held_till = 0, locked = 0, worked = 0, io = 0;
     unsigned long io_from = 0, io_to = 0;   // io mode: its own wait
     bool asleep_at_enq = false;
+    bool requeued = false;    // requeue mode: taken once already
 };
 
 struct Shard {
@@ -132,13 +140,18 @@ __attribute__((noinline)) void enqueue(Shard *s, Item *it)
     asm volatile("" ::: "memory");
 }
 
+static bool requeue_mode = false;
+
 // io mode: the worker waits for its item's completion here, inside the
 // dequeue function (a tracer sees it as work on the op), on a condition
 // variable no lock stands for; the completion is the wait's deadline.
+// requeue mode: the same, on the item's second time here only (the first
+// time it is put back at the queue's front, as Ceph requeues an op that
+// must wait for its PG: dequeued again, never enqueued again).
 __attribute__((noinline)) void dequeue(Item *it)
 {
     asm volatile("" :: "r"(it) : "memory");
-    if (!io_ns)
+    if (!io_ns || (requeue_mode && !it->requeued))
         return;
     static thread_local std::mutex m;
     static thread_local std::condition_variable cv;
@@ -267,6 +280,14 @@ static void worker(sim::Shard *s, int shard, unsigned timeout_ms, bool pin)
         if (late)
             late_with_work++;
         timed_out = late = false;
+        if (it->requeued) {     // requeue mode: its second time
+            l.unlock();
+            sim::dequeue(it);
+            ios.emplace_back(it->io_from, it->io_to);
+            done_items++;
+            l.lock();
+            continue;
+        }
         l.unlock();
         if (lock_mode) {
             unsigned long a = sim::now_ns();
@@ -284,6 +305,12 @@ static void worker(sim::Shard *s, int shard, unsigned timeout_ms, bool pin)
         sim::dequeue(it);
         if (it->io_to)
             ios.emplace_back(it->io_from, it->io_to);
+        if (sim::requeue_mode) {
+            l.lock();
+            it->requeued = true;
+            s->q.push_front(it);
+            continue;
+        }
         unsigned long w0 = sim::now_ns();
         spin_us(work_us);
         works.emplace_back(w0, sim::now_ns());
@@ -298,7 +325,8 @@ int main(int argc, char **argv)
 {
     if (argc < 5) {
         std::fprintf(stderr, "usage: shardq SHARDS WORKERS ITEMS "
-                     "normal|forget|delay|contend|hold|lock|io [GAP_US "
+                     "normal|forget|delay|contend|hold|lock|io|requeue "
+                     "[GAP_US "
                      "[DELAY_US [TIMEOUT_MS [BURST [WORK_US]]]]]\n");
         return 2;
     }
@@ -317,7 +345,8 @@ int main(int argc, char **argv)
     lock_mode = mode == "lock";
     if (hold_mode)
         sim::hold_ns = delay_us * 1000UL;
-    if (mode == "io") {         // the work is the wait, not a spin
+    sim::requeue_mode = mode == "requeue";
+    if (mode == "io" || sim::requeue_mode) {   // the work is the wait
         sim::io_ns = work_us * 1000UL;
         work_us = 0;
     }
