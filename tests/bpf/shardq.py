@@ -27,8 +27,9 @@ from conftest import trace_until_exit
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = os.path.join(HERE, "progs", "shardq.json")
 SPECS = {"hold": os.path.join(HERE, "progs", "shardq-mclock.json")}
-# the io case's waits are inside the dequeue function: traced with its
-# return, so that a sleep inside it is work on an item (not idleness)
+# the io and requeue cases' waits are inside the dequeue function: traced
+# with its return, so that a sleep inside it is work on an item (not
+# idleness)
 STAGES = {mode: ["-S", "queue_wait,dequeue_op"] for mode in ("io", "requeue")}
 
 CASES = {

@@ -1,7 +1,7 @@
 """BPF tier: queue-wait attribution and verdict on a controlled sharded
 queue (tests/bpf/progs/shardq.cc) whose own timestamps are the ground truth.
 
-Four cases: (a) normal notify with bursts of work (workers busy),
+The cases: (a) normal notify with bursts of work (workers busy),
 (b) the producer never notifies (items wait for the timed wait: missed
 wake-ups), (c) it notifies late by a known delay, (d) CPU hogs pinned on
 the workers' CPU, (e) mClock-like holds, (f) workers waiting for a PG's
