@@ -7,9 +7,9 @@ wake-ups), (c) it notifies late by a known delay, (d) CPU hogs pinned on
 the workers' CPU, (e) mClock-like holds, (f) workers waiting for a PG's
 lock held by another worker's item, (g) workers asleep in their items'
 waits for completions (as for a disk read), (h) the same in items taken
-a second time (requeued). The program cannot see when
-the kernel woke a worker, only when the worker resumed, so its "wake" time
-is compared with the tool's signal delay + run-queue delay.
+a second time (requeued). The program cannot see when the kernel woke a
+worker, only when the worker resumed, so its "wake" time is compared with
+the tool's signal delay + run-queue delay.
 """
 import pytest
 
@@ -145,9 +145,9 @@ def test_sleeps_inside_work_are_told_apart(results, mode, part, other, key):
     dequeue function (a disk read's way) the blocked part, whether the
     item asleep in it was taken for the first time or again (requeued:
     no enqueue of its own before); neither is busy, and neither is the
-    other. The program times each wait from
-    before it to after it returned: the worker asleep, then woken and
-    waiting for a CPU (run queue), then a few instructions on CPU. An
+    other. The program times each wait from before it to after it
+    returned: the worker asleep, then woken and waiting for a CPU (run
+    queue), then a few instructions on CPU. An
     expired wait inside an item is no missed wake-up. Where the workers
     only spin, nothing is lock or blocked."""
     truth, rec = results[mode]

@@ -326,8 +326,7 @@ int main(int argc, char **argv)
     if (argc < 5) {
         std::fprintf(stderr, "usage: shardq SHARDS WORKERS ITEMS "
                      "normal|forget|delay|contend|hold|lock|io|requeue "
-                     "[GAP_US "
-                     "[DELAY_US [TIMEOUT_MS [BURST [WORK_US]]]]]\n");
+                     "[GAP_US [DELAY_US [TIMEOUT_MS [BURST [WORK_US]]]]]\n");
         return 2;
     }
     int nshards = std::atoi(argv[1]), nworkers = std::atoi(argv[2]);
