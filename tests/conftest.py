@@ -526,6 +526,15 @@ def perf_counters(asok):
     return out
 
 
+def lat_mean_us(before, after, section, name):
+    """Ceph's latency counter `section`.`name` between perf dumps `before`
+    and `after` -> (its mean in us, or None when nothing counted; the
+    count)."""
+    b, a = before[section][name], after[section][name]
+    n = a["avgcount"] - b["avgcount"]
+    return (a["sum"] - b["sum"]) / n * 1e6 if n else None, n
+
+
 def in_report(n, before, after, rec):
     """Ceph's count `n` between perf dumps `before` and `after`, scaled to
     the interval of report `rec` (its "interval_s"). traced_window's dumps

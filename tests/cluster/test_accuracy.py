@@ -12,16 +12,10 @@ import pytest
 
 from cephlat.ceph import probetable
 
-from conftest import Bench, in_report, prefill
+from conftest import Bench, in_report, lat_mean_us, prefill
 from test_osdstage_live import traced_window
 
 WINDOW = "8"
-
-
-def lat_mean_us(before, after, section, name):
-    b, a = before[section][name], after[section][name]
-    n = a["avgcount"] - b["avgcount"]
-    return (a["sum"] - b["sum"]) / n * 1e6 if n else None, n
 
 
 def run_traced(lab, mode):

@@ -19,7 +19,8 @@ from datetime import datetime
 import pytest
 
 from conftest import (OSDSTAGE, PYTHON, Bench, assert_ctf_readers_accept,
-                      in_report, perf_counters, prefill, run_tool)
+                      in_report, lat_mean_us, perf_counters, prefill,
+                      run_tool)
 from test_bpftrace import hist_total, osdstages_bts
 from test_osdstage_live import traced_window
 from cephlat.ceph.adminsock import command
@@ -45,12 +46,6 @@ def traced_host_window(lab, args, timeout=120):
 
 def delta(before, after, section, name):
     return after[section][name] - before[section][name]
-
-
-def lat_mean_us(before, after, section, name):
-    b, a = before[section][name], after[section][name]
-    n = a["avgcount"] - b["avgcount"]
-    return (a["sum"] - b["sum"]) / n * 1e6 if n else None
 
 
 @pytest.fixture(scope="module")
@@ -179,8 +174,8 @@ def test_replicated_writes_wait_for_both_peers(lab3, runs):
         # log_op_stats) within 5 % of Ceph's op_w_latency over the perf
         # dumps' window, which is not exactly the report's; op_total (from
         # the enqueue) below it on the same ops
-        want = lat_mean_us(r["before"][i], r["after"][i], "osd",
-                           "op_w_latency")
+        want, _ = lat_mean_us(r["before"][i], r["after"][i], "osd",
+                              "op_w_latency")
         got = st["op_total"]["by_class"]["write"]
         lat = st["op_latency"]["by_class"]["write"]
         assert lat["count"] == got["count"], (name, lat, got)
