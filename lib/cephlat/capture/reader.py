@@ -28,7 +28,8 @@ from .window import WindowPass
 from ..model.roles import Roles
 from ..model.snapshot import Snapshot
 from ..errors import UserError
-from ..model.events import HistSet, Rules, SchedReplay, count_arrays
+from ..model.events import HistSet, Rules, count_arrays
+from ..model.threadstates import SchedReplay
 from ..model.hist import Hist
 from ..model.vocab import Vocab
 

@@ -4,7 +4,7 @@ capture names them (RoleScan) and each thread's times over a window
 densely (Dense). Used by capture/reader.py's Capture."""
 import numpy as np
 
-from ..model.events import SchedReplay, accrue
+from ..model.threadstates import SchedReplay, accrue
 
 SCHED_EVENTS = ("switch_out", "waking", "switch_in")
 

@@ -16,6 +16,7 @@ import time
 
 from ..model import events
 from ..model.hist import Hist
+from ..model.threadstates import accrue
 
 
 def _add(a, b):
@@ -81,8 +82,7 @@ class MapReads:
                    "sleep_ns": t["cum_sleep"], "runq_ns": t["cum_runq"],
                    "futex_ns": t["cum_futex"], "wakeups": t["wakeups"],
                    "cv": t["queue_cv"], "born": t["born"], "died": t["died"]}
-            events.accrue(row, self.vocab.states, t["state"], t["since"],
-                          now)
+            accrue(row, self.vocab.states, t["state"], t["since"], now)
             if t["futex_start"] and now > t["futex_start"]:
                 row["futex_ns"] += now - t["futex_start"]
             out.setdefault(t["target"], {})[
