@@ -1,8 +1,8 @@
 """The exporter's loop (exporter/service.py) without a tracer.
 
 The exporter's own share of the host's CPU is judged against the bound
-(own_share_note): said once it is over the bound by itself, never with no
-bound, never in the first OWN_AFTER_S.
+(exporter/budget.py, own_share_note): said once it is over the bound by
+itself, never with no bound, never in the first OWN_AFTER_S.
 
 Which ceph-osd processes the exporter traces (Exporter.wanted), on real
 processes named ceph-osd (a shell run through a link of that name, so
@@ -31,9 +31,10 @@ import time
 import pytest
 
 from cephlat.engine import duty
-from cephlat.exporter import osds, service
+from cephlat.exporter import budget, osds, service
 from cephlat.exporter.osds import daemonized
-from cephlat.exporter.service import Exporter, lean_share_note, own_share_note
+from cephlat.exporter.budget import lean_share_note, own_share_note
+from cephlat.exporter.service import Exporter
 
 # a shell that stays one process (no exec of the last command)
 LOOP = "sleep 30; :"
@@ -125,7 +126,7 @@ def test_waiting_parent_is_left_alone(tmp_path):
 
 def test_own_share_note():
     n = duty.ncpus()
-    long_s = service.OWN_AFTER_S * 2
+    long_s = budget.OWN_AFTER_S * 2
     # 1.6 % of the host at --refresh 1 against a 1 % bound: said
     over = own_share_note(0.016 * long_s * n, long_s, 1.0, 1)
     assert over and "1.60 %" in over and "--refresh 1" in over, over
@@ -141,7 +142,7 @@ def test_own_share_note():
     # under the bound, no bound, too early: nothing
     assert own_share_note(0.004 * long_s * n, long_s, 1.0, 5) is None
     assert own_share_note(0.5 * long_s * n, long_s, 0, 1) is None
-    early = service.OWN_AFTER_S / 2
+    early = budget.OWN_AFTER_S / 2
     assert own_share_note(0.5 * early * n, early, 1.0, 1) is None
 
 
@@ -149,14 +150,14 @@ def test_lean_share_note():
     """The lean tier, always attached, with the exporter's own CPU over
     what the bound sets aside for them (0.9 of 0.8 % at 1 %): said, with
     both figures; under it, with no bound or too early: nothing."""
-    long_s = service.OWN_AFTER_S * 2
+    long_s = budget.OWN_AFTER_S * 2
     note = lean_share_note(0.6, 0.3, long_s, 1.0)
     assert note and "0.60 %" in note and "0.30 %" in note, note
     assert "0.72 % the 1 % bound sets aside" in note, note
     assert "--tiers full" in note, note
     assert lean_share_note(0.4, 0.3, long_s, 1.0) is None
     assert lean_share_note(5.0, 0.3, long_s, 0) is None
-    assert lean_share_note(5.0, 0.3, service.OWN_AFTER_S / 2, 1.0) is None
+    assert lean_share_note(5.0, 0.3, budget.OWN_AFTER_S / 2, 1.0) is None
 
 
 class _Looked(Exporter):

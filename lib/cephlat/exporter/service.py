@@ -31,6 +31,7 @@ import io
 import signal
 import time
 
+from .budget import lean_share_note, own_share_note
 from .collect import SCHED_CLASSES
 from .osds import OsdScan, wanted
 from ..ceph.target import netns_id
@@ -43,55 +44,8 @@ TOOL = "osdstage_exporter"
 LOOK_S = 1.0            # how often the host's OSDs are looked for
 RETRY_S = 2.0           # after a failed start
 HOLD_S = 30.0           # a process that could not be planned, left alone
-OWN_AFTER_S = 30.0      # the exporter's own share is judged after this
 # --tiers: the tiers run, in attach order
 TIER_SETS = {"both": ("lean", "full"), "lean": ("lean",), "full": ("full",)}
-
-
-
-def own_share_note(own_cpu_s, elapsed_s, bound_pct, refresh_s):
-    """One line when the exporter's own CPU (reading the maps every
-    refresh, serving /metrics), as a share of the host's, leaves the
-    bound unheld: over the bound by itself, or over what the duty cycle
-    keeps off the probes' budget for it (duty.OTHER_SHARE of the bound
-    less its margin), where the probes keep the rest and the two together
-    pass the bound. None otherwise (no bound, too early to tell, or
-    under it)."""
-    if not bound_pct or elapsed_s < OWN_AFTER_S:
-        return None
-    pct = 100.0 * own_cpu_s / elapsed_s / duty.ncpus()
-    if pct > bound_pct:
-        return ("the exporter's own CPU is %.2f %% of the host's at "
-                "--refresh %g, over the %g %% bound by itself: the probes "
-                "are attached as little as they can be and the bound does "
-                "not hold; a longer --refresh costs less" % (
-                    pct, refresh_s, bound_pct))
-    keep = duty.OTHER_SHARE * duty.MARGIN * bound_pct
-    if pct > keep:
-        return ("the exporter's own CPU is %.2f %% of the host's at "
-                "--refresh %g, more than the %.2f %% the %g %% bound sets "
-                "aside for it: the probes keep their least share and the "
-                "bound may not hold; a longer --refresh costs less" % (
-                    pct, refresh_s, keep, bound_pct))
-    return None
-
-
-def lean_share_note(lean_pct, own_pct, elapsed_s, bound_pct):
-    """One line when the lean tier, always attached, with the exporter's
-    own CPU takes more of the bound than the duty cycle sets aside for
-    them (duty.OTHER_SHARE of it less its margin): the full tier keeps its
-    least share and the whole passes the bound. None otherwise."""
-    if not bound_pct or elapsed_s < OWN_AFTER_S:
-        return None
-    keep = duty.OTHER_SHARE * duty.MARGIN * bound_pct
-    if lean_pct + own_pct <= keep:
-        return None
-    return ("the lean tier costs %.2f %% of the host's CPU at this load "
-            "(the exporter itself %.2f %%), more than the %.2f %% the "
-            "%g %% bound sets aside for them: it stays attached (every op "
-            "counted), the full tier attaches for its least share and the "
-            "bound may not hold; --tiers full bounds the whole" % (
-                lean_pct, own_pct, keep, bound_pct))
 
 
 class Tier:
