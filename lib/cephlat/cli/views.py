@@ -11,7 +11,8 @@ from ..render.text import emit, print_slowest
 from ..capture.ctf import trace_tool
 from ..capture.reader import Capture
 from ..rbd.reader import RbdTrace
-from .merged import clock_check, clock_offsets, end_to_end, op_story
+from .lineup import clock_check, clock_offsets
+from .merged import end_to_end, op_story
 from .windows import bound, host_pictures, window_record, write_pictures
 
 # the options that ask for a window report
