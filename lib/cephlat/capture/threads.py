@@ -1,7 +1,9 @@
 """The scheduler's events of a capture replayed: thread roles as the
-capture names them (RoleScan) and each thread's times over a window
+capture names them (RoleScan), each thread's times over a window
 (ThreadTimes: asleep, runnable, in futex waits, wake-ups), numbered
-densely (Dense). Used by capture/reader.py's Capture."""
+densely (Dense), and the replay itself (SchedAccess: capture/reader.py's
+Capture has its methods; they use its chunks(), ordered_reports(),
+rules, _cid and _sched_snaps)."""
 import numpy as np
 
 from ..model.threadstates import SchedReplay, accrue
@@ -298,3 +300,76 @@ class ThreadTimes:
             if not r["born"]:
                 r["born"] = t0
         return out
+
+
+class SchedAccess:
+    def sched(self, t1, t0=None, recorded=True):
+        """The scheduler events up to t1 replayed (SchedReplay), a chunk
+        at a time -> (replay, generator of the applied events of each
+        chunk); the replay's states are final once the generator is
+        exhausted. recorded: start from the thread states of the first
+        recorded report."""
+        reps = self.ordered_reports()
+        first = reps[0].threads if reps and recorded else {}
+        rp = SchedReplay(self.rules.labels["state"])
+        for tid, t in first.items():
+            rp.t.start(tid, t["state"], reps[0].mono_ns)
+        return rp, (self.sched_feed(rp, ch) for ch in self.chunks(
+            SCHED_EVENTS, t0, t1))
+
+    def sched_at(self, t):
+        """The scheduler events up to t replayed from no state (as
+        sched(t, recorded=False) replays them) -> SchedReplay; from the
+        last snapshot window() kept before t, if any."""
+        rp = SchedReplay(self.rules.labels["state"])
+        start = None
+        for ts, state in reversed(self._sched_snaps):
+            if ts <= t:
+                for tid, s, since in state:
+                    rp.t.start(tid, s, since)
+                start = ts + 1
+                break
+        for ch in self.chunks(SCHED_EVENTS, start, t):
+            self.sched_feed(rp, ch)
+        return rp
+
+    def sched_feed(self, rp, ch, t1=None):
+        """Feed replay rp a chunk's scheduler events (those up to t1) ->
+        the applied ones (SchedReplay.feed) or None."""
+        kinds = {self._cid[n]: k for k, n in enumerate(SCHED_EVENTS)
+                 if n in self._cid}
+        cids, o = ch.order(list(kinds))
+        n = len(o)
+        if not n:
+            return None
+        recs = [ch.recs[c] for c in cids]
+        # the classes' columns concatenated, then put in merged order
+        tid = np.concatenate([r["tid"] for r in recs]).astype(np.int64)[o]
+        ts = np.concatenate([r["_ts"] for r in recs])[o]
+        kind = np.repeat(np.array([kinds[c] for c in cids], np.int64),
+                         [len(r) for r in recs])[o]
+        new = np.concatenate([
+            r["state"].astype(np.int64) if kinds[c] == 0 else
+            np.full(len(r), rp.t.runq if kinds[c] == 1 else rp.t.run,
+                    np.int64) for c, r in zip(cids, recs)])[o]
+        if t1 is not None:
+            keep = ts <= np.uint64(t1)
+            if not keep.all():
+                tid, kind, new, ts = tid[keep], kind[keep], new[keep], \
+                    ts[keep]
+                n = len(tid)
+                if not n:
+                    return None
+        ts = ts.astype(np.int64)
+        pos0 = rp.fed
+        rp.fed += n
+        return rp.feed(tid, kind, new, ts, np.arange(pos0, pos0 + n))
+
+    def thread_times(self, t0, t1):
+        """Per thread over [t0, t1]: time asleep / runnable (replaying the
+        scheduler events), futex time, wake-ups; the shard cv and birth/
+        death times from the recorded state (ThreadTimes)."""
+        tt = ThreadTimes(self, t0, t1)
+        for ch in self.chunks(SCHED_EVENTS + ("futex_wait",)):
+            tt.feed(ch)
+        return tt.finish()
