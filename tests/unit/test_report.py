@@ -2,6 +2,7 @@
 import pytest
 
 from cephlat.ceph import spec
+from cephlat.engine.session import spec_roles
 from cephlat.model import report, verdict
 from cephlat.errors import UserError
 from cephlat.model.hist import Hist
@@ -141,13 +142,32 @@ def test_spec_parses():
                    '"roles": {"io-": "io"}}')
     assert s.stages() == ["queue_wait"]
     assert s.release.funcs["enqueue_op"].op_arg == (2, True)
-    assert s.roles.names == ["other", "worker", "io"]
-    assert s.roles.classify("w-3") == 1 and s.roles.classify("io-1") == 2
+    assert s.role_prefixes == [("w-", "worker"), ("io-", "io")]
+    roles = spec_roles(s, "q.json")
+    assert roles.names == ["other", "worker", "io"]
+    assert roles.classify("w-3") == 1 and roles.classify("io-1") == 2
     assert spec.parse('{"workers": "x"}').stages() == []
     assert spec.parse('{"workers": "x"}').scheduler == {"queue": "wpq",
                                                         "mclock": False}
     assert spec.parse('{"workers": "x", "scheduler": "mclock"}').scheduler \
         == {"queue": "mclock_scheduler", "mclock": True}
+
+
+def test_spec_roles_are_bounded_by_the_build():
+    """A spec names at most MAX_ROLES - 2 roles of its own (role 0 is
+    "other", role 1 its workers): one more is one clear error."""
+    from cephlat.model import vocab
+    room = vocab.live().max_roles - 2
+
+    def text(n):
+        return '{"workers": "w-", "roles": {%s}}' % ", ".join(
+            '"p%d-": "r%d"' % (i, i) for i in range(n))
+    assert len(spec_roles(spec.parse(text(room)), "s.json").names) == \
+        room + 2
+    with pytest.raises(UserError) as e:
+        spec_roles(spec.parse(text(room + 1)), "s.json")
+    assert str(e.value) == ('s.json: "roles" maps at most %d name prefixes '
+                            'to role names' % room)
 
 
 @pytest.mark.parametrize("text,fragment", [
@@ -161,6 +181,8 @@ def test_spec_parses():
     ('{"workers": "w", "enqueue": {"function": "f", "key_arg": 1, '
      '"params": "("}, "dequeue": {"function": "g", "key_arg": 1}}',
      "not a regular expression"),
+    ('{"workers": "w", "roles": ["io-"]}', '"roles" maps thread-name'),
+    ('{"workers": "w", "roles": {"io-": 3}}', '"roles" maps thread-name'),
     ('{"workers": "w", "scheduler": "fifo"}',
      '"scheduler" is "wpq" or "mclock", not "fifo"'),
 ])

@@ -33,8 +33,6 @@ import json
 
 from ..errors import UserError
 from .probetable import Func, Release
-from ..model.roles import Roles
-from ..model import vocab
 
 _ROLE_OF = {"enqueue": "enqueue_op", "dequeue": "dequeue_op",
             "done": "log_op_stats"}
@@ -44,8 +42,14 @@ SCHEDULERS = {"wpq": "wpq", "mclock": "mclock_scheduler"}
 
 
 class Spec:
-    def __init__(self, name, release, roles, scheduler="wpq"):
-        self.name, self.release, self.roles = name, release, roles
+    """A probe spec read: its name, its functions (as a Release), the
+    thread roles it names ([(name prefix, role)], the workers' first:
+    the engine bounds them by the build's MAX_ROLES and makes them
+    model/roles.py's Roles) and its scheduler."""
+
+    def __init__(self, name, release, role_prefixes, scheduler="wpq"):
+        self.name, self.release = name, release
+        self.role_prefixes = role_prefixes
         # as ceph/scheduler.py describes an OSD's (without settings)
         self.scheduler = {"queue": SCHEDULERS[scheduler],
                           "mclock": scheduler == "mclock"}
@@ -92,11 +96,11 @@ def parse(text, path="<spec>"):
     if not isinstance(d["workers"], str) or not d["workers"]:
         raise UserError("%s: \"workers\" is a thread-name prefix" % path)
     extra = d.get("roles", {})
-    max_roles = vocab.live().max_roles
-    if not isinstance(extra, dict) or len(extra) > max_roles - 2:
-        raise UserError("%s: \"roles\" maps at most %d name prefixes to role "
-                        "names" % (path, max_roles - 2))
-    roles = Roles([(d["workers"], "worker")] + sorted(extra.items()))
+    if not isinstance(extra, dict) or not all(
+            isinstance(v, str) for v in list(extra) + list(extra.values())):
+        raise UserError("%s: \"roles\" maps thread-name prefixes to role "
+                        "names" % path)
+    roles = [(d["workers"], "worker")] + sorted(extra.items())
     name = str(d.get("name", "spec"))
     sched = d.get("scheduler", "wpq")
     if sched not in SCHEDULERS:

@@ -107,18 +107,17 @@ class Target:
     def alive(self):
         return pid_alive(self.pid)
 
-    def ceph_version(self):
+    def ceph_version(self, elf=None):
         """'18.2.7' or None, never by running the binary (a container's
         binary may need a newer libc than the host has): the version
-        string embedded in the executable, read through /proc/PID/exe
-        (the container's own file), else the OSD's admin socket, found
-        inside its mount namespace."""
+        string embedded in the executable (elf: the engine's reader of
+        it, opened through /proc/PID/exe, the container's own file: its
+        version_string()), else the OSD's admin socket, found inside its
+        mount namespace. Read once."""
         if self._version is not None:
             return self._version or None
-        from ..engine.elfsym import ElfSymbols
         try:
-            with ElfSymbols(self.exe_path) as elf:
-                self._version = elf.version_string() or ""
+            self._version = (elf.version_string() or "") if elf else ""
         except UserError:
             self._version = ""
         if not self._version:

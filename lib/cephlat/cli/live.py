@@ -34,7 +34,7 @@ def bpftrace_args(args, err):
         raise UserError("--bpftrace-args is for ceph-osd: drop --probes")
     target = pick_target(Want.from_args(args))
     with ElfSymbols(target.exe_path) as elf:
-        choice = choose_release(elf, target.ceph_version(), args.release,
+        choice = choose_release(elf, target.ceph_version(elf), args.release,
                                 "ceph-osd %d" % target.pid)
         if choice.notice:
             err.write("%s: %s\n" % (TOOL, choice.notice))

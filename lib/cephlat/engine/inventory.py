@@ -17,10 +17,11 @@ def osd_rows(release=None, netns=None):
         row = {"pid": pid, "osd": osd_id, "ceph_version": None,
                "release": None, "probe_table": None,
                "probe_table_exact": None, "cet": None, "stages": {}}
+        t = None
         try:
             t = Target(pid)
-            row["ceph_version"] = t.ceph_version()
             with ElfSymbols(t.exe_path) as elf:
+                row["ceph_version"] = t.ceph_version(elf)
                 choice = choose_release(elf, row["ceph_version"], release,
                                         "ceph-osd %d" % pid)
                 plan = resolve(elf, choice.release, list(probetable.STAGES),
@@ -42,5 +43,8 @@ def osd_rows(release=None, netns=None):
                     plan.unavailable.get(s, "?")
         except UserError as e:
             row["error"] = str(e)
+            if t is not None and row["ceph_version"] is None:
+                # the binary could not be read: its admin socket may say
+                row["ceph_version"] = t.ceph_version()
         rows.append(row)
     return rows

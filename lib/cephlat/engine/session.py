@@ -10,7 +10,8 @@ from ..ceph.target import (Target, find_ceph_osds, netns_id, netns_of,
                            require_btf, require_tracefs)
 from ..errors import UserError
 from ..model.interval import RunInfo
-from ..model.roles import CEPH_ROLES
+from ..model import vocab
+from ..model.roles import CEPH_ROLES, Roles
 from .elfsym import ElfSymbols
 from .plan import Choice, choose_release, resolve
 from .loadtime import ring_bytes
@@ -157,6 +158,16 @@ def _binary_key(path):
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def spec_roles(sp, path):
+    """A probe spec's thread roles, bounded by the build's MAX_ROLES (role
+    0 is "other") -> Roles"""
+    max_roles = vocab.live().max_roles
+    if len(sp.role_prefixes) > max_roles - 1:
+        raise UserError("%s: \"roles\" maps at most %d name prefixes to role "
+                        "names" % (path, max_roles - 2))
+    return Roles(sp.role_prefixes)
+
+
 def plan_targets(want, err):
     """-> (targets, release choice, roles, plans: one per target)."""
     if want.probes:
@@ -166,7 +177,8 @@ def plan_targets(want, err):
         targets = pick_targets(want, allow_any=True)
         for t in targets:
             t.set_scheduler(sp.scheduler)
-        choice, roles = Choice(None, sp.release, None), sp.roles
+        choice, roles = Choice(None, sp.release, None), \
+            spec_roles(sp, want.probes)
         wanted = sp.stages() if want.stages in (None, "all") else \
             want.stages
     else:
@@ -189,7 +201,7 @@ def plan_targets(want, err):
             continue
         with ElfSymbols(target.exe_path) as elf:
             if not want.probes:
-                choice = choose_release(elf, target.ceph_version(),
+                choice = choose_release(elf, target.ceph_version(elf),
                                         want.release, "ceph-osd %d" %
                                         target.pid)
                 if first is None and choice.notice:
