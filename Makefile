@@ -169,7 +169,7 @@ test-cluster: build
 # the spread is the OSD's own run-to-run swing, so pairs beat length
 BENCH_PAIRS ?= 4
 BENCH_SECS ?= 8
-# BENCH=main: the tracing modes on the running lab; BENCH=osds: one OSD traced
+# BENCH=main: the tracing modes on the 1-OSD lab; BENCH=osds: one OSD traced
 # vs three (switches the lab to OSDS=3); BENCH=reader: the reader on a large
 # capture and the recorder alone (issue 15); BENCH=exporter: the exporter's
 # soak, BENCH_SOAK_MIN minutes on the 3-OSD lab (issue 16); BENCH=floor: one

@@ -213,7 +213,7 @@ def _parser():
                                        "exporter", "floor", "client",
                                        "merged", "toggle"),
                     default="all",
-                    help="main: the tracing modes on the running lab; osds: "
+                    help="main: the tracing modes on the 1-OSD lab; osds: "
                     "one OSD traced vs three, on the 3-OSD lab; reader: "
                     "issue 15's reader on a >= 10 M-event capture of the "
                     "controlled program and the recorder alone (no lab); "
@@ -292,7 +292,7 @@ def main(argv=None):
         text += floor.floor_part(a)
     if a.part in ("all", "client") and not a.smoke:
         import client_cost
-        text += client_cost.client_part(a, lab_env(), git_commit())
+        text += client_cost.client_part(a, lab_env(osds=1), git_commit())
     if a.part in ("all", "merged") and not a.smoke:
         import merged_reader
         text += merged_reader.merged_part(a, git_commit())
@@ -313,9 +313,10 @@ def window_of(mode, a):
 
 
 def main_part(a):
-    """The tracing modes on the running lab's osd.0; -> its text."""
+    """The tracing modes on the 1-OSD lab's osd.0 (a lab of another
+    count is rebuilt); -> its text."""
     t_start = time.monotonic()
-    env = lab_env()
+    env = lab_env(osds=1)
     pid = int(env["OSD_PID"])
     asok = adminsock.find_osd_socket(pid, "0")
     prefill(env)

@@ -186,9 +186,10 @@ def trap(modes):
 
 
 def toggle_part(a):
-    """The modes toggled on the running lab's osd.0; -> its section."""
+    """The modes toggled on the 1-OSD lab's osd.0 (in `--part all` the
+    osds part ran before it on the 3-OSD lab: rebuilt); -> its section."""
     t0 = time.monotonic()
-    env = lab_env()
+    env = lab_env(osds=1)
     pid = int(env["OSD_PID"])
     asok = adminsock.find_osd_socket(pid, "0")
     prefill(env, if_needed=True)

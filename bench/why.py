@@ -31,6 +31,21 @@ TRIED = [
      "direction): detaching 3 OSDs 4.6 s -> 0.4 s; the duty cycles' own "
      "CPU comes out of their budget, and the bound is held on a measured "
      "cost (the kernel's BPF run statistics) over the whole run"),
+    ("the trap inside the OSD", "no probe wakes a task: ring events are "
+     "sent without a wake-up (BPF_RB_NO_WAKEUP; the recorder's thread "
+     "polls the ring); the CET builds are probed after their endbr64 (a "
+     "single-stepped probe costs 13.7 times an emulated one, the floor "
+     "part); one uprobe_multi link per program (12 ns a hit less than a "
+     "classic link); our programs' time is taken out of the trap's "
+     "figure (their run statistics). What is left is the kernel's trap "
+     "path run cold in a worker that slept between ops (the floor part's "
+     "hit after a sleep) and, in Pacific's glibc-malloc OSD, the mprotect "
+     "calls that take the mmap lock for writing, which a trap's probe "
+     "lookup can meet (docs/ceph.md, \"The binary\")"),
+    ("tried and not kept", "computing the thread id once in op_dequeue "
+     "(its first dequeue of a followed op asks for it twice): 1,043-1,155 "
+     "ns a run against 998-1,076 without, in four runs each (BPF run "
+     "statistics under 16 concurrent reads): no gain, not kept"),
     ("not tried", "moving the queue-wait attribution out of op_dequeue "
      "into user space (a per-CPU event the reader attributes: ~0.7 us "
      "less in the OSD per op, at the price of an event per op); fewer "
