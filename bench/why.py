@@ -11,7 +11,7 @@ from targets import (
 
 
 # What the bench cannot measure itself: what was tried against each missed
-# issue 14 target (kept with the code that renders the figures; the sessions'
+# issue 14 or 27 target (kept with the code that renders the figures; the sessions'
 # notes on the issue have the details and before/after figures).
 TRIED = [
     ("uprobe hits per read", "11 -> 6: do_op ends at the return of the "
