@@ -1,5 +1,5 @@
 """What rbdrecord costs the client it records (make bench BENCH=client;
-issue 26: "cheap enough to leave on for a benchmark run").
+the aim: cheap enough to leave on for a benchmark run).
 
 On the lab (the host lab, Pacific: the release with the Objecter's
 offsets), fio's rbd engine (4 KiB random reads and writes, half each,
@@ -167,7 +167,7 @@ def render_section():
         r = json.load(f)
     lo, hi = r["client_us_per_op_range"]
     return [
-        "## Issue 26: what rbdrecord costs the client it records", "",
+        "## What rbdrecord costs the client it records", "",
         "`make bench BENCH=client`: fio rbd randrw 4 KiB iodepth 16 on "
         "rbd/img1, alone and under `rbdrecord.py -- fio` (the librbd calls "
         "and every OSD op the Objecter sends), %d interleaved pairs of %d s "

@@ -1,4 +1,4 @@
-"""bench/run.py --part exporter (issue 16): the exporter left running on the
+"""bench/run.py --part exporter: the exporter left running on the
 3-OSD lab under load, as an operator would leave it, scraped by real
 Prometheus servers every 5 s.
 
@@ -43,7 +43,7 @@ Whole-host differences swing by about 2 points of the host's CPU from one
 40-s pair to the next on this lab (the OSDs' own CPU per op varies that
 much), so they cannot tell a 1 % bound. Both sets of pairs therefore
 also add up the cost from its parts, each measured in the traced window
-(issue 27: at most 1.5 % at saturation, the bound at half load):
+(the targets: at most 1.5 % at saturation, the bound at half load):
 the exporter process's CPU (/proc: map reads, /metrics, attach and detach
 syscalls), every run of its BPF programs (kernel.bpf_stats_enabled: the
 uprobe programs in the OSDs' threads, the scheduler and block programs in

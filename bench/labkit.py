@@ -3,8 +3,8 @@ and measure it: the lab's environment, fio on the lab's image, the OSD's
 CPU time and op counts, the BPF programs' run statistics, the machine's
 description and the figures' formatting. The bench's other modules
 (measure.py, measure_reader.py, summary.py, targets.py, why.py,
-render.py, run.py) and exporter_soak.py (issue 16's soak) with its report, soak_render.py,
-import it; it imports none of them, and those two import nothing else of
+render.py, run.py) and exporter_soak.py (the exporter's soak) with its
+report, soak_render.py, import it; it imports none of them, and those two import nothing else of
 the bench."""
 import contextlib
 import json

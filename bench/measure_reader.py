@@ -1,6 +1,6 @@
-"""bench/measure_reader.py - issue 15's figures, measured on the controlled
-program without a Ceph lab (the reader part, `make bench BENCH=reader`):
-a capture of >= 10 million events of tests/bpf/progs/shardq.cc recorded
+"""bench/measure_reader.py - the reader's and the recorder's figures,
+measured on the controlled program without a Ceph lab (the reader part,
+`make bench BENCH=reader`): a capture of >= 10 million events of tests/bpf/progs/shardq.cc recorded
 by osdstage -w, read back with -j, --slowest 5 -j and --html, each read
 timed in a child process of its own (reader_bench), and the recorder
 alone at set rates, driven by tests/bpf/ringgen.py (recorder_rates);
@@ -23,7 +23,7 @@ from measure import (OSDSTAGE, PY, SHARDQ, SHARDQ_SPEC, captured_events,
                      recorder_throughput)
 
 
-# --- issue 15: the reader on a large capture, the recorder alone ----------
+# --- the reader on a large capture, the recorder alone --------------------
 
 READER_MIN_EVENTS = 10000000
 # shardq 2 2 ITEMS normal 20 0 20 8 0 makes about 1.85 events per item
@@ -36,8 +36,8 @@ READER_SMOKE_ITEMS = 20000
 # with the spread
 READ_RUNS = 3
 SHARDQ_READER_ARGS = ["2", "2", "{items}", "normal", "20", "0", "20", "8", "0"]
-# The lab's peak event rate, from issue 15: a 5-s capture at the lab's
-# peak held 599k events; a 10-minute capture at that rate, ~72 M events.
+# The lab's peak event rate: a 5-s capture at the lab's peak held 599k
+# events; a 10-minute capture at that rate, ~72 M events.
 LAB_PEAK_EVENTS_PER_S = 119800
 TEN_MIN_EVENTS = LAB_PEAK_EVENTS_PER_S * 600
 READS = [
@@ -48,7 +48,7 @@ READS = [
 ]
 RINGGEN_RATES = (500000, 1000000, 2000000)
 RINGGEN_SECS = 3.0
-ISSUE15_KEYS = ("reader", "recorder_rates")
+READER_KEYS = ("reader", "recorder_rates")
 # one command in a child of its own: its wall time, its own peak RSS
 # (RUSAGE_CHILDREN of this wrapper holds only that command) and CPU
 TIMED = (
@@ -128,7 +128,7 @@ def time_read(cap, extra, html=None):
 
 
 def reader_bench(smoke=False):
-    """Issue 15 item 1: a capture of >= 10 M events of the controlled
+    """A capture of >= 10 M events of the controlled
     program, read back with -j, --slowest 5 -j and --html, each in a child
     of its own: events/s and peak RSS. The capture is deleted."""
     d = tempfile.mkdtemp(prefix="bench-reader-", dir="/var/tmp")
@@ -180,7 +180,7 @@ def reader_bench(smoke=False):
 
 
 def recorder_rates(rates=RINGGEN_RATES, secs=RINGGEN_SECS):
-    """Issue 15 item 2: the recorder alone (tests/bpf/ringgen.py: a BPF
+    """The recorder alone (tests/bpf/ringgen.py: a BPF
     program fills the ring at a set rate, lib/native/recorder.c drains it
     into stream files): achieved events/s, lost, the recorder thread's
     CPU as a share of one core, per rate."""
@@ -203,9 +203,10 @@ def recorder_rates(rates=RINGGEN_RATES, secs=RINGGEN_SECS):
 
 
 def reader_part(a, traced=True):
-    """Issue 15's figures on the controlled program (no lab needed),
-    merged into bench/results/<release>.json. traced: also the traced
-    program's event rate (recorder_throughput; the main part has it).
+    """The reader's and the recorder's figures on the controlled program
+    (no lab needed), merged into bench/results/<release>.json. traced:
+    also the traced program's event rate (recorder_throughput; the main
+    part has it).
     -> the results file's new content"""
     t_start = time.monotonic()
     rel = os.environ.get("CEPH") or "pacific"

@@ -1,6 +1,6 @@
-"""The merged reader's speed (make bench BENCH=merged; issue 26: "the
-merged reader's speed on a 10-minute 3-host capture set, same targets as
-one capture: >= 2 M events/s, <= 300 MB").
+"""The merged reader's speed (make bench BENCH=merged): on a
+10-minute 3-host capture set, the same targets as one capture: >= 2 M
+events/s, <= 300 MB.
 
 On the 3-host lab (lab.sh up with LAB_HOSTS=3 and a 1-ms link, as the
 end-to-end tests run it), one osdstage tracer per host (--host-netns,
@@ -202,7 +202,7 @@ def render_section():
         return []
     r = json.load(open(RESULTS))
     lines = [
-        "## The merged reader: a %g-minute 3-host capture set (issue 26)"
+        "## The merged reader: a %g-minute 3-host capture set"
         % r["minutes"], "",
         "One osdstage tracer per host of the 3-host lab (1-ms links) and "
         "rbdrecord around fio's rbd engine (4 KiB random reads and writes, "

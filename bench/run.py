@@ -7,6 +7,7 @@
 #                     [--secs S] [--osds-pairs N] [--osds-secs S] [--smoke]
 #                     [--out FILE] [--osds-out FILE] [--md FILE]
 #                     [--soak-min M] [--soak-bound PCT]
+#        bench/run.py --render-only [--md FILE]
 #
 # On the lab OSD (started if needed): 4 KiB random reads and 4 KiB random
 # writes from fio's rbd engine (a real librbd client; it reports latency
@@ -35,7 +36,7 @@
 # start-up time, peak RSS, the recorder. Writes
 # bench/results/<release>.json (pacific: the host lab; reef, tentacle: the
 # container labs, with CEPH=) and regenerates BENCHMARKS.md from every
-# release's last result, side by side, with the issue 14 targets.
+# release's last result, side by side, with the targets.
 #
 # The "osds" part (--part osds; --part all, the default, runs both): on the
 # lab with three OSDs (lab.sh up with LAB_OSDS=3, pool rbd size 3), tracing
@@ -46,9 +47,10 @@
 # op_r+op_w+subop_w from its admin socket, traced minus untraced). Writes
 # bench/results/<release>.osds.json; BENCHMARKS.md merges every results file.
 #
-# The "reader" part (--part reader; in --part all too; no lab needed), issue
-# 15's figures on the controlled program tests/bpf/progs/shardq.cc: a capture
-# of >= 10 million events made by recording it (osdstage -w --ring-mb 256),
+# The "reader" part (--part reader; in --part all too; no lab needed): the
+# reader's and the recorder's figures on the controlled program
+# tests/bpf/progs/shardq.cc: a capture of >= 10 million events made by
+# recording it (osdstage -w --ring-mb 256),
 # read back with -r -j, -r --slowest 5 -j and -r --html, each in a child of
 # its own, READ_RUNS times taking turns (events/s over the median wall time,
 # the child's peak RSS), then deleted;
@@ -58,30 +60,33 @@
 # bench/results/<release>.json (the main part keeps them when it rewrites
 # the file); --smoke: a capture of ~100k events, one rate for 1 s.
 #
-# The "exporter" part (--part exporter; in --part all too), issue 16: the
+# The "exporter" part (--part exporter; in --part all too): the
 # exporter left running on the 3-OSD lab for --soak-min minutes under fio
 # randrw, scraped by a real Prometheus (bench/exporter_soak.py says what
 # is measured). Writes bench/results/<release>.exporter.json.
 #
-# The "floor" part (--part floor; in --part all too; no lab needed), issue
-# 27: what one uprobe hit costs on this machine by the instruction probed
+# The "floor" part (--part floor; in --part all too; no lab needed): what
+# one uprobe hit costs on this machine by the instruction probed
 # and the link (bench/floor.py says how). Writes bench/results/floor.json.
 #
-# The "client" part (--part client; in --part all too), issue 26: what
+# The "client" part (--part client; in --part all too): what
 # rbdrecord (the librbd calls and every OSD op) costs the fio client it
 # records, on the host lab (bench/client_cost.py says how). Writes
 # bench/results/client.json.
 #
-# The "merged" part (--part merged; in --part all too), issue 26: the
+# The "merged" part (--part merged; in --part all too): the
 # merged reader (osdstage -r h0 h1 h2 client) on a --merged-min-minute
 # capture set of the 3-host lab (bench/merged_reader.py says how). Writes
 # bench/results/merged.json.
 #
-# The "toggle" part (--part toggle; in --part all too), issue 27: the
+# The "toggle" part (--part toggle; in --part all too): the
 # lean, userspace and default modes' cost in the OSD from one tracer per
 # mode attached and detached every --toggle-secs seconds under one fio
 # run (bench/toggle.py says how). Merged into bench/results/<release>.json
 # as "toggled".
+#
+# --render-only measures nothing: it writes BENCHMARKS.md (--md) again from
+# the saved bench/results/*.json (no lab, no root).
 #
 # This file parses the options, runs the parts (main_part, osds_part;
 # the reader part is measure_reader.reader_part, the exporter part
@@ -92,7 +97,7 @@
 # why.py (why the missed targets are
 # missed), targets.py (the targets judged; the soak's rows are
 # soak_render.py's), summary.py (windows into figures; the
-# saved results), measure_reader.py (issue 15's figures, no lab needed),
+# saved results), measure_reader.py (the reader's figures, no lab needed),
 # measure.py (the tracer and the windows on the lab), labkit.py (the lab,
 # fio, the OSD's counters, the figures' formatting). exporter_soak.py
 # imports labkit.py only; floor.py nothing of bench/; merged_reader.py
@@ -115,10 +120,10 @@ from measure import (  # noqa: E402
     BOUNDED_MIN_SECS, BOUNDED_SETTLE_S, MODES, OPTRACKER, OSDS_LABELS,
     OSDS_MODES, OSDS_WORKLOADS, SETTLE_S, fio, osd_window,
     recorder_throughput, set_op_tracker, startup_idle, stats_of, stats_run)
-from measure_reader import ISSUE15_KEYS, reader_part  # noqa: E402
+from measure_reader import READER_KEYS, reader_part  # noqa: E402
 from render import render_md  # noqa: E402
 from sections import (  # noqa: E402
-    render_issue15, render_osds, render_release)
+    render_reader, render_osds, render_release)
 from summary import load_results, summarize_main, summarize_osds  # noqa: E402
 from targets import TARGETS, cost_holds  # noqa: E402
 
@@ -209,13 +214,16 @@ def _parser():
     ap.add_argument("--out", default=None,
                     help="default: bench/results/<release>.json")
     ap.add_argument("--md", default=os.path.join(REPO, "BENCHMARKS.md"))
+    ap.add_argument("--render-only", action="store_true",
+                    help="run nothing: write --md again from the saved "
+                    "results (bench/results/*.json)")
     ap.add_argument("--part", choices=("all", "main", "osds", "reader",
                                        "exporter", "floor", "client",
                                        "merged", "toggle"),
                     default="all",
                     help="main: the tracing modes on the 1-OSD lab; osds: "
                     "one OSD traced vs three, on the 3-OSD lab; reader: "
-                    "issue 15's reader on a >= 10 M-event capture of the "
+                    "the reader on a >= 10 M-event capture of the "
                     "controlled program and the recorder alone (no lab); "
                     "floor: what one uprobe hit costs on this machine, by "
                     "the instruction probed (bench/floor.py; no lab); "
@@ -267,6 +275,10 @@ def _parser():
 
 def main(argv=None):
     a = _parser().parse_args(argv)
+    if a.render_only:
+        with open(a.md, "w") as f:
+            f.write(render_md(load_results()))
+        return 0
     if os.geteuid() != 0:
         sys.exit("bench: must run as root")
     if a.smoke:
@@ -280,7 +292,7 @@ def main(argv=None):
         text += render_osds(osds_part(a))
     if a.part in ("all", "reader"):
         res = reader_part(a, traced=a.part == "reader")
-        text += "\n".join(["# Benchmarks", ""] + render_issue15(res)) + "\n"
+        text += "\n".join(["# Benchmarks", ""] + render_reader(res)) + "\n"
     if a.part in ("all", "toggle"):
         import toggle
         text += toggle.toggle_part(a)
@@ -386,7 +398,7 @@ def main_part(a):
     # the reader part's figures (--part reader) and the toggle part's stay
     import toggle
     prev = read_results(out)
-    res.update({k: prev[k] for k in ISSUE15_KEYS + (toggle.KEY,)
+    res.update({k: prev[k] for k in READER_KEYS + (toggle.KEY,)
                 if k in prev})
     write_results(out, res)
     return render_release(res)

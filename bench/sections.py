@@ -1,7 +1,7 @@
 """bench/sections.py - the sections of BENCHMARKS.md that give one
 part's run in full: a release's main part (render_release: the IOPS
 table, CPU per op, the BPF run statistics, the tool's own figures), the
-osds part (render_osds) and the reader part (render_issue15). Text only,
+osds part (render_osds) and the reader part (render_reader). Text only,
 from results dicts; render.py puts them together, run.py prints the
 parts it ran."""
 from labkit import _release, _sp
@@ -305,7 +305,7 @@ def _osds_notes(res):
     return lines
 
 
-def render_issue15(res):
+def render_reader(res):
     """The reader part's figures in full (one release's results)."""
     rd = res.get("reader")
     lines = []
@@ -313,7 +313,7 @@ def render_issue15(res):
         m = rd.get("machine") or {}
         n = rd["events"]
         lines += [
-            "## Reading a large capture; the recorder alone (issue 15)", "",
+            "## Reading a large capture; the recorder alone", "",
             "Machine: %s, %s cores, kernel %s; run on %s, tools at %s, %s s "
             "in all." % (m.get("cpu_model", "?"), m.get("cores", "?"),
                          m.get("kernel", "?"), rd.get("date", "?"),
@@ -347,8 +347,9 @@ def render_issue15(res):
         h = rd["reads"].get("html")
         if h and rd.get("ten_min_html_s"):
             lines += ["", "`--html` of a 10-minute capture, extrapolated: "
-                      "%.0f s, assuming the lab's peak of %s events/s (issue "
-                      "15: 599k events in a 5-s capture) for 10 minutes = "
+                      "%.0f s, assuming the lab's peak of %s events/s "
+                      "(a 5-s capture there held 599k events) for 10 "
+                      "minutes = "
                       "%.1f M events, read at this capture's --html rate of "
                       "%s events/s (the reader streams: its time grows with "
                       "the events)." % (

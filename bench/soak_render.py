@@ -1,6 +1,6 @@
 """The exporter soak's report (bench/exporter_soak.py measures it): the
-issue 16 and 27 targets' rows and the BENCHMARKS.md section, from a
-soak's results; and the targets and sampling settings both sides use.
+soak's targets' rows, the exporter's rows of the lean tier's targets
+and the BENCHMARKS.md section, from a soak's results; and the targets and sampling settings both sides use.
 Imports labkit.py only."""
 import statistics
 
@@ -10,7 +10,7 @@ SAMPLE_S = 30
 SCRAPE_S = 5           # Prometheus' scrape interval, and the timed GETs'
 SCRAPE_TARGET_MS = 100
 RSS_TARGET_PCT = 5.0
-# issue 27: the whole (the lean tier always on, the full tier cycled, the
+# the whole (the lean tier always on, the full tier cycled, the
 # exporter itself) at saturation, from its parts; at half load: the bound
 SATURATED_PCT = 1.5
 
@@ -25,7 +25,7 @@ def _ms(res, key):
 
 
 def soak_rows(res):
-    """The issue 16 targets table's rows for one soak."""
+    """The soak's targets table's rows for one soak."""
     ok_rss = abs(res["rss_drift_pct"]) <= RSS_TARGET_PCT
     anon = res.get("rss_anon_drift_pct")
     anon_txt = ""
@@ -78,7 +78,7 @@ def soak_rows(res):
 
 def _counted_row(res):
     """The share of Ceph's client ops the exported op counts hold (the
-    lean tier's, attached all the time): issue 27's 100 %."""
+    lean tier's, attached all the time): the target is 100 %."""
     got, ceph = res["ops_counted"]
     share = 100.0 * got / ceph if ceph else 0.0
     # the exporter's last refresh may miss the last seconds' ops
@@ -193,7 +193,7 @@ def _cost_met(res, m):
 
 
 def render_soak(res):
-    lines = ["## Issue 16: the exporter left running (%d-min soak, %s)" % (
+    lines = ["## The exporter left running (%d-min soak, %s)" % (
         res["soak_min"], bench._release(res).capitalize()), "",
         "`make bench BENCH=exporter` (also in `make bench`): %s; "
         "tools/osdstage_exporter.py with its default cost bound (%g %%), "

@@ -1,10 +1,10 @@
-"""bench/targets.py - judging the figures against the issues' targets: the
-targets (TARGETS, BOUND_PCT), the issue 14 rows from every release's
-results with Pacific's 1-OSD run as the reference (target_rows,
+"""bench/targets.py - judging the figures against their targets: the
+targets (TARGETS, BOUND_PCT), the tracing modes' rows from every
+release's results with Pacific's 1-OSD run as the reference (target_rows,
 _vs_pacific, _slowest), whether the cost per op holds when three OSDs
-are traced instead of one (cost_holds), the issue 27 rows (issue27_rows:
+are traced instead of one (cost_holds), the lean tier's rows (lean_rows:
 the lean tier, the exporter's soak, the trap against the floor part's),
-and the issue 15 rows (issue15_rows). It reads results dicts only; the
+and the reader's rows (reader_rows). It reads results dicts only; the
 tables around these rows are render.py's, why a missed target is missed
 why.py's."""
 from labkit import _range, _release, _sp
@@ -18,13 +18,13 @@ TARGETS = {
     "default": 0.95, "userspace": 0.96, "bounded": 0.98,
     "avg_ns": 200, "startup_s": 0.5, "peak_rss_mb": 60,
     "recorder_events_per_s": 100000, "recorder_cpu_pct": 10,
-    # issue 14
+    # the tracing modes
     "default_added_us_per_read": 10.0, "userspace_added_us_per_op": 5.0,
     "bounded_cost_pct": BOUND_PCT, "hits_per_read": 6.0,
     "release_cost_within": 0.20,
-    # issue 27
+    # the lean tier, the default mode's tighter bound, the trap
     "lean_added_us_per_read": 2.5, "lean": 0.98,
-    "default_added_us_per_read_27": 8.0, "trap_vs_floor": 1.3,
+    "default_added_us_per_read_lean": 8.0, "trap_vs_floor": 1.3,
 }
 
 
@@ -115,8 +115,8 @@ def _toggled_rows(res, m, what, us_key, ratio_key):
 
 
 def target_rows(results, osds_results):
-    """The issue 14 targets: [(measure, measured, target, met)], met None
-    when not measured. Pacific's 1-OSD run is the reference."""
+    """The tracing modes' targets: [(measure, measured, target, met)],
+    met None when not measured. Pacific's 1-OSD run is the reference."""
     pac = _pacific(results)
     rows = []
 
@@ -171,10 +171,11 @@ def target_rows(results, osds_results):
     return rows
 
 
-def issue27_rows(results, soak, floor_res):
-    """The issue 27 targets, in its table's order: [(measure, measured,
-    target, met)], met None when not measured. `soak`: the exporter
-    part's results, `floor_res`: the floor part's (either None)."""
+def lean_rows(results, soak, floor_res):
+    """The lean tier's, the exporter's and the trap's targets, in their
+    table's order: [(measure, measured, target, met)], met None when not
+    measured. `soak`: the exporter part's results, `floor_res`: the floor
+    part's (either None)."""
     pac = _pacific(results)
     rows = _toggled_rows(pac, "lean", "lean tier (`--lean`)",
                          "lean_added_us_per_read", "lean")
@@ -196,7 +197,7 @@ def issue27_rows(results, soak, floor_res):
         else:
             rows.append((what, "-", "<= %g %%" % most, None))
     rows += _toggled_rows(pac, "default", "default mode",
-                          "default_added_us_per_read_27", "default")[:1]
+                          "default_added_us_per_read_lean", "default")[:1]
     rows.append(_trap_row(results, floor_res))
     return rows
 
@@ -272,8 +273,8 @@ def _n(x, fmt="{:,}"):
     return "-" if x is None else fmt.format(x)
 
 
-def issue15_rows(results):
-    """The issue 15 targets: [(measure, measured, target, met)], from the
+def reader_rows(results):
+    """The reader's targets: [(measure, measured, target, met)], from the
     first release's results that have the reader part (Pacific first)."""
     res = next((r for r in results if r.get("reader")), None)
     rows = []

@@ -1,5 +1,5 @@
 """The tracing modes' cost in the OSD from windows seconds apart (make bench
-BENCH=toggle; in --part all too), issue 27.
+BENCH=toggle; in --part all too).
 
 The main part starts a tracer for each traced window: 8-s windows tens
 of seconds apart, between which the untraced OSD's own CPU per op swings
@@ -232,7 +232,7 @@ def render_section(results):
     got = [(r["machine"]["release"], r[KEY]) for r in results if KEY in r]
     if not got:
         return []
-    lines = ["## Attached and detached every few seconds (issue 27)", "",
+    lines = ["## Attached and detached every few seconds", "",
              __doc__.split("\n\n", 1)[1].strip().replace("\n", " "), "",
              "| release | mode | pairs | added OSD CPU per read | of it in "
              "the shard workers | in the messenger | IOPS ratio | untraced "

@@ -1,18 +1,18 @@
-"""bench/why.py - why each missed issue 14 or 27 target is missed: the
+"""bench/why.py - why each missed target is missed: the
 default mode's cost per read taken apart with each run's own figures (the
 table), one paragraph per missed target from those figures
 (WHY: a target's row prefix and the function that says why), and what
-was tried (TRIED). Reads results dicts only; targets.py judges the
+the tracer does about it, with the alternatives (TRIED). Reads results dicts only; targets.py judges the
 rows."""
 from labkit import _range, _release, _sp
 from summary import _get, cost_parts, toggled_pairs
 from targets import (
-    BOUND_PCT, TARGETS, floor_ns, issue27_rows, target_rows)
+    BOUND_PCT, TARGETS, floor_ns, lean_rows, target_rows)
 
 
-# What the bench cannot measure itself: what was tried against each missed
-# issue 14 or 27 target (kept with the code that renders the figures; the sessions'
-# notes on the issue have the details and before/after figures).
+# What the bench cannot measure itself: what the tracer does against each
+# missed target, and the alternatives measured or left (kept with the code
+# that renders the figures).
 TRIED = [
     ("uprobe hits per read", "11 -> 6: do_op ends at the return of the "
      "enclosing dequeue_op (no return probe of its own); dequeue_op starts "
@@ -42,11 +42,11 @@ TRIED = [
      "hit after a sleep) and, in Pacific's glibc-malloc OSD, the mprotect "
      "calls that take the mmap lock for writing, which a trap's probe "
      "lookup can meet (docs/ceph.md, \"The binary\")"),
-    ("tried and not kept", "computing the thread id once in op_dequeue "
+    ("measured and left out", "computing the thread id once in op_dequeue "
      "(its first dequeue of a followed op asks for it twice): 1,043-1,155 "
      "ns a run against 998-1,076 without, in four runs each (BPF run "
-     "statistics under 16 concurrent reads): no gain, not kept"),
-    ("not tried", "moving the queue-wait attribution out of op_dequeue "
+     "statistics under 16 concurrent reads): no gain, left out"),
+    ("not done", "moving the queue-wait attribution out of op_dequeue "
      "into user space (a per-CPU event the reader attributes: ~0.7 us "
      "less in the OSD per op, at the price of an event per op); fewer "
      "default stages (bluestore_read opt-in would save 2 hits, ~3 us, "
@@ -92,7 +92,8 @@ def _lab3_why(osds_results):
 
 def render_why(results, osds_results, soak=None, floor_res=None):
     """BENCHMARKS.md's "Where the cost per read goes": the table, then a
-    paragraph per missed target (issue 14's and 27's rows), then TRIED.
+    paragraph per missed target (the tracing modes' rows and the lean
+    tier's), then TRIED.
     `soak`, `floor_res`: the exporter and floor parts' results."""
     rows = [(r, cost_parts(r)) for r in results]
     rows = [(r, c) for r, c in rows if c]
@@ -100,7 +101,7 @@ def render_why(results, osds_results, soak=None, floor_res=None):
         return []
     lines = _parts_table(rows)
     every_row = target_rows(results, osds_results) + \
-        issue27_rows(results, soak, floor_res)
+        lean_rows(results, soak, floor_res)
     pac_res, pac = next(((r, c) for r, c in rows
                          if _release(r) == "pacific"), (None, None))
     rows_pac = pac
@@ -124,7 +125,8 @@ def render_why(results, osds_results, soak=None, floor_res=None):
                 why.append("- " + text)
     if why:
         lines += ["", "Per target missed (or not told apart):", ""] + why
-    lines += ["", "What was tried:", ""]
+    lines += ["", "What the tracer does about it, and the alternatives:",
+              ""]
     lines += ["- %s: %s." % (k, v) for k, v in TRIED]
     return lines + [""]
 
@@ -197,17 +199,17 @@ def _why_default(ctx):
     if not pac:
         return None
     most = min(t["default_added_us_per_read"],
-               t["default_added_us_per_read_27"])
+               t["default_added_us_per_read_lean"])
     return (
-        "**added OSD CPU per read <= %g us (issue 14), <= %g us "
-        "(issue 27)**: the %.2f uprobe hits cost %.1f us in traps alone "
+        "**added OSD CPU per read <= %g us, and the tighter <= %g us**: "
+        "the %.2f uprobe hits cost %.1f us in traps alone "
         "(%.2f us each, %s, against %s for an emulated "
         "`push` in a tight loop: the floor part); their programs add "
         "%.1f us and the scheduler and block programs up to %.1f us. "
         "With every program free the traps would still be %.0f %% of "
         "the %g us budget." % (
             t["default_added_us_per_read"],
-            t["default_added_us_per_read_27"], pac["hits"], pac["traps"],
+            t["default_added_us_per_read_lean"], pac["hits"], pac["traps"],
             pac["per_hit"], ctx["trap_from"],
             "%.2f us" % (push / 1000) if push else
             "~0.9 us", pac["uprobe_progs"], pac["kernel_progs"],
@@ -274,7 +276,7 @@ def _why_lean(ctx):
     trap = lean["uprobe_runs_per_op"] * pac["per_hit"]
     est, most = trap + prog, t["lean_added_us_per_read"]
     if est > most:
-        judged = "over the target%s (issue 27's trap floor is the way " \
+        judged = "over the target%s (the trap's floor is the way " \
             "down)" % (", the trap alone" if trap > most else "")
     else:
         judged = "within the target"
@@ -313,8 +315,8 @@ def _why_slowest(ctx):
         "attribution (the worker's state ring, four histograms, the "
         "shard's statistics) in the probe; a trivial uprobe program "
         "measured 220-250 ns per run on this VM under the kernel's run "
-        "statistics (an earlier session's check), so 200 ns is at the "
-        "floor of what a uprobe program can show here.")
+        "statistics, so 200 ns is at the floor of what a uprobe program "
+        "can show here.")
 
 
 def _why_bounded(ctx):

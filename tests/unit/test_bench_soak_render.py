@@ -151,7 +151,7 @@ def test_parts_row_judged_by_its_largest_pair(pcts, want):
 
 @pytest.mark.parametrize("pcts,want", [((0.9, 1.2, 1.4), True),
                                        ((0.9, 1.2, 1.6), False)])
-def test_parts_at_saturation_judged_against_issue_27s_bound(pcts, want):
+def test_parts_at_saturation_judged_against_the_saturated_bound(pcts, want):
     """At saturation the whole (the lean tier always on, the full one
     cycled, the exporter) is held to 1.5 %, its largest pair."""
     pairs = [{"traced": {"secs": 40.0, "parts": {

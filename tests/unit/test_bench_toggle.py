@@ -1,8 +1,8 @@
 """bench/toggle.py's figures (make bench BENCH=toggle) and how
 BENCHMARKS.md uses them: each traced window against the untraced ones on
 either side, so a drift slower than a window cancels; the mean with its
-standard error; the trap per hit from the userspace mode; issue 27's
-lean and default rows judged on the mean two standard errors from the
+standard error; the trap per hit from the userspace mode; the lean
+tier's targets' lean and default rows judged on the mean two standard errors from the
 target, and the trap row and the cost table taking the toggled figures
 where a run has them."""
 import os
@@ -104,7 +104,7 @@ def test_lean_and_default_rows_are_judged_two_standard_errors_out():
     for lean, sem, met in ((4.0, 0.5, False), (2.0, 0.2, True),
                            (2.8, 0.5, "**cannot tell**")):
         res["toggled"] = _toggled(lean=lean, sem=sem)
-        rows = targets.issue27_rows([res], None, None)
+        rows = targets.lean_rows([res], None, None)
         measure, got, target, ok = _row(rows, "lean tier (`--lean`), added")
         assert target == "<= 2.5 us"
         assert got.startswith("%.2f +- %.2f us (30 x 2 s toggled" % (lean,
@@ -118,15 +118,15 @@ def test_lean_and_default_rows_are_judged_two_standard_errors_out():
         assert _row(rows, "default mode")[3] is False       # 14 > 8
     # without them, the main part's medians as before
     del res["toggled"]
-    got = _row(targets.issue27_rows([res], None, None), "default mode")[1]
+    got = _row(targets.lean_rows([res], None, None), "default mode")[1]
     assert got == "14.0 us (0.0-28.0)"
 
 
 def test_the_trap_row_says_where_its_figure_comes_from():
     res = _res()
     res["toggled"] = _toggled(userspace=10.0, sem=0.6)
-    _, got, _, met = _row(targets.issue27_rows([res], None, _floor()),
-                          "trap cost per uprobe hit")
+    _, got, _, met = _row(targets.lean_rows([res], None, _floor()),
+                       "trap cost per uprobe hit")
     assert got == "pacific 1000 ns (+- 100, 30 x 2 s toggled) vs push " \
         "1000 ns = 1.00 x"
     assert met is True

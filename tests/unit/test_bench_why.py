@@ -66,7 +66,7 @@ def test_the_section_states_the_figures_and_what_the_ratio_needs():
     # 150 untraced + 20 added -> 150/170; 0.95 allows 150 x (1/0.95 - 1)
     assert "gives 0.882" in text and "at most 7.9 us added" in text
     assert "at most 3 hits per op" in text      # 5 us // 1.33 us
-    assert "What was tried:" in text
+    assert "What the tracer does about it, and the alternatives:" in text
     assert "**slowest program <= 200 ns**" in text    # op_dequeue 1000 ns
 
 
@@ -103,11 +103,11 @@ def test_other_releases_uprobe_side_is_set_beside_pacifics():
         why.render_why([_res()], []))
 
 
-def test_nine_us_misses_issue_27s_target_only():
+def test_nine_us_misses_the_tighter_target_only():
     text = "\n".join(why.render_why([_res(default_us=9.0,
                                                userspace_us=4.5)], []))
-    assert "**added OSD CPU per read <= 10 us (issue 14), <= 8 us " \
-        "(issue 27)**" in text
+    assert "**added OSD CPU per read <= 10 us, and the tighter <= 8 us**" \
+        in text
     assert "31 % of the 8 us budget" in text      # traps 4.5 - 2 us
 
 
@@ -123,21 +123,21 @@ def _row(rows, start):
     return got[0]
 
 
-def test_issue_27_trap_is_held_to_the_floor_of_its_own_kind():
+def test_the_trap_is_held_to_the_floor_of_its_own_kind():
     reef = _res(userspace_us=10.0)
     reef["machine"] = {"release": "reef", "cet": True}
-    rows = targets.issue27_rows([_res(), reef], None, _floor())
+    rows = targets.lean_rows([_res(), reef], None, _floor())
     _, got, target, met = _row(rows, "trap cost per uprobe hit")
     # traps 10 - 2 us over 6 hits = 1333 ns, against push / cet
     # the pairs' range: (0 - 2 us) / 6 to (20 - 2 us) / 6
     assert got == "pacific 1333 ns (pairs -333 to 3000) vs push 1000 ns = " \
         "1.33 x; reef 1333 ns (pairs -333 to 3000) vs cet 1100 ns = 1.21 x"
     assert target == "within 1.3x" and met is False
-    rows = targets.issue27_rows([_res(userspace_us=9.5)], None, _floor())
+    rows = targets.lean_rows([_res(userspace_us=9.5)], None, _floor())
     assert _row(rows, "trap cost per uprobe hit")[3] is True   # 1.25 x
     # below the floor itself: the pairs' noise, not a cheaper trap
-    met = _row(targets.issue27_rows([_res(userspace_us=6.0)], None,
-                                    _floor()), "trap cost")[3]
+    met = _row(targets.lean_rows([_res(userspace_us=6.0)], None,
+                                 _floor()), "trap cost")[3]
     assert met == "**cannot tell**: pacific's 667 ns below the floor " \
         "itself (the pairs' noise, not a cheaper trap)"
     text = "\n".join(why.render_why([_res()], [], None, _floor()))
@@ -146,8 +146,8 @@ def test_issue_27_trap_is_held_to_the_floor_of_its_own_kind():
         "1333 ns is 1.11x the slept figure" in text
 
 
-def test_issue_27_rows_without_the_soak_or_the_floor_are_not_measured():
-    rows = targets.issue27_rows([_res()], None, None)
+def test_lean_rows_without_the_soak_or_the_floor_are_not_measured():
+    rows = targets.lean_rows([_res()], None, None)
     assert [r[0].split(",")[0] for r in rows] == [
         "lean tier (`--lean`)", "lean tier (`--lean`)", "exporter",
         "exporter", "exporter", "default mode", "trap cost per uprobe hit "
