@@ -24,7 +24,7 @@
 #                   (vagrant/container.sh); default CEPH=pacific, the host's 16.2
 #   make bench      what tracing costs (BENCHMARKS.md; every part, ~2 h); BENCH=osds:
 #                   only one OSD traced vs three on the 3-OSD lab (~6 min), BENCH=main: the
-#                   tracing modes on the 1-OSD lab (~27 min), BENCH=reader: issue 15's reader
+#                   tracing modes on the 1-OSD lab (~27 min), BENCH=reader: the reader
 #                   on a >= 10 M-event capture of the controlled program and the recorder
 #                   alone (~6 min, no lab needed), BENCH=floor: what one uprobe hit costs
 #                   here by the instruction probed (~1 min, no lab needed), BENCH=client:
@@ -171,12 +171,12 @@ BENCH_PAIRS ?= 4
 BENCH_SECS ?= 8
 # BENCH=main: the tracing modes on the 1-OSD lab; BENCH=osds: one OSD traced
 # vs three (switches the lab to OSDS=3); BENCH=reader: the reader on a large
-# capture and the recorder alone (issue 15); BENCH=exporter: the exporter's
-# soak, BENCH_SOAK_MIN minutes on the 3-OSD lab (issue 16); BENCH=floor: one
-# uprobe hit's floor (issue 27); BENCH=client: what rbdrecord costs the client
-# it records (issue 26); BENCH=merged: the merged reader's speed on a
-# BENCH_MERGED_MIN-minute capture set of the 3-host lab (issue 26); all: every
-# part
+# capture and the recorder alone; BENCH=exporter: the exporter's soak,
+# BENCH_SOAK_MIN minutes on the 3-OSD lab; BENCH=floor: one uprobe hit's
+# floor; BENCH=client: what rbdrecord costs the client it records;
+# BENCH=merged: the merged reader's speed on a BENCH_MERGED_MIN-minute
+# capture set of the 3-host lab; all: every part (bench/run.py --render-only
+# writes BENCHMARKS.md again from the saved results, measuring nothing)
 BENCH ?= all
 BENCH_SOAK_MIN ?= 30
 BENCH_MERGED_MIN ?= 10
