@@ -1,32 +1,33 @@
 #!/usr/bin/env bash
 # build-image.sh - build the exporter's image without pulling anything.
 #
-#   deploy/container/build-image.sh [IMAGE]     (default localhost/cephlat-exporter:latest)
+#   deploy/container/build-image.sh [IMAGE]     (default localhost/osdstage-exporter:latest)
 #
 # deploy/container/Containerfile starts FROM debian:bookworm. Where that
-# cannot be pulled (this project's test machines), the base is made locally,
+# cannot be pulled (a host without a registry), the base is made locally,
 # as vagrant/container.sh makes the Ceph lab images: mmdebstrap builds a
 # minimal Debian bookworm root filesystem from the host's own Debian mirror,
-# `podman import` turns it into localhost/cephlat-debian:bookworm, and
+# `podman import` turns it into localhost/osdstage-debian:bookworm, and
 # `podman build --from` uses it in place of the FROM line. The Containerfile's
 # own steps then run unchanged (apt-get from the same mirror).
 #
 # Needs root, podman, runc, mmdebstrap, and the built BPF objects (make build).
 # Silent when it works; the image is rebuilt when it is missing, when a file
 # it copies (lib/, the exporter, build/) changed (a hash of them is its label
-# cephlat.sources), or REBUILD=1. The root filesystem is cached in CEPHLAT_ROOTFS_DIR
-# (/var/cache/cephlat/rootfs/bookworm.tar). CEPHLAT_MIRROR: the Debian mirror
-# (default: the host's, from apt). Logs: LAB_LOG_ROOT (/var/log/cephlat).
+# osdstage.sources), or REBUILD=1. The root filesystem is cached in
+# OSDSTAGE_ROOTFS_DIR (/var/cache/osdstage/rootfs/bookworm.tar).
+# OSDSTAGE_MIRROR: the Debian mirror (default: the host's, from apt). Logs:
+# LAB_LOG_ROOT (/var/log/osdstage).
 set -euo pipefail
 
 PROG=build-image.sh
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
-IMAGE=${1:-localhost/cephlat-exporter:latest}
-BASE=localhost/cephlat-debian:bookworm
+IMAGE=${1:-localhost/osdstage-exporter:latest}
+BASE=localhost/osdstage-debian:bookworm
 SUITE=bookworm
-ROOTFS_DIR=${CEPHLAT_ROOTFS_DIR:-/var/cache/cephlat/rootfs}
-LOG_ROOT=${LAB_LOG_ROOT:-/var/log/cephlat}
+ROOTFS_DIR=${OSDSTAGE_ROOTFS_DIR:-/var/cache/osdstage/rootfs}
+LOG_ROOT=${LAB_LOG_ROOT:-/var/log/osdstage}
 
 msg() { echo "$PROG: $*" >&2; }
 die() { echo "$PROG: error: $*" >&2; exit 1; }
@@ -50,10 +51,10 @@ run_logged() {
 
 # The host's Debian mirror: the first apt source of the suite "bookworm".
 apt_mirror() {
-    [[ -n ${CEPHLAT_MIRROR:-} ]] && { echo "$CEPHLAT_MIRROR"; return 0; }
+    [[ -n ${OSDSTAGE_MIRROR:-} ]] && { echo "$OSDSTAGE_MIRROR"; return 0; }
     apt-get indextargets --format '$(RELEASE) $(REPO_URI)' 2>/dev/null |
         awk -v s="$SUITE" '$1 == s {print $2; exit}' | grep . ||
-        die "no Debian $SUITE mirror in the host's apt sources; set CEPHLAT_MIRROR"
+        die "no Debian $SUITE mirror in the host's apt sources; set OSDSTAGE_MIRROR"
 }
 
 [[ $(id -u) -eq 0 ]] || die "must run as root"
@@ -73,7 +74,7 @@ sources_hash() {
 }
 HASH=$(sources_hash)
 if [[ ${REBUILD:-} != 1 ]] && pm image exists "$IMAGE" &&
-    [[ $(pm image inspect -f '{{index .Labels "cephlat.sources"}}' "$IMAGE") == "$HASH" ]]; then
+    [[ $(pm image inspect -f '{{index .Labels "osdstage.sources"}}' "$IMAGE") == "$HASH" ]]; then
     exit 0
 fi
 
@@ -93,11 +94,11 @@ fi
 pm image exists "$BASE" ||
     run_logged "import-$SUITE" pm import --quiet "$tar" "$BASE"
 
-# runc: crun refuses this kernel's hybrid cgroup layout (design brief 4b);
+# runc: crun refuses this kernel's hybrid cgroup layout;
 # the host network for apt (no bridge networking needed to build).
 old=$(pm image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null) || old=""
 run_logged "build-exporter-image" pm build --quiet --runtime runc --network host \
-    --from "$BASE" --label "cephlat.sources=$HASH" -t "$IMAGE" \
+    --from "$BASE" --label "osdstage.sources=$HASH" -t "$IMAGE" \
     -f "$HERE/Containerfile" "$TOP"
 # the image this one replaces (untagged now), unless a container still uses it
 if [[ -n $old && $old != $(pm image inspect -f '{{.Id}}' "$IMAGE") ]]; then

@@ -6,7 +6,7 @@
 #
 # Default: serves http://127.0.0.1:9929/metrics (the host's network; pass
 # --listen ADDR:PORT for another address). Environment: IMAGE
-# (localhost/cephlat-exporter:latest), NAME (osdstage-exporter), PODMAN_ARGS
+# (localhost/osdstage-exporter:latest), NAME (osdstage-exporter), PODMAN_ARGS
 # (more podman run options, e.g. "--rm -it" instead of "-d").
 #
 # Checked on this project's lab (tests/cluster/test_exporter_container.py):
@@ -14,7 +14,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-IMAGE=${IMAGE:-localhost/cephlat-exporter:latest}
+IMAGE=${IMAGE:-localhost/osdstage-exporter:latest}
 NAME=${NAME:-osdstage-exporter}
 
 # podman's own default limits can exceed the caller's hard limits (runc then

@@ -409,7 +409,7 @@ def build():
             "type": "dashboard"}]},
         "description": "Per-stage latency, queue-wait attribution, thread "
                        "times and tracing cost of every Ceph OSD, from "
-                       "osdstage_exporter (cephlat)",
+                       "osdstage_exporter",
         "editable": True,
         "fiscalYearStartMonth": 0,
         "graphTooltip": 1,
@@ -425,7 +425,7 @@ def build():
         "timepicker": {},
         "timezone": "",
         "title": "Ceph OSD stages (osdstage)",
-        "uid": "cephlat-osdstage",
+        "uid": "osdstage",
         "version": 1,
         "weekStart": "",
     }

@@ -13,7 +13,7 @@ root file system. Not privileged.
 The image is built when missing or when lib/, the exporter or build/
 changed (deploy/container/build-image.sh: an mmdebstrap root filesystem of
 Debian bookworm, cached, then the Containerfile; a few seconds once the
-base exists) and kept as localhost/cephlat-exporter:latest. Under CI=true
+base exists) and kept as localhost/osdstage-exporter:latest. Under CI=true
 this fails when it cannot run.
 """
 import os
@@ -29,11 +29,11 @@ import promserver
 from conftest import REPO, Bench, lab_env, need
 from promserver import free_port
 
-IMAGE = "localhost/cephlat-exporter:latest"
+IMAGE = "localhost/osdstage-exporter:latest"
 BUILD_IMAGE = os.path.join(REPO, "deploy", "container", "build-image.sh")
 RUN_SH = os.path.join(REPO, "deploy", "container", "run.sh")
 CAPS = ("CAP_BPF", "CAP_PERFMON", "CAP_SYS_PTRACE")
-NAME = "cephlat-exporter-test"
+NAME = "osdstage-exporter-test"
 START_S = 60       # loading the programs and attaching 3 OSDs
 
 

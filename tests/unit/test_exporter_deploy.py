@@ -74,10 +74,10 @@ def _unit():
 def test_unit_runs_the_tool_with_restart():
     _, u = _unit()
     assert u[("Service", "ExecStart")].split()[:2] == [
-        "/usr/bin/python3", "/opt/cephlat/tools/osdstage_exporter.py"]
+        "/usr/bin/python3", "/opt/osdstage/tools/osdstage_exporter.py"]
     assert u[("Service", "Restart")] == "on-failure"
     assert u[("Install", "WantedBy")] == "multi-user.target"
-    assert "/opt/cephlat" in read(UNIT).split("[Unit]")[0], \
+    assert "/opt/osdstage" in read(UNIT).split("[Unit]")[0], \
         "the header says where the repository is installed"
 
 
@@ -121,7 +121,7 @@ def test_containerfile():
         assert re.search(r"(?m)^COPY .*%s" % re.escape(src), text), src
     entry = re.search(r"(?m)^ENTRYPOINT (.*)$", text).group(1)
     assert json.loads(entry) == [
-        "/usr/bin/python3", "/opt/cephlat/tools/osdstage_exporter.py"]
+        "/usr/bin/python3", "/opt/osdstage/tools/osdstage_exporter.py"]
     assert not re.search(r"(?m)^USER ", text)   # root: it traces the host
 
 
