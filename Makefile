@@ -117,7 +117,7 @@ $(BUILD)/libcephlat_rec.so: lib/native/recorder.c probes/osdstage.h
 	$(CC) -O2 -Wall -Werror -Iprobes -shared -fPIC -pthread -o $@ $< -lbpf
 
 # Installs only what is missing, silently; a failed step is named, with apt's
-# (or mmdebstrap's) own last lines and its log in /var/log/cephlat/.
+# (or mmdebstrap's) own last lines and its log in /var/log/osdstage/.
 setup:
 	@$(LAB) install $(PKGS)
 	@$(LAB) install

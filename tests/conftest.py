@@ -102,7 +102,7 @@ def cxx():
     """Compile a C++ source into a tmp dir: cxx(src_path_or_text, name)."""
     import tempfile
     need(shutil.which("g++") is not None, "g++ missing (run: make setup)")
-    d = tempfile.mkdtemp(prefix="cephlat-test-")
+    d = tempfile.mkdtemp(prefix="osdstage-test-")
 
     def build(source, name, flags=("-O2", "-g")):
         src = source
@@ -384,9 +384,9 @@ def container_lab(request):
       OSD_PID, OSD_ASOK, LAB_EXEC, LAB_CONTAINER, CEPH_RELEASE: what
                  `make -s lab-env CEPH=<release>` exports
       release    "reef" or "tentacle"; version: "18.2." or "20.2."
-      container  the container's name (cephlat-<release>)
+      container  the container's name (osdstage-<release>)
       exec       argv prefix that runs a command in the container
-                 (["podman", "exec", "cephlat-reef"]); lab_run(info, "ceph",
+                 (["podman", "exec", "osdstage-reef"]); lab_run(info, "ceph",
                  "-s") uses it. The host's Pacific `rados`/`ceph` talk to
                  these clusters too, so Bench(info, …), prefill(info) and
                  trim(info) work unchanged.

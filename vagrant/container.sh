@@ -37,18 +37,18 @@
 # RELEASE "all" with down or down-if-up: every container lab.
 #
 # Environment: LAB_OSD_OPTS, LAB_OSDS, LAB_POOL, LAB_DISK_SIZE (16G each), LAB_LOOP_DIRECT_IO (off),
-#   LAB_READY_TIMEOUT, CEPHLAT_ROOTFS_DIR (/var/cache/cephlat/rootfs: <release>.tar),
-#   CEPHLAT_MIRROR (Debian mirror for mmdebstrap; default: the host's, from /etc/apt),
-#   LAB_LOG_ROOT (/var/log/cephlat: logs of install steps).
+#   LAB_READY_TIMEOUT, OSDSTAGE_ROOTFS_DIR (/var/cache/osdstage/rootfs: <release>.tar),
+#   OSDSTAGE_MIRROR (Debian mirror for mmdebstrap; default: the host's, from /etc/apt),
+#   LAB_LOG_ROOT (/var/log/osdstage: logs of install steps).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 RELEASES="reef tentacle"
 HOST_LAB_DIR=${LAB_DIR:-/var/tmp/osdstage-lab}     # the host (Pacific) lab, to stop it
-ROOTFS_DIR=${CEPHLAT_ROOTFS_DIR:-/var/cache/cephlat/rootfs}
+ROOTFS_DIR=${OSDSTAGE_ROOTFS_DIR:-/var/cache/osdstage/rootfs}
 HOST_PKGS="podman runc catatonit mmdebstrap"
 ROOTFS_PKGS="ceph-mon,ceph-osd,ceph-mgr,ceph-common"
-IN_CTR_LAB=/cephlat/lab.sh                          # $HERE, read-only in the container
+IN_CTR_LAB=/osdstage/lab.sh                         # $HERE, read-only in the container
 
 REL=${1:-}
 CMD=${2:-}
@@ -68,8 +68,8 @@ all)
     ;;
 esac
 
-CTR_NAME=cephlat-$REL
-CTR_IMAGE=localhost/cephlat-ceph:$REL
+CTR_NAME=osdstage-$REL
+CTR_IMAGE=localhost/osdstage-ceph:$REL
 TOP=/var/tmp/osdstage-lab-$REL
 
 # lab.sh's helpers, for the host side of this lab: its LAB_DIR is TOP (marker, loopdev,
@@ -92,7 +92,7 @@ pm() { podman "$@" 9<&-; }       # never let podman (conmon) inherit the lab loc
 
 # The Debian mirror the host's apt uses (the URI listed for the host's own suite).
 apt_mirror() {
-    [[ -n ${CEPHLAT_MIRROR:-} ]] && { echo "$CEPHLAT_MIRROR"; return 0; }
+    [[ -n ${OSDSTAGE_MIRROR:-} ]] && { echo "$OSDSTAGE_MIRROR"; return 0; }
     python3 - "$(. /etc/os-release && echo "${VERSION_CODENAME:-}")" <<'EOF'
 import glob, re, sys
 codename = sys.argv[1]
@@ -126,7 +126,7 @@ for path in files:
             if len(w) >= 3 and w[0] == "deb" and w[2] == codename:
                 print(w[1])
                 sys.exit(0)
-sys.exit("no Debian mirror for '%s' in /etc/apt/sources.list{,.d/}; set CEPHLAT_MIRROR" % codename)
+sys.exit("no Debian mirror for '%s' in /etc/apt/sources.list{,.d/}; set OSDSTAGE_MIRROR" % codename)
 EOF
 }
 
@@ -139,7 +139,7 @@ tar_pkg_version() {
 build_rootfs() {
     local tar=$ROOTFS_DIR/$REL.tar tmp mirror ver start=$SECONDS
     [[ -s $tar ]] && return 0
-    mirror=$(apt_mirror) || die "cannot find the host's Debian mirror in /etc/apt; set CEPHLAT_MIRROR"
+    mirror=$(apt_mirror) || die "cannot find the host's Debian mirror in /etc/apt; set OSDSTAGE_MIRROR"
     mkdir -p "$ROOTFS_DIR"
     tmp=$ROOTFS_DIR/.$REL.tmp.tar
     rm -f "$tmp"
@@ -295,7 +295,7 @@ start_container() {   # start_container N_OSDS
         --runtime runc --init --network host --ipc host --privileged \
         $(ulimit_args) "${devices[@]}" "${netns[@]}" \
         -v "$TOP:$TOP" -v "$HERE:${IN_CTR_LAB%/*}:ro" \
-        --label "cephlat.lab=$REL" "$CTR_IMAGE" sleep infinity
+        --label "osdstage.lab=$REL" "$CTR_IMAGE" sleep infinity
     # "ceph -s" in the container finds the lab without CEPH_CONF
     pm exec "$CTR_NAME" sh -c "mkdir -p /etc/ceph && ln -sf '$CONF' /etc/ceph/ceph.conf"
 }

@@ -79,7 +79,7 @@
 #                      (the container lab, vagrant/container.sh), space-separated, one per
 #                      OSD in id order: the OSDs' block devices, never attached or detached
 #                      here (LAB_LOOPDEV: the older name for a single one)
-#   LAB_LOG_ROOT       logs of install steps          (default /var/log/cephlat)
+#   LAB_LOG_ROOT       logs of install steps          (default /var/log/osdstage)
 #   SECS, THREADS      workload defaults              (10, 16)
 #   CEPH               pacific (default): this host's Ceph; reef or tentacle: up, env,
 #                      down, workload, trim, status, osd and net-delay act on that
@@ -100,7 +100,7 @@ LAB_LOOP_DIRECT_IO=${LAB_LOOP_DIRECT_IO:-off}
 LAB_PACKAGES=${LAB_PACKAGES:-ceph-mon ceph-osd ceph-mgr ceph-common ceph-osd-dbg fio util-linux python3}
 LAB_LOOPDEVS=${LAB_LOOPDEVS:-${LAB_LOOPDEV:-}}
 LAB_LOOPDEVS=${LAB_LOOPDEVS//,/ }
-LAB_LOG_ROOT=${LAB_LOG_ROOT:-/var/log/cephlat}
+LAB_LOG_ROOT=${LAB_LOG_ROOT:-/var/log/osdstage}
 READY_TIMEOUT=${LAB_READY_TIMEOUT:-60}     # seconds to wait for a healthy cluster
 STOP_TIMEOUT=${LAB_STOP_TIMEOUT:-20}       # seconds between SIGTERM and SIGKILL
 

@@ -94,9 +94,9 @@ def test_container_lab_lifecycle(container_lab):
 
     # one lab at a time: no host lab, no other container lab
     assert lab_env() is None
-    running = podman("ps", "--filter", "label=cephlat.lab",
+    running = podman("ps", "--filter", "label=osdstage.lab",
                      "--format", "{{.Names}}").stdout.split()
-    assert running == ["cephlat-" + release], running
+    assert running == ["osdstage-" + release], running
 
     # make lab on the running lab: quick, same OSD
     t0 = time.time()
