@@ -289,7 +289,7 @@ def test_bad_captures_get_one_error_line(shardq_runs, tmp_path):
     d.mkdir()
     (d / "metadata").write_bytes(os.urandom(4096))
     (d / "stream_cpu0").write_bytes(os.urandom(65536))
-    assert_one_line_error(read(str(d)), "not a cephlat CTF trace")
+    assert_one_line_error(read(str(d)), "not an osdstage CTF trace")
     d = tmp_path / "corrupt"
     shutil.copytree(cap, d)
     with open(d / "stream_meta", "r+b") as f:

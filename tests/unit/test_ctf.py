@@ -14,10 +14,10 @@ from cephlat.errors import UserError
 from conftest import need
 
 CLASSES = [
-    EventClass("cephlat:op", [("op", "u64"), ("tid", "u32"),
-                              ("queue_wait_ns", "u64")]),
-    EventClass("cephlat:thread", [("tid", "u32"), ("comm", "string"),
-                                  ("role", "string"), ("prio", "s32")]),
+    EventClass("osdstage:op", [("op", "u64"), ("tid", "u32"),
+                               ("queue_wait_ns", "u64")]),
+    EventClass("osdstage:thread", [("tid", "u32"), ("comm", "string"),
+                                   ("role", "string"), ("prio", "s32")]),
 ]
 N = 1000
 
@@ -29,8 +29,9 @@ def make(path, n=N, packet=4096):
                                          "16.2.15"},
                 clock_offset_ns=offset, packet_size=packet) as w:
         for i in range(n):
-            w.write("cephlat:op", t0 + i * 1000, 0x5500 + i, 77, 1234 * i)
-        w.write("cephlat:thread", t0 + n * 1000, 77, "tp_osd_tp", "worker", -5)
+            w.write("osdstage:op", t0 + i * 1000, 0x5500 + i, 77, 1234 * i)
+        w.write("osdstage:thread", t0 + n * 1000, 77, "tp_osd_tp", "worker",
+                -5)
     return t0
 
 
@@ -43,7 +44,7 @@ def test_babeltrace2_reads_it(tmp_path):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert len(lines) == N + 1
-    assert "cephlat:op:" in lines[0] and "queue_wait_ns = 0" in lines[0]
+    assert "osdstage:op:" in lines[0] and "queue_wait_ns = 0" in lines[0]
     assert "op = %d" % (0x5500 + 5) in lines[5]
     assert 'comm = "tp_osd_tp", role = "worker", prio = -5' in lines[-1]
     # wall-clock time from the clock offset: today's date
@@ -68,11 +69,27 @@ def test_round_trip_and_whole_packets(tmp_path):
     tr = Trace(str(tmp_path / "t"))
     ev = list(tr.events())
     assert len(ev) == N + 1 and not tr.truncated
-    assert ev[3] == ("cephlat:op", t0 + 3000, {"op": 0x5503, "tid": 77,
-                                               "queue_wait_ns": 3702})
+    assert ev[3] == ("osdstage:op", t0 + 3000, {"op": 0x5503, "tid": 77,
+                                                "queue_wait_ns": 3702})
     assert ev[-1][2] == {"tid": 77, "comm": "tp_osd_tp", "role": "worker",
                          "prio": -5}
     assert tr.env["pid"] == "1234" and tr.env["ceph_version"] == "16.2.15"
+    assert tr.env["domain"] == tr.env["tracer_name"] == "osdstage"
+
+
+def test_traces_naming_the_tool_cephlat_read_the_same(tmp_path):
+    """The metadata's domain and tracer_name name the tool; a trace whose
+    metadata says "cephlat" there (tests/fixtures/*-v0.ctf do) reads to
+    the same events."""
+    make(tmp_path / "t")
+    want = list(Trace(str(tmp_path / "t")).events())
+    meta = tmp_path / "t" / "metadata"
+    text = meta.read_text()
+    assert text.count('"osdstage";') == 2
+    meta.write_text(text.replace('"osdstage";', '"cephlat";'))
+    tr = Trace(str(tmp_path / "t"))
+    assert tr.env["domain"] == tr.env["tracer_name"] == "cephlat"
+    assert list(tr.events()) == want
 
 
 @pytest.mark.parametrize("cut", [100, 4096, 4096 + 17, 3 * 4096 - 1])
@@ -96,7 +113,7 @@ def test_foreign_and_corrupt_files(tmp_path):
     (d / "metadata").write_bytes(os.urandom(300))
     with pytest.raises(UserError) as e:
         Trace(str(d))
-    assert "not a cephlat CTF trace" in str(e.value)
+    assert "not an osdstage CTF trace" in str(e.value)
     make(tmp_path / "t")
     with open(tmp_path / "t" / "stream_0", "r+b") as f:
         f.seek(4096)

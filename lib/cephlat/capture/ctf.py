@@ -214,7 +214,10 @@ class Writer:
         return os.fdopen(fd, "wb")
 
     def _write_metadata(self, env, offset_ns):
-        env = dict({"domain": "cephlat", "tracer_name": "cephlat",
+        # domain and tracer_name name the tool for babeltrace2 and the like;
+        # no reader here checks them (Trace knows a capture by its "tool"),
+        # so traces whose metadata says "cephlat" there read the same
+        env = dict({"domain": "osdstage", "tracer_name": "osdstage",
                     "hostname": socket.gethostname()}, **env)
         envs = "\n".join("\t%s = %s;" % (k, v if isinstance(v, int)
                                          else _tsdl_str(v))
@@ -406,7 +409,7 @@ class Trace:
                 _parse_metadata(text)
         except (OSError, UnicodeDecodeError, ValueError, KeyError,
                 IndexError) as e:
-            raise UserError("%s is not a cephlat CTF trace (%s)" % (
+            raise UserError("%s is not an osdstage CTF trace (%s)" % (
                 path, getattr(e, "strerror", None) or e))
         self.streams = sorted(f for f in os.listdir(path)
                               if f.startswith("stream"))

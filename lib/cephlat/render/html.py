@@ -346,7 +346,7 @@ def render(rec, timeline, title=None):
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<title>%s</title><script>%s</script><style>%s</style></head>'
             '<body>%s<script>%s</script></body></html>\n' % (
-                _e(title or "cephlat report pid %s" % rec.get("pid")),
+                _e(title or "osdstage report pid %s" % rec.get("pid")),
                 ERROR_JS, CSS, "".join(body), ZOOM_JS))
 
 
@@ -397,5 +397,5 @@ def render_host(recs, host, title=None):
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<title>%s</title><script>%s</script><style>%s%s</style></head>'
             '<body>%s<script>%s</script></body></html>\n' % (
-                _e(title or "cephlat report %s" % ", ".join(names)),
+                _e(title or "osdstage report %s" % ", ".join(names)),
                 ERROR_JS, CSS, HOST_CSS, "".join(body), ZOOM_JS))
