@@ -267,7 +267,7 @@ def recorder_throughput(items=300000):
     (limited by what the probes cost the traced program, not by the
     recorder), events lost, and the tool's CPU from "go" to the program's
     exit as a share of one core (its threads' schedstat at both points),
-    the recorder's drain thread (cephlat-rec) separately."""
+    the recorder's drain thread (osdstage-rec) separately."""
     d = tempfile.mkdtemp(prefix="bench-rec-", dir="/var/tmp")
     try:
         exe = os.path.join(d, "shardq")
@@ -299,13 +299,13 @@ def recorder_throughput(items=300000):
     got = captured_events(err)
     if got is None:
         sys.exit("bench: recorder run wrote no capture: " + err[-500:])
-    rec = by1.get("cephlat-rec", 0.0) - by0.get("cephlat-rec", 0.0)
+    rec = by1.get("osdstage-rec", 0.0) - by0.get("osdstage-rec", 0.0)
     return {"events": got[0], "lost": got[1], "secs": round(secs, 2),
             "events_per_s": round(got[0] / secs),
             "cpu_window": "go to exit",
             "cpu_pct_of_core": round(100 * (cpu1 - cpu0) / secs, 1),
             "rec_thread_cpu_pct_of_core": round(100 * rec / secs, 1)
-            if "cephlat-rec" in by1 else None}
+            if "osdstage-rec" in by1 else None}
 
 
 # --- tracing several OSDs at once (the "osds" part) -----------------------

@@ -184,7 +184,7 @@ def _programs_and_figures(res):
                         not res["recorder"]["lost"])),
               ("| osdstage -w's CPU, same run, from \"go\" to the "
                "program's exit | %.1f %% of a core (recorder thread "
-               "cephlat-rec: %s) | |" % (
+               "osdstage-rec: %s) | |" % (
                    res["recorder"]["cpu_pct_of_core"],
                    "%.1f %%" % res["recorder"]["rec_thread_cpu_pct_of_core"]
                    if res["recorder"].get("rec_thread_cpu_pct_of_core")
@@ -362,7 +362,7 @@ def render_reader(res):
         lines += ["", "The recorder alone: tests/bpf/ringgen.py's BPF "
                   "program fills a %s MB ring at a set rate with records "
                   "shaped like osdstage's events (80 bytes) for %.0f s while "
-                  "lib/native/recorder.c's drain thread (cephlat-rec), as "
+                  "lib/native/recorder.c's drain thread (osdstage-rec), as "
                   "`osdstage.py -w` runs it, writes them to stream files; "
                   "CPU is that thread's (schedstat) over the run." % (
                       _n(rr["ring_mb"]), rr["secs"]), "",

@@ -312,7 +312,7 @@ static void *drain_thread(void *arg)
 	return NULL;
 }
 
-/* Drain the ring from a thread of this library ("cephlat-rec") every
+/* Drain the ring from a thread of this library ("osdstage-rec") every
  * interval_us microseconds until rec_close. 0 or -errno. */
 int rec_start(struct rec *r, unsigned interval_us)
 {
@@ -330,7 +330,7 @@ int rec_start(struct rec *r, unsigned interval_us)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (e)
 		return -e;
-	pthread_setname_np(r->thread, "cephlat-rec");
+	pthread_setname_np(r->thread, "osdstage-rec");
 	r->running = 1;
 	return 0;
 }

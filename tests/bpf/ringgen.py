@@ -98,7 +98,7 @@ def run(obj_path, rate, secs, ring_mb=32, per_call=64, bpf_dir=None,
                               obj.map("events"), d, uuid, 65536)
         if drain_us is not None:
             rec.start(drain_us)
-        comm = "cephlat-rec" if drain_us is not None else None
+        comm = "osdstage-rec" if drain_us is not None else None
         cpu0 = _thread_cpu_s(comm)
         next_poll = 0
         calls, t0 = 0, time.monotonic()
