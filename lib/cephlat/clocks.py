@@ -13,7 +13,7 @@ from .errors import UserError
 
 # lab aid (osdstage(8), ENVIRONMENT): record captures and traces as if
 # this host's wall clock were this far ahead and its own
-FAKE_SKEW_ENV = "CEPHLAT_FAKE_CLOCK_SKEW"
+FAKE_SKEW_ENV = "OSDSTAGE_FAKE_CLOCK_SKEW"
 _UNITS = {"ns": 1, "us": 1000, "ms": 1000000, "s": 1000000000}
 
 

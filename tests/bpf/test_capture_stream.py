@@ -77,7 +77,7 @@ def captures(shardq_exe, tmp_path_factory):
 def read(cap, args, chunk_kb=None, cwd=None):
     env = dict(os.environ, TZ="UTC")
     if chunk_kb:
-        env["CEPHLAT_READ_CHUNK_KB"] = str(chunk_kb)
+        env["OSDSTAGE_READ_CHUNK_KB"] = str(chunk_kb)
     p = run_tool([OSDSTAGE, "-r", cap] + args, env=env, cwd=cwd,
                  timeout=300)
     assert p.returncode == 0, p.stderr
@@ -137,7 +137,7 @@ def _peak_rss_kb(cap, args):
             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
     p = subprocess.run([PYTHON, "-c", code, PYTHON, OSDSTAGE, "-r", cap] +
                        args, capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, CEPHLAT_READ_CHUNK_KB="1024"))
+                       env=dict(os.environ, OSDSTAGE_READ_CHUNK_KB="1024"))
     assert p.returncode == 0, p.stderr
     return int(p.stdout)
 

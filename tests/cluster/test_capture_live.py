@@ -18,7 +18,7 @@ from browser import chromium, rendered
 from conftest import (OSDSTAGE, PYTHON, REPO, assert_ctf_readers_accept,
                       need, run_tool, wait_for_line)
 
-ARTEFACTS = os.environ.get("CEPHLAT_ARTEFACTS", "/tmp/cephlat-artefacts")
+ARTEFACTS = os.environ.get("OSDSTAGE_ARTEFACTS", "/tmp/osdstage-artefacts")
 
 
 @pytest.fixture(scope="module")
@@ -204,7 +204,7 @@ def test_reading_needs_no_root(lab_capture):
     p = subprocess.run(nobody + [cap], capture_output=True, text=True)
     assert p.returncode == 1 and "Traceback" not in p.stderr
     assert "Permission denied" in p.stderr, p.stderr
-    d = tempfile.mkdtemp(prefix="cephlat-shared-", dir="/var/tmp")
+    d = tempfile.mkdtemp(prefix="osdstage-shared-", dir="/var/tmp")
     try:
         shared = os.path.join(d, "osd.ctf")
         shutil.copytree(cap, shared)

@@ -158,7 +158,7 @@ def skewed(lab_hosts, tmp_path_factory):
     try:
         got = _capture(lab_hosts, tmp_path_factory.mktemp("skewed"),
                        400, 1, 7,
-                       env_of={last: {"CEPHLAT_FAKE_CLOCK_SKEW":
+                       env_of={last: {"OSDSTAGE_FAKE_CLOCK_SKEW":
                                       "%dms" % SKEW_MS}})
     finally:
         _net_delay("all", DELAY_US)

@@ -23,7 +23,7 @@ WORKERS = [101, 102, 103]
 ENQUEUERS = [201, 202]                 # 202 has no lane of its own
 HOSTILE = '<img src=x onerror="alert(1)">&msgr'
 TIMER_OP = 50                # the first wake-up from here on is a timeout
-ARTEFACTS = os.environ.get("CEPHLAT_ARTEFACTS", "/tmp/cephlat-artefacts")
+ARTEFACTS = os.environ.get("OSDSTAGE_ARTEFACTS", "/tmp/osdstage-artefacts")
 
 
 def _op_stages(rng, cls, enq, deq):

@@ -26,8 +26,8 @@ _NP = {"u8": "<u1", "u16": "<u2", "u32": "<u4", "u64": "<u8", "x64": "<u8",
        "s8": "<i1", "s32": "<i4", "s64": "<i8"}
 # packets decoded per round, all streams together (what bounds the
 # reader's memory; spans of 4 rounds are walked at once);
-# CEPHLAT_READ_CHUNK_KB changes it (tests read with small rounds)
-_ROUND_BYTES = int(os.environ.get("CEPHLAT_READ_CHUNK_KB", 4096)) << 10
+# OSDSTAGE_READ_CHUNK_KB changes it (tests read with small rounds)
+_ROUND_BYTES = int(os.environ.get("OSDSTAGE_READ_CHUNK_KB", 4096)) << 10
 _INF = (1 << 64) - 1
 # stop marks after a span's bytes: more than a record's step (an id byte
 # gives at most 255 + the largest record)

@@ -29,7 +29,7 @@ from .stream import _NP, Packets
 from ..errors import UserError
 
 # bytes of packets read and decoded at once, a stream file at a time
-SPAN_BYTES = int(os.environ.get("CEPHLAT_READ_CHUNK_KB", 4096)) << 10
+SPAN_BYTES = int(os.environ.get("OSDSTAGE_READ_CHUNK_KB", 4096)) << 10
 _HEAD = ctf._EVH.size           # event header: id (u32), timestamp (u64)
 
 

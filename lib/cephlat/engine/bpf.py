@@ -119,7 +119,7 @@ def _load():
         if level <= LIBBPF_INFO and msg:
             _log.append(msg)
             del _log[:-_LOG_KEEP]
-        if os.environ.get("CEPHLAT_LIBBPF_DEBUG"):
+        if os.environ.get("OSDSTAGE_LIBBPF_DEBUG"):
             import sys
             sys.stderr.write("libbpf: %s\n" % msg)
         return 0

@@ -87,11 +87,11 @@ def uprobe_multi_supported():
     for pid P fired in P's main thread only. Their fix also refuses a
     negative pid before the path lookup (EINVAL), which tells them apart;
     they get classic links. Nothing is attached.
-    CEPHLAT_UPROBE_MULTI=0 in the environment says no (classic uprobes,
+    OSDSTAGE_UPROBE_MULTI=0 in the environment says no (classic uprobes,
     one link per function)."""
     global _multi_ok
     if _multi_ok is None:
-        _multi_ok = os.environ.get("CEPHLAT_UPROBE_MULTI", "1") != "0" \
+        _multi_ok = os.environ.get("OSDSTAGE_UPROBE_MULTI", "1") != "0" \
             and platform.machine() in _SYS_BPF and _probe_uprobe_multi()
     return _multi_ok
 
@@ -103,12 +103,12 @@ def _probe_uprobe_multi():
     load = ProgLoadAttr(prog_type=BPF_PROG_TYPE_KPROBE, insn_cnt=2,
                          insns=ctypes.addressof(insns),
                          license=ctypes.addressof(lic),
-                         prog_name=b"cephlat_probe",
+                         prog_name=b"osdstage_probe",
                          expected_attach_type=BPF_TRACE_UPROBE_MULTI)
     fd, err = sys_bpf(BPF_PROG_LOAD, load)
     if fd < 0:
         return False
-    path = ctypes.create_string_buffer(b"/nonexistent/cephlat-uprobe-multi")
+    path = ctypes.create_string_buffer(b"/nonexistent/osdstage-uprobe-multi")
     offs = (ctypes.c_uint64 * 1)(0)
 
     def trial(pid):
