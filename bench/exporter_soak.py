@@ -114,7 +114,7 @@ class _GetTimer:
     Prometheus asks, every SCRAPE_S until stop() -> ([ms], errors)."""
 
     def __init__(self, port):
-        self.out = open("/tmp/cephlat-soak-gets.txt", "w+")
+        self.out = open("/tmp/osdstage-soak-gets.txt", "w+")
         self.p = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "time-gets",
              str(port)], stdout=self.out, stderr=subprocess.DEVNULL,
@@ -182,7 +182,7 @@ def _cpu_per_op(s0, s1):
 
 
 def _start_exporter(port, bound):
-    errf = open("/tmp/cephlat-soak-exporter.err", "a")
+    errf = open("/tmp/osdstage-soak-exporter.err", "a")
     ex = subprocess.Popen([sys.executable, EXPORTER, "--listen",
                            "127.0.0.1:%d" % port, "--max-overhead",
                            str(bound)],

@@ -105,7 +105,7 @@ def measure(rounds=5, calls=1000000):
     """Every kind, `rounds` interleaved rounds. -> JSON-able dict"""
     if os.geteuid() != 0:
         raise UserError("the probe-floor bench needs root (uprobes)")
-    out = tempfile.mkdtemp(prefix="cephlat-floor-")
+    out = tempfile.mkdtemp(prefix="osdstage-floor-")
     try:
         exe, obj_path = build(out)
         with ElfSymbols(exe) as elf:

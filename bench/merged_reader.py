@@ -147,7 +147,7 @@ def merged_part(a, commit):
     """--part merged -> its text (and bench/results/merged.json). With
     --merged-keep DIR: the set in DIR, recorded there first when it holds
     none, and kept."""
-    d = a.merged_keep or tempfile.mkdtemp(prefix="cephlat-merged-",
+    d = a.merged_keep or tempfile.mkdtemp(prefix="osdstage-merged-",
                                           dir="/var/tmp")
     try:
         t0 = time.monotonic()

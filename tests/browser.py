@@ -23,7 +23,7 @@ def chromium(args, timeout=60, tries=2):
     hangs)."""
     import os
     for attempt in range(tries):
-        with tempfile.TemporaryDirectory(prefix="cephlat-chromium-") as prof:
+        with tempfile.TemporaryDirectory(prefix="osdstage-chromium-") as prof:
             try:
                 return subprocess.run(
                     ["chromium"] + FLAGS + ["--user-data-dir=" + prof] + args,

@@ -59,7 +59,7 @@ class Prometheus:
         with self_scrape Prometheus' own /metrics too (job prometheus: what
         a scrape takes on this machine when the exporter has no part);
         `nice`: run at that nice value (all its threads)."""
-        self.dir = tempfile.mkdtemp(prefix="cephlat-prom-")
+        self.dir = tempfile.mkdtemp(prefix="osdstage-prom-")
         self.port = free_port()
         cfg = os.path.join(self.dir, "prometheus.yml")
         with open(cfg, "w") as f:

@@ -1,4 +1,5 @@
-"""cephlat - latency tracing for Ceph OSDs with eBPF (libbpf CO-RE).
+"""cephlat - osdstage's Python package: latency tracing for Ceph OSDs with
+eBPF (libbpf CO-RE).
 
 The package behind tools/*.py. Modules:
   errors     - UserError: one-line, non-zero-exit failures

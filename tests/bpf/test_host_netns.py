@@ -31,7 +31,7 @@ def sleeper(cxx):
 def netns():
     need(os.geteuid() == 0, "needs root")
     need(shutil.which("ip") is not None, "iproute2 (ip) not installed")
-    name = "cephlat-t%d" % os.getpid()
+    name = "osdstage-t%d" % os.getpid()
     subprocess.run(["ip", "netns", "add", name], check=True)
     try:
         yield name
@@ -80,9 +80,9 @@ def test_list_shows_the_namespaces_osds_only(osds, netns, bpf_ready):
 
 def test_bad_host_netns_is_one_line(osds, netns, bpf_ready):
     inside, outside = osds
-    p = run_tool([OSDSTAGE, "--host-netns", "cephlat-nosuch", "--osd", "all",
+    p = run_tool([OSDSTAGE, "--host-netns", "osdstage-nosuch", "--osd", "all",
                   "1", "1"])
-    assert_one_line_error(p, "no network namespace cephlat-nosuch")
+    assert_one_line_error(p, "no network namespace osdstage-nosuch")
     p = run_tool([OSDSTAGE, "--host-netns", netns, "-p", str(outside), "1",
                   "1"])
     assert_one_line_error(p, "pid %d is not in network namespace %s" % (

@@ -145,7 +145,7 @@ def test_binary_only_visible_inside_its_mount_namespace(bpf_ready, sleeper):
     """Like an OSD in a container: the executable lives in a file system
     mounted only in the target's own mount namespace, so its path means
     nothing here; /proc/PID/exe still reaches it."""
-    script = ("set -e; d=$(mktemp -d); mount -t tmpfs cephlat-priv $d; "
+    script = ("set -e; d=$(mktemp -d); mount -t tmpfs osdstage-priv $d; "
               "cp %s $d/priv-sleeper; exec $d/priv-sleeper 1500 40" % sleeper)
     p = subprocess.Popen(["unshare", "--mount", "--propagation", "private",
                           "sh", "-c", script], stdin=subprocess.PIPE,

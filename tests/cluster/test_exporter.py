@@ -152,7 +152,7 @@ class Exporter:
         self.t0 = time.time()
         self.traced_s = None    # from start to every OSD traced
         self.port = free_port()
-        self.err_path = "/tmp/cephlat-exporter-test.%s.err" % name
+        self.err_path = "/tmp/osdstage-exporter-test.%s.err" % name
         self.err = open(self.err_path, "w")
         self.proc = subprocess.Popen(
             [PYTHON, EXPORTER, "--listen", "127.0.0.1:%d" % self.port] +

@@ -199,7 +199,7 @@ def test_rbdrecord_on_the_containers_librbd(container_lab, tmp_path):
     C API, a CET build): every aio request recorded, probes after
     endbr64."""
     n = 40
-    marker = "cephlat-cet-client-%d" % os.getpid()
+    marker = "osdstage-cet-client-%d" % os.getpid()
     # -i: podman exec passes stdin on only when asked
     exe = container_lab["exec"]
     exe = exe[:2] + ["-i"] + exe[2:] if exe[:2] == ["podman", "exec"] \
