@@ -21,7 +21,7 @@ _CTYPES = {"u8": ctypes.c_uint8, "u16": ctypes.c_uint16,
 
 
 def default_bpf_dir():
-    env = os.environ.get("CEPHLAT_BPF_DIR")
+    env = os.environ.get("OSDSTAGE_BPF_DIR")
     if env:
         return env
     here = os.path.dirname(os.path.abspath(__file__))

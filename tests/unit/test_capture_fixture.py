@@ -129,7 +129,7 @@ def test_reading_needs_no_build(tmp_path):
     """A capture carries what reading it needs: -r works where the BPF
     objects (and their ABI) were never built, and names are checked
     against the capture's own stages."""
-    env = dict(os.environ, TZ="UTC", CEPHLAT_BPF_DIR=str(tmp_path))
+    env = dict(os.environ, TZ="UTC", OSDSTAGE_BPF_DIR=str(tmp_path))
     cap = os.path.join(FIX, "lab-v0.ctf")
     p = run_tool([OSDSTAGE, "-r", cap, "-j"], env=env)
     assert p.returncode == 0, p.stderr
