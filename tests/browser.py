@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 
 
 # No network here and no session bus: nothing in the background that could
-# wait for either (a dump once took over 20 s in one CI run).
+# wait for either (a dump can otherwise take over 20 s).
 FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu",
          "--disable-dev-shm-usage", "--no-first-run",
          "--no-default-browser-check", "--disable-background-networking",

@@ -658,9 +658,8 @@ BPFTRACE_CTRL_C_AGAIN_S = 5
 
 def stop_bpftrace(p, timeout=60):
     """Ctrl-C a running bpftrace (Popen, text pipes) and collect what it
-    printed -> (stdout, stderr). bpftrace 0.17 can miss a SIGINT: a CI run
-    saw it on syncfs.bt, a full run here on blockrq.bt (1 in ~100), its
-    one thread left in epoll_wait with no event to come (the scripts print
+    printed -> (stdout, stderr). bpftrace 0.17 can miss a SIGINT (seen on
+    syncfs.bt and blockrq.bt, about 1 in 100), its one thread left in epoll_wait with no event to come (the scripts print
     only at the end); so, as someone at the terminal would, Ctrl-C again
     every BPFTRACE_CTRL_C_AGAIN_S seconds (the scripts' headers say so).
     One that has not exited within `timeout` seconds fails the test with

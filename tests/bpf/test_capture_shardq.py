@@ -168,8 +168,8 @@ def test_lock_waits_drawn_on_the_worker_lanes(shardq_runs, tmp_path):
     part (the live report's, over every item). Waits for a completion
     (the io case, on a condition variable) are no lock: plain sleep. A
     worker's mutex wait (the program has its queues' mutexes) is a lock
-    wait by the rule: the io case drew one in a full run, a 10 us futex
-    wait that was no cv's, far shorter than a completion."""
+    wait by the rule: the io case can draw one, a futex wait of some
+    10 us that is no cv's, far shorter than a completion."""
     truth, live, cap = shardq_runs["lock"]
     tr, names = _perfetto(cap, tmp_path / "lock.json")
     locks = [e for e in tr["traceEvents"] if e.get("cat") == "sched" and

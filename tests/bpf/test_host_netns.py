@@ -1,5 +1,5 @@
 """--host-netns (osdstage.py, osdstage_exporter.py): a lab aid where a
-network namespace stands for a host (issue 26: one tracer per host). On
+network namespace stands for a host (one tracer per host). On
 real processes named ceph-osd, one started inside a namespace made here
 and one outside it:
 

@@ -1,5 +1,6 @@
 """Real-cluster tier, multi-host lab (3 hosts, 1 ms links): rbdrecord
-records each OSD op of a real fio rbd client (issue 26's client side).
+records each OSD op of a real fio rbd client (the end-to-end view's
+client side).
 Against the OSDs' own OpTracker: the same request ids, to the same OSD,
 PG and object; every op sent once, replied by its OSD and completed; the
 times it records carry the wire's delays (a read crosses two links, a

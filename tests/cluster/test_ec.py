@@ -1,4 +1,4 @@
-"""Erasure-coded writes on the 3-host lab (issue 26 item 5): image img1's
+"""Erasure-coded writes on the 3-host lab: image img1's
 data in an EC pool k=2 m=1 (`make lab HOSTS=3 LAB_POOL=ec:2+1`), every
 OSD traced at once. Each write waits on its shards like a replicated
 write on its replicas: per peer, who was last, and a slowed host's OSD

@@ -1,5 +1,5 @@
 """Real-cluster tier, multi-host lab (3 hosts, 1 ms links): one op end to
-end (issue 26 item 4, first part). One osdstage tracer per host (its
+end. One osdstage tracer per host (its
 namespace, -w), rbdrecord around a fio rbd client in the client's
 namespace; `osdstage.py -r h1 h2 h3 client --op REQID` joins them by
 request id: the client on the primary it sent to, the replicas on the two

@@ -14,7 +14,7 @@ with its own config and data directory, stopped after):
   without a cost bound (--max-overhead 0) so that both see the same ops:
   under duty cycles the full tier sees the attached seconds' ops only, a
   sample whose p99 can be two buckets off when a stall falls in or out of
-  it (CI saw osd.0 queue_wait at 5.6 ms vs 1.8 ms);
+  it (osd.0's queue_wait p99 at 5.6 ms against 1.8 ms, for one);
 - a second exporter with the defaults, over the same window, holds its
   cost bound of 1 %: its full tier is attached only part of the time
   (duty cycles), its lean tier all the time, and it leaves on SIGTERM;
@@ -299,10 +299,10 @@ def test_every_family_is_there_for_every_osd(served):
             if fam.endswith("_count"):
                 assert sorted(per) == others, (fam, per)
             else:
-                # (one of them may never have been last.) A full run saw
-                # one write of osd.1's 27k last on osd.1 itself, a peer
-                # that never replied: not explained yet (the session's
-                # note); at most one in a thousand
+                # (one of them may never have been last.) A write may
+                # rarely be drawn last on its own primary, a peer that
+                # never replied (one of osd.1's 27k writes once): not
+                # explained; at most one in a thousand
                 stray = sum(v for p, v in per.items() if p not in others)
                 assert stray <= 0.001 * sum(per.values()), (fam, per)
 

@@ -1,5 +1,5 @@
-"""The multi-host lab (`make lab HOSTS=3 LAB_NET_DELAY=1ms`, issue 26 item
-1), on this machine's Ceph:
+"""The multi-host lab (`make lab HOSTS=3 LAB_NET_DELAY=1ms`), on this
+machine's Ceph:
 
 - three hosts: each OSD runs in its own network namespace (osdlab-h1..3),
   and the osdmap gives it that host's address on the lab's subnet, public

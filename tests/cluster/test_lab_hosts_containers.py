@@ -1,5 +1,5 @@
 """The multi-host lab on the container labs (`make lab CEPH=reef|tentacle
-HOSTS=3 LAB_NET_DELAY=1ms`, issue 26 item 1 "with CEPH= as today"): the
+HOSTS=3 LAB_NET_DELAY=1ms`, the same CEPH= as the one-host labs): the
 network (namespaces, the wire) made by container.sh on the host,
 /run/netns shared into the container, each OSD started there in its
 host's namespace. One tracer per host, on the host (`--host-netns`), as

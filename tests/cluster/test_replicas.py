@@ -68,7 +68,7 @@ def runs(lab3, tmp_path_factory):
         try:
             time.sleep(3)
             # reads on three OSDs make ~200k events/s: a ring that holds
-            # the whole window (the recorder's pace is issue 15's)
+            # the whole window (the recorder keeps pace: BENCHMARKS.md)
             host, err, before, after = traced_host_window(
                 lab3, ["-w", cap, "--ring-mb", "256", window, "1"])
         finally:

@@ -2,7 +2,7 @@
 build/osdstage.abi.json is what the compiled object says about itself,
 the report's names follow from it by the header's naming rules, and the
 probe table agrees with it. The last tests are the worked example of
-issue 11: a new call stage, or a new per-release offset, is a change to
+extending it: a new call stage, or a new per-release offset, is a change to
 the header / BPF program and the probe table, nothing else."""
 import json
 import os

@@ -10,7 +10,7 @@ processes named ceph-osd (a shell run through a link of that name, so
 
 - a daemonizing ceph-osd before its fork (not its session's leader) is
   left alone, however many seconds it has run: traced then, it would be
-  traced again when its child comes (CI saw 3 attaches for 2 restarts);
+  traced again when its child comes (3 attaches for 2 restarts);
 - its child, which called setsid(), is traced;
 - one run in the foreground (-f, -d, --foreground) is traced as it is;
 - the parent of a child of the same id is left alone;

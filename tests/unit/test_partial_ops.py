@@ -1,4 +1,4 @@
-"""Ops a capture holds only part of say so (issue 28): OpRec.partial and
+"""Ops a capture holds only part of say so: OpRec.partial and
 the op lists' first line."""
 from cephlat.capture.ops import OpRec
 from cephlat.render import text

@@ -197,8 +197,8 @@ def test_the_lean_tier_is_one_probe_on_log_op_stats():
 
 
 def test_erasure_coded_events_come_where_the_release_has_their_offsets():
-    """The replica stages take the erasure-coded pools' events (issue 26
-    item 5) as extras: on Pacific's binary with its checked offsets, each
+    """The replica stages take the erasure-coded pools' events as
+    extras: on Pacific's binary with its checked offsets, each
     once; without the offsets the stages stand, without those events."""
     need(os.path.exists("/usr/bin/ceph-osd"), "ceph-osd not installed "
          "(make setup)")
