@@ -15,7 +15,7 @@ on) and knows how good the mapping is:
   keeps the clock synchronized, and its estimated and maximum error. Two
   hosts' wall clocks agree within the sum of their errors; where that is
   more than a segment between them (a network hop), the segment cannot be
-  told from the clocks (issue 26: say so, never print a negative time).
+  told from the clocks (say so, never print a negative time).
 """
 import numpy as np
 

@@ -5,7 +5,7 @@ struct ctl's call_* fields (probes/osdstage.h), which the return program
 (probes/osdstage/calls.bpf.h call_bias) turns into the cost taken out of
 each call.
 
-The cost depends on the state of the CPU. On the development VM the pair
+The cost depends on the state of the CPU. On a 2-core VM the pair
 cost 0.85 us when the thread had slept 0.5 ms between calls, 2.2-2.5 us
 after 5 ms and 5-7 us after 30 ms (an idle vCPU's caches go cold), and the
 entry program's own run up to its stamp grew with it (0.16, 0.66-0.80,

@@ -18,7 +18,7 @@ while. A run that starts idle and then meets load stays under the bound
 since its start.
 
 Why duty cycles and not op sampling: a uprobe costs its trap (~1-2 us on
-the development VM) whether or not the BPF program then does anything, so
+a 2-core Debian 12 VM, kernel 6.18) whether or not the BPF program then does anything, so
 the only way to pay less is to have fewer probes attached. Attaching and
 detaching take tens to hundreds of ms, so the cycle is seconds long:
 histograms come from the attached windows, representative for a steady
@@ -28,7 +28,7 @@ import os
 import time
 
 # What one scheduler/syscall tracepoint run costs (program plus dispatch),
-# from `make bench` on the development VM (programs' average ns per run).
+# from `make bench` on that VM (programs' average ns per run).
 TP_COST_NS = 150
 # A scheduler program's run for another process's threads: it returns at
 # the target filter and counts nothing, so such runs are taken from the

@@ -24,7 +24,7 @@ def kernel_programs(abi):
 def syscall_programs(abi):
     """The kernel programs on syscall tracepoints (syncfs's). While one is
     attached, every syscall of every task on the host takes the kernel's
-    tracing slow path (issue 14: 40-70 ns a syscall); futex waits come from
+    tracing slow path (40-70 ns a syscall); futex waits come from
     the scheduler programs instead."""
     return [p for p in kernel_programs(abi)
             if abi.programs[p].startswith("tracepoint/syscalls/")]
