@@ -497,6 +497,26 @@ class Bench:
                 self.proc.kill()
 
 
+def writes_until(env, counts, least=100, secs=4, threads=16, rounds=4):
+    """rados bench 4 KiB writes of `secs` seconds, run again until every
+    number `counts()` gives (each OSD's writes since a start, say) is
+    above `least`, at most `rounds` runs. Which OSD is an object's
+    primary follows from its name, and rados bench names its objects
+    after the host and its own pid: how one run's writes spread over the
+    OSDs differs from machine to machine and run to run (one OSD of three
+    had 68 of 1,222 writes as primary in one run)."""
+    got = None
+    for _ in range(rounds):
+        b = Bench(env, "write", secs, threads=threads)
+        out = b.wait()
+        assert b.proc.returncode == 0, out
+        got = counts()
+        if min(got) > least:
+            return got
+    raise AssertionError("after %d runs of %d s of writes, some OSD has "
+                         "%d or fewer: %s" % (rounds, secs, least, got))
+
+
 def trim(env):
     """Keep the lab OSD from filling up: every write run leaves its objects
     (--no-cleanup) and a full OSD blocks all writes."""

@@ -40,7 +40,7 @@ import time
 import pytest
 
 from conftest import (LAB, OSDSTAGE, PYTHON, REPO, Bench, need,
-                      perf_counters, trim)
+                      perf_counters, trim, writes_until)
 from cephlat.engine import duty
 from cephlat.exporter import service
 from cephlat.exporter.osds import SETTLE_S
@@ -548,7 +548,10 @@ def test_a_process_it_cannot_trace_leaves_the_others_traced(served,
         # its second of settling, the next look, then writes while it is
         # there (held back for service.HOLD_S)
         time.sleep(SETTLE_S + 2 * service.LOOK_S + 1)
-        Bench(served.lab, "write", 5, threads=8).wait()
+        # at most 3 x 5 s: inside its hold
+        writes_until(served.lab, lambda: [ceph_ops(a) - c for a, c in
+                                          zip(asoks, ceph0)],
+                     secs=5, threads=8, rounds=3)
         time.sleep(5.0 + 1.5)       # the next refresh holds them all
         m = metrics(served.port)
         said = served.stderr()[len(err0):]

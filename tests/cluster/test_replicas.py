@@ -20,7 +20,7 @@ import pytest
 
 from conftest import (OSDSTAGE, PYTHON, Bench, assert_ctf_readers_accept,
                       in_report, lat_mean_us, perf_counters, prefill,
-                      run_tool)
+                      run_tool, writes_until)
 from test_bpftrace import hist_total, osdstages_bts
 from test_osdstage_live import traced_window
 from cephlat.ceph.adminsock import command
@@ -476,7 +476,13 @@ def test_osdstages_bt_replica_stages_count_cephs_writes(lab3):
 
     def writes():
         dumps.append([perf_counters(a) for a in lab3["asoks"]])
-        Bench(lab3, "write", 4).wait()
+
+        def counts():
+            now = [perf_counters(a) for a in lab3["asoks"]]
+            return [min(sum(delta(b, a, "osd", c) for c in ("op_w", "op_rw")),
+                        delta(b, a, "osd", "subop_w"))
+                    for b, a in zip(dumps[0], now)]
+        writes_until(lab3, counts, secs=4)
         time.sleep(1)             # the last replies and commits
         dumps.append([perf_counters(a) for a in lab3["asoks"]])
 
