@@ -153,8 +153,8 @@ REPLAYS = 3
 def test_replay_matches_the_original(lab, recorded):
     """The converted job replays onto a fresh image 3 times in a row (each
     recorded again): every run exits 0 with fio's and librbd's counts, and
-    the offsets and sizes, of the original (fio 3.33's rbd engine crashed
-    in most replays of the iodepth-8 job this used to write)."""
+    the offsets and sizes, of the original (fio 3.33's rbd engine crashes
+    in most replays of an iodepth-8 job)."""
     d = recorded
     p = run_tool([RBDRECORD, "--to-fio", str(d / "trace"), "-o",
                   str(d / "replay"), "--image", "img2", "--force"])
