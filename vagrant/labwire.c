@@ -2,7 +2,7 @@
  *
  * The lab's hosts (vagrant/lab.sh, LAB_HOSTS) are network namespaces on
  * one kernel. Real links delay packets; the kernel's netem qdisc would do
- * it, but kernels without it (this project's machines: no sch_netem, no
+ * it, but kernels without it (such as a VM kernel with no sch_netem and no
  * modules) need another way. labwire is a router in one process: each
  * namespace gets a TUN device, `labnet0`, created here in that namespace;
  * an IPv4 packet read from one device is written to the device whose

@@ -9,7 +9,7 @@
 # (localhost/osdstage-exporter:latest), NAME (osdstage-exporter), PODMAN_ARGS
 # (more podman run options, e.g. "--rm -it" instead of "-d").
 #
-# Checked on this project's lab (tests/cluster/test_exporter_container.py):
+# Checked on a Ceph lab (tests/cluster/test_exporter_container.py):
 # with any one of these taken away the exporter cannot trace.
 set -euo pipefail
 
