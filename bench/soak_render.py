@@ -229,7 +229,8 @@ def render_soak(res):
 
 def _pairs_line(res):
     """The cost pairs' windows. A-B-A pairs have an untraced window after
-    the traced one too; results of earlier commits, before it only."""
+    the traced one too; results files without "untraced_windows", before
+    it only."""
     aba = bool(res["pairs"]) and "untraced_windows" in res["pairs"][0]
     return ("The cost pairs, ops in %d s untraced (%s) / %d s with the "
             "exporter (host busy s): %s." % (
