@@ -21,11 +21,17 @@ _CTYPES = {"u8": ctypes.c_uint8, "u16": ctypes.c_uint16,
 
 
 def default_bpf_dir():
+    """Where the build's objects are: $OSDSTAGE_BPF_DIR; else beside the
+    package when installed (`make install`, the .deb: the package, the BPF
+    objects, their ABI files and the .so files in one directory,
+    PREFIX/lib/osdstage); else the checkout's build/."""
     env = os.environ.get("OSDSTAGE_BPF_DIR")
     if env:
         return env
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.normpath(os.path.join(here, "..", "..", "build"))
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if os.path.exists(os.path.join(top, "osdstage.abi.json")):
+        return top
+    return os.path.normpath(os.path.join(top, "..", "build"))
 
 
 def labels(pairs):

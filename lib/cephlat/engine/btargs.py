@@ -27,8 +27,13 @@ from ..ceph import probetable
 from ..errors import UserError
 from .plan import resolve
 
-SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.dirname(os.path.abspath(__file__))))), "probes", "osdstages.bt")
+# the directory holding the package: the checkout's lib/ (the script in
+# ../probes/), or an installed copy's PREFIX/lib/osdstage (in probes/)
+_TOP = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+SCRIPT = os.path.join(_TOP, "probes", "osdstages.bt")
+if not os.path.exists(SCRIPT):
+    SCRIPT = os.path.join(os.path.dirname(_TOP), "probes", "osdstages.bt")
 
 _ROLE = re.compile(r"^/\* (\w+) = ([\w:]+)\(")
 _PROBE = re.compile(r"^(uprobe|uretprobe):\$1:\$(\d+)$")
