@@ -33,6 +33,10 @@
 #                   BENCH_MERGED_RUNS times (~30 min), BENCH=toggle: the lean, userspace
 #                   and default modes attached and detached every 2 s under one fio run
 #                   on the 1-OSD lab (~7 min)
+#   make install    the commands osdstage, rbdrecord, osdstage-exporter, their man
+#                   pages and what they load at run time (PREFIX=/usr/local, DESTDIR;
+#                   docs/install.md); make uninstall removes them
+#   make deb        build/osdstage_VERSION_ARCH.deb of the same (PREFIX=/usr)
 #   make clean      remove build/
 
 # One interpreter everywhere: Debian's, which sees Debian's python3-* packages
@@ -81,10 +85,13 @@ PKGS := clang llvm libbpf1 libbpf-dev bpftool bpftrace lttng-tools \
 	prometheus python3-prometheus-client python3-yaml systemd
 
 .PHONY: all build setup setup-containers lab lab-env lab-down workload demo test \
-	test-unit test-bpf test-cluster bench clean
+	test-unit test-bpf test-cluster bench clean install uninstall deb
 
-all build: $(BPF_OBJS) $(BPF_ABIS) $(BUILD)/libcephlat_calib.so \
-	$(BUILD)/libcephlat_calib_cet.so $(BUILD)/libcephlat_rec.so
+# the shared objects the tools load at run time (ctypes)
+NATIVE_LIBS := $(BUILD)/libcephlat_calib.so $(BUILD)/libcephlat_calib_cet.so \
+	$(BUILD)/libcephlat_rec.so
+
+all build: $(BPF_OBJS) $(BPF_ABIS) $(NATIVE_LIBS)
 
 $(BUILD)/vmlinux.h:
 	@mkdir -p $(BUILD)
@@ -191,3 +198,80 @@ bench: setup build lab
 
 clean:
 	rm -rf $(BUILD)
+
+# ------------------------------------------------------------ install, package
+# PREFIX/bin: the commands (python3 wrappers with the package's directory
+# written in); PREFIX/lib/osdstage: the package, the BPF objects, their ABI
+# files, the .so files and the bpftrace scripts in one directory, where
+# lib/cephlat/abi.py looks first (beside the package); PREFIX/share/man/man8:
+# the man pages (the exporter's as osdstage-exporter.8, the command's name);
+# the systemd unit, not enabled. Installing runs and starts nothing.
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR ?= $(PREFIX)/bin
+PKGLIBDIR := $(PREFIX)/lib/osdstage
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/osdstage
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+# the version: VERSION, the one place it is written
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0~git$$(git describe --always 2>/dev/null))
+# command:module of cephlat.cli (each has main(argv=None) -> exit status)
+COMMANDS := osdstage:osdstage rbdrecord:rbdrecord osdstage-exporter:exporter
+
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGLIBDIR)/probes \
+		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
+	rm -rf $(DESTDIR)$(PKGLIBDIR)/cephlat
+	cd lib && find cephlat -name __pycache__ -prune -o -type f ! -name '*.pyc' -print | \
+		while read -r f; do install -D -m 644 "$$f" "$(DESTDIR)$(PKGLIBDIR)/$$f" || exit 1; done
+	install -m 644 $(BPF_OBJS) $(BPF_ABIS) $(NATIVE_LIBS) $(DESTDIR)$(PKGLIBDIR)/
+	install -m 644 probes/*.bt $(DESTDIR)$(PKGLIBDIR)/probes/
+	@set -e; for c in $(COMMANDS); do \
+		cmd=$${c%%:*}; mod=$${c#*:}; \
+		echo "install $(DESTDIR)$(BINDIR)/$$cmd"; \
+		printf '%s\n' '#!/usr/bin/python3' \
+			"# $$cmd $(VERSION) (man $$cmd): the package is in $(PKGLIBDIR)" \
+			'import sys' \
+			'sys.path.insert(0, "$(PKGLIBDIR)")' \
+			"from cephlat.cli.$$mod import main" \
+			'sys.exit(main())' > $(DESTDIR)$(BINDIR)/$$cmd.tmp; \
+		chmod 755 $(DESTDIR)$(BINDIR)/$$cmd.tmp; \
+		mv -f $(DESTDIR)$(BINDIR)/$$cmd.tmp $(DESTDIR)$(BINDIR)/$$cmd; \
+	done
+	install -m 644 man/man8/osdstage.8 man/man8/rbdrecord.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 644 man/man8/osdstage_exporter.8 $(DESTDIR)$(MANDIR)/man8/osdstage-exporter.8
+	ln -sf osdstage-exporter.8 $(DESTDIR)$(MANDIR)/man8/osdstage_exporter.8
+	sed -e 's|^ExecStart=.*osdstage_exporter\.py|ExecStart=$(BINDIR)/osdstage-exporter|' \
+		-e 's|^Documentation=.*|Documentation=man:osdstage-exporter(8) file:$(DOCDIR)/install.md|' \
+		deploy/systemd/osdstage-exporter.service > $(DESTDIR)$(UNITDIR)/osdstage-exporter.service.tmp
+	@grep -q '^ExecStart=$(BINDIR)/osdstage-exporter ' $(DESTDIR)$(UNITDIR)/osdstage-exporter.service.tmp || \
+		{ echo "make install: deploy/systemd/osdstage-exporter.service: no ExecStart line to point at $(BINDIR)/osdstage-exporter" >&2; exit 1; }
+	chmod 644 $(DESTDIR)$(UNITDIR)/osdstage-exporter.service.tmp
+	mv -f $(DESTDIR)$(UNITDIR)/osdstage-exporter.service.tmp $(DESTDIR)$(UNITDIR)/osdstage-exporter.service
+	install -m 644 README.md docs/install.md tools/*_example.txt $(DESTDIR)$(DOCDIR)/
+
+uninstall:
+	rm -f $(foreach c,$(COMMANDS),$(DESTDIR)$(BINDIR)/$(firstword $(subst :, ,$(c))))
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man8/,osdstage.8 rbdrecord.8 \
+		osdstage-exporter.8 osdstage_exporter.8)
+	rm -f $(DESTDIR)$(UNITDIR)/osdstage-exporter.service
+	rm -rf $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(DOCDIR)
+
+# The Debian package: `make install` into a staging root (PREFIX=/usr), the
+# control file from packaging/debian/, then dpkg-deb. Runs no test.
+DEB_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+DEB := $(BUILD)/osdstage_$(VERSION)_$(DEB_ARCH).deb
+DEB_ROOT := $(BUILD)/deb-root
+
+deb: build
+	rm -rf $(DEB_ROOT)
+	$(MAKE) --no-print-directory install PREFIX=/usr DESTDIR=$(CURDIR)/$(DEB_ROOT)
+	install -d $(DEB_ROOT)/DEBIAN
+	sed -e 's|@VERSION@|$(VERSION)|' -e 's|@ARCH@|$(DEB_ARCH)|' \
+		-e "s|@SIZE@|$$(du -sk $(DEB_ROOT) | cut -f1)|" \
+		packaging/debian/control > $(DEB_ROOT)/DEBIAN/control
+	sed -e 's|@PKGLIBDIR@|/usr/lib/osdstage|' packaging/debian/prerm > $(DEB_ROOT)/DEBIAN/prerm
+	chmod 755 $(DEB_ROOT)/DEBIAN/prerm
+	cd $(DEB_ROOT) && find . -path ./DEBIAN -prune -o -type f -print | sed 's|^\./||' | \
+		LC_ALL=C sort | xargs md5sum > DEBIAN/md5sums
+	dpkg-deb --root-owner-group --build $(DEB_ROOT) $(DEB)
