@@ -61,6 +61,7 @@ import sys
 import time
 
 import labkit as bench
+from cephlat.exporter import families as F  # (labkit: lib on the path)
 from soak_render import SAMPLE_S, SCRAPE_S, render_soak
 
 sys.path.insert(0, os.path.join(bench.REPO, "tests"))   # promserver.py
@@ -169,9 +170,8 @@ def _sum(m, name, **labels):
 
 def _lean_ops(m):
     """The client ops the exporter's op_latency counted (the lean tier's,
-    every op: ceph_osdstage_stage_tier)."""
-    return _sum(m, "ceph_osd_stage_latency_seconds_count",
-                stage="op_latency")
+    every op: osdstage_stage_tier_info)."""
+    return _sum(m, F.STAGE_LATENCY + "_count", stage="op_latency")
 
 
 def _cpu_per_op(s0, s1):
@@ -190,7 +190,7 @@ def _start_exporter(port, bound):
     deadline = time.time() + 60
     while True:
         try:
-            if _sum(_scrape(port), "ceph_osdstage_targets") == 3:
+            if _sum(_scrape(port), F.TARGETS) == 3:
                 return ex
         except OSError:
             pass
@@ -316,7 +316,7 @@ def soak_part(a):
         soak["page"] = _page_bytes(port)
         soak["lost_by_reason"] = {
             dict(k[1])["reason"]: v for k, v in _scrape(port).items()
-            if k[0] == "ceph_osdstage_events_lost_total" and v}
+            if k[0] == F.EVENTS_LOST and v}
         _stop(ex)
         pairs = [_pair(pids, asoks, port, a.soak_bound, parts=True)
                  for _ in range(a.soak_pairs)]
@@ -374,20 +374,18 @@ def _soak(ex, port, pids, asoks, soak_s):
 def _sample(m, pid, cpu0, t):
     """One soak sample at `t` s: the exporter's (pid) memory and CPU
     since cpu0 and what its page `m` (_scrape's) says."""
-    full = "ceph_osdstage_map_fullness_ratio"
-    attached = "ceph_osdstage_attached_seconds_total"
+    full, attached = F.MAP_FULLNESS, F.ATTACHED
     return {"t": round(t, 1), **_rss(pid),
             "cpu_s": bench.proc_cpu_s(pid) - cpu0,
             "ops_fullness": _sum(m, full, map="ops"),
             "threads_fullness": _sum(m, full, map="threads"),
-            "in_flight": _sum(m, "ceph_osdstage_ops_in_flight"),
-            "estimate_pct": round(100 * _sum(
-                m, "ceph_osdstage_overhead_ratio"), 4),
+            "in_flight": _sum(m, F.OPS_IN_FLIGHT),
+            "estimate_pct": round(100 * _sum(m, F.OVERHEAD), 4),
             "attached_s": _sum(m, attached, tier="full"),
             "lean_attached_s": _sum(m, attached, tier="lean"),
             "lean_ops": _lean_ops(m),
-            "traced_s": _sum(m, "ceph_osdstage_traced_seconds_total"),
-            "lost": _sum(m, "ceph_osdstage_events_lost_total")}
+            "traced_s": _sum(m, F.TRACED),
+            "lost": _sum(m, F.EVENTS_LOST)}
 
 
 def soak_results(soak, pairs, rate_pairs, rate, w_iops):

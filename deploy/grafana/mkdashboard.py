@@ -11,12 +11,17 @@ Every query filters on ceph_daemon=~"$osd" (or reads a host-wide family);
 "$stage" picks user-space stages. Units are Grafana's: s, percentunit, ops.
 """
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))), "lib"))
+from cephlat.exporter import families as F  # noqa: E402  (the names)
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 OSD = 'ceph_daemon=~"$osd"'
 RI = "$__rate_interval"
-STAGE_BUCKET = "ceph_osd_stage_latency_seconds_bucket"
+STAGE_BUCKET = F.STAGE_LATENCY + "_bucket"
 
 
 class Layout:
@@ -96,8 +101,8 @@ def build():
     L.row("Overview")
     L.add({"type": "stat", "title": "OSDs traced",
            "description": "OSDs of the selection the exporters trace now "
-                          "(ceph_osdstage_info: one per traced OSD)",
-           "targets": [target('count(ceph_osdstage_info{%s})' % OSD,
+                          "(%s: one per traced OSD)" % F.OSD_INFO,
+           "targets": [target('count(%s{%s})' % (F.OSD_INFO, OSD),
                               "traced", instant=True, range=False)],
            "fieldConfig": {"defaults": {"unit": "none"}, "overrides": []},
            "options": {"reduceOptions": {"calcs": ["lastNotNull"]},
@@ -113,11 +118,11 @@ def build():
                        "colorMode": "value", "graphMode": "area"}}, 5, 5)
     L.add({"type": "table", "title": "Traced OSDs: process, release, "
                                      "probe table",
-           "description": "ceph_osdstage_info: the Ceph release read from "
+           "description": F.OSD_INFO + ": the Ceph release read from "
                           "each OSD's binary and the probe table used",
            "targets": [target('max by (ceph_daemon, pid, ceph_version, '
                               'release, probe_table, probe_table_exact, '
-                              'stages) (ceph_osdstage_info{%s})' % OSD, "",
+                              'stages) (%s{%s})' % (F.OSD_INFO, OSD), "",
                               format="table", instant=True, range=False)],
            "transformations": [{"id": "organize", "options": {
                "excludeByName": {"Time": True, "Value": True}}}],
@@ -138,18 +143,20 @@ def build():
         "Mean per stage per OSD",
         "rate(sum) / rate(count) of each stage's histogram",
         [target('sum by (ceph_daemon, stage) (rate('
-                'ceph_osd_stage_latency_seconds_sum{stage=~"$stage", %s}'
+                '%s_sum{stage=~"$stage", %s}'
                 '[%s])) / sum by (ceph_daemon, stage) (rate('
-                'ceph_osd_stage_latency_seconds_count{stage=~"$stage", %s}'
-                '[%s]))' % (OSD, RI, OSD, RI),
+                '%s_count{stage=~"$stage", %s}'
+                '[%s]))' % (F.STAGE_LATENCY, OSD, RI, F.STAGE_LATENCY, OSD,
+                            RI),
                 "{{ceph_daemon}} {{stage}}")], "s", fill=0), 12, 9)
     L.add(timeseries(
         "Ops per second per stage (by op class)",
         "How many ops each stage measured per second, by op class "
         "(read / write / other where the release splits it, else all)",
         [target('sum by (stage, op_class) (rate('
-                'ceph_osd_stage_latency_seconds_count{stage=~"$stage", %s}'
-                '[%s]))' % (OSD, RI), "{{stage}} {{op_class}}")],
+                '%s_count{stage=~"$stage", %s}'
+                '[%s]))' % (F.STAGE_LATENCY, OSD, RI),
+                "{{stage}} {{op_class}}")],
         "ops", fill=0), 24, 8)
 
     # heatmaps: one row per OSD, one heatmap per stage
@@ -183,31 +190,33 @@ def build():
         "blocked (asleep otherwise inside other ops: I/O), signal (asleep "
         "with work queued: a late or missed wake-up), runq (woken, waiting for a CPU), pickup (running, not "
         "yet dequeuing)",
-        [target('sum by (cause) (rate(ceph_osd_queue_wait_seconds_total'
-                '{%s}[%s]))' % (OSD, RI), "{{cause}}")], "s", stack=True,
+        [target('sum by (cause) (rate(%s{%s}[%s]))'
+                % (F.QUEUE_WAIT, OSD, RI), "{{cause}}")], "s", stack=True,
         fill=60), 12, 9)
     L.add(timeseries(
         "Mean queue wait per op by cause, per OSD",
         "Each cause's seconds divided by the ops dequeued",
         [target('sum by (ceph_daemon, cause) (rate('
-                'ceph_osd_queue_wait_seconds_total{%s}[%s])) / on '
+                '%s{%s}[%s])) / on '
                 '(ceph_daemon) group_left sum by (ceph_daemon) (rate('
-                'ceph_osd_queue_ops_total{%s}[%s]))' % (OSD, RI, OSD, RI),
+                '%s{%s}[%s]))' % (F.QUEUE_WAIT, OSD, RI, F.QUEUE_OPS, OSD,
+                                  RI),
                 "{{ceph_daemon}} {{cause}}")], "s", stack=True, fill=40),
         12, 9)
     L.add(timeseries(
         "Shard worker wake-ups by waker",
         "enqueuer: the thread that queued the work woke the worker; "
         "other: anyone else; timeout: the timed wait expired",
-        [target('sum by (waker) (rate(ceph_osd_queue_wakeups_total{%s}'
-                '[%s]))' % (OSD, RI), "{{waker}}")], "ops", stack=True,
+        [target('sum by (waker) (rate(%s{%s}[%s]))'
+                % (F.QUEUE_WAKEUPS, OSD, RI), "{{waker}}")], "ops",
+        stack=True,
         fill=60), 12, 8)
     L.add(timeseries(
         "Queue wait p99 by scheduler class",
         "The ops dequeued through dequeue_op by the class the op scheduler "
         "gives them (client, background_recovery, background_best_effort, "
         "immediate): client ops waiting behind recovery show here",
-        [target(p99("ceph_osd_scheduler_class_queue_wait_seconds_bucket",
+        [target(p99(F.SCHED_CLASS_QUEUE_WAIT + "_bucket",
                     "scheduler_class", OSD), "{{scheduler_class}}")], "s",
         fill=0), 12, 8)
     L.add(timeseries(
@@ -215,18 +224,20 @@ def build():
         "Seconds the scheduler held each class's ops (mClock: not yet due) "
         "per op dequeued",
         [target('sum by (scheduler_class) (rate('
-                'ceph_osd_scheduler_class_held_seconds_total{%s}[%s])) / '
+                '%s{%s}[%s])) / '
                 'sum by (scheduler_class) (rate('
-                'ceph_osd_scheduler_class_queue_wait_seconds_count{%s}[%s]))'
-                % (OSD, RI, OSD, RI), "{{scheduler_class}}")], "s", fill=0),
+                '%s_count{%s}[%s]))'
+                % (F.SCHED_CLASS_HELD, OSD, RI, F.SCHED_CLASS_QUEUE_WAIT, OSD,
+                   RI), "{{scheduler_class}}")], "s", fill=0),
         12, 8)
     L.add(timeseries(
         "Missed wake-ups (timeouts with work queued) per OSD",
         "A worker woken by its timeout although work was queued: the "
         "enqueuer's notify did not reach it",
         [target('sum by (ceph_daemon) (rate('
-                'ceph_osd_queue_timeouts_with_work_total{%s}[%s]))'
-                % (OSD, RI), "{{ceph_daemon}}")], "ops", fill=0), 12, 8)
+                '%s{%s}[%s]))'
+                % (F.QUEUE_TIMEOUTS_WITH_WORK, OSD, RI), "{{ceph_daemon}}")],
+        "ops", fill=0), 12, 8)
 
     # --- threads ------------------------------------------------------------
     L.row("OSD threads")
@@ -234,51 +245,69 @@ def build():
         "Off-CPU by thread role",
         "Seconds per second the OSD's threads of each role spent asleep "
         "(all selected OSDs)",
-        [target('sum by (role) (rate(ceph_osd_thread_offcpu_seconds_total'
-                '{%s}[%s]))' % (OSD, RI), "{{role}}")], "s", stack=True,
+        [target('sum by (role) (rate(%s{%s}[%s]))'
+                % (F.THREAD_OFFCPU, OSD, RI), "{{role}}")], "s", stack=True,
         fill=40), 8, 8)
     L.add(timeseries(
         "Run-queue by thread role",
         "Seconds per second the threads of each role were runnable and "
         "waited for a CPU (CPU starvation)",
-        [target('sum by (role) (rate('
-                'ceph_osd_thread_runqueue_seconds_total{%s}[%s]))'
-                % (OSD, RI), "{{role}}")], "s", stack=True, fill=40), 8, 8)
-    L.add(timeseries(
-        "Wake-up delay p99 by thread role",
-        "From sched_wakeup to back on a CPU (kernel histogram)",
-        [target(p99("ceph_osd_kernel_latency_seconds_bucket", "role",
-                    'stage="wakeup_delay", %s' % OSD), "{{role}}")], "s",
-        fill=0), 8, 8)
+        [target('sum by (role) (rate(%s{%s}[%s]))'
+                % (F.THREAD_RUNQUEUE, OSD, RI), "{{role}}")], "s",
+        stack=True, fill=40), 8, 8)
     L.add(timeseries(
         "Futex wait by thread role",
         "Off-CPU seconds per second spent in futex waits (condition "
         "variables, mutexes)",
-        [target('sum by (role) (rate(ceph_osd_thread_futex_seconds_total'
-                '{%s}[%s]))' % (OSD, RI), "{{role}}")], "s", stack=True,
-        fill=40), 8, 8)
+        [target('sum by (role) (rate(%s{%s}[%s]))'
+                % (F.THREAD_FUTEX_WAIT, OSD, RI), "{{role}}")], "s",
+        stack=True, fill=40), 8, 8)
+    L.add(timeseries(
+        "Sleep length p99 by thread role",
+        "How long each sleep lasted: switched out while not runnable, "
+        "until woken (kernel histogram)",
+        [target(p99(F.THREAD_OFFCPU_DURATION + "_bucket", "role", OSD),
+                "{{role}}")], "s", fill=0), 8, 8)
+    L.add(timeseries(
+        "Wake-up delay p99 by thread role",
+        "From sched_waking to back on a CPU: each wake-up's time in the "
+        "run queue (kernel histogram)",
+        [target(p99(F.THREAD_WAKEUP_DELAY + "_bucket", "role", OSD),
+                "{{role}}")], "s", fill=0), 8, 8)
+    L.add(timeseries(
+        "Futex wait length p99 by thread role",
+        "How long each futex wait slept (kernel histogram)",
+        [target(p99(F.THREAD_FUTEX_WAIT_DURATION + "_bucket", "role", OSD),
+                "{{role}}")], "s", fill=0), 8, 8)
     L.add(timeseries(
         "Wake-ups by thread role",
         "Wake-ups per second of the threads of each role",
-        [target('sum by (role) (rate(ceph_osd_thread_wakeups_total{%s}'
-                '[%s]))' % (OSD, RI), "{{role}}")], "ops", stack=True,
-        fill=40), 8, 8)
+        [target('sum by (role) (rate(%s{%s}[%s]))'
+                % (F.THREAD_WAKEUPS, OSD, RI), "{{role}}")], "ops",
+        stack=True, fill=40), 8, 8)
     L.add(timeseries(
         "Threads by role",
         "The OSD's threads of each role (all selected OSDs)",
-        [target('sum by (role) (ceph_osd_threads{%s})' % OSD, "{{role}}")],
+        [target('sum by (role) (%s{%s})' % (F.THREADS, OSD), "{{role}}")],
         "none", stack=True, fill=40), 8, 8)
+    L.add(timeseries(
+        "Block requests and syncfs p99 per OSD",
+        "Each block request the OSD issued, issue to completion, and each "
+        "syncfs(2) call (FileStore; none on BlueStore)",
+        targets((p99(F.BLOCK_REQUEST_DURATION + "_bucket", "ceph_daemon",
+                     OSD), "block {{ceph_daemon}}"),
+                (p99(F.SYNCFS_DURATION + "_bucket", "ceph_daemon", OSD),
+                 "syncfs {{ceph_daemon}}")), "s", fill=0), 8, 8)
 
     # --- replicas -----------------------------------------------------------
     L.row("Replication")
     for fams, titles, texts in (
-            (("ceph_osd_replica_wait_seconds", "ceph_osd_replica_last_total"),
+            ((F.REPLICA_WAIT, F.REPLICA_LAST_REPLY),
              ("Replica wait p99 per primary and peer", "Last reply by peer"),
              ("A primary's wait for each replica's commit reply",
               "Replicated writes per second whose last reply came from each "
               "peer: a slow replica is the last one most of the time")),
-            (("ceph_osd_shard_read_wait_seconds",
-              "ceph_osd_shard_read_last_total"),
+            ((F.SHARD_READ_WAIT, F.SHARD_READ_LAST_REPLY),
              ("Shard read wait p99 per primary and peer",
               "Last shard read reply by peer"),
              ("An erasure-coded pool's primary: its wait for each shard's "
@@ -309,8 +338,9 @@ def build():
     L.add({"type": "bargauge", "title": "Top 10 OSDs by queue wait",
            "description": "Seconds of queue wait per second (all causes)",
            "targets": [target('topk(10, sum by (ceph_daemon) (rate('
-                              'ceph_osd_queue_wait_seconds_total{%s}[%s])))'
-                              % (OSD, RI), "{{ceph_daemon}}", instant=True,
+                              '%s{%s}[%s])))'
+                              % (F.QUEUE_WAIT, OSD, RI), "{{ceph_daemon}}",
+                              instant=True,
                               range=False)],
            "fieldConfig": {"defaults": {"unit": "s", "min": 0},
                            "overrides": []},
@@ -326,10 +356,9 @@ def build():
         "the host-wide part), the exporter process's own CPU (reading maps, "
         "serving /metrics) per exporter, and the bound (--max-overhead; "
         "0: none)",
-        targets(('ceph_osdstage_overhead_ratio{%s}' % OSD,
-                 "{{ceph_daemon}}"),
-                ('ceph_osdstage_self_cpu_ratio', "exporter {{instance}}"),
-                ('max(ceph_osdstage_overhead_bound_ratio)', "bound")),
+        targets(('%s{%s}' % (F.OVERHEAD, OSD), "{{ceph_daemon}}"),
+                (F.SELF_CPU, "exporter {{instance}}"),
+                ('max(%s)' % F.OVERHEAD_BOUND, "bound")),
         "percentunit", fill=0), 8, 8)
     L.add(timeseries(
         "Attached fraction per tier",
@@ -338,17 +367,18 @@ def build():
         "in duty cycles that keep the cost under the bound (the figures it "
         "feeds cover only these seconds)",
         [target('sum by (ceph_daemon, tier) (rate('
-                'ceph_osdstage_attached_seconds_total{%s}[%s])) / on '
+                '%s{%s}[%s])) / on '
                 '(ceph_daemon) group_left sum by (ceph_daemon) (rate('
-                'ceph_osdstage_traced_seconds_total{%s}[%s]))'
-                % (OSD, RI, OSD, RI), "{{ceph_daemon}} {{tier}}")],
+                '%s{%s}[%s]))'
+                % (F.ATTACHED, OSD, RI, F.TRACED, OSD, RI),
+                "{{ceph_daemon}} {{tier}}")],
         "percentunit", fill=0), 8, 8)
     L.add({"type": "table", "title": "Which tier feeds each stage",
-           "description": "ceph_osdstage_stage_tier: lean (attached all the "
+           "description": F.STAGE_TIER_INFO + ": lean (attached all the "
                           "time: every op) or full (duty cycles: a sample); "
                           "the number of OSDs so fed",
            "targets": [target('count by (stage, tier) ('
-                              'ceph_osdstage_stage_tier{%s})' % OSD, "",
+                              '%s{%s})' % (F.STAGE_TIER_INFO, OSD), "",
                               format="table", instant=True, range=False)],
            "transformations": [{"id": "organize", "options": {
                "excludeByName": {"Time": True}}}],
@@ -358,29 +388,30 @@ def build():
         "Probe hits by kind",
         "BPF program runs per second: entry/return uprobes, scheduler "
         "and syscall tracepoints",
-        [target('sum by (kind) (rate(ceph_osdstage_probe_hits_total{%s}'
-                '[%s]))' % (OSD, RI), "{{kind}}")], "ops", stack=True,
+        [target('sum by (kind) (rate(%s{%s}[%s]))'
+                % (F.PROBE_HITS, OSD, RI), "{{kind}}")], "ops", stack=True,
         fill=40), 8, 8)
     L.add(timeseries(
         "Events lost by reason",
         "Measurements the tool could not make per second (a full map, an "
         "op aged out, ...): non-zero means the figures undercount",
-        [target('sum by (reason) (rate(ceph_osdstage_events_lost_total{%s}'
-                '[%s]))' % (OSD, RI), "{{reason}}")], "ops", fill=0), 8, 8)
+        [target('sum by (reason) (rate(%s{%s}[%s]))'
+                % (F.EVENTS_LOST, OSD, RI), "{{reason}}")], "ops", fill=0),
+        8, 8)
     L.add(timeseries(
         "BPF map fullness",
         "How full the tool's fixed-size tables are (host-wide)",
-        [target('max by (map) (ceph_osdstage_map_fullness_ratio)',
+        [target('max by (map) (%s)' % F.MAP_FULLNESS,
                 "{{map}}")], "percentunit", fill=0), 8, 8)
     L.add(timeseries(
         "Ops in flight, targets, attaches",
         "Ops held in the ops table per OSD; OSDs traced per exporter; "
         "(re)attaches in the last hour (restarts of an OSD)",
-        targets(('ceph_osdstage_ops_in_flight{%s}' % OSD,
+        targets(('%s{%s}' % (F.OPS_IN_FLIGHT, OSD),
                  "in flight {{ceph_daemon}}"),
-                ('sum(ceph_osdstage_targets)', "targets"),
-                ('sum by (ceph_daemon) (increase('
-                 'ceph_osdstage_attaches_total{%s}[1h]))' % OSD,
+                ('sum(%s)' % F.TARGETS, "targets"),
+                ('sum by (ceph_daemon) (increase(%s{%s}[1h]))'
+                 % (F.ATTACHES, OSD),
                  "attaches {{ceph_daemon}}")), "none", fill=0), 8, 8)
 
     var_q = {"type": "query", "datasource": DS, "refresh": 2,
@@ -388,7 +419,7 @@ def build():
              "current": {"selected": True, "text": ["All"],
                          "value": ["$__all"]},
              "options": [], "hide": 0, "skipUrlSync": False, "regex": ""}
-    osd_q = "label_values(ceph_osdstage_info, ceph_daemon)"
+    osd_q = "label_values(%s, ceph_daemon)" % F.OSD_INFO
     stage_q = "label_values(%s, stage)" % STAGE_BUCKET
     templating = [
         {"type": "datasource", "name": "datasource", "label": "Data source",

@@ -5,7 +5,7 @@
   traceback;
 - no ceph-osd on the host (the exporter in a PID namespace of its own,
   where /proc shows none): it serves /metrics with its own figures
-  (ceph_osdstage_targets 0, the bound), says so in one line, keeps
+  (osdstage_targets 0, the bound), says so in one line, keeps
   looking (still up seconds later) and exits 0 on SIGTERM; run three
   times in a row.
 """
@@ -19,6 +19,7 @@ import urllib.request
 import pytest
 
 from conftest import PYTHON, REPO, assert_one_line_error, run_tool
+from cephlat.exporter import families as F
 from promserver import free_port
 
 EXPORTER = os.path.join(REPO, "tools", "osdstage_exporter.py")
@@ -89,13 +90,13 @@ def test_no_osd_on_the_host_serves_and_keeps_looking(bpf_ready, attempt):
                 assert proc.poll() is None, proc.communicate()
                 assert time.time() < deadline, "no /metrics in 20 s"
                 time.sleep(0.2)
-        assert "ceph_osdstage_targets 0.0" in text, text
-        assert "ceph_osdstage_overhead_bound_ratio 0.01" in text, text
-        assert "# TYPE ceph_osd_stage_latency_seconds histogram" in text
+        assert "%s 0.0" % F.TARGETS in text, text
+        assert "%s 0.01" % F.OVERHEAD_BOUND in text, text
+        assert "# TYPE %s histogram" % F.STAGE_LATENCY in text
         time.sleep(3)
         assert proc.poll() is None, "exited with no OSD: %s" % (
             proc.communicate(),)
-        assert "ceph_osdstage_targets 0.0" in _get(port)
+        assert "%s 0.0" % F.TARGETS in _get(port)
     finally:
         # the exporter is unshare's child (PID 1 inside): signal it, and
         # unshare exits with its status

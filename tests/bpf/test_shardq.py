@@ -14,6 +14,7 @@ the tool's signal delay + run-queue delay.
 import pytest
 
 from shardq import CASES, shardq_exe, shardq_runs  # noqa: F401 (fixtures)
+from cephlat.model.queue_words import CPU_BOUND_RATIO
 
 CAUSE = {"normal": "busy", "forget": "missed", "delay": "signal",
          "contend": "runq", "hold": "held", "lock": "lock", "io": "blocked",
@@ -96,10 +97,38 @@ def test_notified_waits_are_not_timeouts(results, mode):
     assert want <= got <= want + truth["late_with_work"], (got, truth)
 
 
+def cpu_bound(truth):
+    """Whether the workers waited for a CPU longer than they ran, by the
+    kernel's own accounting (their schedstat, start to end): True, False,
+    or None when too close to the verdict's line (CPU_BOUND_RATIO) to
+    say: within a factor of 1.5 of it (the tool's figures cover its
+    window, the program's the threads' whole lives)."""
+    if not truth["workers_cpu_us"]:
+        return None
+    ratio = truth["workers_runq_us"] / truth["workers_cpu_us"]
+    if ratio >= 1.5 * CPU_BOUND_RATIO:
+        return True
+    if ratio <= CPU_BOUND_RATIO / 1.5:
+        return False
+    return None
+
+
 @pytest.mark.parametrize("mode", list(CASES))
 def test_verdict_names_the_cause(results, mode):
-    _, rec = results[mode]
-    assert rec["cause"] == CAUSE[mode], rec["verdict"]
+    """The case's cause; where the workers were busy, locked or blocked
+    but, by the kernel's schedstat, waited for a CPU longer than they ran
+    (a machine with other work on it: the lock's holder, preempted, holds
+    it longer), CPU contention is the cause, as the verdict's rule says;
+    near that line either is right."""
+    truth, rec = results[mode]
+    want = {CAUSE[mode]}
+    if CAUSE[mode] in ("busy", "lock", "blocked"):
+        bound = cpu_bound(truth)
+        want = {"runq"} if bound else want | (
+            {"runq"} if bound is None else set())
+    assert rec["cause"] in want, (rec["verdict"], truth)
+    if rec["cause"] != CAUSE[mode]:
+        return
     words = {"busy": "saturated", "missed": "missed", "signal": "asleep",
              "runq": "CPU contention",
              "held": "the scheduler held them",

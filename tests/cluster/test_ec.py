@@ -387,8 +387,9 @@ def test_a_slowed_hosts_read_shard_is_named(ec_objects, run):
 def test_the_exporter_exports_each_reads_shards(ec_objects):
     """The exporter (every OSD of the lab, no cost bound: always
     attached) counts each read an OSD was primary of (Ceph's op_r) in
-    ceph_osd_shard_read_last_total, over its peers, and each of the K
-    shard replies of each in ceph_osd_shard_read_wait_seconds."""
+    osdstage_shard_read_last_reply_total, over its peers, and each of the
+    K shard replies of each in osdstage_shard_read_wait_seconds."""
+    from cephlat.exporter import families as F
     from test_exporter import Exporter, metrics
     e = Exporter("ec", ["--refresh", "1", "--max-overhead", "0"])
     try:
@@ -410,8 +411,8 @@ def test_the_exporter_exports_each_reads_shards(ec_objects):
         def per_peer(fam):
             return {dict(k[1])["peer"]: v for k, v in m.items()
                     if k[0] == fam and dict(k[1])["ceph_daemon"] == name}
-        last = per_peer("ceph_osd_shard_read_last_total")
-        waits = per_peer("ceph_osd_shard_read_wait_seconds_count")
+        last = per_peer(F.SHARD_READ_LAST_REPLY)
+        waits = per_peer(F.SHARD_READ_WAIT + "_count")
         assert sum(last.values()) == n, (name, n, last)
         assert sum(waits.values()) == K * n, (name, n, waits)
         assert set(last) <= set(waits), (last, waits)

@@ -5,12 +5,12 @@ with its own config and data directory, stopped after):
 - every metric family with a ceph_daemon label is there for every OSD, in
   /metrics and in Prometheus, but for the erasure-coded reads' (the lab's
   pools are replicated: they are absent; test_ec.py has them);
-  ceph_osdstage_info names the lab's pids;
+  osdstage_osd_info names the lab's pids;
 - histogram_quantile(0.99, ...) over a window, per OSD and stage, is
   within one bucket of the p99 that osdstage.py itself reports for the
   same window (run alongside: `--lean` for the stages the exporter takes
   from its lean tier, the full tier for the others, as
-  ceph_osdstage_stage_tier says). The exporter Prometheus scrapes runs
+  osdstage_stage_tier_info says). The exporter Prometheus scrapes runs
   without a cost bound (--max-overhead 0) so that both see the same ops:
   under duty cycles the full tier sees the attached seconds' ops only, a
   sample whose p99 can be two buckets off when a stall falls in or out of
@@ -26,7 +26,8 @@ with its own config and data directory, stopped after):
 - the lean tier counts every op Ceph counts (op_r + op_w + op_rw, each
   OSD's, within 1 %) over writes before and after a restart of osd.1,
   for the default exporter (duty cycles) as for the unbounded one;
-- every PromQL expression of the Grafana dashboard returns data;
+- every PromQL expression of the Grafana dashboard returns data (but
+  the erasure-coded reads' and syncfs': BlueStore OSDs make no syncfs);
 - SIGTERM: exit 0, one line per event on stderr, no traceback, nothing of
   ours left attached.
 """
@@ -44,6 +45,7 @@ from conftest import (LAB, OSDSTAGE, PYTHON, REPO, Bench, need,
 from cephlat.engine import duty
 from cephlat.exporter import service
 from cephlat.exporter.osds import SETTLE_S
+from cephlat.exporter import families as F
 from cephlat.exporter.families import BUCKETS_S, FAMILIES
 from promserver import PROMETHEUS, Prometheus, free_port, scrape
 
@@ -57,8 +59,10 @@ FULL_MARGIN_S = 4      # the full tier's window: from before the lean
 # that later on average
 PROM_LAG_S = 0.5
 # the families of erasure-coded pools' reads: none on this lab
-EC_READS = ("ceph_osd_shard_read_wait_seconds",
-            "ceph_osd_shard_read_last_total")
+EC_READS = (F.SHARD_READ_WAIT, F.SHARD_READ_LAST_REPLY)
+# the families with series that hold nothing here: the lab's BlueStore
+# OSDs make no syncfs (its histogram is there, all zero: no quantile)
+EMPTY_HERE = EC_READS + (F.SYNCFS_DURATION,)
 REATTACH_S = 5.0       # the issue's bound on re-attaching (on this machine)
 
 
@@ -69,8 +73,8 @@ def metrics(port):
 
 def monotone(m):
     """The samples that must never go backwards: counters and histogram
-    buckets, sums and counts of the ceph_ families."""
-    return {k: v for k, v in m.items() if k[0].startswith("ceph_") and
+    buckets, sums and counts of the exporter's families."""
+    return {k: v for k, v in m.items() if k[0].startswith(F.PREFIX) and
             k[0].endswith(("_total", "_bucket", "_count", "_sum"))}
 
 
@@ -86,7 +90,7 @@ def lean_ops(m):
     out = {}
     for k, v in m.items():
         lab = dict(k[1])
-        if k[0] == "ceph_osd_stage_latency_seconds_count" and \
+        if k[0] == F.STAGE_LATENCY + "_count" and \
                 lab["stage"] == "op_latency":
             out[lab["ceph_daemon"]] = out.get(lab["ceph_daemon"], 0) + v
     return out
@@ -100,14 +104,14 @@ def assert_counts_every_op(got, want, what):
 
 
 def attaches(m):
-    """{osd: ceph_osdstage_attaches_total} of a /metrics page."""
+    """{osd: osdstage_attaches_total} of a /metrics page."""
     return {dict(k[1])["ceph_daemon"]: v for k, v in m.items()
-            if k[0] == "ceph_osdstage_attaches_total"}
+            if k[0] == F.ATTACHES}
 
 
 def info_pids(m):
     return {dict(k[1])["ceph_daemon"]: int(dict(k[1])["pid"])
-            for k in m if k[0] == "ceph_osdstage_info"}
+            for k in m if k[0] == F.OSD_INFO}
 
 
 def bucket_index(seconds):
@@ -281,17 +285,16 @@ def test_every_family_is_there_for_every_osd(served):
     for osd in osds:
         for stage in ("queue_wait", "op_total", "replica_wait", "repop"):
             n = sum(v for k, v in m.items()
-                    if k[0] == "ceph_osd_stage_latency_seconds_count" and
+                    if k[0] == F.STAGE_LATENCY + "_count" and
                     dict(k[1])["ceph_daemon"] == osd and
                     dict(k[1])["stage"] == stage)
             assert n > 50, (osd, stage, n)
         busy = sum(v for k, v in m.items()
-                   if k[0] == "ceph_osd_queue_ops_total" and
+                   if k[0] == F.QUEUE_OPS and
                    dict(k[1])["ceph_daemon"] == osd)
         assert busy > 50, (osd, busy)
         # each write waited on the two other OSDs, by their names
-        for fam in ("ceph_osd_replica_wait_seconds_count",
-                    "ceph_osd_replica_last_total"):
+        for fam in (F.REPLICA_WAIT + "_count", F.REPLICA_LAST_REPLY):
             per = {dict(k[1])["peer"]: v for k, v in m.items()
                    if k[0] == fam and dict(k[1])["ceph_daemon"] == osd}
             others = [o for o in osds if o != osd]
@@ -311,7 +314,7 @@ def stage_tiers(m):
     """{(osd, stage): the tier the exporter takes it from}."""
     return {(dict(k[1])["ceph_daemon"], dict(k[1])["stage"]):
             dict(k[1])["tier"] for k in m
-            if k[0] == "ceph_osdstage_stage_tier"}
+            if k[0] == F.STAGE_TIER_INFO}
 
 
 def test_p99_agrees_with_the_tools_own_within_one_bucket(served):
@@ -331,8 +334,8 @@ def test_p99_agrees_with_the_tools_own_within_one_bucket(served):
         rec = served.tool[tier]
         got = served.prom.query(
             'histogram_quantile(0.99, sum by (le) (increase('
-            'ceph_osd_stage_latency_seconds_bucket{ceph_daemon="%s",'
-            'stage="%s"}[%ds])))' % (osd, stage, round(rec["interval_s"])),
+            '%s_bucket{ceph_daemon="%s",stage="%s"}[%ds])))'
+            % (F.STAGE_LATENCY, osd, stage, round(rec["interval_s"])),
             at=rec["ts"] + PROM_LAG_S)
         assert got and not math.isnan(got[0][1]), (osd, stage, got)
         prom_s, tool_s = got[0][1], s["p99_us"] / 1e6
@@ -352,16 +355,14 @@ def test_default_exporter_holds_its_bound(served):
     assert served.bounded_rc == 0, served.bounded.stderr()
     err = served.bounded.stderr()
     assert "Traceback" not in err
-    assert m[("ceph_osdstage_overhead_bound_ratio", ())] == 0.01
+    assert m[(F.OVERHEAD_BOUND, ())] == 0.01
     main = metrics(served.port)
-    assert main[("ceph_osdstage_overhead_bound_ratio", ())] == 0
+    assert main[(F.OVERHEAD_BOUND, ())] == 0
     for osd in ("osd.0", "osd.1", "osd.2"):
         d = (("ceph_daemon", osd),)
-        traced = m[("ceph_osdstage_traced_seconds_total", d)]
-        full = m[("ceph_osdstage_attached_seconds_total",
-                  (("ceph_daemon", osd), ("tier", "full")))]
-        lean = m[("ceph_osdstage_attached_seconds_total",
-                  (("ceph_daemon", osd), ("tier", "lean")))]
+        traced = m[(F.TRACED, d)]
+        full = m[(F.ATTACHED, (("ceph_daemon", osd), ("tier", "full")))]
+        lean = m[(F.ATTACHED, (("ceph_daemon", osd), ("tier", "lean")))]
         # ~45 s traced under writes; at 1 % the full tier cannot stay on,
         # the lean one is never off
         assert traced > 30, (osd, traced)
@@ -370,7 +371,7 @@ def test_default_exporter_holds_its_bound(served):
         # measured in the attached seconds: writes were seen
         for stage in ("queue_wait", "repop"):
             n = sum(v for k, v in m.items()
-                    if k[0] == "ceph_osd_stage_latency_seconds_count" and
+                    if k[0] == F.STAGE_LATENCY + "_count" and
                     dict(k[1])["ceph_daemon"] == osd and
                     dict(k[1])["stage"] == stage)
             assert n > 0, (osd, stage)
@@ -381,13 +382,10 @@ def test_default_exporter_holds_its_bound(served):
     # a look's overshoot: CHECK_S at the full rate before the cycle
     # detaches, over the seconds traced (paid back later in a longer
     # run; the cost over 30 minutes: make bench)
-    est = sum(v for k, v in m.items()
-              if k[0] == "ceph_osdstage_overhead_ratio")
-    full = sum(v for k, v in served.main_m.items()
-               if k[0] == "ceph_osdstage_overhead_ratio")
-    own = m[("ceph_osdstage_self_cpu_ratio", ())]
-    traced = min(v for k, v in m.items()
-                 if k[0] == "ceph_osdstage_traced_seconds_total")
+    est = sum(v for k, v in m.items() if k[0] == F.OVERHEAD)
+    full = sum(v for k, v in served.main_m.items() if k[0] == F.OVERHEAD)
+    own = m[(F.SELF_CPU, ())]
+    traced = min(v for k, v in m.items() if k[0] == F.TRACED)
     over = duty.CHECK_S * full / traced
     print("bounded exporter: estimate %.4f, own %.4f (mean); unbounded "
           "%.4f; a look's overshoot %.4f" % (est, own, full, over))
@@ -506,7 +504,7 @@ def test_counters_never_go_backwards_across_osd_restarts(served):
     assert attaches(m) == {k: v + 2 for k, v in attaches0.items()}
     # osd.1 was measured after its restarts
     n = sum(v for k, v in m.items()
-            if k[0] == "ceph_osd_stage_latency_seconds_count" and
+            if k[0] == F.STAGE_LATENCY + "_count" and
             dict(k[1]) == {"ceph_daemon": "osd.1", "stage": "repop",
                            "op_class": "all"})
     assert n > 0
@@ -578,7 +576,7 @@ def test_dashboard_queries_return_data(served):
                                     "osdstage_exporter_example.txt"))
     assert len(docs) >= 6, docs
     queries = [q for q in dashboard_queries(DASHBOARD) + docs
-               if not any(f in q for f in EC_READS)]   # no EC pool here
+               if not any(f in q for f in EMPTY_HERE)]
     assert len(queries) >= 14, queries
     # writes for 12 s: Prometheus scrapes every second, so every window
     # of the queries (1m and more) holds a dozen samples of them

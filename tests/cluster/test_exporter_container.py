@@ -5,7 +5,7 @@ profile of deploy/container/seccomp.json, tracefs read-only, a read-only
 root file system. Not privileged.
 
 - with exactly these privileges it traces every OSD of the lab:
-  ceph_osdstage_info names each one with its current pid, and the probes
+  osdstage_osd_info names each one with its current pid, and the probes
   of each one run under a write load;
 - with any one of the three capabilities taken away it traces none, and
   says why on stderr (the set is the least that works, deploy/README.md).
@@ -27,6 +27,7 @@ import pytest
 
 import promserver
 from conftest import REPO, Bench, lab_env, need
+from cephlat.exporter import families as F
 from promserver import free_port
 
 IMAGE = "localhost/osdstage-exporter:latest"
@@ -51,9 +52,9 @@ def scrape(port):
 
 
 def infos(m):
-    """{ceph_daemon: labels} of ceph_osdstage_info."""
+    """{ceph_daemon: labels} of osdstage_osd_info."""
     return {dict(k[1])["ceph_daemon"]: dict(k[1])
-            for k in m if k[0] == "ceph_osdstage_info"}
+            for k in m if k[0] == F.OSD_INFO}
 
 
 def lab_osds():
@@ -167,7 +168,7 @@ def test_traces_every_lab_osd_with_exactly_these_privileges(container):
 
     def hits(m, name):
         return sum(v for (n, l), v in m.items()
-                   if n == "ceph_osdstage_probe_hits_total" and
+                   if n == F.PROBE_HITS and
                    dict(l).get("ceph_daemon") == name)
     for name in want:
         assert hits(after, name) > hits(before, name), (name, c.logs())

@@ -15,8 +15,15 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from cephlat.exporter.collect import LE, Exported, HistSum
+from cephlat.exporter import families as F
 from cephlat.exporter.families import BUCKETS_S, FAMILIES
 from cephlat.model.hist import Hist
+
+
+def parsed(name):
+    """A family's name as prometheus_client's parser gives it (a counter's
+    without _total)."""
+    return name[:-len("_total")] if name.endswith("_total") else name
 
 
 def durations(n, seed):
@@ -68,10 +75,10 @@ def test_every_family_is_served_from_the_start():
             "# TYPE %s %s" % (f.name[:-len("_total")], f.type) in text, \
             f.name
         assert "# HELP %s" % f.name in text, f.name
-    parsed = {f.name: f for f in text_string_to_metric_families(text)}
-    assert parsed["ceph_osdstage_overhead_bound_ratio"].samples[0].value \
-        == 0.01
-    assert parsed["ceph_osdstage_targets"].samples[0].value == 0
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    assert set(fams) == {parsed(f.name) for f in FAMILIES}
+    assert fams[F.OVERHEAD_BOUND].samples[0].value == 0.01
+    assert fams[F.TARGETS].samples[0].value == 0
 
 
 def test_an_osds_series_render_and_parse():
@@ -81,13 +88,12 @@ def test_an_osds_series_render_and_parse():
     vals = durations(1000, 3)
     with ex.lock:
         st = ex.osd("osd.3")
-        st.hist("ceph_osd_stage_latency_seconds", ("queue_wait", "read"),
-                Hist.from_ns(vals))
-        st.count("ceph_osd_queue_wait_seconds_total", ("0", "busy"), 1.5)
-        st.count("ceph_osd_queue_wait_seconds_total", ("0", "busy"), 0.5)
+        st.hist(F.STAGE_LATENCY, ("queue_wait", "read"), Hist.from_ns(vals))
+        st.count(F.QUEUE_WAIT, ("0", "busy"), 1.5)
+        st.count(F.QUEUE_WAIT, ("0", "busy"), 0.5)
     text = _render(ex)
     fams = {f.name: f for f in text_string_to_metric_families(text)}
-    h = fams["ceph_osd_stage_latency_seconds"]
+    h = fams[F.STAGE_LATENCY]
     buckets = [s for s in h.samples if s.name.endswith("_bucket")]
     assert [float(s.labels["le"]) for s in buckets] == \
         [float(x) for x in LE]
@@ -97,18 +103,18 @@ def test_an_osds_series_render_and_parse():
         assert s.labels["ceph_daemon"] == "osd.3"
         assert s.labels["stage"] == "queue_wait"
         assert s.labels["op_class"] == "read"
-    q = fams["ceph_osd_queue_wait_seconds"]     # the parser drops _total
+    q = fams[parsed(F.QUEUE_WAIT)]
     assert q.samples[0].value == 2.0
     assert q.samples[0].labels == {"ceph_daemon": "osd.3", "shard": "0",
                                    "cause": "busy"}
-    info = fams["ceph_osdstage_info"].samples[0]
+    info = fams[F.OSD_INFO].samples[0]
     assert info.labels["pid"] == "123" and info.value == 1
-    assert fams["ceph_osdstage_attaches"].samples[0].value == 1
+    assert fams[parsed(F.ATTACHES)].samples[0].value == 1
     # an OSD that exits keeps its sums, loses its info
     ex.detached(["osd.3"])
     fams = {f.name: f for f in text_string_to_metric_families(_render(ex))}
-    assert not fams["ceph_osdstage_info"].samples
-    assert fams["ceph_osd_queue_wait_seconds"].samples[0].value == 2.0
+    assert not fams[F.OSD_INFO].samples
+    assert fams[parsed(F.QUEUE_WAIT)].samples[0].value == 2.0
 
 
 def test_a_stage_is_exported_per_op_class_only_where_its_classes_make_it_up():
@@ -137,7 +143,7 @@ def test_a_stage_is_exported_per_op_class_only_where_its_classes_make_it_up():
                     {"interval_attached_fraction": 1.0, "estimated_pct": 0}, 0)
     fams = {f.name: f for f in text_string_to_metric_families(_render(ex))}
     counts = {(s.labels["stage"], s.labels["op_class"]): s.value
-              for s in fams["ceph_osd_stage_latency_seconds"].samples
+              for s in fams[F.STAGE_LATENCY].samples
               if s.name.endswith("_count")}
     assert counts[("queue_wait", "all")] == 1000
     assert ("queue_wait", "read") not in counts
@@ -150,7 +156,7 @@ def test_each_stage_from_the_one_tier_that_feeds_it():
     taken from the lean tier alone (never summed: its ops would count
     twice), the full tier's own stages from it; each tier's attached
     seconds apart, the traced seconds once, the costs added, and which
-    tier feeds each stage in ceph_osdstage_stage_tier."""
+    tier feeds each stage in osdstage_stage_tier_info."""
     from cephlat.engine.tracer import CLASS_SUMMED
     from cephlat.exporter.collect import SCHED_CLASSES
     from cephlat.model import vocab as vocabmod
@@ -185,25 +191,66 @@ def test_each_stage_from_the_one_tier_that_feeds_it():
                         sources=sources, traced=tier == "lean")
     fams = {f.name: f for f in text_string_to_metric_families(_render(ex))}
     counts = {(s.labels["stage"], s.labels["op_class"]): s.value
-              for s in fams["ceph_osd_stage_latency_seconds"].samples
+              for s in fams[F.STAGE_LATENCY].samples
               if s.name.endswith("_count")}
     assert counts == {("queue_wait", "all"): 400, ("op_total", "read"): 400,
                       ("repop", "all"): 50}, counts
-    qc = [s for s in fams["ceph_osd_scheduler_class_queue_wait_seconds"]
-          .samples if s.name.endswith("_count")]
+    qc = [s for s in fams[F.SCHED_CLASS_QUEUE_WAIT].samples
+          if s.name.endswith("_count")]
     assert [(s.labels["scheduler_class"], s.value) for s in qc
             if s.value] == [("client", 90)], qc
     att = {s.labels["tier"]: s.value
-           for s in fams["ceph_osdstage_attached_seconds"].samples}
+           for s in fams[parsed(F.ATTACHED)].samples}
     assert att == {"lean": 10.0, "full": 2.5}, att
-    assert fams["ceph_osdstage_traced_seconds"].samples[0].value == 10.0
-    assert abs(fams["ceph_osdstage_overhead_ratio"].samples[0].value -
+    assert fams[parsed(F.TRACED)].samples[0].value == 10.0
+    assert abs(fams[F.OVERHEAD].samples[0].value -
                0.007) < 1e-9
     fed = {(s.labels["stage"], s.labels["tier"])
-           for s in fams["ceph_osdstage_stage_tier"].samples}
+           for s in fams[F.STAGE_TIER_INFO].samples}
     assert fed == {("queue_wait", "lean"), ("op_total", "lean"),
                    ("repop", "full"), (SCHED_CLASSES, "full")}, fed
     # gone with the OSD's process, as its info
     ex.detached(["osd.0"])
     fams = {f.name: f for f in text_string_to_metric_families(_render(ex))}
-    assert not fams["ceph_osdstage_stage_tier"].samples
+    assert not fams[F.STAGE_TIER_INFO].samples
+
+
+def test_kernel_stages_go_to_their_own_families():
+    """Each kernel stage of the BPF side (vocab.kernel) has a family of
+    its own (families.KERNEL_STAGES): a thread's sleeps, futex waits and
+    wake-up delays per role, syncfs calls and block requests per OSD;
+    nothing is exported as a latency with a stage label any more."""
+    from cephlat.model import vocab as vocabmod
+    from cephlat.model.interval import RunInfo
+    from cephlat.model.roles import CEPH_ROLES
+    from cephlat.model.snapshot import Snapshot
+    vocab = vocabmod.live()
+    assert set(vocab.kernel) == set(F.KERNEL_STAGES), vocab.kernel
+    per_role = {base for base, _ in vocab.role_stages}
+    for stage, name in F.KERNEL_STAGES.items():
+        labels = F.BY_NAME[name].labels
+        assert F.BY_NAME[name].type == "histogram", name
+        assert labels == (("ceph_daemon", "role") if stage in per_role
+                          else ("ceph_daemon",)), (stage, labels)
+    run = RunInfo(1, "16.2.15", ["op_total"], {}, set(), 0, True,
+                  CEPH_ROLES, vocab)
+    worker = CEPH_ROLES.names.index("tp_osd_tp")
+    n = {"offcpu": 11, "futex_wait": 12, "wakeup_delay": 13, "syncfs": 14,
+         "block_rq": 15}
+    hists = {}
+    for stage, count in n.items():
+        key = "%s.%d" % (stage, worker) if stage in per_role else stage
+        hists[key] = Hist.from_ns(durations(count, count))
+    cur = Snapshot({}, {}, {}, {}, {}, 10**9, dict(hists), 0)
+    ex = Exported(0.0)
+    ex.add_interval("osd.2", run, cur, None, 1.0,
+                    {"interval_attached_fraction": 1.0, "estimated_pct": 0},
+                    None)
+    fams = {f.name: f for f in text_string_to_metric_families(_render(ex))}
+    for stage, count in n.items():
+        got = [s for s in fams[F.KERNEL_STAGES[stage]].samples
+               if s.name.endswith("_count")]
+        want = {"ceph_daemon": "osd.2"}
+        if stage in per_role:
+            want["role"] = "tp_osd_tp"
+        assert [(s.labels, s.value) for s in got] == [(want, count)], stage

@@ -25,6 +25,7 @@ import sys
 import pytest
 
 from conftest import REPO, need
+from cephlat.exporter import families as F
 from cephlat.exporter.families import BY_NAME, FAMILIES
 import exporter_dashboard as xd
 
@@ -113,8 +114,8 @@ def test_variables(dash):
     assert tv["datasource"]["type"] == "datasource"
     assert tv["datasource"]["query"] == "prometheus"
     lv = {name: (m, l) for name, m, l in xd.label_values_queries(dash)}
-    assert lv["osd"] == ("ceph_osdstage_info", "ceph_daemon")
-    assert lv["stage"] == ("ceph_osd_stage_latency_seconds_bucket", "stage")
+    assert lv["osd"] == (F.OSD_INFO, "ceph_daemon")
+    assert lv["stage"] == (F.STAGE_LATENCY + "_bucket", "stage")
     for name in ("osd", "stage"):
         assert tv[name]["datasource"]["uid"] == "${datasource}"
         assert tv[name]["multi"] and tv[name]["includeAll"]
@@ -184,30 +185,27 @@ def test_the_panels_the_issue_asks_for(dash, queries):
     heat = [t for t, ty in types.items() if ty == "heatmap"]
     assert heat, types
     assert _uses(queries, "histogram_quantile(0.99",
-                 "ceph_osd_stage_latency_seconds_bucket",
+                 F.STAGE_LATENCY + "_bucket",
                  "by (ceph_daemon, stage, le)")
-    attribution = _uses(queries, "ceph_osd_queue_wait_seconds_total",
-                        "by (cause)")
+    attribution = _uses(queries, F.QUEUE_WAIT, "by (cause)")
     assert attribution
     stacked = [p for p in xd.panels(dash) if p["title"] == attribution[0][0]]
     assert stacked[0]["fieldConfig"]["defaults"]["custom"]["stacking"][
         "mode"] == "normal"
-    assert _uses(queries, "ceph_osd_queue_wakeups_total", "by (waker)")
-    assert _uses(queries, "ceph_osd_thread_offcpu_seconds_total",
-                 "by (role)")
-    assert _uses(queries, "ceph_osd_thread_runqueue_seconds_total",
-                 "by (role)")
-    assert _uses(queries, "ceph_osd_replica_wait_seconds_bucket", "peer")
+    assert _uses(queries, F.QUEUE_WAKEUPS, "by (waker)")
+    assert _uses(queries, F.THREAD_OFFCPU, "by (role)")
+    assert _uses(queries, F.THREAD_RUNQUEUE, "by (role)")
+    assert _uses(queries, F.THREAD_WAKEUP_DELAY + "_bucket", "by (role, le)")
+    assert _uses(queries, F.REPLICA_WAIT + "_bucket", "peer")
     assert _uses(queries, "topk(", "stage=\"op_total\"")
-    assert _uses(queries, "topk(", "ceph_osd_queue_wait_seconds_total")
+    assert _uses(queries, "topk(", F.QUEUE_WAIT)
     cost = [p for p in xd.panels(dash)
-            if any("ceph_osdstage_overhead_ratio" in t["expr"]
-                   for t in p["targets"])]
-    assert cost and any("ceph_osdstage_overhead_bound_ratio" in t["expr"]
+            if any(F.OVERHEAD in t["expr"] for t in p["targets"])]
+    assert cost and any(F.OVERHEAD_BOUND in t["expr"]
                         for t in cost[0]["targets"])
-    assert _uses(queries, "rate(ceph_osdstage_probe_hits_total")
-    assert _uses(queries, "rate(ceph_osdstage_events_lost_total")
-    assert _uses(queries, "ceph_osdstage_map_fullness_ratio")
+    assert _uses(queries, "rate(" + F.PROBE_HITS)
+    assert _uses(queries, "rate(" + F.EVENTS_LOST)
+    assert _uses(queries, F.MAP_FULLNESS)
     # repeated per OSD (rows) and per stage (heatmaps)
     rows = [p for p in dash["panels"] if p["type"] == "row"]
     assert any(r.get("repeat") == "osd" for r in rows)
@@ -241,14 +239,12 @@ def test_reader_on_known_expressions():
     assert xd.grouping_labels(e) == [
         ("by", ["ceph_daemon", "cause"]), ("on", ["ceph_daemon"]),
         ("by", ["ceph_daemon"])]
-    assert xd.selectors("max(ceph_osdstage_targets)") == [
-        ("ceph_osdstage_targets", [])]
+    assert xd.selectors("max(%s)" % F.TARGETS) == [(F.TARGETS, [])]
     assert xd.selectors('histogram_quantile(0.99, sum by (le) '
                         '(rate(h_bucket[1m])))') == [("h_bucket", [])]
-    f, s = xd.family_of("ceph_osd_stage_latency_seconds_bucket", BY_NAME)
-    assert f.name == "ceph_osd_stage_latency_seconds" and s == "_bucket"
-    assert xd.family_of("ceph_osd_queue_ops_total_count", BY_NAME) == (
-        None, None)
+    f, s = xd.family_of(F.STAGE_LATENCY + "_bucket", BY_NAME)
+    assert f.name == F.STAGE_LATENCY and s == "_bucket"
+    assert xd.family_of(F.QUEUE_OPS + "_count", BY_NAME) == (None, None)
 
 
 def test_promtool_parses_every_query(tmp_path):

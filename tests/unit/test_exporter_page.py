@@ -16,6 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from cephlat.cli.exporter import serve_http
+from cephlat.exporter import families as F
 from cephlat.exporter.collect import Exported
 from promserver import free_port, get, parse
 
@@ -60,7 +61,7 @@ def test_gzip_when_accepted_plain_otherwise():
             assert int(hz["Content-Length"]) == len(body) < len(plain)
             assert gzip.decompress(body) == plain
             m = parse(plain.decode())
-            assert m[("ceph_osdstage_targets", ())] == n
+            assert m[(F.TARGETS, ())] == n
             ex.set_host(n + 1, {"ops": 0.5})
             ex.publish()
         with pytest.raises(urllib.error.HTTPError) as e:
@@ -77,7 +78,7 @@ def test_a_scrape_does_not_wait_for_a_render():
     ex.set_host(1, {})
     ex.publish()
     old, _ = ex.page()                  # a scraper: refreshes render now
-    assert parse(old.decode())[("ceph_osdstage_targets", ())] == 1
+    assert parse(old.decode())[(F.TARGETS, ())] == 1
     for n in (2, 3, 4):
         ex.set_host(n, {})
         gate.hold.set()
@@ -94,5 +95,5 @@ def test_a_scrape_does_not_wait_for_a_render():
         gate.hold.clear()
         render.join(5)
         new, _ = ex.page()
-        assert parse(new.decode())[("ceph_osdstage_targets", ())] == n
+        assert parse(new.decode())[(F.TARGETS, ())] == n
         old = new

@@ -40,7 +40,7 @@ EXAMPLES = """examples:
   osdstage_exporter.py --no-kernel      # user-space stages only (cheaper)
   osdstage_exporter.py --tiers lean     # the lean tier alone: every op,
                                         # one probe hit each
-  curl -s 127.0.0.1:9929/metrics | grep ceph_osd_stage_latency
+  curl -s 127.0.0.1:9929/metrics | grep osdstage_stage_latency
 
 Prometheus: add a scrape job for HOST:9929 (deploy/README.md); the Grafana
 dashboard is deploy/grafana/osdstage.json; systemd, podman and Kubernetes

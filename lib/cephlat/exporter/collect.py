@@ -19,19 +19,17 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
 
 from ..model import report
 from ..model.hist import HIST_SLOTS, slot_bounds_us
+from . import families as F
 from .families import BUCKET_EXPONENTS, BUCKETS_S, BY_NAME
 
-STAGE = "ceph_osd_stage_latency_seconds"
-KERNEL = "ceph_osd_kernel_latency_seconds"
+STAGE = F.STAGE_LATENCY
 # per peer of the stages that wait on other OSDs: (wait histogram, times
 # last counter)
 PEER_FAMILIES = {
-    "replica_wait": ("ceph_osd_replica_wait_seconds",
-                     "ceph_osd_replica_last_total"),
-    "shard_read": ("ceph_osd_shard_read_wait_seconds",
-                   "ceph_osd_shard_read_last_total"),
+    "replica_wait": (F.REPLICA_WAIT, F.REPLICA_LAST_REPLY),
+    "shard_read": (F.SHARD_READ_WAIT, F.SHARD_READ_LAST_REPLY),
 }
-QCLASS = "ceph_osd_scheduler_class_queue_wait_seconds"
+QCLASS = F.SCHED_CLASS_QUEUE_WAIT
 ALL = "all"                   # the label value of "not split"
 # the sources' key of the per-scheduler-class figures (exporter/service.py)
 SCHED_CLASSES = "scheduler_class"
@@ -85,7 +83,7 @@ class OsdState:
         self.hists = {}       # (family, label values after ceph_daemon)
         self.counters = {}    # (family, label values) -> float
         self.gauges = {}      # (family, label values) -> float, replaced
-        self.info = None      # label values of ceph_osdstage_info (traced now)
+        self.info = None      # label values of F.OSD_INFO (traced now)
         self.sources = {}     # stage -> the tier feeding it (traced now)
         self.cost = {}        # tier -> its overhead ratio (traced now)
 
@@ -179,7 +177,7 @@ class Exported:
             st.info = info
             st.sources = dict(sources or {})
             st.cost = {}
-            st.count("ceph_osdstage_attaches_total", (), 1)
+            st.count(F.ATTACHES, (), 1)
 
     def detached(self, names):
         """These OSDs are no longer traced (exited): their sums stay, the
@@ -228,8 +226,7 @@ class Exported:
                         st.hist(QCLASS, (c,), h)
                     h = hists.get("held." + c)
                     if h is not None:
-                        st.count("ceph_osd_scheduler_class_held_seconds_total",
-                                 (c,), h.sum_ns / 1e9)
+                        st.count(F.SCHED_CLASS_HELD, (c,), h.sum_ns / 1e9)
             for stage, (wait_fam, last_fam) in PEER_FAMILIES.items():
                 for peer, (wait, last) in report.peers(hists, stage).items():
                     if wait is not None:
@@ -239,39 +236,41 @@ class Exported:
             if run.kernel:
                 self._kernel(st, run, hists, cur, prev, secs)
             for key in vocab.hits:          # label: "hit_entry" -> "entry"
-                st.count("ceph_osdstage_probe_hits_total",
+                st.count(F.PROBE_HITS,
                          (key[len("hit_"):],), counters.get(key, 0))
             for key, v in report.split_counters(counters, vocab).items():
-                st.count("ceph_osdstage_events_lost_total", (key,), v)
+                st.count(F.EVENTS_LOST, (key,), v)
             if traced:
-                st.count("ceph_osdstage_traced_seconds_total", (), secs)
-            st.count("ceph_osdstage_attached_seconds_total", (tier,),
+                st.count(F.TRACED, (), secs)
+            st.count(F.ATTACHED, (tier,),
                      secs * overhead["interval_attached_fraction"])
             # the tiers' costs add up (each measured on its own programs)
             st.cost[tier] = overhead["estimated_pct"] / 100.0
-            st.gauges[("ceph_osdstage_overhead_ratio", ())] = \
-                sum(st.cost.values())
+            st.gauges[(F.OVERHEAD, ())] = sum(st.cost.values())
             if in_flight is not None:
-                st.gauges[("ceph_osdstage_ops_in_flight", ())] = in_flight
+                st.gauges[(F.OPS_IN_FLIGHT, ())] = in_flight
 
     @staticmethod
     def _kernel(st, run, hists, cur, prev, secs):
         roles, vocab = run.roles, run.vocab
         kst, per_role = report.kernel_stages(hists, roles, vocab)
         for stage in vocab.kernel:
+            fam = F.KERNEL_STAGES.get(stage)
+            if fam is None:
+                continue        # a kernel stage with no family yet
             if stage in per_role:
                 for role, h in per_role[stage].items():
-                    st.hist(KERNEL, (stage, role), h)
+                    st.hist(fam, (role,), h)
             else:
-                st.hist(KERNEL, (stage, ALL), kst[stage])
+                st.hist(fam, (), kst[stage])
         for role, r in report.role_deltas(cur, prev, roles, secs).items():
-            st.count("ceph_osd_thread_offcpu_seconds_total", (role,),
+            st.count(F.THREAD_OFFCPU, (role,),
                      r["sleep_ns"] / 1e9)
-            st.count("ceph_osd_thread_runqueue_seconds_total", (role,),
+            st.count(F.THREAD_RUNQUEUE, (role,),
                      r["runq_ns"] / 1e9)
-            st.count("ceph_osd_thread_futex_seconds_total", (role,),
+            st.count(F.THREAD_FUTEX_WAIT, (role,),
                      r["futex_ns"] / 1e9)
-            st.count("ceph_osd_thread_wakeups_total", (role,),
+            st.count(F.THREAD_WAKEUPS, (role,),
                      r["wakeups"])
         threads = {}
         for t in cur.threads.values():
@@ -279,24 +278,24 @@ class Exported:
                 name = roles.names[t["role"]] \
                     if t["role"] < len(roles.names) else "other"
                 threads[name] = threads.get(name, 0) + 1
-        for key in [k for k in st.gauges if k[0] == "ceph_osd_threads"]:
+        for key in [k for k in st.gauges if k[0] == F.THREADS]:
             del st.gauges[key]
         for role, n in threads.items():
-            st.gauges[("ceph_osd_threads", (role,))] = n
+            st.gauges[(F.THREADS, (role,))] = n
         if "queue_wait" not in run.stages:
             return
         for shard, _key, _workers, d in report.shard_deltas(cur, prev,
                                                             cur.threads):
             label = (str(shard) if shard != "?" else "unknown",)
-            st.count("ceph_osd_queue_ops_total", label, d["ops"])
+            st.count(F.QUEUE_OPS, label, d["ops"])
             # the causes: the attribution's parts (vocab.attr_parts)
             for cause in run.vocab.attr_parts:
-                st.count("ceph_osd_queue_wait_seconds_total",
-                         label + (cause,), d[cause + "_ns"] / 1e9)
+                st.count(F.QUEUE_WAIT, label + (cause,),
+                         d[cause + "_ns"] / 1e9)
             for waker in run.vocab.wakers:
-                st.count("ceph_osd_queue_wakeups_total", label + (waker,),
+                st.count(F.QUEUE_WAKEUPS, label + (waker,),
                          d["wake_" + waker])
-            st.count("ceph_osd_queue_timeouts_with_work_total", label,
+            st.count(F.QUEUE_TIMEOUTS_WITH_WORK, label,
                      d["timeouts_with_work"])
 
     # --- the Prometheus side ---------------------------------------------
@@ -315,17 +314,16 @@ class Exported:
                 for (fam, labels), v in st.gauges.items():
                     out[fam].add_metric((name,) + labels, v)
                 if st.info is not None:
-                    out["ceph_osdstage_info"].add_metric((name,) + st.info,
-                                                         1)
+                    out[F.OSD_INFO].add_metric((name,) + st.info, 1)
                 for stage, tier in sorted(st.sources.items()):
-                    out["ceph_osdstage_stage_tier"].add_metric(
+                    out[F.STAGE_TIER_INFO].add_metric(
                         (name, stage, tier), 1)
-            out["ceph_osdstage_overhead_bound_ratio"].add_metric(
+            out[F.OVERHEAD_BOUND].add_metric(
                 (), self.bound_pct / 100.0)
-            out["ceph_osdstage_targets"].add_metric((), self.targets)
-            out["ceph_osdstage_self_cpu_ratio"].add_metric((), self.self_cpu)
+            out[F.TARGETS].add_metric((), self.targets)
+            out[F.SELF_CPU].add_metric((), self.self_cpu)
             for m, v in sorted(self.fullness.items()):
-                out["ceph_osdstage_map_fullness_ratio"].add_metric((m,), v)
+                out[F.MAP_FULLNESS].add_metric((m,), v)
         return list(out.values())
 
 

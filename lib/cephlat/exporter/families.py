@@ -1,11 +1,18 @@
 """The exporter's metric families: the one list of names, types, labels
 and help texts (the Prometheus contract). exporter/collect.py fills them,
-deploy/grafana/osdstage.json queries them, man/man8/osdstage_exporter.8
-lists them; tests/unit/test_exporter_families.py keeps the three in step.
+deploy/grafana/mkdashboard.py and deploy/prometheus/osdstage-alerts.yml
+query them, man/man8/osdstage_exporter.8 lists them; the unit tests
+(tests/unit/test_exporter_*.py) keep them all in step with this file and
+take their names from it.
 
-Names follow Ceph's own (the mgr prometheus module, ceph-exporter):
-prefix ceph_, label ceph_daemon="osd.N" so that dashboards join them with
-Ceph's metrics, base unit seconds. The tool's own figures are ceph_osdstage_*.
+Names: prefix osdstage_ (the tool's own namespace: Ceph's ceph_ names are
+Ceph's, and a metric Ceph adds later must not collide with one of ours),
+label ceph_daemon="osd.N" as Ceph's own metrics have it, so that queries
+join them with Ceph's (on (ceph_daemon)); base unit seconds. A duration
+histogram of one kind of event is *_duration_seconds (or says what it
+times: *_latency_seconds, *_wait_seconds, *_delay_seconds), the total
+time of a thread state is *_seconds_total, an info-like series (value 1,
+its labels carry the information) ends in _info.
 """
 from collections import namedtuple
 
@@ -18,36 +25,138 @@ BUCKET_EXPONENTS = range(0, 25)
 BUCKETS_S = tuple((1 << k) / 1e6 for k in BUCKET_EXPONENTS)
 
 D = ("ceph_daemon",)
+PREFIX = "osdstage_"
+
+# The names, one constant each: collect.py, mkdashboard.py and the tests
+# use these (the alert rules and the man page are checked against them).
+# where ops spend their time
+STAGE_LATENCY = "osdstage_stage_latency_seconds"
+REPLICA_WAIT = "osdstage_replica_wait_seconds"
+REPLICA_LAST_REPLY = "osdstage_replica_last_reply_total"
+SHARD_READ_WAIT = "osdstage_shard_read_wait_seconds"
+SHARD_READ_LAST_REPLY = "osdstage_shard_read_last_reply_total"
+# the kernel's view: one histogram per kind of event
+THREAD_OFFCPU_DURATION = "osdstage_thread_offcpu_duration_seconds"
+THREAD_FUTEX_WAIT_DURATION = "osdstage_thread_futex_wait_duration_seconds"
+THREAD_WAKEUP_DELAY = "osdstage_thread_wakeup_delay_seconds"
+SYNCFS_DURATION = "osdstage_syncfs_duration_seconds"
+BLOCK_REQUEST_DURATION = "osdstage_block_request_duration_seconds"
+# why queued ops wait
+QUEUE_WAIT = "osdstage_queue_wait_seconds_total"
+QUEUE_OPS = "osdstage_queue_ops_total"
+SCHED_CLASS_QUEUE_WAIT = "osdstage_scheduler_class_queue_wait_seconds"
+SCHED_CLASS_HELD = "osdstage_scheduler_class_held_seconds_total"
+QUEUE_WAKEUPS = "osdstage_queue_wakeups_total"
+QUEUE_TIMEOUTS_WITH_WORK = "osdstage_queue_timeouts_with_work_total"
+# the OSD's threads: time per state
+THREAD_OFFCPU = "osdstage_thread_offcpu_seconds_total"
+THREAD_RUNQUEUE = "osdstage_thread_runqueue_seconds_total"
+THREAD_FUTEX_WAIT = "osdstage_thread_futex_wait_seconds_total"
+THREAD_WAKEUPS = "osdstage_thread_wakeups_total"
+THREADS = "osdstage_threads"
+# the tool itself
+OSD_INFO = "osdstage_osd_info"
+OVERHEAD = "osdstage_overhead_ratio"
+SELF_CPU = "osdstage_self_cpu_ratio"
+OVERHEAD_BOUND = "osdstage_overhead_bound_ratio"
+TRACED = "osdstage_traced_seconds_total"
+ATTACHED = "osdstage_attached_seconds_total"
+STAGE_TIER_INFO = "osdstage_stage_tier_info"
+ATTACHES = "osdstage_attaches_total"
+PROBE_HITS = "osdstage_probe_hits_total"
+EVENTS_LOST = "osdstage_events_lost_total"
+OPS_IN_FLIGHT = "osdstage_ops_in_flight"
+MAP_FULLNESS = "osdstage_map_fullness_ratio"
+TARGETS = "osdstage_targets"
+
+# the kernel stages (model/vocab.py's vocab.kernel) -> their histogram;
+# the per-role ones are labelled by role
+KERNEL_STAGES = {
+    "offcpu": THREAD_OFFCPU_DURATION,
+    "futex_wait": THREAD_FUTEX_WAIT_DURATION,
+    "wakeup_delay": THREAD_WAKEUP_DELAY,
+    "syncfs": SYNCFS_DURATION,
+    "block_rq": BLOCK_REQUEST_DURATION,
+}
+# the 1.x names (Ceph's ceph_ prefix, before osdstage_) -> today's; a
+# kernel stage of the old ceph_osd_kernel_latency_seconds{stage=...} is
+# KERNEL_STAGES' family
+RENAMED = {
+    "ceph_osd_stage_latency_seconds": STAGE_LATENCY,
+    "ceph_osd_kernel_latency_seconds": None,
+    "ceph_osd_replica_wait_seconds": REPLICA_WAIT,
+    "ceph_osd_replica_last_total": REPLICA_LAST_REPLY,
+    "ceph_osd_shard_read_wait_seconds": SHARD_READ_WAIT,
+    "ceph_osd_shard_read_last_total": SHARD_READ_LAST_REPLY,
+    "ceph_osd_queue_wait_seconds_total": QUEUE_WAIT,
+    "ceph_osd_queue_ops_total": QUEUE_OPS,
+    "ceph_osd_scheduler_class_queue_wait_seconds": SCHED_CLASS_QUEUE_WAIT,
+    "ceph_osd_scheduler_class_held_seconds_total": SCHED_CLASS_HELD,
+    "ceph_osd_queue_wakeups_total": QUEUE_WAKEUPS,
+    "ceph_osd_queue_timeouts_with_work_total": QUEUE_TIMEOUTS_WITH_WORK,
+    "ceph_osd_thread_offcpu_seconds_total": THREAD_OFFCPU,
+    "ceph_osd_thread_runqueue_seconds_total": THREAD_RUNQUEUE,
+    "ceph_osd_thread_futex_seconds_total": THREAD_FUTEX_WAIT,
+    "ceph_osd_thread_wakeups_total": THREAD_WAKEUPS,
+    "ceph_osd_threads": THREADS,
+    "ceph_osdstage_info": OSD_INFO,
+    "ceph_osdstage_overhead_ratio": OVERHEAD,
+    "ceph_osdstage_self_cpu_ratio": SELF_CPU,
+    "ceph_osdstage_overhead_bound_ratio": OVERHEAD_BOUND,
+    "ceph_osdstage_traced_seconds_total": TRACED,
+    "ceph_osdstage_attached_seconds_total": ATTACHED,
+    "ceph_osdstage_stage_tier": STAGE_TIER_INFO,
+    "ceph_osdstage_attaches_total": ATTACHES,
+    "ceph_osdstage_probe_hits_total": PROBE_HITS,
+    "ceph_osdstage_events_lost_total": EVENTS_LOST,
+    "ceph_osdstage_ops_in_flight": OPS_IN_FLIGHT,
+    "ceph_osdstage_map_fullness_ratio": MAP_FULLNESS,
+    "ceph_osdstage_targets": TARGETS,
+}
 
 FAMILIES = (
     # --- where ops spend their time ---------------------------------------
-    Family("ceph_osd_stage_latency_seconds", "histogram",
+    Family(STAGE_LATENCY, "histogram",
            D + ("stage", "op_class"),
            "Time ops spent in each traced stage of the OSD (op_class "
            "read/write/other where the op classes make up the stage: "
            "op_total and op_latency, and the lean tier's queue_wait, where "
            "the release splits them; else "
-           "all). Each stage from one tier (ceph_osdstage_stage_tier): the "
+           "all). Each stage from one tier (" + STAGE_TIER_INFO + "): the "
            "lean tier's (every client op its primary completed) where it "
            "has the stage, else the full tier's (the ops of its attached "
            "seconds)"),
-    Family("ceph_osd_kernel_latency_seconds", "histogram",
-           D + ("stage", "role"),
-           "Kernel-side waits of the OSD's threads: futex_wait, offcpu and "
-           "wakeup_delay per thread role; syncfs and block_rq with role all"),
-    Family("ceph_osd_replica_wait_seconds", "histogram", D + ("peer",),
+    Family(REPLICA_WAIT, "histogram", D + ("peer",),
            "A primary's wait for each replica's commit reply"),
-    Family("ceph_osd_replica_last_total", "counter", D + ("peer",),
+    Family(REPLICA_LAST_REPLY, "counter", D + ("peer",),
            "Replicated writes whose last reply came from this peer"),
-    Family("ceph_osd_shard_read_wait_seconds", "histogram", D + ("peer",),
+    Family(SHARD_READ_WAIT, "histogram", D + ("peer",),
            "An erasure-coded pool's primary: its wait for each shard's "
            "reply to a client read's sub-reads (only OSDs with such reads "
            "have it)"),
-    Family("ceph_osd_shard_read_last_total", "counter", D + ("peer",),
+    Family(SHARD_READ_LAST_REPLY, "counter", D + ("peer",),
            "Erasure-coded client reads whose last shard reply came from "
            "this peer"),
+    # --- the kernel's view of the OSD's threads and I/O --------------------
+    Family(THREAD_OFFCPU_DURATION, "histogram", D + ("role",),
+           "How long each sleep of the OSD's threads of each role lasted: "
+           "switched out while not runnable, until woken (off-CPU time, "
+           "not an op's latency)"),
+    Family(THREAD_FUTEX_WAIT_DURATION, "histogram", D + ("role",),
+           "How long each futex wait of the OSD's threads of each role "
+           "slept: switched out inside futex(2), until woken (condition "
+           "variables, mutexes)"),
+    Family(THREAD_WAKEUP_DELAY, "histogram", D + ("role",),
+           "Each wake-up's delay for the OSD's threads of each role: from "
+           "sched_waking to back on a CPU (time in the run queue)"),
+    Family(SYNCFS_DURATION, "histogram", D,
+           "How long each syncfs(2) call of the OSD took (FileStore; "
+           "BlueStore OSDs make none)"),
+    Family(BLOCK_REQUEST_DURATION, "histogram", D,
+           "Block requests the OSD issued: each one's time from issue to "
+           "completion"),
     # --- why queued ops wait ----------------------------------------------
-    Family("ceph_osd_queue_wait_seconds_total", "counter",
+    Family(QUEUE_WAIT, "counter",
            D + ("shard", "cause"),
            "Queue wait of ops split by what their shard's workers were "
            "doing: held (mClock held the queued ops: up to the end of the "
@@ -57,84 +166,84 @@ FAMILIES = (
            "inside other ops: I/O), signal (asleep with work queued), runq "
            "(woken, waiting for a CPU), pickup (running, not yet "
            "dequeuing)"),
-    Family("ceph_osd_queue_ops_total", "counter", D + ("shard",),
+    Family(QUEUE_OPS, "counter", D + ("shard",),
            "Ops dequeued from each shard's queue"),
-    Family("ceph_osd_scheduler_class_queue_wait_seconds", "histogram",
+    Family(SCHED_CLASS_QUEUE_WAIT, "histogram",
            D + ("scheduler_class",),
            "Queue wait of the ops dequeued through dequeue_op by the class "
            "the OSD's op scheduler gives them (Ceph's op_scheduler_class: "
            "client, background_recovery, background_best_effort, "
            "immediate)"),
-    Family("ceph_osd_scheduler_class_held_seconds_total", "counter",
+    Family(SCHED_CLASS_HELD, "counter",
            D + ("scheduler_class",),
            "The part of that queue wait the scheduler held (mClock: the "
            "op was not yet due)"),
-    Family("ceph_osd_queue_wakeups_total", "counter", D + ("shard", "waker"),
+    Family(QUEUE_WAKEUPS, "counter", D + ("shard", "waker"),
            "Shard worker wake-ups by waker: enqueuer (the thread that "
            "queued work), other, timeout"),
-    Family("ceph_osd_queue_timeouts_with_work_total", "counter",
+    Family(QUEUE_TIMEOUTS_WITH_WORK, "counter",
            D + ("shard",),
            "Worker wake-ups by timeout with work already queued (missed "
            "wake-ups)"),
     # --- the OSD's threads ------------------------------------------------
-    Family("ceph_osd_thread_offcpu_seconds_total", "counter", D + ("role",),
+    Family(THREAD_OFFCPU, "counter", D + ("role",),
            "Time the OSD's threads of each role spent asleep off-CPU"),
-    Family("ceph_osd_thread_runqueue_seconds_total", "counter",
+    Family(THREAD_RUNQUEUE, "counter",
            D + ("role",),
            "Time the OSD's threads of each role spent runnable, waiting "
            "for a CPU"),
-    Family("ceph_osd_thread_futex_seconds_total", "counter", D + ("role",),
+    Family(THREAD_FUTEX_WAIT, "counter", D + ("role",),
            "Off-CPU time of each role spent in futex waits"),
-    Family("ceph_osd_thread_wakeups_total", "counter", D + ("role",),
+    Family(THREAD_WAKEUPS, "counter", D + ("role",),
            "Wake-ups of the OSD's threads of each role"),
-    Family("ceph_osd_threads", "gauge", D + ("role",),
+    Family(THREADS, "gauge", D + ("role",),
            "The OSD's threads of each role"),
     # --- the tool itself --------------------------------------------------
-    Family("ceph_osdstage_info", "gauge",
+    Family(OSD_INFO, "gauge",
            D + ("pid", "ceph_version", "release", "probe_table",
                 "probe_table_exact", "stages"),
-           "One per traced OSD: its process, Ceph release and the probe "
-           "table used"),
-    Family("ceph_osdstage_overhead_ratio", "gauge", D,
+           "One per traced OSD (1): its process, Ceph release and the "
+           "probe table used"),
+    Family(OVERHEAD, "gauge", D,
            "CPU cost of tracing this OSD as a fraction of the host's CPU "
            "time since it was attached: measured (the kernel's BPF run "
            "statistics, a calibrated trap per uprobe run), split between "
            "the OSDs by their probe hits (the first OSD carries the "
            "host-wide part)"),
-    Family("ceph_osdstage_self_cpu_ratio", "gauge", (),
+    Family(SELF_CPU, "gauge", (),
            "CPU time of the exporter process itself (reading the maps, "
            "serving /metrics; attach cycles are in "
-           "ceph_osdstage_overhead_ratio) as a fraction of the host's CPU "
+           + OVERHEAD + ") as a fraction of the host's CPU "
            "time since the exporter started (over at least 10 s). The cost "
            "of tracing is the sum of the overhead ratios plus this"),
-    Family("ceph_osdstage_overhead_bound_ratio", "gauge", (),
+    Family(OVERHEAD_BOUND, "gauge", (),
            "The cost bound (--max-overhead) as a fraction; 0: none"),
-    Family("ceph_osdstage_traced_seconds_total", "counter", D,
+    Family(TRACED, "counter", D,
            "Time this OSD has been traced by the exporter, attached or not"),
-    Family("ceph_osdstage_attached_seconds_total", "counter",
+    Family(ATTACHED, "counter",
            D + ("tier",),
            "Time each tier's probes were attached: the lean tier's all the "
            "time, the full tier's in duty cycles that bound the cost (the "
            "figures it feeds cover only these seconds)"),
-    Family("ceph_osdstage_stage_tier", "gauge", D + ("stage", "tier"),
+    Family(STAGE_TIER_INFO, "gauge", D + ("stage", "tier"),
            "Which tier feeds each stage's figures (1): lean (attached all "
            "the time: every op) or full (duty cycles: a sample); stage "
            "scheduler_class: the per-scheduler-class families"),
-    Family("ceph_osdstage_attaches_total", "counter", D,
+    Family(ATTACHES, "counter", D,
            "Times the exporter started tracing this OSD: once, then once "
            "more whenever a ceph-osd of the host starts (one tracer for "
            "all the host's OSDs: it is rebuilt)"),
-    Family("ceph_osdstage_probe_hits_total", "counter", D + ("kind",),
+    Family(PROBE_HITS, "counter", D + ("kind",),
            "Probe program runs: entry and return uprobes, scheduler and "
            "syscall tracepoints"),
-    Family("ceph_osdstage_events_lost_total", "counter", D + ("reason",),
+    Family(EVENTS_LOST, "counter", D + ("reason",),
            "Measurements the tool could not make, by reason (a full map, an "
            "op aged out, ...)"),
-    Family("ceph_osdstage_ops_in_flight", "gauge", D,
+    Family(OPS_IN_FLIGHT, "gauge", D,
            "Ops enqueued and not completed, held in the ops table"),
-    Family("ceph_osdstage_map_fullness_ratio", "gauge", ("map",),
+    Family(MAP_FULLNESS, "gauge", ("map",),
            "How full the tool's fixed-size BPF tables are (ops, threads)"),
-    Family("ceph_osdstage_targets", "gauge", (),
+    Family(TARGETS, "gauge", (),
            "OSDs traced now"),
 )
 

@@ -7,7 +7,7 @@ probe hit per op) is attached all the time, so its stages count every op;
 the full one (every stage, the kernel's, the queue-wait attribution) is
 attached in duty cycles under the bound, so its figures are a sample of
 the attached seconds. A stage both give is exported from the lean tier
-(`ceph_osdstage_stage_tier` says which tier feeds each stage).
+(`osdstage_stage_tier_info` says which tier feeds each stage).
 
 OSDs come and go (restarts, new OSDs, removed ones): the set is looked at
 every second, and when it changes the tracers are closed, after a last

@@ -72,6 +72,9 @@
 //   io_mean_us          io and requeue modes: the dequeuing worker's
 //                       waits for its completions between an item's
 //                       enqueue and its (first) dequeue, mean over items
+//   workers_cpu_us      the workers' time on CPU from the "go" to the
+//                       last item's end (the kernel's schedstat)
+//   workers_runq_us     and their time runnable, waiting for a CPU
 //   hold_waits          hold mode: how many hold waits the workers made
 //   hold_waits_total_us   and their time, from before the wait to after
 //   late_with_work      waits that returned success at or after their
@@ -95,7 +98,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <string>
+#include <sys/syscall.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace sim {
@@ -173,6 +178,31 @@ static std::atomic<long> timeouts_with_work{0};
 static std::atomic<long> late_with_work{0};
 static std::atomic<long> hold_waits_ns{0};  // every worker's hold waits
 static std::atomic<long> hold_waits{0};
+// the workers' thread ids, for their time on CPU and waiting for one (the
+// kernel's schedstat) between the "go" and the last item's end: whether
+// the CPUs were the limit, by the kernel's own accounting
+static std::mutex tids_m;
+static std::vector<pid_t> worker_tids;
+
+// the workers' (time on CPU, time runnable waiting for a CPU) in ns so
+// far: /proc/self/task/TID/schedstat (zeros where the kernel has none)
+static std::pair<long, long> workers_schedstat()
+{
+    long cpu = 0, runq = 0;
+    std::lock_guard<std::mutex> g(tids_m);
+    for (pid_t tid : worker_tids) {
+        char path[64];
+        long c, r;
+        std::snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat",
+                      (int)tid);
+        if (FILE *f = std::fopen(path, "r")) {
+            if (std::fscanf(f, "%ld %ld", &c, &r) == 2)
+                cpu += c, runq += r;
+            std::fclose(f);
+        }
+    }
+    return {cpu, runq};
+}
 
 static void pin_cpu0()
 {
@@ -228,6 +258,10 @@ static void worker(sim::Shard *s, int shard, unsigned timeout_ms, bool pin)
     pthread_setname_np(pthread_self(), name);
     if (pin)
         pin_cpu0();
+    {
+        std::lock_guard<std::mutex> g(tids_m);
+        worker_tids.push_back((pid_t)syscall(SYS_gettid));
+    }
     bool timed_out = false;     // the last wait expired
     bool late = false;          // it succeeded at or after its deadline
     std::unique_lock<std::mutex> l(s->m);
@@ -361,6 +395,7 @@ int main(int argc, char **argv)
     std::atomic<bool> hog_stop{false};
     std::string line;
     std::getline(std::cin, line);
+    auto sched0 = workers_schedstat();
     if (contend) {
         unsigned n = std::thread::hardware_concurrency();
         for (unsigned c = 0; c < 2 * n; c++)
@@ -392,6 +427,7 @@ int main(int argc, char **argv)
             std::this_thread::sleep_for(std::chrono::microseconds(50));
         std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
     }
+    auto sched1 = workers_schedstat();
     stop = true;
     for (auto &s : shards) {
         std::lock_guard<std::mutex> l(s.m);
@@ -426,7 +462,8 @@ int main(int argc, char **argv)
                 "\"held_mean_us\": %.3f, \"held_till_mean_us\": %.3f, \"not_due_mean_us\": %.3f, "
                 "\"locked_mean_us\": %.3f, \"worked_mean_us\": %.3f, "
                 "\"io_mean_us\": %.3f, "
-                "\"hold_waits\": %ld, \"hold_waits_total_us\": %.3f}\n",
+                "\"hold_waits\": %ld, \"hold_waits_total_us\": %.3f, "
+                "\"workers_cpu_us\": %.3f, \"workers_runq_us\": %.3f}\n",
                 nitems, qw / nitems / 1000.0, asleep,
                 asleep ? wake / asleep / 1000.0 : 0.0,
                 (long)timeouts_with_work, (long)late_with_work,
@@ -434,6 +471,8 @@ int main(int argc, char **argv)
                 not_due / nitems / 1000.0, locked / nitems / 1000.0,
                 worked / nitems / 1000.0, io / nitems / 1000.0,
                 (long)hold_waits,
-                hold_waits_ns / 1000.0);
+                hold_waits_ns / 1000.0,
+                (sched1.first - sched0.first) / 1000.0,
+                (sched1.second - sched0.second) / 1000.0);
     return 0;
 }
