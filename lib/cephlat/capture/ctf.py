@@ -336,6 +336,8 @@ _FIELD_RE = None
 
 
 def _parse_fields(body):
+    """A struct's fields -> [(name, type, labels)]; ValueError, in words,
+    on a field this cannot read."""
     import re
     global _FIELD_RE
     if _FIELD_RE is None:
@@ -346,36 +348,117 @@ def _parse_fields(body):
     for line in body.strip().splitlines():
         m = _FIELD_RE.match(line.strip())
         if not m:
-            raise ValueError("unreadable field %r" % line.strip())
+            raise ValueError("a field it cannot read: %r" % line.strip())
         base, items, plain, fname, length = m.groups()
         if length:                        # fixed-size text
             fields.append((fname, "char" + length, None))
             continue
+        if (base or plain) not in by_type:
+            raise ValueError("field %s is of a type it does not describe "
+                             "(%s)" % (fname, base or plain))
         labels = None
         if base:
-            pairs = [x.rsplit("=", 1) for x in items.split(",")]
-            by_value = {int(v): lab.strip().strip('"') for lab, v in pairs}
-            labels = [by_value.get(i) for i in range(max(by_value) + 1)]
+            try:
+                pairs = [x.rsplit("=", 1) for x in items.split(",")]
+                by_value = {int(v): lab.strip().strip('"')
+                            for lab, v in pairs}
+                labels = [by_value.get(i) for i in range(max(by_value) + 1)]
+            except ValueError:
+                raise ValueError("the labels of field %s cannot be read"
+                                 % fname) from None
         fields.append((fname, by_type[base or plain], labels))
     return fields
 
 
+# the blocks every trace's metadata has (Writer writes them first)
+_BLOCKS = ("trace", "env", "clock", "stream")
+_HEAD = "/* CTF 1.8 */"
+
+
+def _statement(text):
+    """A TSDL statement's kind: its first word, comments left out ("last"
+    when the text ends inside that word)."""
+    import re
+    rest = re.sub(r"/\*.*?\*/", " ", text, flags=re.S).lstrip()
+    words = rest.split()
+    if not words or words[0] == rest:
+        return "last"
+    return words[0]
+
+
+def metadata_problem(text):
+    """What is wrong with a trace's metadata text, in words, or None.
+    TSDL is a list of statements, each ending in ';' outside braces,
+    strings and comments: text that ends inside one was cut short, and
+    so was metadata without one of the blocks every trace's has."""
+    if not text.strip():
+        return "is empty"
+    if not text.startswith(_HEAD):
+        if _HEAD.startswith(text):
+            return "is cut short at byte %d, inside its first line" % \
+                len(text.encode())
+        return "is not CTF 1.8 metadata"
+    depth, i, n, start, kinds = 0, 0, len(text), 0, []
+    while i < n:
+        c = text[i]
+        if c == "/" and text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            if j < 0:
+                break
+            i = j + 2
+            continue
+        if c == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+            if i >= n:
+                break
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth < 0:
+                return "has a '}' that closes nothing, at byte %d" % len(
+                    text[:i].encode())
+        elif c == ";" and depth == 0:
+            kinds.append(_statement(text[start:i]))
+            start = i + 1
+        i += 1
+    if i < n or depth or text[start:].strip():
+        return "is cut short at byte %d, inside its %s block" % (
+            len(text.encode()), _statement(text[start:]))
+    missing = [k for k in _BLOCKS if k not in kinds]
+    if missing:
+        return "is cut short: it has no %s block" % missing[0]
+    return None
+
+
 def _parse_metadata(text):
+    """-> (classes by id, the event context, env, clock offset ns);
+    ValueError, in words, on metadata it cannot read."""
     import re
     global _EVENT_RE
-    if not text.startswith("/* CTF 1.8 */"):
-        raise ValueError("not a CTF 1.8 metadata file")
+    why = metadata_problem(text)
+    if why:
+        raise ValueError(why)
     if _EVENT_RE is None:
         _EVENT_RE = re.compile(
             r'event \{\s*name = "([^"]+)";\s*id = (\d+);\s*stream_id = \d+;\s*'
             r'fields := struct \{(.*?)\};\s*\};', re.S)
     classes = {}
     for name, eid, body in _EVENT_RE.findall(text):
-        c = EventClass(name, _parse_fields(body))
+        try:
+            c = EventClass(name, _parse_fields(body))
+        except ValueError as e:
+            raise ValueError("has an event class, %s, with %s" % (name, e))
         c.id = int(eid)
         classes[c.id] = c
     m = re.search(r"event\.context := struct \{(.*?)\};", text, re.S)
-    context = EventClass("context", _parse_fields(m.group(1)) if m else [])
+    try:
+        context = EventClass("context", _parse_fields(m.group(1))
+                             if m else [])
+    except ValueError as e:
+        raise ValueError("has an event context with %s" % e)
     env = {k: re.sub(r"\\(.)", r"\1", v) for k, v in re.findall(
         r'^\t(\w+) = "?(.*?)"?;$',
         text.split("env {", 1)[1].split("};", 1)[0], re.M)}
@@ -400,17 +483,31 @@ class Trace:
         except OSError as e:
             raise UserError("cannot read %s: %s" % (path, e.strerror))
         if not stat.S_ISDIR(st.st_mode):
-            raise UserError("%s is not a capture (a CTF trace directory)"
-                            % path)
+            raise UserError("%s is not a capture: it is %s, not a CTF trace "
+                            "directory" % (path, "a file" if stat.S_ISREG(
+                                st.st_mode) else "no directory"))
+        meta = os.path.join(path, "metadata")
         try:
-            with open(os.path.join(path, "metadata"), "rb") as f:
-                text = f.read().decode("utf-8")
+            with open(meta, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            raise UserError("%s is not an osdstage CTF trace: it has no "
+                            "metadata file" % path) from None
+        except OSError as e:
+            raise UserError("cannot read %s: %s" % (meta, e.strerror))
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UserError("%s is not an osdstage CTF trace: its metadata "
+                            "is not text" % path) from None
+        try:
             self.classes, self.context, self.env, self.clock_offset_ns = \
                 _parse_metadata(text)
-        except (OSError, UnicodeDecodeError, ValueError, KeyError,
-                IndexError) as e:
-            raise UserError("%s is not an osdstage CTF trace (%s)" % (
-                path, getattr(e, "strerror", None) or e))
+        except ValueError as e:
+            if str(e) == "is not CTF 1.8 metadata":
+                raise UserError("%s is not an osdstage CTF trace: its "
+                                "metadata is not CTF 1.8 metadata" % path)
+            raise UserError("%s %s" % (meta, e)) from None
         self.streams = sorted(f for f in os.listdir(path)
                               if f.startswith("stream"))
         self.truncated = False
@@ -486,7 +583,12 @@ class Trace:
                     eid, ts = evh(data, p)
                     c = classes.get(eid)
                     if c is None:
-                        raise ValueError
+                        raise UserError(
+                            "%s: the event at byte %d is of class %d, "
+                            "which %s does not describe (cut short, or "
+                            "another trace's)" % (
+                                stream, p, eid,
+                                os.path.join(self.path, "metadata")))
                     if faults is not None:
                         if ts < last or not begin <= ts <= end_ts:
                             faults.append(

@@ -24,7 +24,7 @@ from .format import DEV_FIELDS, FORMAT, THREAD_FIELDS
 from .lookup import OpLookups
 from .ops import SlowPick, merged_first
 from .threads import RoleScan, SchedAccess
-from .window import WindowPass
+from .window import WindowPass, traced_span
 from ..model.roles import Roles
 from ..model.snapshot import Snapshot
 from ..errors import UserError
@@ -37,6 +37,12 @@ from ..model.vocab import Vocab
 # stage names as CTF enum labels, never bare ids).
 _V0_VOCAB = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                          "vocab_v0.json")
+
+
+# the events user space writes, in every capture (format 3 on: "clock"
+# too); metadata that describes none of one was cut short
+USER_EVENTS = ("thread", "snap_thread", "snap_shard", "snap_dev",
+               "snap_counter", "report", "end")
 
 
 class Report:
@@ -67,16 +73,29 @@ class Capture(OpLookups, SchedAccess):
         if env.get("tool") != "osdstage":
             raise UserError("%s is a CTF trace but not an osdstage capture"
                             % path)
+        meta = os.path.join(path, "metadata")
+        for key in ("info", "roles", "worker_role", "call_bias_ns",
+                    "kernel_stages"):
+            if key not in env:
+                raise UserError("%s lacks the capture's %s: not a whole "
+                                "capture's metadata" % (meta, key))
         try:
             self.info = json.loads(env["info"])
             names = env["roles"].split(",")
             worker = names.index(env["worker_role"])
             self.call_bias_ns = int(env["call_bias_ns"])
             self.kernel = env["kernel_stages"] == "1"
-        except (KeyError, ValueError) as e:
-            raise UserError("%s: capture metadata incomplete (%s)" % (path, e))
+        except ValueError:
+            raise UserError("%s: the capture's info, roles or probe cost "
+                            "cannot be read" % meta) from None
         self.env = env
         self.format, self.vocab = self._vocab(path, env)
+        have = {c.name for c in self.trace.classes.values()}
+        for n in USER_EVENTS + (("clock",) if self.format >= 3 else ()):
+            if "osdstage:" + n not in have:
+                raise UserError("%s is cut short: it describes no %s "
+                                "events, which every capture has" % (
+                                    meta, n))
         self.targets = self.info.get("targets") or [
             {"pid": self.info.get("pid"), "name": None}]
         if not 0 <= slot < len(self.targets):
@@ -107,8 +126,10 @@ class Capture(OpLookups, SchedAccess):
                 with open(_V0_VOCAB) as f:
                     return fmt, Vocab(json.load(f))
             return fmt, Vocab(json.loads(env["vocab"]))
-        except (KeyError, ValueError, TypeError) as e:
-            raise UserError("%s: capture metadata incomplete (%s)" % (path, e))
+        except (KeyError, ValueError, TypeError):
+            raise UserError("%s: the capture's vocabulary (the names of its "
+                            "stages and counters) cannot be read" % (
+                                os.path.join(path, "metadata"))) from None
 
     def _labels(self):
         """{field: labels} of the enum fields of the capture's events: what
@@ -442,6 +463,11 @@ class Capture(OpLookups, SchedAccess):
         (ThreadTimes) are fed the same chunks."""
         return WindowPass(self, t0, t1, role, op_class, slowest,
                           spans).run()
+
+    def traced_span(self):
+        """(a, b): the part of the capture recorded with every probe
+        attached, first snapshot to last report (window.traced_span)."""
+        return traced_span(self)
 
     def _stage_ops(self):
         """Whether call-stage events name their op (format 2): else a
