@@ -207,9 +207,11 @@ def test_window_and_filters(shardq_runs):
     assert set(only["stages"]) == {"queue_wait"}
     assert set(only["kernel"]) == {"offcpu"}
     p = read(cap, "--thread-role", "nosuch")
-    assert_one_line_error(p, "the capture's roles are")
-    p = read(cap, "--from", "5", "--to", "1")
-    assert_one_line_error(p, "empty window")
+    assert_one_line_error(p, "the capture's roles are", status=2)
+    p = read(cap, "--from", "%.6f" % mid, "--to", "%.6f" % (mid / 2))
+    assert_one_line_error(p, "empty window", status=2)
+    p = read(cap, "--from", "100000")
+    assert_one_line_error(p, "--from 100000: the capture ends at", status=2)
 
 
 def _packets(path):

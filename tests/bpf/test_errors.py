@@ -89,10 +89,10 @@ def test_tracefs_missing(bpf_ready, running):
 
 def test_several_targets_bad_input(bpf_ready, running):
     a = running()
-    # the same process twice
+    # the same process twice: a usage error, before anything is looked at
     p = run_tool([OSDSTAGE, "-p", "%d,%d" % (a, a), "1", "1"])
-    assert_one_line_error(p, "the same process is named twice: %d,%d" % (
-        a, a), status=1)
+    assert_one_line_error(p, "-p names a target twice: %d,%d" % (a, a),
+                          status=2)
     # one of them is not a ceph-osd
     p = run_tool([OSDSTAGE, "-p", "%d,%d" % (os.getpid(), a), "1", "1"])
     assert_one_line_error(p, "not a ceph-osd", status=1)
@@ -102,4 +102,5 @@ def test_several_targets_bad_input(bpf_ready, running):
     # --bpftrace-args is for one OSD
     p = run_tool([OSDSTAGE, "-p", "%d,%d" % (a, running("other")),
                   "--bpftrace-args"])
-    assert p.returncode != 0 and "Traceback" not in p.stderr
+    assert_one_line_error(p, "--bpftrace-args is for one ceph-osd",
+                          status=2)

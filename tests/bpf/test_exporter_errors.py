@@ -55,7 +55,8 @@ def test_unresolvable_name(bpf_ready):
 @pytest.mark.parametrize("args,frag", [
     (("--listen", "9929x"), "not ADDR:PORT"),
     (("--listen", "127.0.0.1:70000"), "port out of range"),
-    (("--max-overhead", "-1"), "must be >= 0"),
+    (("--max-overhead", "-1"), "0 to 100: '-1'"),
+    (("--max-overhead", "200"), "0 to 100: '200'"),
     (("--refresh", "0"), "must be > 0"),
     (("--osd", "x"), "not an OSD id"),
     (("-S", "nosuchstage"), "unknown stage"),

@@ -28,7 +28,7 @@ def test_usage_errors_are_one_line():
     assert_one_line_error(p, "not allowed with argument", status=2)
     p = subprocess.run([PYTHON, RBDRECORD, "--to-fio", "/nonexistent"],
                        capture_output=True, text=True)
-    assert_one_line_error(p, "needs -o DIR", status=1)
+    assert_one_line_error(p, "needs -o DIR", status=2)
 
 
 def test_tool_imports_without_side_effects():

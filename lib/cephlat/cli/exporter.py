@@ -1,7 +1,9 @@
 """osdstage_exporter's command line: serve every OSD's per-stage latency,
 queue-wait attribution, thread times and the tool's own cost to
 Prometheus (exporter/service.py traces, exporter/collect.py keeps the
-sums and answers scrapes). Behind tools/osdstage_exporter.py."""
+sums and answers scrapes). Behind tools/osdstage_exporter.py. What
+runs is imported only when it runs: --help and a usage error (exit
+status 2) need neither numpy, pyelftools nor prometheus_client."""
 import argparse
 import errno
 import socket
@@ -11,10 +13,10 @@ from wsgiref.simple_server import (WSGIRequestHandler, WSGIServer,
                                    make_server)
 
 from ..ceph.target import require_btf, require_root, require_tracefs
-from ..engine.tracer import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S
-from ..errors import UserError, run_cli
-from .args import Parser, positive_float, positive_int
-from .osdstage import osd_list, stage_list
+from ..engine import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S
+from ..errors import UsageError, UserError, run_cli
+from .args import Parser, percent_or_zero, positive_float, positive_int
+from .osdstage import check_live_stages, osd_list, stage_list
 
 TOOL = "osdstage_exporter"
 DEFAULT_LISTEN = "127.0.0.1:9929"
@@ -46,16 +48,6 @@ Prometheus: add a scrape job for HOST:9929 (deploy/README.md); the Grafana
 dashboard is deploy/grafana/osdstage.json; systemd, podman and Kubernetes
 examples are in deploy/.
 """
-
-
-def nonneg_float(s):
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not a number: %r" % s)
-    if v < 0:
-        raise argparse.ArgumentTypeError("must be >= 0: %r" % s)
-    return v
 
 
 def listen_arg(s):
@@ -95,13 +87,14 @@ def build_parser():
                         "the full tier (every stage, kernel, attribution) "
                         "in duty cycles; lean: the lean tier alone; full: "
                         "the full tier alone, in duty cycles")
-    p.add_argument("--max-overhead", type=nonneg_float,
+    p.add_argument("--max-overhead", type=percent_or_zero,
                    default=DEFAULT_MAX_OVERHEAD, metavar="PCT",
                    help="keep the measured cost since the start (the lean "
                         "tier's, the exporter's own and the full tier's) "
                         "under PCT %%%% of the host's CPU time by attaching "
                         "the full tier only part of the time (duty cycles; "
-                        "default %g; 0: no bound, the full tier always on)"
+                        "default %g; at most 100; 0: no bound, the full "
+                        "tier always on)"
                         % DEFAULT_MAX_OVERHEAD)
     p.add_argument("--refresh", type=positive_float,
                    default=DEFAULT_REFRESH_S, metavar="SECS",
@@ -195,9 +188,10 @@ def serve_http(listen, exported):
 
 def run(args, err=sys.stderr):
     if args.tiers == "lean" and (args.stages or args.no_kernel):
-        raise UserError("--tiers lean traces a fixed set of stages with no "
-                        "kernel programs: -S and --no-kernel are the full "
-                        "tier's")
+        raise UsageError("--tiers lean traces a fixed set of stages with no "
+                         "kernel programs: -S and --no-kernel are the full "
+                         "tier's")
+    check_live_stages(args.stages)
     require_root(TOOL)
     require_btf()
     require_tracefs()

@@ -5,8 +5,8 @@ synchronized, or neither: a warning)."""
 import os
 
 from ..clocks import duration_ns
-from ..engine.session import TOOL
-from ..errors import UserError
+from ..engine import TOOL
+from ..errors import UsageError, UserError
 
 
 def clock_offsets(args, paths, clients):
@@ -16,18 +16,21 @@ def clock_offsets(args, paths, clients):
     for spec in args.clock_offset or ():
         name, eq, dur = spec.rpartition("=")
         if not eq or not name:
-            raise UserError("--clock-offset %s: give FILE=DURATION (e.g. "
+            raise UsageError("--clock-offset %s: give FILE=DURATION (e.g. "
                             "h2.ctf=+3ms)" % spec)
         hits = [p for p in list(paths) + list(clients)
                  if os.path.realpath(p) == os.path.realpath(name)]
         if not hits:
-            raise UserError("--clock-offset %s: %s is none of -r's files "
-                            "(%s)" % (spec, name, ", ".join(
-                                list(paths) + list(clients))))
-        out[hits[0]] = duration_ns(dur, "--clock-offset " + spec)
+            raise UsageError("--clock-offset %s: %s is none of -r's files "
+                             "(%s)" % (spec, name, ", ".join(
+                                 list(paths) + list(clients))))
+        try:
+            out[hits[0]] = duration_ns(dur, "--clock-offset " + spec)
+        except UserError as e:
+            raise UsageError(str(e)) from None
     if out and len(paths) + len(clients) < 2:
-        raise UserError("--clock-offset lines several files up: -r names "
-                        "one")
+        raise UsageError("--clock-offset lines several files up: -r names "
+                         "one")
     return out
 
 

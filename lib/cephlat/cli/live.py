@@ -20,7 +20,7 @@ from ..engine.btargs import binary_of, bt_args
 from ..engine.elfsym import ElfSymbols
 from ..engine.plan import choose_release
 from ..engine.session import TOOL, Session, Want, pick_target, target_name
-from ..errors import UserError, quiet_broken_pipe
+from ..errors import UsageError, UserError, quiet_broken_pipe
 from ..model.interval import host_record, interval_record
 from ..model.snapshot import Snapshot
 from ..render.text import emit
@@ -31,7 +31,7 @@ DEFAULT_RING_MB = 32          # capture ring buffer per traced OSD
 def bpftrace_args(args, err):
     """The arguments of probes/osdstages.bt for the target OSD."""
     if args.probes:
-        raise UserError("--bpftrace-args is for ceph-osd: drop --probes")
+        raise UsageError("--bpftrace-args is for ceph-osd: drop --probes")
     target = pick_target(Want.from_args(args))
     with ElfSymbols(target.exe_path) as elf:
         choice = choose_release(elf, target.ceph_version(elf), args.release,

@@ -1,26 +1,42 @@
-"""osdstage's command line: the arguments, and which part of the package
-runs them (cli/live.py traces, cli/views.py reads a capture,
-engine/inventory.py lists OSDs). Behind tools/osdstage.py."""
+"""osdstage's command line: the arguments, which of them go together,
+and which part of the package runs them (cli/live.py traces,
+cli/views.py reads a capture, engine/inventory.py lists OSDs). Behind
+tools/osdstage.py. What runs them is imported only when they run, so
+that --help and a usage error need neither numpy nor pyelftools.
+
+Every mistake of the command line itself (an option's value, options
+that do not go together) is a UsageError: one line, exit status 2."""
 import argparse
 import json
+import os
 import sys
 
-from . import live, views
-from .views import OFFLINE_ONLY, TOOL
 from ..ceph import probetable
 from ..ceph.target import netns_id, require_root
-from ..engine import inventory
-from ..engine.tracer import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S
-from ..errors import UserError, run_cli
+from ..engine import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S, TOOL
+from ..errors import UserError, UsageError, run_cli
 from ..model import vocab
-from ..render.text import print_list
-from .args import Parser, pid_arg, positive_float, positive_int
+from .args import (OFFLINE_ONLY, Parser, percent, pid_arg, positive_float,
+                   positive_int)
+
+DEFAULT_TIMELINE_MS = 50.0
+
+# the options of a live run, refused with -r (a capture is read as it was
+# recorded): dest -> the option as the user writes it. Those with a
+# default are None unless given (the defaults are set after the check)
+LIVE_ONLY = {"lean": "--lean", "no_kernel": "--no-kernel",
+             "max_overhead": "--max-overhead", "ring_mb": "--ring-mb",
+             "max_ops": "--max-ops", "op_timeout": "--op-timeout",
+             "probes": "--probes", "bpftrace_args": "--bpftrace-args",
+             "strict": "--strict", "release": "--release",
+             "force": "--force"}
+# the options of reading a capture, refused in a live run
+READ_ONLY = dict(OFFLINE_ONLY, clock_offset="--clock-offset",
+                 timeline_ms="--timeline-ms")
 
 
 class _Parser(Parser):
     tool = TOOL
-
-
 
 
 EXAMPLES = """examples:
@@ -60,9 +76,18 @@ capture now, analyse later (anywhere, no root needed to read):
 """
 
 
+class TimeArg(tuple):
+    """("rel", secs) or ("wall", secs since midnight); .text: as given."""
+
+    def __new__(cls, kind, secs, text):
+        t = super().__new__(cls, (kind, secs))
+        t.text = text
+        return t
+
+
 def time_arg(s):
     """seconds (from the capture's start) or HH:MM:SS[.f] (wall clock):
-    -> ("rel", secs) or ("wall", secs since midnight)"""
+    -> TimeArg ("rel", secs) or ("wall", secs since midnight)"""
     if ":" in s:
         parts = s.split(":")
         try:
@@ -71,24 +96,14 @@ def time_arg(s):
             h, m, sec = int(parts[0]), int(parts[1]), float(parts[2])
         except ValueError:
             raise argparse.ArgumentTypeError("not a time: %r (HH:MM:SS)" % s)
-        return ("wall", h * 3600 + m * 60 + sec)
+        return TimeArg("wall", h * 3600 + m * 60 + sec, s)
     try:
         v = float(s.rstrip("s"))
     except ValueError:
         raise argparse.ArgumentTypeError("not a time: %r" % s)
     if v < 0:
         raise argparse.ArgumentTypeError("must be >= 0: %r" % s)
-    return ("rel", v)
-
-
-def _known_stages():
-    """The stages this build knows: the probe table's and the kernel's
-    (from the build; None when it is not built - reading a capture needs
-    no build, and checks its names against the capture's own)."""
-    try:
-        return list(probetable.STAGES) + vocab.live().kernel
-    except UserError:
-        return None
+    return TimeArg("rel", v, s)
 
 
 def pid_list(s):
@@ -108,17 +123,37 @@ def osd_list(s):
 
 
 def stage_list(s):
-    """-S: stage names, comma separated, or "all"."""
+    """-S: stage names, comma separated, or "all". Which names are
+    known is for run() to say: a live run's are the probe table's, a
+    capture's its own."""
     if s.strip() == "all":
         return "all"
     names = [n.strip() for n in s.split(",") if n.strip()]
-    known = _known_stages()
-    bad = [n for n in names if known is not None and n not in known]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(
-            "unknown stage %s; stages: %s" % (",".join(bad) or "''",
-                                              ", ".join(known or ())))
+    if not names:
+        raise argparse.ArgumentTypeError("no stage named: %r" % s)
     return names
+
+
+def check_live_stages(names):
+    """-S of a live run (osdstage's, the exporter's) names user-space
+    stages: the probe table's, known without the build. A kernel stage
+    (always traced) is said to be one when the build is there to tell."""
+    if names in (None, "all"):
+        return
+    user = list(probetable.STAGES)
+    try:
+        kernel = vocab.live().kernel
+    except UserError:               # not built: the probe table's alone
+        kernel = ()
+    for n in names:
+        if n in kernel:
+            raise UsageError("-S %s: kernel stages are always traced "
+                             "(unless --no-kernel); -S selects user-space "
+                             "stages" % n)
+        if n not in user:
+            raise UsageError("-S: unknown stage %s; the user-space stages "
+                             "are %s (kernel stages are always traced)"
+                             % (n, ", ".join(user)))
 
 
 def build_parser():
@@ -160,7 +195,9 @@ def _target_options(p):
     t.add_argument("-r", "--read", metavar="CAPTURE", nargs="+",
                    help="analyse a capture made with -w (no root needed); "
                         "several (one per host) with clients' rbdrecord "
-                        "traces: end to end (alone, or with --op)")
+                        "traces: end to end (alone, or with --op). The "
+                        "options of a live run (interval, count, --lean, "
+                        "--max-ops, ...) are refused with it")
 
 
 def _output_options(p):
@@ -200,12 +237,12 @@ def _stage_options(p):
 def _tracer_options(p):
     """How the tracer runs: its tables, its tiers, its cost bound, any
     program by a probe spec."""
-    p.add_argument("--max-ops", type=positive_int, default=DEFAULT_MAX_OPS,
+    p.add_argument("--max-ops", type=positive_int, default=None,
                    metavar="N", help="slots of the table of ops between "
                    "enqueue and completion, a power of two (default %d)" %
                    DEFAULT_MAX_OPS)
     p.add_argument("--op-timeout", type=positive_float,
-                   default=DEFAULT_OP_TIMEOUT_S, metavar="SECS",
+                   default=None, metavar="SECS",
                    help="forget (and count) ops idle this long (default %g)"
                    % DEFAULT_OP_TIMEOUT_S)
     p.add_argument("--no-kernel", action="store_true",
@@ -218,11 +255,11 @@ def _tracer_options(p):
                         "op_latency per op class from the stamps Ceph keeps "
                         "in the op; no kernel stages, no attribution, no "
                         "capture (see osdstage(8), TIERS)")
-    p.add_argument("--max-overhead", type=positive_float, metavar="PCT",
+    p.add_argument("--max-overhead", type=percent, metavar="PCT",
                    help="keep the measured cost since the start under PCT "
-                        "%% of the machine's CPU time by attaching only part "
-                        "of the time (duty cycles; see osdstage(8), "
-                        "OVERHEAD)")
+                        "%% (more than 0, at most 100) of the machine's CPU "
+                        "time by attaching only part of the time (duty "
+                        "cycles; see osdstage(8), OVERHEAD)")
     p.add_argument("--probes", metavar="FILE",
                    help="trace any program (not only ceph-osd) from a probe "
                         "spec: enqueue/dequeue functions and worker threads "
@@ -273,44 +310,33 @@ def _reading_options(p):
     o.add_argument("--perfetto", metavar="FILE",
                    help="write the timeline as Chrome trace-event JSON "
                         "(opens in the Perfetto UI)")
-    o.add_argument("--timeline-ms", type=positive_float, default=50.0,
+    o.add_argument("--timeline-ms", type=positive_float, default=None,
                    metavar="MS",
-                   help="length of the timeline (default 50 ms: from --from, "
-                        "else around the slowest op)")
+                   help="length of the timeline (default %g ms: from "
+                        "--from, else around the slowest op)"
+                   % DEFAULT_TIMELINE_MS)
 
 
 def parse_args(argv=None):
     return build_parser().parse_args(argv)
 
 
-
-
 def run(args, out=sys.stdout, err=sys.stderr):
     if not (args.pid or args.osd or args.list or args.read):
-        raise UserError("%s: name what to trace: -p PID, --osd ID|all, "
-                        "--list or -r CAPTURE (see --help)" % TOOL, status=2)
+        raise UsageError("name what to trace: -p PID, --osd ID|all, --list "
+                         "or -r CAPTURE (see --help)")
     if args.osd and (args.pid or args.list):
-        raise UserError("%s: --osd and %s name the target twice: use one"
-                        % (TOOL, "-p" if args.pid else "--list"), status=2)
+        raise UsageError("--osd and %s name the target twice: use one"
+                         % ("-p" if args.pid else "--list"))
     if args.read:
-        if args.write:
-            raise UserError("-w records and -r reads: use one of them")
-        if args.host_netns:
-            raise UserError("--host-netns picks live OSDs: not with -r")
+        _check_reading(args)
+        from . import views
         return views.run(args, out, err)
-    used = [opt for k, opt in OFFLINE_ONLY.items() if getattr(args, k)]
-    if used:
-        raise UserError("%s reads a capture: use it with -r CAPTURE" % used[0])
-    if args.stages and args.stages != "all":
-        kst = [s for s in args.stages if s in vocab.live().kernel]
-        if kst:
-            raise UserError("-S %s: kernel stages are always traced (unless "
-                            "--no-kernel); -S selects user-space stages" %
-                            kst[0])
+    _check_live(args)
     if args.list:
-        if args.write:
-            raise UserError("--list does not record: drop -w")
         require_root(TOOL)
+        from ..engine import inventory
+        from ..render.text import print_list
         rows = inventory.osd_rows(args.release, netns_id(args.host_netns)
                                   if args.host_netns else None)
         if args.json:
@@ -318,22 +344,91 @@ def run(args, out=sys.stdout, err=sys.stderr):
         else:
             print_list(out, rows)
         return 0
-    if args.lean:
-        clash = [opt for opt, on in (
-            ("-S", args.stages), ("-w", args.write), ("--probes", args.probes),
-            ("--bpftrace-args", args.bpftrace_args),
-            ("--max-overhead", args.max_overhead)) if on]
-        if clash:
-            raise UserError("--lean traces a fixed set of stages from one "
-                            "probe, with nothing to record: drop %s" %
-                            clash[0])
     require_root(TOOL)
+    from . import live
     if args.bpftrace_args:
         out.write(" ".join(live.bpftrace_args(args, err)) + "\n")
         return 0
     return live.run(args, out, err)
 
 
+def _number(s):
+    try:
+        float(s.rstrip("s"))
+    except ValueError:
+        return False
+    return True
+
+
+def _check_reading(args):
+    """-r: the options of a live run are refused, naming the first; a
+    number among -r's files is an interval or count given to -r."""
+    if args.write:
+        raise UsageError("-w records and -r reads: use one of them")
+    if args.host_netns:
+        raise UsageError("--host-netns picks live OSDs: not with -r")
+    for p in args.read:
+        if _number(p) and not os.path.exists(p):
+            raise UsageError("-r reads captures: %r is not a file; interval "
+                             "and count are for live tracing" % p)
+    if args.interval is not None:
+        raise UsageError("interval and count are for live tracing: not "
+                         "with -r (a capture is read as it was recorded)")
+    used = [opt for k, opt in LIVE_ONLY.items() if getattr(args, k)]
+    if used:
+        raise UsageError("%s is for live tracing: not with -r (a capture "
+                         "is read as it was recorded)" % used[0])
+    if args.timeline_ms is None:
+        args.timeline_ms = DEFAULT_TIMELINE_MS
+
+
+def _check_live(args):
+    """A live run (or --list): the options of reading a capture are
+    refused, and those that do not go together; then the defaults of
+    the live-only options are set."""
+    used = [opt for k, opt in READ_ONLY.items() if getattr(args, k)]
+    if used:
+        raise UsageError("%s reads a capture: use it with -r CAPTURE"
+                         % used[0])
+    if args.list:
+        clash = [opt for opt, on in (
+            ("-w", args.write), ("interval", args.interval is not None),
+            ("--bpftrace-args", args.bpftrace_args)) if on]
+        if clash:
+            raise UsageError("--list lists the OSDs once: drop %s"
+                             % clash[0])
+    if args.lean:
+        clash = [opt for opt, on in (
+            ("-S", args.stages), ("-w", args.write), ("--probes", args.probes),
+            ("--bpftrace-args", args.bpftrace_args),
+            ("--max-overhead", args.max_overhead)) if on]
+        if clash:
+            raise UsageError("--lean traces a fixed set of stages from one "
+                             "probe, with nothing to record: drop %s" %
+                             clash[0])
+    if args.bpftrace_args:
+        clash = [opt for opt, on in (
+            ("--probes", args.probes), ("-w", args.write),
+            ("interval", args.interval is not None)) if on]
+        if clash:
+            raise UsageError("--bpftrace-args prints the arguments of "
+                             "probes/osdstages.bt for one ceph-osd and "
+                             "exits: drop %s" % clash[0])
+    if args.probes and args.pid is None:
+        raise UsageError("--probes needs -p PID")
+    named = args.pid or (args.osd if args.osd != "all" else None) or []
+    if len(set(named)) != len(named):
+        raise UsageError("%s names a target twice: %s" % (
+            "-p" if args.pid else "--osd", ",".join(str(x) for x in named)))
+    if args.bpftrace_args and (args.osd == "all" or len(named) > 1):
+        raise UsageError("--bpftrace-args is for one ceph-osd: name one with "
+                         "-p PID or --osd ID")
+    check_live_stages(args.stages)
+    if args.max_ops is None:
+        args.max_ops = DEFAULT_MAX_OPS
+    if args.op_timeout is None:
+        args.op_timeout = DEFAULT_OP_TIMEOUT_S
+
+
 def main(argv=None):
     return run_cli(TOOL, lambda: run(parse_args(argv)))
-

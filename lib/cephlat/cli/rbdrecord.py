@@ -15,16 +15,20 @@ Modes:
                   rbd/summary.py
 Traces of either mode are read with babeltrace2's Python bindings (bt2):
 rbd/reader.py.
+
+The modes' modules are imported when they run, so that --help and a
+usage error (exit status 2: an option of another mode, a mode without
+what it needs) need neither numpy nor bt2.
 """
 import argparse
 import sys
 
 from .args import Parser, pid_arg, positive_float, positive_int
-from ..errors import UserError, run_cli
-from ..rbd import TOOL, lttng, outdir
-from ..rbd.fio import to_fio
-from ..rbd.record import record_ebpf
-from ..rbd.summary import summary
+from ..errors import UsageError, run_cli
+from ..rbd import TOOL
+
+DEFAULT_CLIENT = "admin"
+DEFAULT_ZONES = 10
 
 EXAMPLES = """examples:
   rbdrecord.py -o trace -- fio job.fio   # record fio's librbd I/O
@@ -80,13 +84,15 @@ def build_parser():
                    help="--to-fio: replay onto this image (one image traces)")
     p.add_argument("--pool", metavar="NAME",
                    help="--to-fio: pool (default: the recorded one, else rbd)")
-    p.add_argument("--client", default="admin", metavar="NAME",
-                   help="--to-fio: cephx client name (default admin)")
+    p.add_argument("--client", default=None, metavar="NAME",
+                   help="--to-fio: cephx client name (default %s)"
+                   % DEFAULT_CLIENT)
     p.add_argument("--no-timing", action="store_true",
                    help="--to-fio: replay as fast as possible "
                         "(replay_no_stall)")
-    p.add_argument("--zones", type=positive_int, default=10, metavar="N",
-                   help="--summary: offset zones of the heat-map (default 10)")
+    p.add_argument("--zones", type=positive_int, default=None, metavar="N",
+                   help="--summary: offset zones of the heat-map (default "
+                        "%d)" % DEFAULT_ZONES)
     p.add_argument("-j", "--json", action="store_true",
                    help="--summary as JSON")
     p.add_argument("command", nargs=argparse.REMAINDER,
@@ -103,19 +109,64 @@ def main(argv=None):
     return run_cli(TOOL, body)
 
 
-def run(args, out=sys.stdout, err=sys.stderr):
+# each mode's options (dest -> as the user writes it); an option of
+# another mode is refused rather than ignored
+RECORD_OPTS = {"pid": "-p", "duration": "-d", "no_checks": "--no-checks",
+               "command": "-- COMMAND"}
+FIO_OPTS = {"image": "--image", "pool": "--pool", "client": "--client",
+            "no_timing": "--no-timing"}
+SUMMARY_OPTS = {"zones": "--zones", "json": "-j"}
+OUTPUT_OPTS = {"output": "-o", "force": "--force"}
+
+
+def _refuse(args, mode, opts):
+    used = [opt for k, opt in opts.items() if getattr(args, k)]
+    if used:
+        raise UsageError("%s is not an option of %s: drop it" % (used[0],
+                                                                 mode))
+
+
+def check(args):
+    """Which mode, with what it needs and nothing of another mode's: a
+    usage error (exit status 2) otherwise. Sets the modes' defaults."""
     if args.summary:
+        _refuse(args, "--summary", dict(RECORD_OPTS, **FIO_OPTS,
+                                        **OUTPUT_OPTS))
+    elif args.to_fio:
+        _refuse(args, "--to-fio", dict(RECORD_OPTS, **SUMMARY_OPTS))
+        if not args.output:
+            raise UsageError("--to-fio needs -o DIR for the job")
+    else:
+        _refuse(args, "recording", dict(FIO_OPTS, **SUMMARY_OPTS))
+        if not args.output:
+            raise UsageError("-o DIR is required to record")
+        if bool(args.pid) == bool(args.command):
+            raise UsageError("record what? give -p PID or -- COMMAND"
+                             if not args.pid else
+                             "-p PID and -- COMMAND: record one of them")
+        if args.ebpf and args.no_checks:
+            raise UsageError("--no-checks is for --lttng's checks: not with "
+                             "--ebpf")
+    if args.client is None:
+        args.client = DEFAULT_CLIENT
+    if args.zones is None:
+        args.zones = DEFAULT_ZONES
+
+
+def run(args, out=sys.stdout, err=sys.stderr):
+    check(args)
+    if args.summary:
+        from ..rbd.summary import summary
         return summary(args.summary, args.zones, args.json, out)
     if args.to_fio:
+        from ..rbd.fio import to_fio
         return to_fio(args, err)
-    if not args.output:
-        raise UserError("-o DIR is required to record")
-    if bool(args.pid) == bool(args.command):
-        raise UserError("record what? give -p PID or -- COMMAND")
+    from ..rbd import lttng, outdir
     outdir.prepare(args.output, args.force)
     if not args.lttng and not args.ebpf:
         # LTTng when librbd's tracepoints are usable, else eBPF
         args.lttng = not lttng.lttng_checks(args)
     if args.lttng:
         return lttng.record_lttng(args, err)
+    from ..rbd.record import record_ebpf
     return record_ebpf(args, err)

@@ -3,23 +3,18 @@ report over a window (--from/--to) with filters, the slowest ops and the
 timeline pictures (cli/windows.py); several captures and clients' traces
 read together are cli/merged.py's. No root and no build needed: the
 capture describes itself (capture/reader.py)."""
-from ..engine.session import TOOL
-from ..errors import UserError, quiet_broken_pipe
+from ..engine import TOOL
+from ..errors import UsageError, UserError, quiet_broken_pipe
 from ..model.interval import RunInfo, host_record, interval_record
 from ..model.timeline import timeline
 from ..render.text import emit, print_slowest
 from ..capture.ctf import trace_tool
 from ..capture.reader import Capture
 from ..rbd.reader import RbdTrace
+from .args import OFFLINE_ONLY
 from .lineup import clock_check, clock_offsets
 from .merged import end_to_end, op_story
 from .windows import bound, host_pictures, window_record, write_pictures
-
-# the options that ask for a window report
-OFFLINE_ONLY = {"t_from": "--from", "t_to": "--to",
-                "thread_role": "--thread-role", "op_class": "--op-class",
-                "slowest": "--slowest", "html": "--html",
-                "perfetto": "--perfetto", "op_reqid": "--op"}
 
 
 def check_names(args, vocab, whose):
@@ -30,13 +25,12 @@ def check_names(args, vocab, whose):
         known = vocab.probed + vocab.kernel
         bad = [n for n in args.stages if n not in known]
         if bad:
-            raise UserError("%s: unknown stage %s; %s stages: %s" % (
-                TOOL, bad[0], whose, ", ".join(known)), status=2)
+            raise UsageError("%s: unknown stage %s; %s stages: %s" % (
+                TOOL, bad[0], whose, ", ".join(known)))
     if getattr(args, "op_class", None) and \
             args.op_class not in vocab.op_classes:
-        raise UserError("%s: --op-class %s: %s classes are %s" % (
-            TOOL, args.op_class, whose, ", ".join(vocab.op_classes)),
-            status=2)
+        raise UsageError("%s: --op-class %s: %s classes are %s" % (
+            TOOL, args.op_class, whose, ", ".join(vocab.op_classes)))
 
 
 def _open(path, err):
@@ -63,9 +57,9 @@ def _sort_inputs(paths):
     for p in paths:
         (clients if trace_tool(p) == "rbdrecord" else caps).append(p)
     if not caps:
-        raise UserError("no osdstage capture among %s (an rbdrecord trace "
-                        "is read with the captures of its OSDs)" %
-                        ", ".join(paths))
+        raise UsageError("no osdstage capture among %s (an rbdrecord trace "
+                         "is read with the captures of its OSDs)" %
+                         ", ".join(paths))
     return caps, clients
 
 
@@ -78,18 +72,18 @@ def run(args, out, err):
     if (len(paths) > 1 or clients) and not args.op_reqid and \
             (not clients or any(getattr(args, k) for k in OFFLINE_ONLY
                                 if k != "slowest")):
-        raise UserError("several captures, or a client's trace, are read "
-                        "together for one op's story (--op REQID) or, "
-                        "with a client's trace, the end-to-end table "
-                        "(and --slowest); the other views read one "
-                        "capture")
+        raise UsageError("several captures, or a client's trace, are read "
+                         "together for one op's story (--op REQID) or, "
+                         "with a client's trace, the end-to-end table "
+                         "(and --slowest); the other views read one "
+                         "capture")
     shifts = clock_offsets(args, paths, clients)
     opened = [_open(p, err) for p in paths]
     cap = opened[0]
     args.read = paths[0] if len(paths) == 1 else ", ".join(paths)
     check_names(args, cap.vocab, "the capture's")
     if args.thread_role and args.thread_role not in cap.roles.names:
-        raise UserError("--thread-role %s: the capture's roles are %s" % (
+        raise UsageError("--thread-role %s: the capture's roles are %s" % (
             args.thread_role, ", ".join(cap.roles.names)))
     caps = [t for c, p in zip(opened, paths) for t in _targets(args, c, p)]
     for c in opened + caps:
@@ -127,7 +121,7 @@ def _targets(args, cap, path):
             if "osd." + i not in names:
                 if args.op_reqid:       # several captures: any of them
                     continue
-                raise UserError("--osd %s: the capture holds %s" % (
+                raise UsageError("--osd %s: the capture holds %s" % (
                     i, ", ".join(n or "pid %d" % t["pid"] for n, t in
                                  zip(names, cap.targets))))
             slots.append(names.index("osd." + i))

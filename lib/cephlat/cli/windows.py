@@ -6,8 +6,8 @@ import json
 import os
 import time
 
-from ..engine.session import TOOL
-from ..errors import UserError
+from ..engine import TOOL
+from ..errors import UsageError, UserError
 from ..model.interval import interval_record
 from ..model.slowest import slowest
 from ..model.timeline import host_timeline
@@ -43,14 +43,43 @@ def overlaps(o, a, b):
     return o.enq_ns <= b and end >= a
 
 
+def _said(t):
+    """--from/--to's value as the user gave it."""
+    return getattr(t, "text", None) or "%g" % t[1]
+
+
+def _at(cap, ns, wall):
+    """A time of the capture, as --from/--to's form `wall` says it."""
+    s = "%.1f s" % ((ns - cap.first_ns) / 1e9)
+    if not wall:
+        return s
+    return "%s (%s)" % (time.strftime("%H:%M:%S", time.localtime(
+        cap.wall(ns))), s)
+
+
+def check_window(args, cap, t0, t1):
+    """--from past the capture's end, --to before its start, or --to not
+    after --from: a usage error, in words."""
+    if args.t_from is not None and t0 >= cap.last_ns:
+        raise UsageError("--from %s: the capture ends at %s" % (
+            _said(args.t_from), _at(cap, cap.last_ns,
+                                    args.t_from[0] == "wall")))
+    if args.t_to is not None and args.t_to[0] == "wall" and \
+            t1 <= cap.first_ns:
+        raise UsageError("--to %s: the capture starts at %s" % (
+            _said(args.t_to), _at(cap, cap.first_ns, True)))
+    if t1 <= t0:
+        raise UsageError("empty window: --to is not after --from (the "
+                         "capture spans %.1f s)" % (
+                             (cap.last_ns - cap.first_ns) / 1e9))
+
+
 def window_record(args, cap, run_info):
     """-> (the window's interval object, its histograms, the timeline's
     arguments or None)"""
     t0 = bound(cap, args.t_from, cap.first_ns)
     t1 = bound(cap, args.t_to, cap.last_ns)
-    if t1 <= t0:
-        raise UserError("empty window: --to is not after --from (the capture "
-                        "spans %.1f s)" % ((cap.last_ns - cap.first_ns) / 1e9))
+    check_window(args, cap, t0, t1)
     cur, ops = cap.window(t0, t1, role=args.thread_role,
                           op_class=args.op_class,
                           slowest=args.slowest or 0,

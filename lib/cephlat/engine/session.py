@@ -8,7 +8,7 @@ import os
 from ..ceph import probetable, spec
 from ..ceph.target import (Target, find_ceph_osds, netns_id, netns_of,
                            require_btf, require_tracefs)
-from ..errors import UserError
+from ..errors import UsageError, UserError
 from ..model.interval import RunInfo
 from ..model import vocab
 from ..model.roles import CEPH_ROLES, Roles
@@ -16,8 +16,7 @@ from .elfsym import ElfSymbols
 from .plan import Choice, choose_release, resolve
 from .loadtime import ring_bytes
 from .tracer import DEFAULT_MAX_OPS, StageTracer
-
-TOOL = "osdstage"
+from . import TOOL
 
 
 class Want:
@@ -173,7 +172,7 @@ def plan_targets(want, err):
     if want.probes:
         sp = spec.load(want.probes)
         if want.pid is None:
-            raise UserError("--probes needs -p PID")
+            raise UsageError("--probes needs -p PID")
         targets = pick_targets(want, allow_any=True)
         for t in targets:
             t.set_scheduler(sp.scheduler)

@@ -20,16 +20,13 @@ from ..model.roles import CEPH_ROLES
 from ..model.snapshot import Snapshot
 from ..ceph import probetable
 from ..ceph.target import pid_alive
-from . import bpf, bpfsys
+from . import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S, bpf, bpfsys
 from . import calibrate as calibration
 from .loadtime import (apply_settings, attached_kernel_programs,
                        kernel_programs, lean_span, rodata_type)
 from .mapread import MapReads
 from .optable import OpTable, ReqIndex, table_size
 from .stats import StatsReader, read_counters
-
-DEFAULT_MAX_OPS = 65536
-DEFAULT_OP_TIMEOUT_S = 120.0
 
 
 # The stages the programs record per op class only (probes/osdstage.h):

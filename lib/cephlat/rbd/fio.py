@@ -17,7 +17,7 @@ import os
 
 from . import TOOL, outdir
 from .reader import RbdTrace
-from ..errors import UserError
+from ..errors import UsageError, UserError
 
 FIO_ACTION = {"read": "read", "write": "write", "writesame": "write",
               "write_zeroes": "write", "discard": "trim", "flush": "sync"}
@@ -27,13 +27,14 @@ def to_fio(args, err):
     """args: to_fio (the trace), output, force, image, pool, client,
     no_timing. -> exit status"""
     if not args.output:
-        raise UserError("--to-fio needs -o DIR for the job")
+        raise UsageError("--to-fio needs -o DIR for the job")
     tr = RbdTrace(args.to_fio)
     images = tr.by_image()
     if not images:
         raise UserError("%s has no completed requests" % args.to_fio)
     if args.image and len(images) > 1:
-        raise UserError("--image: the trace has %d images" % len(images))
+        raise UsageError("--image replays one image's requests: the trace "
+                         "has %d images" % len(images))
     outdir.prepare(args.output, args.force, kind="job")
     os.makedirs(args.output, mode=0o755)
     t0 = min(reqs[0].submit for reqs in images.values())

@@ -225,7 +225,8 @@ def _bt2():
     try:
         import bt2
     except ImportError:
-        raise UserError("python3-bt2 is missing (make setup)")
+        raise UserError("python3-bt2 is not installed (apt-get install "
+                        "python3-bt2)")
     return bt2
 
 
