@@ -113,10 +113,10 @@ def ulimits():
 def in_root(suite, *cmd, timeout=120, extra=()):
     """Run `cmd` in a fresh container of the installed root (no network).
     -> CompletedProcess (text)"""
+    envs = [a for k, v in ENV.items() for a in ("-e", "%s=%s" % (k, v))]
     args = ["run", "--rm", "--pull=never", "--runtime", "runc",
-            "--network", "none"] + \
-        ulimits() + [a for k, v in ENV.items() for a in ("-e", "%s=%s" % (k, v))] + \
-        list(extra) + [IMAGE % suite] + list(cmd)
+            "--network", "none"] + ulimits() + envs + list(extra) + \
+        [IMAGE % suite] + list(cmd)
     return podman(*args, timeout=timeout, check=False)
 
 
@@ -253,8 +253,9 @@ def test_reads_a_capture_as_on_the_host(installed, deb, tmp_path):
         p = in_root(installed, "osdstage", "-r", CAPTURE, *args,
                     extra=["-v", "%s:%s:ro" % (FIX, FIX)])
         assert p.returncode == 0, p.stdout + p.stderr
-        want = run_tool(["-c", "import sys; sys.path.insert(0, sys.argv.pop(1))"
-                         "; from cephlat.cli.osdstage import main; "
+        want = run_tool(["-c", "import sys; "
+                         "sys.path.insert(0, sys.argv.pop(1)); "
+                         "from cephlat.cli.osdstage import main; "
                          "sys.exit(main())", lib, "-r", CAPTURE] + args,
                         env=dict(os.environ, **ENV))
         assert want.returncode == 0, want.stderr
