@@ -12,12 +12,12 @@ from ..model.table import give_back
 
 class OpLookups:
     def op_stream(self, t0, t1, t_start=None, keep=None):
-        """The ops dequeued or completed in [t0, t1] (those `keep` accepts,
-        if given), with their call stages (OpTracker) -> (listing rank,
-        OpRec) pairs, each once nothing later in the capture can change
-        it any more; the rest at the end. Reading starts at t_start
-        (default: the capture's start) and stops once nothing listed can
-        change any more."""
+        """The ops dequeued, completed or with a call stage ending in
+        [t0, t1] (those `keep` accepts, if given), with their call stages
+        (OpTracker) -> (listing rank, OpRec) pairs, each once nothing
+        later in the capture can change it any more; the rest at the end.
+        Reading starts at t_start (default: the capture's start) and stops
+        once nothing listed can change any more."""
         tr = OpTracker(self, t0, t1, keep)
         for ch in self.chunks(self.OP_EVENTS, t_start):
             yield from tr.feed(ch)
@@ -26,8 +26,8 @@ class OpLookups:
         yield from tr.finish()
 
     def ops(self, t0, t1, keep=None):
-        """OpRecs of ops dequeued or completed in [t0, t1] (op_stream),
-        in the order they entered the window."""
+        """OpRecs of the ops of [t0, t1] (op_stream), in the order they
+        entered the window."""
         return [o for _, o in sorted(self.op_stream(t0, t1, keep=keep),
                                      key=lambda x: x[0])]
 

@@ -148,13 +148,17 @@ class OpSummary:
         self.addrs = array.array("Q")   # op address per op
         self.count = 0
 
-    def add(self, o):
-        self.count += 1
-        k = (o.key_ns(), -o.rank)
-        if len(self.heap) < self.n:
-            heapq.heappush(self.heap, (k, o.rank, o))
-        elif k > self.heap[0][0]:
-            heapq.heapreplace(self.heap, (k, o.rank, o))
+    def add(self, o, ranked=True):
+        """ranked: o is among the window's ops for the slowest (the stage
+        it is ranked by ends in the window); else only its span is kept
+        (the timeline draws every op it overlaps)."""
+        if ranked:
+            self.count += 1
+            k = (o.key_ns(), -o.rank)
+            if len(self.heap) < self.n:
+                heapq.heappush(self.heap, (k, o.rank, o))
+            elif k > self.heap[0][0]:
+                heapq.heapreplace(self.heap, (k, o.rank, o))
         if not self.keep_spans:
             return
         try:
@@ -263,7 +267,8 @@ class SlowPick:
 
 class OpTracker:
     """Ops pieced together from their events, fed a chunk at a time: the
-    ops dequeued or completed in [t0, t1] (those `keep` accepts), with
+    ops dequeued or completed in [t0, t1], or with a call stage ending in
+    it (those `keep` accepts), with
     their call stages: those naming the op (format 2: the op the thread
     was executing), else (older captures) those its worker ran between
     its dequeue and its next one. Only ops something may still change
@@ -397,6 +402,10 @@ class OpTracker:
                 o = latest.get(op) if op is not None else last_on.get(tid)
                 if o is not None:
                     o.stages.append((label("stage", stage), ts - dur, ts))
+                    # a stage ending in the window is the window's, its
+                    # op's dequeue and completion outside it or not
+                    if t0 <= ts <= t1 and not o.listed:
+                        listed(o)
             elif name in ("op_done", "repop_done"):
                 op = d["op"]
                 o = live.pop(op, None)

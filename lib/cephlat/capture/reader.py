@@ -24,7 +24,7 @@ from .format import DEV_FIELDS, FORMAT, THREAD_FIELDS
 from .lookup import OpLookups
 from .ops import SlowPick, merged_first
 from .threads import RoleScan, SchedAccess
-from .window import WindowPass
+from .window import WindowPass, traced_span
 from ..model.roles import Roles
 from ..model.snapshot import Snapshot
 from ..errors import UserError
@@ -463,6 +463,11 @@ class Capture(OpLookups, SchedAccess):
         (ThreadTimes) are fed the same chunks."""
         return WindowPass(self, t0, t1, role, op_class, slowest,
                           spans).run()
+
+    def traced_span(self):
+        """(a, b): the part of the capture recorded with every probe
+        attached, first snapshot to last report (window.traced_span)."""
+        return traced_span(self)
 
     def _stage_ops(self):
         """Whether call-stage events name their op (format 2): else a

@@ -5,6 +5,16 @@ One pass over the capture's chunks feeds the ops (OpTracker), the
 window's events (histograms, shards, devices) and the thread times
 (ThreadTimes) the same chunks. Loss counters are the recorded ones of the
 reports the window overlaps.
+
+The window rule (docs/stages.md, "Windows"): a figure belongs to the
+window that holds the moment its probe recorded it, a stage its end
+(queue_wait and its attribution at the dequeue, a call at its return,
+op_total at the completion); a stage's per-class row goes with the stage
+(queue_wait's at the dequeue, by the class the op completed as: the
+capture knows it, where a live interval cannot); --slowest ranks the ops
+whose ranking stage (op_total, else queue_wait) ends in the window. A
+window lies inside the part of the capture recorded with every probe
+attached (traced_span).
 """
 import numpy as np
 
@@ -101,6 +111,108 @@ def shard_sums(cap, r, keys, shards, wakers):
                 wakers["wake_" + wake] += n
 
 
+def traced_span(cap):
+    """(a, b): the part of the capture recorded with all its probes
+    attached: from the first snapshot (taken once they were attached) to
+    the last report. Before it the probes were being attached, one kind
+    after another; after it (a capture with an end marker) they were
+    being detached (ops there lack the stages and scheduler events whose
+    probes came off first; this code takes the ops' off first, older
+    code took the scheduler's). A capture without an end marker (killed)
+    was recorded fully to its last event."""
+    reps = cap.ordered_reports()
+    a = reps[0].mono_ns if reps else cap.first_ns
+    done = [r.mono_ns for r in reps if r.wall_ts is not None]
+    b = done[-1] if done and cap.end is not None else cap.last_ns
+    if b <= a:                      # no report after the first snapshot
+        a, b = cap.first_ns, cap.last_ns
+    return a, b
+
+
+class DequeueClasses:
+    """The op class of each op dequeued in [lo, hi] (unfiltered windows,
+    in bulk): the class of its address's first completion (op_done)
+    after the dequeue, unless an enqueue of that address (a new op: the
+    dequeued one never completed, a replica op, a recovery message) comes
+    first. A requeued op's dequeues all take its one completion's class.
+    Fed the same chunks as the window, in time order; after hi only the
+    first completion or enqueue of each address still open is kept."""
+
+    def __init__(self, cap, lo, hi):
+        self.cap, self.lo, self.hi = cap, lo, hi
+        self.cid = {n: cap._cid.get(n) for n in ("op_dequeue", "op_enqueue",
+                                                  "op_done")}
+        self.deq, self.ev = [], []
+        self.open = None        # addresses not yet met after hi (sorted)
+
+    def feed(self, ch):
+        np_ = np
+        r = ch.recs.get(self.cid["op_dequeue"])
+        if r is not None and len(r):
+            k = ch.keys[self.cid["op_dequeue"]]
+            m = (r["_ts"] >= self.lo) & (r["_ts"] <= self.hi)
+            if m.any():
+                self.deq.append((r["op"][m], r["_ts"][m], k[m],
+                                 r["queue_wait_ns"][m]))
+        met = []
+        for name, cls in (("op_enqueue", None), ("op_done", "op_class")):
+            c = self.cid[name]
+            r = ch.recs.get(c)
+            if r is None or not len(r):
+                continue
+            ts = r["_ts"]
+            m = (ts >= self.lo) & (ts <= self.hi)
+            late = ts > self.hi
+            if late.any():
+                if self.open is None:
+                    self.open = np_.unique(np_.concatenate(
+                        [d[0] for d in self.deq])) if self.deq else                         np_.zeros(0, np_.uint64)
+                m |= late & np_.isin(r["op"], self.open)
+            if not m.any():
+                continue
+            self.ev.append((r["op"][m], ts[m], ch.keys[c][m],
+                            np_.full(int(m.sum()), -1, np_.int64)
+                            if cls is None else
+                            r[cls][m].astype(np_.int64)))
+            met.append(r["op"][m & late])
+        if self.open is not None and len(self.open) and met:
+            # an address met after hi is resolved: its later events are
+            # no window dequeue's
+            self.open = np_.setdiff1d(self.open, np_.concatenate(met))
+        if self.open is not None and not len(self.open):
+            self.lo = self.hi = np_.uint64((1 << 64) - 1)   # nothing more
+
+    def classes(self):
+        """-> (queue waits, ts, keys, class value or -1) of the window's
+        dequeues."""
+        e = np.zeros(0, np.uint64)
+        if not self.deq:
+            return e, e, e, np.zeros(0, np.int64)
+        d_op, d_ts, d_key, d_qw = (np.concatenate(x) for x in
+                                   zip(*self.deq))
+        if not self.ev:
+            return d_qw, d_ts, d_key, np.full(len(d_op), -1, np.int64)
+        e_op, e_ts, e_key, e_cls = (np.concatenate(x) for x in
+                                    zip(*self.ev))
+        op = np.concatenate([d_op, e_op])
+        ts = np.concatenate([d_ts, e_ts])
+        key = np.concatenate([d_key, e_key])
+        is_ev = np.concatenate([np.zeros(len(d_op), bool),
+                                np.ones(len(e_op), bool)])
+        cls = np.concatenate([np.full(len(d_op), -1, np.int64), e_cls])
+        o = np.lexsort((key, ts, op))
+        op, is_ev, cls = op[o], is_ev[o], cls[o]
+        ev_pos = np.nonzero(is_ev)[0]
+        deq_pos = np.nonzero(~is_ev)[0]
+        j = np.searchsorted(ev_pos, deq_pos, side="right")
+        ok = j < len(ev_pos)
+        jj = ev_pos[np.minimum(j, max(len(ev_pos) - 1, 0))]
+        ok &= op[jj] == op[deq_pos]
+        out = np.full(len(d_op), -1, np.int64)
+        out[o[deq_pos]] = np.where(ok, cls[jj], -1)
+        return d_qw, d_ts, d_key, out
+
+
 def counters_over(cap, t0, t1):
     """Loss counters of the recorded reports the window overlaps."""
     reps = cap.ordered_reports()
@@ -127,6 +239,23 @@ class WindowPass:
         self.role_idx = cap.roles.names.index(role) if role else None
         self.names = KERNEL + (OPS if op_class is None else ())
         self.hs = HistSet()
+        # queue_wait's per-class rows go with the dequeue (the window
+        # rule), not with the completion as a live interval counts them
+        self.class_keys = {"queue_wait." + c for c in cap.vocab.op_classes}
+        self.classes = DequeueClasses(cap, t0, t1) \
+            if op_class is None and "op_done" in cap._cid else None
+
+    def ranked(self, o):
+        """Whether op o is among the window's ops for --slowest: the
+        stage it is ranked by (OpRec.key_ns: op_total, else queue_wait)
+        ends in the window."""
+        if o.done and o.done["total_valid"]:
+            end = o.done["ts"]
+        elif o.deq:
+            end = o.deq["ts"]
+        else:
+            return False
+        return self.t0 <= end <= self.t1
 
     def took(self, o):
         """An op that entered the window: kept, and with a class asked,
@@ -134,7 +263,7 @@ class WindowPass:
         op gave them)."""
         if self.op_class and o.op_class(self.cap.rules) != self.op_class:
             return
-        self.ops.add(o)
+        self.ops.add(o, self.ranked(o))
         if not self.op_class:
             return
         count, shard = self.cap.rules.count, self.cap.rules.shard
@@ -143,8 +272,15 @@ class WindowPass:
         if o.deq and t0 <= o.deq["ts"] <= t1:
             count("op_dequeue", o.deq, oh)
             shard(osh, self.wakers, o.deq)
+            if o.done:
+                oh.setdefault("queue_wait." + self.op_class, Hist()).add_ns(
+                    o.deq["queue_wait_ns"])
         if o.done and t0 <= o.done["ts"] <= t1:
-            count("op_done", o.done, oh)
+            done = {}
+            count("op_done", o.done, done)
+            for k, x in done.items():
+                if k not in self.class_keys:
+                    oh.setdefault(k, Hist()).merge(x)
         for st, a, b in o.stages:
             if t0 <= b <= t1:
                 oh.setdefault(st, Hist()).add_ns(b - a)
@@ -184,10 +320,14 @@ class WindowPass:
                 continue
             for sub, (key, idx, ns) in enumerate(
                     count_arrays(cap.rules, name, r)):
+                if name == "op_done" and key in self.class_keys:
+                    continue        # at the dequeue: DequeueClasses
                 self.hs.add(key, ns, merged_first(r, keys, idx, sub))
         if self.op_class is None:
             for _, r, keys in in_window(cap, ch, ("op_dequeue",), lo, hi):
                 shard_sums(cap, r, keys, self.shards, self.wakers)
+        if self.classes is not None:
+            self.classes.feed(ch)
         if "block_rq" in cap._cid:
             for name, ts, d in events_of(cap, ch, ("block_rq",), lo, hi):
                 dev = cap.vocab.dev_name(d["dev"])
@@ -231,10 +371,23 @@ class WindowPass:
             # every op followed, in a pass of their own
             self.ops = OpSummary(self.slowest, self.spans)
             for _, o in cap.op_stream(t0, t1):
-                self.ops.add(o)
+                self.ops.add(o, self.ranked(o))
         if rs is not None and cap._role_of is None:
             rs.finish()
         return self._finish(tt)
+
+    def _classes(self):
+        """queue_wait per op class, at the dequeue (DequeueClasses); the
+        dequeues of ops the capture never sees complete (replica ops,
+        recovery messages, ops in flight at its end) as `unknown`."""
+        qw, ts, keys, cls = self.classes.classes()
+        labels = self.cap.rules.labels["op_class"]
+        for v in np.unique(cls).tolist():
+            idx = np.nonzero(cls == v)[0]
+            t = ts[idx].min()
+            first = (int(t), int(keys[idx][ts[idx] == t].min()), 1)
+            name = labels[v] if v >= 0 else "unknown"
+            self.hs.add("queue_wait." + name, qw[idx], first)
 
     def _finish(self, tt):
         cap, h, shards = self.cap, self.h, self.shards
@@ -242,6 +395,8 @@ class WindowPass:
             h = {k: h[k] for k in sorted(h, key=self.first_h.get)}
             shards = {k: shards[k]
                       for k in sorted(shards, key=self.first_s.get)}
+        if self.classes is not None:
+            self._classes()
         self.hs.hists(into=h)
         threads = tt.finish()
         cap._sched_snaps = tt.snaps

@@ -197,7 +197,7 @@ def _replay(args, out, cap, run_info):
 
 def _window(args, out, err, cap, run_info):
     """One report over a window, with filters, slowest ops and pictures."""
-    rec, hists, tl_args = window_record(args, cap, run_info)
+    rec, hists, tl_args = window_record(args, cap, run_info, err)
     _emit(args, out, rec, hists)
     if args.slowest and not args.json:
         print_slowest(out, rec["slowest"])

@@ -74,12 +74,32 @@ def check_window(args, cap, t0, t1):
                              (cap.last_ns - cap.first_ns) / 1e9))
 
 
-def window_record(args, cap, run_info):
+def traced(args, cap, t0, t1, err=None):
+    """[t0, t1] within the part of the capture recorded with every probe
+    attached (capture/window.py: traced_span): a figure of the rest
+    would be of probes half attached or half detached. An explicit --to
+    past the capture's last report is said on err."""
+    a, b = cap.traced_span()
+    if max(t0, a) >= min(t1, b):
+        raise UserError("the window holds nothing the capture recorded with "
+                        "all its probes attached (%.3f s to %.3f s of it: "
+                        "before, they were being attached; after its last "
+                        "report, detached)" % ((a - cap.first_ns) / 1e9,
+                                               (b - cap.first_ns) / 1e9))
+    if err is not None and args.t_to is not None and t1 > b:
+        err.write("%s: the window ends at %.3f s, the capture's last "
+                  "report: its probes were being detached after it\n" % (
+                      TOOL, (b - cap.first_ns) / 1e9))
+    return max(t0, a), min(t1, b)
+
+
+def window_record(args, cap, run_info, err=None):
     """-> (the window's interval object, its histograms, the timeline's
     arguments or None)"""
     t0 = bound(cap, args.t_from, cap.first_ns)
     t1 = bound(cap, args.t_to, cap.last_ns)
     check_window(args, cap, t0, t1)
+    t0, t1 = traced(args, cap, t0, t1, err)
     cur, ops = cap.window(t0, t1, role=args.thread_role,
                           op_class=args.op_class,
                           slowest=args.slowest or 0,

@@ -84,6 +84,11 @@ def interval_record(run, cur, prev, ts, secs, in_flight):
         if stage in run.classes:
             s["by_class"] = {c: hists["%s.%s" % (stage, c)].summary()
                              for c in vocab.op_classes}
+            # a capture window's dequeues of ops never seen complete
+            # (capture/window.py): the rows add up to the stage's count
+            rest = hists.get(stage + ".unknown")
+            if rest is not None and rest.count:
+                s["by_class"]["unknown"] = rest.summary()
         if stage in ("replica_wait", "shard_read"):
             s["by_peer"] = report.by_peer(hists, stage)
             last = max(s["by_peer"].items(), key=lambda kv: kv[1]["last"],
