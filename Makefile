@@ -162,7 +162,7 @@ demo: setup build lab
 test: setup setup-containers build
 	CI=$${CI:-} $(PYTHON) -m pytest -v --durations=0 --durations-min=5 tests/unit tests/bpf tests/cluster
 
-test-unit:
+test-unit: build
 	$(PYTHON) -m pytest -v tests/unit
 
 test-bpf: build
