@@ -231,7 +231,7 @@ def test_verdict_names_background_work_and_the_profile(recovering):
                 assert "osd_mclock_profile high_client_ops" in v
             else:
                 assert "does not favour recovery" in v
-            if rec["cause"] in ("held", "busy", "lock", "blocked", "runq"):
+            if rec["cause"] in verdict.QUEUE_CAUSES:
                 raise AssertionError("background work not named the "
                                      "cause: %s %s %s" % (profile, name, v))
     # the experiment: recovery was a fifth of some OSD's work under the

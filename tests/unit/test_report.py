@@ -29,7 +29,10 @@ def kst():
 
 
 @pytest.mark.parametrize("parts,cause,words", [
-    ((300, 50, 50), "busy", "saturated"),
+    # four parts: a capture from before `blocked` was one, whose busy
+    # holds the sleeps inside ops too
+    ((300, 50, 50), "busy_or_blocked", "busy or blocked in earlier ops: "
+     "this capture cannot tell them apart"),
     ((50, 300, 50), "signal", "asleep with work queued"),
     ((50, 50, 300), "runq", "CPU contention"),
 ])
@@ -37,7 +40,8 @@ def test_dominant_part_names_the_cause(parts, cause, words):
     c, text = verdict.verdict({"queue_wait": qw(400)}, kst(), attr(*parts),
                              WAKERS, THREADS, "tp_osd_tp")
     assert c == cause and words in text
-    assert "workers slept 66 %" in text
+    assert "workers slept 66.0 %" in text
+    assert "saturated" not in text
 
 
 def parts6(busy, blocked, runq, lock=None):
@@ -63,13 +67,13 @@ def parts6(busy, blocked, runq, lock=None):
     ((300, 50, 100), {"threads": 8, "offcpu_pct": 50.0, "runq_pct": 40.0},
      "runq", "waited for a CPU 4.0 x as long as they ran: CPU contention "
      "(8 workers, each "
-     "runnable 40 % and on CPU 10 %"),
+     "runnable 40.0 % and on CPU 10.0 %"),
     ((50, 300, 100), {"threads": 8, "offcpu_pct": 50.0, "runq_pct": 40.0},
      "runq", "more workers will not help"),
     # runnable whenever not asleep: no ratio to give
     ((300, 50, 100), {"threads": 8, "offcpu_pct": 60.0, "runq_pct": 40.0},
      "runq", "waited for a CPU and hardly ran: CPU contention (8 workers, "
-     "each runnable 40 % and on CPU 0 %"),
+     "each runnable 40.0 % and on CPU 0.0 %"),
     # asleep inside earlier ops, the CPUs free (a capture from before
     # lock was a part: a lock or I/O)
     ((50, 300, 100), {"threads": 8, "offcpu_pct": 80.0, "runq_pct": 5.0},
@@ -84,10 +88,15 @@ def parts6(busy, blocked, runq, lock=None):
     # locked workers that mostly wait for a CPU: the CPUs are the limit
     ((50, 20, 100, 300), {"threads": 8, "offcpu_pct": 50.0,
                           "runq_pct": 40.0},
-     "runq", "(11 % of it on CPU, 68 % asleep in them)"),
+     "runq", "(11 % of it on CPU, 64 % waiting for a lock, 4 % asleep "
+     "in them)"),
     # no runnable share known: no CPU claim
     ((300, 50, 100), {"threads": 8, "offcpu_pct": 50.0},
      "busy", "saturated"),
+    # on CPU with earlier ops, but asleep most of the time: not saturated
+    ((300, 50, 100), {"threads": 5, "offcpu_pct": 95.9, "runq_pct": 1.3},
+     "uneven", "on CPU with earlier ops, while the workers slept 95.9 % of "
+     "the time: they had time to spare"),
 ])
 def test_busy_or_blocked_workers_that_wait_for_cpus(parts, workers, cause,
                                                     words):
@@ -100,7 +109,9 @@ def test_busy_or_blocked_workers_that_wait_for_cpus(parts, workers, cause,
     assert c == cause and words in text, text
     assert verdict.CAUSES[c] in ("workers saturated", "CPU contention",
                                  "workers blocked in ops",
-                                 "workers waiting for locks")
+                                 "workers waiting for locks", "load uneven")
+    if workers["offcpu_pct"] > 50:
+        assert "saturated" not in text
 
 
 def test_missed_when_timeouts_dominate():
@@ -302,7 +313,7 @@ BG = ["recovery", "scrub", "snap_trim", "pg_delete"]
 
 @pytest.mark.parametrize("recovery,items,cause", [
     (300, 300, "background"),       # 600 of 1600 served: 38 %
-    (100, 100, "busy"),             # 200 of 1200: 17 %, a line of facts
+    (100, 100, "busy_or_blocked"),  # 200 of 1200: 17 %, a line of facts
 ])
 def test_background_work_is_named_from_a_fifth(recovery, items, cause):
     stages = {"queue_wait": qw(2000, 1000 + recovery),
@@ -344,7 +355,7 @@ def test_background_words_follow_the_profile_and_the_scheduler():
     c, text = verdict.verdict(stages, kst(), attr(300, 20, 50), WAKERS,
                               THREADS, "tp_osd_tp", sched=MCLOCK,
                               qclasses=_qclasses(0, 300), background=BG)
-    assert c == "busy" and "background work" not in text
+    assert c == "busy_or_blocked" and "background work" not in text
     # another cause keeps its words; the background lines follow
     c, text = verdict.verdict(stages, kst(), attr(20, 300, 50), WAKERS,
                               THREADS, "tp_osd_tp", sched=MCLOCK,

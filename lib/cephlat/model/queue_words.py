@@ -2,7 +2,10 @@
 ops' wait in the queues was mostly made of, in words (the scheduler's
 hold and its settings, missed or late wake-ups, CPU contention, busy,
 locked or blocked workers), from the wait attribution's shares, the
-wakers and the workers' thread statistics."""
+wakers and the workers' thread statistics. Every figure is quoted as
+its table prints it (share(), pct()), and no cause is named that the
+figures deny: workers that slept most of the time are not saturated,
+and a capture that cannot tell busy from blocked says so."""
 
 from . import sched as scheduler
 
@@ -16,19 +19,37 @@ from . import sched as scheduler
 # runnable 40 % (the CPUs are).
 CPU_BOUND_RATIO = 1.0
 
+# Workers that slept more than this share of the time (their thread
+# statistics: the THREAD ROLE table's %OFFCPU) are not saturated, whatever
+# the ops queued behind: the verdict says what the queueing was instead
+# (bursts, or a few hot shards), never "saturated".
+SLEPT_MOST_PCT = 50.0
+
 
 def ms(us):
     """A time in us as the verdict writes it."""
     return "%.2f ms" % (us / 1000.0) if us >= 100 else "%.0f us" % us
 
 
+def share(x):
+    """A share (0..1) of the attribution or the shard table, as those
+    tables print it (render/text.py: %.0f of 100 x the share)."""
+    return "%.0f %%" % (100 * x)
+
+
+def pct(x):
+    """A thread statistic in % (the THREAD ROLE table's), as that table
+    prints it (%.1f)."""
+    return "%.1f %%" % x
+
+
 def _held_lines(attr, sched, head, rate=None):
     """mClock held the queued ops: by how much, and the settings an
     operator changes (rate: ops dequeued per second). -> lines"""
-    lines = ["%s; %d %% of it the scheduler held them: mClock had the "
+    lines = ["%s; %s of it the scheduler held them: mClock had the "
              "workers wait, with ops queued, until the time it gave (held "
              "p50 %s). That is the scheduler's choice, not a missed "
-             "wake-up." % (head, round(100 * attr["held"]["share"]),
+             "wake-up." % (head, share(attr["held"]["share"]),
                            ms(attr["held"]["p50_us"]))]
     if not sched or "classes" not in sched:
         # no OSD settings to name (a probe spec's program)
@@ -89,10 +110,10 @@ def _cpu_words(cpu, wk):
     and that more of them will not help."""
     if not cpu:
         return "."
-    return (" (%d workers, each runnable %d %% and on CPU %d %% of the "
+    return (" (%d workers, each runnable %s and on CPU %s of the "
             "time). The CPUs are the limit, not the number of workers: "
             "more workers will not help." % (
-                wk.get("threads", 0), round(cpu[0]), round(cpu[1])))
+                wk.get("threads", 0), pct(cpu[0]), pct(cpu[1])))
 
 
 def queue_lines(qw, attr, wakers, sched, secs, wk):
@@ -100,10 +121,13 @@ def queue_lines(qw, attr, wakers, sched, secs, wk):
     attribution's parts; wk: the workers' thread statistics) -> (cause,
     lines): held by the scheduler, missed or slow wake-ups, CPU
     contention (also when the workers were busy, locked or blocked but
-    mostly waited for a CPU), busy workers, workers waiting for locks or
-    blocked otherwise; idle when the wait is short."""
+    mostly waited for a CPU), busy workers (saturated; uneven load when
+    they slept most of the time; busy_or_blocked in a capture that
+    cannot tell), workers waiting for locks or blocked otherwise; idle
+    when the wait is short."""
     woke = wakers["enqueuer"] + wakers["other"] + wakers["timeout"]
     shares = {p: attr[p]["share"] for p in attr}
+    slept = wk.get("offcpu_pct")
     top = max(("held", "busy", "lock", "blocked", "signal", "runq"),
               key=lambda p: shares.get(p, 0.0))
     cpu = _cpu_bound(wk)
@@ -121,15 +145,15 @@ def queue_lines(qw, attr, wakers, sched, secs, wk):
     elif top == "runq":
         cause = "runq"
         lines = [
-            "%s; %d %% of it workers were runnable but waiting for a CPU "
+            "%s; %s of it workers were runnable but waiting for a CPU "
             "(run-queue delay p99 %s): CPU contention%s" % (
-                head, round(100 * shares["runq"]),
+                head, share(shares["runq"]),
                 ms(attr["runq"]["p99_us"]), _cpu_words(cpu, wk))]
     elif cpu and top in ("busy", "lock", "blocked"):
         cause = "runq"
         lines = [_cpu_bound_line(head, shares, cpu, wk)]
     else:
-        cause, line = _worker_line(top, head, shares, attr)
+        cause, line = _worker_line(top, head, shares, attr, slept)
         lines = [line]
     if qs["mean_us"] < 50 and cause != "missed":
         cause = "idle"
@@ -141,10 +165,10 @@ def _signal_lines(head, shares, attr, wakers, to_pct):
     """Workers asleep with work queued: how long, and whether the wake-ups
     came only from the timed wait expiring (missed) -> lines"""
     lines = [
-        "%s; %d %% of it was workers asleep with work queued (signal "
+        "%s; %s of it was workers asleep with work queued (signal "
         "delay p50 %s; %d %% of wake-ups came only from the timed "
         "wait expiring, %d times with work queued)." % (
-            head, round(100 * shares["signal"]),
+            head, share(shares["signal"]),
             ms(attr["signal"]["p50_us"]), round(to_pct),
             wakers["timeouts_with_work"])]
     if to_pct >= 50:
@@ -156,51 +180,72 @@ def _signal_lines(head, shares, attr, wakers, to_pct):
 
 def _cpu_bound_line(head, shares, cpu, wk):
     """The workers were busy, locked or blocked, but mostly waited for a
-    CPU (cpu: _cpu_bound's) -> the CPU-contention line"""
+    CPU (cpu: _cpu_bound's) -> the CPU-contention line. Each part as the
+    attribution table has it; a capture from before `blocked` was a part
+    cannot tell the worker on CPU from asleep in an op."""
+    if "blocked" in shares:
+        parts = ["%s of it on CPU" % share(shares.get("busy", 0.0))]
+        parts += ["%s %s" % (share(shares[p]), words)
+                  for p, words in (("lock", "waiting for a lock"),
+                                   ("blocked", "asleep in them"))
+                  if p in shares]
+        inside = ", ".join(parts)
+    else:
+        inside = ("%s of it on CPU or asleep in them: this capture cannot "
+                  "tell them apart" % share(shares.get("busy", 0.0)))
     return (
-        "%s; the workers were busy with earlier ops (%d %% of it on "
-        "CPU, %d %% asleep in them) or waiting for a CPU (%d %%), and "
-        "they waited for a CPU %s: CPU contention%s" % (
-            head, round(100 * shares.get("busy", 0.0)),
-            round(100 * (shares.get("lock", 0.0) +
-                         shares.get("blocked", 0.0))),
-            round(100 * shares.get("runq", 0.0)),
+        "%s; the workers were running earlier ops (%s) or waiting for a "
+        "CPU (%s), and they waited for a CPU %s: CPU contention%s" % (
+            head, inside, share(shares.get("runq", 0.0)),
             "%.1f x as long as they ran" % (cpu[0] / cpu[1]) if cpu[1]
             else "and hardly ran", _cpu_words(cpu, wk)))
 
 
-def _worker_line(top, head, shares, attr):
+def _worker_line(top, head, shares, attr, slept=None):
     """The workers themselves held the ops up: waiting for a lock, asleep
-    inside earlier ops, or on CPU with them -> (cause, line)"""
+    inside earlier ops, or on CPU with them -> (cause, line). slept: the
+    workers' off-CPU % (None: not known): workers that slept most of the
+    time are not called saturated."""
     if top == "lock":
         return "lock", (
-            "%s; %d %% of it the worker was waiting for a lock: a PG's, "
+            "%s; %s of it the worker was waiting for a lock: a PG's, "
             "held by another worker serving an op of that PG (or a lock "
             "inside earlier ops). Ops of one PG run one at a time: more "
             "workers do not speed them up; spread the load over more PGs "
-            "(pg_num) or more objects." % (
-                head, round(100 * shares["lock"])))
+            "(pg_num) or more objects." % (head, share(shares["lock"])))
     if top == "blocked" and "lock" not in attr:
         # a capture from before `lock` was split off: blocked holds both
         return "blocked", (
-            "%s; %d %% of it the worker was asleep inside earlier ops: "
+            "%s; %s of it the worker was asleep inside earlier ops: "
             "waiting for a lock (a PG's, held by another worker serving an "
             "op of that PG) or for I/O. Ops of one PG run one at a time: "
             "more workers do not speed them up; spread the load over more "
             "PGs (pg_num), or see the block requests for I/O." % (
-                head, round(100 * shares["blocked"])))
+                head, share(shares["blocked"])))
     if top == "blocked":
         return "blocked", (
-            "%s; %d %% of it the worker was asleep inside earlier ops, not "
+            "%s; %s of it the worker was asleep inside earlier ops, not "
             "on a lock: waiting for I/O (a read from the disk, a page "
             "fault) or for a completion. See the block requests and "
             "bluestore_read: a slower disk makes every op of the shard "
-            "wait behind the ones reading." % (
-                head, round(100 * shares["blocked"])))
+            "wait behind the ones reading." % (head,
+                                               share(shares["blocked"])))
+    if "blocked" not in attr:
+        # a capture from before `blocked` was split off: busy holds the
+        # sleeps inside ops too
+        return "busy_or_blocked", (
+            "%s; %s of it the worker was busy or blocked in earlier ops: "
+            "this capture cannot tell them apart (on CPU, or asleep in "
+            "them: I/O, a lock; a capture of this version tells them "
+            "apart)." % (
+                head, share(shares["busy"])))
+    if slept is not None and slept > SLEPT_MOST_PCT:
+        return "uneven", (
+            "%s; %s of it the worker was on CPU with earlier ops, while "
+            "the workers slept %s of the time: they had time to spare; "
+            "the ops came in bursts, or onto a few shards (the shard "
+            "table says which)." % (head, share(shares["busy"]),
+                                    pct(slept)))
     return "busy", (
-        "%s; %d %% of it the worker was %s earlier ops: the shard "
-        "workers are saturated." % (
-            head, round(100 * shares["busy"]),
-            # a capture from before `blocked` was split off: busy holds
-            # the sleeps inside ops too
-            "on CPU with" if "blocked" in attr else "busy with"))
+        "%s; %s of it the worker was on CPU with earlier ops: the shard "
+        "workers are saturated." % (head, share(shares["busy"])))

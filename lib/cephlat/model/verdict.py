@@ -3,7 +3,7 @@ numbers behind it), and a line about a slow replica when several OSDs are
 traced together. From model/interval.py's figures; render/ prints it."""
 
 from . import sched as scheduler
-from .queue_words import ms as _ms, queue_lines
+from .queue_words import ms as _ms, pct as _pct, queue_lines
 
 
 # The throttle is named the cause when its connections' blocked time per
@@ -31,6 +31,10 @@ CAUSES = {
     "held": "scheduler limit",
     "background": "background work",
     "busy": "workers saturated",
+    # a capture from before `blocked` was a part: busy holds both
+    "busy_or_blocked": "workers busy or blocked",
+    # on CPU with earlier ops, but asleep most of the time
+    "uneven": "load uneven",
     "lock": "workers waiting for locks",
     "blocked": "workers blocked in ops",
     "signal": "wake-ups late",
@@ -42,6 +46,11 @@ CAUSES = {
     "idle": "no queueing",
     "none": "no ops",
 }
+
+
+# the causes that say client ops queued (background work may take them)
+QUEUE_CAUSES = ("held", "busy", "busy_or_blocked", "uneven", "lock",
+                "blocked", "runq")
 
 
 def _storage_line(stages, qw):
@@ -296,7 +305,7 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
                                              background)
         if bgshare < BACKGROUND_CAUSE_SHARE:
             bglines = bglines[:1]       # a fact, without the advice
-        elif cause in ("held", "busy", "lock", "blocked", "runq"):
+        elif cause in QUEUE_CAUSES:
             cause = "background"
             lines[:0] = bglines
             bglines = []
@@ -317,7 +326,7 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
             cause, named = "replica", slow
         lines.append("CPU run-queue delay %s; workers slept %s of the time." %
                      (_ms(attr["runq"]["mean_us"]),
-                      "%d %%" % round(sleep_pct) if sleep_pct is not None
+                      _pct(sleep_pct) if sleep_pct is not None
                       else "an unknown share"))
     tlines, throttled = _throttle_lines(throttles, stages)
     if throttled:
