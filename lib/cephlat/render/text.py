@@ -371,13 +371,28 @@ def _print_ops(out, rows, numbered=True):
             out.write("   +%s dequeued by %s (%d); %s\n" % (
                 r["dequeue"]["at_us"], r["dequeue"]["thread"],
                 r["dequeue"]["tid"], how))
-        for st in r["stages"]:
-            out.write("   %+.1f..%+.1f %s\n" % (st["start_us"], st["end_us"],
-                                             st["stage"]))
+        _stages_and_gaps(out, r)
         _replication(out, r)
         if "done_us" in r:
             out.write("   +%s done\n" % r["done_us"])
     out.flush()
+
+
+def _stages_and_gaps(out, r):
+    """An op's stages and, in time order among them, the gaps no stage
+    covers (model/slowest.py: op_gaps); the probes' own, a few us each,
+    summed in one line."""
+    lines = [(st["start_us"], "%s" % st["stage"], st["end_us"])
+             for st in r["stages"]]
+    small = [g for g in r.get("gaps", ()) if g["what"] == "probes"]
+    lines += [(g["start_us"], g["words"], g["end_us"])
+              for g in r.get("gaps", ()) if g["what"] != "probes"]
+    for a, words, b in sorted(lines, key=lambda x: x[0]):
+        out.write("   %+.1f..%+.1f %s\n" % (a, b, words))
+    if small:
+        out.write("   (%.1f us in %d gap%s between stages: the probes' own "
+                  "cost)\n" % (sum(g["us"] for g in small), len(small),
+                               "" if len(small) == 1 else "s"))
 
 
 def _replication(out, r):
