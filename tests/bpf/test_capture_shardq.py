@@ -444,3 +444,13 @@ def test_capture_samples_its_wall_clock_at_start_and_end(shardq_runs):
         # wall time of the end sample: its own offset
         assert cap.wall(b["mono_ns"]) == (b["mono_ns"] + b["offset_ns"]) / 1e9
         assert cap.clock_error_ns() == (clock.uncertainty_ns([a, b]))
+
+
+def test_window_reports_agree_with_themselves(shardq_runs):
+    """The unit tier's invariants (tests/invariants.py: per-class rows add
+    up, the attribution adds up, the verdict quotes the tables and calls
+    no sleeping workers saturated, --slowest rows account for their span)
+    over random windows and filters of the captures made here."""
+    from invariants import check_capture
+    for mode in ("normal", "hold", "lock", "io"):
+        assert check_capture(shardq_runs[mode][2], n=30) > 0, mode
