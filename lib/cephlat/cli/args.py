@@ -1,5 +1,7 @@
 """Argument types and the one-line-error parser shared by the tools."""
 import argparse
+import os
+import sys
 
 from ..errors import UsageError
 
@@ -26,10 +28,30 @@ percent_or_zero = _number(float, "a number", lambda v: 0 <= v <= 100,
                           "a share of the CPU time, 0 to 100: %r")
 
 
+def run_as(prog):
+    """The name the tool was run by, for its usage line and examples: the
+    installed command's (osdstage, rbdrecord, osdstage-exporter) when
+    that is how it was started, else the checkout's `prog`
+    (tools/osdstage.py)."""
+    stem = prog[:-3] if prog.endswith(".py") else prog
+    name = os.path.basename(sys.argv[0] or "")
+    return name if name in (stem, stem.replace("_", "-")) else prog
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse with errors as one line (UsageError, exit status 2)."""
+    """argparse with errors as one line (UsageError, exit status 2); its
+    usage line and examples name the tool as it was run (run_as)."""
 
     tool = None
+
+    def __init__(self, *args, **kwargs):
+        prog = kwargs.get("prog")
+        if prog:
+            kwargs["prog"] = run_as(prog)
+            if kwargs.get("epilog"):
+                kwargs["epilog"] = kwargs["epilog"].replace(
+                    prog, kwargs["prog"])
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         raise UsageError("%s: %s (see --help)" % (self.tool or self.prog,
