@@ -211,8 +211,14 @@ def test_every_loss_counter_says_what_was_lost():
     v = live()
     losses = [c for c in v.counters if c not in v.result_counters]
     assert sorted(report.LOSS_WORDS) == sorted(losses + [report.AGED_OUT])
-    lines = report.loss_lines({"op_unknown": 3, "bad_arg": 0})
-    assert lines == ["op_unknown=3: " + report.LOSS_WORDS["op_unknown"]]
+    assert set(report.CAPTURE_WORDS) <= set(report.LOSS_WORDS)
+    assert set(report.BEGUN_BEFORE) <= set(report.LOSS_WORDS)
+    lines = report.loss_lines({"op_map_full": 3, "bad_arg": 0})
+    assert lines == ["op_map_full=3: " + report.LOSS_WORDS["op_map_full"]]
+    # what was under way at attach is not a loss
+    assert report.loss_lines({"op_unknown": 3, "no_start": 2}) == []
+    assert report.begun_lines({"op_unknown": 3}) == [
+        "ops begun before tracing started (not timed): 3 (op_unknown)"]
 
 
 def test_text_folds_stages_without_events():
@@ -230,6 +236,7 @@ def test_text_folds_stages_without_events():
                       "repop": zero},
            "interval_s": 1.0, "call_bias_us": 0.0, "unavailable": {},
            "lost": {"attr_truncated": 13, "op_unknown": 0}}
+    # (no "ts": the report has no time line)
     out = io.StringIO()
     print_text(out, types.SimpleNamespace(milliseconds=False,
                                           timestamp=False),

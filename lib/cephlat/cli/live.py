@@ -23,7 +23,8 @@ from ..engine.session import TOOL, Session, Want, pick_target, target_name
 from ..errors import UsageError, UserError, quiet_broken_pipe
 from ..model.interval import host_record, interval_record
 from ..model.snapshot import Snapshot
-from ..render.text import emit
+from ..render.text import emit, print_header
+from . import header
 
 DEFAULT_RING_MB = 32          # capture ring buffer per traced OSD
 
@@ -105,6 +106,9 @@ def run(args, out, err):
                                            runs[0].call_bias_ns)
             _name_threads(writer, targets, time.monotonic_ns())
         _banner(args, err, targets, version, rel, plan)
+        if not args.json:
+            print_header(out, args, header.live(args, targets, choice,
+                                                target_name))
         return _loop(args, out, err, targets, tracer, runs, writer,
                      stopping)
     finally:

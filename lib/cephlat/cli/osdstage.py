@@ -46,7 +46,8 @@ EXAMPLES = """examples:
                                # a host summary (also --osd 0,2, -p 12,34)
   osdstage.py -p 1234 -m 10 1  # one 10-second report, histograms in msecs
   osdstage.py -p 1234 -j 1     # one JSON object per second on stdout
-  osdstage.py -p 1234 -T 1     # timestamp each report
+  osdstage.py -p 1234 --brief 5  # every 5 s: the verdict and stage table
+  osdstage.py -p 1234 --explain 10 1  # a line under each table: what it shows
   osdstage.py -p 1234 -S do_op,bluestore_read 5  # only these stages
   osdstage.py --list           # every ceph-osd here and what can be probed
   osdstage.py -p 1234 --no-kernel 5   # user-space stages only (cheaper)
@@ -61,6 +62,7 @@ capture now, analyse later (anywhere, no root needed to read):
   osdstage.py -p 1234 -w incident.ctf 10 6   # record 1 minute, 6 reports
   osdstage.py -r incident.ctf                # the same 6 reports again
   osdstage.py -r incident.ctf -j             # ... as JSON
+  osdstage.py -r incident.ctf --brief        # ... verdicts and stage tables
   babeltrace2 incident.ctf | head            # it is a CTF trace
   osdstage.py -r incident.ctf --from 20 --to 25 --op-class write
   osdstage.py -r incident.ctf --slowest 5    # the 5 slowest ops, every stage
@@ -204,9 +206,17 @@ def _output_options(p):
     p.add_argument("-m", "--milliseconds", action="store_true",
                    help="histograms in milliseconds")
     p.add_argument("-T", "--timestamp", action="store_true",
-                   help="include a timestamp on each report")
+                   help="include a timestamp on each report (every text "
+                        "report now starts with its time: kept for "
+                        "scripts)")
     p.add_argument("-j", "--json", action="store_true",
                    help="print one JSON object per interval on stdout")
+    p.add_argument("--brief", action="store_true",
+                   help="text: the header, each report's verdict and its "
+                        "stage table only")
+    p.add_argument("--explain", action="store_true",
+                   help="text: a line under each table saying what its "
+                        "columns mean")
 
 
 def _stage_options(p):

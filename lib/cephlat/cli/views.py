@@ -7,11 +7,12 @@ from ..engine import TOOL
 from ..errors import UsageError, UserError, quiet_broken_pipe
 from ..model.interval import RunInfo, host_record, interval_record
 from ..model.timeline import timeline
-from ..render.text import emit, print_slowest
+from ..render.text import emit, print_header
 from ..capture.ctf import trace_tool
 from ..capture.reader import Capture
 from ..rbd.reader import RbdTrace
 from .args import OFFLINE_ONLY
+from . import header
 from .lineup import clock_check, clock_offsets
 from .merged import end_to_end, op_story
 from .windows import bound, host_pictures, window_record, write_pictures
@@ -136,6 +137,7 @@ def _many(args, out, err, caps, window):
     if window:
         # (rec, hists): _show_host takes pairs
         recs = [window_record(args, c, r)[:2] for c, r in zip(caps, runs)]
+        _header(args, out, caps[0], caps, window=recs[0][0])
         t1 = bound(caps[0], args.t_to, caps[0].last_ns)
         _show_host(args, out, runs, recs, caps[0].wall(t1), recs[0][0][
             "interval_s"])
@@ -143,6 +145,7 @@ def _many(args, out, err, caps, window):
             host_pictures(args, err, caps, [r[0] for r in recs])
         return 0
     per = [c.replay() for c in caps]
+    _header(args, out, caps[0], caps, reports=min(len(p) for p in per))
     for rows in zip(*per):
         recs = []
         for (cur, prev, r), run in zip(rows, runs):
@@ -176,31 +179,42 @@ def _emit(args, out, rec, hists):
     emit(out, args, [(rec, hists)])
 
 
+def _header(args, out, cap, caps=None, reports=None, window=None):
+    """The text report's head (not with -j): the capture's host,
+    targets, release and mode, and its span or the window read."""
+    if args.json:
+        return
+    print_header(out, args, header.capture(
+        cap, args.read, caps, reports,
+        window and window.get("window"), header.filter_words(args)))
+
+
 def _replay(args, out, cap, run_info):
     """The live run's reports, rebuilt."""
-    for cur, prev, r in cap.replay():
+    reps = cap.replay()
+    t0 = cap.reported_until() or cap.first_ns
+    rebuilt = cap.end is None and cap.last_ns > t0
+    _header(args, out, cap, reports=len(reps) + rebuilt)
+    for cur, prev, r in reps:
         rec, hists = interval_record(run_info, cur, prev, r.wall_ts,
                                      r.interval_s, r.in_flight)
         rec.update(r.extra)
         _emit(args, out, rec, hists)
-    if cap.end is None:
-        t0 = cap.reported_until() or cap.first_ns
-        if cap.last_ns > t0:
-            cur, _ = cap.window(t0, cap.last_ns, spans=False)
-            rec, hists = interval_record(run_info, cur, None,
-                                         cap.wall(cap.last_ns),
-                                         (cap.last_ns - t0) / 1e9, None)
-            rec["type"] = "window"
-            _emit(args, out, rec, hists)
+    if rebuilt:
+        cur, _ = cap.window(t0, cap.last_ns, spans=False)
+        rec, hists = interval_record(run_info, cur, None,
+                                     cap.wall(cap.last_ns),
+                                     (cap.last_ns - t0) / 1e9, None)
+        rec["type"] = "window"
+        _emit(args, out, rec, hists)
     return 0
 
 
 def _window(args, out, err, cap, run_info):
     """One report over a window, with filters, slowest ops and pictures."""
     rec, hists, tl_args = window_record(args, cap, run_info, err)
+    _header(args, out, cap, window=rec)
     _emit(args, out, rec, hists)
-    if args.slowest and not args.json:
-        print_slowest(out, rec["slowest"])
     if tl_args is not None:
         write_pictures(args, err, rec, timeline(*tl_args), run_info)
     return 0

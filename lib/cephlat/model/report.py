@@ -217,16 +217,15 @@ AGED_OUT = "op_aged_out"
 LOSS_WORDS = {
     "start_map_full": "stage timings not taken: a thread had no task "
                       "storage (should not happen: report it)",
-    "no_start": "returns seen without their entry, not timed: calls in "
-                "flight when the probes attached (growing: a function "
+    "no_start": "returns seen without their entry, not timed: calls that "
+                "began before tracing started (growing: a function "
                 "re-enters itself)",
     "negative": "timings ending before they started, dropped (should not "
                 "happen: report it)",
     "op_map_full": "ops not followed: the op table was full (raise "
                    "--max-ops)",
     "op_unknown": "dequeues or completions of ops not seen enqueued, not "
-                  "timed: ops already queued when the probes attached "
-                  "(growing: raise --max-ops or --op-timeout)",
+                  "timed: ops that began before tracing started",
     "bad_arg": "ops whose request could not be read, not followed: a probe "
                "offset does not fit this build (check --release or the "
                "probe table)",
@@ -243,7 +242,7 @@ LOSS_WORDS = {
     "events_lost": "capture events the ring buffer had no room for (raise "
                    "--ring-mb)",
     "reply_unknown": "replica replies to ops not seen sending sub-ops, not "
-                     "counted: sub-ops in flight when the probes attached",
+                     "counted: sub-ops sent before tracing started",
     "req_map_full": "replicated ops whose replies cannot be matched: the "
                     "request table was full",
     AGED_OUT: "ops idle longer than --op-timeout, forgotten: ops "
@@ -253,11 +252,58 @@ LOSS_WORDS = {
                      "itself, or a messenger offset that does not fit)",
 }
 
+# A capture's report (osdstage -r) says what the counters whose words
+# advise a tracing option mean for the recording, in these words: the
+# option is the recording's, never one to give -r.
+CAPTURE_WORDS = {
+    "op_map_full": "ops not followed: the recording's op table was full "
+                   "(record again with a larger --max-ops)",
+    "bad_arg": "ops whose request could not be read, not followed: a probe "
+               "offset of the recording's probe table does not fit the "
+               "OSD's build",
+    "op_replaced": "ops that never completed before their memory was "
+                   "reused by a new op, dropped (aborted ops, or ops older "
+                   "than the recording's op timeout)",
+    "events_lost": "capture events the ring buffer had no room for, not "
+                   "in the capture (record again with a larger --ring-mb)",
+    AGED_OUT: "ops idle longer than the recording's op timeout, forgotten: "
+              "ops that never completed (client gone, op dropped)",
+}
 
-def loss_lines(lost):
-    """One line per loss counter that counted: 'name=N: what it means'."""
-    return ["%s=%d: %s" % (k, v, LOSS_WORDS.get(k, "lost"))
-            for k, v in lost.items() if v]
+# The counters that count what was under way when the probes attached:
+# not lost, only begun before tracing started (an op queued then is
+# dequeued without its enqueue seen). Reports name them apart from the
+# losses, in these words.
+BEGUN_BEFORE = {
+    "op_unknown": "ops begun before tracing started (not timed)",
+    "no_start": "calls begun before tracing started (not timed)",
+    "reply_unknown": "replies to sub-ops sent before tracing started (not "
+                     "counted)",
+}
+
+# the losses that forget ops: an op forgotten and then dequeued or
+# completed counts in op_unknown too
+FORGETTING = ("op_map_full", "op_replaced", AGED_OUT)
+
+
+def loss_lines(lost, capture=False):
+    """One line per loss counter that counted, the attach-time ones
+    (BEGUN_BEFORE) left out: 'name=N: what it means'; capture: in a
+    capture's words (CAPTURE_WORDS)."""
+    words = dict(LOSS_WORDS, **CAPTURE_WORDS) if capture else LOSS_WORDS
+    return ["%s=%d: %s" % (k, v, words.get(k, "lost"))
+            for k, v in lost.items() if v and k not in BEGUN_BEFORE]
+
+
+def begun_lines(lost):
+    """One line per attach-time counter that counted: 'ops begun before
+    tracing started (not timed): N (op_unknown)'; op_unknown also counts
+    forgotten ops when a loss forgot some."""
+    forgot = any(lost.get(k) for k in FORGETTING)
+    return ["%s: %d (%s%s)" % (BEGUN_BEFORE[k], lost[k], k,
+                               ", or ops forgotten: see lost"
+                               if forgot and k == "op_unknown" else "")
+            for k in BEGUN_BEFORE if lost.get(k)]
 
 
 # the stages a host summary shows per OSD (when traced), p99 in us

@@ -4,7 +4,7 @@ import json
 import textwrap
 import time
 
-from ..model import report, sched as schedmod, verdict
+from ..model import costs, report, sched as schedmod, verdict
 from ..model.hist import render_log2
 from ..model.e2e import SEGMENTS
 
@@ -14,36 +14,203 @@ def _row(out, fmt, div, name, s):
                      s["p90_us"] / div, s["p99_us"] / div, s["max_us"] / div))
 
 
-def print_text(out, args, rec, hists):
-    """One report as text: histograms, the summary table, thread roles,
-    the attribution, shards and the verdict. args: .milliseconds,
-    .timestamp."""
+def _wrap(out, text, indent="  "):
+    out.write(textwrap.fill(text, 78, subsequent_indent=indent,
+                            break_on_hyphens=False) + "\n")
+
+
+# --explain: one line under each table saying what its labels mean
+EXPLAIN = {
+    "stages": "(COUNT: the stage's events; MEAN to MAX: their latency; "
+              "indented: op classes)",
+    "attribution": "(what each op's worker did while the op waited; SHARE: "
+                   "of all the wait)",
+    "shards": "(WRK: its workers; BUSY..: shares of its wait; TMOUT: "
+              "timed waits with work)",
+    "threads": "(%OFFCPU: asleep; %RUNQ: waiting for a CPU; %FUTEX/OFF: "
+               "sleep in futex waits)",
+    "classes": "(ops by the scheduler's class; HELD: the share of their "
+               "wait it held them)",
+    "histograms": "(histograms: each stage's events per power-of-two "
+                  "latency bucket)",
+    "host": "(causes: each OSD's verdict; its p99 of each stage; OPS: "
+            "op_total's count)",
+}
+
+
+def _explain(out, args, table):
+    if getattr(args, "explain", False):
+        _wrap(out, EXPLAIN[table], " ")
+
+
+def _clock(ts, secs):
+    """Wall time `ts` as HH:MM:SS, with the decimals a span of `secs`
+    needs."""
+    secs = round(secs, 6)
+    dec = 0 if secs >= 10 else 1 if secs >= 1 else 2 if secs >= 0.1 else 3
+    s = time.strftime("%H:%M:%S", time.localtime(ts))
+    return s + ("%.*f" % (dec, ts % 1))[1:] if dec else s
+
+
+def _span(t0, t1):
+    """'HH:MM:SS to HH:MM:SS (N s)'"""
+    secs = t1 - t0
+    return "%s to %s (%s s)" % (_clock(t0, secs), _clock(t1, secs),
+                                "%.3g" % secs)
+
+
+def print_header(out, args, hdr):
+    """Once per run, before the reports (text only): what was traced
+    (host, OSDs, pids, release), the mode and its cost per op as the
+    bench measured it, and the source: live, or a capture and its span
+    or window. hdr: cli/header.py's dict; a field it lacks is left
+    out."""
+    each = ", ".join("%s (pid %d)" % (n, p) if n else "pid %d" % p
+                     for n, p in hdr["targets"])
+    several = len(hdr["targets"]) > 1
+    who = "%d OSDs" % len(hdr["targets"]) if several else each
+    if hdr.get("host"):
+        who += " on %s" % hdr["host"]
+    if hdr.get("mode") == "probes":
+        if hdr.get("release"):
+            who += ", program %s" % hdr["release"]
+    elif hdr.get("ceph_version"):
+        who += ", Ceph %s" % hdr["ceph_version"] + (
+            " (%s)" % hdr["release"] if hdr.get("release") else "")
+    elif hdr.get("release"):
+        who += ", Ceph %s" % hdr["release"]
+    _wrap(out, who + (": " + each if several else ""))
+    mode = "mode: " + costs.MODE_WORDS.get(hdr.get("mode"), hdr.get("mode"))
+    cost = costs.per_op(hdr.get("mode"))
+    mode += ": " + cost if cost else ": its cost per op is not benchmarked"
+    if cost and (hdr.get("capture") or hdr.get("writing")):
+        mode += "; recording adds to it"
+    if hdr.get("bound_pct"):
+        mode += "; attached part of the time, to cost under %g %% of the " \
+                "CPUs" % hdr["bound_pct"]
+    _wrap(out, mode)
+    if hdr.get("capture"):
+        src = "capture %s" % hdr["capture"]
+        if hdr.get("window"):
+            src += ", window %s" % _span(*hdr["window"])
+            if hdr.get("filters"):
+                src += "; only %s" % ", ".join(hdr["filters"])
+        elif hdr.get("span"):
+            n = hdr.get("reports", 0)
+            src += ": %s, %d report%s" % (_span(*hdr["span"]), n,
+                                          "" if n == 1 else "s")
+    else:
+        src = "live: %s" % hdr.get("reports_words", "")
+        if hdr.get("writing"):
+            src += "; recording to %s" % hdr["writing"]
+    _wrap(out, src)
+    if not getattr(args, "explain", False):
+        out.write("(--explain: a line under each table says what it "
+                  "shows)\n")
+    out.write("\n")
+    out.flush()
+
+
+def _ops(rec):
+    """The interval's ops in words: op_total's count (the host summary's),
+    else queue_wait's; None when neither counted."""
+    st = rec["stages"]
+    n = st.get("op_total", {}).get("count") or \
+        st.get("queue_wait", {}).get("count")
+    return "%d op%s" % (n, "" if n == 1 else "s") if n else None
+
+
+def _no_ops(rec):
+    """An interval in which no op was seen: no stage counted anything and
+    the verdict (if any) found nothing but that."""
+    st = rec["stages"]
+    return bool(st) and not any(s["count"] for s in st.values()) and \
+        rec.get("cause") in (None, "none")
+
+
+def _asleep(rec):
+    worker = rec.get("worker_role")
+    t = (rec.get("threads") or {}).get(worker)
+    return "%s asleep %.0f %%" % (worker, t["offcpu_pct"]) if t else None
+
+
+def _head(out, rec, title, what):
+    """A report's first line: its span ('HH:MM:SS to HH:MM:SS (N s)') or
+    `title` (an OSD of several), then `what`."""
+    if title:
+        head = title + (" " + what if what else "")
+    elif rec.get("ts") is not None:
+        t1 = rec["ts"]
+        head = _span(t1 - rec["interval_s"], t1) + (": " + what if what
+                                                     else "")
+    else:
+        head = what or ""
+    if head:
+        _wrap(out, head)
+
+
+def print_text(out, args, rec, hists, title=None):
+    """One report as text, top down: its interval (or `title`), the
+    verdict with what it rests on (losses included), the summary table,
+    the queue-wait attribution and shards, the thread roles, the
+    scheduler classes, the slowest ops (a window's, --slowest), then the
+    histograms; --brief: the verdict and the summary table. An interval
+    without ops is one line. args: .milliseconds, .brief, .explain,
+    .read (a capture's report: its words)."""
     unit, unit_us = ("msecs", 1000) if args.milliseconds else ("usecs", 1)
-    if args.timestamp:
-        out.write("%s\n" % time.strftime("%H:%M:%S", time.localtime(rec["ts"])))
-    _histograms(out, rec, hists, unit, unit_us)
+    capture = bool(getattr(args, "read", None))
+    if _no_ops(rec):
+        parts = ["no ops"]
+        if rec.get("in_flight"):
+            parts[0] += " (%d in flight)" % rec["in_flight"]
+        if _asleep(rec):
+            parts.append(_asleep(rec))
+        parts += ["%s=%d begun before tracing" % (k, rec["lost"][k])
+                  for k in report.BEGUN_BEFORE if rec["lost"].get(k)]
+        _head(out, rec, title, "; ".join(parts))
+        _losses(out, rec, capture)
+        out.flush()
+        return
+    _head(out, rec, title, _ops(rec))
+    _verdict(out, rec)
+    _losses(out, rec, capture)
+    for line in report.begun_lines(rec["lost"]):
+        _wrap(out, line, "    ")
     _summary_table(out, args, rec)
-    if rec.get("threads"):
-        _thread_roles(out, rec["threads"])
-    if rec.get("attribution"):
-        _attribution(out, rec)
-    _queue_classes(out, rec, 1000.0 if args.milliseconds else 1.0)
-    sched = schedmod.describe(rec.get("scheduler"))
-    if sched:
-        out.write("\n" + textwrap.fill(sched, 78, subsequent_indent="  ") +
-                  "\n")
-    if rec.get("verdict"):
-        out.write("\nVERDICT (%s):\n" % verdict.CAUSES.get(rec["cause"],
-                                                         rec["cause"]))
-        for line in rec["verdict"].splitlines():
-            out.write(textwrap.fill(line, 78, initial_indent="  ",
-                                    subsequent_indent="    ") + "\n")
+    if not getattr(args, "brief", False):
+        if rec.get("attribution"):
+            _attribution(out, args, rec)
+        if rec.get("threads"):
+            _thread_roles(out, args, rec["threads"])
+        _queue_classes(out, args, rec, 1000.0 if args.milliseconds else 1.0)
+    if rec.get("slowest"):
+        print_slowest(out, rec["slowest"])
+    if not getattr(args, "brief", False):
+        _histograms(out, args, rec, hists, unit, unit_us)
+    out.write("\n")
+    out.flush()
+
+
+def _verdict(out, rec):
+    if not rec.get("verdict"):
+        out.write("no verdict: it needs the kernel stages, which this run "
+                  "did not trace\n" if "kernel" not in rec else
+                  "no verdict\n")
+        return
+    out.write("VERDICT (%s):\n" % verdict.CAUSES.get(rec["cause"],
+                                                    rec["cause"]))
+    for line in rec["verdict"].splitlines():
+        out.write(textwrap.fill(line, 78, initial_indent="  ",
+                                subsequent_indent="    ") + "\n")
+
+
+def _losses(out, rec, capture):
+    """What the figures lack: stages that could not be probed, and the
+    losses (a capture's in its words)."""
     for stage, why in rec["unavailable"].items():
         out.write("unavailable: %s: %s\n" % (stage, why))
-    for line in report.loss_lines(rec["lost"]):
-        out.write(textwrap.fill("lost: " + line, 78, subsequent_indent="    ",
-                                break_on_hyphens=False) + "\n")
-    out.flush()
+    for line in report.loss_lines(rec["lost"], capture):
+        _wrap(out, "lost: " + line, "    ")
 
 
 def _empty(rec):
@@ -52,8 +219,11 @@ def _empty(rec):
     return [st for st, s in rec["stages"].items() if not s["count"]]
 
 
-def _histograms(out, rec, hists, unit, unit_us):
+def _histograms(out, args, rec, hists, unit, unit_us):
     empty = _empty(rec)
+    if getattr(args, "explain", False):
+        out.write("\n")
+        _explain(out, args, "histograms")
     for stage in rec["stages"]:
         if stage in empty:
             continue
@@ -107,24 +277,30 @@ def _summary_table(out, args, rec):
             " (bound %g %%: attached %d %% of the time, %.2f %% at full "
             "rate)" % (ov["bound_pct"], round(100 * ov["attached_fraction"]),
                        ov["full_rate_pct"]) if ov["bound_pct"] else ""))
+    _explain(out, args, "stages")
 
 
-def _queue_classes(out, rec, div):
+def _queue_classes(out, args, rec, div):
     """The ops dequeued through dequeue_op by scheduler class: how many,
-    their queue wait and the share of it the scheduler held."""
+    their queue wait and the share of it the scheduler held; then the
+    scheduler's line (its settings)."""
     qc = rec["stages"].get("queue_wait", {}).get("by_queue_class") or {}
     rows = [(c, q) for c, q in qc.items() if q["count"]]
-    if not rows:
-        return
-    out.write("\n%-22s %9s %11s %11s %7s\n" % (
-        "SCHEDULER CLASS", "OPS", "QWAIT MEAN", "QWAIT P99", "HELD"))
-    for c, q in rows:
-        out.write("%-22s %9d %11.1f %11.1f %6d%%\n" % (
-            c, q["count"], q["mean_us"] / div, q["p99_us"] / div,
-            round(100 * schedmod.held_share(q))))
+    if rows:
+        out.write("\n%-22s %9s %11s %11s %7s\n" % (
+            "SCHEDULER CLASS", "OPS", "QWAIT MEAN", "QWAIT P99", "HELD"))
+        for c, q in rows:
+            out.write("%-22s %9d %11.1f %11.1f %6d%%\n" % (
+                c, q["count"], q["mean_us"] / div, q["p99_us"] / div,
+                round(100 * schedmod.held_share(q))))
+        _explain(out, args, "classes")
+    sched = schedmod.describe(rec.get("scheduler"))
+    if sched:
+        out.write("\n" + textwrap.fill(sched, 78, subsequent_indent="  ") +
+                  "\n")
 
 
-def _thread_roles(out, threads):
+def _thread_roles(out, args, threads):
     out.write("\n%-16s %7s %8s %8s %12s %9s\n" % (
         "THREAD ROLE", "THREADS", "%OFFCPU", "%RUNQ", "%FUTEX/OFF",
         "WAKEUPS"))
@@ -132,13 +308,14 @@ def _thread_roles(out, threads):
         out.write("%-16s %7d %8.1f %8.1f %12.1f %9d\n" % (
             role, t["threads"], t["offcpu_pct"], t["runq_pct"],
             t["futex_pct_of_offcpu"], t["wakeups"]))
+    _explain(out, args, "threads")
 
 
 # the shard table's heads of the queue-wait parts longer than a column
 SHARD_HEADS = {"blocked": "BLOCK"}
 
 
-def _attribution(out, rec):
+def _attribution(out, args, rec):
     a, w = rec["attribution"], rec["wakers"]
     out.write("\n%-26s %9s %9s %9s %7s\n" % (
         "QUEUE_WAIT ATTRIBUTION", "MEAN", "P50", "P99", "SHARE"))
@@ -151,6 +328,7 @@ def _attribution(out, rec):
               "timed waits that found work: %d\n" % (
                   w["enqueuer"], w["other"], w["timeout"],
                   w["timeouts_with_work"]))
+    _explain(out, args, "attribution")
     if not rec.get("shards"):
         return
     # seven parts and the shard's own columns in 80 characters
@@ -163,6 +341,7 @@ def _attribution(out, rec):
                                           r["queue_wait_mean_us"]) +
                   "".join(" %5.0f%%" % (100 * r.get(p, 0)) for p in parts) +
                   " %5d\n" % r["timeouts_with_work"])
+    _explain(out, args, "shards")
 
 
 def print_op_story(out, story):
@@ -426,35 +605,44 @@ def emit(out, args, recs, host=None):
 
 
 def print_host(out, args, host, recs):
-    """A report on several OSDs: each OSD's, then the host summary.
-    recs: (interval object, histograms) per OSD, in host["osds"] order."""
-    for name, (rec, hists) in zip(host["osds"], recs):
-        out.write("\n%s %s (pid %d) %s\n" % ("=" * 10, name, rec["pid"],
-                                              "=" * 10))
-        print_text(out, args, rec, hists)
-        if rec.get("slowest"):
-            print_slowest(out, rec["slowest"])
+    """A report on several OSDs: its interval, the host summary (each
+    OSD's cause and p99s), then each OSD's report (top down, as one
+    OSD's). recs: (interval object, histograms) per OSD, in host["osds"]
+    order."""
+    ops = sum(r["ops"] for r in host["summary"])
+    _head(out, host, None, "%d OSDs, %d op%s" % (
+        len(host["osds"]), ops, "" if ops == 1 else "s"))
     print_host_summary(out, args, host)
+    for name, (rec, hists) in zip(host["osds"], recs):
+        print_text(out, args, rec, hists, title="%s %s (pid %d) %s" % (
+            "=" * 10, name, rec["pid"], "=" * 10))
+    out.flush()
 
 
 def print_host_summary(out, args, host):
-    """The host summary of a report on several OSDs: one row per OSD."""
+    """The host summary of a report on several OSDs: each OSD's cause,
+    then one row of p99s per OSD."""
     div, unit = (1000.0, "ms") if args.milliseconds else (1.0, "us")
     cols = [st for st in report.SUMMARY_STAGES
             if any(r[st + "_p99_us"] is not None for r in host["summary"])]
-    out.write("\nHOST SUMMARY (%d OSDs; p99 in %s; interval %.1f s)\n" % (
-        len(host["summary"]), unit, host["interval_s"]))
-    out.write("%-8s %8s %8s" % ("OSD", "PID", "OPS") + "".join(
-        " %13s" % c.upper() for c in cols) + "  CAUSE\n")
+    out.write("\nHOST SUMMARY (%d OSDs)\n" % len(host["summary"]))
+    _wrap(out, "causes: " + "; ".join(
+        "%s %s" % (r["osd"], verdict.CAUSES.get(r["cause"], r["cause"] or
+                                                "-"))
+        for r in host["summary"]))
+    out.write("%-7s %7s %7s" % ("OSD", "PID", "OPS") + "".join(
+        " %12s" % c.upper() for c in cols) + "\n")
     for r in host["summary"]:
-        out.write("%-8s %8d %8d" % (r["osd"], r["pid"], r["ops"]) + "".join(
-            " %13s" % ("-" if r[c + "_p99_us"] is None else
+        out.write("%-7s %7d %7d" % (r["osd"], r["pid"], r["ops"]) + "".join(
+            " %12s" % ("-" if r[c + "_p99_us"] is None else
                        "%.1f" % (r[c + "_p99_us"] / div)) for c in cols) +
-            "  %s\n" % verdict.CAUSES.get(r["cause"], r["cause"] or "-"))
+            "\n")
     ov = host.get("overhead")
-    if ov:
-        out.write("(host: estimated cost %.2f %% of the CPUs)\n" %
-                  ov["estimated_pct"])
+    out.write("(p99 in %s%s)\n" % (
+        unit, "; host: estimated cost %.2f %% of the CPUs" %
+        ov["estimated_pct"] if ov else ""))
+    _explain(out, args, "host")
+    out.write("\n")
     out.flush()
 
 
