@@ -243,7 +243,8 @@ class WindowPass:
         # rule), not with the completion as a live interval counts them
         self.class_keys = {"queue_wait." + c for c in cap.vocab.op_classes}
         self.classes = DequeueClasses(cap, t0, t1) \
-            if op_class is None and "op_done" in cap._cid else None
+            if op_class is None and "op_done" in cap._cid and \
+            "queue_wait" in cap.info.get("classes", ()) else None
 
     def ranked(self, o):
         """Whether op o is among the window's ops for --slowest: the
