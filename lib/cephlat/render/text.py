@@ -252,13 +252,18 @@ def _summary_table(out, args, rec):
     fmt = "%-20s %9d %9.3f %9.3f %9.3f %9.3f %9.3f\n" if args.milliseconds \
         else "%-20s %9d %9.1f %9.1f %9.1f %9.1f %9.1f\n"
     empty = _empty(rec)
+    apart = []
     for stage, s in rec["stages"].items():
         if stage in empty:
             continue
         _row(out, fmt, div, stage, s)
-        for cls, cs in s.get("by_class", {}).items():
+        classes = s.get("by_class", {})
+        for cls, cs in classes.items():
             if cs["count"]:
                 _row(out, fmt, div, "  " + cls, cs)
+        n = sum(cs["count"] for cs in classes.values())
+        if n and n != s["count"]:
+            apart.append((stage, s["count"] - n))
     for stage, s in rec.get("kernel", {}).items():
         if s["count"]:
             _row(out, fmt, div, stage, s)
@@ -266,6 +271,14 @@ def _summary_table(out, args, rec):
         "ms" if args.milliseconds else "us", rec["interval_s"],
         "; probe cost %.1f us/call subtracted" % rec["call_bias_us"]
         if rec["call_bias_us"] and rec["stages"] else ""))
+    for stage, d in apart:
+        out.write(textwrap.fill(
+            "%s by class: %s (an op's class is known when it completes)"
+            % (stage, "%d op%s still in flight at the interval's end" % (
+                d, "s" if d > 1 else "") if d > 0 else
+                "%d op%s dequeued in an interval before" % (
+                    -d, "s" if d < -1 else "")), 78,
+            subsequent_indent="  ") + "\n")
     if empty:
         out.write(textwrap.fill("no events in this interval: " +
                                 ", ".join(empty), 78,
