@@ -109,6 +109,6 @@ def test_no_osd_on_the_host_serves_and_keeps_looking(bpf_ready, attempt):
     assert "Traceback" not in err, err
     lines = err.splitlines()
     assert any("no ceph-osd on this host" in line for line in lines), err
-    assert all(line.startswith("osdstage_exporter: ") for line in lines), err
+    assert all(line.startswith("osdstage-exporter: ") for line in lines), err
     # said once, not once per look
     assert sum("no ceph-osd" in line for line in lines) == 1, err

@@ -599,7 +599,7 @@ def test_sigterm_detaches_and_exits_0(served):
     err = served.stderr()
     assert "Traceback" not in err, err
     for line in err.splitlines():
-        assert line.startswith("osdstage_exporter: "), line
+        assert line.startswith("osdstage-exporter: "), line
     progs = subprocess.run(["bpftool", "-j", "prog", "show"],
                            capture_output=True, text=True)
     names = {p.get("name") for p in json.loads(progs.stdout or "[]")}

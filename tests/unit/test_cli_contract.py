@@ -19,7 +19,7 @@ FIXTURE = os.path.join(REPO, "tests", "fixtures", "lab-v0.ctf")
 RBDRECORD = os.path.join(REPO, "tools", "rbdrecord.py")
 EXPORTER = os.path.join(REPO, "tools", "osdstage_exporter.py")
 TOOLS = {"osdstage": OSDSTAGE, "rbdrecord": RBDRECORD,
-         "osdstage_exporter": EXPORTER}
+         "osdstage-exporter": EXPORTER}
 
 
 def _usage(main, tool, argv, capsys, *fragments):
@@ -193,7 +193,7 @@ EXPORTER_USAGE = [
 @pytest.mark.parametrize("argv,fragments",
                          [(a, f) for a, *f in EXPORTER_USAGE])
 def test_exporter_usage_errors(argv, fragments, capsys):
-    _usage(exporter.main, "osdstage_exporter", argv, capsys, *fragments)
+    _usage(exporter.main, "osdstage-exporter", argv, capsys, *fragments)
 
 
 def test_exporter_takes_a_zero_bound():
@@ -251,7 +251,7 @@ def test_help_needs_none_of_the_modules(tool):
     ("osdstage", ["-p", "1", "--max-overhead", "200"], "--max-overhead"),
     ("osdstage", ["-r", F, "--lean"], "--lean is for live tracing"),
     ("rbdrecord", ["-o", "d"], "record what?"),
-    ("osdstage_exporter", ["--max-overhead", "101"], "--max-overhead"),
+    ("osdstage-exporter", ["--max-overhead", "101"], "--max-overhead"),
 ])
 def test_usage_errors_need_none_of_the_modules(tool, argv, fragment):
     assert_one_line_error(_without_modules(tool, *argv), tool + ": ",

@@ -18,7 +18,7 @@ from ..errors import UsageError, UserError, run_cli
 from .args import Parser, percent_or_zero, positive_float, positive_int
 from .osdstage import check_live_stages, osd_list, stage_list
 
-TOOL = "osdstage_exporter"
+TOOL = "osdstage-exporter"
 DEFAULT_LISTEN = "127.0.0.1:9929"
 DEFAULT_MAX_OVERHEAD = 1.0
 DEFAULT_REFRESH_S = 5.0

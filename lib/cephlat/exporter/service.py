@@ -40,7 +40,7 @@ from ..engine.session import Session, Want, plan_targets
 from ..engine.optable import table_size
 from ..errors import UserError
 
-TOOL = "osdstage_exporter"
+TOOL = "osdstage-exporter"
 LOOK_S = 1.0            # how often the host's OSDs are looked for
 RETRY_S = 2.0           # after a failed start
 HOLD_S = 30.0           # a process that could not be planned, left alone
