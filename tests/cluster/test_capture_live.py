@@ -214,3 +214,13 @@ def test_reading_needs_no_root(lab_capture):
         assert p.stdout.splitlines() == live
     finally:
         shutil.rmtree(d)
+
+
+def test_windows_of_a_lab_capture_never_contradict_themselves(lab_capture):
+    """The report's invariants (tests/invariants.py: per-class counts add
+    up, do_op against dequeue_op, the attribution adds up, the verdict
+    quotes the tables and calls no sleeping workers saturated, --slowest
+    rows account for their span) over random windows and filters of a
+    capture of the real OSD under writes and reads."""
+    from invariants import check_capture
+    assert check_capture(lab_capture[0], n=30) > 0

@@ -506,3 +506,11 @@ def test_osdstages_bt_replica_stages_count_cephs_writes(lab3):
             r"^@replica_last\[(\d+)\]: (\d+)$", out, re.M)}
         assert set(last) <= peers and sum(last.values()) == op_w, (i, last,
                                                                    out)
+
+
+def test_windows_of_three_osds_never_contradict_themselves(lab3, runs):
+    """The same invariants (tests/invariants.py) over random windows of
+    each OSD of the 3-OSD write capture: primaries, replicas, their
+    replica stages."""
+    from invariants import check_capture
+    assert check_capture(runs["write"]["cap"], n=10) > 0
