@@ -21,21 +21,24 @@ def traced_window(lab, args, timeout=120, target=None, asoks=None,
                   polls=None):
     """Run osdstage with `args` (one report) on the lab's OSD (or on
     `target`, e.g. ["--osd", "all"]); Ceph's counters at the first
-    report's window edges (perf dumps polled from the moment it says the
-    probes are attached until its report arrives, CounterPoll): of the
+    report's window edges (perf dumps polled from before it starts until
+    its report arrives, CounterPoll): of the
     lab's OSD, or a list, one per admin socket of `asoks`; `polls`, a
     list, gets the CounterPoll (its bracket() of the first report).
     -> (stdout, stderr, before, after)"""
     target = target or ["-p", str(lab["pid"])]
+    # polled from before the tool starts: the window's start lies between
+    # two dumps (interpolated), however late a busy machine lets the
+    # tool's banner or the poll's first dump come
+    poll = CounterPoll(asoks or [lab["asok"]]).start()
+    if polls is not None:
+        polls.append(poll)
     p = subprocess.Popen([PYTHON, OSDSTAGE] + target + args,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     try:
-        banner = wait_for_line(p.stderr, "Tracing", 60)
-        poll = CounterPoll(asoks or [lab["asok"]]).start()
-        if polls is not None:
-            polls.append(poll)
         try:
+            banner = wait_for_line(p.stderr, "Tracing", 60)
             first = p.stdout.readline()
         finally:
             poll.stop()

@@ -117,7 +117,7 @@ def test_eight_workers_on_two_cpus_wait_for_the_cpus(runs, queue):
     assert rec["cause"] == "runq", rec["verdict"]
     assert "saturated" not in rec["verdict"]
     assert "more workers will not help" in rec["verdict"]
-    assert "8 workers, each runnable %d %%" % round(wk["runq_pct"]) in \
+    assert "8 workers, each runnable %.1f %%" % wk["runq_pct"] in \
         rec["verdict"], (wk, rec["verdict"])
     a = rec["attribution"]
     assert "blocked" in a, a
@@ -152,7 +152,8 @@ def test_sleeps_inside_ops_are_lock_waits_or_io(runs, queue):
     one worker alone has no one to wait for (its sleeps in ops are the
     reads that miss BlueStore's cache after the restart: blocked). One
     worker whose reads all go to the disk: it sleeps in their I/O, on no
-    lock, with the block requests to show for it."""
+    lock, with the block requests to show for it (or, where it waited for
+    a CPU as long as it ran, CPU contention)."""
     assert runs[(queue, 1)]["attribution"]["lock"]["share"] < 0.05, \
         runs[(queue, 1)]["attribution"]
     assert runs[(queue, 8)]["attribution"]["lock"]["share"] >= 0.05, \
@@ -167,4 +168,12 @@ def test_sleeps_inside_ops_are_lock_waits_or_io(runs, queue):
     assert rec["kernel"]["block_rq"]["count"] >= \
         0.9 * rec["stages"]["queue_wait"]["count"], (
             rec["kernel"]["block_rq"], rec["stages"]["queue_wait"])
-    assert rec["cause"] in ("busy", "uneven", "blocked"), rec["verdict"]
+    # on a machine with other work on it the worker also waits for a
+    # CPU: CPU contention is then the verdict's cause by its own rule
+    # (the largest part, or runnable as long as it ran), and a right one
+    wk = _workers(rec)
+    on = 100 - wk["offcpu_pct"] - wk["runq_pct"]
+    contended = wk["runq_pct"] >= on or \
+        a["runq"]["share"] == max(p["share"] for p in a.values())
+    assert rec["cause"] in ("busy", "uneven", "blocked") + (
+        ("runq",) if contended else ()), (wk, rec["verdict"])
