@@ -55,6 +55,8 @@ OSDSTAGE_USAGE = [
     (["-p", "1", "--bpftrace-args", "-w", "x"], "drop -w"),
     (["-p", "1", "--bpftrace-args", "--probes", "f"], "drop --probes"),
     (["--osd", "0", "--probes", "f"], "--probes needs -p PID"),
+    (["-p", "1", "--ring-mb", "4"], "--ring-mb is for a capture", "-w"),
+    (["-p", "1", "--force"], "--force is for a capture", "-w"),
     (["-p", "1", "-S", "nosuch"], "unknown stage nosuch", "queue_wait"),
     (["-p", "1", "--max-overhead", "200"], "--max-overhead", "'200'"),
     (["-p", "1", "--max-overhead", "0"], "--max-overhead", "'0'"),

@@ -72,7 +72,7 @@ def _banner(args, err, targets, version, rel, plan):
 def run(args, out, err):
     """Trace until the count, Ctrl-C, SIGTERM or the target's exit."""
     want = Want.from_args(args)
-    # a ring buffer only for a capture (--ring-mb alone sizes nothing)
+    # a ring buffer only for a capture (--ring-mb needs -w: _check_live)
     want.ring_mb = args.ring_mb if args.write else None
     want.ring_mb_per_target = DEFAULT_RING_MB if args.write else 0
     ses = Session(want, err)

@@ -426,6 +426,11 @@ def _check_live(args):
                              "exits: drop %s" % clash[0])
     if args.probes and args.pid is None:
         raise UsageError("--probes needs -p PID")
+    alone = [opt for opt, on in (("--ring-mb", args.ring_mb is not None),
+                                 ("--force", args.force)) if on]
+    if alone and not args.write:
+        raise UsageError("%s is for a capture: give -w CAPTURE too"
+                         % alone[0])
     named = args.pid or (args.osd if args.osd != "all" else None) or []
     if len(set(named)) != len(named):
         raise UsageError("%s names a target twice: %s" % (
