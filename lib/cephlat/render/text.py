@@ -537,6 +537,13 @@ def _running_parts(w):
     return ", ".join(parts)
 
 
+def _op_line(out, text):
+    """One line of an op's listing ("   +at what"), wrapped at 78 columns
+    under its text."""
+    out.write(textwrap.fill(text, 78, subsequent_indent="       ",
+                            break_on_hyphens=False) + "\n")
+
+
 def _print_ops(out, rows, numbered=True):
     for i, r in enumerate(rows, 1):
         out.write("%s%s\n" % ("%d. " % i if numbered else "", _op_title(r)))
@@ -560,7 +567,7 @@ def _print_ops(out, rows, numbered=True):
             if w.get("held_us"):
                 how = "held by the op scheduler %s us; %s" % (w["held_us"],
                                                               how)
-            out.write("   +%s dequeued by %s (%d); %s\n" % (
+            _op_line(out, "   +%s dequeued by %s (%d); %s" % (
                 r["dequeue"]["at_us"], r["dequeue"]["thread"],
                 r["dequeue"]["tid"], how))
         _stages_and_gaps(out, r)
@@ -580,7 +587,7 @@ def _stages_and_gaps(out, r):
     lines += [(g["start_us"], g["words"], g["end_us"])
               for g in r.get("gaps", ()) if g["what"] != "probes"]
     for a, words, b in sorted(lines, key=lambda x: x[0]):
-        out.write("   %+.1f..%+.1f %s\n" % (a, b, words))
+        _op_line(out, "   %+.1f..%+.1f %s" % (a, b, words))
     if small:
         out.write("   (%.1f us in %d gap%s between stages: the probes' own "
                   "cost)\n" % (sum(g["us"] for g in small), len(small),
@@ -590,12 +597,12 @@ def _stages_and_gaps(out, r):
 def _replication(out, r):
     """A replicated write's replies and own commit, a replica op's end."""
     for rp in r.get("replies", ()):
-        out.write("   +%s %s replied (waited %s us since the sub-ops "
-                  "went out)\n" % (rp["at_us"], rp["peer"], rp["wait_us"]))
+        _op_line(out, "   +%s %s replied (waited %s us since the sub-ops "
+                 "went out)" % (rp["at_us"], rp["peer"], rp["wait_us"]))
     for rp in r.get("shard_reads", ()):
-        out.write("   +%s %s's shard read (waited %s us since the "
-                  "sub-reads went out)\n" % (rp["at_us"], rp["peer"],
-                                               rp["wait_us"]))
+        _op_line(out, "   +%s %s's shard read (waited %s us since the "
+                 "sub-reads went out)" % (rp["at_us"], rp["peer"],
+                                           rp["wait_us"]))
     if r.get("local_commit_us") is not None:
         out.write("   +%s own commit\n" % r["local_commit_us"])
     if r.get("repop_us") is not None:
