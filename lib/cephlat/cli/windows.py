@@ -149,6 +149,9 @@ def host_pictures(args, err, caps, recs, span=None, focus=None,
     deltas = deltas or [0] * len(caps)
     t0 = bound(caps[0], args.t_from, caps[0].first_ns)
     t1 = bound(caps[0], args.t_to, caps[0].last_ns)
+    # as its report's window: what the first was recording with every
+    # probe attached
+    t0, t1 = traced(args, caps[0], t0, t1)
     per = []
     for c, d in zip(caps, deltas):
         ops = c.ops(t0 - d, t1 - d)
