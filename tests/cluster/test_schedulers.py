@@ -169,11 +169,19 @@ def test_sleeps_inside_ops_are_lock_waits_or_io(runs, queue):
     reads that miss BlueStore's cache after the restart: blocked). One
     worker whose reads all go to the disk: it sleeps in their I/O, on no
     lock, with the block requests to show for it (or, where it waited for
-    a CPU as long as it ran, CPU contention)."""
-    assert runs[(queue, 1)]["attribution"]["lock"]["share"] < 0.05, \
-        runs[(queue, 1)]["attribution"]
-    assert runs[(queue, 8)]["attribution"]["lock"]["share"] >= 0.05, \
-        runs[(queue, 8)]["attribution"]
+    a CPU as long as it ran, CPU contention).
+
+    How much of the eight's queue wait the lock waits are depends on how
+    often a worker holding a PG lock loses its CPU (a cached read holds
+    it some tens of us; preempted, hundreds): 20-22 % in most runs, 1.8-
+    4.8 % in one run in four beside a busy loop, whose runs differ in how
+    the CPUs are shared out. One worker's: 0-0.1 %. So: a part seen (1 %
+    at least), five times the one worker's at least."""
+    one = runs[(queue, 1)]["attribution"]["lock"]["share"]
+    eight = runs[(queue, 8)]["attribution"]["lock"]["share"]
+    assert one < 0.05, runs[(queue, 1)]["attribution"]
+    assert eight >= 0.01 and eight >= 5 * one, (
+        one, runs[(queue, 8)]["attribution"])
     if UNBUFFERED not in runs or queue != UNBUFFERED[0]:
         return
     rec = runs[UNBUFFERED]
