@@ -187,7 +187,7 @@ def doc_queries(man_path, example_path):
     out = []
     for block in re.findall(r"^\.nf\n(.*?)^\.fi$", examples, re.S | re.M):
         text = block.replace("\\-", "-")
-        if re.match(r"\s*(osdstage_exporter|curl)\b", text):
+        if re.match(r"\s*(osdstage[-_]exporter|curl)\b", text):
             continue
         out.append(" ".join(text.split()))
     with open(example_path) as f:
