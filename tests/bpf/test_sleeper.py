@@ -8,6 +8,7 @@ bucket that holds US.
 import os
 import subprocess
 import time
+from statistics import mean, stdev
 
 import pytest
 
@@ -233,10 +234,8 @@ def test_a_cold_cpu_s_probe_cost_is_taken_out(bpf_ready, sleeper):
         diffs += [over_truth([raw]) - over_truth([cold])
                   for cold, raw in zip(turns[0::2], turns[1::2])]
         expected.append(cold_extra_us(calib))
-    mean = lambda v: sum(v) / len(v)    # noqa: E731
     taken, added, expected = mean(diffs), mean(added), mean(expected)
-    se = (sum((d - taken) ** 2 for d in diffs) / (len(diffs) - 1)
-          / len(diffs)) ** 0.5
+    se = stdev(diffs) / len(diffs) ** 0.5
     figures = dict(taken=taken, se=se, added=added, expected=expected,
                    warm_left=warm_left)
     assert sorted(warm_left)[1] >= 0.9 and min(warm_left) >= 0.7, figures

@@ -73,7 +73,7 @@ def run(args, out, err):
     """Trace until the count, Ctrl-C, SIGTERM or the target's exit."""
     want = Want.from_args(args)
     # a ring buffer only for a capture (--ring-mb needs -w: _check_live)
-    want.ring_mb = args.ring_mb if args.write else None
+    want.ring_mb = args.ring_mb
     want.ring_mb_per_target = DEFAULT_RING_MB if args.write else 0
     ses = Session(want, err)
     targets, choice, plans, tracer = ses.targets, ses.choice, ses.plans, \
