@@ -334,7 +334,9 @@ def _table_calls(e, res, kind):
     end-to-end table counts under `kind`: those that became OSD ops, all
     of them finished."""
     unfinished = set(res["unfinished"]["reqids"])
-    return sorted(round(_latency_us(r), 1) for r in e["requests"]
+    # tenths of a us, halves up, from the integer ns
+    return sorted((taken(r) - r.submit + 50) // 100 / 10.0
+                  for r in e["requests"]
                   if r.op == kind and r.osd_ops and
                   not any(o.reqid in unfinished for o in r.osd_ops))
 

@@ -357,3 +357,17 @@ def test_replica_columns_give_the_dicts_table():
     assert e2e.replica_table(e2e.replica_columns(rows)) == \
         e2e.replica_table(rows)
     assert e2e.replica_table(rows)["verdict"]["replica"] == "osd.2"
+
+
+@pytest.mark.parametrize("ns,us", [(9394450, 9394.5), (9394449, 9394.4),
+                                   (1050, 1.1), (1150, 1.2), (-1050, -1.0),
+                                   (0, 0.0)])
+def test_tenths_are_rounded_from_the_integers_halves_up(ns, us):
+    """9394.45 us is not a float: rounding it as one went down or up by
+    its binary error, the table and its ops then disagreeing by 0.1."""
+    assert float(e2e.tenths_us(ns)) == us
+    c = _client(10 * MS, 10 * MS + ns if ns > 0 else 10 * MS, None)
+    if ns > 0:
+        got = e2e.client_segments(c, enq_ns=10 * MS, first_stamp_ns=None,
+                                  done_ns=10 * MS)
+        assert got["total_us"] == us

@@ -37,6 +37,12 @@ COLS = KEYS + ["total"]
 _NET = (KEYS.index("to_osd"), KEYS.index("to_client"))
 
 
+def tenths_us(ns):
+    """Integer ns -> us to 0.1, halves up, from the integers (a float's
+    rounding would take 9394.45 down or up by its binary error)."""
+    return np.floor_divide(np.asarray(ns, np.int64) + 50, 100) / 10.0
+
+
 def segment_columns(t):
     """The segments of many ops at once. t: {name: int64 array} of wall
     ns (NONE where not recorded): "submit", "call_done", "released" of
@@ -73,12 +79,10 @@ def segment_columns(t):
     us = np.full((n, len(KEYS)), np.nan)
     for j, (key, a, b, on) in enumerate(spans):
         if on is True:
-            us[:, j] = b - a
+            us[:, j] = tenths_us(b - a)
         else:
             i = np.flatnonzero(on)
-            us[i, j] = b[i] - a[i]
-    us /= 1000.0
-    np.round(us, 1, out=us)
+            us[i, j] = tenths_us(b[i] - a[i])
     net = us[:, _NET]
     unknown = np.zeros(us.shape, bool)
     unknown[:, _NET] = net < 0
@@ -90,7 +94,7 @@ def segment_columns(t):
     end = np.where(call, end_call, np.where(done != NONE, done,
                                             t["reply"]))
     return {"us": us, "unknown": unknown,
-            "total_us": np.round((end - start) / 1000.0, 1),
+            "total_us": tenths_us(end - start),
             "disagree_us": disagree}
 
 
