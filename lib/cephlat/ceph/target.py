@@ -62,6 +62,37 @@ def pid_alive(pid):
         return False
 
 
+def _ppid_sid(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[1]), int(fields[3])
+
+
+def forked_by_an_osd(pid):
+    """A process an OSD forked to run a helper (smartctl, say), before its
+    exec: named ceph-osd, its parent one too, and not leading a session (a
+    daemonizing ceph-osd's child, the OSD itself, calls setsid())."""
+    ppid, sid = _ppid_sid(pid)
+    if sid == pid or ppid <= 1:
+        return False
+    try:
+        return read_comm(ppid) == "ceph-osd"
+    except OSError:
+        return False
+
+
+def still_an_osd(target):
+    """Whether a Target found as a ceph-osd still is one: alive, named
+    ceph-osd and running the executable it ran then (a helper an OSD
+    forked execs another program)."""
+    try:
+        return pid_alive(target.pid) and \
+            read_comm(target.pid) == "ceph-osd" and \
+            os.readlink("/proc/%d/exe" % target.pid) == target.exe
+    except OSError:
+        return False
+
+
 def osd_id_of(pid):
     """The OSD id from a ceph-osd command line (-i N / --id N / --id=N)."""
     args = read_cmdline(pid)
@@ -198,7 +229,7 @@ def find_ceph_osds(netns=None):
             continue
         pid = int(name)
         try:
-            if read_comm(pid) != "ceph-osd":
+            if read_comm(pid) != "ceph-osd" or forked_by_an_osd(pid):
                 continue
             if netns is not None and netns_of(pid) != netns:
                 continue

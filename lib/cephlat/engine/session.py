@@ -7,7 +7,7 @@ import os
 
 from ..ceph import probetable, spec
 from ..ceph.target import (Target, find_ceph_osds, netns_id, netns_of,
-                           require_btf, require_tracefs)
+                           require_btf, require_tracefs, still_an_osd)
 from ..errors import UsageError, UserError
 from ..model.interval import RunInfo
 from ..model import vocab
@@ -191,7 +191,7 @@ def plan_targets(want, err):
     # OSDs of one binary (a host's, a container image's) resolve once: the
     # ELF's symbol tables take ~0.1 s to read, paid at every (re)start of
     # the exporter's tiers
-    resolved = {}
+    resolved, gone = {}, []
     for target in targets:
         key = _binary_key(target.exe_path)
         if key is not None and key in resolved:
@@ -200,9 +200,17 @@ def plan_targets(want, err):
             continue
         with ElfSymbols(target.exe_path) as elf:
             if not want.probes:
-                choice = choose_release(elf, target.ceph_version(elf),
-                                        want.release, "ceph-osd %d" %
-                                        target.pid)
+                try:
+                    choice = choose_release(elf, target.ceph_version(elf),
+                                            want.release, "ceph-osd %d, %s"
+                                            % (target.pid, target.exe))
+                except UserError:
+                    if want.pid is None and not still_an_osd(target):
+                        # found by name, gone or another program since
+                        # (a helper an OSD forked, now exec'd)
+                        gone.append(target)
+                        continue
+                    raise
                 if first is None and choice.notice:
                     err.write("%s: %s\n" % (TOOL, choice.notice))
             # an inexact table entry's offsets are unchecked for this binary
@@ -220,6 +228,10 @@ def plan_targets(want, err):
                 "releases in separate runs" % (
                     target_name(targets[0]), first.version or "?",
                     target_name(target), choice.version or "?"))
+    if gone:
+        targets = [t for t in targets if t not in gone]
+        if not targets:
+            raise UserError("no running ceph-osd on this host")
     plan = plans[0]
     if plan.unavailable and (want.strict or not plan.stages):
         stage, why = next(iter(plan.unavailable.items()))
