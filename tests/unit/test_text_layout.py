@@ -289,3 +289,23 @@ def test_several_osds_summary_first_then_each_osd_top_down(utc):
         "========== osd.1 (pid 12) ========== no ops; tp_osd_tp asleep")]
     assert at == sorted(at)
     assert all(len(l) <= 80 for l in lines)
+
+
+def test_an_ops_listing_keeps_to_78_columns():
+    """--slowest/--op: each op's title and lines wrap at 78 columns under
+    their text (a request id, a PG and a long object name make a title
+    of 130), and no word is lost."""
+    import json
+    with open(os.path.join(FIX, "expected", "lab.slowest.jsonl")) as f:
+        rows = next(d["slowest"] for d in map(json.loads, f)
+                    if d.get("slowest"))
+    row = dict(rows[0], reqid="client.4154.0:634", pg="2.1f",
+               object="rbd_data.10ab6b8b4567.0000000000000003_a_long_name",
+               queue_class="background_best_effort")
+    out = io.StringIO()
+    text._print_ops(out, [row])
+    got = out.getvalue()
+    assert max(len(l) for l in got.splitlines()) <= 78, got
+    assert len(text._op_title(row)) > 78
+    assert " ".join(got.split()).startswith(
+        "1. " + " ".join(text._op_title(row).split())), got

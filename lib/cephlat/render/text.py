@@ -546,7 +546,10 @@ def _op_line(out, text):
 
 def _print_ops(out, rows, numbered=True):
     for i, r in enumerate(rows, 1):
-        out.write("%s%s\n" % ("%d. " % i if numbered else "", _op_title(r)))
+        out.write(textwrap.fill("%s%s" % ("%d. " % i if numbered else "",
+                                          _op_title(r)), 78,
+                                subsequent_indent="   ",
+                                break_on_hyphens=False) + "\n")
         out.write("   enqueued %s by %s (%d)\n" % (
             time.strftime("%H:%M:%S", time.localtime(r["enqueue"]["ts"])) +
             ("%.6f" % (r["enqueue"]["ts"] % 1))[1:],
