@@ -11,7 +11,7 @@ reported as unknown, with the disagreement, never as a negative time.
 """
 import numpy as np
 
-from .table import NONE, match
+from .table import NONE, match, tenths_us
 
 # the segments, in order: (key, what it holds)
 SEGMENTS = [
@@ -35,12 +35,6 @@ SEGMENTS = [
 KEYS = [k for k, _ in SEGMENTS]
 COLS = KEYS + ["total"]
 _NET = (KEYS.index("to_osd"), KEYS.index("to_client"))
-
-
-def tenths_us(ns):
-    """Integer ns -> us to 0.1, halves up, from the integers (a float's
-    rounding would take 9394.45 down or up by its binary error)."""
-    return np.floor_divide(np.asarray(ns, np.int64) + 50, 100) / 10.0
 
 
 def segment_columns(t):
