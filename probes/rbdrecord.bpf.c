@@ -8,7 +8,9 @@
  *    write_zeroes}: each request, entry and return;
  *  - completion: the first rbd_aio_get_return_value(c) (applications
  *    call it in their completion callback: fio does), else
- *    rbd_aio_release(c) - exactly one per completion handle.
+ *    rbd_aio_release(c) - exactly one per completion handle;
+ *  - rbd_flush: a user flush (it turns write-around on);
+ *  - librbd's cache, where librbd1-dbg names it (rbdrecord/cache.bpf.h).
  * One record per event to the "events" ring buffer (no wake-ups; user
  * space polls). The C ABI is stable: arguments by position.
  */
@@ -58,6 +60,19 @@ struct {
 	__type(key, __u64);
 	__type(value, __u8);
 } completed SEC(".maps");
+
+/* librbd's io::AioCompletion of each call in progress -> the call's
+ * rbd_completion_t (its pc): filled at each aio call's entry, emptied at
+ * rbd_aio_release, read by the cache's programs to name a write's call */
+const volatile __u32 cache_on = 0;
+const volatile __u32 rbdcomp_pc_off = 0;	/* RBD::AioCompletion::pc */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u64);
+} pcs SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -240,7 +255,63 @@ int BPF_KRETPROBE(close_ret, int ret)
 	return 0;
 }
 
+/* int rbd_flush(rbd_image_t image): a synchronous user flush */
+SEC("uprobe")
+int BPF_KPROBE(flush_enter, void *image)
+{
+	struct rbd_close_rec *r;
+
+	if (!ours())
+		return 0;
+	r = rec_new(sizeof(*r), RBD_FLUSH_ENTER, bpf_ktime_get_ns());
+	if (!r)
+		return 0;
+	r->imagectx = (__u64)image;
+	r->retval = 0;
+	SEND(r);
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(flush_ret, int ret)
+{
+	struct rbd_close_rec *r;
+
+	if (!ours())
+		return 0;
+	r = rec_new(sizeof(*r), RBD_FLUSH_EXIT, bpf_ktime_get_ns());
+	if (!r)
+		return 0;
+	r->imagectx = 0;
+	r->retval = ret;
+	SEND(r);
+	return 0;
+}
+
 /* ------------------------------------------------------------------ I/O */
+
+/* the call's librbd completion (pc) -> c, for the cache's programs */
+static __always_inline void pcs_add(__u64 c)
+{
+	__u64 pc = 0;
+
+	if (!cache_on || !c ||
+	    bpf_probe_read_user(&pc, sizeof(pc), (void *)(c + rbdcomp_pc_off)) ||
+	    !pc)
+		return;
+	if (bpf_map_update_elem(&pcs, &pc, &c, BPF_ANY))
+		count_lost(RBD_LOST_PCS);
+}
+
+static __always_inline void pcs_del(__u64 c)
+{
+	__u64 pc = 0;
+
+	if (!cache_on || !c ||
+	    bpf_probe_read_user(&pc, sizeof(pc), (void *)(c + rbdcomp_pc_off)))
+		return;
+	bpf_map_delete_elem(&pcs, &pc);
+}
 
 static __always_inline int aio_enter(__u32 op, __u64 image, __u64 off,
 				     __u64 len, __u64 data_len, __u64 buf,
@@ -250,6 +321,7 @@ static __always_inline int aio_enter(__u32 op, __u64 image, __u64 off,
 
 	if (!ours())
 		return 0;
+	pcs_add(comp);
 	r = rec_new(sizeof(*r), RBD_AIO_ENTER, bpf_ktime_get_ns());
 	if (!r)
 		return 0;
@@ -416,8 +488,11 @@ int BPF_KPROBE(aio_release, void *c)
 	complete_rec(bpf_map_lookup_elem(&completed, &key) ? RBD_AIO_RELEASE :
 		     RBD_AIO_COMPLETE, key, 0, 0);
 	bpf_map_delete_elem(&completed, &key);
+	pcs_del(key);
 	return 0;
 }
 
 /* the Objecter's OSD ops (each op the client sends, each reply) */
 #include "rbdrecord/objecter.bpf.h"
+/* librbd's cache (each object write it takes, each it sees finish) */
+#include "rbdrecord/cache.bpf.h"

@@ -27,6 +27,16 @@ enum rbd_ev {
 	RBD_AIO_RELEASE,	/* rbd_aio_release after the completion: the
 				 * application took the result (rbd_complete_rec,
 				 * rval 0) */
+	RBD_FLUSH_ENTER,	/* rbd_flush (rbd_close_rec): a user flush,
+				 * which turns write-around on when
+				 * rbd_cache_writethrough_until_flush */
+	RBD_FLUSH_EXIT,
+	RBD_CACHE_WRITE,	/* the cache took an object write (rbd_cache_rec):
+				 * WriteAroundObjectDispatch::dispatch_io or
+				 * ObjectCacherObjectDispatch::write entered */
+	RBD_CACHE_DONE,		/* WriteAroundObjectDispatch::
+				 * handle_in_flight_io_complete entered: the
+				 * object write is on the OSDs (every replica) */
 };
 
 enum rbd_op {
@@ -39,6 +49,12 @@ enum rbd_lost {
 	RBD_LOST_RING = 0,	/* the ring buffer was full */
 	RBD_LOST_COMPLETIONS,	/* the "completed" map was full */
 	RBD_LOST_UNREAD,	/* an Objecter op or reply could not be read */
+	RBD_LOST_CACHE_UNREAD,	/* a cache write whose fields could not be read */
+	RBD_LOST_UNKNOWN_COMP,	/* a cache write of no recorded call (recorded
+				 * with completion 0: not from rbd_aio_*, or
+				 * its call began before the recording) */
+	RBD_LOST_PCS,		/* the "pcs" map was full: a call's cache
+				 * writes are recorded as of no call */
 	RBD_LOST__COUNT,
 };
 
@@ -47,6 +63,20 @@ enum rbd_lost {
  * lib/cephlat/ceph/objecter.py's, itself against the DWARF) */
 enum rbd_osd_op {
 	RBD_OSD_OP_SETALLOCHINT = 0x2223,
+};
+
+/* what the cache did with an object write (lib/cephlat/ceph/
+ * librbd_cache.py says why each follows from the fields read) */
+enum rbd_cache_state {
+	RBD_CACHE_ACKED = 0,	/* write-around: sent and acknowledged at once */
+	RBD_CACHE_QUEUED,	/* write-around: over max_dirty in flight: held,
+				 * sent and acknowledged when room is made */
+	RBD_CACHE_THROUGH,	/* write-around off (max_dirty 0): passed through,
+				 * acknowledged after the OSDs */
+	RBD_CACHE_FUA,		/* a FUA write: acknowledged after the OSDs */
+	RBD_CACHE_WRITEBACK,	/* ObjectCacher: acknowledged from the cache */
+	RBD_CACHE_OC_THROUGH,	/* ObjectCacher with max_dirty 0 (writethrough) */
+	RBD_CACHE__COUNT,
 };
 
 #define RBD_PACKED __attribute__((packed))
@@ -125,6 +155,30 @@ struct rbd_osdop_rec {
 				 * (of the first two; else the first's) */
 	__u16 pad;
 	char oid[RBD_OID_LEN];
+} RBD_PACKED;
+
+/* An object write the cache took (RBD_CACHE_WRITE) or saw finish on the
+ * OSDs (RBD_CACHE_DONE). A write record names the call it is part of by
+ * the call's rbd_completion_t (0: none recorded); a done record carries
+ * cache, r, tid, object_no, off, len and in_flight only. */
+struct rbd_cache_rec {
+	struct rbd_hdr h;
+	__u64 completion;	/* the call's rbd_completion_t, or 0 */
+	__u64 aio_comp;		/* librbd's io::AioCompletion of the call */
+	__u64 imagectx;		/* the image (the rbd_image_t) */
+	__u64 cache;		/* the cache layer object (one per image) */
+	__u64 object_no;
+	__u64 off;		/* the extent in the object */
+	__u64 len;
+	__u64 tid;		/* write: the tid it is due (m_last_tid + 1);
+				 * done: its tid */
+	__u64 in_flight;	/* bytes in flight as it came (ObjectCacher:
+				 * dirty + being written) */
+	__u64 max_dirty;	/* the limit in effect (0: write-through) */
+	__u64 init_max_dirty;	/* rbd_cache_max_dirty as the image opened */
+	__s32 r;		/* done: the write's result */
+	__u32 op_flags;
+	__u8 state;		/* write: enum rbd_cache_state */
 } RBD_PACKED;
 
 #endif /* RBDRECORD_H */

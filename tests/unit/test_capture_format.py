@@ -102,7 +102,7 @@ def test_ring_bytes_is_a_power_of_two_pages():
 
 RBD_OBJ = os.path.join(BUILD, "rbdrecord.bpf.o")
 RBD_RECORDS = ("rbd_open_rec", "rbd_close_rec", "rbd_aio_rec",
-               "rbd_complete_rec")
+               "rbd_complete_rec", "rbd_cache_rec")
 RBD_NESTED = {"h": "rbd_hdr", "img": "rbd_image_info"}   # member -> struct
 
 
@@ -166,18 +166,27 @@ def test_rbdrecord_programs_and_settings_are_the_objects():
     and the Objecter's, entry or return as its section says), .rodata is
     laid out as the object has it and holds every Objecter offset, the
     "lost" slots are enum rbd_lost."""
-    from cephlat.ceph import objecter
+    from cephlat.ceph import librbd_cache, objecter
     from cephlat.rbd import ebpf, events, records
     a = _rbd_abi()
     attached = {p for _, _, progs in ebpf.PROBES for p in progs}
     attached |= {p for progs in ebpf.OBJECTER_PROGRAMS.values()
                  for p in progs}
+    attached |= set(ebpf.CACHE_PROGRAMS.values())
     assert attached == set(a.programs)
     assert set(ebpf.OBJECTER_PROGRAMS) == set(objecter.FUNCS)
+    assert set(ebpf.CACHE_PROGRAMS) == set(librbd_cache.FUNCS) | set(
+        librbd_cache.OPTIONAL)
     ro_names = {n for n, _ in a.ctypes_globals(".rodata")._fields_}
+    cache_ro = set(ebpf.CacheSite({}).rodata()) | set(
+        librbd_cache.OFFSETS["16.2"]) | {"oc_on"}
     for offsets in objecter.OFFSETS.values():
-        assert set(offsets) | {"objecter_on", "targ_tgid"} == ro_names
+        assert set(offsets) | {"objecter_on", "targ_tgid"} | cache_ro == \
+            ro_names
         assert set(offsets) == set(objecter.DWARF) | set(objecter.OP_MEMBERS)
+    for offsets in librbd_cache.OFFSETS.values():
+        assert set(offsets) == set(librbd_cache.DWARF) | set(
+            librbd_cache.STACK)
     assert set(a.programs.values()) == {"uprobe", "uretprobe"}
     with open(RBD_OBJ, "rb") as f:
         elf = ELFFile(f)
@@ -190,7 +199,12 @@ def test_rbdrecord_programs_and_settings_are_the_objects():
     lost = header_enum("rbd_lost", "rbdrecord.h")
     assert a.enum("rbd_lost") == lost
     assert a.labels("rbd_lost")[:lost["RBD_LOST__COUNT"]] == [
-        "ring", "completions", "unread"]
+        "ring", "completions", "unread", "cache_unread", "unknown_comp",
+        "pcs"]
+    # what the cache did: the header's states are the reports' words
+    states = header_enum("rbd_cache_state", "rbdrecord.h")
+    assert a.labels("rbd_cache_state")[:states["RBD_CACHE__COUNT"]] == \
+        list(librbd_cache.STATES)
     # each op of enum rbd_op has its events
     assert set(events.ENTER) == set(events.EXIT) == set(records.ops(a))
 

@@ -11,9 +11,9 @@ import re
 import socket
 import struct
 
-from . import events, records
+from . import cacheconf, events, records
 from .. import abi as abimod, clocks
-from ..ceph import objecter
+from ..ceph import librbd_cache, objecter
 from ..engine import bpf, native
 from ..engine.elfsym import ElfSymbols
 from ..errors import UserError
@@ -35,6 +35,7 @@ PROBES = [
     ("librbd", "rbd_aio_write_zeroes", ("aio_write_zeroes", "aio_ret")),
     ("librbd", "rbd_aio_get_return_value", ("get_rval", "get_rval_ret")),
     ("librbd", "rbd_aio_release", ("aio_release",)),
+    ("librbd", "rbd_flush", ("flush_enter", "flush_ret")),
 ]
 
 # the Debian package with each library's symbol table
@@ -43,6 +44,11 @@ DBG_PACKAGES = {"librados": "librados2-dbg", "librbd": "librbd1-dbg"}
 # the programs of probes/rbdrecord.bpf.c on each Objecter role
 OBJECTER_PROGRAMS = {"send": ("osdop_send",),
                      "reply": ("osdop_reply", "osdop_reply_ret")}
+
+
+# the programs of probes/rbdrecord/cache.bpf.h on each cache role
+CACHE_PROGRAMS = {"dispatch": "cache_dispatch", "done": "cache_done",
+                  "oc_write": "cache_oc_write"}
 
 
 def library_version(path):
@@ -123,6 +129,52 @@ class ObjecterSite:
         return out
 
 
+class CacheSite:
+    """Where librbd's cache is in one client (librbd_cache.FUNCS: local
+    symbols, in librbd1-dbg's symbol table): all of them or none (a
+    write seen taken and never finished would be held for ever), and
+    ObjectCacherObjectDispatch::write when it is there too. -> sites
+    (role, path, file offset, what), the offsets; or why the cache is not
+    recorded (`why`: one line; the calls and OSD ops still are)."""
+
+    def __init__(self, libs, version=None):
+        self.sites, self.offsets, self.why = [], None, None
+        path = libs.get("librbd")
+        if not path or not os.path.exists(path):
+            self.why = "no librbd"
+            return
+        for name in objecter.LIBS:      # libceph-common says it
+            if not version and libs.get(name) and os.path.exists(libs[name]):
+                version = library_version(libs[name])
+        key = ".".join(version.split(".")[:2]) if version else None
+        if key not in librbd_cache.OFFSETS:
+            self.why = "no checked offsets of librbd's cache for Ceph %s" % (
+                version or "of unknown version")
+            return
+        found = {}
+        with ElfSymbols(path, debug=True) as elf:
+            for role, (q, params) in dict(librbd_cache.FUNCS,
+                                          **librbd_cache.OPTIONAL).items():
+                syms = elf.find(q, re.compile(params))
+                if len(syms) == 1:
+                    found[role] = (role, path, elf.mark_cet(syms[0])
+                                   .probe_offset, "%s in %s" % (
+                                       q, os.path.basename(path)))
+        if not all(r in found for r in librbd_cache.FUNCS):
+            self.why = "no symbols of librbd's cache in %s (install %s)" % (
+                os.path.basename(path), librbd_cache.DBG_PACKAGE)
+            return
+        self.sites = list(found.values())
+        self.offsets = dict(librbd_cache.OFFSETS[key])
+        self.offsets["oc_on"] = int("oc_write" in found)
+
+    def rodata(self):
+        """The BPF globals: cache_on and the offsets (zeros when off)."""
+        out = {"cache_on": int(self.offsets is not None)}
+        out.update(self.offsets or {})
+        return out
+
+
 class EbpfRecorder:
     """Uprobes on the client's librbd/librados, drained into a trace."""
 
@@ -133,8 +185,9 @@ class EbpfRecorder:
         self.abi = abimod.load("rbdrecord", bpf_dir)
         self.obj = bpf.BPFObject(os.path.join(bpf_dir, "rbdrecord.bpf.o"))
         self.objecter = ObjecterSite(libs)
+        self.cache = CacheSite(libs, self.objecter.release)
         self.obj.set_rodata(self.abi.ctypes_globals(".rodata")(
-            targ_tgid=pid, **self.objecter.rodata()))
+            targ_tgid=pid, **self.objecter.rodata(), **self.cache.rodata()))
         self.libs = libs
         self.bpf_dir = bpf_dir
         self.comm = comm
@@ -164,6 +217,9 @@ class EbpfRecorder:
                         p, path, at, pid=self.pid,
                         retprobe=self.abi.programs[p] == "uretprobe",
                         what=what)
+        for role, path, at, what in self.cache.sites:
+            self.obj.attach_uprobe(CACHE_PROGRAMS[role], path, at,
+                                   pid=self.pid, retprobe=False, what=what)
         self.lib = lib = native.load(self.bpf_dir)
         self.h = lib.raw_open(self.obj.map("events").fd)
         if not self.h:
@@ -180,7 +236,9 @@ class EbpfRecorder:
                    "librbd", ""), "clock_read_ns": width,
                "clock_id": clocks.clock_id(), "fake_clock_skew_ns": skew,
                "clock_synced": int(ntp["synced"]),
-               "clock_esterror_ns": ntp["esterror_ns"]}
+               "clock_esterror_ns": ntp["esterror_ns"],
+               "cache_recorded": int(bool(self.cache.sites))}
+        env.update(cacheconf.env_fields(cacheconf.configured(self.pid)))
         self.writer = events.open_trace(self.out_dir, env, offset + skew)
 
     def poll(self):
@@ -205,7 +263,7 @@ class EbpfRecorder:
 
     def lost(self):
         """{label of enum rbd_lost: count}: "ring", "completions",
-        "unread"."""
+        "unread", "cache_unread", "unknown_comp", "pcs"."""
         m = self.obj.map("lost")
         labels = self.abi.labels("rbd_lost")
         out = {}

@@ -20,6 +20,14 @@ pthread_id, vtid and vpid):
   completion                     librbd:aio_complete_enter / _exit
   rbd_aio_release, after it      rbdrecord:aio_release (the application
                                  took the result: fio, when it reaps)
+  rbd_flush                      librbd:flush_enter / _exit (a user flush:
+                                 it turns write-around on)
+  librbd's cache (librbd1-dbg):  rbdrecord:cache_write (what the cache
+    WriteAroundObjectDispatch::  did with an object write: `state`, and
+    dispatch_io, ObjectCacher-   its call's `completion`, 0 when it is
+    ObjectDispatch::write        of no recorded call)
+    WriteAroundObjectDispatch::  rbdrecord:cache_write_done (the write is
+    handle_in_flight_io_complete on every replica, and librbd knows it)
   Objecter::_send_op             rbdrecord:osd_op_send (each attempt; its
                                  first sub-op's kind and extent)
   Objecter::handle_osd_op_reply  rbdrecord:osd_op_reply (entry),
@@ -102,6 +110,18 @@ def event_classes():
             ("length", "u64")]),
         ("rbdrecord:osd_op_reply", _OSDOP),
         ("rbdrecord:osd_op_done", _OSDOP),
+        ("librbd:flush_enter", _IMG),
+        ("librbd:flush_exit", _RET),
+        ("rbdrecord:cache_write", [
+            ("completion", "x64"), ("aio_comp", "x64"), ("imagectx", "x64"),
+            ("cache", "x64"), ("object_no", "u64"), ("offset", "u64"),
+            ("length", "u64"), ("tid", "u64"), ("in_flight", "u64"),
+            ("max_dirty", "u64"), ("init_max_dirty", "u64"),
+            ("op_flags", "u32"), ("state", "u8"), ("state_name", "string")]),
+        ("rbdrecord:cache_write_done", [
+            ("cache", "x64"), ("r", "s32"), ("tid", "u64"),
+            ("object_no", "u64"), ("offset", "u64"), ("length", "u64"),
+            ("in_flight", "u64")]),
     ]
     return [ctf.EventClass(n, f) for n, f in ev]
 

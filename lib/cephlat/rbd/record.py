@@ -140,6 +140,9 @@ def record_ebpf(args, err):
         if rec.objecter.why:
             err.write("%s: its OSD ops are not recorded: %s\n" % (
                 TOOL, rec.objecter.why))
+        if rec.cache.why:
+            err.write("%s: what librbd's cache does with each write is not "
+                      "recorded: %s\n" % (TOOL, rec.cache.why))
         err.flush()
         if child:
             child.go()
@@ -151,6 +154,7 @@ def record_ebpf(args, err):
             child.kill()
     counts, lost, reordered = rec.stop()
     report_counts(err, args.output, counts, lost["ring"], reordered)
+    report_cache_lost(err, lost)
     if child and child.cpu_s is not None:
         # the client's CPU, the probes' traps and programs included
         err.write("%s: %s used %.3f s of CPU (user + system)\n" % (
@@ -179,6 +183,18 @@ def _until_done(rec, pid, child, duration, stopping):
             break
         time.sleep(rec.POLL_S)
     return 0
+
+
+def report_cache_lost(err, lost):
+    """The cache writes recorded without their call, or not at all."""
+    words = (("unknown_comp", "cache writes of no recorded call (recorded "
+              "as such: not from rbd_aio_*, or begun before the recording)"),
+             ("pcs", "calls not followed into the cache (its map was full)"),
+             ("cache_unread", "cache writes whose fields could not be read "
+              "(not recorded)"))
+    for key, what in words:
+        if lost.get(key):
+            err.write("%s: %d %s\n" % (TOOL, lost[key], what))
 
 
 def report_counts(err, path, counts, lost, reordered=0):

@@ -97,9 +97,15 @@ class Decoder:
         self.images = {}        # imagectx -> (name, snap, read_only)
         self.pending = {}       # tid -> op of its aio call in progress
         self.ops = ops(abi)
-        hdr, opn, close, aio, done, osdop = (Layout(abi, n) for n in (
-            "rbd_hdr", "rbd_open_rec", "rbd_close_rec", "rbd_aio_rec",
-            "rbd_complete_rec", "rbd_osdop_rec"))
+        hdr, opn, close, aio, done, osdop, cache = (
+            Layout(abi, n) for n in (
+                "rbd_hdr", "rbd_open_rec", "rbd_close_rec", "rbd_aio_rec",
+                "rbd_complete_rec", "rbd_osdop_rec", "rbd_cache_rec"))
+        self.states = abi.labels("rbd_cache_state")
+        self._cache_v = cache.reader(
+            "completion", "aio_comp", "imagectx", "cache", "object_no", "off",
+            "len", "tid", "in_flight", "max_dirty", "init_max_dirty", "r",
+            "op_flags", "state")
         self._hdr = hdr.reader("ev", "tid", "ts", "pthread_id")
         self._open_v = opn.reader("enter_ts", "imagectx", "retval",
                                   "img.name", "img.snap", "img.pool",
@@ -125,6 +131,10 @@ class Decoder:
             ev["RBD_OSD_OP_REPLY"]: self._osdop("rbdrecord:osd_op_reply"),
             ev["RBD_OSD_OP_DONE"]: self._osdop("rbdrecord:osd_op_done"),
             ev["RBD_AIO_RELEASE"]: self._release,
+            ev["RBD_FLUSH_ENTER"]: self._flush_enter,
+            ev["RBD_FLUSH_EXIT"]: self._flush_exit,
+            ev["RBD_CACHE_WRITE"]: self._cache_write,
+            ev["RBD_CACHE_DONE"]: self._cache_done,
         }
 
     def image(self, ictx):
@@ -200,6 +210,29 @@ class Decoder:
     def _release(self, out, data, rec, ts, ctx):
         comp, _ = self._done_v(data, rec)
         out.append((ts, "rbdrecord:aio_release", ctx, (comp,)))
+
+    def _flush_enter(self, out, data, rec, ts, ctx):
+        ictx, _ = self._close_v(data, rec)
+        name, snap, ro = self.image(ictx)
+        out.append((ts, "librbd:flush_enter", ctx, (ictx, name, snap, ro)))
+
+    def _flush_exit(self, out, data, rec, ts, ctx):
+        _, ret = self._close_v(data, rec)
+        out.append((ts, "librbd:flush_exit", ctx, (ret,)))
+
+    def _cache_write(self, out, data, rec, ts, ctx):
+        comp, aio, ictx, cache, no, off, ln, tid, inf, mx, imx, _, flags, \
+            st = self._cache_v(data, rec)
+        name = self.states[st] if st < len(self.states) else "0x%x" % st
+        out.append((ts, "rbdrecord:cache_write", ctx, (
+            comp, aio, ictx, cache, no, off, ln, tid, inf, mx, imx, flags,
+            st, name)))
+
+    def _cache_done(self, out, data, rec, ts, ctx):
+        _, _, _, cache, no, off, ln, tid, inf, _, _, r, _, _ = \
+            self._cache_v(data, rec)
+        out.append((ts, "rbdrecord:cache_write_done", ctx, (
+            cache, r, tid, no, off, ln, inf)))
 
     def _osdop_send(self, out, data, rec, ts, ctx):
         client, tid, pool, seed, osd, inc, flags, attempts, olen, eoff, \
