@@ -19,7 +19,10 @@ from ..model.slowest import op_row
 from ..render.text import print_end_to_end, print_op_story
 from ..capture import reqops
 from ..ceph import messages, objecter
+from ..rbd.cache import STATES
 from ..rbd.columns import CALL_OPS
+from ..ceph.librbd_cache import ACKED_EARLY
+from .cacheview import acked_view, verdict as acked_verdict
 from .windows import bound, end_ns, host_pictures, window_record
 
 
@@ -201,9 +204,13 @@ def end_to_end(args, out, caps, traces, clocks):
            "joined": int(joined.sum()), "traces": [t.path for t in traces],
            "unfinished": {"ops": len(left),
                           "reqids": sorted(left, key=reqid_key)},
-           "kinds": {k: segment_table(seg, m) for k, m in (
-               ("read", ~write), ("write", write)) if m.any()},
+           "kinds": {k: segment_table(seg, m, g) for k, m, g in (
+               ("read", ~write, "path"),
+               ("write", write & ~seg["acked"], "path"),
+               ("write_acked", seg["acked"], "acked")) if m.any()},
            "replication": None, "clocks": clocks}
+    if seg["acked"].any():
+        res["acked"] = acked_view(seg, cl, p, caps, seg["acked"])
     give_back()
     if args.slowest:
         res["slowest"] = _slowest(args.slowest, seg, cl, p, caps, write)
@@ -217,6 +224,9 @@ def end_to_end(args, out, caps, traces, clocks):
     parts = None
     res["replication"] = dict(replica_table(rows), unknown=unknown,
                               sent_late=late)
+    if res.get("acked"):
+        res["acked"]["verdict"] = acked_verdict(res["acked"],
+                                                res["replication"])
     if args.json:
         out.write(json.dumps(res) + "\n")
     else:
@@ -302,12 +312,18 @@ def _segments(cl, p):
         got = segment_columns(dict(
             _call_times(cl, j), send=cl["send"][j], reply=cl["reply"][j],
             done=cl["done"][j], first=p["first"][s], enq=p["enq"][s],
-            osd_done=p["osd_done"][s]))
+            osd_done=p["osd_done"][s], write=cl["write"][j],
+            **{c: cl[c][j] for c in _CW}))
         for k, v in got.items():
+            if k not in out:
+                out[k] = np.empty((n,) + v.shape[1:], v.dtype)
             out[k][s] = v
         got = None
         give_back()
     return out
+
+
+_CW = ("cw_early", "cw_ts", "cw_held", "cw_release", "cw_done")
 
 
 def _osd_id(name):
@@ -324,7 +340,7 @@ def _client_columns(traces):
     ops to their librbd calls, those of calls: image I/O, not the image
     header's), as columns; "call": the op's call in "calls" (the traces'
     calls, one Table), or -1."""
-    parts, calls, base = [], [], 0
+    parts, calls, base, base_ops = [], [], 0, 0
     for ti, t in enumerate(traces):
         if t.cols is None:
             continue
@@ -340,6 +356,12 @@ def _client_columns(traces):
             "write": (o.flags[i] & objecter.FLAG_WRITE) != 0,
             "obj": o.obj[i], "trace": np.full(len(i), ti, np.int16),
             "call": np.where(r >= 0, r + base, -1).astype(np.int32)})
+        parts[-1].update(_cache_columns(t.cols, i))
+        # the op that let a held write go, as a row of the clients' ops
+        pos = np.full(len(o) + 1, -1, np.int64)
+        pos[i] = np.arange(len(i)) + base_ops
+        parts[-1]["cw_held_by"] = pos[parts[-1]["cw_held_by"]]
+        base_ops += len(i)
         calls.append(Table(**{k: c.cols[k] for k in (
             "op", "off", "len", "submit", "done", "released")}))
         base += len(c)
@@ -353,6 +375,39 @@ def _client_columns(traces):
     out["calls"] = calls[0] if len(calls) == 1 else Table(**concat_parts(
         [dict(c.cols) for c in calls], list(calls[0].cols)))
     return out
+
+
+def _cache_columns(cc, i):
+    """The cache's record of client ops `i` of a trace: early (1: acked before the OSDs, 0:
+    not, -1: no record), taken, held (the cache held it), released, done
+    (NONE: not recorded), the bytes in flight as it was taken and the
+    limit, and the op (the trace's row; -1: none) of the write whose
+    completion let a held one go."""
+    n = len(i)
+    cw = cc.cache
+    k = cc.ops.cols.get("cw")
+    k = k[i] if k is not None and len(cw) else np.full(n, -1, np.int64)
+    has = k >= 0
+    s = np.maximum(k, 0)
+
+    def col(c, fill=NONE):
+        return np.where(has, cw.cols[c][s], fill) if len(cw) else \
+            np.full(n, fill, np.int64)
+    early = np.isin(cw.state, [STATES.index(x) for x in ACKED_EARLY])
+    first = np.full(len(cw), -1, np.int64)
+    m = cc.ops.cols.get("cw", np.zeros(0, np.int64)) >= 0
+    if len(cw) and m.any():
+        o = np.flatnonzero(m)[::-1]
+        first[cc.ops.cw[o]] = o          # the first op of each write
+    hb = col("held_by", -1)
+    return {"cw_early": np.where(has, early[s] if len(cw) else 0, -1),
+            "cw_ts": col("ts"), "cw_release": col("release"),
+            "cw_done": col("done"),
+            "cw_held": col("state", -1) == STATES.index("queued"),
+            "cw_in_flight": col("in_flight", -1),
+            "cw_max_dirty": col("max_dirty", -1),
+            "cw_held_by": np.where(hb >= 0, first[np.maximum(hb, 0)],
+                                   -1) if len(cw) else hb}
 
 
 def _call_times(cl, j):
@@ -394,7 +449,9 @@ def _slowest(n, seg, cl, p, caps, write):
                     "length": int(c.len[r])}
         out.append(slowest_entry(
             seg, i, reqid=_reqid(cl, k),
-            kind="write" if write[i] else "read",
+            kind=("write, acked early" + (
+                " (inferred)" if seg["inferred"][i] else "")
+                if seg["acked"][i] else "write") if write[i] else "read",
             primary=caps[int(p["cap"][i])].name,
             object=tr.objects.names[int(cl["obj"][k])], call=call))
     return out

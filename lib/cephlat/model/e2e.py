@@ -8,9 +8,12 @@ stamps moved by its recorded offset, so that captures of different
 hosts line up. A network segment computed across two clocks that comes
 out negative means the clocks disagree by more than the segment: it is
 reported as unknown, with the disagreement, never as a negative time.
+A write librbd's cache acknowledged before the OSDs had it has segments
+of its own (acked.py): no segment of any op is ever negative.
 """
 import numpy as np
 
+from . import acked as ackedmod
 from .table import NONE, match, tenths_us
 
 # the segments, in order: (key, what it holds)
@@ -35,6 +38,8 @@ SEGMENTS = [
 KEYS = [k for k, _ in SEGMENTS]
 COLS = KEYS + ["total"]
 _NET = (KEYS.index("to_osd"), KEYS.index("to_client"))
+_PATH = [KEYS.index(k) for k in ("to_osd", "messenger", "osd", "to_client")]
+_SINGLE = [j for j in range(len(KEYS)) if j not in _NET]
 
 
 def segment_columns(t):
@@ -46,7 +51,12 @@ def segment_columns(t):
     stamp; NONE without stamps), "enq" and "osd_done". -> {"us": ops x
     KEYS (nan: not on the op's path), "unknown": where a network segment
     came out negative (clocks that disagree: not a time), "total_us",
-    "disagree_us" (nan: none)}, in us rounded to 0.1."""
+    "disagree_us" (nan: none)}, in us rounded to 0.1; and for writes
+    acknowledged early (t's "write", and from the cache's records
+    "cw_early", "cw_ts", "cw_held", "cw_release", "cw_done": acked.py)
+    "acked", "inferred", their own segments ("acked_us", "behind_us",
+    their "_unknown"), "order" (an op whose client events came out of
+    an order librbd produces: its segments there unknown)."""
     call = t["call_done"] != NONE
     done = t["done"]
     # the Objecter's handler returns after it has handed the completion
@@ -87,9 +97,21 @@ def segment_columns(t):
     start = np.where(call, t["submit"], t["send"])
     end = np.where(call, end_call, np.where(done != NONE, done,
                                             t["reply"]))
-    return {"us": us, "unknown": unknown,
-            "total_us": tenths_us(end - start),
-            "disagree_us": disagree}
+    total = tenths_us(end - start)
+    acked, inferred = ackedmod.which(t)
+    extra = ackedmod.columns(t, acked, us[:, _PATH], unknown[:, _NET])
+    # an acked write's path is behind its acknowledgement, not in it
+    us[acked] = np.nan
+    unknown[acked] = False
+    # on one clock (the client's, or the primary's) a negative segment is
+    # events out of the order they happen in: a link to the wrong op
+    neg = us[:, _SINGLE] < 0
+    unknown[:, _SINGLE] |= neg
+    order = extra.pop("order") | neg.any(axis=1)
+    total = np.where(acked, extra.pop("acked_total_us"), total)
+    return dict(extra, us=us, unknown=unknown, total_us=total,
+                disagree_us=disagree, acked=acked, inferred=inferred,
+                order=order)
 
 
 def _at(v):
@@ -113,7 +135,15 @@ def client_segments(client, enq_ns, first_stamp_ns, done_ns):
                            for k, v in t.items()})
     return {"segments": _segment_list(seg, 0, first_stamp_ns is None),
             "total_us": float(seg["total_us"][0]),
+            "acked": _acked_word(seg, 0),
             "clock_disagreement_us": _num(seg["disagree_us"][0])}
+
+
+def _acked_word(seg, i):
+    """None, "acked" (the cache's records say so) or "inferred"."""
+    if seg.get("acked") is None or not seg["acked"][i]:
+        return None
+    return "inferred" if seg["inferred"][i] else "acked"
 
 
 def _num(x):
@@ -121,6 +151,14 @@ def _num(x):
 
 
 def _segment_list(seg, i, no_stamps):
+    if seg.get("acked") is not None and seg["acked"][i]:
+        return [{"segment": k, "us": None if seg[g + "_unknown"][i, j]
+                 else float(seg[g + "_us"][i, j]), "what": w,
+                 "group": g}
+                for g, segs in (("acked", ackedmod.ACKED_SEGMENTS),
+                                ("behind", ackedmod.BEHIND_SEGMENTS))
+                for j, (k, w) in enumerate(segs)
+                if not np.isnan(seg[g + "_us"][i, j])]
     what = dict(SEGMENTS)
     if no_stamps:
         what["to_osd"] = ("the client's messenger, the network and the "
@@ -136,34 +174,38 @@ def _pct(vals, q):
     return vals[min(len(vals) - 1, int(len(vals) * q))]
 
 
-def segment_table(seg, rows=None):
+def segment_table(seg, rows=None, group="path"):
     """The end-to-end table of the ops `rows` (a mask; None: all) of
     segment_columns()'s result: per segment (in order) its p50, p99 and
     mean over the ops, and its mean over the ops at or above the p99 of
     the total (where the slowest ops' time went); the total's the same.
-    Ops with an unknown segment (clocks) are left out and counted; a
-    segment not on an op's path counts 0 in it. A column at a time."""
-    us = seg["us"]
+    Ops with an unknown segment are left out and counted: "unknown" (the
+    clocks disagree), "out_of_order" (the client's events); a segment
+    not on an op's path counts 0 in it. group: the segments ("path",
+    "acked", "behind": acked.group). A column at a time."""
+    us, unk, keys_all, what, rank, has_total = ackedmod.group(
+        seg, group, SEGMENTS)
     idx = np.arange(len(us)) if rows is None else np.flatnonzero(rows)
-    known = ~seg["unknown"][idx].any(axis=1)
-    out = {"ops": int(known.sum()), "unknown": int((~known).sum()),
-           "segments": []}
+    bad = unk[idx].any(axis=1)
+    order = bad & seg["order"][idx] if "order" in seg else bad & False
+    known = ~bad
+    out = {"ops": int(known.sum()), "unknown": int((bad & ~order).sum()),
+           "out_of_order": int(order.sum()), "segments": []}
     if not known.any():
         return out
     idx = idx[known]
     # the segments of the op with the most of them (the first such)
     count = np.zeros(len(idx), np.int8)
-    for j in range(len(KEYS)):
+    for j in range(len(keys_all)):
         count += ~np.isnan(us[idx, j])
     most = idx[int(count.argmax())]
-    keys = [k for j, k in enumerate(KEYS) if not np.isnan(us[most, j])]
-    total = seg["total_us"][idx]
+    keys = [k for j, k in enumerate(keys_all) if not np.isnan(us[most, j])]
+    total = np.nan_to_num(rank[idx], nan=0.0)
     p99 = _pct(np.sort(total), 0.99)
     tail = total >= p99
-    what = dict(SEGMENTS)
-    for key in keys + ["total"]:
+    for key in keys + (["total"] if has_total else []):
         col = total if key == "total" else \
-            np.nan_to_num(us[idx, KEYS.index(key)], nan=0.0)
+            np.nan_to_num(us[idx, keys_all.index(key)], nan=0.0)
         vals = np.sort(col)
         out["segments"].append({
             "segment": key, "what": what.get(key, "the client's latency"),
@@ -207,6 +249,8 @@ def _from_dicts(per_op):
     unknown = np.zeros(us.shape, bool)
     for i, p in enumerate(per_op):
         for g in p["segments"]:
+            if g.get("group"):          # an acked write's: not the path's
+                continue
             j = KEYS.index(g["segment"])
             if g["us"] is None:
                 unknown[i, j] = True

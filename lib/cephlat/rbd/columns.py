@@ -16,6 +16,7 @@ Calls and ops are linked by link.py.
 """
 import numpy as np
 
+from . import cache as cachemod
 from .events import ENTER
 from ..capture.textstream import TextStreams, strings
 from ..model.table import NONE, Table, concat_parts, give_back
@@ -67,7 +68,9 @@ class ClientColumns:
     offset, length, send, reply, done (NONE: not recorded), and request
     (link.py: its call, or -1), in the order of their last send;
     images: {imagectx: {"name", "snap", "ro", "pool"}}; unmatched:
-    completions of no call; incomplete: calls never completed."""
+    completions of no call; incomplete: calls never completed;
+    cache: librbd's cache's writes (cache.py; empty without its
+    records), flushes: {imagectx: [rbd_flush entry times]}."""
 
     def __init__(self, trace, shift_ns=0):
         self.objects, self.kinds = Codes(), Codes()
@@ -86,8 +89,13 @@ class ClientColumns:
             "rbdrecord:osd_op_done": _OP_KEY,
             "librbd:open_image_enter": ("imagectx", "name", "snap_name",
                                         "read_only"),
-            "rbdrecord:image_pool": ("imagectx", "pool")})
+            "rbdrecord:image_pool": ("imagectx", "pool"),
+            "rbdrecord:cache_write": cachemod.WRITE_FIELDS,
+            "rbdrecord:cache_write_done": cachemod.DONE_FIELDS,
+            "librbd:flush_enter": ("imagectx",)})
         ev = {n: [] for n in want}
+        self._kept = {n: [] for n in _KEPT}
+        self.flushes = {}
         done, open_ = [], None      # OSD ops completed; still open
         calls, spans = _Calls(), 0
         for buf, out in TextStreams(trace).spans(want):
@@ -100,6 +108,8 @@ class ClientColumns:
             # final (a trace holds millions of their events)
             r = _reduce_ops(_cat_rows([open_, _op_rows(ev)]))
             calls.feed(ev)
+            for n in _KEPT:
+                self._kept[n] += ev[n]
             ev = {n: [] for n in want}
             spans += 1
             if spans % 16 == 0:
@@ -112,7 +122,29 @@ class ClientColumns:
             done.append(_final_ops(open_, open_["has_send"]))
         self.calls, self.unmatched, self.incomplete = calls.result()
         self.ops = _cat_ops(done)
+        self._cache_table()
         give_back()
+
+    def _cache_table(self):
+        """The cache's writes (paired, linked to their calls), and the
+        user flushes per image."""
+        cols = ("ts",) + cachemod.WRITE_FIELDS[:-1] + ("state",)
+        w = _cat(self._kept["rbdrecord:cache_write"], cols)
+        d = _cat(self._kept["rbdrecord:cache_write_done"],
+                 ("ts",) + cachemod.DONE_FIELDS)
+        self.cache_unknown_states = 0
+        if len(w["ts"]):
+            ok = w["state"] >= 0
+            self.cache_unknown_states = int((~ok).sum())
+            w = {k: v[ok] for k, v in w.items()}
+            self.cache = cachemod.table(w, d)
+            cachemod.link_calls(self.cache, self.calls)
+        else:
+            self.cache = cachemod.empty()
+        for f in self._kept["librbd:flush_enter"]:
+            for i, t in zip(f["imagectx"].tolist(), f["ts"].tolist()):
+                self.flushes.setdefault(i, []).append(t)
+        self._kept = None
 
     def _fields(self, name, buf, f, d):
         """One span's records of event `name` into columns d."""
@@ -130,6 +162,11 @@ class ClientColumns:
             for i, n in zip(ictx.tolist(), names.tolist()):
                 self.images.setdefault(i, {}).setdefault(
                     "name", n.decode("utf-8", "replace"))
+        elif name == "rbdrecord:cache_write":
+            names = strings(buf, f["state_name"]).tolist()
+            d["state"] = np.array([
+                cachemod.STATES.index(x.decode()) if x.decode() in
+                cachemod.STATES else -1 for x in names], np.int8)
         elif name == "rbdrecord:osd_op_send":
             d["obj"] = self.objects.of(buf, f["object"])
             d["subop"] = self.kinds.of(buf, f["first_op_name"])
@@ -197,6 +234,9 @@ def _cat(parts, cols):
 
 _ENTER = ("completion", "imagectx", "off", "len", "_ctx0", "op", "ts",
           "seq")
+# the events kept whole until the end (a few a write: the cache's)
+_KEPT = ("rbdrecord:cache_write", "rbdrecord:cache_write_done",
+         "librbd:flush_enter")
 
 
 def _pairs(a, b):
@@ -249,7 +289,8 @@ class _Calls:
             off=e["off"][ei].astype(np.int64),
             len=e["len"][ei].astype(np.int64),
             tid=e["_ctx0"][ei].astype(np.uint64), submit=e["ts"][ei],
-            done=c["ts"][ci], rval=c["rval"][ci].astype(np.int64)))
+            done=c["ts"][ci], rval=c["rval"][ci].astype(np.int64),
+            completion=e["completion"][ei].astype(np.uint64)))
         # completed calls (those waiting, these) and releases
         w = _cat([self.wait, {"completion": c["completion"][ci],
                               "ts": c["ts"][ci], "seq": c["seq"][ci],
@@ -263,7 +304,8 @@ class _Calls:
     def result(self):
         """-> (calls Table, completions of no call, calls never
         completed)"""
-        cols = ("op", "image", "off", "len", "tid", "submit", "done", "rval")
+        cols = ("op", "image", "off", "len", "tid", "submit", "done", "rval",
+                "completion")
         t = concat_parts([p for p in self.parts if len(p["op"])], cols)
         self.parts = []
         t["released"] = np.full(self.n, NONE, np.int64)

@@ -8,6 +8,12 @@ sent: the latest such call (of equal submit times, the first to
 complete). The object size (order) is the one that links the most data
 ops of a sample.
 
+With librbd's cache recorded (cache.py), a write op belongs to the cache
+write it carries (its object, extent and time in flight), and so to that
+write's call: the cache knows it, where the extent rule guesses (an op
+sent after its call completed, as a held or an object-map-delayed write
+is, is in progress for no call).
+
 Calls are bucketed by the MiB of the image they touch, each bucket's
 calls by submit time, with the bucket's longest call: an op's candidates
 are its MiB's calls submitted within that much before its send (a few,
@@ -15,6 +21,8 @@ whatever the trace's length).
 """
 import numpy as np
 
+from . import cache
+from ..ceph import objecter
 from ..model.table import give_back
 
 NO = -1
@@ -160,3 +168,21 @@ def link(cc):
     b = None
     give_back()
     return order
+
+
+def link_cache(cc):
+    """ops.cw: each data write op's cache write (cache.link_ops, or NO),
+    and its call taken from that write's where the cache names one; the
+    cache writes' release times and who released the held ones."""
+    ops, cw = cc.ops, cc.cache
+    ops.cols["cw"] = np.full(len(ops), NO, np.int64)
+    if not len(cw) or not len(ops):
+        return
+    no = data_objects(cc.objects.names)[ops.obj]
+    no = np.where((ops.flags & objecter.FLAG_WRITE) != 0, no, -1)
+    op_cw = cache.link_ops(cw, ops, no)
+    ops.cols["cw"] = op_cw
+    call = np.where(op_cw >= 0, cw.call[np.maximum(op_cw, 0)], NO)
+    fix = call >= 0
+    ops.cols["request"][fix] = call[fix]
+    cache.releases(cw, op_cw, ops.send)

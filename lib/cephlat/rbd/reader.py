@@ -6,7 +6,7 @@ import collections
 import os
 
 from .columns import CALL_OPS, NONE, REQUESTS, ClientColumns
-from .link import link
+from .link import link, link_cache
 from ..errors import UserError
 
 
@@ -73,6 +73,7 @@ class RbdTrace:
             self.unmatched = self.cols.unmatched
             self.incomplete = self.cols.incomplete
             self.order = link(self.cols)
+            link_cache(self.cols)
             empty = not len(self.cols.calls)
         else:
             self.unmatched = 0

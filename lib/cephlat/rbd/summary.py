@@ -1,11 +1,13 @@
 """--summary: per image, ops, bytes and mean latency per type, request
-sizes, an offset heat-map and the read/write mix; per OSD, the ops the
+sizes, an offset heat-map and the read/write mix, and what librbd's
+cache did with its writes (cachesummary.py); per OSD, the ops the
 client's Objecter sent it and how long their replies took (text or
 JSON)."""
 import collections
 import json
 
 from ..ceph import objecter
+from .cachesummary import cache_summary, write_cache
 from .reader import RbdTrace
 
 
@@ -94,6 +96,9 @@ def summary(path, zones, as_json, out):
         s = image_summary(reqs, zones)
         s["pool"] = img.get("pool")
         res["images"][tr.image_name(ictx)] = s
+    res["cache"] = cache_summary(tr)
+    for name, c in res["cache"]["images"].items():
+        res["images"].setdefault(name, {})["cache"] = c
     res["osds"] = osd_summary(tr.osd_ops)
     data = [o for o in tr.osd_ops.values() if o.data_object()]
     res["osd_ops_linked"] = {
@@ -104,7 +109,11 @@ def summary(path, zones, as_json, out):
         out.write(json.dumps(res) + "\n")
         return 0
     for name, s in res["images"].items():
-        write_image(out, name, s)
+        if "ops" in s:
+            write_image(out, name, s)
+        if s.get("cache"):
+            write_cache(out, s["cache"])
+    write_cache(out, None, res["cache"])
     if res["osds"]:
         write_osds(out, res["osds"])
         k = res["osd_ops_linked"]

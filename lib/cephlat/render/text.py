@@ -437,6 +437,62 @@ def _print_client(out, c):
                   c["clock_disagreement_us"])
 
 
+_KIND_TITLES = {"read": "READS", "write": "WRITES (acknowledged after the "
+                "OSDs)", "write_acked": "WRITES ACKNOWLEDGED BY THE CACHE "
+                "(the application's part: its latency)"}
+
+
+def _segment_block(out, title, t):
+    """One segment table (model/e2e.py segment_table), with the ops left
+    out and why."""
+    why = []
+    if t["unknown"]:
+        why.append("%d left out (the clocks disagree)" % t["unknown"])
+    if t.get("out_of_order"):
+        why.append("%d left out (the client's events out of the order "
+                   "librbd makes them: an op linked to another call)" %
+                   t["out_of_order"])
+    out.write("\n%s: %d ops%s\n" % (title, t["ops"], "".join(
+        "; " + w for w in why)))
+    out.write("%-13s %10s %10s %10s %14s\n" % (
+        "SEGMENT", "P50", "P99", "MEAN", "P99 OPS' MEAN"))
+    for g in t["segments"]:
+        out.write("%-13s %10.1f %10.1f %10.1f %14.1f\n" % (
+            g["segment"], g["p50_us"], g["p99_us"], g["mean_us"],
+            g["p99_ops_mean_us"]))
+
+
+def _print_acked(out, a):
+    """What went on behind the cache's acknowledgements, and why."""
+    _segment_block(out, "BEHIND THE ACKNOWLEDGEMENT (the same writes: the "
+                   "application did not wait for this)", a["behind"])
+    if a["inferred"]:
+        out.write("(%d of the %d acknowledged early by inference: their "
+                  "call completed before their op's reply; the trace has "
+                  "no record of librbd's cache)\n" % (a["inferred"],
+                                                     a["ops"]))
+    w, b = a["writes_in_flight"], a["in_flight_bytes"]
+    if w:
+        out.write("in flight as each was sent: %d writes at p50, %d at most"
+                  % (w["p50"], w["max"]))
+        if b:
+            out.write("; %d bytes at p50, %d at most" % (b["p50"], b["max"]))
+        if a["limit_bytes"]:
+            out.write(" (limit rbd_cache_max_dirty %d)" % a["limit_bytes"])
+        out.write("\n")
+    if a["held"]:
+        out.write("held by the cache: %d writes (%.1f %%)%s%s\n" % (
+            a["held"], a["held_pct"], ", p50 %.1f us, p99 %.1f us" % (
+                a["held_us"]["p50"], a["held_us"]["p99"])
+            if a["held_us"] else "", "; let go by writes to " + ", ".join(
+                "%s %d" % kv for kv in sorted(a["held_by"].items()))
+            if a["held_by"] else ""))
+    if a.get("verdict"):
+        out.write(textwrap.fill("VERDICT (writes acked by the cache): " +
+                                a["verdict"]["words"], 78,
+                                subsequent_indent="  ") + "\n")
+
+
 def print_end_to_end(out, res):
     """-r CAPTURES... TRACE: where the clients' latency went."""
     out.write("END TO END: %d of the client's %d OSD ops joined with their "
@@ -449,15 +505,9 @@ def print_end_to_end(out, res):
                       u["ops"], ", ".join(u["reqids"][:5]),
                       ", ..." if u["ops"] > 5 else ""))
     for kind, t in res["kinds"].items():
-        out.write("\n%s: %d ops%s\n" % (
-            kind.upper() + "S", t["ops"], "; %d left out (the clocks "
-            "disagree)" % t["unknown"] if t["unknown"] else ""))
-        out.write("%-12s %10s %10s %10s %14s\n" % (
-            "SEGMENT", "P50", "P99", "MEAN", "P99 OPS' MEAN"))
-        for g in t["segments"]:
-            out.write("%-12s %10.1f %10.1f %10.1f %14.1f\n" % (
-                g["segment"], g["p50_us"], g["p99_us"], g["mean_us"],
-                g["p99_ops_mean_us"]))
+        _segment_block(out, _KIND_TITLES.get(kind, kind.upper() + "S"), t)
+    if res.get("acked"):
+        _print_acked(out, res["acked"])
     rep = res.get("replication") or {}
     if rep.get("unknown"):
         out.write("\n(%d replica waits left out: the clocks disagree)\n"
@@ -493,6 +543,10 @@ def print_end_to_end(out, res):
                                     "?" if r["segments"][k] is None else
                                     "%.1f" % r["segments"][k])
                          for k in keys)))
+            if r["kind"].startswith("write, acked"):
+                out.write("%-22s acked early: %s\n" % ("", ", ".join(
+                    "%s %s" % (k, "?" if v is None else "%.1f" % v)
+                    for k, v in r["segments"].items())))
     out.write("\n(P99 OPS' MEAN: a segment's mean over the ops at or above "
               "the total's p99: where the slowest ops' time went. OUT: the "
               "sub-op sent -> the replica's enqueue; REPL: -> its commit "

@@ -1,0 +1,198 @@
+"""Writes librbd's cache acknowledged before the OSDs had them, read
+back and end to end: the cache's records paired, linked to their calls
+and ops, summarized; segments that add up to the application's latency
+and are never negative, whatever the inputs; the inference without the
+cache's records; the verdict's words."""
+import numpy as np
+
+from conftest import need  # noqa: F401  (the path set-up)
+
+from cephlat.model.table import NONE  # noqa: E402
+
+
+def _writes(**kw):
+    from cephlat.rbd import cache
+    n = len(kw["ts"])
+    w = {k: np.zeros(n, np.int64) for k in (
+        "completion", "imagectx", "cache", "object_no", "offset", "length",
+        "in_flight", "max_dirty", "init_max_dirty", "op_flags")}
+    w.update({k: np.asarray(v) for k, v in kw.items()})
+    w["state"] = np.array([cache.STATES.index(s) for s in kw["state"]],
+                          np.int8)
+    return w
+
+
+def test_cache_writes_pair_in_order_link_and_name_who_let_a_held_go():
+    """Two writes of one extent: the first done is the first's; a held
+    write is let go by the completion just before its op's send."""
+    from cephlat.model.table import Table
+    from cephlat.rbd import cache
+    w = _writes(ts=[100, 200, 300], completion=[11, 12, 13],
+                object_no=[0, 0, 1], offset=[0, 0, 0], length=[4096] * 3,
+                cache=[9, 9, 9], max_dirty=[8192] * 3,
+                state=["acked", "queued", "through"])
+    d = {"ts": np.array([500, 900]), "cache": np.array([9, 9]),
+         "object_no": np.array([0, 0]), "offset": np.array([0, 0]),
+         "length": np.array([4096, 4096]), "r": np.array([0, -5])}
+    cw = cache.table(w, d)
+    assert cw.done.tolist() == [500, 900, NONE]
+    assert cw.r.tolist() == [0, -5, 0]
+    calls = Table(completion=np.array([11, 12, 13, 12], np.uint64),
+                  submit=np.array([90, 190, 290, 1000]),
+                  done=np.array([150, 520, 800, 1100]))
+    cache.link_calls(cw, calls)
+    assert cw.call.tolist() == [0, 1, 2]
+    ops = Table(send=np.array([110, 505, 310]),
+                offset=np.array([0, 0, 0]), length=np.array([4096] * 3))
+    op_cw = cache.link_ops(cw, ops, np.array([0, 0, 1]))
+    assert op_cw.tolist() == [0, 1, 2]
+    cache.releases(cw, op_cw, ops.send)
+    assert cw.release.tolist() == [110, 505, 310]
+    assert cw.held_by.tolist() == [-1, 0, -1]
+
+
+def _inputs(n, rng, acked=None, recorded=True):
+    """Random segment inputs on two clocks that may disagree, events in
+    any order: what a wrong link or a skewed host can hand the model."""
+    t0 = 10 ** 12
+    sub = t0 + rng.integers(0, 10 ** 6, n)
+    pts = {k: sub + rng.integers(-2000, 400000, n) for k in (
+        "send", "reply", "done", "first", "enq", "osd_done", "call_done",
+        "released", "cw_ts", "cw_release", "cw_done")}
+    t = dict(pts, submit=sub, write=rng.random(n) < 0.7)
+    for k in ("first", "released", "cw_release", "cw_done"):
+        t[k] = np.where(rng.random(n) < 0.2, NONE, t[k])
+    t["cw_early"] = rng.integers(-1, 2, n) if recorded else \
+        np.full(n, -1)
+    if acked is not None:
+        t["cw_early"] = np.full(n, acked)
+    t["cw_held"] = rng.random(n) < 0.3
+    t["cw_ts"] = np.where(t["cw_early"] < 0, NONE, t["cw_ts"])
+    return t
+
+
+def test_no_segment_is_ever_negative():
+    from cephlat.model.e2e import segment_columns, segment_table
+    rng = np.random.default_rng(7)
+    for recorded in (True, False):
+        seg = segment_columns(_inputs(5000, rng, recorded=recorded))
+        for g in ("", "acked_", "behind_"):
+            us, unk = seg[g + "us"], seg[g + "unknown"]
+            assert not (us[~unk] < 0).any(), g
+        for rows, group in ((~seg["acked"], "path"),
+                            (seg["acked"], "acked"),
+                            (seg["acked"], "behind")):
+            t = segment_table(seg, rows, group)
+            assert t["ops"] + t["unknown"] + t["out_of_order"] == rows.sum()
+            for s in t["segments"]:
+                assert s["p50_us"] >= 0 and s["mean_us"] >= 0, (group, s)
+
+
+def test_acked_segments_add_up_to_the_applications_latency():
+    """A write the cache held: submit 0, taken 10, let go 60 (its op's
+    send), acked 80, released 90; the reply 400, the cache's done 410."""
+    from cephlat.model.e2e import segment_columns
+
+    def a(v):
+        return np.array([v], np.int64)
+    t = {"submit": a(0), "cw_ts": a(10_000), "cw_release": a(60_000),
+         "send": a(60_000), "call_done": a(80_000), "released": a(90_000),
+         "first": a(100_000), "enq": a(110_000), "osd_done": a(390_000),
+         "reply": a(400_000), "cw_done": a(410_000), "done": a(420_000),
+         "write": np.array([True]), "cw_early": a(1),
+         "cw_held": np.array([True])}
+    seg = segment_columns(t)
+    assert seg["acked"][0] and not seg["inferred"][0]
+    assert seg["acked_us"][0].tolist() == [10.0, 50.0, 20.0, 10.0]
+    assert seg["total_us"][0] == 90.0 == seg["acked_us"][0].sum()
+    assert np.isnan(seg["us"][0]).all()
+    assert seg["behind_us"][0].tolist() == [320.0, 410.0, 40.0, 10.0,
+                                            280.0, 10.0, 10.0]
+
+
+def test_without_cache_records_an_early_ack_is_inferred():
+    """The call completed before its op's reply: acked early, inferred;
+    a read that does the same is out of order, never negative."""
+    from cephlat.model.e2e import segment_columns, segment_table
+
+    def a(*v):
+        return np.array(v, np.int64)
+    t = {"submit": a(0, 0), "send": a(10_000, 10_000),
+         "call_done": a(50_000, 50_000), "released": a(NONE, NONE),
+         "first": a(NONE, NONE), "enq": a(100_000, 100_000),
+         "osd_done": a(200_000, 200_000), "reply": a(300_000, 300_000),
+         "done": a(310_000, 310_000), "write": np.array([True, False])}
+    seg = segment_columns(t)
+    assert seg["acked"].tolist() == [True, False]
+    assert seg["inferred"].tolist() == [True, False]
+    assert seg["acked_us"][0, :3].tolist()[0] == 10.0
+    assert seg["behind_us"][0, 0] == 250.0
+    assert seg["order"].tolist() == [False, True]
+    t2 = segment_table(seg, np.array([False, True]))
+    assert t2["ops"] == 0 and t2["out_of_order"] == 1
+
+
+def _view(**kw):
+    v = {"ops": 100, "inferred": 0, "in_flight_bytes": None,
+         "limit_bytes": None, "writes_in_flight": None, "held": 0,
+         "held_pct": 0.0, "held_us": None, "held_by": {}, "growth": {},
+         "behind": {"segments": [{"segment": "behind", "p50_us": 300.0,
+                                  "p99_us": 900.0}]}}
+    v.update(kw)
+    return v
+
+
+def test_verdict_says_the_writes_outran_the_cluster_in_a_flood():
+    from cephlat.cli.cacheview import verdict
+    flood = _view(writes_in_flight={"p50": 40, "p99": 60, "max": 64},
+                  growth={"osd.0": [200.0, 2000.0],
+                          "osd.1": [210.0, 1900.0]})
+    v = verdict(flood, {"verdict": {"replica": None, "words": "x"}})
+    assert v["cause"] == "outran"
+    assert "outran the cluster" in v["words"]
+    assert "not one slow replica" in v["words"]
+    assert "Of the replicas" not in v["words"]
+    v = verdict(flood, {"verdict": {"replica": "osd.2",
+                                    "words": "osd.2 was the last"}})
+    assert "Of the replicas, osd.2 was the last" in v["words"]
+    # one OSD grew, the other did not: not a flood
+    calm = dict(flood, growth={"osd.0": [200.0, 2000.0],
+                               "osd.1": [210.0, 220.0]},
+                held=10, held_pct=10.0, held_us={"p50": 50.0, "p99": 80.0,
+                                                 "max": 90.0},
+                held_by={"osd.0": 9, "osd.1": 1})
+    v = verdict(calm, None)
+    assert v["cause"] == "behind"
+    assert "behind the acknowledgement" in v["words"]
+    assert "300.0 us after it at p50" in v["words"]
+    assert "let go by writes to osd.0 (9 of 10)" in v["words"]
+
+
+def test_summary_counts_the_cache_per_image():
+    from cephlat.rbd import cache, cachesummary
+    from cephlat.model.table import Table
+
+    class CC:
+        pass
+    cc = CC()
+    w = _writes(ts=[100, 200, 300, 50], completion=[11, 12, 13, 14],
+                object_no=[0, 0, 1, 2], offset=[0] * 4, length=[4096] * 4,
+                cache=[9] * 4, imagectx=[5] * 4, max_dirty=[8192] * 3 + [0],
+                in_flight=[0, 8192, 0, 0],
+                state=["acked", "queued", "acked", "through"])
+    d = {"ts": np.array([500, 900]), "cache": np.array([9, 9]),
+         "object_no": np.array([0, 0]), "offset": np.array([0, 0]),
+         "length": np.array([4096, 4096]), "r": np.array([0, 0])}
+    cc.cache = cache.table(w, d)
+    cc.calls = Table(completion=np.array([14, 11, 12, 13], np.uint64),
+                     submit=np.array([40, 90, 190, 290]),
+                     done=np.array([60, 150, 520, 800]))
+    cache.link_calls(cc.cache, cc.calls)
+    # rows in the order taken: through 50, acked 100, queued 200, acked 300
+    cc.cache.cols["release"] = np.array([52, 110, 505, 310])
+    s = cachesummary._image(cc, np.arange(4), cc.calls)
+    assert s["policy"] == "writearound"
+    assert (s["acked_early"], s["written_through"], s["held"]) == (3, 1, 1)
+    assert s["held_us"]["p50"] == 0.3
+    # done - call done: 500 - 150 and 900 - 520 ns; the last never done
+    assert s["behind_us"]["p50"] == 0.4 and s["behind_us"]["max"] == 0.4
