@@ -106,8 +106,14 @@ def test_acked_segments_add_up_to_the_applications_latency():
     assert seg["acked_us"][0].tolist() == [10.0, 50.0, 20.0, 10.0]
     assert seg["total_us"][0] == 90.0 == seg["acked_us"][0].sum()
     assert np.isnan(seg["us"][0]).all()
-    assert seg["behind_us"][0].tolist() == [320.0, 410.0, 40.0, 10.0,
-                                            280.0, 10.0, 10.0]
+    b = seg["behind_us"][0]
+    assert b.tolist() == [320.0, 410.0, 0.0, 40.0, 10.0, 280.0, 10.0, 10.0]
+    # durable: the call to the cache's done, along the way it went
+    assert b[1] == seg["acked_us"][0][:2].sum() + b[2:].sum()
+    # not held: taken 10, sent 60 -> 50 in the client's queue
+    t["cw_held"] = np.array([False])
+    b = segment_columns(t)["behind_us"][0]
+    assert b[2] == 50.0 and b[1] == 10.0 + b[2:].sum()
 
 
 def test_without_cache_records_an_early_ack_is_inferred():
@@ -135,37 +141,100 @@ def test_without_cache_records_an_early_ack_is_inferred():
 def _view(**kw):
     v = {"ops": 100, "inferred": 0, "in_flight_bytes": None,
          "limit_bytes": None, "writes_in_flight": None, "held": 0,
-         "held_pct": 0.0, "held_us": None, "held_by": {}, "growth": {},
+         "held_pct": 0.0, "held_us": None, "held_by": {},
+         "calls_in_flight": None, "per_osd_in_flight": {},
          "behind": {"segments": [{"segment": "behind", "p50_us": 300.0,
                                   "p99_us": 900.0}]}}
     v.update(kw)
     return v
 
 
+def _rep(name, last, way, own, oway, oown):
+    return {"verdict": {"replica": name, "last_pct": last,
+                        "way_p50_us": way, "replica_p50_us": own,
+                        "others_way_p50_us": oway,
+                        "others_replica_p50_us": oown,
+                        "words": "%s was the last" % name}}
+
+
 def test_verdict_says_the_writes_outran_the_cluster_in_a_flood():
     from cephlat.cli.cacheview import verdict
     flood = _view(writes_in_flight={"p50": 40, "p99": 60, "max": 64},
-                  growth={"osd.0": [200.0, 2000.0],
-                          "osd.1": [210.0, 1900.0]})
+                  calls_in_flight={"p50": 3, "p99": 8, "max": 8},
+                  per_osd_in_flight={"osd.0": 20, "osd.1": 18})
     v = verdict(flood, {"verdict": {"replica": None, "words": "x"}})
-    assert v["cause"] == "outran"
+    assert v["cause"] == "outran" and v["replica"] is None
     assert "outran the cluster" in v["words"]
+    assert "3 calls in flight" in v["words"]
     assert "not one slow replica" in v["words"]
-    assert "Of the replicas" not in v["words"]
-    v = verdict(flood, {"verdict": {"replica": "osd.2",
-                                    "words": "osd.2 was the last"}})
-    assert "Of the replicas, osd.2 was the last" in v["words"]
-    # one OSD grew, the other did not: not a flood
-    calm = dict(flood, growth={"osd.0": [200.0, 2000.0],
-                               "osd.1": [210.0, 220.0]},
-                held=10, held_pct=10.0, held_us={"p50": 50.0, "p99": 80.0,
-                                                 "max": 90.0},
-                held_by={"osd.0": 9, "osd.1": 1})
-    v = verdict(calm, None)
-    assert v["cause"] == "behind"
-    assert "behind the acknowledgement" in v["words"]
+    # a replica last of 98 % at 1.5 times the others: not out of the queue
+    v = verdict(flood, _rep("osd.2", 98.0, 300.0, 300.0, 200.0, 200.0))
+    assert v["cause"] == "outran" and v["replica"] is None
+    assert "osd.2" not in v["words"]
+    # last of 98 % at 3 times the others: named
+    v = verdict(flood, _rep("osd.2", 98.0, 900.0, 300.0, 200.0, 200.0))
+    assert v["replica"] == "osd.2"
+    assert "one stands out of it: osd.2 was the last" in v["words"]
+    assert "not one slow replica" not in v["words"]
+    # the application kept as many in flight as went to the OSDs: no flood
+    for calm in (dict(flood, calls_in_flight={"p50": 40, "p99": 60,
+                                              "max": 64}),
+                 dict(flood, per_osd_in_flight={"osd.0": 39, "osd.1": 1}),
+                 dict(flood, writes_in_flight={"p50": 4, "p99": 4,
+                                               "max": 4})):
+        assert verdict(calm, None)["cause"] == "behind"
+    held = dict(flood, writes_in_flight={"p50": 4, "p99": 4, "max": 4},
+                limit_bytes=16384, held=10, held_pct=10.0,
+                held_us={"p50": 50.0, "p99": 80.0, "max": 90.0})
+    v = verdict(held, _rep("osd.1", 99.0, 600.0, 200.0, 300.0, 200.0))
+    assert v["cause"] == "behind" and v["replica"] == "osd.1"
     assert "300.0 us after it at p50" in v["words"]
-    assert "let go by writes to osd.0 (9 of 10)" in v["words"]
+    assert "the cache's limit held the client: 10 % of the writes waited " \
+        "50.0 us" in v["words"]
+    assert "(rbd_cache_max_dirty 16384 bytes)" in v["words"]
+    assert "of the replicas, osd.1 was the last" in v["words"]
+
+
+def test_ops_find_their_cache_write_behind_a_long_object_queue():
+    """An object's writes held below the cache, sent one op at a
+    time long after dozens more were taken, two merged into one op: each
+    op finds the earliest write within its extent not done before it."""
+    from cephlat.model.table import Table
+    from cephlat.rbd import cache
+    n = 60
+    ts = np.arange(n) * 10
+    w = _writes(ts=ts, completion=np.arange(n) + 1,
+                object_no=np.zeros(n, np.int64),
+                offset=np.arange(n) * 8192, length=[4096] * n,
+                cache=[9] * n, state=["acked"] * n)
+    w["offset"][31] = w["offset"][30] + 4096    # merged with write 30
+    d = {"ts": 10_000 + np.arange(n) * 100, "cache": np.full(n, 9),
+         "object_no": np.zeros(n, np.int64), "offset": w["offset"],
+         "length": np.full(n, 4096), "r": np.zeros(n)}
+    cw = cache.table(w, d)
+    keep = [i for i in range(n) if i != 31]
+    send = np.array([9_950 + i * 100 for i in keep])
+    off = np.array([w["offset"][i] for i in keep])
+    ln = np.array([8192 if i == 30 else 4096 for i in keep])
+    ops = Table(send=send, offset=off, length=ln)
+    got = cache.link_ops(cw, ops, np.zeros(len(keep), np.int64))
+    assert got.tolist() == keep
+
+
+def test_flushes_time_the_calls_and_the_writes_they_waited_for():
+    from cephlat.cli.cacheview import flushes
+    from cephlat.model.table import Table
+    from cephlat.rbd.columns import CALL_OPS
+    fl, wr = CALL_OPS.index("flush"), CALL_OPS.index("write")
+    calls = Table(op=np.array([wr, fl, fl], np.int8),
+                  submit=np.array([0, 1000, 50_000]),
+                  done=np.array([10, 21_000, 60_000]))
+    cl = {"calls": calls, "send": np.array([500, 1500, 30_000, 55_000]),
+          "reply": np.array([2500, 9500, 31_000, 58_000])}
+    f = flushes(cl, np.arange(4))
+    assert f["calls"] == 2 and f["writes"] == 2 and f["of"] == 4
+    assert f["lat_us"]["max"] == 20.0
+    assert f["write_us"]["max"] == 8.0
 
 
 def test_summary_counts_the_cache_per_image():
@@ -196,3 +265,31 @@ def test_summary_counts_the_cache_per_image():
     assert s["held_us"]["p50"] == 0.3
     # done - call done: 500 - 150 and 900 - 520 ns; the last never done
     assert s["behind_us"]["p50"] == 0.4 and s["behind_us"]["max"] == 0.4
+
+
+def test_writeback_calls_have_no_op_of_their_own():
+    """writeback: the ObjectCacher acknowledged the call from its memory;
+    the op that wrote its data back is the cache's, even when it was sent
+    while the call was still running and covers its extent."""
+    from types import SimpleNamespace
+    from cephlat.ceph import objecter
+    from cephlat.model.table import Table
+    from cephlat.rbd import cache
+    from cephlat.rbd.link import link_cache
+    w = _writes(ts=[100, 200], completion=[11, 12], object_no=[0, 0],
+                offset=[0, 8192], length=[4096, 4096], cache=[9, 9],
+                state=["writeback", "acked"])
+    cw = cache.table(w, {k: np.zeros(0, np.int64) for k in
+                         ("ts", "cache", "object_no", "offset", "length",
+                          "r")})
+    cw.cols["call"] = np.array([0, 1])
+    # both ops linked to their call by extent and time
+    ops = Table(obj=np.array([0, 0]), send=np.array([150, 250]),
+                offset=np.array([0, 8192]), length=np.array([4096, 4096]),
+                flags=np.full(2, objecter.FLAG_WRITE, np.int64),
+                request=np.array([0, 1], np.int32))
+    cc = SimpleNamespace(ops=ops, cache=cw, objects=SimpleNamespace(
+        names=["rbd_data.abc.0000000000000000"]))
+    link_cache(cc)
+    assert ops.cw.tolist() == [-1, 1]
+    assert ops.request.tolist() == [-1, 1]

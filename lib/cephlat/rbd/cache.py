@@ -17,6 +17,9 @@ from ..model.table import NONE, Matcher, Table
 
 STATES = list(librbd_cache.STATES)
 _EARLY = np.array([s in librbd_cache.ACKED_EARLY for s in STATES])
+# the ObjectCacher's writes in writeback leave by its flusher: no op is
+# one such write's
+_WRITEBACK = STATES.index("writeback")
 # a held write's op is sent inside the releasing write's completion:
 # the latest completion on its cache no more than this before the send
 _RELEASE_NS = 5_000_000
@@ -125,34 +128,51 @@ def link_calls(cw, calls):
 
 
 def link_ops(cw, ops, object_no):
-    """Each data write op's cache write: of the same object, its extent
-    overlapping the op's, taken at or before the op's send and not done
-    before it (the cache has one such write per extent in flight; a
-    scheduler-merged op belongs to the first). object_no: each op's
-    object number (-1: not a data object). -> per op the cache write's
-    row, or NO."""
+    """Each data write op's cache write: of the same object, the earliest
+    write taken at or before the op's send, not done before it, whose
+    extent lies within the op's, not one the ObjectCacher took in
+    writeback (librbd's I/O scheduler can merge an object's adjacent
+    queued writes into one op: a merged op belongs to its first write).
+    object_no: each op's object number (-1: not a data object). -> per
+    op the cache write's row, or NO. Looks back as far as the longest
+    write the cache had in flight: under a flood an object's queue can
+    hold hundreds of writes."""
     out = np.full(len(ops), NO, np.int64)
     if not len(cw) or not len(ops):
         return out
     t0 = int(min(cw.ts.min(), ops.send.min()))
-    span = int(max(cw.ts.max(), ops.send.max())) - t0 + 2
+    span = int(max(cw.ts.max(), ops.send.max(),
+                   cw.done.max(initial=0))) - t0 + 2
     if (int(cw.object_no.max(initial=0)) + 1) * span >= (1 << 62):
         return out
     key = cw.object_no * span + (cw.ts - t0)
     o = np.argsort(key, kind="stable")
     ks = key[o]
+    done = np.where(cw.done == NONE, np.iinfo(np.int64).max, cw.done)
+    # the window goes back over the longest a write was in flight (of
+    # those done; without any, the whole trace): a write not done yet at
+    # the end was sent within it
+    d = cw.done != NONE
+    life = int((cw.done[d] - cw.ts[d]).max()) if d.any() else \
+        int(ops.send.max()) - int(cw.ts.min())
     q = np.flatnonzero(object_no >= 0)
     kq = object_no[q] * span + (ops.send[q] - t0)
-    at = np.searchsorted(ks, kq, "right") - 1
+    j = np.searchsorted(ks, kq, "right") - 1
+    first = np.searchsorted(ks, kq - life, "left")
     lo, hi = ops.offset[q], ops.offset[q] + np.maximum(ops.length[q], 1)
-    for back in range(8):           # the latest few taken before the send
-        j = at - back
-        ok = (j >= 0) & (out[q] == NO)
-        c = o[np.maximum(j, 0)]
-        ok &= cw.object_no[c] == object_no[q]
-        ok &= (cw.off[c] < hi) & (lo < cw.off[c] + np.maximum(cw.len[c], 1))
-        ok &= (cw.done[c] == NONE) | (cw.done[c] >= ops.send[q])
-        out[q[ok]] = c[ok]
+    found = np.full(len(q), NO, np.int64)
+    act = np.flatnonzero(j >= first)
+    while len(act):
+        c = o[j[act]]
+        qa = q[act]
+        ok = (cw.object_no[c] == object_no[qa]) & \
+            (cw.off[c] >= lo[act]) & \
+            (cw.off[c] + np.maximum(cw.len[c], 1) <= hi[act]) & \
+            (done[c] >= ops.send[qa]) & (cw.state[c] != _WRITEBACK)
+        found[act[ok]] = c[ok]        # walking back: the earliest wins
+        j[act] -= 1
+        act = act[j[act] >= first[act]]
+    out[q] = found
     return out
 
 

@@ -186,3 +186,13 @@ def link_cache(cc):
     fix = call >= 0
     ops.cols["request"][fix] = call[fix]
     cache.releases(cw, op_cw, ops.send)
+    # a call the ObjectCacher acknowledged from its memory (writeback)
+    # has no op of its own: the ops that write its data back are the
+    # cache's (its flusher's), whenever they are sent
+    wb = cw.call[(cw.state == cache.STATES.index("writeback")) &
+                 (cw.call >= 0)]
+    if len(wb):
+        req = ops.cols["request"]
+        mine = np.zeros(int(max(req.max(initial=0), wb.max())) + 1, bool)
+        mine[wb] = True
+        ops.cols["request"][(req >= 0) & mine[np.maximum(req, 0)]] = NO
