@@ -8,12 +8,16 @@ import numpy as np
 
 from ..model.acked import ACKED_KEYS, BEHIND_KEYS
 from ..model.e2e import segment_table
+from ..model.table import NONE
+from ..rbd.columns import CALL_OPS
 
-# a flood: the writes in flight fill at least this share of the cache's
-# limit, or this many are in flight (p50), and every primary's time at
-# the end of the capture is this many times its time at the start
-FULL_SHARE, MANY_WRITES, GROWTH = 0.5, 8, 1.5
-_MIN_OPS = 8
+# a flood: at least this many writes in flight at the OSDs (p50), this
+# many times the calls the application itself had in flight, and at
+# least FLOOD_EACH at every primary. Under a flood a replica is named
+# only when it stands out from the queue: last of this share of its
+# writes and this many times the other replicas' time.
+MANY_WRITES, OUTRUN, FLOOD_EACH = 8, 4.0, 2
+FLOOD_LAST_PCT, FLOOD_RATIO = 90.0, 2.0
 
 
 def _pcts(v):
@@ -32,27 +36,32 @@ def _in_flight(send, reply):
                                                                "right")
 
 
-def _growth(seg, rows, send, names):
-    """Per primary, its OSD time (p50) in the first and the last quarter
-    of the acked writes (by send time)."""
-    osd = seg["behind_us"][rows, BEHIND_KEYS.index("osd")]
-    o = np.argsort(send)
-    q = max(1, len(o) // 4)
-    out = {}
-    for name in sorted(set(names.tolist())):
-        a = [x for x in o[:q] if names[x] == name and not np.isnan(osd[x])]
-        b = [x for x in o[-q:] if names[x] == name and not np.isnan(osd[x])]
-        if len(a) >= _MIN_OPS and len(b) >= _MIN_OPS:
-            out[name] = (float(np.median(osd[a])), float(np.median(osd[b])))
-    return out
+def _per_primary(send, reply, names):
+    """Per primary, its writes in flight as each of them was sent (p50)."""
+    return {name: _pcts(_in_flight(send[names == name],
+                                   reply[names == name]))["p50"]
+            for name in sorted(set(names.tolist()))}
+
+
+def _calls_in_flight(cl, j):
+    """The application's calls in flight as each of the calls of client
+    ops `j` was submitted (each call once)."""
+    k = np.unique(cl["call"][j])
+    k = k[k >= 0]
+    c = cl["calls"]
+    if not len(k) or not len(c):
+        return None
+    sub, done = c.submit[k], c.done[k]
+    ok = (sub != NONE) & (done != NONE)
+    return _pcts(_in_flight(sub[ok], done[ok])) if ok.any() else None
 
 
 def acked_view(seg, cl, p, caps, acked):
     """-> {"behind": segment_table of the "behind" group, "ops",
     "inferred", "in_flight_bytes", "limit_bytes", "writes_in_flight",
     "held", "held_pct", "held_us", "held_by": {primary: writes},
-    "growth": {primary: [start us, end us]}, "verdict"} of the acked
-    writes among the joined ops."""
+    "calls_in_flight", "per_osd_in_flight": {primary: p50}, "verdict"}
+    of the acked writes among the joined ops."""
     rows = np.flatnonzero(acked)
     j = p["j"][rows]
     names = np.array([caps[int(c)].name or "?" for c in p["cap"][rows]])
@@ -81,49 +90,95 @@ def acked_view(seg, cl, p, caps, acked):
         name = caps[int(c)].name or "?"
         who[name] = who.get(name, 0) + 1
     out["held_by"] = who
-    out["growth"] = {k: [round(a, 1), round(b, 1)] for k, (a, b) in
-                     _growth(seg, rows, send, names).items()}
+    out["calls_in_flight"] = _calls_in_flight(cl, j)
+    out["per_osd_in_flight"] = _per_primary(send, reply, names)
     return out
 
 
+def flood(v):
+    """Whether the cache let the client put far more writes in flight
+    than it waited for, with writes waiting at every primary."""
+    w, c, per = v["writes_in_flight"], v.get("calls_in_flight"), \
+        v.get("per_osd_in_flight") or {}
+    return bool(w and per) and w["p50"] >= MANY_WRITES and \
+        w["p50"] >= OUTRUN * max(1.0, c["p50"] if c else 1.0) and \
+        min(per.values()) >= FLOOD_EACH
+
+
+def stands_out(rep):
+    """A replica verdict's replica, if it stands out from a flood."""
+    if not rep or not rep.get("replica"):
+        return None
+    mine = rep["way_p50_us"] + rep["replica_p50_us"]
+    others = rep["others_way_p50_us"] + rep["others_replica_p50_us"]
+    return rep["replica"] if rep["last_pct"] >= FLOOD_LAST_PCT and \
+        mine >= FLOOD_RATIO * max(others, 1e-9) else None
+
+
 def verdict(v, replication):
-    """The words on the acked writes (v: acked_view's), with the
-    replicas' verdict only where a replica stands out."""
+    """The words on the acked writes (v: acked_view's). Under a flood the
+    replicas' verdict is kept only where its replica stands out from
+    the queue; -> {"cause", "words", "replica": the replica named}."""
     b = {g["segment"]: g for g in v["behind"]["segments"]}
-    g = v["growth"]
     inf, lim, w = v["in_flight_bytes"], v["limit_bytes"], \
         v["writes_in_flight"]
-    full = bool(inf and lim and inf["p50"] >= FULL_SHARE * lim) or \
-        bool(w and w["p50"] >= MANY_WRITES)
-    grows = bool(g) and all(e >= GROWTH * a and e - a >= 1.0
-                            for a, e in g.values())
     rep = (replication or {}).get("verdict") or {}
-    if full and grows:
+    if flood(v):
+        c, per = v.get("calls_in_flight"), v["per_osd_in_flight"]
+        slow = stands_out(rep)
         words = ("the client's writes outran the cluster: the cache "
-                 "acknowledged them at once and kept %s in flight%s; every "
-                 "OSD's time grew over the capture (%s): a queue building "
-                 "up, not one slow replica." % (
-                     "%d writes (p50; max %d)" % (w["p50"], w["max"])
-                     if w else "them",
-                     " against a limit of %d bytes" % lim if lim else "",
-                     ", ".join("%s %.0f -> %.0f us" % (k, a, e)
-                               for k, (a, e) in sorted(g.items()))))
-        if rep.get("replica"):
-            words += " Of the replicas, " + rep["words"]
-        return {"cause": "outran", "words": words}
+                 "acknowledged them at once, the application had %s call%s "
+                 "in flight (p50) while %d writes (p50; %d at most) were in "
+                 "flight to the OSDs%s; writes waited at every primary (%s "
+                 "in flight, p50): %s" % (
+                     "%d" % c["p50"] if c else "few",
+                     "" if c and c["p50"] == 1 else "s",
+                     w["p50"], w["max"],
+                     ", %d bytes of a limit of %d" % (inf["p50"], lim)
+                     if inf and lim else "",
+                     ", ".join("%s %d" % kv for kv in sorted(per.items())),
+                     "a queue at all of them; of the replicas, one stands "
+                     "out of it: " + rep["words"] if slow else
+                     "a queue, not one slow replica."))
+        return {"cause": "outran", "words": words, "replica": slow}
     words = "the OSDs were behind the acknowledgement"
     if "behind" in b:
         words += ": the data was on every replica %.1f us after it at p50, " \
                  "%.1f us at p99" % (b["behind"]["p50_us"],
                                      b["behind"]["p99_us"])
     if v["held"] and v["held_us"]:
-        words += "; the cache held %.0f %% of the writes for %.1f us at p50" \
-                 % (v["held_pct"], v["held_us"]["p50"])
-        if v["held_by"]:
-            top = max(v["held_by"], key=v["held_by"].get)
-            words += ", let go by writes to %s (%d of %d)" % (
-                top, v["held_by"][top], v["held"])
+        words += "; the cache's limit held the client: %.0f %% of the " \
+                 "writes waited %.1f us at p50 for earlier ones to be on " \
+                 "every replica%s" % (
+                     v["held_pct"], v["held_us"]["p50"],
+                     " (rbd_cache_max_dirty %d bytes)" % lim if lim else "")
+    if rep.get("replica"):
+        words += "; of the replicas, " + rep["words"].rstrip(".")
     if v["inferred"]:
         words += " (%d of %d acknowledged early by inference: the trace " \
                  "has no record of the cache)" % (v["inferred"], v["ops"])
-    return {"cause": "behind", "words": words + "."}
+    return {"cause": "behind", "words": words + ".",
+            "replica": rep.get("replica")}
+
+
+def flushes(cl, j):
+    """Under writeback the application waits for the OSDs only in its
+    flushes: -> {"calls", "lat_us": p50/p99/max of the flush calls,
+    "writes": the cache's writes (client ops `j`) sent while a flush was
+    waiting, "write_us": their send -> reply p50/p99/max}."""
+    c = cl["calls"]
+    f = np.flatnonzero((c.op == CALL_OPS.index("flush")) &
+                       (c.submit != NONE) & (c.done != NONE)) \
+        if len(c) else np.zeros(0, np.int64)
+    sub, done = c.submit[f], c.done[f]
+    o = np.argsort(sub)
+    sub, done = sub[o], np.maximum.accumulate(done[o]) if len(o) else done
+    send = cl["send"][j]
+    k = np.searchsorted(sub, send, "right") - 1
+    inside = (k >= 0) & (send <= done[np.maximum(k, 0)])
+    if not len(f):
+        inside[:] = False
+    return {"calls": int(len(f)),
+            "lat_us": _pcts((c.done[f] - c.submit[f]) / 1e3),
+            "writes": int(inside.sum()), "of": int(len(j)),
+            "write_us": _pcts((cl["reply"][j] - send) / 1e3)}

@@ -34,6 +34,11 @@ BEHIND_SEGMENTS = [
                "application went on before the data was on every replica"),
     ("durable", "the call to librbd knowing the write on every replica "
                 "(the cache's completion; without its records the op's)"),
+    ("client_queue", "the cache letting the write go to the op's send: "
+                     "librbd's dispatch below the cache (its I/O "
+                     "scheduler, which can hold and merge an object's "
+                     "writes) and the Objecter's limit on ops in flight "
+                     "(objecter_inflight_ops)"),
     ("to_osd", "the client's messenger and the network, to the primary"),
     ("messenger", "the primary's messenger: first stamp to its enqueue"),
     ("osd", "the primary: queue, execute, replicas, to its reply"),
@@ -43,6 +48,11 @@ BEHIND_SEGMENTS = [
 ACKED_KEYS = [k for k, _ in ACKED_SEGMENTS]
 BEHIND_KEYS = [k for k, _ in BEHIND_SEGMENTS]
 _NET = (BEHIND_KEYS.index("to_osd"), BEHIND_KEYS.index("to_client"))
+# the segments of the client's own events (one clock: a negative one is
+# events out of the order librbd makes them)
+_CLIENT_ONLY = [BEHIND_KEYS.index(k) for k in ("behind", "durable",
+                                               "client_queue",
+                                               "cache_done")]
 
 
 def _get(t, k, n, fill=NONE):
@@ -93,8 +103,14 @@ def _behind(t, rows, net_us):
     us[:, 0] = np.maximum(g["reply"] - g["call_done"], 0)
     end = np.where(rec, cw_done, g["done"])
     us[:, 1] = np.where(end != NONE, end - g["submit"], np.nan)
-    us[:, 2:6] = net_us * 1000.0
-    us[:, 6] = np.where(rec, cw_done - g["reply"], np.nan)
+    ts, release = _get(g, "cw_ts", n), _get(g, "cw_release", n)
+    held = _get(g, "cw_held", n, 0).astype(bool) & (release != NONE)
+    # where the application's part left it (_spans): a held write's ack
+    # can come just before its op's send
+    out_at = np.where(held, np.minimum(release, g["call_done"]), ts)
+    us[:, 2] = np.where(ts != NONE, g["send"] - out_at, np.nan)
+    us[:, 3:7] = net_us * 1000.0
+    us[:, 7] = np.where(rec, cw_done - g["reply"], np.nan)
     return us
 
 
@@ -117,7 +133,7 @@ def columns(t, acked, path_us, path_unknown):
     bu[rows] = b[rows] < 0
     for j, col in enumerate(_NET):
         bu[rows, col] |= path_unknown[rows, j]
-    order = au.any(axis=1) | bu[:, [0, 1, 6]].any(axis=1)
+    order = au.any(axis=1) | bu[:, _CLIENT_ONLY].any(axis=1)
     end = np.where((t["released"] != NONE) &
                    (t["released"] >= t["call_done"]), t["released"],
                    t["call_done"])

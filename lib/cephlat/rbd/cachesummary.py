@@ -99,7 +99,11 @@ def cache_summary(tr):
     for img in np.unique(cw.image).tolist():
         rows = np.flatnonzero(cw.image == img)
         d = _image(cc, rows, cc.calls)
-        d["user_flushes"] = len(cc.flushes.get(img, []))
+        # rbd_flush calls and rbd_aio_flush ones
+        d["user_flushes"] = len(cc.flushes.get(img, [])) + int(
+            ((cc.calls.op == CALL_OPS.index("flush")) &
+             (cc.calls.image == img)).sum()) if len(cc.calls) else \
+            len(cc.flushes.get(img, []))
         out["images"][tr.image_name(img)] = d
     if not len(cw):
         out["inferred"] = True

@@ -439,7 +439,9 @@ def _print_client(out, c):
 
 _KIND_TITLES = {"read": "READS", "write": "WRITES (acknowledged after the "
                 "OSDs)", "write_acked": "WRITES ACKNOWLEDGED BY THE CACHE "
-                "(the application's part: its latency)"}
+                "(the application's part: its latency)",
+                "write_back": "WRITES THE CACHE WROTE BACK (writeback: the "
+                "application had its acks from the cache)"}
 
 
 def _segment_block(out, title, t):
@@ -508,6 +510,18 @@ def print_end_to_end(out, res):
         _segment_block(out, _KIND_TITLES.get(kind, kind.upper() + "S"), t)
     if res.get("acked"):
         _print_acked(out, res["acked"])
+    f = res.get("flushes")
+    if f:
+        out.write(textwrap.fill(
+            "FLUSHES (writeback: where the application waited for the "
+            "OSDs): %d calls%s; %d of the %d writes written back were sent "
+            "while one waited%s" % (
+                f["calls"], ", p50 %.1f us, p99 %.1f us" % (
+                    f["lat_us"]["p50"], f["lat_us"]["p99"])
+                if f["lat_us"] else "", f["writes"], f["of"],
+                ", each sent -> reply p50 %.1f us" % f["write_us"]["p50"]
+                if f["write_us"] else ""), 78,
+            subsequent_indent="  ") + "\n")
     rep = res.get("replication") or {}
     if rep.get("unknown"):
         out.write("\n(%d replica waits left out: the clocks disagree)\n"
