@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(REPO, "lib"))
 
 PYTHON = sys.executable
 OSDSTAGE = os.path.join(REPO, "tools", "osdstage.py")
+RBDRECORD = os.path.join(REPO, "tools", "rbdrecord.py")
 LAB = os.path.join(REPO, "vagrant", "lab.sh")
 BUILD = os.path.join(REPO, "build")
 IN_CI = os.environ.get("CI") == "true"
@@ -719,22 +720,78 @@ def gdb_offsets(path, offsets, *before, prefix=()):
 
 
 def fio_rbd_job(ios, iodepth, seed, image="img1", rw="randrw",
-                lat_log=None):
+                lat_log=None, direct=1, extra=""):
     """A fio job of fio's rbd engine on rbd/IMAGE: `ios` 4 KiB ops, half
     reads (randrw), over the image's first 64 MiB. lat_log: a path prefix
     for fio's own latency of every op (LAT_LOG_lat.1.log, read_fio_lat_log)
     on CLOCK_MONOTONIC, the clock the traces use; room for every op from
     the start (fio's least is 1024), so that fio never stops to grow the
-    log (it waits for every op in flight when it does)."""
+    log (it waits for every op in flight when it does). direct=1: fio
+    does not flush the image as it opens it (direct=0 does: librbd's
+    write-around cache, in write-through until a flush, then acknowledges
+    writes at once); extra: more job lines (such as "fsync=16")."""
     job = ("[global]\nioengine=rbd\nclientname=admin\npool=rbd\n"
-           "rbdname=%s\ndirect=1\n[mix]\nrw=%s\nrwmixread=50\nbs=4k\n"
+           "rbdname=%s\ndirect=%d\n%s[mix]\nrw=%s\nrwmixread=50\nbs=4k\n"
            "size=64m\nnumber_ios=%d\niodepth=%d\nrandseed=%d\n" % (
-               image, rw, ios, iodepth, seed))
+               image, direct, extra, rw, ios, iodepth, seed))
     if lat_log:
         job += ("clocksource=clock_gettime\nwrite_lat_log=%s\n"
                 "log_avg_msec=0\nlog_offset=1\nlog_entries=%d\n" % (
                     lat_log, max(1024, ios + 64)))
     return job
+
+
+def trace_hosts(lab_hosts, d, job, conf=None, env_of=None):
+    """One tracer per host of the multi-host lab (osdstage --osd all
+    --host-netns NS -w d/hI.ctf) around fio's `job` (its text, in
+    d/job.fio) under rbdrecord in the client's namespace (trace d/client;
+    conf: lines for the client's own ceph.conf's [client] section).
+    env_of: {host index: extra environment of its tracer}. -> {"caps",
+    "trace", "fio": fio's json report's job, "late_us": the most, over the
+    links, the wire's wake-ups added per packet beyond the link's delay
+    (mean)}"""
+    caps = [str(d / ("h%d.ctf" % i)) for i in range(len(lab_hosts["netns"]))]
+    conf_path = lab_hosts["CEPH_CONF"]
+    if conf:
+        conf_path = str(d / "client.conf")
+        with open(lab_hosts["CEPH_CONF"]) as f:
+            text = f.read()
+        with open(conf_path, "w") as f:
+            f.write(text + "\n[client]\n" + "\n".join(conf) + "\n")
+    tracers = []
+    wire0 = wire_counters()
+    try:
+        for i, (ns, cap) in enumerate(zip(lab_hosts["netns"], caps)):
+            t = subprocess.Popen([PYTHON, OSDSTAGE, "--osd", "all",
+                                  "--host-netns", ns, "-w", cap],
+                                 stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True,
+                                 env=dict(os.environ,
+                                          **(env_of or {}).get(i, {})))
+            tracers.append(t)
+            wait_for_line(t.stderr, "Tracing", 60)
+        (d / "job.fio").write_text(job)
+        trace = str(d / "client")
+        p = subprocess.run(
+            ["nsenter", "--net=/run/netns/" + lab_hosts["client_netns"],
+             "--", PYTHON, RBDRECORD, "-o", trace, "--", "fio",
+             "--output-format=json", "--output=%s" % (d / "fio.json"),
+             str(d / "job.fio")], capture_output=True, text=True,
+            timeout=300, env=dict(os.environ, CEPH_CONF=conf_path))
+        assert p.returncode == 0, p.stderr
+        assert "none lost" in p.stderr, p.stderr
+    finally:
+        for t in tracers:
+            t.send_signal(signal.SIGINT)
+        for t in tracers:
+            t.communicate(timeout=60)
+    assert [t.returncode for t in tracers] == [0] * len(tracers)
+    wire1 = wire_counters()
+    late = max((wire1[ns]["late_sum_us"] - wire0[ns]["late_sum_us"]) /
+               max(1, wire1[ns]["forwarded"] - wire0[ns]["forwarded"])
+               for ns in wire1 if ns in wire0)
+    return {"caps": caps, "trace": trace, "late_us": late,
+            "fio": json.load(open(d / "fio.json"))["jobs"][0]}
 
 
 def read_fio_lat_log(prefix):

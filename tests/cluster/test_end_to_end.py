@@ -8,7 +8,6 @@ link crossed carrying its delay."""
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 
@@ -16,14 +15,13 @@ import pytest
 
 from conftest import (OSDSTAGE, PYTHON, REPO, assert_one_line_error,
                       fio_rbd_job, lab_run, read_fio_lat_log, run_tool,
-                      wait_for_line, wire_counters)
+                      trace_hosts)
 
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
 from cephlat.ceph import objecter                       # noqa: E402
 from cephlat.rbd.reader import RbdTrace                 # noqa: E402
 
-RBDRECORD = os.path.join(REPO, "tools", "rbdrecord.py")
 DELAY_US = 1000          # the lab_hosts fixture's LAB_NET_DELAY
 
 
@@ -34,46 +32,14 @@ def _capture(lab_hosts, d, ios, depth, seed, rw="randrw", env_of=None):
     call, and the wire's lateness ("late_us": the most, over the links,
     its wake-ups added per packet beyond the link's delay, mean). env_of:
     {host index: extra environment of its tracer}."""
-    caps = [str(d / ("h%d.ctf" % i)) for i in range(len(lab_hosts["netns"]))]
-    tracers = []
-    wire0 = wire_counters()
-    try:
-        for i, (ns, cap) in enumerate(zip(lab_hosts["netns"], caps)):
-            t = subprocess.Popen([PYTHON, OSDSTAGE, "--osd", "all",
-                                  "--host-netns", ns, "-w", cap],
-                                 stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, text=True,
-                                 env=dict(os.environ,
-                                          **(env_of or {}).get(i, {})))
-            tracers.append(t)
-            wait_for_line(t.stderr, "Tracing", 60)
-        (d / "job.fio").write_text(fio_rbd_job(
-            ios, depth, seed, rw=rw, lat_log=str(d / "fio")))
-        trace = str(d / "client")
-        p = subprocess.run(
-            ["nsenter", "--net=/run/netns/" + lab_hosts["client_netns"],
-             "--", sys.executable, RBDRECORD, "-o", trace, "--", "fio",
-             "--output-format=json", "--output=%s" % (d / "fio.json"),
-             str(d / "job.fio")], capture_output=True, text=True,
-            timeout=300, env=dict(os.environ,
-                                  CEPH_CONF=lab_hosts["CEPH_CONF"]))
-        assert p.returncode == 0, p.stderr
-        assert "none lost" in p.stderr, p.stderr
-    finally:
-        for t in tracers:
-            t.send_signal(signal.SIGINT)
-        for t in tracers:
-            t.communicate(timeout=60)
-    assert [t.returncode for t in tracers] == [0] * len(tracers)
-    wire1 = wire_counters()
-    late = max((wire1[ns]["late_sum_us"] - wire0[ns]["late_sum_us"]) /
-               max(1, wire1[ns]["forwarded"] - wire0[ns]["forwarded"])
-               for ns in wire1 if ns in wire0)
+    got = trace_hosts(lab_hosts, d, fio_rbd_job(
+        ios, depth, seed, rw=rw, lat_log=str(d / "fio")), env_of=env_of)
+    caps, trace, late = got["caps"], got["trace"], got["late_us"]
     tr = RbdTrace(trace)
     data = [o for o in tr.osd_ops.values() if o.data_object()]
     return {"caps": caps, "trace": trace, "ops": tr.osd_ops, "data": data,
             "requests": tr.requests, "osds": len(lab_hosts["netns"]),
-            "fio": json.load(open(d / "fio.json"))["jobs"][0],
+            "fio": got["fio"],
             "fio_lat": _fio_per_call(tr.requests, str(d / "fio")),
             "depth": depth, "late_us": late}
 
