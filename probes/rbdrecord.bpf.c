@@ -223,69 +223,45 @@ int BPF_KRETPROBE(open_ret, int ret)
 	return 0;
 }
 
-SEC("uprobe")
-int BPF_KPROBE(close_enter, void *image)
+/* an image's close or user flush: its entry (the image) or its return */
+static __always_inline int image_event(__u32 kind, __u64 image, int ret)
 {
 	struct rbd_close_rec *r;
 
 	if (!ours())
 		return 0;
-	r = rec_new(sizeof(*r), RBD_CLOSE_IMAGE_ENTER, bpf_ktime_get_ns());
+	r = rec_new(sizeof(*r), kind, bpf_ktime_get_ns());
 	if (!r)
 		return 0;
-	r->imagectx = (__u64)image;
-	r->retval = 0;
+	r->imagectx = image;
+	r->retval = ret;
 	SEND(r);
 	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(close_enter, void *image)
+{
+	return image_event(RBD_CLOSE_IMAGE_ENTER, (__u64)image, 0);
 }
 
 SEC("uretprobe")
 int BPF_KRETPROBE(close_ret, int ret)
 {
-	struct rbd_close_rec *r;
-
-	if (!ours())
-		return 0;
-	r = rec_new(sizeof(*r), RBD_CLOSE_IMAGE_EXIT, bpf_ktime_get_ns());
-	if (!r)
-		return 0;
-	r->imagectx = 0;
-	r->retval = ret;
-	SEND(r);
-	return 0;
+	return image_event(RBD_CLOSE_IMAGE_EXIT, 0, ret);
 }
 
 /* int rbd_flush(rbd_image_t image): a synchronous user flush */
 SEC("uprobe")
 int BPF_KPROBE(flush_enter, void *image)
 {
-	struct rbd_close_rec *r;
-
-	if (!ours())
-		return 0;
-	r = rec_new(sizeof(*r), RBD_FLUSH_ENTER, bpf_ktime_get_ns());
-	if (!r)
-		return 0;
-	r->imagectx = (__u64)image;
-	r->retval = 0;
-	SEND(r);
-	return 0;
+	return image_event(RBD_FLUSH_ENTER, (__u64)image, 0);
 }
 
 SEC("uretprobe")
 int BPF_KRETPROBE(flush_ret, int ret)
 {
-	struct rbd_close_rec *r;
-
-	if (!ours())
-		return 0;
-	r = rec_new(sizeof(*r), RBD_FLUSH_EXIT, bpf_ktime_get_ns());
-	if (!r)
-		return 0;
-	r->imagectx = 0;
-	r->retval = ret;
-	SEND(r);
-	return 0;
+	return image_event(RBD_FLUSH_EXIT, 0, ret);
 }
 
 /* ------------------------------------------------------------------ I/O */

@@ -741,6 +741,14 @@ def fio_rbd_job(ios, iodepth, seed, image="img1", rw="randrw",
     return job
 
 
+def net_delay(who, us):
+    """The lab's link delay of host `who` (its namespace, or "all") to
+    `us` (vagrant/lab.sh net-delay)."""
+    p = subprocess.run(["bash", LAB, "net-delay", who, "%dus" % us],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+
+
 def trace_hosts(lab_hosts, d, job, conf=None, env_of=None):
     """One tracer per host of the multi-host lab (osdstage --osd all
     --host-netns NS -w d/hI.ctf) around fio's `job` (its text, in

@@ -8,14 +8,13 @@ link crossed carrying its delay."""
 import json
 import os
 import random
-import subprocess
 import sys
 
 import pytest
 
-from conftest import (OSDSTAGE, PYTHON, REPO, assert_one_line_error,
-                      fio_rbd_job, lab_run, read_fio_lat_log, run_tool,
-                      trace_hosts)
+from conftest import (OSDSTAGE, REPO, assert_one_line_error,
+                      fio_rbd_job, lab_run, net_delay, read_fio_lat_log,
+                      run_tool, trace_hosts)
 
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
@@ -71,18 +70,12 @@ def slowed(lab_hosts, tmp_path_factory):
     """The same with the last host's link slowed to SLOW_US: writes only.
     -> (its capture set, the OSD on that host)"""
     host = lab_hosts["netns"][-1]
-    lab = os.path.join(REPO, "vagrant", "lab.sh")
-
-    def delay(us):
-        p = subprocess.run(["bash", lab, "net-delay", host, "%dus" % us],
-                           capture_output=True, text=True, timeout=60)
-        assert p.returncode == 0, p.stderr
-    delay(SLOW_US)
+    net_delay(host, SLOW_US)
     try:
         got = _capture(lab_hosts, tmp_path_factory.mktemp("slowed"),
                        240, 4, 11, rw="randwrite")
     finally:
-        delay(DELAY_US)
+        net_delay(host, DELAY_US)
     return got, "osd.%d" % (len(lab_hosts["netns"]) - 1)
 
 
@@ -104,13 +97,6 @@ SKEW_MS = 50             # the skewed host's fake clock skew: far above
                          # shows which ops crossed it
 
 
-def _net_delay(who, us):
-    p = subprocess.run(["bash", os.path.join(REPO, "vagrant", "lab.sh"),
-                        "net-delay", who, "%dus" % us],
-                       capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stderr
-
-
 @pytest.fixture(scope="module")
 def skewed(lab_hosts, tmp_path_factory):
     """e2e's ops one at a time (depth 1) with every link's delay at 0:
@@ -120,14 +106,14 @@ def skewed(lab_hosts, tmp_path_factory):
     lab's hosts share one kernel: a lab aid). -> (its capture set, that
     host's capture, its OSD)"""
     last = len(lab_hosts["netns"]) - 1
-    _net_delay("all", 0)
+    net_delay("all", 0)
     try:
         got = _capture(lab_hosts, tmp_path_factory.mktemp("skewed"),
                        400, 1, 7,
                        env_of={last: {"OSDSTAGE_FAKE_CLOCK_SKEW":
                                       "%dms" % SKEW_MS}})
     finally:
-        _net_delay("all", DELAY_US)
+        net_delay("all", DELAY_US)
     return got, got["caps"][last], "osd.%d" % last
 
 

@@ -20,15 +20,14 @@ import sys
 
 import pytest
 
-from conftest import (OSDSTAGE, PYTHON, REPO, fio_rbd_job, read_fio_lat_log,
-                      trace_hosts)
+from conftest import (OSDSTAGE, PYTHON, RBDRECORD, REPO, fio_rbd_job,
+                      net_delay, read_fio_lat_log, trace_hosts)
 
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
 from cephlat.ceph import objecter                       # noqa: E402
 from cephlat.rbd.reader import RbdTrace                 # noqa: E402
 
-RBDRECORD = os.path.join(REPO, "tools", "rbdrecord.py")
 DELAY_US = 1000          # the lab_hosts fixture's LAB_NET_DELAY
 SLOW_US = 4000           # the slowed host's link
 SLOW = 1                 # the slowed host: the second (its OSD: osd.1)
@@ -51,21 +50,14 @@ KIND = {"writearound": "write_acked", "held": "write_acked",
 P50_TOLERANCE = 0.10
 
 
-def _delay(host, us):
-    p = subprocess.run(["bash", os.path.join(REPO, "vagrant", "lab.sh"),
-                        "net-delay", host, "%dus" % us],
-                       capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stderr
-
-
 @pytest.fixture(scope="module")
 def slowed_link(lab_hosts):
     """The second host's link slowed to SLOW_US for the module: -> the
     OSD on it."""
     host = lab_hosts["netns"][SLOW]
-    _delay(host, SLOW_US)
+    net_delay(host, SLOW_US)
     yield "osd.%d" % SLOW
-    _delay(host, DELAY_US)
+    net_delay(host, DELAY_US)
 
 
 def _run(lab_hosts, d, policy):

@@ -6,9 +6,10 @@ behind the acks, or the client's writes outrunning the cluster (every
 OSD's queue growing: a queue, not one replica)."""
 import numpy as np
 
-from ..model.acked import ACKED_KEYS, BEHIND_KEYS
+from ..model.acked import ACKED_KEYS
 from ..model.e2e import segment_table
 from ..model.table import NONE
+from ..rbd.cachesummary import pcts
 from ..rbd.columns import CALL_OPS
 
 # a flood: at least this many writes in flight at the OSDs (p50), this
@@ -20,15 +21,6 @@ MANY_WRITES, OUTRUN, FLOOD_EACH = 8, 4.0, 2
 FLOOD_LAST_PCT, FLOOD_RATIO = 90.0, 2.0
 
 
-def _pcts(v):
-    v = np.sort(np.asarray(v, float))
-    if not len(v):
-        return None
-    return {"p50": round(float(v[len(v) // 2]), 1),
-            "p99": round(float(v[min(len(v) - 1, int(len(v) * 0.99))]), 1),
-            "max": round(float(v[-1]), 1)}
-
-
 def _in_flight(send, reply):
     """Per op, how many of the ops were in flight as it was sent."""
     s, r = np.sort(send), np.sort(reply)
@@ -38,7 +30,7 @@ def _in_flight(send, reply):
 
 def _per_primary(send, reply, names):
     """Per primary, its writes in flight as each of them was sent (p50)."""
-    return {name: _pcts(_in_flight(send[names == name],
+    return {name: pcts(_in_flight(send[names == name],
                                    reply[names == name]))["p50"]
             for name in sorted(set(names.tolist()))}
 
@@ -53,7 +45,7 @@ def _calls_in_flight(cl, j):
         return None
     sub, done = c.submit[k], c.done[k]
     ok = (sub != NONE) & (done != NONE)
-    return _pcts(_in_flight(sub[ok], done[ok])) if ok.any() else None
+    return pcts(_in_flight(sub[ok], done[ok])) if ok.any() else None
 
 
 def acked_view(seg, cl, p, caps, acked):
@@ -72,12 +64,12 @@ def acked_view(seg, cl, p, caps, acked):
     out = {"ops": int(len(rows)),
            "inferred": int(seg["inferred"][rows].sum()),
            "behind": segment_table(seg, acked, "behind"),
-           "in_flight_bytes": _pcts(inf[inf >= 0]),
+           "in_flight_bytes": pcts(inf[inf >= 0]),
            "limit_bytes": limit if limit >= 0 else None,
-           "writes_in_flight": _pcts(_in_flight(send, reply)),
+           "writes_in_flight": pcts(_in_flight(send, reply)),
            "held": int(held.sum()),
            "held_pct": round(100.0 * held.sum() / max(1, len(rows)), 1),
-           "held_us": _pcts(seg["acked_us"][rows[held],
+           "held_us": pcts(seg["acked_us"][rows[held],
                                             ACKED_KEYS.index(
                                                 "held_by_cache")])}
     # whose completion let the held writes go: its op's primary
@@ -179,6 +171,6 @@ def flushes(cl, j):
     if not len(f):
         inside[:] = False
     return {"calls": int(len(f)),
-            "lat_us": _pcts((c.done[f] - c.submit[f]) / 1e3),
+            "lat_us": pcts((c.done[f] - c.submit[f]) / 1e3),
             "writes": int(inside.sum()), "of": int(len(j)),
-            "write_us": _pcts((cl["reply"][j] - send) / 1e3)}
+            "write_us": pcts((cl["reply"][j] - send) / 1e3)}

@@ -14,7 +14,8 @@ from ..ceph import librbd_cache
 from ..model.table import NONE
 
 
-def _pcts(v):
+def pcts(v):
+    """p50, p99 and max of v, to 0.1 (None when empty)."""
     v = np.sort(np.asarray(v, float))
     if not len(v):
         return None
@@ -45,15 +46,15 @@ def _image(cc, rows, calls):
            "limit_bytes": int(cw.max_dirty[rows].max(initial=0)),
            "configured_limit_bytes": int(cw.init_max_dirty[rows].max(
                initial=0)),
-           "in_flight_bytes": _pcts(cw.in_flight[rows])}
+           "in_flight_bytes": pcts(cw.in_flight[rows])}
     rel = cw.release[held]
-    out["held_us"] = _pcts((rel[rel != NONE] - cw.ts[held][rel != NONE]) /
+    out["held_us"] = pcts((rel[rel != NONE] - cw.ts[held][rel != NONE]) /
                            1e3)
     e = rows[early]
     c = cw.call[e]
     ok = (c >= 0) & (cw.done[e] != NONE)
     behind = (cw.done[e][ok] - calls.done[c[ok]]) / 1e3
-    out["behind_us"] = _pcts(np.maximum(behind, 0))
+    out["behind_us"] = pcts(np.maximum(behind, 0))
     out["acked_after_the_osds"] = int((behind < 0).sum())
     if count.get("through") and (early.any()):
         first = cw.ts[e].min()
@@ -81,7 +82,7 @@ def inferred(cc):
         k = calls.image == img
         out[img] = {"write_calls_with_ops": int((has & k).sum()),
                     "acked_early": int((early & k).sum()),
-                    "behind_us": _pcts((last[early & k] -
+                    "behind_us": pcts((last[early & k] -
                                         calls.done[early & k]) / 1e3)}
     return out
 
