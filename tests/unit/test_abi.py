@@ -217,3 +217,35 @@ def test_device_fields_are_the_headers(built):
     struct dev_stats member by member, as the live run reads them: a
     member added to the header and not to the capture fails here."""
     assert capture.DEV_FIELDS == built.struct("dev_stats").scalars
+
+
+def test_every_copy_of_the_headers_names_covers_them(built):
+    """Where Python keeps words, colours or kinds for the header's names
+    (the wakers of enum wake_kind, the queue-wait parts of ST_ATTR__*,
+    the op programs), each name has exactly one entry: a name added to
+    the header fails here until it has its words."""
+    from cephlat.engine.tracer import StageTracer
+    from cephlat.model import queue_words, report
+    from cephlat.render import html
+    v = Vocab(built.enums)
+    assert set(report.WAKER_WORDS) == set(v.wakers)
+    assert set(report.ATTR_LABELS) == set(v.attr_parts)
+    assert set(html.ATTR_COLOURS) == set(v.attr_parts)
+    assert sorted(queue_words.CAUSES + queue_words.NOT_CAUSES) == \
+        sorted(v.attr_parts)
+    op_programs = {prog for s in probetable.STAGES.values()
+                   for _, prog in s.events} | \
+        {prog for s in probetable.STAGES.values() for _, prog, _ in s.extra}
+    op_programs.add(probetable.LEAN_EVENT[1])
+    assert set(StageTracer.OP_KINDS) == op_programs
+
+
+def test_the_reports_wakers_are_the_vocabularys(built):
+    from cephlat.model import report
+    from cephlat.model.hist import Hist
+    v = Vocab(built.enums)
+    hists = {"attr." + p: Hist() for p in v.attr_parts}
+    counters = {c: i + 1 for i, c in enumerate(v.waker_counters)}
+    _, w = report.attribution(hists, counters, v)
+    assert list(w) == list(v.wakers) + ["timeouts_with_work"]
+    assert [w[k] for k in w] == [counters[c] for c in v.waker_counters]

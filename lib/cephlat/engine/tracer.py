@@ -206,7 +206,7 @@ class StageTracer(MapReads):
                 "ec_read_start": OP_MIDDLE,
                 "op_dequeue": OP_MIDDLE, "rep_submit": OP_MIDDLE,
                 "ec_sub_write": OP_MIDDLE,
-                "op_enqueue": OP_START}
+                "op_enqueue": OP_START, "op_lean": OP_END}
     DETACH_ORDER = (OP_START, OP_END, OP_MIDDLE, CALL_RETURN, CALL_ENTRY,
                     KERNEL)
 

@@ -116,6 +116,13 @@ def _cpu_words(cpu, wk):
                 wk.get("threads", 0), pct(cpu[0]), pct(cpu[1])))
 
 
+
+# the parts of a queue wait (vocab.attr_parts) a verdict can name as its
+# cause; pickup (woken -> the op taken) follows the others, it is no
+# cause of its own
+CAUSES = ("held", "busy", "lock", "blocked", "signal", "runq")
+NOT_CAUSES = ("pickup",)
+
 def queue_lines(qw, attr, wakers, sched, secs, wk):
     """What the shard queues' wait was mostly made of (attr: the
     attribution's parts; wk: the workers' thread statistics) -> (cause,
@@ -125,11 +132,10 @@ def queue_lines(qw, attr, wakers, sched, secs, wk):
     they slept most of the time; busy_or_blocked in a capture that
     cannot tell), workers waiting for locks or blocked otherwise; idle
     when the wait is short."""
-    woke = wakers["enqueuer"] + wakers["other"] + wakers["timeout"]
+    woke = sum(n for k, n in wakers.items() if k != "timeouts_with_work")
     shares = {p: attr[p]["share"] for p in attr}
     slept = wk.get("offcpu_pct")
-    top = max(("held", "busy", "lock", "blocked", "signal", "runq"),
-              key=lambda p: shares.get(p, 0.0))
+    top = max(CAUSES, key=lambda p: shares.get(p, 0.0))
     cpu = _cpu_bound(wk)
     qs = qw.summary()
     head = "ops waited %s in shard queues (p99 %s)" % (

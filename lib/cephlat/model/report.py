@@ -74,6 +74,21 @@ def kernel_stages(hists, roles, vocab):
     return out, per_role
 
 
+# who woke a worker that slept with its op queued (vocab.wakers), as
+# reports name them: in a count of many wake-ups, and of one op's
+WAKER_WORDS = {"enqueuer": ("the enqueuer", "the enqueuer"),
+               "other": ("another thread", "another thread"),
+               "timeout": ("their timed wait",
+                           "its timed wait expiring (timeout)")}
+
+
+def wakers_in_words(wakers):
+    """A report's "wakers" -> [(words, count)] in the vocabulary's order
+    (timeouts_with_work left out)."""
+    return [(WAKER_WORDS.get(k, (k, k))[0], n) for k, n in wakers.items()
+            if k != "timeouts_with_work"]
+
+
 # the parts of a queue wait (vocab.attr_parts), as reports name them
 ATTR_LABELS = {"held": "held by the scheduler", "busy": "worker busy",
                "lock": "worker waiting for a lock",
@@ -103,10 +118,8 @@ def attribution(hists, counters, vocab):
         out[p] = {"mean_us": s["mean_us"], "p50_us": s["p50_us"],
                   "p99_us": s["p99_us"],
                   "share": round(h.sum_ns / total, 3) if total else 0.0}
-    wakers = {"enqueuer": counters.get("wake_enqueuer", 0),
-              "other": counters.get("wake_other", 0),
-              "timeout": counters.get("wake_timeout", 0),
-              "timeouts_with_work": counters.get("timeouts_with_work", 0)}
+    wakers = {w: counters.get("wake_" + w, 0) for w in vocab.wakers}
+    wakers["timeouts_with_work"] = counters.get("timeouts_with_work", 0)
     return out, wakers
 
 
@@ -153,12 +166,10 @@ def shard_table(cur, prev, threads, parts):
             "ops": d["ops"],
             "queue_wait_mean_us": round(d["qwait_ns"] / d["ops"] / 1000, 1)}
         row.update({p: round(d[p + "_ns"] / q, 3) for p in parts})
-        rows.append(dict(row, **{
-            "wake_enqueuer": d["wake_enqueuer"],
-            "wake_other": d["wake_other"],
-            "wake_timeout": d["wake_timeout"],
-            "timeouts_with_work": d["timeouts_with_work"],
-        }))
+        # who woke its workers (struct shard_stats: wake_<enum wake_kind>)
+        row.update((k, d[k]) for k in d if k.startswith("wake_"))
+        row["timeouts_with_work"] = d["timeouts_with_work"]
+        rows.append(row)
     return rows
 
 

@@ -277,9 +277,10 @@ def _wakers(rec):
         return ""
     return '<h3>Who woke sleeping workers with an op queued</h3>' + _table(
         ["waker", "count"],
-        [["the enqueuer", w["enqueuer"]], ["another thread", w["other"]],
-         ["their timed wait (missed wake-up)", w["timeout"]],
-         ["timed waits that found work", w["timeouts_with_work"]]],
+        [[report.WAKER_WORDS.get(k, (k, k))[0] +
+          (" (missed wake-up)" if k == "timeout" else ""), n]
+         for k, n in w.items() if k != "timeouts_with_work"] +
+        [["timed waits that found work", w["timeouts_with_work"]]],
         "wakers")
 
 

@@ -336,11 +336,11 @@ def _attribution(out, args, rec):
         out.write("%-26s %9.1f %9.1f %9.1f %6.0f%%\n" % (
             report.attr_label(part, a), v["mean_us"], v["p50_us"],
             v["p99_us"], 100 * v["share"]))
-    out.write("workers that slept with the op queued were woken by: the "
-              "enqueuer %d,\nanother thread %d, their timed wait %d; "
-              "timed waits that found work: %d\n" % (
-                  w["enqueuer"], w["other"], w["timeout"],
-                  w["timeouts_with_work"]))
+    by = ", ".join("%s %d" % kv for kv in report.wakers_in_words(w))
+    out.write(textwrap.fill(
+        "workers that slept with the op queued were woken by: %s; timed "
+        "waits that found work: %d" % (by, w["timeouts_with_work"]), 72,
+        break_on_hyphens=False) + "\n")
     _explain(out, args, "attribution")
     if not rec.get("shards"):
         return
@@ -629,9 +629,8 @@ def _print_ops(out, rows, numbered=True):
                    "was running (%s)" % _running_parts(w)
                    if w["by"] == "none" else
                    "woken by %s%s: signal %s us, run queue %s us, pickup %s "
-                   "us" % ({"enqueuer": "the enqueuer", "other": "another "
-                            "thread", "timeout": "its timed wait expiring "
-                            "(timeout)"}[w["by"]],
+                   "us" % (report.WAKER_WORDS.get(
+                       w["by"], (w["by"], w["by"]))[1],
                            " %s (%d)" % (w["waker"], w["waker_tid"])
                            if w["waker_tid"] and w["by"] != "timeout" else "",
                            w["signal_us"], w["runq_us"], w["pickup_us"]))
