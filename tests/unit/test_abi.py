@@ -126,6 +126,11 @@ def test_thread_state_round_trips_by_name(built):
                                                         9, 0)
     with pytest.raises(KeyError):
         ts.pack(no_such_member=1)
+    # a snapshot's thread row is read member by member by name
+    from cephlat.model.vocab import THREAD_ROW
+    members = {m["name"] for m in ts.members}
+    assert {m for _, m in THREAD_ROW} <= members
+    assert capture.THREAD_FIELDS == tuple(n for n, _ in THREAD_ROW)
 
 
 # -------------------------------------------------------------------------

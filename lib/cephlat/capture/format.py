@@ -23,6 +23,7 @@ import time
 from . import clock, ctf
 from ..engine import native
 from ..errors import UserError
+from ..model.vocab import THREAD_ROW
 
 # The capture format: 0 had no version and no vocabulary in its metadata;
 # 1 stores both (env "format", env "vocab": the enums of model/vocab.py);
@@ -31,10 +32,9 @@ from ..errors import UserError
 # 3 samples the wall clock against the timestamps at the start and the end
 # (event "clock": capture/clock.py), for captures of several hosts.
 FORMAT = 3
-# a thread's row of the snapshot (engine/tracer.py names them from struct
+# a thread's row of the snapshot (model/vocab.py: THREAD_ROW, from struct
 # thread_state's running totals)
-THREAD_FIELDS = ("sleep_ns", "runq_ns", "futex_ns", "wakeups", "cv", "born",
-                 "died")
+THREAD_FIELDS = tuple(name for name, _ in THREAD_ROW)
 # a clock sample's figures (capture/clock.py), as the "clock" event has them
 CLOCK_FIELDS = ("offset_ns", "read_ns", "esterror_ns", "maxerror_ns")
 # struct dev_stats, member by member (tests/unit/test_abi.py)

@@ -17,6 +17,7 @@ import time
 from ..model import events
 from ..model.hist import Hist
 from ..model.threadstates import accrue
+from ..model.vocab import THREAD_ROW
 
 
 def _add(a, b):
@@ -78,10 +79,8 @@ class MapReads:
         now = time.monotonic_ns()
         out = {}
         for key, t in self._entries(self.threads, "thread_state"):
-            row = {"role": t["role"], "state": t["state"],
-                   "sleep_ns": t["cum_sleep"], "runq_ns": t["cum_runq"],
-                   "futex_ns": t["cum_futex"], "wakeups": t["wakeups"],
-                   "cv": t["queue_cv"], "born": t["born"], "died": t["died"]}
+            row = {"role": t["role"], "state": t["state"]}
+            row.update((name, t[member]) for name, member in THREAD_ROW)
             accrue(row, self.vocab.states, t["state"], t["since"], now)
             if t["futex_start"] and now > t["futex_start"]:
                 row["futex_ns"] += now - t["futex_start"]

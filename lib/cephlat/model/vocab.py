@@ -13,6 +13,12 @@ ENUMS = ("stage_id", "counter_id", "op_class", "wake_kind", "tstate_kind",
          "osdstage_limits", "queue_class")
 # what a capture made before it may lack (read as empty)
 OPTIONAL = ("queue_class",)
+# a thread's row of a snapshot: (its name in reports and captures, the
+# member of struct thread_state it is read from); the engine reads the
+# map by these, a capture's "snap_thread" event holds the names
+THREAD_ROW = (("sleep_ns", "cum_sleep"), ("runq_ns", "cum_runq"),
+              ("futex_ns", "cum_futex"), ("wakeups", "wakeups"),
+              ("cv", "queue_cv"), ("born", "born"), ("died", "died"))
 
 
 def _key(enumerator, prefix):
