@@ -33,18 +33,14 @@ def op_story(args, out, caps, err=None, traces=(), clocks=None):
     send, reply and completion, and its latency split end to end. Times
     from the first event, on the wall clock (captures of several hosts)."""
     client = _client_op(traces, args.op_reqid)
-    if not (args.html or args.perfetto):
+    if not (args.html or args.perfetto or getattr(args, "otlp", None)):
         # the pictures draw the clients' other ops; the story needs no
         # more of the traces than this op (tens of MB a long trace)
         for t in traces:
             t.cols = None
         give_back()
-    found = {}
-    for c in caps:
-        rows = c.ops_of(args.op_reqid)
-        if rows:
-            found[c.name or "pid %d" % c.pid] = (c, rows)
-    if not found:
+    story, found, t0 = build_story(args.op_reqid, caps, client, clocks)
+    if story is None:
         firsts = [c.first_op(c.first_ns, c.last_ns) for c in caps]
         if not any(o.req for o in firsts if o is not None):
             raise UserError("%s carries no request ids (recorded by an "
@@ -52,13 +48,33 @@ def op_story(args, out, caps, err=None, traces=(), clocks=None):
                             "them)" % args.read)
         raise UserError("no op %s in %s (see --slowest for request ids)" % (
             args.op_reqid, args.read))
+    if args.json:
+        out.write(json.dumps(story) + "\n")
+    else:
+        print_op_story(out, story)
+    if args.html or args.perfetto:     # a timeline centred on the request
+        _story_pictures(args, err, caps, traces, found, t0)
+    return 0
 
+
+def build_story(reqid, caps, client=None, clocks=None):
+    """The story of request id `reqid` (client: its op in the clients'
+    traces, _client_op's) -> (the story dict, {osd: (capture, ops)}, its
+    time 0 on the wall clock), or (None, {}, None) when no capture has
+    it."""
+    found = {}
+    for c in caps:
+        rows = c.ops_of(reqid)
+        if rows:
+            found[c.name or "pid %d" % c.pid] = (c, rows)
+    if not found:
+        return None, found, None
     t0 = min(_wall_ns(c, o.enq_ns) for c, rows in found.values()
              for o in rows)
     if client:
         t0 = min(t0, client["call"]["submit"] if client["call"] else
                  client["send"])
-    story = {"type": "op", "reqid": args.op_reqid, "osds": {}}
+    story = {"type": "op", "reqid": reqid, "osds": {}}
     if clocks is not None:
         story["clocks"] = clocks
     primary_at = None
@@ -87,13 +103,7 @@ def op_story(args, out, caps, err=None, traces=(), clocks=None):
     reps = replica_segments(story)
     if reps:
         story["replicas"] = reps
-    if args.json:
-        out.write(json.dumps(story) + "\n")
-    else:
-        print_op_story(out, story)
-    if args.html or args.perfetto:     # a timeline centred on the request
-        _story_pictures(args, err, caps, traces, found, t0)
-    return 0
+    return story, found, t0
 
 
 def _story_pictures(args, err, caps, traces, found, t0):

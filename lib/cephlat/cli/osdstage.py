@@ -30,9 +30,11 @@ LIVE_ONLY = {"lean": "--lean", "no_kernel": "--no-kernel",
              "probes": "--probes", "bpftrace_args": "--bpftrace-args",
              "strict": "--strict", "release": "--release",
              "force": "--force"}
+# --otlp's defaults: 1 op in OTLP_SAMPLE, at most OTLP_MAX ops
+OTLP_SAMPLE, OTLP_MAX = 100, 200
 # the options of reading a capture, refused in a live run
 READ_ONLY = dict(OFFLINE_ONLY, clock_offset="--clock-offset",
-                 timeline_ms="--timeline-ms")
+                 timeline_ms="--timeline-ms", otlp="--otlp")
 
 
 class _Parser(Parser):
@@ -75,6 +77,9 @@ capture now, analyse later (anywhere, no root needed to read):
   osdstage.py -r h1.ctf h2.ctf h3.ctf client.trace --op client.4123.0:77
   osdstage.py -r incident.ctf --thread-role tp_osd_tp --stage offcpu
   osdstage.py -r incident.ctf --html report.html --perfetto trace.json
+  osdstage.py -r h1.ctf h2.ctf h3.ctf client.trace --otlp http://127.0.0.1:4318
+                                    # 1 op in 100 and the ops over
+                                    # --otlp-over as traces, to Jaeger/Tempo
 """
 
 
@@ -320,6 +325,25 @@ def _reading_options(p):
     o.add_argument("--perfetto", metavar="FILE",
                    help="write the timeline as Chrome trace-event JSON "
                         "(opens in the Perfetto UI)")
+    o.add_argument("--otlp", metavar="URL",
+                   help="send ops as OTLP traces (OTLP/HTTP, JSON) to the "
+                        "collector at URL (Jaeger, Tempo, an OpenTelemetry "
+                        "collector: http://HOST:4318): a 1-in-N sample by "
+                        "request id, the same on every host, and the ops "
+                        "over --otlp-over; each trace joins the client's "
+                        "call and every OSD's part of the op")
+    o.add_argument("--otlp-sample", type=positive_int, default=None,
+                   metavar="N",
+                   help="with --otlp: 1 op in N by request id (default "
+                        "%d; 1: every op)" % OTLP_SAMPLE)
+    o.add_argument("--otlp-over", type=positive_float, default=None,
+                   metavar="US",
+                   help="with --otlp: every op that took at least US "
+                        "microseconds on its primary too")
+    o.add_argument("--otlp-max", type=positive_int, default=None,
+                   metavar="N",
+                   help="with --otlp: at most N ops, the slowest first "
+                        "(default %d)" % OTLP_MAX)
     o.add_argument("--timeline-ms", type=positive_float, default=None,
                    metavar="MS",
                    help="length of the timeline (default %g ms: from "
@@ -390,6 +414,17 @@ def _check_reading(args):
                          "is read as it was recorded)" % used[0])
     if args.timeline_ms is None:
         args.timeline_ms = DEFAULT_TIMELINE_MS
+    more = [o for k, o in (("otlp_sample", "--otlp-sample"),
+                           ("otlp_over", "--otlp-over"),
+                           ("otlp_max", "--otlp-max"))
+            if getattr(args, k) is not None]
+    if more and not args.otlp:
+        raise UsageError("%s is for --otlp URL" % more[0])
+    if args.otlp:
+        from .otlp import endpoint
+        endpoint(args.otlp)
+        args.otlp_sample = args.otlp_sample or OTLP_SAMPLE
+        args.otlp_max = args.otlp_max or OTLP_MAX
 
 
 def _check_live(args):

@@ -12,7 +12,7 @@ from ..capture.ctf import trace_tool
 from ..capture.reader import Capture
 from ..rbd.reader import RbdTrace
 from .args import OFFLINE_ONLY
-from . import header
+from . import header, otlp
 from .lineup import clock_check, clock_offsets
 from .merged import end_to_end, op_story
 from .windows import bound, host_pictures, window_record, write_pictures
@@ -93,6 +93,9 @@ def run(args, out, err):
     clocks = clock_check(err, opened, traces, shifts) \
         if len(paths) > 1 or clients else None
     window = any(getattr(args, k) for k in OFFLINE_ONLY)
+    if getattr(args, "otlp", None):
+        # before the views: the end-to-end table lets the traces go
+        otlp.send(args, err, caps, traces, clocks)
     try:
         if args.op_reqid:
             return op_story(args, out, caps, err, traces, clocks)

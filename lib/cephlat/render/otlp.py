@@ -1,0 +1,199 @@
+"""An op's story (the --op view: its ops on every OSD of the captures,
+with the client's call where a client's trace has it) as one OTLP trace,
+in OTLP/HTTP's JSON encoding (an ExportTraceServiceRequest of
+opentelemetry-proto: resourceSpans, one resource per daemon).
+
+The trace id is derived from the request id alone (trace_id), so the
+spans every host sends for one client op join into one trace in the
+backend with no coordination between hosts; span ids are derived from
+the trace id and the span's place in the story, so sending a story twice
+sends the same spans.
+
+Spans: the client's call (with its segments end to end as children), on
+each OSD the op (primary, replica, a replica's reply), its queue wait
+(who woke the worker and the attribution's parts as attributes), its
+stages, and on the primary each replica's wait, the parent of that
+replica's op."""
+import hashlib
+
+# OTLP span kinds
+INTERNAL, SERVER, CLIENT = 1, 2, 3
+SCOPE = "osdstage"
+
+
+def trace_id(reqid):
+    """The OTLP trace id (32 hex digits) of request id `reqid`
+    (client.4123.0:77): the same on every host."""
+    return hashlib.sha256(("osdstage reqid " + reqid).encode()).digest()[
+        :16].hex()
+
+
+def _span_id(trace, *path):
+    return hashlib.sha256(("%s/%s" % (trace, "/".join(path))).encode()
+                          ).digest()[:8].hex()
+
+
+def _value(v):
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    return {"stringValue": str(v)}
+
+
+def attributes(d):
+    """{key: value} -> OTLP attributes (None values left out)."""
+    return [{"key": k, "value": _value(v)} for k, v in d.items()
+            if v is not None]
+
+
+class _Spans:
+    """The spans of one story: their ids, times on the wall clock (ns)
+    and parents."""
+
+    def __init__(self, reqid, t0_ns):
+        self.trace = trace_id(reqid)
+        self.t0 = t0_ns
+        self.by_resource = {}
+
+    def add(self, resource, path, name, start_us, end_us, parent=None,
+            kind=INTERNAL, attrs=None, events=()):
+        sid = _span_id(self.trace, *path)
+        span = {"traceId": self.trace, "spanId": sid, "name": name,
+                "kind": kind,
+                "startTimeUnixNano": str(self.t0 + int(round(start_us *
+                                                             1000))),
+                "endTimeUnixNano": str(self.t0 + int(round(
+                    max(end_us, start_us) * 1000))),
+                "attributes": attributes(attrs or {}), "status": {}}
+        if parent:
+            span["parentSpanId"] = parent
+        if events:
+            span["events"] = list(events)
+        self.by_resource.setdefault(resource, []).append(span)
+        return sid
+
+
+def _t0_ns(story):
+    """The story's time 0 on the wall clock (ns): an OSD op's enqueue
+    stamp less its place in the story."""
+    for rows in story["osds"].values():
+        for r in rows:
+            if r.get("enqueue", {}).get("ts") is not None and \
+                    r.get("enqueued_at_us") is not None:
+                return int(round(r["enqueue"]["ts"] * 1e9)) - \
+                    int(round(r["enqueued_at_us"] * 1000))
+    raise ValueError("the story has no OSD op with its enqueue")
+
+
+def _op_end_us(r):
+    ends = [s["end_us"] for s in r.get("stages") or ()]
+    for k in ("total_us", "repop_us"):
+        if r.get(k) is not None:
+            ends.append(r[k])
+    if r.get("queue_wait_us") is not None:
+        ends.append(r["queue_wait_us"])
+    return max(ends, default=0.0)
+
+
+def _client(sp, story, resource):
+    """The client's call and its segments -> the root span's id."""
+    c = story.get("client")
+    if not c:
+        return None
+    call = c.get("call")
+    if call:
+        start = call["called_at_us"]
+        end = call["released_at_us"] if call.get("released_at_us") \
+            is not None else call["completed_at_us"]
+        name = "rbd " + call["op"]
+        attrs = {"rbd.offset": call["offset"], "rbd.length": call["length"]}
+    else:
+        start, end = c["sent_at_us"], c.get("done_at_us") or c["sent_at_us"]
+        name = "osd op"
+        attrs = {}
+    attrs.update({"ceph.reqid": story["reqid"], "ceph.object": c["object"],
+                  "ceph.primary": c.get("primary") or c["osd"]})
+    if c.get("acked"):
+        attrs["rbd.acked_by_cache"] = True
+    root = sp.add(resource, ("client",), name, start, end, kind=CLIENT,
+                  attrs=attrs)
+    at = start
+    for s in c.get("segments") or ():
+        if s.get("us") is None:
+            continue
+        sp.add(resource, ("client", s["segment"]), s["segment"], at,
+               at + s["us"], parent=root, attrs={"what": s.get("what")})
+        at += s["us"]
+    return root
+
+
+def _osd_op(sp, name, i, r, parent):
+    """One OSD's op row: its span, its queue wait, stages and (a
+    primary's) replica waits. -> ({peer: its replica wait's span id},
+    the op's span id)"""
+    enq = r["enqueued_at_us"]
+    first = min([s["start_us"] for s in r.get("stages") or ()] + [0.0])
+    path = (name, str(i))
+    attrs = {"ceph.reqid": r.get("reqid"), "ceph.role": r.get("role"),
+             "ceph.pg": r.get("pg"), "ceph.object": r.get("object"),
+             "ceph.op_class": r.get("class"),
+             "ceph.queue_class": r.get("queue_class"),
+             "ceph.kind": r.get("kind")}
+    op = sp.add(name, path, "osd op (%s)" % (r.get("role") or "op"),
+                enq + first, enq + _op_end_us(r), parent=parent, kind=SERVER,
+                attrs=attrs)
+    if r.get("queue_wait_us") is not None:
+        w = r.get("woken") or {}
+        qa = {"ceph.woken_by": w.get("by"), "ceph.waker": w.get("waker"),
+              "ceph.waker_tid": w.get("waker_tid")}
+        qa.update(("ceph.wait." + k[:-3] + "_us", v) for k, v in w.items()
+                  if k.endswith("_us"))
+        sp.add(name, path + ("queue_wait",), "queue_wait", enq,
+               enq + r["queue_wait_us"], parent=op, attrs=qa)
+    for j, s in enumerate(r.get("stages") or ()):
+        sp.add(name, path + ("stage", str(j)), s["stage"],
+               enq + s["start_us"], enq + s["end_us"], parent=op)
+    waits = {}
+    for rep in r.get("replies") or ():
+        waits[rep["peer"]] = sp.add(
+            name, path + ("replica_wait", rep["peer"]),
+            "replica_wait " + rep["peer"], enq + rep["at_us"] -
+            rep["wait_us"], enq + rep["at_us"], parent=op,
+            attrs={"ceph.replica": rep["peer"]})
+    if r.get("local_commit_us") is not None:
+        sp.add(name, path + ("local_commit",), "local_commit",
+               enq + r["local_commit_us"] -
+               (r.get("local_commit_wait_us") or 0.0),
+               enq + r["local_commit_us"], parent=op)
+    return waits, op
+
+
+def story_request(story, resources=None):
+    """An op's story (merged.op_story's dict) -> the OTLP/HTTP JSON body
+    of its trace. resources: {daemon name ("osd.1", "client"): more
+    resource attributes (host, ceph release)}."""
+    sp = _Spans(story["reqid"], _t0_ns(story))
+    root = _client(sp, story, "client")
+    rows = [(name, i, r) for name, rs in story["osds"].items()
+            for i, r in enumerate(rs)]
+    primary = [x for x in rows if x[2].get("role") == "primary"]
+    waits, parent = {}, root
+    for name, i, r in primary:
+        w, op = _osd_op(sp, name, i, r, root)
+        waits.update(w)
+        parent = op
+    for name, i, r in rows:
+        if r.get("role") != "primary":
+            _osd_op(sp, name, i, r, waits.get(name, parent))
+    out = []
+    for res, spans in sp.by_resource.items():
+        ra = {"service.name": "librbd" if res == "client" else "ceph-osd",
+              "ceph_daemon": res if res != "client" else None}
+        ra.update((resources or {}).get(res, {}))
+        out.append({"resource": {"attributes": attributes(ra)},
+                    "scopeSpans": [{"scope": {"name": SCOPE},
+                                    "spans": spans}]})
+    return {"resourceSpans": out}
