@@ -68,6 +68,25 @@ def test_a_story_is_one_trace_nested_as_the_op_ran():
     assert _attr(qw, "ceph.wait.signal_us") is not None
     assert [r for r, _ in spans if r.get("ceph_daemon") == "osd.1"][0][
         "host.name"] == "h2"
+    # an acknowledged write (the cache held it): the application's part
+    # ends with the call, the way behind it reaches the primary when the
+    # primary enqueued the op, on the other host's resource
+    client = {s["name"]: s for res, s in spans
+              if res.get("service.name") == "librbd"}
+    assert _attr(root, "rbd.acked_by_cache") is True
+    t = {k: (int(v["startTimeUnixNano"]), int(v["endTimeUnixNano"]))
+         for k, v in client.items()}
+    # (each segment rounded to 0.1 us: four of them within 0.2 us)
+    assert abs(t["application"][1] - t["rbd write"][1]) <= 200
+    prim = [s for res, s in spans if res.get("ceph_daemon") == "osd.2"
+            and s["name"] == "osd op (primary)"][0]
+    row = [r for r in story["osds"]["osd.2"] if r["role"] == "primary"][0]
+    first = min(x["start_us"] for x in row["stages"])
+    assert abs(t["osd"][0] - (int(prim["startTimeUnixNano"]) -
+                              round(first * 1000))) <= 200
+    assert t["durable"][0] == t["rbd write"][0]
+    assert t["behind"][0] == t["ack"][1]
+
     # the same story twice: the same ids (a host resending joins, not
     # duplicates)
     assert story_request(story)["resourceSpans"][0]["scopeSpans"][0][

@@ -293,3 +293,25 @@ def test_writeback_calls_have_no_op_of_their_own():
     link_cache(cc)
     assert ops.cw.tolist() == [-1, 1]
     assert ops.request.tolist() == [-1, 1]
+
+
+def test_one_ops_story_has_the_acked_segments():
+    """--op of a write the cache acknowledged: its story's segments are
+    the application's part and what went on behind it, never the path
+    of a write acked after the OSDs (whose completion would be
+    negative)."""
+    from cephlat.model.e2e import client_segments
+    c = {"send": 60_000, "reply": 400_000, "done": 420_000, "write": True,
+         "call": {"submit": 0, "done": 80_000, "released": 90_000},
+         "cache": {"cw_early": 1, "cw_ts": 10_000, "cw_held": 1,
+                   "cw_release": 60_000, "cw_done": 410_000}}
+    got = client_segments(c, 110_000, 100_000, 390_000)
+    assert got["acked"] == "acked"
+    seg = {s["segment"]: s["us"] for s in got["segments"]}
+    assert [s["group"] for s in got["segments"]][:4] == ["acked"] * 4
+    assert seg["held_by_cache"] == 50.0 and seg["behind"] == 320.0
+    assert got["total_us"] == 90.0
+    assert all(v is None or v >= 0 for v in seg.values())
+    c["write"] = False        # a read: the path, not acked
+    c.pop("cache")
+    assert client_segments(c, 110_000, 100_000, 390_000)["acked"] is None

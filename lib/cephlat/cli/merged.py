@@ -502,10 +502,15 @@ def _client_op(traces, reqid):
                     "done": int(c.done[r]), "released": at(c.released[r]),
                     "osd_ops": [cc.reqid(k) for k in
                                 np.flatnonzero(o.request == r).tolist()]}
+        # what librbd's cache did with it (an acknowledgement before the
+        # OSDs had it gives the story the acked segments)
+        cache = {k: int(v[0]) for k, v in _cache_columns(
+            cc, np.array([i])).items() if k in _CW}
         return {"send": int(o.send[i]), "reply": at(o.reply[i]),
                 "done": at(o.done[i]), "osd": int(o.osd[i]),
                 "object": cc.objects.names[o.obj[i]], "trace": tr.path,
-                "call": call}
+                "call": call, "cache": cache,
+                "write": bool(o.flags[i] & objecter.FLAG_WRITE)}
     return None
 
 

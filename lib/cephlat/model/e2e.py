@@ -131,6 +131,9 @@ def client_segments(client, enq_ns, first_stamp_ns, done_ns):
          "released": call.get("released"), "send": client["send"],
          "reply": client["reply"], "done": client["done"],
          "first": first_stamp_ns, "enq": enq_ns, "osd_done": done_ns}
+    # the cache's record of the op (cw_*: acked.py), and whether it writes
+    t.update(client.get("cache") or {})
+    t["write"] = int(bool(client.get("write")))
     seg = segment_columns({k: np.array([_at(v)], np.int64)
                            for k, v in t.items()})
     return {"segments": _segment_list(seg, 0, first_stamp_ns is None),

@@ -120,13 +120,26 @@ def _client(sp, story, resource):
         attrs["rbd.acked_by_cache"] = True
     root = sp.add(resource, ("client",), name, start, end, kind=CLIENT,
                   attrs=attrs)
-    at = start
-    for s in c.get("segments") or ():
-        if s.get("us") is None:
-            continue
-        sp.add(resource, ("client", s["segment"]), s["segment"], at,
-               at + s["us"], parent=root, attrs={"what": s.get("what")})
-        at += s["us"]
+    segs = [s for s in c.get("segments") or () if s.get("us") is not None]
+    us = {s["segment"]: s["us"] for s in segs}
+    # an acknowledged write: the application's part one after the other
+    # from the call; behind it, the way to the OSDs from when the cache
+    # let the write go (after librbd and held_by_cache), "behind" from
+    # the acknowledgement, "durable" from the call
+    out_at = start + us.get("librbd", 0.0) + us.get("held_by_cache", 0.0)
+    at = {"acked": start, "behind": out_at, None: start}
+    for s in segs:
+        g, name = s.get("group"), s["segment"]
+        if name == "durable":
+            a = start
+        elif name == "behind":
+            a = out_at + us.get("ack", 0.0)
+        else:
+            a = at[g]
+            at[g] = a + s["us"]
+        sp.add(resource, ("client", name), name, a, a + s["us"],
+               parent=root, attrs={"what": s.get("what"),
+                                   "osdstage.group": g})
     return root
 
 

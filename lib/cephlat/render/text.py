@@ -426,8 +426,20 @@ def _print_client(out, c):
         if c.get("why"):
             out.write("  end to end: %s\n" % c["why"])
         return
-    out.write("  END TO END %s us:\n" % c["total_us"])
+    if c.get("acked"):
+        out.write("  END TO END %s us (acknowledged by librbd's cache "
+                  "before the OSDs had it%s):\n" % (
+                      c["total_us"], ", by inference: the trace has no "
+                      "record of the cache" if c["acked"] == "inferred"
+                      else ""))
+    else:
+        out.write("  END TO END %s us:\n" % c["total_us"])
+    group = None
     for seg in c["segments"]:
+        if seg.get("group") == "behind" and group != "behind":
+            out.write("  behind the acknowledgement (the application did "
+                      "not wait for this):\n")
+        group = seg.get("group")
         out.write("  %-11s %10s  %s\n" % (
             seg["segment"], "?" if seg["us"] is None else seg["us"],
             seg["what"]))
