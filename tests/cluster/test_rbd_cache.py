@@ -48,6 +48,9 @@ KIND = {"writearound": "write_acked", "held": "write_acked",
 # merged op's others are left out) and fio's latency includes its own
 # stamps around the call, a few us: at 0.1 ms, a few %
 P50_TOLERANCE = 0.10
+# the share of the writes that become ops of their own at least (the
+# rest merged into an earlier write's op: _linked)
+MERGED = 0.5
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +148,7 @@ def test_the_clients_latency_is_fios(runs, policy):
     latency of it."""
     for run in runs[policy]:
         t = run["e2e"]["kinds"][KIND[policy]]
-        assert t["ops"] >= 0.9 * IOS, t["ops"]
+        assert t["ops"] == len(_linked(run)) >= MERGED * IOS, t["ops"]
         total = [s for s in t["segments"] if s["segment"] == "total"][0]
         fio = _fio_p50(run)
         assert abs(total["p50_us"] - fio) <= P50_TOLERANCE * fio, (
@@ -157,6 +160,17 @@ def test_the_clients_latency_is_fios(runs, policy):
                     run["fio_lat"][id(r)] + 0.1, (r.off, r.submit)
         other = {"write": "write_acked", "write_acked": "write"}
         assert other[KIND[policy]] not in run["e2e"]["kinds"], policy
+
+
+def _linked(run):
+    """The trace's data writes linked to their call, answered: each is
+    a row of the end-to-end table. Under a flood librbd's I/O scheduler
+    merges an object's adjacent queued writes into one op (the first
+    write's): 157 of 2000 here unloaded, 333 beside a busy loop."""
+    return [o for o in run["ops"].values()
+            if o.data_object() and o.request is not None and
+            o.flags & objecter.FLAG_WRITE and o.reply is not None and
+            o.done is not None]
 
 
 def _seg(t, name):
@@ -173,12 +187,9 @@ def test_behind_the_ack_adds_up_to_the_osd_ops_own_spans(runs, policy):
     for run in runs[policy]:
         b = run["e2e"]["acked"]["behind"]
         a = run["e2e"]["kinds"]["write_acked"]
-        assert b["ops"] == a["ops"] >= 0.9 * IOS, (b["ops"], a["ops"])
-        spans = [(o.reply - o.send) / 1000.0 for o in run["ops"].values()
-                 if o.data_object() and o.request is not None and
-                 o.flags & objecter.FLAG_WRITE and o.reply is not None and
-                 o.done is not None]
-        assert len(spans) == b["ops"], (len(spans), b["ops"])
+        spans = [(o.reply - o.send) / 1000.0 for o in _linked(run)]
+        assert b["ops"] == a["ops"] == len(spans) >= MERGED * IOS, (
+            b["ops"], a["ops"], len(spans))
         path = sum(_seg(b, k)["mean_us"] for k in ("to_osd", "messenger",
                                                    "osd", "to_client"))
         # each mean rounded to 0.1 us, each op's segment too
