@@ -137,6 +137,16 @@ class Abi:
             s = self._cache[name] = Struct(name, self._structs[name])
         return s
 
+    def section(self, program):
+        """The ELF section (= attach type) of BPF program `program`; a
+        program the object lacks is a build older than the code."""
+        try:
+            return self.programs[program]
+        except KeyError:
+            raise UserError("%s has no BPF program %s: the BPF objects are "
+                            "older than this code (run: make)" % (
+                                self.path, program)) from None
+
     def programs_in(self, *prefixes):
         """Program names whose section starts with one of `prefixes`."""
         return [p for p, sec in sorted(self.programs.items())

@@ -254,3 +254,11 @@ def test_the_reports_wakers_are_the_vocabularys(built):
     _, w = report.attribution(hists, counters, v)
     assert list(w) == list(v.wakers) + ["timeouts_with_work"]
     assert [w[k] for k in w] == [counters[c] for c in v.waker_counters]
+
+
+def test_a_program_the_build_lacks_is_one_clear_error(built):
+    assert built.section("op_done").startswith("uprobe")
+    with pytest.raises(UserError) as e:
+        built.section("no_such_program")
+    assert "older than this code (run: make)" in str(e.value)
+    assert "\n" not in str(e.value)

@@ -208,14 +208,14 @@ class EbpfRecorder:
                     for p in progs:
                         self.obj.attach_uprobe(
                             p, path, at, pid=self.pid,
-                            retprobe=self.abi.programs[p] == "uretprobe",
+                            retprobe=self.abi.section(p) == "uretprobe",
                             what=sym)
         if self.objecter.offsets:
             for role, path, at, what in self.objecter.sites:
                 for p in OBJECTER_PROGRAMS[role]:
                     self.obj.attach_uprobe(
                         p, path, at, pid=self.pid,
-                        retprobe=self.abi.programs[p] == "uretprobe",
+                        retprobe=self.abi.section(p) == "uretprobe",
                         what=what)
         for role, path, at, what in self.cache.sites:
             self.obj.attach_uprobe(CACHE_PROGRAMS[role], path, at,
