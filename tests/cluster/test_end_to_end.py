@@ -469,11 +469,16 @@ def test_a_skewed_hosts_clock_is_found_out_and_can_be_given(skewed):
 
 
 def test_network_segments_carry_the_links_delay(unloaded, skewed):
-    """Each network segment's p50 with 1-ms links is its p50 with 0-ms
-    links plus the delay, within 20 %, both unloaded (one op at a time:
-    the messengers' own time; the skewed run, its clock given): the
-    client's way to its primary and back, and each replica's way out and
-    back."""
+    """Each network segment's p50 with 1-ms links carries the delay: at
+    least the delay (each crosses one delayed link: nothing arrives
+    sooner), at most its p50 with 0-ms links plus the delay, plus 20 %,
+    both unloaded (one op at a time: the messengers' own time; the skewed
+    run, its clock given): the client's way to its primary and back, and
+    each replica's way out and back. (Not at least 80 % of the 0-ms p50
+    plus the delay: with 0-ms links the next op comes sooner and the
+    messengers' own time is longer, not a constant to add: a replica's
+    way out took 686 us at 0 ms and 338 us on top of the delay at 1 ms
+    in one run beside a busy loop.)"""
     base, _ = _e2e_json(skewed[0], ["--clock-offset", "%s=+%dms" % (
         skewed[1], SKEW_MS)])
     got, _ = _e2e_json(unloaded)
@@ -495,8 +500,8 @@ def test_network_segments_carry_the_links_delay(unloaded, skewed):
     late = unloaded["late_us"]
     for k in b:
         want = DELAY_US + b[k]
-        assert 0.8 * want <= g[k] <= 1.2 * want + late, (k, g[k], b[k],
-                                                         late)
+        assert DELAY_US <= g[k] <= 1.2 * want + late, (k, g[k], b[k],
+                                                       late)
 
 
 def test_a_client_held_by_the_osds_message_cap(capped):
