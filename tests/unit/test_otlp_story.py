@@ -123,3 +123,44 @@ def test_the_collectors_endpoint():
         assert "http://" in str(e)
     else:
         raise AssertionError("a URL without its scheme taken")
+
+
+def test_posting_to_a_collector_says_why_it_failed():
+    """OTLP/HTTP to a local server: a 200 takes the body as sent (JSON,
+    its content type); a 500 and a port nobody listens on come back as
+    the reason, never an exception."""
+    import http.server
+    import socket
+    import threading
+    from cephlat.cli.otlp import post
+    got, status = [], [200]
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            n = int(self.headers["Content-Length"])
+            got.append((self.path, self.headers["Content-Type"],
+                        json.loads(self.rfile.read(n))))
+            self.send_response(status[0])
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *a):
+            pass
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = "http://127.0.0.1:%d/v1/traces" % srv.server_address[1]
+    try:
+        body = {"resourceSpans": [{"resource": {}, "scopeSpans": []}]}
+        assert post(url, body) is None
+        assert got == [("/v1/traces", "application/json", body)]
+        status[0] = 500
+        assert post(url, body).startswith("HTTP 500")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()                 # nobody listens there now
+    why = post("http://127.0.0.1:%d/v1/traces" % port, {})
+    assert why and "refused" in why.lower(), why
