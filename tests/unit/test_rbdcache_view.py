@@ -315,3 +315,15 @@ def test_one_ops_story_has_the_acked_segments():
     c["write"] = False        # a read: the path, not acked
     c.pop("cache")
     assert client_segments(c, 110_000, 100_000, 390_000)["acked"] is None
+
+
+def test_flushes_of_a_writeback_client_that_never_flushed():
+    from cephlat.cli.cacheview import flushes
+    from cephlat.model.table import Table
+    from cephlat.rbd.columns import CALL_OPS
+    calls = Table(op=np.array([CALL_OPS.index("write")], np.int8),
+                  submit=np.array([0]), done=np.array([10]))
+    f = flushes({"calls": calls, "send": np.array([500, 900]),
+                 "reply": np.array([2500, 1900])}, np.arange(2))
+    assert f["calls"] == 0 and f["writes"] == 0 and f["lat_us"] is None
+    assert f["write_us"]["max"] == 2.0

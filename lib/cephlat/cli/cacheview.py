@@ -162,14 +162,14 @@ def flushes(cl, j):
     f = np.flatnonzero((c.op == CALL_OPS.index("flush")) &
                        (c.submit != NONE) & (c.done != NONE)) \
         if len(c) else np.zeros(0, np.int64)
-    sub, done = c.submit[f], c.done[f]
-    o = np.argsort(sub)
-    sub, done = sub[o], np.maximum.accumulate(done[o]) if len(o) else done
     send = cl["send"][j]
-    k = np.searchsorted(sub, send, "right") - 1
-    inside = (k >= 0) & (send <= done[np.maximum(k, 0)])
-    if not len(f):
-        inside[:] = False
+    inside = np.zeros(len(j), bool)
+    if len(f):
+        o = np.argsort(c.submit[f])
+        sub = c.submit[f][o]
+        done = np.maximum.accumulate(c.done[f][o])
+        k = np.searchsorted(sub, send, "right") - 1
+        inside = (k >= 0) & (send <= done[np.maximum(k, 0)])
     return {"calls": int(len(f)),
             "lat_us": pcts((c.done[f] - c.submit[f]) / 1e3),
             "writes": int(inside.sum()), "of": int(len(j)),

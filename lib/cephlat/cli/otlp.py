@@ -20,9 +20,9 @@ from ..errors import UserError
 from ..model.sample import sampled
 from ..model.table import NONE
 from ..render.otlp import story_request
-from .merged import _client_op, build_story
+from ..rbd.records import reqid
+from .merged import _CLIENT, _client_op, build_story
 
-_CLIENT = 8             # a request id's entity type: client
 BATCH = 20              # traces per request to the collector
 TIMEOUT_S = 10
 
@@ -51,8 +51,7 @@ def choose(caps, every, over_us, most):
         keep = m & (sampled(ops.req_num, ops.req_tid, every) |
                     ((us >= over_us) if over_us is not None else False))
         for i in np.flatnonzero(keep).tolist():
-            key = "client.%d.%d:%d" % (ops.req_num[i], ops.req_inc[i],
-                                       ops.req_tid[i])
+            key = reqid(ops.req_num[i], ops.req_inc[i], ops.req_tid[i])
             got[key] = max(got.get(key, 0.0), float(us[i]))
     return sorted(got.items(), key=lambda kv: -kv[1])[:most]
 
@@ -102,8 +101,8 @@ def send(args, err, caps, traces, clocks):
             res["dropped"] += len(batch)
             res["error"] = why
         del batch[:]
-    for reqid, _ in chosen:
-        story, _, _ = build_story(reqid, caps, _client_op(traces, reqid),
+    for rid, _ in chosen:
+        story, _, _ = build_story(rid, caps, _client_op(traces, rid),
                                   clocks)
         if story is None:
             res["not_found"] += 1
