@@ -117,12 +117,14 @@ def test_the_collectors_endpoint():
     assert endpoint("http://127.0.0.1:4318") == \
         "http://127.0.0.1:4318/v1/traces"
     assert endpoint("http://h:4318/v1/traces") == "http://h:4318/v1/traces"
-    try:
-        endpoint("127.0.0.1:4318")
-    except UserError as e:
-        assert "http://" in str(e)
-    else:
-        raise AssertionError("a URL without its scheme taken")
+    for bad in ("127.0.0.1:4318", "http://", "http://h:notaport",
+                "ftp://h:4318"):
+        try:
+            endpoint(bad)
+        except UserError as e:
+            assert "http://" in str(e) and "\n" not in str(e)
+        else:
+            raise AssertionError("%s taken" % bad)
 
 
 def test_posting_to_a_collector_says_why_it_failed():

@@ -422,7 +422,10 @@ def _check_reading(args):
         raise UsageError("%s is for --otlp URL" % more[0])
     if args.otlp:
         from .otlp import endpoint
-        endpoint(args.otlp)
+        try:
+            endpoint(args.otlp)
+        except UserError as e:      # a usage error: exit status 2
+            raise UsageError(str(e)) from None
         args.otlp_sample = args.otlp_sample or OTLP_SAMPLE
         args.otlp_max = args.otlp_max or OTLP_MAX
 

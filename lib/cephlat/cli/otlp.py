@@ -8,8 +8,10 @@ same traces) and every client op whose time on its primary reached
 with its story (--op's: every OSD of the captures, the client's call
 where a client's trace has it) and sent in batches; what the collector
 refused or never took is counted and said, never retried forever."""
+import http.client
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import numpy as np
@@ -29,7 +31,13 @@ TIMEOUT_S = 10
 
 def endpoint(url):
     """A collector's URL -> its OTLP/HTTP traces endpoint."""
-    if not url.startswith(("http://", "https://")):
+    try:
+        u = urllib.parse.urlsplit(url)
+        ok = u.scheme in ("http", "https") and u.hostname and \
+            (u.port or True)
+    except ValueError:          # a port that is not a number
+        ok = False
+    if not ok:
         raise UserError("--otlp %s: an http:// or https:// URL of an OTLP "
                         "collector (such as http://127.0.0.1:4318)" % url)
     return url if url.rstrip("/").endswith("/v1/traces") else \
@@ -77,7 +85,8 @@ def post(url, body):
             return None if 200 <= r.status < 300 else "HTTP %d" % r.status
     except urllib.error.HTTPError as e:
         return "HTTP %d %s" % (e.code, e.reason)
-    except (urllib.error.URLError, OSError) as e:
+    except (urllib.error.URLError, OSError, http.client.HTTPException,
+            ValueError) as e:
         return str(getattr(e, "reason", e))
 
 
