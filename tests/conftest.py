@@ -539,11 +539,13 @@ def prefill(env, secs=5):
 
 def perf_counters(asok):
     """The OSD's perf dump, with "_t": the wall-clock time it was taken
-    (the middle of the call)."""
+    (the middle of the call), and "_t0", "_t1": the call's start and end
+    (the counters were read somewhere between them)."""
     from cephlat.ceph.adminsock import perf_dump
     t0 = time.time()
     out = perf_dump(asok)
-    out["_t"] = (t0 + time.time()) / 2
+    t1 = time.time()
+    out.update(_t=(t0 + t1) / 2, _t0=t0, _t1=t1)
     return out
 
 
@@ -624,23 +626,28 @@ class CounterPoll:
 
     def bracket(self, line):
         """The dumps around each edge of the report on JSON line `line`:
-        ([dumps] last at or before its start, first at or after it, last
-        at or before its end, first at or after it). A count over the
-        window lies between inner (second to third) and outer (first to
-        fourth): exact bounds where interpolation (window) assumes a
-        steady rate, which bursty work (recovery, PG by PG) has not."""
+        ([dump per asok] last taken wholly before its start, first taken
+        wholly after it, last wholly before its end, first wholly after
+        it), chosen per admin socket by that dump's own call (the sockets
+        are asked one after another, and a busy OSD answers late). A
+        count over the window lies between inner (second to third) and
+        outer (first to fourth): exact bounds where interpolation
+        (window) assumes a steady rate, which bursty work (recovery, PG
+        by PG) has not."""
         rec = json.loads(line)
         end = float(rec["ts"])
         start = end - float(rec["interval_s"])
-        ts = [d[0]["_t"] for d in self.dumps]
+        n = len(self.dumps)
 
         def before(t):
-            return self.dumps[max([0] + [i for i, x in enumerate(ts)
-                                         if x <= t])]
+            return [self.dumps[max([0] + [i for i in range(n) if
+                                          self.dumps[i][j]["_t1"] <= t])][j]
+                    for j in range(len(self.asoks))]
 
         def after(t):
-            return self.dumps[min([len(ts) - 1] + [i for i, x in
-                                                   enumerate(ts) if x >= t])]
+            return [self.dumps[min([n - 1] + [i for i in range(n) if
+                                              self.dumps[i][j]["_t0"] >= t])][j]
+                    for j in range(len(self.asoks))]
         return before(start), after(start), before(end), after(end)
 
     def window(self, line):
