@@ -82,7 +82,7 @@ export LAB_OSD_OPTS SECS THREADS LAB_NET_DELAY LAB_NET_JITTER
 PKGS := clang llvm libbpf1 libbpf-dev bpftool bpftrace lttng-tools \
 	babeltrace2 python3-bt2 fio g++ binutils gdb ruby util-linux procps iproute2 \
 	python3-pytest python3-pyelftools python3-capstone python3-numpy ceph-osd-dbg librados2-dbg librbd1-dbg chromium \
-	prometheus python3-prometheus-client python3-yaml systemd
+	prometheus python3-prometheus-client python3-yaml python3-jsonschema systemd
 
 .PHONY: all build setup setup-containers lab lab-env lab-down workload demo test \
 	test-unit test-bpf test-cluster bench clean install uninstall deb

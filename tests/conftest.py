@@ -53,8 +53,56 @@ def header_enum(name, header="osdstage.h"):
 
 
 def run_tool(args, timeout=120, **kw):
-    return subprocess.run([PYTHON] + args, capture_output=True, text=True,
-                          timeout=timeout, **kw)
+    """Run a tool (argv after the interpreter): its CompletedProcess. An
+    osdstage run with -j/--json that succeeded has each line of its
+    stdout checked against the reports' schema (check_reports)."""
+    p = subprocess.run([PYTHON] + args, capture_output=True, text=True,
+                       timeout=timeout, **kw)
+    if p.returncode == 0 and args and args[0] == OSDSTAGE and \
+            ("-j" in args or "--json" in args):
+        check_reports(p.stdout)
+    return p
+
+
+_VALIDATORS = {}
+
+
+def report_errors(obj):
+    """What in report `obj` breaks the reports' JSON Schema
+    (lib/cephlat/model/report-schema.json), by the definition its "type"
+    names (the whole schema's oneOf when it names none): [ValidationError],
+    the first in the object first."""
+    import jsonschema
+    from cephlat.model.schema import schema
+    kind = obj.get("type") if isinstance(obj, dict) else None
+    if kind not in schema()["$defs"]:
+        kind = None
+    if kind not in _VALIDATORS:
+        s = dict(schema())
+        if kind:
+            del s["oneOf"]
+            s["$ref"] = "#/$defs/" + kind
+        _VALIDATORS[kind] = jsonschema.Draft202012Validator(s)
+    return sorted(_VALIDATORS[kind].iter_errors(obj),
+                  key=lambda e: list(e.absolute_path))
+
+
+def check_reports(text):
+    """osdstage's JSON output `text`, one object a line, each checked
+    against the reports' JSON Schema (report_errors) and stamped with its
+    version -> the objects."""
+    from cephlat.model.schema import version
+    out = []
+    for line in text.splitlines():
+        obj = json.loads(line)
+        assert list(obj)[:2] == ["type", "schema"], line[:200]
+        assert obj["schema"] == version(), line[:200]
+        errors = report_errors(obj)
+        assert not errors, "%s: %s at %s" % (
+            obj["type"], errors[0].message[:300],
+            "/".join(map(str, errors[0].absolute_path)))
+        out.append(obj)
+    return out
 
 
 def assert_one_line_error(proc, *fragments, status=None):

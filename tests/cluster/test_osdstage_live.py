@@ -9,8 +9,8 @@ import pytest
 
 from cephlat.ceph import probetable
 
-from conftest import (OSDSTAGE, PYTHON, Bench, CounterPoll, in_report,
-                      prefill, wait_for_line)
+from conftest import (OSDSTAGE, PYTHON, Bench, CounterPoll, check_reports,
+                      in_report, prefill, wait_for_line)
 
 
 def ops(dump):
@@ -52,6 +52,8 @@ def traced_window(lab, args, timeout=120, target=None, asoks=None,
         if p.poll() is None:
             p.kill()
     assert p.returncode == 0, banner + rest
+    if "-j" in args or "--json" in args:
+        check_reports(out)
     return out, banner + rest, before, after
 
 

@@ -2,7 +2,6 @@
 (osdstage -r A.ctf B.ctf client.ctf), their clocks lined up (cli/lineup.py):
 one op's story end to end (--op REQID), and the end-to-end table of every
 client call (and --slowest)."""
-import json
 import os
 import sys
 
@@ -14,6 +13,7 @@ from ..model.e2e import (KEYS, NONE, client_segments, replica_segments,
                          segment_columns,
                          segment_table, slowest_entry, slowest_rows)
 from ..model.interval import RunInfo
+from ..model.schema import json_line
 from ..model.table import Matcher, Table, concat_parts, give_back
 from ..model.slowest import op_row
 from ..render.text import print_end_to_end, print_op_story
@@ -49,7 +49,7 @@ def op_story(args, out, caps, err=None, traces=(), clocks=None):
         raise UserError("no op %s in %s (see --slowest for request ids)" % (
             args.op_reqid, args.read))
     if args.json:
-        out.write(json.dumps(story) + "\n")
+        out.write(json_line(story))
     else:
         print_op_story(out, story)
     if args.html or args.perfetto:     # a timeline centred on the request
@@ -251,7 +251,7 @@ def end_to_end(args, out, caps, traces, clocks):
                          "writes built up (see the verdict on the writes "
                          "acked by the cache): %s" % rv["words"]}
     if args.json:
-        out.write(json.dumps(res) + "\n")
+        out.write(json_line(res))
     else:
         print_end_to_end(out, res)
     return 0

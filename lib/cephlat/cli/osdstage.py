@@ -16,6 +16,7 @@ from ..ceph.target import netns_id, require_root
 from ..engine import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S, TOOL
 from ..errors import UserError, UsageError, run_cli
 from ..model import vocab
+from ..model.schema import json_line, schema
 from .args import (OFFLINE_ONLY, Parser, percent, pid_arg, positive_float,
                    positive_int)
 
@@ -216,6 +217,10 @@ def _output_options(p):
                         "scripts)")
     p.add_argument("-j", "--json", action="store_true",
                    help="print one JSON object per interval on stdout")
+    p.add_argument("--json-schema", action="store_true",
+                   help="print the JSON Schema of the JSON objects (each "
+                        "carries its \"type\" and \"schema\", the "
+                        "format's version) and exit")
     p.add_argument("--brief", action="store_true",
                    help="text: the header, each report's verdict and its "
                         "stage table only")
@@ -356,6 +361,9 @@ def parse_args(argv=None):
 
 
 def run(args, out=sys.stdout, err=sys.stderr):
+    if args.json_schema:
+        out.write(json.dumps(schema(), indent=1) + "\n")
+        return 0
     if not (args.pid or args.osd or args.list or args.read):
         raise UsageError("name what to trace: -p PID, --osd ID|all, --list "
                          "or -r CAPTURE (see --help)")
@@ -374,7 +382,7 @@ def run(args, out=sys.stdout, err=sys.stderr):
         rows = inventory.osd_rows(args.release, netns_id(args.host_netns)
                                   if args.host_netns else None)
         if args.json:
-            out.write(json.dumps({"type": "list", "osds": rows}) + "\n")
+            out.write(json_line({"type": "list", "osds": rows}))
         else:
             print_list(out, rows)
         return 0

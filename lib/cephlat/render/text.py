@@ -1,12 +1,12 @@
 """Text rendering of reports (bcc-style histograms and tables), of the
 slowest ops of a capture window, and of the OSD list."""
-import json
 import textwrap
 import time
 
 from ..model import costs, report, sched as schedmod, verdict
 from ..model.hist import render_log2
 from ..model.e2e import SEGMENTS
+from ..model.schema import json_line
 
 
 def _row(out, fmt, div, name, s):
@@ -697,8 +697,7 @@ def emit(out, args, recs, host=None):
     JSON (args.json) or text. recs: (interval object, histograms) per
     OSD."""
     if args.json:
-        out.write(json.dumps(host if host is not None else recs[0][0]) +
-                  "\n")
+        out.write(json_line(host if host is not None else recs[0][0]))
         out.flush()
     elif host is not None:
         print_host(out, args, host, recs)
