@@ -16,6 +16,7 @@ from cephlat.cli import header
 from cephlat.model import costs, report
 from cephlat.model.hist import Hist
 from cephlat.render import text
+from cephlat.render.options import TextOptions
 
 from conftest import OSDSTAGE, REPO, run_tool
 
@@ -150,12 +151,8 @@ def _rec(**kw):
 
 
 def _print(rec, **kw):
-    args = dict(milliseconds=False, timestamp=False, brief=False,
-                explain=False, read=None)
-    args.update(kw)
     out = io.StringIO()
-    text.print_text(out, types.SimpleNamespace(**args), rec,
-                    {"queue_wait": Hist()})
+    text.print_text(out, TextOptions(**kw), rec, {"queue_wait": Hist()})
     return out.getvalue()
 
 
@@ -180,9 +177,10 @@ def test_counts_at_attach_are_not_losses():
     lost = {k: 0 for k in report.LOSS_WORDS}
     lost.update(op_unknown=3, no_start=2, reply_unknown=1)
     some = dict(count=2, mean_us=5, p50_us=5, p90_us=6, p99_us=6, max_us=6)
-    for read in (None, "x.ctf"):
+    for capture in (False, True):
         out = _print(_rec(stages={"queue_wait": some}, lost=lost,
-                          cause="idle", verdict="short waits."), read=read)
+                          cause="idle", verdict="short waits."),
+                     capture=capture)
         assert "lost" not in out
         for k in report.BEGUN_BEFORE:
             assert "before tracing started" in out and "(%s)" % k in out
@@ -199,7 +197,7 @@ def test_a_captures_report_advises_no_live_option():
                verdict="short waits.")
     live = " ".join(_print(rec).split())
     assert "raise --max-ops" in live and "raise --ring-mb" in live
-    out = " ".join(_print(rec, read="x.ctf").split())
+    out = " ".join(_print(rec, capture=True).split())
     assert "raise" not in out
     # an option is named only as the recording's
     for m in re.finditer(r"--[a-z-]+", out):
@@ -219,21 +217,21 @@ def _cap(**env):
 
 
 def test_a_field_the_capture_lacks_is_left_out():
-    args = types.SimpleNamespace(explain=False)
+    opts = TextOptions(capture=True)
     out = io.StringIO()
-    text.print_header(out, args, header.capture(_cap(), "a/x.ctf/",
+    text.print_header(out, opts, header.capture(_cap(), "a/x.ctf/",
                                                 reports=3))
     first = out.getvalue().splitlines()[0]
     assert first == "pid 42, Ceph 16.2.15 (pacific)"
     assert "capture x.ctf: " in out.getvalue()
     out = io.StringIO()
-    text.print_header(out, args, header.capture(_cap(hostname="h1"), "x",
+    text.print_header(out, opts, header.capture(_cap(hostname="h1"), "x",
                                                 reports=3))
     assert out.getvalue().startswith("pid 42 on h1, Ceph 16.2.15")
     cap = _cap()
     cap.kernel = False
     out = io.StringIO()
-    text.print_header(out, args, header.capture(cap, "x", reports=1))
+    text.print_header(out, opts, header.capture(cap, "x", reports=1))
     assert "mode: user-space stages only: %.2f +- %.2f us" % \
         costs.PER_OP_US["userspace"] in " ".join(out.getvalue().split())
 
@@ -244,8 +242,7 @@ def test_a_field_the_capture_lacks_is_left_out():
 def test_the_live_header(monkeypatch, flags, mode):
     monkeypatch.setattr(header.socket, "gethostname", lambda: "h1")
     a = dict(probes=None, lean=False, no_kernel=False, max_overhead=None,
-             host_netns=None, interval=10.0, count=3, write=None,
-             explain=False)
+             host_netns=None, interval=10.0, count=3, write=None)
     a.update(flags)
     args = types.SimpleNamespace(**a)
     choice = types.SimpleNamespace(
@@ -256,7 +253,7 @@ def test_the_live_header(monkeypatch, flags, mode):
     hdr = header.live(args, targets, choice, lambda t: "osd.%s" % t.osd_id)
     assert hdr["mode"] == mode
     out = io.StringIO()
-    text.print_header(out, args, hdr)
+    text.print_header(out, TextOptions(), hdr)
     got = " ".join(out.getvalue().split())
     if mode == "probes":
         assert got.startswith("pid 7 on h1, program q ")
@@ -277,10 +274,8 @@ def test_several_osds_summary_first_then_each_osd_top_down(utc):
         dict(report.osd_summary("osd.0", busy)),
         dict(report.osd_summary("osd.1", idle))]}
     out = io.StringIO()
-    args = types.SimpleNamespace(milliseconds=False, brief=False,
-                                 explain=False, read=None, json=False)
-    text.emit(out, args, [(busy, {"queue_wait": Hist()}),
-                          (idle, {"queue_wait": Hist()})], host)
+    text.emit(out, TextOptions(), [(busy, {"queue_wait": Hist()}),
+                                   (idle, {"queue_wait": Hist()})], host)
     lines = out.getvalue().splitlines()
     assert lines[0] == "06:52:36.5 to 06:52:37.5 (1 s): 2 OSDs, 2 ops"
     at = [_first(lines, h) for h in (

@@ -1,9 +1,11 @@
-"""Argument types and the one-line-error parser shared by the tools."""
+"""Argument types and the one-line-error parser shared by the tools, and
+the renderers' options made from a parsed command line."""
 import argparse
 import os
 import sys
 
 from ..errors import UsageError
+from ..render.options import TextOptions
 
 
 def _number(convert, what, ok, why):
@@ -65,3 +67,11 @@ OFFLINE_ONLY = {"t_from": "--from", "t_to": "--to",
                 "thread_role": "--thread-role", "op_class": "--op-class",
                 "slowest": "--slowest", "html": "--html",
                 "perfetto": "--perfetto", "op_reqid": "--op"}
+
+
+def text_options(args):
+    """osdstage's -m, --brief, --explain and -j as render/text.py's
+    TextOptions; -r: a capture's report."""
+    return TextOptions(milliseconds=args.milliseconds, brief=args.brief,
+                       explain=args.explain, capture=bool(args.read),
+                       json=args.json)

@@ -25,6 +25,7 @@ from ..model.interval import host_record, interval_record
 from ..model.snapshot import Snapshot
 from ..render.text import emit, print_header
 from . import header
+from .args import text_options
 
 DEFAULT_RING_MB = 32          # capture ring buffer per traced OSD
 
@@ -106,10 +107,11 @@ def run(args, out, err):
                                            runs[0].call_bias_ns)
             _name_threads(writer, targets, time.monotonic_ns())
         _banner(args, err, targets, version, rel, plan)
-        if not args.json:
-            print_header(out, args, header.live(args, targets, choice,
+        opts = text_options(args)
+        if not opts.json:
+            print_header(out, opts, header.live(args, targets, choice,
                                                 target_name))
-        return _loop(args, out, err, targets, tracer, runs, writer,
+        return _loop(args, opts, out, err, targets, tracer, runs, writer,
                      stopping)
     finally:
         for s, h in old.items():
@@ -183,7 +185,7 @@ def _throttles(targets, snaps):
         snap.throttles = t.throttles()
 
 
-def _loop(args, out, err, targets, tracer, runs, writer, stopping):
+def _loop(args, opts, out, err, targets, tracer, runs, writer, stopping):
     prevs = tracer.snapshots()
     _throttles(targets, prevs)
     if writer is not None:
@@ -229,7 +231,7 @@ def _loop(args, out, err, targets, tracer, runs, writer, stopping):
         prevs = curs
         t_last = now
         try:
-            emit(out, args, recs, host)
+            emit(out, opts, recs, host)
         except BrokenPipeError:
             quiet_broken_pipe()
             return 0

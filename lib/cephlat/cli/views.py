@@ -11,7 +11,7 @@ from ..render.text import emit, print_header
 from ..capture.ctf import trace_tool
 from ..capture.reader import Capture
 from ..rbd.reader import RbdTrace
-from .args import OFFLINE_ONLY
+from .args import OFFLINE_ONLY, text_options
 from . import header, otlp
 from .lineup import clock_check, clock_offsets
 from .merged import end_to_end, op_story
@@ -93,6 +93,7 @@ def run(args, out, err):
     clocks = clock_check(err, opened, traces, shifts) \
         if len(paths) > 1 or clients else None
     window = any(getattr(args, k) for k in OFFLINE_ONLY)
+    opts = text_options(args)
     if getattr(args, "otlp", None):
         # before the views: the end-to-end table lets the traces go
         otlp.send(args, err, caps, traces, clocks)
@@ -102,12 +103,12 @@ def run(args, out, err):
         if clients:
             return end_to_end(args, out, caps, traces, clocks)
         if len(caps) > 1:
-            return _many(args, out, err, caps, window)
+            return _many(args, opts, out, err, caps, window)
         cap = caps[0]
         run_info = RunInfo.from_capture(cap)
         if not window:
-            return _replay(args, out, cap, run_info)
-        return _window(args, out, err, cap, run_info)
+            return _replay(args, opts, out, cap, run_info)
+        return _window(args, opts, out, err, cap, run_info)
     except BrokenPipeError:
         quiet_broken_pipe()
         return 0
@@ -132,7 +133,7 @@ def _targets(args, cap, path):
     return [cap if s == cap.slot else Capture(path, s) for s in slots]
 
 
-def _many(args, out, err, caps, window):
+def _many(args, opts, out, err, caps, window):
     """Several OSDs of one capture: a report each and the host summary,
     per recorded report (or once over the window, with one timeline of
     them all for --html/--perfetto)."""
@@ -140,15 +141,16 @@ def _many(args, out, err, caps, window):
     if window:
         # (rec, hists): _show_host takes pairs
         recs = [window_record(args, c, r)[:2] for c, r in zip(caps, runs)]
-        _header(args, out, caps[0], caps, window=recs[0][0])
+        _header(args, opts, out, caps[0], caps, window=recs[0][0])
         t1 = bound(caps[0], args.t_to, caps[0].last_ns)
-        _show_host(args, out, runs, recs, caps[0].wall(t1), recs[0][0][
-            "interval_s"])
+        _show_host(args, opts, out, runs, recs, caps[0].wall(t1),
+                   recs[0][0]["interval_s"])
         if args.html or args.perfetto:
             host_pictures(args, err, caps, [r[0] for r in recs])
         return 0
     per = [c.replay() for c in caps]
-    _header(args, out, caps[0], caps, reports=min(len(p) for p in per))
+    _header(args, opts, out, caps[0], caps,
+            reports=min(len(p) for p in per))
     for rows in zip(*per):
         recs = []
         for (cur, prev, r), run in zip(rows, runs):
@@ -157,15 +159,15 @@ def _many(args, out, err, caps, window):
             rec.update(r.extra)
             recs.append((rec, hists))
         r = rows[0][2]
-        _show_host(args, out, runs, recs, r.wall_ts, r.interval_s)
+        _show_host(args, opts, out, runs, recs, r.wall_ts, r.interval_s)
     return 0
 
 
-def _show_host(args, out, runs, recs, ts, secs):
+def _show_host(args, opts, out, runs, recs, ts, secs):
     for rec, _ in recs:
         _filter_stages(args, rec)
     pairs = [(rec, h) for rec, h, *_ in recs]
-    emit(out, args, pairs, host_record(runs, pairs, ts, secs))
+    emit(out, opts, pairs, host_record(runs, pairs, ts, secs))
 
 
 def _filter_stages(args, rec):
@@ -177,47 +179,47 @@ def _filter_stages(args, rec):
                              if k in keep}
 
 
-def _emit(args, out, rec, hists):
+def _emit(args, opts, out, rec, hists):
     _filter_stages(args, rec)
-    emit(out, args, [(rec, hists)])
+    emit(out, opts, [(rec, hists)])
 
 
-def _header(args, out, cap, caps=None, reports=None, window=None):
+def _header(args, opts, out, cap, caps=None, reports=None, window=None):
     """The text report's head (not with -j): the capture's host,
     targets, release and mode, and its span or the window read."""
-    if args.json:
+    if opts.json:
         return
-    print_header(out, args, header.capture(
+    print_header(out, opts, header.capture(
         cap, args.read, caps, reports,
         window and window.get("window"), header.filter_words(args)))
 
 
-def _replay(args, out, cap, run_info):
+def _replay(args, opts, out, cap, run_info):
     """The live run's reports, rebuilt."""
     reps = cap.replay()
     t0 = cap.reported_until() or cap.first_ns
     rebuilt = cap.end is None and cap.last_ns > t0
-    _header(args, out, cap, reports=len(reps) + rebuilt)
+    _header(args, opts, out, cap, reports=len(reps) + rebuilt)
     for cur, prev, r in reps:
         rec, hists = interval_record(run_info, cur, prev, r.wall_ts,
                                      r.interval_s, r.in_flight)
         rec.update(r.extra)
-        _emit(args, out, rec, hists)
+        _emit(args, opts, out, rec, hists)
     if rebuilt:
         cur, _ = cap.window(t0, cap.last_ns, spans=False)
         rec, hists = interval_record(run_info, cur, None,
                                      cap.wall(cap.last_ns),
                                      (cap.last_ns - t0) / 1e9, None)
         rec["type"] = "window"
-        _emit(args, out, rec, hists)
+        _emit(args, opts, out, rec, hists)
     return 0
 
 
-def _window(args, out, err, cap, run_info):
+def _window(args, opts, out, err, cap, run_info):
     """One report over a window, with filters, slowest ops and pictures."""
     rec, hists, tl_args = window_record(args, cap, run_info, err)
-    _header(args, out, cap, window=rec)
-    _emit(args, out, rec, hists)
+    _header(args, opts, out, cap, window=rec)
+    _emit(args, opts, out, rec, hists)
     if tl_args is not None:
         write_pictures(args, err, rec, timeline(*tl_args), run_info)
     return 0

@@ -38,8 +38,8 @@ EXPLAIN = {
 }
 
 
-def _explain(out, args, table):
-    if getattr(args, "explain", False):
+def _explain(out, opts, table):
+    if opts.explain:
         _wrap(out, EXPLAIN[table], " ")
 
 
@@ -59,7 +59,7 @@ def _span(t0, t1):
                                 "%.3g" % secs)
 
 
-def print_header(out, args, hdr):
+def print_header(out, opts, hdr):
     """Once per run, before the reports (text only): what was traced
     (host, OSDs, pids, release), the mode and its cost per op as the
     bench measured it, and the source: live, or a capture and its span
@@ -104,7 +104,7 @@ def print_header(out, args, hdr):
         if hdr.get("writing"):
             src += "; recording to %s" % hdr["writing"]
     _wrap(out, src)
-    if not getattr(args, "explain", False):
+    if not opts.explain:
         out.write("(--explain: a line under each table says what it "
                   "shows)\n")
     out.write("\n")
@@ -149,16 +149,14 @@ def _head(out, rec, title, what):
         _wrap(out, head)
 
 
-def print_text(out, args, rec, hists, title=None):
+def print_text(out, opts, rec, hists, title=None):
     """One report as text, top down: its interval (or `title`), the
     verdict with what it rests on (losses included), the summary table,
     the queue-wait attribution and shards, the thread roles, the
     scheduler classes, the slowest ops (a window's, --slowest), then the
     histograms; --brief: the verdict and the summary table. An interval
-    without ops is one line. args: .milliseconds, .brief, .explain,
-    .read (a capture's report: its words)."""
-    unit, unit_us = ("msecs", 1000) if args.milliseconds else ("usecs", 1)
-    capture = bool(getattr(args, "read", None))
+    without ops is one line. opts: render/options.py's TextOptions."""
+    unit, unit_us = ("msecs", 1000) if opts.milliseconds else ("usecs", 1)
     if _no_ops(rec):
         parts = ["no ops"]
         if rec.get("in_flight"):
@@ -168,25 +166,25 @@ def print_text(out, args, rec, hists, title=None):
         parts += ["%s=%d begun before tracing" % (k, rec["lost"][k])
                   for k in report.BEGUN_BEFORE if rec["lost"].get(k)]
         _head(out, rec, title, "; ".join(parts))
-        _losses(out, rec, capture)
+        _losses(out, rec, opts.capture)
         out.flush()
         return
     _head(out, rec, title, _ops(rec))
     _verdict(out, rec)
-    _losses(out, rec, capture)
+    _losses(out, rec, opts.capture)
     for line in report.begun_lines(rec["lost"]):
         _wrap(out, line, "    ")
-    _summary_table(out, args, rec)
-    if not getattr(args, "brief", False):
+    _summary_table(out, opts, rec)
+    if not opts.brief:
         if rec.get("attribution"):
-            _attribution(out, args, rec)
+            _attribution(out, opts, rec)
         if rec.get("threads"):
-            _thread_roles(out, args, rec["threads"])
-        _queue_classes(out, args, rec, 1000.0 if args.milliseconds else 1.0)
+            _thread_roles(out, opts, rec["threads"])
+        _queue_classes(out, opts, rec, 1000.0 if opts.milliseconds else 1.0)
     if rec.get("slowest"):
         print_slowest(out, rec["slowest"])
-    if not getattr(args, "brief", False):
-        _histograms(out, args, rec, hists, unit, unit_us)
+    if not opts.brief:
+        _histograms(out, opts, rec, hists, unit, unit_us)
     out.write("\n")
     out.flush()
 
@@ -219,11 +217,11 @@ def _empty(rec):
     return [st for st, s in rec["stages"].items() if not s["count"]]
 
 
-def _histograms(out, args, rec, hists, unit, unit_us):
+def _histograms(out, opts, rec, hists, unit, unit_us):
     empty = _empty(rec)
-    if getattr(args, "explain", False):
+    if opts.explain:
         out.write("\n")
-        _explain(out, args, "histograms")
+        _explain(out, opts, "histograms")
     for stage in rec["stages"]:
         if stage in empty:
             continue
@@ -245,11 +243,11 @@ def _histograms(out, args, rec, hists, unit, unit_us):
                                              unit)) + "\n")
 
 
-def _summary_table(out, args, rec):
-    div = 1000.0 if args.milliseconds else 1.0
+def _summary_table(out, opts, rec):
+    div = 1000.0 if opts.milliseconds else 1.0
     out.write("\n%-20s %9s %9s %9s %9s %9s %9s\n" % (
         "STAGE", "COUNT", "MEAN", "P50", "P90", "P99", "MAX"))
-    fmt = "%-20s %9d %9.3f %9.3f %9.3f %9.3f %9.3f\n" if args.milliseconds \
+    fmt = "%-20s %9d %9.3f %9.3f %9.3f %9.3f %9.3f\n" if opts.milliseconds \
         else "%-20s %9d %9.1f %9.1f %9.1f %9.1f %9.1f\n"
     empty = _empty(rec)
     apart = []
@@ -268,7 +266,7 @@ def _summary_table(out, args, rec):
         if s["count"]:
             _row(out, fmt, div, stage, s)
     out.write("(%s; interval %.1f s%s)\n" % (
-        "ms" if args.milliseconds else "us", rec["interval_s"],
+        "ms" if opts.milliseconds else "us", rec["interval_s"],
         "; probe cost %.1f us/call subtracted" % rec["call_bias_us"]
         if rec["call_bias_us"] and rec["stages"] else ""))
     for stage, d in apart:
@@ -290,10 +288,10 @@ def _summary_table(out, args, rec):
             " (bound %g %%: attached %d %% of the time, %.2f %% at full "
             "rate)" % (ov["bound_pct"], round(100 * ov["attached_fraction"]),
                        ov["full_rate_pct"]) if ov["bound_pct"] else ""))
-    _explain(out, args, "stages")
+    _explain(out, opts, "stages")
 
 
-def _queue_classes(out, args, rec, div):
+def _queue_classes(out, opts, rec, div):
     """The ops dequeued through dequeue_op by scheduler class: how many,
     their queue wait and the share of it the scheduler held; then the
     scheduler's line (its settings)."""
@@ -306,14 +304,14 @@ def _queue_classes(out, args, rec, div):
             out.write("%-22s %9d %11.1f %11.1f %6d%%\n" % (
                 c, q["count"], q["mean_us"] / div, q["p99_us"] / div,
                 round(100 * schedmod.held_share(q))))
-        _explain(out, args, "classes")
+        _explain(out, opts, "classes")
     sched = schedmod.describe(rec.get("scheduler"))
     if sched:
         out.write("\n" + textwrap.fill(sched, 78, subsequent_indent="  ") +
                   "\n")
 
 
-def _thread_roles(out, args, threads):
+def _thread_roles(out, opts, threads):
     out.write("\n%-16s %7s %8s %8s %12s %9s\n" % (
         "THREAD ROLE", "THREADS", "%OFFCPU", "%RUNQ", "%FUTEX/OFF",
         "WAKEUPS"))
@@ -321,14 +319,14 @@ def _thread_roles(out, args, threads):
         out.write("%-16s %7d %8.1f %8.1f %12.1f %9d\n" % (
             role, t["threads"], t["offcpu_pct"], t["runq_pct"],
             t["futex_pct_of_offcpu"], t["wakeups"]))
-    _explain(out, args, "threads")
+    _explain(out, opts, "threads")
 
 
 # the shard table's heads of the queue-wait parts longer than a column
 SHARD_HEADS = {"blocked": "BLOCK"}
 
 
-def _attribution(out, args, rec):
+def _attribution(out, opts, rec):
     a, w = rec["attribution"], rec["wakers"]
     out.write("\n%-26s %9s %9s %9s %7s\n" % (
         "QUEUE_WAIT ATTRIBUTION", "MEAN", "P50", "P99", "SHARE"))
@@ -341,7 +339,7 @@ def _attribution(out, args, rec):
         "workers that slept with the op queued were woken by: %s; timed "
         "waits that found work: %d" % (by, w["timeouts_with_work"]), 72,
         break_on_hyphens=False) + "\n")
-    _explain(out, args, "attribution")
+    _explain(out, opts, "attribution")
     if not rec.get("shards"):
         return
     # seven parts and the shard's own columns in 80 characters
@@ -354,7 +352,7 @@ def _attribution(out, args, rec):
                                           r["queue_wait_mean_us"]) +
                   "".join(" %5.0f%%" % (100 * r.get(p, 0)) for p in parts) +
                   " %5d\n" % r["timeouts_with_work"])
-    _explain(out, args, "shards")
+    _explain(out, opts, "shards")
 
 
 def print_op_story(out, story):
@@ -691,21 +689,21 @@ def _replication(out, r):
         out.write("   +%s committed, reply sent (repop)\n" % r["repop_us"])
 
 
-def emit(out, args, recs, host=None):
+def emit(out, opts, recs, host=None):
     """One report, live or read back: the host object when several OSDs
     were traced (host_record), else the one OSD's interval object; as
-    JSON (args.json) or text. recs: (interval object, histograms) per
+    JSON (opts.json) or text. recs: (interval object, histograms) per
     OSD."""
-    if args.json:
+    if opts.json:
         out.write(json_line(host if host is not None else recs[0][0]))
         out.flush()
     elif host is not None:
-        print_host(out, args, host, recs)
+        print_host(out, opts, host, recs)
     else:
-        print_text(out, args, *recs[0])
+        print_text(out, opts, *recs[0])
 
 
-def print_host(out, args, host, recs):
+def print_host(out, opts, host, recs):
     """A report on several OSDs: its interval, the host summary (each
     OSD's cause and p99s), then each OSD's report (top down, as one
     OSD's). recs: (interval object, histograms) per OSD, in host["osds"]
@@ -713,17 +711,17 @@ def print_host(out, args, host, recs):
     ops = sum(r["ops"] for r in host["summary"])
     _head(out, host, None, "%d OSDs, %d op%s" % (
         len(host["osds"]), ops, "" if ops == 1 else "s"))
-    print_host_summary(out, args, host)
+    print_host_summary(out, opts, host)
     for name, (rec, hists) in zip(host["osds"], recs):
-        print_text(out, args, rec, hists, title="%s %s (pid %d) %s" % (
+        print_text(out, opts, rec, hists, title="%s %s (pid %d) %s" % (
             "=" * 10, name, rec["pid"], "=" * 10))
     out.flush()
 
 
-def print_host_summary(out, args, host):
+def print_host_summary(out, opts, host):
     """The host summary of a report on several OSDs: each OSD's cause,
     then one row of p99s per OSD."""
-    div, unit = (1000.0, "ms") if args.milliseconds else (1.0, "us")
+    div, unit = (1000.0, "ms") if opts.milliseconds else (1.0, "us")
     cols = [st for st in report.SUMMARY_STAGES
             if any(r[st + "_p99_us"] is not None for r in host["summary"])]
     out.write("\nHOST SUMMARY (%d OSDs)\n" % len(host["summary"]))
@@ -742,7 +740,7 @@ def print_host_summary(out, args, host):
     out.write("(p99 in %s%s)\n" % (
         unit, "; host: estimated cost %.2f %% of the CPUs" %
         ov["estimated_pct"] if ov else ""))
-    _explain(out, args, "host")
+    _explain(out, opts, "host")
     out.write("\n")
     out.flush()
 
