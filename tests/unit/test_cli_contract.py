@@ -203,6 +203,34 @@ def test_exporter_takes_a_zero_bound():
     assert a.max_overhead == 0
 
 
+def test_the_exporters_settings_are_its_command_lines():
+    """ExporterConfig's defaults are the command line's, and every option
+    the loop reads goes into it."""
+    from cephlat.exporter.config import ExporterConfig
+    p = exporter.build_parser()
+    assert exporter.exporter_config(p.parse_args([])) == ExporterConfig()
+    c = exporter.exporter_config(p.parse_args([
+        "--osd", "0,2", "--tiers", "full", "-S", "queue_wait",
+        "--no-kernel", "--release", "18.2", "--max-ops", "128",
+        "--host-netns", "h", "--max-overhead", "0.5", "--refresh", "2",
+        "--op-timeout", "30"]))
+    assert c == ExporterConfig(
+        osd=["0", "2"], tiers="full", stages=["queue_wait"], release="18.2",
+        no_kernel=True, max_ops=128, host_netns="h", max_overhead=0.5,
+        refresh=2.0, op_timeout=30.0)
+
+
+def test_the_text_options_are_osdstages_command_lines():
+    from cephlat.cli.args import text_options
+    from cephlat.render.options import TextOptions
+    p = osdstage.build_parser()
+    assert text_options(p.parse_args(["-p", "1"])) == TextOptions()
+    assert text_options(p.parse_args(
+        ["-r", "x.ctf", "-m", "--brief", "--explain", "-j"])) == \
+        TextOptions(milliseconds=True, brief=True, explain=True,
+                    capture=True, json=True)
+
+
 def test_usage_error_from_the_command_line():
     """Through the tool itself, as a user runs it."""
     p = subprocess.run([PYTHON, OSDSTAGE, "-r", F, "--bpftrace-args"],

@@ -34,6 +34,7 @@ from cephlat.engine import duty
 from cephlat.exporter import budget, osds, service
 from cephlat.exporter.osds import daemonized
 from cephlat.exporter.budget import lean_share_note, own_share_note
+from cephlat.exporter.config import ExporterConfig
 from cephlat.exporter.service import Exporter
 
 # a shell that stays one process (no exec of the last command)
@@ -52,8 +53,7 @@ def fake_osd(tmp_path, spawn):
 
 
 def exporter(ids):
-    args = argparse.Namespace(osd=list(ids))
-    return Exporter(args, None, io.StringIO())
+    return Exporter(ExporterConfig(osd=list(ids)), None, io.StringIO())
 
 
 def settled():
@@ -166,10 +166,7 @@ class _Looked(Exporter):
     raises: a process that exited, a binary no table knows)."""
 
     def __init__(self, host, bad):
-        super().__init__(argparse.Namespace(
-            osd="all", tiers="both", stages=None, release=None,
-            no_kernel=False, max_ops=64, host_netns=None), None,
-            io.StringIO())
+        super().__init__(ExporterConfig(max_ops=64), None, io.StringIO())
         self.host, self.bad, self.starts, self.stops = host, bad, [], 0
 
     def wanted(self):

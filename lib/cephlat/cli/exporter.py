@@ -5,6 +5,7 @@ sums and answers scrapes). Behind tools/osdstage_exporter.py. What
 runs is imported only when it runs: --help and a usage error (exit
 status 2) need neither numpy, pyelftools nor prometheus_client."""
 import argparse
+import dataclasses
 import errno
 import socket
 import sys
@@ -15,13 +16,13 @@ from wsgiref.simple_server import (WSGIRequestHandler, WSGIServer,
 from ..ceph.target import require_btf, require_root, require_tracefs
 from ..engine import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S
 from ..errors import UsageError, UserError, run_cli
+from ..exporter.config import (DEFAULT_MAX_OVERHEAD, DEFAULT_REFRESH_S,
+                               ExporterConfig)
 from .args import Parser, percent_or_zero, positive_float, positive_int
 from .osdstage import check_live_stages, osd_list, stage_list
 
 TOOL = "osdstage-exporter"
 DEFAULT_LISTEN = "127.0.0.1:9929"
-DEFAULT_MAX_OVERHEAD = 1.0
-DEFAULT_REFRESH_S = 5.0
 # The interpreter's thread switch interval while serving (Python's default
 # 5 ms): a scrape's thread waits up to this for the interpreter lock each
 # time it wakes (accept, read, write) while the loop reads the maps or
@@ -126,6 +127,13 @@ def build_parser():
     return p
 
 
+def exporter_config(args):
+    """The parsed command line as exporter/config.py's ExporterConfig
+    (each field the option of that name)."""
+    return ExporterConfig(**{f.name: getattr(args, f.name)
+                             for f in dataclasses.fields(ExporterConfig)})
+
+
 class _Quiet(WSGIRequestHandler):
     def log_message(self, *args):
         pass
@@ -220,7 +228,7 @@ def run(args, err=sys.stderr):
         "[%s]" % args.listen[0], args.listen[1],
         "%g %%" % args.max_overhead if args.max_overhead else "none"))
     err.flush()
-    return serve_forever(args, exported, err)
+    return serve_forever(exporter_config(args), exported, err)
 
 
 def main(argv=None):

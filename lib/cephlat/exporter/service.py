@@ -81,18 +81,22 @@ class Tier:
 
 
 class Exporter:
-    def __init__(self, args, exported, err):
-        self.args, self.exported, self.err = args, exported, err
-        # the tiers to run, in attach order (cli/exporter.py --tiers)
-        self.tier_names = TIER_SETS[getattr(args, "tiers", "both")]
+    """The loop over the host's OSDs, as `config` (ExporterConfig) says;
+    each refresh into `exported` (collect.py's Exported); what it has to
+    say to `err`."""
+
+    def __init__(self, config, exported, err):
+        self.config, self.exported, self.err = config, exported, err
+        # the tiers to run, in attach order (--tiers)
+        self.tier_names = TIER_SETS[config.tiers]
         self.tiers = []         # Tier, started, in tier_names' order
         self.pids = ()          # what the tracers trace
         self.names = []
         self.t_last = 0.0
         self.said_none = False
         self.gone = set()       # names of traced OSDs that exited
-        host_netns = getattr(args, "host_netns", None)
-        self.scan = OsdScan(netns_id(host_netns) if host_netns else None)
+        self.scan = OsdScan(netns_id(config.host_netns)
+                            if config.host_netns else None)
         self.last_error = None
         self.held = {}          # pid -> monotonic time it is tried again
         self.said_held = set()
@@ -122,16 +126,15 @@ class Exporter:
     # --- which OSDs ------------------------------------------------------
     def wanted(self):
         """The pids to trace now (osds.wanted)."""
-        return wanted(self.scan, self.args.osd, self.pids)
+        return wanted(self.scan, self.config.osd, self.pids)
 
     # --- the tracers' life -----------------------------------------------
     def _want(self, pids, name):
-        a = self.args
+        c = self.config
         lean = name == "lean"
-        return Want(pid=list(pids), stages=None if lean else a.stages,
-                    release=a.release, no_kernel=a.no_kernel, lean=lean,
-                    max_ops=a.max_ops,
-                    host_netns=getattr(a, "host_netns", None))
+        return Want(pid=list(pids), stages=None if lean else c.stages,
+                    release=c.release, no_kernel=c.no_kernel, lean=lean,
+                    max_ops=c.max_ops, host_netns=c.host_netns)
 
     def _session(self, pids, name):
         return Session(self._want(pids, name), self.err)
@@ -140,7 +143,7 @@ class Exporter:
         """One tracer per tier over `pids`, the lean one first: a tier
         that cannot be planned (the lean tier on a binary whose table has
         not its offsets) is said once and left out while another can run."""
-        a = self.args
+        bound = self.config.max_overhead
         tiers, sessions = [], []
         try:
             for name in self.tier_names:
@@ -155,9 +158,8 @@ class Exporter:
                     continue
                 sessions.append(ses)
                 ses.tracer.start()
-                cycled = name == "full" and bool(a.max_overhead)
-                tiers.append(Tier(name, ses, a.max_overhead, cycled,
-                                  time.time()))
+                cycled = name == "full" and bool(bound)
+                tiers.append(Tier(name, ses, bound, cycled, time.time()))
         except BaseException:
             for ses in sessions:
                 ses.tracer.close()
@@ -291,7 +293,8 @@ class Exporter:
         if self.said_own:
             return
         note = own_share_note(self.own_s, now - self.own_since,
-                              self.args.max_overhead, self.args.refresh)
+                              self.config.max_overhead,
+                              self.config.refresh)
         if note:
             self.say(note)
             self.said_own = True
@@ -302,7 +305,7 @@ class Exporter:
                 self.lean is None:
             return
         note = lean_share_note(lean_pct, own_pct, now - self.own_since,
-                               self.args.max_overhead)
+                               self.config.max_overhead)
         if note:
             self.say(note)
             self.said_lean = True
@@ -311,9 +314,9 @@ class Exporter:
     def run(self, stopping):
         """Until `stopping` is set (then detach), or _Retry (a start
         failed: the caller waits and calls again)."""
-        a = self.args
+        c = self.config
         next_look = next_refresh = 0.0
-        next_age = time.monotonic() + min(10.0, a.op_timeout)
+        next_age = time.monotonic() + min(10.0, c.op_timeout)
         while not stopping:
             mono = time.monotonic()
             if mono >= next_look:
@@ -324,16 +327,16 @@ class Exporter:
                 # the counters are read only when the cycle switches
                 cycle.tick(self.full.tracer.snapshot_counters())
             if mono >= next_refresh:
-                next_refresh = mono + a.refresh
+                next_refresh = mono + c.refresh
                 if self.tiers:
                     self.refresh()
                 self.exported.publish()
             full = self.full
             if full is not None and mono >= next_age:
-                full.tracer.age_out(a.op_timeout)
+                full.tracer.age_out(c.op_timeout)
                 if full.tracer.kernel:
                     full.tracer.prune_threads()
-                next_age = mono + min(10.0, a.op_timeout)
+                next_age = mono + min(10.0, c.op_timeout)
             time.sleep(0.2)
         self.stop()
 
@@ -442,8 +445,9 @@ class _Retry(Exception):
     pass
 
 
-def serve_forever(args, exported, err):
-    """Until SIGINT/SIGTERM: keep the host's OSDs traced."""
+def serve_forever(config, exported, err):
+    """Until SIGINT/SIGTERM: keep the host's OSDs traced, as `config`
+    (ExporterConfig) says."""
     stopping = []
 
     def on_signal(signum, frame):
@@ -451,7 +455,7 @@ def serve_forever(args, exported, err):
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT,
                                                     signal.SIGTERM)}
-    ex = Exporter(args, exported, err)
+    ex = Exporter(config, exported, err)
     try:
         while not stopping:
             try:

@@ -1,0 +1,34 @@
+"""The exporter's settings (exporter/service.py), with the command line's
+defaults: cli/exporter.py's options fill them (exporter_config)."""
+from dataclasses import dataclass
+
+from ..engine import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S
+
+DEFAULT_MAX_OVERHEAD = 1.0      # the cost bound, % of the host's CPU time
+DEFAULT_REFRESH_S = 5.0         # between reads of the kernel's figures
+
+
+@dataclass(frozen=True)
+class ExporterConfig:
+    """Which OSDs and tiers to trace, and how (each field the exporter's
+    option of that name, as the command line parses it):
+
+    osd: "all" or a list of OSD ids; tiers: "both", "lean" or "full";
+    stages: the full tier's user-space stages (None: the default ones;
+    "all": every one); release: the probe table's (None: asked from each binary);
+    no_kernel: no kernel programs in the full tier; max_ops: slots of the
+    table of ops in flight; host_netns: trace only this network
+    namespace's OSDs (a lab aid); max_overhead: the cost bound, % of the
+    host's CPU time (0: none, the full tier always attached); refresh:
+    seconds between reads into the sums; op_timeout: seconds after which
+    an idle op is forgotten."""
+    osd: object = "all"
+    tiers: str = "both"
+    stages: object = None
+    release: object = None
+    no_kernel: bool = False
+    max_ops: int = DEFAULT_MAX_OPS
+    host_netns: object = None
+    max_overhead: float = DEFAULT_MAX_OVERHEAD
+    refresh: float = DEFAULT_REFRESH_S
+    op_timeout: float = DEFAULT_OP_TIMEOUT_S
