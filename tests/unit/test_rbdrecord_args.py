@@ -72,14 +72,17 @@ def test_command_runs_only_when_the_probes_are_in(tmp_path):
 
 
 def test_modes_get_values_not_the_namespace(tmp_path, monkeypatch):
-    """cli/rbdrecord.py hands rbd/ a RecordTarget and plain values."""
+    """cli/rbdrecord.py hands rbd/ a RecordTarget or a FioJob and plain
+    values, with the command line's defaults."""
     from cephlat.cli import rbdrecord
-    from cephlat.rbd import lttng, record
+    from cephlat.rbd import fio, lttng, record
     calls = []
     monkeypatch.setattr(record, "record_ebpf",
                         lambda *a: calls.append(("ebpf",) + a) or 0)
     monkeypatch.setattr(lttng, "record_lttng",
                         lambda *a: calls.append(("lttng",) + a) or 0)
+    monkeypatch.setattr(fio, "to_fio",
+                        lambda *a: calls.append(("fio",) + a) or 0)
     out = str(tmp_path / "t")
 
     def run(argv):
@@ -90,6 +93,9 @@ def test_modes_get_values_not_the_namespace(tmp_path, monkeypatch):
         record.RecordTarget(pid=42), out, 3.0)
     assert run(["--lttng", "--no-checks", "-o", out, "--", "fio", "j"]) == (
         record.RecordTarget(command=("fio", "j")), out, None, True)
+    assert run(["--to-fio", "tr", "-o", out, "--no-timing"]) == (
+        fio.FioJob(trace="tr", output=out, client="admin",
+                   no_timing=True),)
 
 
 def _gone_pid():

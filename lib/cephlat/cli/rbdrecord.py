@@ -1,7 +1,7 @@
 """rbdrecord: record librbd client I/O for replay, and turn it into fio
 jobs. The command line behind tools/rbdrecord.py: it parses arguments
 and dispatches; the work is in lib/cephlat/rbd/, which takes plain values
-(rbd/record.py's RecordTarget), not the namespace.
+(rbd/record.py's RecordTarget, rbd/fio.py's FioJob), not the namespace.
 
 Modes:
   eBPF (default)  uprobes on librbd's C API in the client (-p PID, or
@@ -160,8 +160,11 @@ def run(args, out=sys.stdout, err=sys.stderr):
         from ..rbd.summary import summary
         return summary(args.summary, args.zones, args.json, out)
     if args.to_fio:
-        from ..rbd.fio import to_fio
-        return to_fio(args, err)
+        from ..rbd.fio import FioJob, to_fio
+        return to_fio(FioJob(trace=args.to_fio, output=args.output,
+                             client=args.client, force=args.force,
+                             image=args.image, pool=args.pool,
+                             no_timing=args.no_timing), err)
     from ..rbd import lttng, outdir
     from ..rbd.record import RecordTarget, record_ebpf
     outdir.prepare(args.output, args.force)
