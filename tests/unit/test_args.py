@@ -126,14 +126,16 @@ def test_time_arguments():
 
 def test_want_takes_the_options_of_its_fields_only():
     """engine/session.Want: what osdstage.py and the exporter ask to
-    trace, through one set-up (no stand-in argparse namespaces)."""
+    trace, through one set-up (no stand-in argparse namespaces), made
+    from osdstage.py's options by cli/live.py's want_of."""
     import argparse
+    from cephlat.cli.live import want_of
     from cephlat.engine.session import Want
-    w = Want.from_args(argparse.Namespace(pid=[1, 2], osd=None, json=True,
-                                          stages=["queue_wait"],
-                                          release="18.2", strict=True,
-                                          no_kernel=False, max_ops=1024,
-                                          probes=None, ring_mb=None))
+    w = want_of(argparse.Namespace(pid=[1, 2], osd=None, json=True,
+                                   stages=["queue_wait"],
+                                   release="18.2", strict=True,
+                                   no_kernel=False, max_ops=1024,
+                                   probes=None, ring_mb=None))
     assert (w.pid, w.stages, w.release, w.strict, w.max_ops) == \
         ([1, 2], ["queue_wait"], "18.2", True, 1024)
     assert w.ring_mb is None and w.ring_mb_per_target == 0

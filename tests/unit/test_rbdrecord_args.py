@@ -1,9 +1,13 @@
 """rbdrecord's command line: help with examples, one-line usage errors,
-importable without side effects; the fio conversion's concurrency."""
+importable without side effects, what each mode is handed; the fio
+conversion's concurrency; a recording's target."""
 import importlib.util
 import os
 import subprocess
 import sys
+import time
+
+import pytest
 
 from conftest import PYTHON, REPO, assert_one_line_error
 
@@ -65,3 +69,55 @@ def test_command_runs_only_when_the_probes_are_in(tmp_path):
     c.go()
     os.waitpid(c.pid, 0)
     assert ran.exists()
+
+
+def test_modes_get_values_not_the_namespace(tmp_path, monkeypatch):
+    """cli/rbdrecord.py hands rbd/ a RecordTarget or a FioJob and plain
+    values, with the command line's defaults."""
+    from cephlat.cli import rbdrecord
+    from cephlat.rbd import fio, lttng, record
+    calls = []
+    monkeypatch.setattr(record, "record_ebpf",
+                        lambda *a: calls.append(("ebpf",) + a) or 0)
+    monkeypatch.setattr(lttng, "record_lttng",
+                        lambda *a: calls.append(("lttng",) + a) or 0)
+    monkeypatch.setattr(fio, "to_fio",
+                        lambda *a: calls.append(("fio",) + a) or 0)
+    out = str(tmp_path / "t")
+
+    def run(argv):
+        assert rbdrecord.main(argv) == 0
+        return calls.pop()[1:-1]          # without err
+
+    assert run(["--ebpf", "-o", out, "-p", "42", "-d", "3"]) == (
+        record.RecordTarget(pid=42), out, 3.0)
+    assert run(["--lttng", "--no-checks", "-o", out, "--", "fio", "j"]) == (
+        record.RecordTarget(command=("fio", "j")), out, None, True)
+    assert run(["--to-fio", "tr", "-o", out, "--no-timing"]) == (
+        fio.FioJob(trace="tr", output=out, client="admin",
+                   no_timing=True),)
+
+
+def _gone_pid():
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_lttng_runs_for_the_command_or_while_the_process_lives():
+    """At most the duration for a command; not at all for a process that
+    has exited."""
+    from cephlat.rbd.lttng import _run_for
+    from cephlat.rbd.record import RecordTarget
+    t0 = time.monotonic()
+    _run_for(RecordTarget(command=("sleep", "10")), 0.2)
+    _run_for(RecordTarget(pid=_gone_pid()), None)
+    assert time.monotonic() - t0 < 5
+
+
+def test_a_target_process_that_is_gone():
+    from cephlat.errors import UserError
+    from cephlat.rbd.record import RecordTarget, _client
+    pid = _gone_pid()
+    with pytest.raises(UserError, match="^no such process: %d$" % pid):
+        _client(RecordTarget(pid=pid))

@@ -30,11 +30,17 @@ from .args import text_options
 DEFAULT_RING_MB = 32          # capture ring buffer per traced OSD
 
 
+def want_of(args):
+    """The Want of osdstage.py's options named as its fields."""
+    return Want(**{k: getattr(args, k) for k in Want.FIELDS
+                   if hasattr(args, k)})
+
+
 def bpftrace_args(args, err):
     """The arguments of probes/osdstages.bt for the target OSD."""
     if args.probes:
         raise UsageError("--bpftrace-args is for ceph-osd: drop --probes")
-    target = pick_target(Want.from_args(args))
+    target = pick_target(want_of(args))
     with ElfSymbols(target.exe_path) as elf:
         choice = choose_release(elf, target.ceph_version(elf), args.release,
                                 "ceph-osd %d" % target.pid)
@@ -72,7 +78,7 @@ def _banner(args, err, targets, version, rel, plan):
 
 def run(args, out, err):
     """Trace until the count, Ctrl-C, SIGTERM or the target's exit."""
-    want = Want.from_args(args)
+    want = want_of(args)
     # a ring buffer only for a capture (--ring-mb needs -w: _check_live)
     want.ring_mb = args.ring_mb
     want.ring_mb_per_target = DEFAULT_RING_MB if args.write else 0

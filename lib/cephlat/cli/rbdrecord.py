@@ -1,6 +1,7 @@
 """rbdrecord: record librbd client I/O for replay, and turn it into fio
 jobs. The command line behind tools/rbdrecord.py: it parses arguments
-and dispatches; the work is in lib/cephlat/rbd/.
+and dispatches; the work is in lib/cephlat/rbd/, which takes plain values
+(rbd/record.py's RecordTarget, rbd/fio.py's FioJob), not the namespace.
 
 Modes:
   eBPF (default)  uprobes on librbd's C API in the client (-p PID, or
@@ -159,14 +160,19 @@ def run(args, out=sys.stdout, err=sys.stderr):
         from ..rbd.summary import summary
         return summary(args.summary, args.zones, args.json, out)
     if args.to_fio:
-        from ..rbd.fio import to_fio
-        return to_fio(args, err)
+        from ..rbd.fio import FioJob, to_fio
+        return to_fio(FioJob(trace=args.to_fio, output=args.output,
+                             client=args.client, force=args.force,
+                             image=args.image, pool=args.pool,
+                             no_timing=args.no_timing), err)
     from ..rbd import lttng, outdir
+    from ..rbd.record import RecordTarget, record_ebpf
     outdir.prepare(args.output, args.force)
+    target = RecordTarget(pid=args.pid, command=tuple(args.command))
     if not args.lttng and not args.ebpf:
         # LTTng when librbd's tracepoints are usable, else eBPF
-        args.lttng = not lttng.lttng_checks(args)
+        args.lttng = not lttng.lttng_checks(args.pid)
     if args.lttng:
-        return lttng.record_lttng(args, err)
-    from ..rbd.record import record_ebpf
-    return record_ebpf(args, err)
+        return lttng.record_lttng(target, args.output, args.duration,
+                                  args.no_checks, err)
+    return record_ebpf(target, args.output, args.duration, err)

@@ -37,12 +37,6 @@ class Want:
         for k, v in self.FIELDS.items():
             setattr(self, k, kw.get(k, v))
 
-    @classmethod
-    def from_args(cls, args):
-        """From a parsed command line that has the fields' options."""
-        return cls(**{k: getattr(args, k) for k in cls.FIELDS
-                      if hasattr(args, k)})
-
 
 class Session:
     """The targets of `want`, their release's probe table, one plan per

@@ -14,6 +14,7 @@ request at its recorded time, with the recorded concurrency."""
 import collections
 import heapq
 import os
+from dataclasses import dataclass
 
 from . import TOOL, outdir
 from .reader import RbdTrace
@@ -23,38 +24,53 @@ FIO_ACTION = {"read": "read", "write": "write", "writesame": "write",
               "write_zeroes": "write", "discard": "trim", "flush": "sync"}
 
 
-def to_fio(args, err):
-    """args: to_fio (the trace), output, force, image, pool, client,
-    no_timing. -> exit status"""
-    if not args.output:
+@dataclass(frozen=True)
+class FioJob:
+    """The trace directory `trace` as a fio job: its iologs and job.fio
+    go to the directory `output` (one rbdrecord wrote is replaced only
+    with `force`); fio runs as cephx client `client`, onto `image` in
+    `pool` (None: the recorded image; the recorded pool, else rbd), as
+    fast as it can with `no_timing` (replay_no_stall)."""
+    trace: str
+    output: str
+    client: str
+    force: bool = False
+    image: str = None
+    pool: str = None
+    no_timing: bool = False
+
+
+def to_fio(job, err):
+    """Write `job` (a FioJob). -> exit status"""
+    if not job.output:
         raise UsageError("--to-fio needs -o DIR for the job")
-    tr = RbdTrace(args.to_fio)
+    tr = RbdTrace(job.trace)
     images = tr.by_image()
     if not images:
-        raise UserError("%s has no completed requests" % args.to_fio)
-    if args.image and len(images) > 1:
+        raise UserError("%s has no completed requests" % job.trace)
+    if job.image and len(images) > 1:
         raise UsageError("--image replays one image's requests: the trace "
                          "has %d images" % len(images))
-    outdir.prepare(args.output, args.force, kind="job")
-    os.makedirs(args.output, mode=0o755)
+    outdir.prepare(job.output, job.force, kind="job")
+    os.makedirs(job.output, mode=0o755)
     t0 = min(reqs[0].submit for reqs in images.values())
-    job = ["# fio job replaying %s %s" % (os.path.abspath(args.to_fio),
-                                         outdir.JOB_MARK),
-           "# one job per lane (requests of one recorded thread that never "
-           "overlapped),",
-           "# iodepth 1 each (fio 3.33's rbd engine crashes replaying at "
-           "iodepth > 1);",
-           "# iologs (version 3, one clock) keep order, offsets, sizes, "
-           "timing",
-           "[global]", "ioengine=rbd", "clientname=%s" % args.client,
-           "thread"]
-    if args.no_timing:
-        job.append("replay_no_stall=1")
+    text = ["# fio job replaying %s %s" % (os.path.abspath(job.trace),
+                                          outdir.JOB_MARK),
+            "# one job per lane (requests of one recorded thread that never "
+            "overlapped),",
+            "# iodepth 1 each (fio 3.33's rbd engine crashes replaying at "
+            "iodepth > 1);",
+            "# iologs (version 3, one clock) keep order, offsets, sizes, "
+            "timing",
+            "[global]", "ioengine=rbd", "clientname=%s" % job.client,
+            "thread"]
+    if job.no_timing:
+        text.append("replay_no_stall=1")
     used = set()
     for ictx, reqs in images.items():
         img = tr.images.get(ictx, {})
-        name = args.image or tr.image_name(ictx)
-        pool = args.pool or img.get("pool") or "rbd"
+        name = job.image or tr.image_name(ictx)
+        pool = job.pool or img.get("pool") or "rbd"
         base = _label(name, used)
         threads = collections.OrderedDict()
         for r in reqs:
@@ -64,13 +80,13 @@ def to_fio(args, err):
             for li, lane in enumerate(lanes(treqs)):
                 label = _label("%s.t%d.%d" % (base, ti, li), used)
                 log = label + ".iolog"
-                with open(os.path.join(args.output, log), "w") as f:
+                with open(os.path.join(job.output, log), "w") as f:
                     f.write("\n".join(iolog(lane, t0)) + "\n")
-                job += ["", "[%s]" % label, "pool=%s" % pool,
-                        "rbdname=%s" % name,
-                        "read_iolog=%s" % os.path.join(
-                            os.path.abspath(args.output), log),
-                        "iodepth=1"]
+                text += ["", "[%s]" % label, "pool=%s" % pool,
+                         "rbdname=%s" % name,
+                         "read_iolog=%s" % os.path.join(
+                             os.path.abspath(job.output), log),
+                         "iodepth=1"]
                 nlanes += 1
         err.write("%s: %s: %d requests, %d thread%s, %d lane%s (most in "
                   "flight %d), pool %s\n" % (
@@ -78,10 +94,10 @@ def to_fio(args, err):
                       "" if len(threads) == 1 else "s", nlanes,
                       "" if nlanes == 1 else "s", _max_in_flight(reqs),
                       pool))
-    with open(os.path.join(args.output, "job.fio"), "w") as f:
-        f.write("\n".join(job) + "\n")
+    with open(os.path.join(job.output, "job.fio"), "w") as f:
+        f.write("\n".join(text) + "\n")
     err.write("%s: run it with: fio %s\n" % (
-        TOOL, os.path.join(args.output, "job.fio")))
+        TOOL, os.path.join(job.output, "job.fio")))
     return 0
 
 

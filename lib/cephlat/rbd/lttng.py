@@ -15,13 +15,14 @@ from ..errors import UserError
 EXIT_NO_TRACEPOINTS = 3
 
 
-def lttng_checks(args):
-    """What the LTTng recipe needs and this host lacks: [(problem, fix)]."""
+def lttng_checks(pid=None):
+    """What the LTTng recipe needs and this host lacks, for process `pid`
+    (None: a client started here): [(problem, fix)]."""
     probs = []
     if not shutil.which("lttng"):
         probs.append(("lttng is not installed", "apt-get install "
                       "lttng-tools"))
-    libs = find_libraries(args.pid) if args.pid else find_libraries()
+    libs = find_libraries(pid) if pid else find_libraries()
     librbd = libs.get("librbd")
     tp = None
     if librbd:
@@ -66,40 +67,43 @@ def _lttng(*argv, check=True):
     return p
 
 
-def record_lttng(args, err):
-    """args: output, pid or command, duration, no_checks. -> exit status"""
+def record_lttng(target, output, duration, no_checks, err):
+    """Record `target` (a RecordTarget) with LTTng to the trace directory
+    `output` until it ends or `duration` seconds pass (None: no limit).
+    What lttng_checks finds is said and nothing recorded (exit status
+    EXIT_NO_TRACEPOINTS) unless `no_checks`. -> exit status"""
     require_root(TOOL)
-    probs = lttng_checks(args)
+    probs = lttng_checks(target.pid)
     if probs and not shutil.which("lttng"):
         raise UserError("%s; fix: %s" % probs[0])
     session = "rbdrecord-%d" % os.getpid()     # outdir.LTTNG_MARK
     started_sessiond = _start_sessiond()
     created = False
     try:
-        _lttng("create", session, "--output=" + os.path.abspath(args.output))
+        _lttng("create", session, "--output=" + os.path.abspath(output))
         created = True
         _lttng("enable-event", "--userspace", "librbd:*", "-s", session)
         _lttng("add-context", "--userspace", "-t", "pthread_id", "-t", "vpid",
                "-t", "procname", "-s", session)
         err.write("LTTng session %s: event rule librbd:*, contexts "
                   "pthread_id, vpid, procname\n" % session)
-        if probs and not args.no_checks:
+        if probs and not no_checks:
             for what, fix in probs:
                 err.write("%s: %s; fix: %s\n" % (TOOL, what, fix))
             err.write("%s: nothing would be recorded: session %s destroyed\n"
                       % (TOOL, session))
             return EXIT_NO_TRACEPOINTS
         _lttng("start", session)
-        _run_for(args)
+        _run_for(target, duration)
         _lttng("stop", session)
     finally:
         if created:
             _lttng("destroy", session, check=False)
         if started_sessiond:
             _stop_sessiond()
-        if os.path.isdir(args.output) and not os.listdir(args.output):
-            os.rmdir(args.output)       # nothing was recorded
-    return _report(args.output, err)
+        if os.path.isdir(output) and not os.listdir(output):
+            os.rmdir(output)            # nothing was recorded
+    return _report(output, err)
 
 
 def _report(path, err):
@@ -139,20 +143,21 @@ def _stop_sessiond(timeout=10):
         time.sleep(0.1)
 
 
-def _run_for(args):
-    """Until COMMAND exits (or -d), or while process -p lives (or -d)."""
-    if args.command:
-        p = subprocess.Popen(args.command)
+def _run_for(target, duration):
+    """Until the target's command exits, or while its process lives; at
+    most `duration` seconds (None: no limit)."""
+    if target.command:
+        p = subprocess.Popen(target.command)
         try:
-            p.wait(args.duration)
+            p.wait(duration)
         except (subprocess.TimeoutExpired, KeyboardInterrupt):
             p.terminate()
             p.wait()
     else:
-        end = time.monotonic() + (args.duration or 1e12)
+        end = time.monotonic() + (duration or 1e12)
         try:
             while time.monotonic() < end and os.path.exists(
-                    "/proc/%d" % args.pid):
+                    "/proc/%d" % target.pid):
                 time.sleep(0.2)
         except KeyboardInterrupt:
             pass

@@ -4,6 +4,7 @@ the counts reported at the end (shared with LTTng mode)."""
 import os
 import signal
 import time
+from dataclasses import dataclass
 
 from . import TOOL
 from ..abi import default_bpf_dir
@@ -97,45 +98,56 @@ class Child:
         self.status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
 
 
-def _client(args):
+@dataclass(frozen=True)
+class RecordTarget:
+    """The librbd client to record: a running process (`pid`), or
+    `command` (its argv), started and held until the probes are in place.
+    One of the two."""
+    pid: int = None
+    command: tuple = ()
+
+
+def _client(target):
     """-> (pid, comm, libraries, Child or None): what to record."""
-    if args.pid:
-        if not os.path.exists("/proc/%d" % args.pid):
-            raise UserError("no such process: %d" % args.pid)
-        libs = find_libraries(args.pid)
+    pid = target.pid
+    if pid:
+        if not os.path.exists("/proc/%d" % pid):
+            raise UserError("no such process: %d" % pid)
+        libs = find_libraries(pid)
         if "librbd" not in libs:
             raise UserError("process %d has no librbd loaded (is it a librbd "
-                            "client? an rbd-nbd/qemu/fio process)" % args.pid)
-        with open("/proc/%d/comm" % args.pid) as f:
+                            "client? an rbd-nbd/qemu/fio process)" % pid)
+        with open("/proc/%d/comm" % pid) as f:
             comm = f.read().strip()
-        return args.pid, comm, libs, None
+        return pid, comm, libs, None
     libs = find_libraries()
     if "librbd" not in libs:
         raise UserError("librbd is not installed here (package librbd1)")
-    child = Child(args.command)
-    return child.pid, os.path.basename(args.command[0]), libs, child
+    child = Child(target.command)
+    return child.pid, os.path.basename(target.command[0]), libs, child
 
 
-def record_ebpf(args, err):
-    """args: output, pid or command, duration. -> exit status"""
+def record_ebpf(target, output, duration, err):
+    """Record `target` (a RecordTarget) to the trace directory `output`
+    until it ends, `duration` seconds pass (None: no limit) or a signal
+    comes. -> exit status"""
     from .ebpf import EbpfRecorder
     require_root(TOOL)
     require_btf()
-    pid, comm, libs, child = _client(args)
+    pid, comm, libs, child = _client(target)
     stopping = []
     old = {s: signal.signal(s, lambda n, f: stopping.append(n))
            for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
-            rec = EbpfRecorder(pid, args.output, libs, default_bpf_dir(),
-                               comm)
+            rec = EbpfRecorder(pid, output, libs, default_bpf_dir(), comm)
             rec.start()
         except BaseException:
             if child:
                 child.cancel()
             raise
         err.write("Recording librbd I/O of %s %d (eBPF) to %s... %s\n" % (
-            comm, pid, args.output, "Hit Ctrl-C to end." if not child
+            comm, pid, output, "Hit Ctrl-C to end." if not child
             else "until it exits."))
         if rec.objecter.why:
             err.write("%s: its OSD ops are not recorded: %s\n" % (
@@ -146,14 +158,14 @@ def record_ebpf(args, err):
         err.flush()
         if child:
             child.go()
-        status = _until_done(rec, pid, child, args.duration, stopping)
+        status = _until_done(rec, pid, child, duration, stopping)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
         if child and child.poll() is None and stopping:
             child.kill()
     counts, lost, reordered = rec.stop()
-    report_counts(err, args.output, counts, lost["ring"], reordered)
+    report_counts(err, output, counts, lost["ring"], reordered)
     report_cache_lost(err, lost)
     if child and child.cpu_s is not None:
         # the client's CPU, the probes' traps and programs included
