@@ -124,3 +124,54 @@ def test_absolute_imports_are_seen(tmp_path):
     got = _imports(str(f), "render/x.py")
     assert {"engine.tracer", "model.hist"} <= got
     assert any(m.startswith("capture") for m in got), got
+
+
+# parameters named "args" below cli/ that hold no command line: (module,
+# function) -> what it is
+NOT_A_COMMAND_LINE = {
+    ("rbd/cacheconf.py", "_conf_path"): "the client's CEPH_ARGS string",
+    ("rbd/cacheconf.py", "_client_name"): "the client's CEPH_ARGS string",
+    ("render/perfetto.py", "slice"): "a trace event's args object",
+}
+
+
+def _below_cli():
+    for d, _, files in os.walk(LIB):
+        for f in sorted(files):
+            rel = os.path.relpath(os.path.join(d, f), LIB)
+            if f.endswith(".py") and not rel.startswith("cli" + os.sep):
+                yield rel
+
+
+def test_nothing_below_the_command_lines_reads_argparse_arguments():
+    """The command lines (cli/) turn their options into values and small
+    option objects (render/options.py, exporter/config.py, rbd's
+    RecordTarget and FioJob, the engine's Want): no module below them
+    imports argparse or takes a parameter named args."""
+    found = []
+    for rel in _below_cli():
+        with open(os.path.join(LIB, rel)) as f:
+            tree = ast.parse(f.read(), rel)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import) and any(
+                    a.name == "argparse" for a in node.names) or \
+                    isinstance(node, ast.ImportFrom) and \
+                    node.module == "argparse":
+                found.append((rel, "imports argparse"))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                names = [p.arg for p in a.posonlyargs + a.args +
+                         a.kwonlyargs]
+                if "args" in names and \
+                        (rel, node.name) not in NOT_A_COMMAND_LINE:
+                    found.append((rel, node.name))
+    assert found == []
+    # and the exemptions still exist (a stale one hides nothing)
+    seen = set()
+    for rel, fn in NOT_A_COMMAND_LINE:
+        with open(os.path.join(LIB, rel)) as f:
+            tree = ast.parse(f.read(), rel)
+        seen |= {(rel, n.name) for n in ast.walk(tree)
+                 if isinstance(n, ast.FunctionDef) and "args" in
+                 [p.arg for p in n.args.args + n.args.kwonlyargs]}
+    assert seen == set(NOT_A_COMMAND_LINE)
