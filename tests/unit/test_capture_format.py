@@ -2,6 +2,8 @@
 for field (the recorder copies the bytes unchanged), with the ids of
 enum ev_id; and CTF enums round-trip through our reader."""
 import os
+import re
+import struct
 
 from elftools.elf.elffile import ELFFile
 
@@ -11,9 +13,10 @@ from cephlat.capture import format as capture
 from cephlat.ceph import probetable
 from cephlat.engine.loadtime import ring_bytes
 from cephlat.model.vocab import Vocab
-from conftest import BUILD, header_enum, need
+from conftest import BUILD, REPO, header_enum, need
 
 OBJ = os.path.join(BUILD, "osdstage.bpf.o")
+RECORDER = os.path.join(REPO, "lib", "native", "recorder.c")
 SIZES = {"u8": 1, "s8": 1, "u16": 2, "u32": 4, "u64": 8, "x64": 8, "s32": 4,
          "char64": 64,
          "s64": 8}
@@ -39,6 +42,44 @@ def _dwarf(path, prefix=b"ev_"):
     return structs
 
 
+def _offsets(fmt):
+    """The offsets of a little-endian struct format's fields, and its size
+    last: "<IQ" -> [0, 4, 12]."""
+    out, off = [], 0
+    for c in fmt.lstrip("<"):
+        out.append(off)
+        off += struct.calcsize("<" + c)
+    return out + [off]
+
+
+def _recorder_defines():
+    """lib/native/recorder.c's #define NAME NUMBER lines -> {NAME: int}."""
+    with open(RECORDER) as f:
+        return {m.group(1): int(m.group(2), 0) for m in re.finditer(
+            r"^#define\s+(\w+)\s+(0x[0-9A-Fa-f]+|[0-9]+)u?\b", f.read(),
+            re.M)}
+
+
+def test_the_native_recorder_writes_the_readers_packet_layout():
+    """The packet header and context that lib/native/recorder.c writes
+    (live captures) are the ones capture/ctf.py writes and reads: the same
+    magic, sizes and context offsets (CTF's packet.header and
+    packet.context in the metadata both write)."""
+    d = _recorder_defines()
+    assert d["CTF_MAGIC"] == ctf.MAGIC
+    assert d["HDR_SIZE"] == ctf._HDR.size
+    assert d["CTX_SIZE"] == ctf._CTX.size
+    # put64/put32 at HDR_SIZE + k: the context's fields, in order
+    with open(RECORDER) as f:
+        src = f.read()
+    puts = [(int(w), int(k or 0)) for w, k in re.findall(
+        r"put(32|64)\(p \+ HDR_SIZE(?: \+ (\d+))?,", src)]
+    ctx = _offsets(ctf._CTX.format)
+    sizes = {"Q": 64, "I": 32}
+    assert puts == [(sizes[c], o) for c, o in
+                    zip(ctf._CTX.format.lstrip("<"), ctx)]
+
+
 def test_event_classes_are_the_bpf_structs():
     need(os.path.exists(OBJ), "BPF objects not built (run: make)")
     structs = _dwarf(OBJ)
@@ -46,9 +87,13 @@ def test_event_classes_are_the_bpf_structs():
     enums = a.enum("ev_id")
     hdr_size, hdr = structs["ev_hdr"]
     context = capture.event_context(a)
-    # CTF: u32 id, u64 timestamp (event header), then the event context
-    assert hdr == [("id", 0), ("ts", 4)] + [
-        (n, 12 + 4 * i) for i, (n, _) in enumerate(context)]
+    # CTF: u32 id, u64 timestamp (event header: the reader's _EVH), then
+    # the event context
+    evh = _offsets(ctf._EVH.format)
+    assert [o for _, o in hdr[:2]] == evh[:2] and \
+        [n for n, _ in hdr[:2]] == ["id", "ts"]
+    assert hdr == hdr[:2] + [
+        (n, evh[2] + 4 * i) for i, (n, _) in enumerate(context)]
     classes = capture.event_classes(a, Vocab(a.enums), ["other", "worker"])
     n_bpf = len(capture.bpf_event_names(a))
     assert enums["EV__BPF"] == n_bpf
