@@ -18,6 +18,7 @@ from cephlat.exporter.collect import LE, Exported, HistSum
 from cephlat.exporter import families as F
 from cephlat.exporter.families import BUCKETS_S, FAMILIES
 from cephlat.model.hist import Hist
+from cephlat.model.interval import build_interval
 
 
 def parsed(name):
@@ -139,8 +140,8 @@ def test_a_stage_is_exported_per_op_class_only_where_its_classes_make_it_up():
              "op_total.read": Hist.from_ns(reads)}
     cur = Snapshot(hists, {}, {}, {}, {}, 0, dict(hists), 0)
     ex = Exported(0.0)
-    ex.add_interval("osd.0", run, cur, None, 1.0,
-                    {"interval_attached_fraction": 1.0, "estimated_pct": 0}, 0)
+    ex.add_interval("osd.0", build_interval(run, cur, None, 0, 1.0, 0),
+                    {"interval_attached_fraction": 1.0, "estimated_pct": 0})
     fams = {f.name: f for f in text_string_to_metric_families(_render(ex))}
     counts = {(s.labels["stage"], s.labels["op_class"]): s.value
               for s in fams[F.STAGE_LATENCY].samples
@@ -185,9 +186,10 @@ def test_each_stage_from_the_one_tier_that_feeds_it():
         if tier == "full":
             hists["repop"] = Hist.from_ns(repops)
         cur = Snapshot(hists, {}, {}, {}, {}, 0, dict(hists), 0)
-        ex.add_interval("osd.0", run, cur, None, 10.0,
+        ex.add_interval("osd.0", build_interval(run, cur, None, 0, 10.0,
+                                                None),
                         {"interval_attached_fraction": frac,
-                         "estimated_pct": pct}, None, tier=tier,
+                         "estimated_pct": pct}, tier=tier,
                         sources=sources, traced=tier == "lean")
     fams = {f.name: f for f in text_string_to_metric_families(_render(ex))}
     counts = {(s.labels["stage"], s.labels["op_class"]): s.value
@@ -243,9 +245,8 @@ def test_kernel_stages_go_to_their_own_families():
         hists[key] = Hist.from_ns(durations(count, count))
     cur = Snapshot({}, {}, {}, {}, {}, 10**9, dict(hists), 0)
     ex = Exported(0.0)
-    ex.add_interval("osd.2", run, cur, None, 1.0,
-                    {"interval_attached_fraction": 1.0, "estimated_pct": 0},
-                    None)
+    ex.add_interval("osd.2", build_interval(run, cur, None, 0, 1.0, None),
+                    {"interval_attached_fraction": 1.0, "estimated_pct": 0})
     fams = {f.name: f for f in text_string_to_metric_families(_render(ex))}
     for stage, count in n.items():
         got = [s for s in fams[F.KERNEL_STAGES[stage]].samples

@@ -2,8 +2,10 @@
 exporter started (across OSD restarts and re-attaches: counters never go
 backwards), and the Prometheus collector that serves them.
 
-The live loop (exporter/service.py) hands over each refresh interval's
-two snapshots per OSD and tier (add_interval); a scrape (collect) only
+The live loop (exporter/service.py) hands over each refresh interval per
+OSD and tier, as the report model built it (model/interval.py's
+Interval: the figures osdstage's reports are made of, add_interval); a
+scrape (collect) only
 reads what was summed, under a lock, so it costs the same whatever the
 load. Each stage is taken from the one tier that feeds it (the sources
 given at attached(): the lean tier's where it has the stage, whose counts
@@ -194,13 +196,16 @@ class Exported:
             if self_cpu is not None:
                 self.self_cpu = self_cpu
 
-    def add_interval(self, name, run, cur, prev, secs, overhead,
-                     in_flight, tier="full", sources=None, traced=True):
-        """One refresh interval of OSD `name` (two snapshots of its run)
-        in `tier`: of its stages, those `sources` ({stage: tier}) gives to
-        this tier (all without sources); `traced`: this tier's seconds
-        count as the OSD's traced seconds (one tier's of several)."""
-        hists, counters = report.interval_deltas(cur, prev)
+    def add_interval(self, name, iv, overhead, tier="full", sources=None,
+                     traced=True, threads=None):
+        """One refresh interval of OSD `name` in `tier` (model/interval.py's
+        Interval `iv`, with `overhead`, the tier's cost record): of its
+        stages, those `sources` ({stage: tier}) gives to this tier (all
+        without sources); `traced`: this tier's seconds count as the OSD's
+        traced seconds (one tier's of several); `threads`: the thread
+        table of the snapshot that ends it (the threads gauge)."""
+        run, hists, counters, secs = iv.run, iv.hists, iv.counters, iv.secs
+        in_flight = iv.record["in_flight"]
         vocab = run.vocab
 
         def ours(stage):
@@ -228,17 +233,17 @@ class Exported:
                     if h is not None:
                         st.count(F.SCHED_CLASS_HELD, (c,), h.sum_ns / 1e9)
             for stage, (wait_fam, last_fam) in PEER_FAMILIES.items():
-                for peer, (wait, last) in report.peers(hists, stage).items():
+                for peer, (wait, last) in iv.peers[stage].items():
                     if wait is not None:
                         st.hist(wait_fam, ("osd.%d" % peer,), wait)
                     if last:
                         st.count(last_fam, ("osd.%d" % peer,), last)
             if run.kernel:
-                self._kernel(st, run, hists, cur, prev, secs)
+                self._kernel(st, iv, threads)
             for key in vocab.hits:          # label: "hit_entry" -> "entry"
                 st.count(F.PROBE_HITS,
                          (key[len("hit_"):],), counters.get(key, 0))
-            for key, v in report.split_counters(counters, vocab).items():
+            for key, v in iv.record["lost"].items():
                 st.count(F.EVENTS_LOST, (key,), v)
             if traced:
                 st.count(F.TRACED, (), secs)
@@ -251,9 +256,10 @@ class Exported:
                 st.gauges[(F.OPS_IN_FLIGHT, ())] = in_flight
 
     @staticmethod
-    def _kernel(st, run, hists, cur, prev, secs):
+    def _kernel(st, iv, threads):
+        run = iv.run
         roles, vocab = run.roles, run.vocab
-        kst, per_role = report.kernel_stages(hists, roles, vocab)
+        kst, per_role = iv.kernel, iv.per_role
         for stage in vocab.kernel:
             fam = F.KERNEL_STAGES.get(stage)
             if fam is None:
@@ -263,7 +269,7 @@ class Exported:
                     st.hist(fam, (role,), h)
             else:
                 st.hist(fam, (), kst[stage])
-        for role, r in report.role_deltas(cur, prev, roles, secs).items():
+        for role, r in iv.roles.items():
             st.count(F.THREAD_OFFCPU, (role,),
                      r["sleep_ns"] / 1e9)
             st.count(F.THREAD_RUNQUEUE, (role,),
@@ -272,20 +278,16 @@ class Exported:
                      r["futex_ns"] / 1e9)
             st.count(F.THREAD_WAKEUPS, (role,),
                      r["wakeups"])
-        threads = {}
-        for t in cur.threads.values():
+        alive = {}
+        for t in (threads or {}).values():
             if not t["died"]:
-                name = roles.names[t["role"]] \
-                    if t["role"] < len(roles.names) else "other"
-                threads[name] = threads.get(name, 0) + 1
+                name = report.role_name(roles, t["role"])
+                alive[name] = alive.get(name, 0) + 1
         for key in [k for k in st.gauges if k[0] == F.THREADS]:
             del st.gauges[key]
-        for role, n in threads.items():
+        for role, n in alive.items():
             st.gauges[(F.THREADS, (role,))] = n
-        if "queue_wait" not in run.stages:
-            return
-        for shard, _key, _workers, d in report.shard_deltas(cur, prev,
-                                                            cur.threads):
+        for shard, _key, _workers, d in iv.shards:
             label = (str(shard) if shard != "?" else "unknown",)
             st.count(F.QUEUE_OPS, label, d["ops"])
             # the causes: the attribution's parts (vocab.attr_parts)

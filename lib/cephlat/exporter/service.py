@@ -38,6 +38,7 @@ from ..ceph.target import netns_id
 from ..engine import duty
 from ..engine.session import Session, Want, plan_targets
 from ..engine.optable import table_size
+from ..model.interval import build_interval
 from ..errors import UserError
 
 TOOL = "osdstage-exporter"
@@ -245,10 +246,11 @@ class Exporter:
                                                    self.t_last)
                 if run.name in self.gone:
                     continue
+                iv = build_interval(run, cur, prev, now, now - self.t_last,
+                                    fly[slot])
                 self.exported.add_interval(
-                    run.name, run, cur, prev, now - self.t_last, over,
-                    fly[slot], tier=tier.name, sources=self.sources,
-                    traced=tier is self.tiers[0])
+                    run.name, iv, over, tier=tier.name, sources=self.sources,
+                    traced=tier is self.tiers[0], threads=cur.threads)
             tier.prevs = curs
         # the exporter's own CPU over the interval, attach cycles apart
         # (they are in the OSDs' estimates): off the duty cycle's budget

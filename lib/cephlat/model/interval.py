@@ -1,11 +1,16 @@
-"""The report model: what one report interval holds, built from two
+"""The report model: what one report interval holds, built once from two
 snapshots of the same run (live: read from the kernel maps; offline: read
-back from a capture). Renderers (render/) turn it into text, HTML or a
-timeline; the JSON output is the record itself."""
+back from a capture) and read by every sink: renderers (render/) turn its
+record into text, HTML or JSON (the JSON output is the record itself), and
+the exporter sums its raw figures (Interval)."""
 import json
+from dataclasses import dataclass, field
 
 from . import report, verdict
 from .hist import Hist
+
+# the stages whose waits are per peer OSD (report.peers)
+PEER_STAGES = ("replica_wait", "shard_read")
 
 
 def _summary_with_hist(h):
@@ -73,24 +78,59 @@ def queue_classes(vocab, hists):
     return out
 
 
+@dataclass
+class Interval:
+    """One OSD's report interval, built once (build_interval) and read by
+    every sink: `record`, the JSON object (text, JSON, HTML), and the raw
+    figures it was made from (the exporter's histograms and counters):
+
+    hists: Hist by key (report.interval_deltas' keys, and once the kernel
+    part is built "kernel.<stage>" and "role.<stage>.<role>"); counters:
+    the counters' deltas; peers: {stage: report.peers} of PEER_STAGES;
+    kernel: {stage: Hist} over every role, per_role: {stage: {role:
+    Hist}} (report.kernel_stages); roles: report.role_deltas; shards:
+    report.shard_deltas (the last three empty without the kernel part)."""
+    run: "RunInfo"
+    secs: float
+    record: dict
+    hists: dict
+    counters: dict
+    peers: dict
+    kernel: dict = field(default_factory=dict)
+    per_role: dict = field(default_factory=dict)
+    roles: dict = field(default_factory=dict)
+    shards: list = field(default_factory=list)
+
+
 def interval_record(run, cur, prev, ts, secs, in_flight):
     """One interval's JSON object from two snapshots -> (record, the
-    histograms it was made from, by key)."""
+    histograms it was made from, by key): build_interval's, for the
+    sinks that read those two only."""
+    iv = build_interval(run, cur, prev, ts, secs, in_flight)
+    return iv.record, iv.hists
+
+
+def build_interval(run, cur, prev, ts, secs, in_flight):
+    """One interval of `run` from two snapshots -> Interval."""
     vocab = run.vocab
     hists, counters = report.interval_deltas(cur, prev)
+    peers = {stage: report.peers(hists, stage) for stage in PEER_STAGES}
     stages = {}
     for stage in run.stages:
-        s = _summary_with_hist(hists[stage])
+        # a stage or class with no histogram read (none in a snapshot
+        # made by hand) is one without events
+        s = _summary_with_hist(hists.get(stage, Hist()))
         if stage in run.classes:
-            s["by_class"] = {c: hists["%s.%s" % (stage, c)].summary()
+            s["by_class"] = {c: hists.get("%s.%s" % (stage, c),
+                                          Hist()).summary()
                              for c in vocab.op_classes}
             # a capture window's dequeues of ops never seen complete
             # (capture/window.py): the rows add up to the stage's count
             rest = hists.get(stage + ".unknown")
             if rest is not None and rest.count:
                 s["by_class"]["unknown"] = rest.summary()
-        if stage in ("replica_wait", "shard_read"):
-            s["by_peer"] = report.by_peer(hists, stage)
+        if stage in PEER_STAGES:
+            s["by_peer"] = report.peer_rows(peers[stage])
             last = max(s["by_peer"].items(), key=lambda kv: kv[1]["last"],
                        default=(None, {"last": 0}))
             s["last_peer"] = last[0] if last[1]["last"] else None
@@ -123,9 +163,10 @@ def interval_record(run, cur, prev, ts, secs, in_flight):
                                            getattr(prev, "throttles", None))
     if throttles is not None:
         rec["throttles"] = throttles
+    iv = Interval(run, secs, rec, hists, counters, peers)
     if run.kernel:
-        _kernel_part(run, rec, hists, counters, cur, prev, secs)
-    return rec, hists
+        _kernel_part(iv, cur, prev)
+    return iv
 
 
 def _devices(cur, prev):
@@ -142,11 +183,16 @@ def _devices(cur, prev):
     return out
 
 
-def _kernel_part(run, rec, hists, counters, cur, prev, secs):
-    """The kernel stages, thread roles, attribution, shards and verdict;
-    the histograms they used are added to `hists`."""
+def _kernel_part(iv, cur, prev):
+    """The kernel stages, thread roles, attribution, shards and verdict of
+    Interval `iv`: its record's and its raw figures; the histograms they
+    used are added to its hists."""
+    run, rec, hists, counters, secs = iv.run, iv.record, iv.hists, \
+        iv.counters, iv.secs
     roles, vocab = run.roles, run.vocab
     kst, per_role = report.kernel_stages(hists, roles, vocab)
+    iv.kernel, iv.per_role = kst, per_role
+    iv.roles = report.role_deltas(cur, prev, roles, secs)
     kernel = {}
     for name in vocab.kernel:
         s = _summary_with_hist(kst[name])
@@ -155,7 +201,7 @@ def _kernel_part(run, rec, hists, counters, cur, prev, secs):
                             for r, rh in per_role[name].items()}
         kernel[name] = s
     kernel["block_rq"]["by_device"] = _devices(cur, prev)
-    threads = report.thread_table(cur, prev, roles, secs)
+    threads = report.thread_rows(iv.roles, roles)
     rec["kernel"] = kernel
     rec["threads"] = threads
     worker = roles.names[roles.worker]
@@ -164,10 +210,10 @@ def _kernel_part(run, rec, hists, counters, cur, prev, secs):
         attr, wakers = report.attribution(hists, counters, vocab)
         rec["attribution"] = attr
         rec["wakers"] = wakers
-        rec["shards"] = report.shard_table(cur, prev, cur.threads,
-                                           vocab.attr_parts)
+        iv.shards = report.shard_deltas(cur, prev, cur.threads)
+        rec["shards"] = report.shard_rows(iv.shards, vocab.attr_parts)
         rec["worker_sleep_pct"] = threads.get(worker, {}).get("offcpu_pct")
-    stage_hists = {k: hists[k] for k in run.stages}
+    stage_hists = {k: hists.get(k, Hist()) for k in run.stages}
     stages = rec["stages"]
     v = verdict.verdict(
         stage_hists, kst, attr, wakers, threads, worker,

@@ -12,10 +12,16 @@ def _merge(hists):
     return out
 
 
+def role_name(roles, role):
+    """A thread's role name: its index in `roles` (a model/roles.py
+    Roles), "other" past them."""
+    return roles.names[role] if role < len(roles.names) else "other"
+
+
 def role_deltas(cur, prev, roles, secs):
     """Per role, over the interval prev -> cur: threads, the span they
     existed in, and the nanoseconds asleep, runnable and in futex waits,
-    and wake-ups (raw sums: thread_table's percentages, the exporter's
+    and wake-ups (raw sums: thread_rows' percentages, the exporter's
     counters)."""
     rows = {}
     end = cur.mono_ns
@@ -24,7 +30,7 @@ def role_deltas(cur, prev, roles, secs):
         p = prev.threads.get(tid) if prev else None
         if t["died"] and t["died"] < start:
             continue
-        name = roles.names[t["role"]] if t["role"] < len(roles.names) else "other"
+        name = role_name(roles, t["role"])
         r = rows.setdefault(name, {"threads": 0, "sleep_ns": 0, "runq_ns": 0,
                                    "futex_ns": 0, "wakeups": 0, "span_ns": 0})
         r["threads"] += 1
@@ -35,10 +41,9 @@ def role_deltas(cur, prev, roles, secs):
     return rows
 
 
-def thread_table(cur, prev, roles, secs):
-    """Per role: threads, % of time asleep off-CPU, % waiting for a CPU,
-    % of the off-CPU time in futex waits, wake-ups."""
-    rows = role_deltas(cur, prev, roles, secs)
+def thread_rows(rows, roles):
+    """Per role of role_deltas' `rows`: threads, % of time asleep off-CPU,
+    % waiting for a CPU, % of the off-CPU time in futex waits, wake-ups."""
     out = {}
     for name in roles.names:
         r = rows.get(name)
@@ -130,7 +135,7 @@ def shard_deltas(cur, prev, threads):
     are summed in a last row with shard "?".
 
     -> [(shard index or "?", cv key or None, workers, field deltas)] in
-    shard order (raw sums: shard_table's rows, the exporter's counters)."""
+    shard order (raw sums: shard_rows', the exporter's counters)."""
     workers = {}
     for t in threads.values():
         if t.get("cv"):
@@ -151,11 +156,12 @@ def shard_deltas(cur, prev, threads):
             for i, key in enumerate(keys)]
 
 
-def shard_table(cur, prev, threads, parts):
-    """Per shard (shard_deltas): ops, mean queue wait, the shares of the
-    queue wait by cause (`parts`: the run's vocab.attr_parts), wake-ups."""
+def shard_rows(deltas, parts):
+    """Per shard of shard_deltas' `deltas` that had ops: ops, mean queue
+    wait, the shares of the queue wait by cause (`parts`: the run's
+    vocab.attr_parts), wake-ups."""
     rows = []
-    for shard, key, workers, d in shard_deltas(cur, prev, threads):
+    for shard, key, workers, d in deltas:
         if not d["ops"]:
             continue
         q = d["qwait_ns"] or 1
@@ -351,10 +357,14 @@ def peers(hists, stage):
 
 
 def by_peer(hists, stage="replica_wait"):
-    """replica_wait per replica (or shard_read per shard): its replies'
-    waits and how often it was the last to reply -> {"osd.N": summary +
-    last, last_pct}."""
-    per = peers(hists, stage)
+    """replica_wait per replica (or shard_read per shard): peer_rows of
+    its peers."""
+    return peer_rows(peers(hists, stage))
+
+
+def peer_rows(per):
+    """A stage's `peers` -> per peer, its replies' waits and how often it
+    was the last to reply: {"osd.N": summary + last, last_pct}."""
     total = sum(last for _, last in per.values())
     out = {}
     for peer, (wait, last) in per.items():
