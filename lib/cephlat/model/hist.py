@@ -42,6 +42,13 @@ def slot_bounds_us(slot):
     return lo / UNITS_PER_US, hi / UNITS_PER_US
 
 
+# per slot: its bounds in us, and the power-of-two usecs bucket holding it
+# (exact: a slot's low bound is a multiple of its bucket's), computed once
+_BOUNDS_US = [slot_bounds_us(i) for i in range(HIST_SLOTS)]
+_LOG2_US = [0 if lo < 2 else int(lo).bit_length() - 1
+            for lo, _ in _BOUNDS_US]
+
+
 class Hist:
     """Aggregated latency of one stage: count, sum, max and fine slots."""
 
@@ -83,20 +90,28 @@ class Hist:
     def percentile_us(self, q):
         """The q-quantile (0 < q <= 1) in us: the slot holding rank
         ceil(q*N), linearly interpolated inside the slot, never above max."""
+        return self.percentiles_us((q,))[0]
+
+    def percentiles_us(self, qs):
+        """percentile_us of each of the ascending quantiles `qs`, in one
+        pass over the slots."""
         n = sum(self.slots)
         if n == 0:
-            return 0.0
-        rank = max(1, math.ceil(q * n - 1e-9))
-        cum = 0
+            return [0.0] * len(qs)
+        ranks = [max(1, math.ceil(q * n - 1e-9)) for q in qs]
+        out, j, cum = [], 0, 0
         for i, c in enumerate(self.slots):
             if not c:
                 continue
-            if cum + c >= rank:
-                lo, hi = slot_bounds_us(i)
-                v = lo + (hi - lo) * (rank - cum - 0.5) / c
-                return min(v, self.max_us()) if self.max_ns else v
+            while j < len(ranks) and cum + c >= ranks[j]:
+                lo, hi = _BOUNDS_US[i]
+                v = lo + (hi - lo) * (ranks[j] - cum - 0.5) / c
+                out.append(min(v, self.max_us()) if self.max_ns else v)
+                j += 1
+            if j == len(ranks):
+                return out
             cum += c
-        return self.max_us()
+        return out + [self.max_us()] * (len(ranks) - j)
 
     def log2_buckets(self, unit_us=1):
         """bcc-style power-of-two buckets in `unit_us` units (1 = usecs,
@@ -107,12 +122,12 @@ class Hist:
         for i, c in enumerate(self.slots):
             if not c:
                 continue
-            lo, hi = slot_bounds_us(i)
-            v = (lo / unit_us) if unit_us == 1 else ((lo + hi) / 2 / unit_us)
-            k = 0 if v < 2 else int(math.floor(math.log2(v)))
             if unit_us == 1:
-                # exact: slot lo is a multiple of the bucket boundary
-                k = 0 if lo < 2 else (int(lo).bit_length() - 1)
+                k = _LOG2_US[i]
+            else:
+                lo, hi = _BOUNDS_US[i]
+                v = (lo + hi) / 2 / unit_us
+                k = 0 if v < 2 else int(math.floor(math.log2(v)))
             counts[k] = counts.get(k, 0) + c
         if not counts:
             return []
@@ -125,12 +140,13 @@ class Hist:
         return out[first:]
 
     def summary(self):
+        p50, p90, p99 = self.percentiles_us((0.50, 0.90, 0.99))
         return {
             "count": self.count,
             "mean_us": round(self.mean_us(), 3),
-            "p50_us": round(self.percentile_us(0.50), 3),
-            "p90_us": round(self.percentile_us(0.90), 3),
-            "p99_us": round(self.percentile_us(0.99), 3),
+            "p50_us": round(p50, 3),
+            "p90_us": round(p90, 3),
+            "p99_us": round(p99, 3),
             "max_us": round(self.max_us(), 3),
         }
 
