@@ -54,12 +54,14 @@ def header_enum(name, header="osdstage.h"):
 
 def run_tool(args, timeout=120, **kw):
     """Run a tool (argv after the interpreter): its CompletedProcess. An
-    osdstage run with -j/--json that succeeded has each line of its
-    stdout checked against the reports' schema (check_reports)."""
+    osdstage run with -j/--json, or rbdrecord --summary with it, that
+    succeeded has each line of its stdout checked against the reports'
+    schema (check_reports)."""
     p = subprocess.run([PYTHON] + args, capture_output=True, text=True,
                        timeout=timeout, **kw)
-    if p.returncode == 0 and args and args[0] == OSDSTAGE and \
-            ("-j" in args or "--json" in args):
+    if p.returncode == 0 and args and args[0] in (OSDSTAGE, RBDRECORD) and \
+            ("-j" in args or "--json" in args) and \
+            (args[0] == OSDSTAGE or "--summary" in args):
         check_reports(p.stdout)
     return p
 

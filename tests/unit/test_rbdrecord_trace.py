@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, PYTHON, REPO, assert_one_line_error, need
+from conftest import (BUILD, PYTHON, REPO, assert_one_line_error, check_reports,
+                      need)
 
 RBDRECORD = os.path.join(REPO, "tools", "rbdrecord.py")
 PID, TID, PTHREAD = 4242, 4243, 0x7f0012345600
@@ -106,7 +107,7 @@ def test_trace_reads_back_summarizes_and_converts(trace, tmp_path):
     p = subprocess.run([PYTHON, RBDRECORD, "--summary", trace, "-j"],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    s = json.loads(p.stdout)["images"]["img1"]
+    s = check_reports(p.stdout)[0]["images"]["img1"]
     assert s["ops"] == {"read": 1, "write": 1, "flush": 1}
     assert s["pool"] == "rbd" and s["read_pct"] == 50.0
     job = str(tmp_path / "job")

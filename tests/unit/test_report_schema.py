@@ -25,7 +25,8 @@ def test_the_schema_is_a_valid_json_schema_with_an_integer_version():
     jsonschema.Draft202012Validator.check_schema(schema())
     assert isinstance(version(), int) and version() >= 1
     # every type the tools print has its definition
-    for kind in ("interval", "window", "host", "op", "end_to_end", "list"):
+    for kind in ("interval", "window", "host", "op", "end_to_end", "list",
+                 "rbd_summary"):
         assert kind in schema()["$defs"]
         assert {"$ref": "#/$defs/" + kind} in schema()["oneOf"]
 

@@ -4,9 +4,9 @@ cache did with its writes (cachesummary.py); per OSD, the ops the
 client's Objecter sent it and how long their replies took (text or
 JSON)."""
 import collections
-import json
 
 from ..ceph import objecter
+from ..model.schema import json_line
 from .cachesummary import cache_summary, write_cache
 from .reader import RbdTrace
 
@@ -89,7 +89,8 @@ def osd_summary(osd_ops):
 def summary(path, zones, as_json, out):
     """Summarize the trace at `path` on `out`. -> exit status"""
     tr = RbdTrace(path)
-    res = {"trace": path, "images": {}, "incomplete": tr.incomplete,
+    res = {"type": "rbd_summary", "trace": path, "images": {},
+           "incomplete": tr.incomplete,
            "unmatched_completions": tr.unmatched}
     for ictx, reqs in tr.by_image().items():
         img = tr.images.get(ictx, {})
@@ -106,7 +107,7 @@ def summary(path, zones, as_json, out):
         "linked": sum(o.request is not None for o in data),
         "object_size": 1 << tr.order if tr.order else None}
     if as_json:
-        out.write(json.dumps(res) + "\n")
+        out.write(json_line(res))
         return 0
     for name, s in res["images"].items():
         if "ops" in s:
