@@ -342,6 +342,27 @@ def _container_lab(release, osds=1):
                        capture_output=True, timeout=300)
 
 
+def refresh_container_osds(lab):
+    """Container lab `lab` (a lab3_<release> / container_lab dict) after
+    something that may have started an OSD anew (`container.sh up` starts
+    what is not running, a test stops and starts one): its OSDs' pids and
+    admin sockets read again, in place (module fixtures hold the dict).
+    -> [(osd id, old pid, new pid)] of the OSDs whose process changed."""
+    env = container_lab_env(lab["release"])
+    assert env is not None, "the %s lab is not up" % lab["release"]
+    n = lab.get("osds", 1)
+    old = lab.get("pids", [lab["pid"]])
+    new = _osd_info(env, n) if n > 1 else {"pid": int(env["OSD_PID"])}
+    for k in ("pids", "asoks", "OSD_PIDS", "OSD_ASOKS", "OSD_PID"):
+        if k in new:
+            lab[k] = new[k]
+    from cephlat.ceph.adminsock import find_osd_socket
+    lab["pid"] = new["pid"]
+    lab["asok"] = find_osd_socket(lab["pid"], "0") or env["OSD_ASOK"]
+    return [(i, a, b) for i, (a, b) in
+            enumerate(zip(old, lab.get("pids", [lab["pid"]]))) if a != b]
+
+
 def assert_lab_network_gone():
     """No namespace of a multi-host lab (osdlab-*) and no wire left."""
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True,

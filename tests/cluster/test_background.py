@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import LAB, Bench, _osd_info, container_lab_env, lab_run
+from conftest import LAB, Bench, lab_run, refresh_container_osds
 from test_osdstage_live import traced_window
 from cephlat.model import verdict
 
@@ -70,11 +70,7 @@ def _wait_for(lab, pred, secs):
 
 def _refresh(lab):
     """The restarted OSD has a new pid and admin socket path."""
-    env = container_lab_env(lab["release"])
-    assert env is not None
-    new = _osd_info(env, lab["osds"])
-    for k in ("pids", "asoks", "OSD_PIDS", "OSD_ASOKS"):
-        lab[k] = new[k]
+    refresh_container_osds(lab)
 
 
 def _recovering_window(lab):

@@ -7,10 +7,11 @@ k data shards, as Ceph's own op_w and op_r count them: the probe table's
 EC functions and offsets for those releases, live."""
 import os
 import subprocess
+import warnings
 
 import pytest
 
-from conftest import CONTAINER_LAB, container_lab_env
+from conftest import CONTAINER_LAB, container_lab_env, refresh_container_osds
 from test_ec import K, _nothing_lost, _traced, check_reads
 
 POOL = "ec:2+1"
@@ -21,14 +22,22 @@ def lab3(request):
     return request.getfixturevalue("lab3_" + request.param)
 
 
-def _up(release, pool=None):
+def _up(lab, pool=None):
+    """`container.sh RELEASE up` of 3-OSD lab `lab` with image img1's data
+    in `pool` (None: replicated); an OSD it had to start again (not
+    running: it exited) is named in a warning, and `lab`'s pids and admin
+    sockets follow it (the next tests trace the running OSDs)."""
     env = dict(os.environ, LAB_OSDS="3")
     env.pop("LAB_POOL", None)
     if pool:
         env["LAB_POOL"] = pool
-    p = subprocess.run(["bash", CONTAINER_LAB, release, "up"],
+    p = subprocess.run(["bash", CONTAINER_LAB, lab["release"], "up"],
                        capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
+    for osd, old, new in refresh_container_osds(lab):
+        warnings.warn("%s lab: osd.%d was started again by `up` (pid %d -> "
+                      "%d): it had exited\n%s" % (lab["release"], osd, old,
+                                                  new, p.stderr[-2000:]))
 
 
 def _bench(lab, *args):
@@ -42,13 +51,13 @@ def _bench(lab, *args):
 def ec3(lab3):
     """lab3 with the EC pool and objects in it; its image replicated
     again afterwards."""
-    _up(lab3["release"], POOL)
+    _up(lab3, POOL)
     try:
         assert container_lab_env(lab3["release"])["LAB_POOL"] == POOL
         _bench(lab3, "4", "write", "-b", "4096", "-t", "8", "--no-cleanup")
         yield lab3
     finally:
-        _up(lab3["release"])
+        _up(lab3)
 
 
 def _deltas(dumps, key):

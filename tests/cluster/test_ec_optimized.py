@@ -27,7 +27,7 @@ def ec_opt(lab3_tentacle):
     back: the lab's replicated image and a new pool afterwards), objects
     in it."""
     lab = lab3_tentacle
-    _up("tentacle", POOL)
+    _up(lab, POOL)
     try:
         p = lab_run(lab, "ceph", "osd", "pool", "set", "rbd-ec",
                     "allow_ec_optimizations", "true")
@@ -35,7 +35,7 @@ def ec_opt(lab3_tentacle):
         _bench(lab, "4", "write", "-b", "4096", "-t", "8", "--no-cleanup")
         yield lab
     finally:
-        _up("tentacle")
+        _up(lab)
 
 
 def _mangled(binary):

@@ -512,15 +512,22 @@ def test_a_client_held_by_the_osds_message_cap(capped):
     segments still add up to the client's own latency: the calls' as the
     trace has them (to the application taking the result: fio's
     rbd_aio_release), exactly at p50 and p99; and those are fio's own,
-    call by call (_check_fio_per_call)."""
+    call by call (_check_fio_per_call). How much goes before the OSD
+    follows from the cap (Little's law: a segment's mean is the ops in it
+    over the rate): CAP ops are in the OSD's hands, the others of the
+    depth in the client or waiting before the OSD, up to (depth - CAP) /
+    CAP = 15 times the OSD's own time; at least twice it is asked (the
+    client keeping 50 of the 64 leaves 10 before the OSD), not a share of
+    the whole latency (a busy client spends longer in its own segments:
+    55 % of the total once)."""
     res, _ = _e2e_json(capped)
     t = res["kinds"]["read"]
     assert t["unknown"] == 0, t
     assert res["joined"] + res["unfinished"]["ops"] == res["client_ops"]
     by = {g["segment"]: g for g in t["segments"]}
     total = by["total"]
-    assert by["to_osd"]["mean_us"] + by["messenger"]["mean_us"] >= \
-        0.5 * total["mean_us"], by
+    before = by["to_osd"]["mean_us"] + by["messenger"]["mean_us"]
+    assert before >= 2 * by["osd"]["mean_us"], by
     assert by["osd"]["mean_us"] <= 0.25 * total["mean_us"], by
     assert by["to_osd"]["p50_us"] >= 2 * DELAY_US, by["to_osd"]
     assert abs(sum(g["mean_us"] for k, g in by.items() if k != "total")

@@ -9,6 +9,10 @@ and a capture that cannot tell busy from blocked says so."""
 
 from . import sched as scheduler
 
+# a mean queue wait under this (us) is no queueing problem: the cause is
+# "idle" (but for missed wake-ups, a fault however short)
+SHORT_QUEUE_US = 50
+
 
 # Ops that wait behind busy, locked or blocked workers wait for the CPUs
 # instead when the workers spend at least this many times as long runnable as
@@ -161,7 +165,7 @@ def queue_lines(qw, attr, wakers, sched, secs, wk):
     else:
         cause, line = _worker_line(top, head, shares, attr, slept)
         lines = [line]
-    if qs["mean_us"] < 50 and cause != "missed":
+    if qs["mean_us"] < SHORT_QUEUE_US and cause != "missed":
         cause = "idle"
         lines[-1] += " (short: queueing is not the problem)"
     return cause, lines
