@@ -7,7 +7,11 @@ host where they were slow.
 The rule (kept simple enough for a BPF program to repeat it): a request
 id's client number and transaction id mixed as
   h = (tid * 0x9E3779B97F4A7C15 + num) mod 2**64
-and kept when (h >> 32) % N == 0 (1 in N)."""
+and kept when (h >> 32) % N == 0 (1 in N). The exporter's BPF programs
+repeat it at each op's end (probes/osdstage/ops.bpf.h, trace_op;
+TraceChoice is what they are told)."""
+from collections import namedtuple
+
 import numpy as np
 
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -26,3 +30,20 @@ def sampled(num, tid, every):
     if every <= 1:
         return np.ones(np.shape(np.asarray(num)), bool)
     return (mix(num, tid) >> np.uint64(32)) % np.uint64(every) == 0
+
+
+# Which ops the exporter's BPF programs send as traces (osdstage-exporter
+# --otlp): every: 1 in `every` by request id (0: no sample); over_us: and
+# those that took at least this long on the OSD (None: no threshold);
+# rate: at most this many a second from one tracer, all its OSDs (0: no
+# cap)
+TraceChoice = namedtuple("TraceChoice", "every over_us rate")
+
+
+def sampled_one(num, tid, every):
+    """sampled() of one request id, in Python ints: what the BPF side
+    computes in 64-bit unsigned arithmetic."""
+    if every <= 1:
+        return True
+    h = (tid * _GOLDEN + num) & 0xFFFFFFFFFFFFFFFF
+    return (h >> 32) % every == 0
