@@ -12,13 +12,18 @@ repeat it at each op's end (probes/osdstage/ops.bpf.h, trace_op;
 TraceChoice is what they are told)."""
 from collections import namedtuple
 
-import numpy as np
-
 _GOLDEN = 0x9E3779B97F4A7C15
+
+
+def reqid_name(num, inc, tid):
+    """A client op's request id as the OSD names it (and trace ids are
+    made of): client.4161.0:11457."""
+    return "client.%d.%d:%d" % (num, inc, tid)
 
 
 def mix(num, tid):
     """The request id's hash (numpy arrays or ints) as uint64."""
+    import numpy as np      # here: request ids' names need no numpy
     num = np.asarray(num).astype(np.uint64)
     tid = np.asarray(tid).astype(np.uint64)
     with np.errstate(over="ignore"):
@@ -27,6 +32,7 @@ def mix(num, tid):
 
 def sampled(num, tid, every):
     """Whether each request id is in the 1-in-`every` sample."""
+    import numpy as np
     if every <= 1:
         return np.ones(np.shape(np.asarray(num)), bool)
     return (mix(num, tid) >> np.uint64(32)) % np.uint64(every) == 0
@@ -42,8 +48,8 @@ TraceChoice = namedtuple("TraceChoice", "every over_us rate")
 
 def sampled_one(num, tid, every):
     """sampled() of one request id, in Python ints: what the BPF side
-    computes in 64-bit unsigned arithmetic."""
+    computes in 64-bit unsigned arithmetic (every 0: no sample)."""
     if every <= 1:
-        return True
+        return every == 1
     h = (tid * _GOLDEN + num) & 0xFFFFFFFFFFFFFFFF
     return (h >> 32) % every == 0
