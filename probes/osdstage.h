@@ -51,6 +51,9 @@ enum osdstage_limits {
 	WRING_BITS = 9,
 	WRINGS = 256,
 	WRING_WAYS = 4,
+	/* ops sent as OTLP traces (struct op_trace): a replicated write's
+	 * first replies kept for its trace on its primary */
+	TRACE_PEERS = 4,
 };
 
 /* Stage ids: the cookie of "call" probes and the index of the stats map. */
@@ -193,6 +196,12 @@ enum counter_id {
 	CNT_WAKE_TIMEOUT,	/* or by its timed wait expiring (missed wake-up) */
 	CNT_TIMEOUTS_WITH_WORK,	/* a worker's timed wait expired and it then took
 				 * queued work (counted once per expired wait) */
+	/* ops chosen at their end to be sent as OTLP traces (the exporter's
+	 * --otlp; struct op_trace): in the 1-in-N sample by request id, */
+	CNT_TRACE_SAMPLE,
+	CNT_TRACE_SLOW,		/* or (not sampled) at least the threshold long; */
+	CNT_TRACE_OVER_RATE,	/* of those, dropped over the rate cap, */
+	CNT_TRACE_RING_FULL,	/* or because the traces ring had no room */
 	CNT_HIT_ENTRY,		/* uprobe hits (stage entries, op events) */
 	CNT_HIT_RETURN,		/* uretprobe hits */
 	CNT_HIT_SCHED,		/* scheduler tracepoint runs that found a
@@ -200,7 +209,7 @@ enum counter_id {
 				 * target filter) */
 	CNT_HIT_SYSCALL,	/* syncfs tracepoint runs of the target (futex
 				 * waits come from the scheduler programs) */
-	CNT__MAX = 24,
+	CNT__MAX = 28,
 	/* markers: the counters from CNT__UPROBE_HITS count uprobe hits,
 	 * those from CNT__TP_HITS on tracepoint runs (the cost model's two
 	 * prices: engine/duty.py, the exporter, the bench) */
@@ -285,6 +294,14 @@ struct op_state {
 	__u64 msg_ns;		/* its message's time before the enqueue
 				 * (header read -> enqueue; 0: unstamped):
 				 * op_latency = this + op_total */
+	/* for its OTLP trace, kept only while traces are sent (struct
+	 * op_trace; else never written): */
+	__u64 pg_pool;		/* the PG it was queued for (the enqueue */
+	__u32 pg_seed;		/*   function's argument) */
+	__u32 pad;
+	__u32 rep_peer[TRACE_PEERS]; /* a replicated write on its primary: its
+				 * first replies' OSDs, */
+	__u32 rep_us[TRACE_PEERS]; /* each reply's time after sub_ns, us */
 };
 
 /* A slot of the op table ("ops" array map, user space maps it): the op's
@@ -469,6 +486,53 @@ struct role_prefix {
 	char prefix[ROLE_PREFIX_LEN];
 	__u32 len;		/* 0 = unused */
 	__u32 role;
+};
+
+/* ------------------------------------------------------------------------
+ * Ops sent as OTLP traces (osdstage-exporter --otlp): chosen at the op's
+ * end, in the full tier, by the rule of lib/cephlat/model/sample.py (the
+ * request id's h = tid * 0x9E3779B97F4A7C15 + num, mod 2^64, kept when
+ * (h >> 32) % trace_every == 0: the same ops on every OSD of every host)
+ * or because the op took trace_over_ns or more on this OSD, under a rate
+ * cap; each chosen op is one struct op_trace in the "traces" ring buffer,
+ * which the exporter drains (exporter/traces.py). Nothing else of an op
+ * reaches user space. Not a capture event: no header, not in enum ev_id. */
+enum trace_why { TW_SAMPLE = 0, TW_SLOW };
+enum trace_role { TR_PRIMARY = 0, TR_REPLICA };
+
+struct op_trace {
+	__u64 op;		/* the OpRequest's address */
+	__u64 req_num;		/* its request id: client.num.inc:tid */
+	__u64 req_tid;
+	__s32 req_inc;
+	__u32 src;		/* a replica op: the OSD that sent it (its
+				 * primary); 0 on a primary */
+	/* CLOCK_MONOTONIC ns */
+	__u64 enq_ns;		/* enqueued (OSD::enqueue_op) */
+	__u64 deq_ns;		/* first dequeue (0: not seen) */
+	__u64 done_ns;		/* completed (a primary's op_done) or its
+				 * reply sent (a replica's repop) */
+	__u64 msg_ns;		/* its message's header read -> enqueue (0:
+				 * unstamped) */
+	__u64 sub_ns;		/* a write's sub-ops sent (0: none seen) */
+	__u64 local_ns;		/* the primary's own commit (0: not seen) */
+	__u64 pg_pool;		/* its PG (pool 0, seed 0: unknown) */
+	__u32 pg_seed;
+	__u32 replies;		/* replicas' replies seen */
+	__u32 rep_peer[TRACE_PEERS]; /* the first replies' OSDs */
+	__u32 rep_us[TRACE_PEERS]; /*   and their times after sub_ns, us */
+	__u32 last_peer;	/* the reply that came last */
+	__u32 sent_us;		/* an erasure-coded write: its sub-writes went
+				 * out this long after sub_ns */
+	__u8 target;		/* the target slot (ctl.targets) */
+	__u8 role;		/* enum trace_role */
+	__u8 why;		/* enum trace_why */
+	__u8 op_class;		/* enum op_class (a primary's) */
+	__u8 queue_class;	/* enum queue_class */
+	__u8 req_type;		/* 8: client */
+	__u8 dequeued;		/* deq_ns is valid */
+	__u8 pad2;
+	char object[OBJ_NAME_LEN]; /* its object's name, cut ("": unknown) */
 };
 
 /* ------------------------------------------------------------------------

@@ -413,6 +413,21 @@ def build():
                 ('sum by (ceph_daemon) (increase(%s{%s}[1h]))'
                  % (F.ATTACHES, OSD),
                  "attaches {{ceph_daemon}}")), "none", fill=0), 8, 8)
+    L.add(timeseries(
+        "OTLP traces (--otlp)",
+        "Ops chosen to be sent as traces per second, by why (sample, "
+        "slow); chosen ops dropped (rate cap, full ring); spans the "
+        "collector took, and spans dropped (queue full: the collector "
+        "is slow or gone; refused by it)",
+        targets(('sum by (why) (rate(%s{%s}[%s]))'
+                 % (F.OTLP_OPS_CHOSEN, OSD, RI), "chosen {{why}}"),
+                ('sum by (reason) (rate(%s{%s}[%s]))'
+                 % (F.OTLP_OPS_DROPPED, OSD, RI), "ops dropped {{reason}}"),
+                ('sum(rate(%s{%s}[%s]))'
+                 % (F.OTLP_SPANS_SENT, OSD, RI), "spans sent"),
+                ('sum by (reason) (rate(%s{%s}[%s]))'
+                 % (F.OTLP_SPANS_DROPPED, OSD, RI),
+                 "spans dropped {{reason}}")), "ops", fill=0), 8, 8)
 
     var_q = {"type": "query", "datasource": DS, "refresh": 2,
              "includeAll": True, "multi": True, "allValue": ".+",

@@ -204,6 +204,26 @@ struct {
 	__uint(max_entries, 4096);
 } events SEC(".maps");
 
+/* ops chosen to be sent as OTLP traces (struct op_trace), drained by the
+ * exporter each refresh; its own ring, not the capture's "events": it
+ * exists whether or not a capture is recorded, holds one kind of record
+ * for one reader (the capture's recorder copies every record it finds
+ * into the capture), and an op chosen while a capture runs is in both.
+ * Sized by the loader (a page when no traces are sent). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} traces SEC(".maps");
+
+/* the traces' rate cap (GCRA: the theoretical arrival time of the next
+ * trace, CLOCK_MONOTONIC ns), one for every target */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} trace_tat SEC(".maps");
+
 /* CNT__MAX counters per target slot and interval half ((slot * 2 + half)
  * * CNT__MAX + id); sized by the loader. Never cleared: user space reads
  * both halves summed for totals, a closed half for an interval. */

@@ -193,6 +193,123 @@ static __always_inline __u32 queue_class_of(__u16 type, __u16 prio,
 	}
 }
 
+/* ------------------------------------------------------------------------
+ * Ops sent as OTLP traces (osdstage.h, struct op_trace): the choice at the
+ * op's end. All of it is behind TRACE_ON, constants of .rodata: with no
+ * traces asked for, the verifier removes it and an op pays nothing. */
+#define TRACE_ON (trace_every || trace_over_ns)
+#define CEPH_ENTITY_TYPE_CLIENT	8
+#define SAMPLE_GOLDEN		0x9E3779B97F4A7C15ULL
+
+/* Whether the rate cap lets one more trace through now: GCRA, one
+ * compare-and-swap of the next trace's theoretical arrival time (tat);
+ * a trace is let through while tat is at most trace_burst_ns ahead of
+ * now. Another CPU's trace in between: tried once more. */
+static __always_inline int trace_admit(void)
+{
+	__u32 zero = 0;
+	__u64 *tat, t, base, now;
+
+	if (!trace_gap_ns)
+		return 1;
+	tat = bpf_map_lookup_elem(&trace_tat, &zero);
+	if (!tat)
+		return 0;
+	for (int i = 0; i < 2; i++) {
+		now = bpf_ktime_get_ns();
+		t = *(volatile __u64 *)tat;
+		base = t > now ? t : now;
+		if (base - now > trace_burst_ns)
+			return 0;
+		if (__sync_val_compare_and_swap(tat, t, base + trace_gap_ns) == t)
+			return 1;
+	}
+	return 0;
+}
+
+/* Op `op` (state `st`, target `slot`) ends now: a primary's client op
+ * (role TR_PRIMARY, op class `cls`) or a replica op (TR_REPLICA). Sent
+ * as a struct op_trace when chosen: in the 1-in-trace_every sample of
+ * request ids (model/sample.py's rule) or at least trace_over_ns long,
+ * and under the rate cap (each counted). The request id is the one the
+ * op's state holds (a replicated write's primary read it when its sub-ops
+ * went out, an erasure-coded shard when its sub-write was applied), else
+ * read now (32 bytes, the OpRequest's own, in cache: the probe just read
+ * it), and only when the sample needs it or the op is slow. */
+static __always_inline void trace_op(int slot, __u64 op, struct op_state *st,
+				     __u64 now, __u32 gen, __u32 role,
+				     __u32 cls, __u32 name_off)
+{
+	struct reqid r = {};
+	struct op_trace *t;
+	__u64 total, h, src = 0;
+	__u32 why;
+
+	if (!TRACE_ON)
+		return;
+	total = now >= st->enq_ns ? now - st->enq_ns : 0;
+	if (!trace_every && total < trace_over_ns)
+		return;
+	if (st->req.type)
+		r = st->req;
+	else if (read_reqid(op, &r, slot))
+		return;
+	if (r.type != CEPH_ENTITY_TYPE_CLIENT)
+		return;
+	h = r.tid * SAMPLE_GOLDEN + r.num;
+	if (trace_every && (h >> 32) % trace_every == 0)
+		why = TW_SAMPLE;
+	else if (trace_over_ns && total >= trace_over_ns)
+		why = TW_SLOW;
+	else
+		return;
+	count_in(slot, why == TW_SAMPLE ? CNT_TRACE_SAMPLE : CNT_TRACE_SLOW,
+		 gen);
+	if (!trace_admit()) {
+		count_in(slot, CNT_TRACE_OVER_RATE, gen);
+		return;
+	}
+	t = bpf_ringbuf_reserve(&traces, sizeof(*t), 0);
+	if (!t) {
+		count_in(slot, CNT_TRACE_RING_FULL, gen);
+		return;
+	}
+	/* a replica op's sender is its primary (its message's source) */
+	if (role == TR_REPLICA && src_num_off)
+		bpf_probe_read_user(&src, sizeof(src),
+				    (void *)(op + src_num_off));
+	t->op = op;
+	t->req_num = r.num;
+	t->req_tid = r.tid;
+	t->req_inc = r.inc;
+	t->src = src;
+	t->enq_ns = st->enq_ns;
+	t->deq_ns = st->deq_ns;
+	t->done_ns = now;
+	t->msg_ns = st->msg_ns;
+	t->sub_ns = st->sub_ns;
+	t->local_ns = st->local_ns;
+	t->pg_pool = st->pg_pool;
+	t->pg_seed = st->pg_seed;
+	t->replies = st->replies;
+	__builtin_memcpy(t->rep_peer, (void *)st->rep_peer,
+			 sizeof(t->rep_peer));
+	__builtin_memcpy(t->rep_us, (void *)st->rep_us, sizeof(t->rep_us));
+	t->last_peer = st->last_peer;
+	t->sent_us = st->sent_us;
+	t->target = slot;
+	t->role = role;
+	t->why = why;
+	t->op_class = cls;
+	t->queue_class = st->qclass;
+	t->req_type = r.type;
+	t->dequeued = st->deq_ns != 0;
+	t->pad2 = 0;
+	read_object(op, name_off, t->object);
+	/* the exporter polls: no wake-up from inside a probe */
+	bpf_ringbuf_submit(t, BPF_RB_NO_WAKEUP);
+}
+
 SEC("uprobe")
 int op_enqueue(struct pt_regs *ctx)
 {
@@ -202,6 +319,7 @@ int op_enqueue(struct pt_regs *ctx)
 	struct ev_op_enqueue *e;
 	struct op_slot *s;
 	struct op_state n = {};
+	struct { __u64 pool; __u32 seed; __u32 pad; __s8 shard; } pg = {};
 	int replaced, stamped;
 	__u64 op, key, now, msgs[3] = {}, msg = 0;
 	__u16 mt[2] = {};	/* the message's type and priority */
@@ -241,15 +359,20 @@ int op_enqueue(struct pt_regs *ctx)
 	if (stamped)
 		s->st.msg_ns = msgs[0] + msgs[1] + msgs[2];
 	e = EV_NEW(ev_op_enqueue, EV_OP_ENQUEUE, now, gen, slot);
+	/* where: for the capture, and for the op's trace should it be sent
+	 * (one read of the stack, only when traces are) */
+	if ((e || TRACE_ON) && enq_pg_on_stack)
+		bpf_probe_read_user(&pg, sizeof(pg),
+				    (void *)(PT_REGS_SP(ctx) + 8));
+	if (TRACE_ON) {
+		s->st.pg_pool = pg.pool;
+		s->st.pg_seed = pg.seed;
+	}
 	if (e) {
 		struct reqid r = {};
-		struct { __u64 pool; __u32 seed; __u32 pad; __s8 shard; } pg = {};
 
-		/* who and where, for the capture only: one read each */
+		/* who, for the capture only: one read */
 		read_reqid(op, &r, slot);
-		if (enq_pg_on_stack)
-			bpf_probe_read_user(&pg, sizeof(pg),
-					    (void *)(PT_REGS_SP(ctx) + 8));
 		e->op = op;
 		e->req_num = r.num;
 		e->req_tid = r.tid;
@@ -404,6 +527,7 @@ int op_done(struct pt_regs *ctx)
 		read_object(op, op_name_off, e->object);
 		EV_SEND(e);
 	}
+	trace_op(slot, op, st, now, gen, TR_PRIMARY, cls, op_name_off);
 	op_forget(key);
 	return 0;
 }

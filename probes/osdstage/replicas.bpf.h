@@ -63,8 +63,13 @@ static __always_inline void replica_replied(int slot, __u64 key,
 	struct peer_stats *ps;
 	struct ev_replica_reply *e;
 	__u64 wait = now - st->sub_ns;
-	__u32 gen;
+	__u32 gen, i = st->replies;
 
+	/* its trace's: the first replies, each with its time */
+	if (TRACE_ON && i < TRACE_PEERS) {
+		st->rep_peer[i & (TRACE_PEERS - 1)] = peer;
+		st->rep_us[i & (TRACE_PEERS - 1)] = wait / 1000;
+	}
 	st->replies++;
 	st->last_ns = now;
 	st->last_peer = peer;
@@ -192,6 +197,7 @@ static __always_inline void repop_ended(int slot, __u64 op, __u64 key,
 		read_object(op, name_off, e->object);
 		EV_SEND(e);
 	}
+	trace_op(slot, op, st, now, gen, TR_REPLICA, OPC_OTHER, name_off);
 	op_forget(key);
 }
 
@@ -310,6 +316,9 @@ int ec_sub_write(struct pt_regs *ctx)
 			return 0;
 		}
 		op_reqid_event(slot, op, &r);
+		/* its trace's request id (its OpRequest has none) */
+		if (TRACE_ON)
+			st->req = r;
 	}
 	bpf_map_update_elem(&ectids, &tk, &tv, BPF_ANY);
 	return 0;

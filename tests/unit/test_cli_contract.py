@@ -189,6 +189,14 @@ EXPORTER_USAGE = [
     (["-S", "nosuch"], "unknown stage nosuch"),
     (["-S", "offcpu"], "offcpu"),
     (["--listen", "x:y"], "not ADDR:PORT"),
+    (["--otlp", "127.0.0.1:4318"], "--otlp 127.0.0.1:4318", "http://"),
+    (["--otlp", "ftp://h:4318"], "--otlp ftp://h:4318", "http://"),
+    (["--otlp", "http://h:port"], "--otlp http://h:port"),
+    (["--otlp-sample", "5"], "--otlp-sample is for --otlp URL"),
+    (["--otlp-over", "100"], "--otlp-over is for --otlp URL"),
+    (["--otlp", "http://h:4318", "--otlp-sample", "0"], "--otlp-over"),
+    (["--otlp", "http://h:4318", "--otlp-rate", "-1"], "--otlp-rate"),
+    (["--otlp", "http://h:4318", "--tiers", "lean"], "--tiers lean"),
 ]
 
 
@@ -213,11 +221,13 @@ def test_the_exporters_settings_are_its_command_lines():
         "--osd", "0,2", "--tiers", "full", "-S", "queue_wait",
         "--no-kernel", "--release", "18.2", "--max-ops", "128",
         "--host-netns", "h", "--max-overhead", "0.5", "--refresh", "2",
-        "--op-timeout", "30"]))
+        "--op-timeout", "30", "--otlp", "http://j:4318", "--otlp-sample",
+        "10", "--otlp-over", "2500", "--otlp-rate", "7"]))
     assert c == ExporterConfig(
         osd=["0", "2"], tiers="full", stages=["queue_wait"], release="18.2",
         no_kernel=True, max_ops=128, host_netns="h", max_overhead=0.5,
-        refresh=2.0, op_timeout=30.0)
+        refresh=2.0, op_timeout=30.0, otlp="http://j:4318", otlp_sample=10,
+        otlp_over=2500.0, otlp_rate=7)
 
 
 def test_the_text_options_are_osdstages_command_lines():

@@ -112,7 +112,7 @@ def test_the_sample_is_the_same_everywhere_and_one_in_n():
 
 
 def test_the_collectors_endpoint():
-    from cephlat.cli.otlp import endpoint
+    from cephlat.send.otlp import endpoint
     from cephlat.errors import UserError
     assert endpoint("http://127.0.0.1:4318") == \
         "http://127.0.0.1:4318/v1/traces"
@@ -134,7 +134,7 @@ def test_posting_to_a_collector_says_why_it_failed():
     import http.server
     import socket
     import threading
-    from cephlat.cli.otlp import post
+    from cephlat.send.otlp import post
     got, status = [], [200]
 
     class H(http.server.BaseHTTPRequestHandler):

@@ -22,6 +22,8 @@ def _number(convert, what, ok, why):
 
 positive_float = _number(float, "a number", lambda v: v > 0, "must be > 0: %r")
 positive_int = _number(int, "an integer", lambda v: v > 0, "must be > 0: %r")
+zero_or_more = _number(int, "an integer", lambda v: v >= 0,
+                      "must be >= 0: %r")
 pid_arg = _number(int, "a pid", lambda v: v > 0, "not a pid: %r")
 # a share of the machine's CPU time, in per cent
 percent = _number(float, "a number", lambda v: 0 < v <= 100,

@@ -16,9 +16,12 @@ from wsgiref.simple_server import (WSGIRequestHandler, WSGIServer,
 from ..ceph.target import require_btf, require_root, require_tracefs
 from ..engine import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S
 from ..errors import UsageError, UserError, run_cli
-from ..exporter.config import (DEFAULT_MAX_OVERHEAD, DEFAULT_REFRESH_S,
+from ..exporter.config import (DEFAULT_MAX_OVERHEAD, DEFAULT_OTLP_RATE,
+                               DEFAULT_OTLP_SAMPLE, DEFAULT_REFRESH_S,
                                ExporterConfig)
-from .args import Parser, percent_or_zero, positive_float, positive_int
+from ..send.otlp import endpoint
+from .args import (Parser, percent_or_zero, positive_float, positive_int,
+                   zero_or_more)
 from .osdstage import check_live_stages, osd_list, stage_list
 
 TOOL = "osdstage-exporter"
@@ -44,6 +47,10 @@ EXAMPLES = """examples:
   osdstage_exporter.py --tiers lean     # the lean tier alone: every op,
                                         # one probe hit each
   curl -s 127.0.0.1:9929/metrics | grep osdstage_stage_latency
+  osdstage_exporter.py --otlp http://jaeger:4318 --otlp-over 20000
+                                        # also 1 op in 100 and every op
+                                        # over 20 ms as OTLP traces (one
+                                        # trace per op across the hosts)
 
 Prometheus: add a scrape job for HOST:9929 (deploy/README.md); the Grafana
 dashboard is deploy/grafana/osdstage.json; systemd, podman and Kubernetes
@@ -124,7 +131,55 @@ def build_parser():
                    default=DEFAULT_OP_TIMEOUT_S, metavar="SECS",
                    help="forget (and count) ops idle this long (default %g)"
                    % DEFAULT_OP_TIMEOUT_S)
+    o = p.add_argument_group("traces")
+    o.add_argument("--otlp", metavar="URL", default=None,
+                   help="also send ops as OTLP traces (OTLP/HTTP, JSON) to "
+                        "the collector at URL (Jaeger, Tempo, an "
+                        "OpenTelemetry collector: http://HOST:4318): chosen "
+                        "by the full tier's programs at each op's end, a "
+                        "1-in-N sample by request id (the same ops on every "
+                        "host: each host's exporter sends its OSDs' part of "
+                        "the same traces) and the ops over --otlp-over")
+    o.add_argument("--otlp-sample", type=zero_or_more,
+                   default=DEFAULT_OTLP_SAMPLE, metavar="N",
+                   help="with --otlp: 1 op in N by request id (default %d, "
+                        "as osdstage's; 1: every op; 0: none, only those "
+                        "over --otlp-over)" % DEFAULT_OTLP_SAMPLE)
+    o.add_argument("--otlp-over", type=positive_float, default=None,
+                   metavar="US",
+                   help="with --otlp: every op that took at least US "
+                        "microseconds on its OSD too (default: none)")
+    o.add_argument("--otlp-rate", type=zero_or_more,
+                   default=DEFAULT_OTLP_RATE, metavar="N",
+                   help="with --otlp: at most N traces a second from this "
+                        "exporter, a second's worth at once (default %d; 0: "
+                        "no cap); the others are counted"
+                        % DEFAULT_OTLP_RATE)
     return p
+
+
+def check_otlp(args):
+    """--otlp's options: a usage error (exit status 2, one line) when
+    the URL is not a collector's or a tuning option comes without it."""
+    p = build_parser()
+    more = [o for k, o in (("otlp_sample", "--otlp-sample"),
+                           ("otlp_over", "--otlp-over"),
+                           ("otlp_rate", "--otlp-rate"))
+            if getattr(args, k) != p.get_default(k)]
+    if more and not args.otlp:
+        raise UsageError("%s is for --otlp URL" % more[0])
+    if not args.otlp:
+        return
+    try:
+        endpoint(args.otlp)
+    except UserError as e:
+        raise UsageError(str(e)) from None
+    if not args.otlp_sample and args.otlp_over is None:
+        raise UsageError("--otlp-sample 0 sends only the ops over "
+                         "--otlp-over: give it")
+    if args.tiers == "lean":
+        raise UsageError("--otlp: the ops are chosen by the full tier's "
+                         "programs, which --tiers lean does not run")
 
 
 def exporter_config(args):
@@ -200,6 +255,7 @@ def run(args, err=sys.stderr):
                          "kernel programs: -S and --no-kernel are the full "
                          "tier's")
     check_live_stages(args.stages)
+    check_otlp(args)
     require_root(TOOL)
     require_btf()
     require_tracefs()
@@ -214,7 +270,7 @@ def run(args, err=sys.stderr):
     from ..exporter.service import serve_forever
     from .. import abi
     abi.load("osdstage")            # the build is there (else one line)
-    exported = Exported(args.max_overhead)
+    exported = Exported(args.max_overhead, otlp=bool(args.otlp))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(exported)
     for c in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
@@ -223,10 +279,16 @@ def run(args, err=sys.stderr):
     exported.publish()
     sys.setswitchinterval(SWITCH_S)
     serve_http(args.listen, exported)
-    err.write("%s: serving http://%s:%d/metrics (cost bound %s)\n" % (
+    err.write("%s: serving http://%s:%d/metrics (cost bound %s)%s\n" % (
         TOOL, args.listen[0] if ":" not in args.listen[0] else
         "[%s]" % args.listen[0], args.listen[1],
-        "%g %%" % args.max_overhead if args.max_overhead else "none"))
+        "%g %%" % args.max_overhead if args.max_overhead else "none",
+        "; traces to %s (%s%s, at most %s a second)" % (
+            endpoint(args.otlp), "1 op in %d" % args.otlp_sample
+            if args.otlp_sample else "no sample",
+            ", ops over %g us" % args.otlp_over
+            if args.otlp_over is not None else "",
+            args.otlp_rate or "any number") if args.otlp else ""))
     err.flush()
     return serve_forever(exporter_config(args), exported, err)
 

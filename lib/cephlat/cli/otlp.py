@@ -7,13 +7,8 @@ same traces) and every client op whose time on its primary reached
 --otlp-over, the slowest first, at most --otlp-max. Each is read back
 with its story (--op's: every OSD of the captures, the client's call
 where a client's trace has it) and sent in batches; what the collector
-refused or never took is counted and said, never retried forever."""
-import http.client
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
-
+refused or never took is counted and said, never retried forever. The
+posting is send/otlp.py's, shared with the exporter."""
 import numpy as np
 
 from ..capture import reqops
@@ -23,25 +18,10 @@ from ..model.sample import sampled
 from ..model.table import NONE
 from ..render.otlp import story_request
 from ..rbd.records import reqid
+from ..send.otlp import endpoint, post
 from .merged import _CLIENT, _client_op, build_story
 
 BATCH = 20              # traces per request to the collector
-TIMEOUT_S = 10
-
-
-def endpoint(url):
-    """A collector's URL -> its OTLP/HTTP traces endpoint."""
-    try:
-        u = urllib.parse.urlsplit(url)
-        ok = u.scheme in ("http", "https") and u.hostname and \
-            (u.port or True)
-    except ValueError:          # a port that is not a number
-        ok = False
-    if not ok:
-        raise UserError("--otlp %s: an http:// or https:// URL of an OTLP "
-                        "collector (such as http://127.0.0.1:4318)" % url)
-    return url if url.rstrip("/").endswith("/v1/traces") else \
-        url.rstrip("/") + "/v1/traces"
 
 
 def choose(caps, every, over_us, most):
@@ -72,22 +52,6 @@ def _resources(caps):
             out[c.name] = {"host.name": env.get("hostname"),
                            "process.pid": getattr(c, "pid", None)}
     return out
-
-
-def post(url, body):
-    """POST one OTLP/HTTP JSON request -> None, or why it failed."""
-    req = urllib.request.Request(url, data=json.dumps(body).encode(),
-                                 headers={"Content-Type":
-                                          "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as r:
-            r.read()
-            return None if 200 <= r.status < 300 else "HTTP %d" % r.status
-    except urllib.error.HTTPError as e:
-        return "HTTP %d %s" % (e.code, e.reason)
-    except (urllib.error.URLError, OSError, http.client.HTTPException,
-            ValueError) as e:
-        return str(getattr(e, "reason", e))
 
 
 def send(args, err, caps, traces, clocks):

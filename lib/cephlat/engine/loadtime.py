@@ -8,6 +8,13 @@ import os
 
 from ..errors import UserError
 
+# the traces ring (osdstage.h, struct op_trace): room for this many
+# seconds of traces at the rate cap (the exporter drains it every 0.2 s
+# and at each refresh), at least TRACE_RING_MIN bytes; without a cap
+TRACE_RING_S = 4
+TRACE_RING_MIN = 64 * 1024
+TRACE_RING_MAX = 4 * 1024 * 1024
+
 
 def ring_bytes(mb):
     """The capture ring buffer's size for `mb` MB: a power of two number
@@ -95,3 +102,29 @@ def apply_settings(ro, settings):
             raise UserError("the probe table sets %s, which %s does not "
                              "have" % (name, "probes/osdstage.bpf.c"))
         setattr(ro, name, value)
+
+
+def trace_settings(choice):
+    """A model/sample.py TraceChoice -> the .rodata settings of the
+    traces (probes/osdstage.bpf.c: trace_every, trace_over_ns and the
+    rate cap's trace_gap_ns, trace_burst_ns: a second's worth of traces
+    may come at once)."""
+    gap = int(1e9 / choice.rate) if choice.rate else 0
+    return {"trace_every": int(choice.every or 0),
+            "trace_over_ns": int(round(choice.over_us * 1000))
+            if choice.over_us is not None else 0,
+            "trace_gap_ns": gap,
+            "trace_burst_ns": gap * max(int(choice.rate) - 1, 0)}
+
+
+def trace_ring_bytes(choice, record_size):
+    """The traces ring's size: a power of two of pages holding
+    TRACE_RING_S seconds of records at the cap (TRACE_RING_MAX
+    without one)."""
+    if not choice.rate:
+        return TRACE_RING_MAX
+    want = TRACE_RING_S * choice.rate * (record_size + 8)
+    n = TRACE_RING_MIN
+    while n < want and n < TRACE_RING_MAX:
+        n *= 2
+    return n

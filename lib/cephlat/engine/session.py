@@ -24,11 +24,13 @@ class Want:
     exporter's)."""
 
     # ring_mb: the capture ring buffer (None: no capture), else
-    # ring_mb_per_target for each target
+    # ring_mb_per_target for each target; traces: the ops to send as
+    # OTLP traces (model/sample.py's TraceChoice; None: none; the full
+    # tier's only)
     FIELDS = dict(pid=None, osd=None, probes=None, stages=None,
                   release=None, strict=False, no_kernel=False, lean=False,
                   max_ops=DEFAULT_MAX_OPS, ring_mb=None,
-                  ring_mb_per_target=0, host_netns=None)
+                  ring_mb_per_target=0, host_netns=None, traces=None)
 
     def __init__(self, **kw):
         unknown = set(kw) - set(self.FIELDS)
@@ -56,7 +58,8 @@ class Session:
             max_ops=want.max_ops,
             kernel=not (want.no_kernel or want.lean),
             roles=self.roles, mclock=[t.mclock() for t in self.targets],
-            ring_bytes=ring_bytes(mb) if mb else 0, lean=want.lean)
+            ring_bytes=ring_bytes(mb) if mb else 0, lean=want.lean,
+            traces=want.traces)
         # the cost estimate needs the measured cost of a uprobe hit
         self.tracer.calibrate_always = True
         # the op class is read at completion: split only when it is probed

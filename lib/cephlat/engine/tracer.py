@@ -23,7 +23,8 @@ from ..ceph.target import pid_alive
 from . import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S, bpf, bpfsys
 from . import calibrate as calibration
 from .loadtime import (apply_settings, attached_kernel_programs,
-                       kernel_programs, lean_span, rodata_type)
+                       kernel_programs, lean_span, rodata_type,
+                       trace_ring_bytes, trace_settings)
 from .mapread import MapReads
 from .optable import OpTable, ReqIndex, table_size
 from .stats import StatsReader, read_counters
@@ -65,7 +66,7 @@ class StageTracer(MapReads):
     def __init__(self, pid, exe_path, plan, rmw=None, settings=None,
                  max_ops=DEFAULT_MAX_OPS,
                  bpf_dir=None, calibrate=True, kernel=False, roles=None,
-                 ring_bytes=0, mclock=None, lean=False):
+                 ring_bytes=0, mclock=None, lean=False, traces=None):
         self.pids = list(pid) if isinstance(pid, (list, tuple)) else [pid]
         n = len(self.pids)
         self.exe_paths = _per_target(exe_path, n)
@@ -108,6 +109,12 @@ class StageTracer(MapReads):
         # the lean tier's queue_wait too, whose ops are all client ops
         self.summed = list(CLASS_SUMMED) + (["queue_wait"] if lean else [])
         self.lean = lean
+        # ops sent as OTLP traces (model/sample.py's TraceChoice; None:
+        # none): chosen by the programs at each op's end, read with
+        # take_traces()
+        self.traces = traces if traces and not lean and (
+            traces.every or traces.over_us is not None) else None
+        self.trace_ring = None
 
     def start(self):
         ro = rodata_type(self.abi)(calib_tgid=os.getpid())
@@ -125,6 +132,8 @@ class StageTracer(MapReads):
         ro.ops_mask = table_size(self.max_ops) - 1
         self.roles.fill(ro)
         ro.record_events = 1 if self.ring_bytes else 0
+        if self.traces:
+            apply_settings(ro, trace_settings(self.traces))
         # with the dequeue function's return probed, a worker's sleep inside
         # it (I/O, locks) is work on an op, not idleness
         ro.track_in_op = int(any(st == "dequeue_op" for st, _ in
@@ -138,6 +147,9 @@ class StageTracer(MapReads):
                                  self.abi.const("CNT__MAX") * n * 2)
         if self.ring_bytes:
             self.obj.set_max_entries("events", self.ring_bytes)
+        if self.traces:
+            self.obj.set_max_entries("traces", trace_ring_bytes(
+                self.traces, self.abi.struct("op_trace").size))
         self.kernel_progs = attached_kernel_programs(self.abi, self.pids) \
             if self.kernel else []
         for prog in kernel_programs(self.abi):
@@ -176,6 +188,9 @@ class StageTracer(MapReads):
         self.ops = OpTable(self.obj.map("ops"), self.abi)
         self.reqidx = ReqIndex(self.obj.map("reqidx"), self.abi)
         self.peers = self.obj.map("peers")
+        if self.traces:
+            from .traces import TraceRing
+            self.trace_ring = TraceRing(self.obj.map("traces"), self.abi)
         self._halves = {}       # map name -> {half: its state at closing}
         self.attach()
 
@@ -433,8 +448,17 @@ class StageTracer(MapReads):
         """[in_flight(slot) for every slot], in one pass."""
         return self.ops.in_flight_by_slot(len(self.pids))
 
+    def take_traces(self):
+        """The ops the programs chose to send as traces since the last
+        call (engine/traces.py: dicts of struct op_trace), oldest first;
+        [] when no traces are asked for."""
+        return self.trace_ring.take() if self.trace_ring else []
+
     def close(self):
         self._stats(False)
+        if self.trace_ring is not None:
+            self.trace_ring.close()
+            self.trace_ring = None
         for table in (getattr(self, "ops", None),
                       getattr(self, "reqidx", None)):
             if table is not None:

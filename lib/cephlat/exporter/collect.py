@@ -36,6 +36,16 @@ ALL = "all"                   # the label value of "not split"
 # the sources' key of the per-scheduler-class figures (exporter/service.py)
 SCHED_CLASSES = "scheduler_class"
 SCRAPED_S = 120.0             # "someone scrapes": a scrape this recent
+# the BPF side's counters of the ops chosen as traces (probes/osdstage.h
+# enum counter_id) -> (family, label)
+TRACE_COUNTERS = (
+    (F.OTLP_OPS_CHOSEN, "sample", "trace_sample"),
+    (F.OTLP_OPS_CHOSEN, "slow", "trace_slow"),
+    (F.OTLP_OPS_DROPPED, "rate", "trace_over_rate"),
+    (F.OTLP_OPS_DROPPED, "ring", "trace_ring_full"),
+)
+# why spans were not sent (send/otlp.py Sender.REASONS)
+SPAN_DROPS = ("queue_full", "collector")
 
 
 def _slot_buckets():
@@ -106,8 +116,11 @@ class OsdState:
 class Exported:
     """Every OSD's state, and the host-wide gauges; thread-safe."""
 
-    def __init__(self, bound_pct):
+    def __init__(self, bound_pct, otlp=False):
         self.lock = threading.Lock()
+        # --otlp: the traces' families have series (else empty)
+        self.otlp = otlp
+        self.spans = ({}, {})   # the sender's counts (exporter/traces.py)
         self.osds = {}
         self.bound_pct = bound_pct
         self.targets = 0
@@ -190,6 +203,12 @@ class Exported:
                 if st is not None:
                     st.info, st.gauges, st.sources = None, {}, {}
 
+    def set_spans(self, sent, dropped):
+        """The OTLP sender's counts since the start ({daemon: spans
+        sent}, {(daemon, reason): spans dropped}; send/otlp.py)."""
+        with self.lock:
+            self.spans = (dict(sent), dict(dropped))
+
     def set_host(self, targets, fullness, self_cpu=None):
         with self.lock:
             self.targets, self.fullness = targets, dict(fullness)
@@ -245,6 +264,9 @@ class Exported:
                          (key[len("hit_"):],), counters.get(key, 0))
             for key, v in iv.record["lost"].items():
                 st.count(F.EVENTS_LOST, (key,), v)
+            if self.otlp and tier == "full":
+                for fam, label, key in TRACE_COUNTERS:
+                    st.count(fam, (label,), counters.get(key, 0))
             if traced:
                 st.count(F.TRACED, (), secs)
             st.count(F.ATTACHED, (tier,),
@@ -326,6 +348,16 @@ class Exported:
             out[F.SELF_CPU].add_metric((), self.self_cpu)
             for m, v in sorted(self.fullness.items()):
                 out[F.MAP_FULLNESS].add_metric((m,), v)
+            sent, dropped = self.spans
+            if self.otlp:
+                names = set(sent) | {n for n, _ in dropped} | {
+                    n for n, st in self.osds.items() if st.info is not None}
+                for name in sorted(names):
+                    out[F.OTLP_SPANS_SENT].add_metric(
+                        (name,), sent.get(name, 0))
+                    for why in SPAN_DROPS:
+                        out[F.OTLP_SPANS_DROPPED].add_metric(
+                            (name, why), dropped.get((name, why), 0))
         return list(out.values())
 
 

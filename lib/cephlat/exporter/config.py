@@ -6,6 +6,10 @@ from ..engine import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S
 
 DEFAULT_MAX_OVERHEAD = 1.0      # the cost bound, % of the host's CPU time
 DEFAULT_REFRESH_S = 5.0         # between reads of the kernel's figures
+# --otlp: 1 op in DEFAULT_OTLP_SAMPLE by request id (osdstage --otlp's),
+# at most DEFAULT_OTLP_RATE traces a second from this exporter
+DEFAULT_OTLP_SAMPLE = 100
+DEFAULT_OTLP_RATE = 50
 
 
 @dataclass(frozen=True)
@@ -21,7 +25,11 @@ class ExporterConfig:
     namespace's OSDs (a lab aid); max_overhead: the cost bound, % of the
     host's CPU time (0: none, the full tier always attached); refresh:
     seconds between reads into the sums; op_timeout: seconds after which
-    an idle op is forgotten."""
+    an idle op is forgotten; otlp: the OTLP collector's URL that the ops
+    chosen in the full tier are sent to as traces (None: none);
+    otlp_sample: 1 op in N by request id (0: none); otlp_over: and the
+    ops that took at least this long, us (None: no threshold);
+    otlp_rate: at most this many traces a second (0: no cap)."""
     osd: object = "all"
     tiers: str = "both"
     stages: object = None
@@ -32,3 +40,7 @@ class ExporterConfig:
     max_overhead: float = DEFAULT_MAX_OVERHEAD
     refresh: float = DEFAULT_REFRESH_S
     op_timeout: float = DEFAULT_OP_TIMEOUT_S
+    otlp: object = None
+    otlp_sample: int = DEFAULT_OTLP_SAMPLE
+    otlp_over: object = None
+    otlp_rate: int = DEFAULT_OTLP_RATE

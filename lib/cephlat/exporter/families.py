@@ -68,6 +68,11 @@ EVENTS_LOST = "osdstage_events_lost_total"
 OPS_IN_FLIGHT = "osdstage_ops_in_flight"
 MAP_FULLNESS = "osdstage_map_fullness_ratio"
 TARGETS = "osdstage_targets"
+# ops sent as OTLP traces (--otlp)
+OTLP_OPS_CHOSEN = "osdstage_otlp_ops_chosen_total"
+OTLP_OPS_DROPPED = "osdstage_otlp_ops_dropped_total"
+OTLP_SPANS_SENT = "osdstage_otlp_spans_sent_total"
+OTLP_SPANS_DROPPED = "osdstage_otlp_spans_dropped_total"
 
 # the kernel stages (model/vocab.py's vocab.kernel) -> their histogram;
 # the per-role ones are labelled by role
@@ -113,6 +118,10 @@ RENAMED = {
     "ceph_osdstage_map_fullness_ratio": MAP_FULLNESS,
     "ceph_osdstage_targets": TARGETS,
 }
+
+# the families that came after the renaming: no old name
+NO_OLD_NAME = (OTLP_OPS_CHOSEN, OTLP_OPS_DROPPED, OTLP_SPANS_SENT,
+               OTLP_SPANS_DROPPED)
 
 FAMILIES = (
     # --- where ops spend their time ---------------------------------------
@@ -245,6 +254,21 @@ FAMILIES = (
            "How full the tool's fixed-size BPF tables are (ops, threads)"),
     Family(TARGETS, "gauge", (),
            "OSDs traced now"),
+    # --- ops sent as OTLP traces (--otlp) ---------------------------------
+    Family(OTLP_OPS_CHOSEN, "counter", D + ("why",),
+           "Ops the full tier's programs chose at their end to send as "
+           "OTLP traces (--otlp): why sample (in the 1-in-N sample by "
+           "request id, the same ops on every host) or slow (not sampled, "
+           "over --otlp-over); only while the full tier is attached"),
+    Family(OTLP_OPS_DROPPED, "counter", D + ("reason",),
+           "Chosen ops not handed to the exporter, by reason: rate (over "
+           "--otlp-rate) or ring (the traces ring buffer was full)"),
+    Family(OTLP_SPANS_SENT, "counter", D,
+           "Spans the OTLP collector took"),
+    Family(OTLP_SPANS_DROPPED, "counter", D + ("reason",),
+           "Spans not sent, by reason: queue_full (the queue to the "
+           "collector was full: it is slow or gone) or collector (it "
+           "refused them or did not answer)"),
 )
 
 BY_NAME = {f.name: f for f in FAMILIES}

@@ -34,11 +34,13 @@ import time
 from .budget import lean_share_note, own_share_note
 from .collect import SCHED_CLASSES
 from .osds import OsdScan, wanted
+from .traces import Traces
 from ..ceph.target import netns_id
 from ..engine import duty
 from ..engine.session import Session, Want, plan_targets
 from ..engine.optable import table_size
 from ..model.interval import build_interval
+from ..model.sample import TraceChoice
 from ..errors import UserError
 
 TOOL = "osdstage-exporter"
@@ -104,6 +106,10 @@ class Exporter:
         self.own_s = 0.0        # own CPU and seconds since the first start
         self.own_since = None
         self.said_own = self.said_lean = self.said_no_lean = False
+        self.version = None     # the traced OSDs' Ceph version
+        # --otlp: the full tier's chosen ops to the collector
+        # (exporter/traces.py)
+        self.traces = Traces(config, self.say) if config.otlp else None
 
     def say(self, msg):
         self.err.write("%s: %s\n" % (TOOL, msg))
@@ -133,9 +139,13 @@ class Exporter:
     def _want(self, pids, name):
         c = self.config
         lean = name == "lean"
+        # the ops to send as traces: chosen by the full tier's programs
+        traces = TraceChoice(c.otlp_sample, c.otlp_over, c.otlp_rate) \
+            if c.otlp and not lean else None
         return Want(pid=list(pids), stages=None if lean else c.stages,
                     release=c.release, no_kernel=c.no_kernel, lean=lean,
-                    max_ops=c.max_ops, host_netns=c.host_netns)
+                    max_ops=c.max_ops, host_netns=c.host_netns,
+                    traces=traces)
 
     def _session(self, pids, name):
         return Session(self._want(pids, name), self.err)
@@ -179,6 +189,7 @@ class Exporter:
         self.sources = sources
         choice = sessions[0].choice
         rel = choice.release
+        self.version = choice.version
         for t, run in zip(sessions[0].targets, tiers[0].runs):
             info = (str(t.pid), choice.version or "", rel.name,
                     rel.key if choice.exact is not None else "",
@@ -285,7 +296,19 @@ class Exporter:
                     float(full.tracer.threads.max_entries), 6)
         self.exported.set_host(len(self.pids) - len(self.gone), fill,
                                own_pct / 100.0)
+        self.take_traces()
         self.t_last = now
+
+    def take_traces(self):
+        """--otlp: the ops the full tier chose since the last time, to
+        the sender (never waits for the collector); its counts to
+        /metrics."""
+        if self.traces is None:
+            return
+        full = self.full
+        if full is not None:
+            self.traces.take(full.tracer, full.runs, self.version)
+        self.exported.set_spans(*self.traces.counts())
 
     def _judge_own(self, own, now):
         """Say once when the exporter's own share is over the bound."""
@@ -334,6 +357,10 @@ class Exporter:
                     self.refresh()
                 self.exported.publish()
             full = self.full
+            # the traces ring: every turn (its records wait for no
+            # refresh; a turn's are a few at the rate cap)
+            if self.traces is not None and full is not None:
+                self.traces.take(full.tracer, full.runs, self.version)
             if full is not None and mono >= next_age:
                 full.tracer.age_out(c.op_timeout)
                 if full.tracer.kernel:
@@ -477,4 +504,6 @@ def serve_forever(config, exported, err):
             signal.signal(s, h)
         if ex.tiers:
             ex.stop()
+        if ex.traces is not None:
+            ex.traces.close()
     return 0

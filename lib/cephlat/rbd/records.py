@@ -10,6 +10,7 @@ import struct
 
 from . import events
 from ..ceph import objecter
+from ..model.sample import reqid_name
 
 _SCALARS = {"u8": "B", "u16": "H", "u32": "I", "u64": "Q",
             "s8": "b", "s16": "h", "s32": "i", "s64": "q"}
@@ -253,4 +254,4 @@ class Decoder:
 
 def reqid(client, inc, tid):
     """The OSD's name of a client op: client.4161.0:11457."""
-    return "client.%d.%d:%d" % (client, inc, tid)
+    return reqid_name(client, inc, tid)

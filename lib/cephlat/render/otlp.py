@@ -13,7 +13,16 @@ Spans: the client's call (with its segments end to end as children), on
 each OSD the op (primary, replica, a replica's reply), its queue wait
 (who woke the worker and the attribution's parts as attributes), its
 stages, and on the primary each replica's wait, the parent of that
-replica's op."""
+replica's op.
+
+One OSD's part alone (osd_request: what the exporter of its host sends
+for an op its BPF programs chose, with nothing of the other hosts) has
+the same ids: trace_id(reqid); the op's span is the story's first row of
+that OSD, path (osd.N, 0); its queue wait, replica waits and own commit
+under it as in the story; a replica op's parent is its primary's wait
+for it, path (osd.P, 0, replica_wait, osd.R), known on the replica from
+its message's sender. So every host derives its spans' ids and parents
+alone and they join into the one trace in the backend."""
 import hashlib
 
 # OTLP span kinds
@@ -148,13 +157,17 @@ def _osd_op(sp, name, i, r, parent):
     primary's) replica waits. -> ({peer: its replica wait's span id},
     the op's span id)"""
     enq = r["enqueued_at_us"]
-    first = min([s["start_us"] for s in r.get("stages") or ()] + [0.0])
+    # from its first stage (the messenger's, before the enqueue), or the
+    # message's arrival where only its time before the enqueue is known
+    first = min([s["start_us"] for s in r.get("stages") or ()] +
+                [-(r.get("msg_us") or 0.0), 0.0])
     path = (name, str(i))
     attrs = {"ceph.reqid": r.get("reqid"), "ceph.role": r.get("role"),
              "ceph.pg": r.get("pg"), "ceph.object": r.get("object"),
              "ceph.op_class": r.get("class"),
              "ceph.queue_class": r.get("queue_class"),
              "ceph.kind": r.get("kind")}
+    attrs.update(r.get("attributes") or {})
     op = sp.add(name, path, "osd op (%s)" % (r.get("role") or "op"),
                 enq + first, enq + _op_end_us(r), parent=parent, kind=SERVER,
                 attrs=attrs)
@@ -184,6 +197,47 @@ def _osd_op(sp, name, i, r, parent):
     return waits, op
 
 
+def op_span_id(reqid, daemon):
+    """The span id of OSD `daemon`'s op of request `reqid`: its first
+    row's in the story."""
+    return _span_id(trace_id(reqid), daemon, "0")
+
+
+def replica_wait_span_id(reqid, primary, replica):
+    """The span id of primary `primary`'s wait for replica `replica`
+    (osd.N names) in request `reqid`'s trace: the replica op's parent."""
+    return _span_id(trace_id(reqid), primary, "0", "replica_wait", replica)
+
+
+def _resource(daemon, more):
+    ra = {"service.name": "librbd" if daemon == "client" else "ceph-osd",
+          "ceph_daemon": daemon if daemon != "client" else None}
+    ra.update(more or {})
+    return {"attributes": attributes(ra)}
+
+
+def osd_request(row, daemon, t0_ns, primary=None, spans=(), resource=None):
+    """One OSD's part of an op's trace, made on its host alone (the
+    exporter's, for an op its BPF programs chose): `row` as a story's row
+    of OSD `daemon` ("reqid", "role", "enqueued_at_us", "queue_wait_us",
+    "replies", ...; "msg_us": the message's time before the enqueue;
+    "attributes": more of the op span's) whose time 0 is `t0_ns` on the
+    wall clock; `primary`: a replica op's primary (osd.N: its parent is
+    that primary's wait for it); `spans`: more spans under the op, (name,
+    start us, end us) each, path (daemon, 0, name); `resource`: more
+    resource attributes. -> (the OTLP/HTTP JSON body, its spans)"""
+    sp = _Spans(row["reqid"], t0_ns)
+    parent = replica_wait_span_id(row["reqid"], primary, daemon) \
+        if primary and row.get("role") != "primary" else None
+    _, op = _osd_op(sp, daemon, 0, row, parent)
+    for name, start, end in spans:
+        sp.add(daemon, (daemon, "0", name), name, start, end, parent=op)
+    got = sp.by_resource.get(daemon, [])
+    return {"resourceSpans": [{"resource": _resource(daemon, resource),
+                               "scopeSpans": [{"scope": {"name": SCOPE},
+                                               "spans": got}]}]}, len(got)
+
+
 def story_request(story, resources=None):
     """An op's story (merged.op_story's dict) -> the OTLP/HTTP JSON body
     of its trace. resources: {daemon name ("osd.1", "client"): more
@@ -203,10 +257,7 @@ def story_request(story, resources=None):
             _osd_op(sp, name, i, r, waits.get(name, parent))
     out = []
     for res, spans in sp.by_resource.items():
-        ra = {"service.name": "librbd" if res == "client" else "ceph-osd",
-              "ceph_daemon": res if res != "client" else None}
-        ra.update((resources or {}).get(res, {}))
-        out.append({"resource": {"attributes": attributes(ra)},
+        out.append({"resource": _resource(res, (resources or {}).get(res)),
                     "scopeSpans": [{"scope": {"name": SCOPE},
                                     "spans": spans}]})
     return {"resourceSpans": out}

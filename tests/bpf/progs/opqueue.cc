@@ -8,7 +8,8 @@
 // deadline set at enqueue), then the worker "processes" it for WORK_US and
 // calls done(). So per op: queue_wait >= QUEUE_US and
 // op_total >= QUEUE_US + WORK_US. Ops alternate read / write / other in
-// their rmw flags (at a known offset; printed on start-up). With "keep",
+// their rmw flags (at a known offset; printed on start-up, and so is
+// their request id's: client.4100.0:1, :2, ...). With "keep",
 // every op stays allocated until exit, so each has its own address.
 #include <atomic>
 #include <condition_variable>
@@ -35,6 +36,10 @@ struct Op {
     char pad[20];
     unsigned rmw_flags = 0;          // offset printed as "rmw_off"
     struct timespec not_before;
+    // like Ceph's osd_reqid_t (entity_name_t {u8 type; s64 num}, u64
+    // tid, s32 inc): client.4100.0:(i + 1); offset printed as "reqid_off"
+    struct { unsigned char type; long num; unsigned long tid; int inc; }
+        reqid{8, 4100, 0, 0};
 };
 inline void intrusive_ptr_add_ref(Op *o) { o->nref++; }
 inline void intrusive_ptr_release(Op *o) { if (--o->nref == 0) delete o; }
@@ -141,7 +146,8 @@ int main(int argc, char **argv)
     s.queue_us = std::atoi(argv[2]);
     s.work_us = std::atoi(argv[3]);
     s.keep = argc == 5 && std::string(argv[4]) == "keep";
-    std::printf("rmw_off %zu\n", offsetof(sim::Op, rmw_flags));
+    std::printf("rmw_off %zu reqid_off %zu\n", offsetof(sim::Op, rmw_flags),
+                offsetof(sim::Op, reqid));
     std::fflush(stdout);
     std::string line;
     std::getline(std::cin, line);
@@ -150,6 +156,7 @@ int main(int argc, char **argv)
     for (long i = 0; i < n; i++) {
         sim::Ref<sim::Op> op(new sim::Op);
         op->rmw_flags = flags[i % 3];
+        op->reqid.tid = i + 1;
         s.enqueue_op(sim::spg{{1, (unsigned)i}, -1}, std::move(op), 7);
         // one op at a time: wait for it to complete
         while (s.completed < (unsigned long)(i + 1))

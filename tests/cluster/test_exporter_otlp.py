@@ -1,0 +1,239 @@
+"""Real-cluster tier, multi-host lab (3 hosts, one OSD each, 1 ms links)
+and a real Jaeger (vagrant/jaeger.sh, as test_otlp.py's): one exporter per
+host (--host-netns, as on a real host each traces its own OSD) with
+--otlp to the Jaeger, no cost bound (--max-overhead 0: the full tier,
+whose programs choose the ops, attached all the time), writes from the
+client under rbdrecord (their request ids):
+
+- for >= 90 % of the sampled writes (model/sample.py's 1 in EVERY, the
+  rule the programs follow on every host), Jaeger returns one trace with
+  the primary's and both replicas' ops, three OSDs, each sent by its own
+  host's exporter with no coordination; each replica's op hangs under its
+  primary's wait for it (the parent ids join);
+- each exporter counts what its programs chose and the spans the
+  collector took (osdstage_otlp_*);
+- Jaeger stopped while writes go on: the exporters keep serving
+  /metrics, their dropped-span counters rise, their RSS stays flat;
+  Jaeger started again: spans flow again (sent counters rise, a new
+  sampled write's trace is there).
+"""
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import PYTHON, REPO, RBDRECORD, fio_rbd_job, need
+from cephlat.ceph import objecter
+from cephlat.exporter import families as F
+from cephlat.model.sample import sampled
+from cephlat.rbd.reader import RbdTrace
+from cephlat.render.otlp import replica_wait_span_id, trace_id
+from promserver import free_port, scrape
+from test_otlp import JAEGER, OTLP, _daemons, _trace, jaeger  # noqa: F401
+
+EXPORTER = os.path.join(REPO, "tools", "osdstage_exporter.py")
+EVERY = 8                # 1 write in EVERY sent
+REFRESH_S = 1.0
+RSS_SLACK_KB = 24 * 1024  # a stopped collector's queue is bounded
+
+
+class HostExporter:
+    """The exporter of one lab host (its network namespace), sending its
+    OSD's chosen ops to Jaeger; its stderr kept from a thread."""
+
+    def __init__(self, ns):
+        self.ns, self.port = ns, free_port()
+        self.lines = []
+        self.proc = subprocess.Popen(
+            [PYTHON, EXPORTER, "--host-netns", ns, "--listen",
+             "127.0.0.1:%d" % self.port, "--max-overhead", "0",
+             "--refresh", str(REFRESH_S), "--otlp", OTLP,
+             "--otlp-sample", str(EVERY), "--otlp-rate", "0"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self):
+        for line in iter(self.proc.stderr.readline, ""):
+            self.lines.append(line)
+
+    def stderr(self):
+        return "".join(self.lines)
+
+    def wait_traced(self, timeout=90):
+        end = time.time() + timeout
+        while not any(" tracing osd." in line for line in self.lines):
+            assert self.proc.poll() is None, self.stderr()
+            assert time.time() < end, "not tracing in %d s:\n%s" % (
+                timeout, self.stderr())
+            time.sleep(0.2)
+
+    def metrics(self):
+        return scrape(self.port)
+
+    def total(self, family, **labels):
+        """The sum of a counter family's samples (matching `labels`): a
+        name of families.py (a sample's name is its family's; none with
+        a missing series)."""
+        assert family in {f.name for f in F.FAMILIES}, family
+        return sum(v for (name, ls), v in self.metrics().items()
+                   if name == family and
+                   all(dict(ls).get(k) == x for k, x in labels.items()))
+
+    def rss_kb(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def _writes(lab_hosts, d, name, job, record=True):
+    """fio's `job` (its text) from the client's namespace, under rbdrecord
+    when `record`: -> the sampled writes' request ids ([] without it)."""
+    (d / (name + ".fio")).write_text(job)
+    trace = str(d / name)
+    cmd = ["nsenter", "--net=/run/netns/" + lab_hosts["client_netns"], "--",
+           PYTHON, RBDRECORD, "-o", trace, "--", "fio",
+           str(d / (name + ".fio"))] if record else \
+        ["nsenter", "--net=/run/netns/" + lab_hosts["client_netns"], "--",
+         "fio", str(d / (name + ".fio"))]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, CEPH_CONF=lab_hosts["CEPH_CONF"]))
+    assert p.returncode == 0, p.stderr
+    if not record:
+        return []
+    tr = RbdTrace(trace)
+    want = []
+    for o in tr.osd_ops.values():
+        if not (o.data_object() and o.flags & objecter.FLAG_WRITE and
+                o.reply is not None):
+            continue
+        client, rest = o.reqid.split(".", 1)[1].split(".", 1)
+        if sampled(int(client), int(rest.split(":")[1]), EVERY):
+            want.append(o.reqid)
+    return want
+
+
+def _timed_job(seconds, seed):
+    """A fio rbd job of 4 KiB random writes for `seconds`."""
+    return fio_rbd_job(10 ** 7, 4, seed, rw="randwrite").replace(
+        "number_ios=%d\n" % 10 ** 7, "time_based=1\nruntime=%d\n" % seconds)
+
+
+@pytest.fixture(scope="module")
+def exporters(lab_hosts, jaeger, tmp_path_factory):  # noqa: F811
+    need(os.path.exists(JAEGER), "no vagrant/jaeger.sh")
+    d = tmp_path_factory.mktemp("exporter-otlp")
+    ex = [HostExporter(ns) for ns in lab_hosts["netns"]]
+    try:
+        for e in ex:
+            e.wait_traced()
+        time.sleep(2 * REFRESH_S)
+        want = _writes(lab_hosts, d, "w1", fio_rbd_job(400, 4, 11,
+                                                       rw="randwrite"))
+        assert len(want) >= 400 / EVERY / 3, len(want)
+        time.sleep(3 * REFRESH_S)       # the last ones drained and posted
+        yield {"ex": ex, "want": want, "dir": d, "lab": lab_hosts}
+    finally:
+        rcs = [e.stop() for e in ex]
+        errs = [e.stderr() for e in ex]
+        for e in errs:
+            assert "Traceback" not in e, e
+        assert rcs == [0] * len(ex), errs
+
+
+def test_each_sampled_write_is_one_trace_of_three_hosts(exporters):
+    want = exporters["want"]
+    whole = 0
+    for reqid in want:
+        rs = _trace(trace_id(reqid), 10 if not whole else 2)
+        if not rs:
+            continue
+        d = _daemons(rs)
+        osds = [n for n in d if n and n.startswith("osd.")]
+        ops = {n: [s for s in d[n] if s["name"].startswith("osd op")]
+               for n in osds}
+        prim = [n for n in osds if any(s["name"] == "osd op (primary)"
+                                       for s in ops[n])]
+        reps = [n for n in osds if any(s["name"] == "osd op (replica)"
+                                       for s in ops[n])]
+        if len(osds) != 3 or len(prim) != 1 or len(reps) != 2:
+            continue
+        # each replica's op under its primary's wait for it, which the
+        # primary's host sent
+        ids = {s["spanId"] for n in osds for s in d[n]}
+        joined = all(
+            s["parentSpanId"] == replica_wait_span_id(reqid, prim[0], r)
+            and s["parentSpanId"] in ids
+            for r in reps for s in ops[r])
+        whole += joined
+    assert whole >= 0.9 * len(want), (whole, len(want))
+
+
+def test_each_exporter_counts_what_it_chose_and_sent(exporters):
+    for e in exporters["ex"]:
+        chosen = e.total(F.OTLP_OPS_CHOSEN, why="sample")
+        assert chosen >= len(exporters["want"]) * 0.9, (e.ns, chosen)
+        assert e.total(F.OTLP_OPS_DROPPED) == 0, e.ns
+        assert e.total(F.OTLP_SPANS_SENT) >= 3 * chosen * 0.9
+        assert e.total(F.OTLP_SPANS_DROPPED) == 0, e.stderr()
+
+
+def test_a_stopped_collector_costs_drops_not_the_exporter(exporters):
+    """Jaeger down while writes go on: /metrics is served all along, the
+    dropped spans rise, the RSS stays flat; Jaeger up again: spans are
+    sent again, and a sampled write's trace is there."""
+    ex, d, lab = exporters["ex"], exporters["dir"], exporters["lab"]
+    dropped0 = [e.total(F.OTLP_SPANS_DROPPED) for e in ex]
+    p = subprocess.run(["bash", JAEGER, "down"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    try:
+        fio = threading.Thread(target=_writes, args=(
+            lab, d, "w2", _timed_job(60, 12), False), daemon=True)
+        fio.start()
+        time.sleep(10)                  # the queues' first drops
+        rss0 = [e.rss_kb() for e in ex]
+        rss = []
+        while fio.is_alive():
+            t0 = time.time()
+            for e in ex:
+                e.metrics()             # served, promptly
+            assert time.time() - t0 < 5.0
+            rss.append([e.rss_kb() for e in ex])
+            time.sleep(5)
+        fio.join()
+        time.sleep(3 * REFRESH_S)
+        for i, e in enumerate(ex):
+            assert e.total(F.OTLP_SPANS_DROPPED) > dropped0[i], \
+                e.stderr()
+            assert "the collector at" in e.stderr(), e.stderr()
+            assert max(r[i] for r in rss) - rss0[i] < RSS_SLACK_KB, (
+                e.ns, rss0[i], [r[i] for r in rss])
+    finally:
+        p = subprocess.run(["bash", JAEGER, "up"], capture_output=True,
+                           text=True, timeout=600)
+        assert p.returncode == 0, p.stderr
+    sent0 = [e.total(F.OTLP_SPANS_SENT) for e in ex]
+    # the senders wait up to 30 s between tries while the collector fails
+    time.sleep(35)
+    want = _writes(lab, d, "w3", fio_rbd_job(200, 4, 13, rw="randwrite"))
+    time.sleep(3 * REFRESH_S)
+    for i, e in enumerate(ex):
+        assert e.total(F.OTLP_SPANS_SENT) > sent0[i], e.stderr()
+        assert "takes traces again" in e.stderr(), e.stderr()
+    found = [r for r in want if _trace(trace_id(r), 10)]
+    assert want and len(found) >= 0.9 * len(want), (len(found), len(want))
