@@ -119,9 +119,11 @@ RENAMED = {
     "ceph_osdstage_targets": TARGETS,
 }
 
+# the families with series only when ops are sent as traces (--otlp)
+OTLP_ONLY = (OTLP_OPS_CHOSEN, OTLP_OPS_DROPPED, OTLP_SPANS_SENT,
+             OTLP_SPANS_DROPPED)
 # the families that came after the renaming: no old name
-NO_OLD_NAME = (OTLP_OPS_CHOSEN, OTLP_OPS_DROPPED, OTLP_SPANS_SENT,
-               OTLP_SPANS_DROPPED)
+NO_OLD_NAME = OTLP_ONLY
 
 FAMILIES = (
     # --- where ops spend their time ---------------------------------------
