@@ -77,6 +77,16 @@ def tenths_us(ns):
     return np.floor((np.asarray(ns, np.float64) + 50) / 100) / 10.0
 
 
+def pcts(v):
+    """p50, p99 and max of v, to 0.1 (None when empty)."""
+    v = np.sort(np.asarray(v, float))
+    if not len(v):
+        return None
+    return {"p50": round(float(v[len(v) // 2]), 1),
+            "p99": round(float(v[min(len(v) - 1, int(len(v) * 0.99))]), 1),
+            "max": round(float(v[-1]), 1)}
+
+
 def match(a, b):
     """Rows of key columns b -> the index of the row of a with equal
     keys (the first such), or -1 (Matcher(a).find(b))."""

@@ -11,17 +11,7 @@ from . import cacheconf
 from .cache import STATES
 from .columns import CALL_OPS
 from ..ceph import librbd_cache
-from ..model.table import NONE
-
-
-def pcts(v):
-    """p50, p99 and max of v, to 0.1 (None when empty)."""
-    v = np.sort(np.asarray(v, float))
-    if not len(v):
-        return None
-    return {"p50": round(float(v[len(v) // 2]), 1),
-            "p99": round(float(v[min(len(v) - 1, int(len(v) * 0.99))]), 1),
-            "max": round(float(v[-1]), 1)}
+from ..model.table import NONE, pcts
 
 
 def _policy(states):
