@@ -351,8 +351,8 @@ def test_slowest_of_many_ties_in_request_id_order():
 
 
 def test_replica_columns_give_the_dicts_table():
-    """merged.py hands replica_table columns (replica_ways'): the table
-    and verdict are those of the dicts they stand for."""
+    """model/e2e_table.py hands replica_table columns (replica_ways'):
+    the table and verdict are those of the dicts they stand for."""
     rows = _rows("osd.2")
     assert e2e.replica_table(e2e.replica_columns(rows)) == \
         e2e.replica_table(rows)

@@ -158,7 +158,7 @@ def _rep(name, last, way, own, oway, oown):
 
 
 def test_verdict_says_the_writes_outran_the_cluster_in_a_flood():
-    from cephlat.cli.cacheview import verdict
+    from cephlat.model.cacheview import verdict
     flood = _view(writes_in_flight={"p50": 40, "p99": 60, "max": 64},
                   calls_in_flight={"p50": 3, "p99": 8, "max": 8},
                   per_osd_in_flight={"osd.0": 20, "osd.1": 18})
@@ -222,7 +222,7 @@ def test_ops_find_their_cache_write_behind_a_long_object_queue():
 
 
 def test_flushes_time_the_calls_and_the_writes_they_waited_for():
-    from cephlat.cli.cacheview import flushes
+    from cephlat.model.cacheview import flushes
     from cephlat.model.table import Table
     from cephlat.rbd.columns import CALL_OPS
     fl, wr = CALL_OPS.index("flush"), CALL_OPS.index("write")
@@ -230,7 +230,8 @@ def test_flushes_time_the_calls_and_the_writes_they_waited_for():
                   submit=np.array([0, 1000, 50_000]),
                   done=np.array([10, 21_000, 60_000]))
     cl = {"calls": calls, "send": np.array([500, 1500, 30_000, 55_000]),
-          "reply": np.array([2500, 9500, 31_000, 58_000])}
+          "reply": np.array([2500, 9500, 31_000, 58_000]),
+          "call_ops": CALL_OPS}
     f = flushes(cl, np.arange(4))
     assert f["calls"] == 2 and f["writes"] == 2 and f["of"] == 4
     assert f["lat_us"]["max"] == 20.0
@@ -318,12 +319,13 @@ def test_one_ops_story_has_the_acked_segments():
 
 
 def test_flushes_of_a_writeback_client_that_never_flushed():
-    from cephlat.cli.cacheview import flushes
+    from cephlat.model.cacheview import flushes
     from cephlat.model.table import Table
     from cephlat.rbd.columns import CALL_OPS
     calls = Table(op=np.array([CALL_OPS.index("write")], np.int8),
                   submit=np.array([0]), done=np.array([10]))
     f = flushes({"calls": calls, "send": np.array([500, 900]),
-                 "reply": np.array([2500, 1900])}, np.arange(2))
+                 "reply": np.array([2500, 1900]), "call_ops": CALL_OPS},
+                np.arange(2))
     assert f["calls"] == 0 and f["writes"] == 0 and f["lat_us"] is None
     assert f["write_us"]["max"] == 2.0

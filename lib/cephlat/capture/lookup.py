@@ -106,3 +106,16 @@ class OpLookups:
         for _, o in self.op_stream(t0, t1, keep=keep):
             return o
         return None
+
+
+def request_ops(caps, reqid):
+    """The ops of request id `reqid` in each of captures `caps` (slots)
+    that has any -> {its name ("osd.N", or "pid N"): (the capture, its
+    OpRecs: ops_of's)}, in the captures' order (model/story.py:
+    build_story)."""
+    found = {}
+    for c in caps:
+        rows = c.ops_of(reqid)
+        if rows:
+            found[c.name or "pid %d" % c.pid] = (c, rows)
+    return found

@@ -1,5 +1,6 @@
 """The ops of a capture that carry request ids, as columns: what the
-end-to-end table joins with clients' traces (cli/merged.py), read with
+end-to-end table joins with clients' traces (model/e2e_table.py; read
+by cli/merged.py, handed in as columns), read with
 numpy chunk by chunk (no Python object an event or an op: a 10-minute
 capture of a busy OSD holds tens of millions of events).
 

@@ -12,14 +12,17 @@ posting is send/otlp.py's, shared with the exporter."""
 import numpy as np
 
 from ..capture import reqops
+from ..capture.lookup import request_ops
 from ..ceph import messages
 from ..errors import UserError
+from ..model.e2e_table import CLIENT
 from ..model.sample import sampled
+from ..model.story import build_story
 from ..model.table import NONE
 from ..render.otlp import story_request
+from ..rbd.clientops import client_op
 from ..rbd.records import reqid
 from ..send.otlp import endpoint, post
-from .merged import _CLIENT, _client_op, build_story
 
 BATCH = 20              # traces per request to the collector
 
@@ -34,7 +37,7 @@ def choose(caps, every, over_us, most):
         ops, _ = reqops.read(c, skip=messages.SUBOP_REPLIES)
         if ops is None:
             continue
-        m = (ops.req_type == _CLIENT) & (ops.done != NONE)
+        m = (ops.req_type == CLIENT) & (ops.done != NONE)
         us = np.where(m, (ops.done - ops.enq) / 1000.0, 0.0)
         keep = m & (sampled(ops.req_num, ops.req_tid, every) |
                     ((us >= over_us) if over_us is not None else False))
@@ -75,12 +78,12 @@ def send(args, err, caps, traces, clocks):
             res["error"] = why
         del batch[:]
     for rid, _ in chosen:
-        story, _, _ = build_story(rid, caps, _client_op(traces, rid),
-                                  clocks)
+        story = build_story(rid, request_ops(caps, rid),
+                            client_op(traces, rid), clocks)
         if story is None:
             res["not_found"] += 1
             continue
-        body = story_request(story, _resources(caps))
+        body = story_request(story.record, _resources(caps))
         batch.append((body, sum(len(s["spans"])
                                 for rs in body["resourceSpans"]
                                 for s in rs["scopeSpans"])))

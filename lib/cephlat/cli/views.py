@@ -99,9 +99,9 @@ def run(args, out, err):
         otlp.send(args, err, caps, traces, clocks)
     try:
         if args.op_reqid:
-            return op_story(args, out, caps, err, traces, clocks)
+            return op_story(args, opts, out, caps, err, traces, clocks)
         if clients:
-            return end_to_end(args, out, caps, traces, clocks)
+            return end_to_end(args, opts, out, caps, traces, clocks)
         if len(caps) > 1:
             return _many(args, opts, out, err, caps, window)
         cap = caps[0]

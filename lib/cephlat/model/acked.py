@@ -45,6 +45,10 @@ BEHIND_SEGMENTS = [
     ("to_client", "the reply: the network and the client's messenger"),
     ("cache_done", "the reply to librbd's cache seeing the write done"),
 ]
+# the cache's record of an op the segments read (which, _spans, _behind),
+# beside the op's times: early (1, 0, -1: no record), when it was taken,
+# held (the cache held it), released, done (NONE: not recorded)
+CW = ("cw_early", "cw_ts", "cw_held", "cw_release", "cw_done")
 ACKED_KEYS = [k for k, _ in ACKED_SEGMENTS]
 BEHIND_KEYS = [k for k, _ in BEHIND_SEGMENTS]
 _NET = (BEHIND_KEYS.index("to_osd"), BEHIND_KEYS.index("to_client"))

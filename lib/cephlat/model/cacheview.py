@@ -6,11 +6,9 @@ behind the acks, or the client's writes outrunning the cluster (every
 OSD's queue growing: a queue, not one replica)."""
 import numpy as np
 
-from ..model.acked import ACKED_KEYS
-from ..model.e2e import segment_table
-from ..model.table import NONE
-from ..rbd.cachesummary import pcts
-from ..rbd.columns import CALL_OPS
+from .acked import ACKED_KEYS
+from .e2e import segment_table
+from .table import NONE, pcts
 
 # a flood: at least this many writes in flight at the OSDs (p50), this
 # many times the calls the application itself had in flight, and at
@@ -53,10 +51,11 @@ def acked_view(seg, cl, p, caps, acked):
     "inferred", "in_flight_bytes", "limit_bytes", "writes_in_flight",
     "held", "held_pct", "held_us", "held_by": {primary: writes},
     "calls_in_flight", "per_osd_in_flight": {primary: p50}, "verdict"}
-    of the acked writes among the joined ops."""
+    of the acked writes among the joined ops (p: the join's columns,
+    model/e2e_table.py; caps: the captures' names, by p["cap"])."""
     rows = np.flatnonzero(acked)
     j = p["j"][rows]
-    names = np.array([caps[int(c)].name or "?" for c in p["cap"][rows]])
+    names = np.array([caps[int(c)] or "?" for c in p["cap"][rows]])
     send, reply = cl["send"][j], cl["reply"][j]
     inf = cl["cw_in_flight"][j]
     limit = int(cl["cw_max_dirty"][j].max(initial=-1))
@@ -79,7 +78,7 @@ def acked_view(seg, cl, p, caps, acked):
     at = row_of[np.where(by >= 0, by, len(cl["send"]))]
     who = {}
     for c in p["cap"][at[at >= 0]].tolist():
-        name = caps[int(c)].name or "?"
+        name = caps[int(c)] or "?"
         who[name] = who.get(name, 0) + 1
     out["held_by"] = who
     out["calls_in_flight"] = _calls_in_flight(cl, j)
@@ -157,9 +156,11 @@ def flushes(cl, j):
     """Under writeback the application waits for the OSDs only in its
     flushes: -> {"calls", "lat_us": p50/p99/max of the flush calls,
     "writes": the cache's writes (client ops `j`) sent while a flush was
-    waiting, "write_us": their send -> reply p50/p99/max}."""
+    waiting, "write_us": their send -> reply p50/p99/max}. cl: the
+    clients' ops (rbd/clientops.py: client_columns), its calls' op codes
+    named by cl["call_ops"]."""
     c = cl["calls"]
-    f = np.flatnonzero((c.op == CALL_OPS.index("flush")) &
+    f = np.flatnonzero((c.op == cl["call_ops"].index("flush")) &
                        (c.submit != NONE) & (c.done != NONE)) \
         if len(c) else np.zeros(0, np.int64)
     send = cl["send"][j]

@@ -239,9 +239,10 @@ def osd_request(row, daemon, t0_ns, primary=None, spans=(), resource=None):
 
 
 def story_request(story, resources=None):
-    """An op's story (merged.op_story's dict) -> the OTLP/HTTP JSON body
-    of its trace. resources: {daemon name ("osd.1", "client"): more
-    resource attributes (host, ceph release)}."""
+    """An op's story (model/story.py: a Story's record, the JSON object)
+    -> the OTLP/HTTP JSON body of its trace. resources: {daemon name
+    ("osd.1", "client"): more resource attributes (host, ceph
+    release)}."""
     sp = _Spans(story["reqid"], _t0_ns(story))
     root = _client(sp, story, "client")
     rows = [(name, i, r) for name, rs in story["osds"].items()
