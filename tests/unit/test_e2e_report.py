@@ -87,3 +87,42 @@ def test_the_end_to_end_table_reads_as_before(name, slowest, seed):
     line = _table(slowest, True, seed)
     assert line == _expected("e2e-table-%s.jsonl" % name)
     check_reports(line)
+
+
+def test_the_driver_prints_the_model_through_its_sink(monkeypatch):
+    """cli/merged.py's op_story and end_to_end (the driver: the files
+    read, the model built, the sink given it) print the same."""
+    from types import SimpleNamespace
+    from cephlat.cli import merged
+    from cephlat.render.options import TextOptions
+    caps, enq, done = inputs.story_caps()
+    args = SimpleNamespace(op_reqid=inputs.REQID, html=False,
+                           perfetto=False, otlp=None, read="h.ctf")
+    out = io.StringIO()
+    merged.op_story(args, TextOptions(), out, caps, None,
+                    inputs.story_trace(enq, done),
+                    [{"file": "h.ctf", "clock": "ntp", "synced": True}])
+    assert out.getvalue() == _expected("e2e-story-call.txt")
+    monkeypatch.setattr(merged.reqops, "read",
+                        lambda c, skip=(): c.ops_read)
+    caps, traces = inputs.e2e_inputs(7)
+    out = io.StringIO()
+    merged.end_to_end(SimpleNamespace(read="a, b, c", slowest=4),
+                      TextOptions(json=True), out, caps, traces,
+                      [{"file": "a", "clock": "x"}])
+    assert out.getvalue() == _expected("e2e-table-slowest.jsonl")
+
+
+def test_the_driver_says_what_it_cannot_join(monkeypatch):
+    """No client op with its primary in the captures: one line, no
+    traceback (a UserError)."""
+    from types import SimpleNamespace
+    from cephlat.cli import merged
+    from cephlat.errors import UserError
+    from cephlat.render.options import TextOptions
+    monkeypatch.setattr(merged.reqops, "read", lambda c, skip=(): (None,
+                                                                    None))
+    caps, traces = inputs.e2e_inputs(7)
+    with pytest.raises(UserError, match="none of the clients' 39 OSD ops"):
+        merged.end_to_end(SimpleNamespace(read="a, b, c", slowest=0),
+                          TextOptions(), io.StringIO(), caps, traces, [])
