@@ -222,7 +222,7 @@ def e2e_inputs(seed=7, n=48, writeback=False):
                                          seen - (enq + 20 * US), seen))
                 per[r]["ops"].append((tid, renq, NONE, NONE, own,
                                       renq + own, True))
-    ops.append({"tid": 999, "osd": 0, "obj": 0, "send": t + MS_(1),
+    ops.append({"tid": 999, "osd": 0, "obj": 0, "send": t + 1000 * US,
                 "reply": NONE, "done": NONE})   # never answered
     caps = []
     for i, off in offs.items():
@@ -236,10 +236,6 @@ def e2e_inputs(seed=7, n=48, writeback=False):
                                          NONE, NONE, 0, 16384, -1)],
                             path="writeback.ctf", pid=4343))
     return caps, traces
-
-
-def MS_(x):
-    return x * 1000 * US
 
 
 def _tables(p, off):
