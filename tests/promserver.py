@@ -21,12 +21,22 @@ def free_port():
         return s.getsockname()[1]
 
 
-def get(port, path="/metrics", gzip=False, timeout=10):
+# the Accept header Prometheus sends with a scrape (2.x): OpenMetrics
+# first, the classic text format after it
+ACCEPT_PROMETHEUS = ("application/openmetrics-text;version=1.0.0,"
+                     "application/openmetrics-text;version=0.0.1;q=0.75,"
+                     "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+
+
+def get(port, path="/metrics", gzip=False, timeout=10, accept=None):
     """(headers, body bytes) of a GET on 127.0.0.1:port; with `gzip`,
-    asking for it as Prometheus does (the body as sent)."""
+    asking for it as Prometheus does (the body as sent); `accept`: the
+    Accept header (ACCEPT_PROMETHEUS: as Prometheus asks)."""
     req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path))
     if gzip:
         req.add_header("Accept-Encoding", "gzip")
+    if accept:
+        req.add_header("Accept", accept)
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return r.headers, r.read()
 
