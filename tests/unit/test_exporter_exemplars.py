@@ -13,11 +13,14 @@ pages read back with prometheus_client's own parsers:
 - one exemplar per series bucket, the newest op's (an older op arriving
   late replaces nothing); none for a series the exporter does not have,
   none kept for an OSD no longer traced: many ops cost no more memory
-  than the series' buckets.
+  than the series' buckets;
+- the lab tests' Prometheus (tests/promserver.py) can keep exemplars,
+  and reads the exemplar query API's answer.
 """
 import gzip
 import os
 import random
+import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -36,6 +39,7 @@ from cephlat.exporter.exemplars import bucket_index, op_values
 from cephlat.exporter.traces import Traces
 from cephlat.model.hist import Hist
 from cephlat.render.otlp import trace_id
+import promserver
 from promserver import ACCEPT_PROMETHEUS, free_port, get, parse
 
 BUILD = os.path.join(REPO, "build")
@@ -352,3 +356,25 @@ def test_bounded_by_the_series_buckets():
     ex.add_exemplars("osd.9", [(trace_id(REQ), 1.0, op_values(
         dict(PRIMARY), VOCAB))])
     assert "osd.9" not in ex.osds
+
+
+def test_the_tests_prometheus_keeps_exemplars():
+    """tests/promserver.py (the lab tests' real Prometheus): exemplar
+    storage on asking, with a flag the installed Prometheus knows (its
+    --help: no server started), and the exemplar query API's answer read
+    as Prometheus documents it."""
+    need(os.access(promserver.PROMETHEUS, os.X_OK),
+         "prometheus missing (apt-get install prometheus)")
+    p = subprocess.run([promserver.PROMETHEUS, "--help"],
+                       capture_output=True, text=True, timeout=60)
+    assert "exemplar-storage" in p.stdout + p.stderr
+    flag = promserver.EXEMPLAR_STORAGE
+    assert flag in promserver.argv("p.yml", "data", 9090, exemplars=True)
+    assert flag not in promserver.argv("p.yml", "data", 9090)
+    data = [{"seriesLabels": {"__name__": F.STAGE_LATENCY + "_bucket",
+                              "ceph_daemon": "osd.2", "le": "0.008192"},
+             "exemplars": [{"labels": {"trace_id": trace_id(REQ)},
+                            "value": "0.008", "timestamp": 1796355188.5}]}]
+    assert promserver.exemplar_list(data) == [(
+        data[0]["seriesLabels"],
+        [({"trace_id": trace_id(REQ)}, 0.008, 1796355188.5)])]
