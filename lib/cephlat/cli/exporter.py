@@ -139,7 +139,9 @@ def build_parser():
                         "by the full tier's programs at each op's end, a "
                         "1-in-N sample by request id (the same ops on every "
                         "host: each host's exporter sends its OSDs' part of "
-                        "the same traces) and the ops over --otlp-over")
+                        "the same traces) and the ops over --otlp-over; "
+                        "those ops are also exemplars of the latency "
+                        "histograms (OpenMetrics scrapes only)")
     o.add_argument("--otlp-sample", type=zero_or_more,
                    default=DEFAULT_OTLP_SAMPLE, metavar="N",
                    help="with --otlp: 1 op in N by request id (default %d, "
