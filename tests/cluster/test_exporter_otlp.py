@@ -206,10 +206,11 @@ def test_each_exporter_counts_what_it_chose_and_sent(exporters):
         assert e.total(F.OTLP_SPANS_DROPPED) == 0, e.stderr()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def prom(exporters):
     """A real Prometheus with exemplar storage scraping the three
-    exporters every second."""
+    exporters every second (for one test: the stopped collector's test
+    measures the exporters without it)."""
     need(os.path.exists(PROMETHEUS), "prometheus not installed (run: make "
          "setup)")
     p = Prometheus(["127.0.0.1:%d" % e.port for e in exporters["ex"]],
