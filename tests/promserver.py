@@ -21,12 +21,22 @@ def free_port():
         return s.getsockname()[1]
 
 
-def get(port, path="/metrics", gzip=False, timeout=10):
+# the Accept header Prometheus sends with a scrape (2.x): OpenMetrics
+# first, the classic text format after it
+ACCEPT_PROMETHEUS = ("application/openmetrics-text;version=1.0.0,"
+                     "application/openmetrics-text;version=0.0.1;q=0.75,"
+                     "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+
+
+def get(port, path="/metrics", gzip=False, timeout=10, accept=None):
     """(headers, body bytes) of a GET on 127.0.0.1:port; with `gzip`,
-    asking for it as Prometheus does (the body as sent)."""
+    asking for it as Prometheus does (the body as sent); `accept`: the
+    Accept header (ACCEPT_PROMETHEUS: as Prometheus asks)."""
     req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path))
     if gzip:
         req.add_header("Accept-Encoding", "gzip")
+    if accept:
+        req.add_header("Accept", accept)
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return r.headers, r.read()
 
@@ -53,12 +63,38 @@ def parse(text):
     return out
 
 
+# Prometheus keeps the exemplars it scrapes only with this (2.26 and
+# later; Debian bookworm's is 2.42)
+EXEMPLAR_STORAGE = "--enable-feature=exemplar-storage"
+
+
+def argv(cfg, data, port, exemplars=False):
+    """Prometheus' command line: config file `cfg`, data directory
+    `data`, listening on 127.0.0.1:`port`; `exemplars`: with exemplar
+    storage."""
+    return [PROMETHEUS, "--config.file=" + cfg,
+            "--storage.tsdb.path=" + data,
+            "--web.listen-address=127.0.0.1:%d" % port,
+            "--log.level=warn"] + ([EXEMPLAR_STORAGE] if exemplars else [])
+
+
+def exemplar_list(data):
+    """/api/v1/query_exemplars' data -> [(series labels, [(exemplar
+    labels, value, timestamp in seconds)])]."""
+    return [(d["seriesLabels"],
+             [(e["labels"], float(e["value"]), float(e["timestamp"]))
+              for e in d["exemplars"]]) for d in data]
+
+
 class Prometheus:
-    def __init__(self, targets, scrape_s=1, self_scrape=False, nice=0):
+    def __init__(self, targets, scrape_s=1, self_scrape=False, nice=0,
+                 exemplars=False):
         """Scrape `targets` (job osdstage) every `scrape_s` seconds, and
         with self_scrape Prometheus' own /metrics too (job prometheus: what
         a scrape takes on this machine when the exporter has no part);
-        `nice`: run at that nice value (all its threads)."""
+        `nice`: run at that nice value (all its threads); `exemplars`:
+        keep the exemplars it scrapes (exemplar storage; it asks for
+        OpenMetrics, the format that has them, by default)."""
         self.dir = tempfile.mkdtemp(prefix="osdstage-prom-")
         self.port = free_port()
         cfg = os.path.join(self.dir, "prometheus.yml")
@@ -72,10 +108,7 @@ class Prometheus:
                         "      - targets: ['127.0.0.1:%d']\n" % self.port)
         self.log = open(os.path.join(self.dir, "prometheus.log"), "w")
         self.proc = subprocess.Popen(
-            [PROMETHEUS, "--config.file=" + cfg,
-             "--storage.tsdb.path=" + os.path.join(self.dir, "data"),
-             "--web.listen-address=127.0.0.1:%d" % self.port,
-             "--log.level=warn"],
+            argv(cfg, os.path.join(self.dir, "data"), self.port, exemplars),
             stdout=self.log, stderr=subprocess.STDOUT,
             preexec_fn=(lambda: os.nice(nice)) if nice else None)
         self.url = "http://127.0.0.1:%d" % self.port
@@ -115,6 +148,15 @@ class Prometheus:
         if data["resultType"] == "scalar":
             return [({}, float(data["result"][1]))]
         return [(r["metric"], float(r["value"][1])) for r in data["result"]]
+
+    def exemplars(self, expr, start, end=None):
+        """-> [(series labels, [(exemplar labels, value, timestamp)])]
+        of the exemplars of the series `expr` selects, from `start` to
+        `end` (now), Unix seconds (/api/v1/query_exemplars; Prometheus
+        started with exemplars=True)."""
+        return exemplar_list(self.api(
+            "query_exemplars", query=expr, start="%.3f" % start,
+            end="%.3f" % (time.time() if end is None else end)))
 
     def targets_up(self):
         return [t for t in self.api("targets")["activeTargets"]

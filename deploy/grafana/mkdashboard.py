@@ -73,7 +73,21 @@ def targets(*pairs):
             enumerate(pairs)]
 
 
+def with_exemplars(tgts):
+    """The quantiles of the histograms whose buckets carry exemplars with
+    --otlp (families.py EXEMPLARS: the trace ids of ops sent as traces)
+    ask for them: Grafana draws each as a point that links to its trace
+    (the Prometheus data source's exemplarTraceIdDestinations,
+    deploy/README.md)."""
+    for t in tgts:
+        if t.get("range") and "histogram_quantile(" in t["expr"] and any(
+                f + "_bucket{" in t["expr"] for f in F.EXEMPLARS):
+            t["exemplar"] = True
+    return tgts
+
+
 def timeseries(title, desc, tgts, unit, stack=False, fill=10):
+    with_exemplars(tgts)
     custom = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": fill,
               "showPoints": "never", "spanNulls": False,
               "stacking": {"mode": "normal" if stack else "none",
@@ -135,7 +149,9 @@ def build():
         "p99 per stage per OSD",
         "histogram_quantile(0.99) of each stage's histogram, per OSD (all "
         "op classes). Buckets are powers of two from 1 us: the quantile "
-        "is exact to within one bucket.",
+        "is exact to within one bucket. With the exporter's --otlp, "
+        "exemplars: ops sent as traces, each in its bucket, linked to its "
+        "trace (deploy/README.md, Grafana).",
         [target(p99(STAGE_BUCKET, "ceph_daemon, stage",
                     'stage=~"$stage", %s' % OSD),
                 "{{ceph_daemon}} {{stage}}")], "s", fill=0), 12, 9)

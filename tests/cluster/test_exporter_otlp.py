@@ -12,12 +12,23 @@ client under rbdrecord (their request ids):
   primary's wait for it (the parent ids join);
 - each exporter counts what its programs chose and the spans the
   collector took (osdstage_otlp_*);
+- exemplars: a real Prometheus with exemplar storage scrapes the three
+  exporters (in OpenMetrics, as it asks by default); its exemplar query
+  for the stage latency family returns exemplars from every exporter,
+  each in the bucket its value falls in, with the trace ids of ops the
+  exporters sent (some of them the sampled writes'), and Jaeger has
+  >= 90 % of those traces. Not 100 %: an exemplar is an op the sender's
+  queue took, and a batch the collector refuses later is counted, not
+  seen here (none should be: the test before checks no span was
+  dropped); it runs before Jaeger is stopped, so its exemplars are the
+  writes' of the module's fixture;
 - Jaeger stopped while writes go on: the exporters keep serving
   /metrics, their dropped-span counters rise, their RSS stays flat;
   Jaeger started again: spans flow again (sent counters rise, a new
   sampled write's trace is there).
 """
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -28,10 +39,13 @@ import pytest
 from conftest import PYTHON, REPO, RBDRECORD, fio_rbd_job, need
 from cephlat.ceph import objecter
 from cephlat.exporter import families as F
+from cephlat.exporter.collect import LE
+from cephlat.exporter.exemplars import bucket_index
 from cephlat.model.sample import sampled
 from cephlat.rbd.reader import RbdTrace
 from cephlat.render.otlp import replica_wait_span_id, trace_id
-from promserver import free_port, scrape
+from promserver import (ACCEPT_PROMETHEUS, PROMETHEUS, Prometheus,
+                        free_port, get, scrape)
 from test_otlp import JAEGER, OTLP, _daemons, _trace, jaeger  # noqa: F401
 
 EXPORTER = os.path.join(REPO, "tools", "osdstage_exporter.py")
@@ -190,6 +204,59 @@ def test_each_exporter_counts_what_it_chose_and_sent(exporters):
         assert e.total(F.OTLP_OPS_DROPPED) == 0, e.ns
         assert e.total(F.OTLP_SPANS_SENT) >= 3 * chosen * 0.9
         assert e.total(F.OTLP_SPANS_DROPPED) == 0, e.stderr()
+
+
+@pytest.fixture
+def prom(exporters):
+    """A real Prometheus with exemplar storage scraping the three
+    exporters every second (for one test: the stopped collector's test
+    measures the exporters without it)."""
+    need(os.path.exists(PROMETHEUS), "prometheus not installed (run: make "
+         "setup)")
+    p = Prometheus(["127.0.0.1:%d" % e.port for e in exporters["ex"]],
+                   scrape_s=1, exemplars=True)
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+def _prom_exemplars(prom, ex, since, timeout=30):
+    """The stage latency family's exemplars Prometheus has, once it has
+    some from every exporter (or after `timeout`)."""
+    end = time.time() + timeout
+    while True:
+        got = prom.exemplars(F.STAGE_LATENCY + "_bucket", since)
+        if {s["instance"] for s, _ in got} == {
+                "127.0.0.1:%d" % e.port for e in ex} or time.time() > end:
+            return got
+        time.sleep(1)
+
+
+def test_prometheus_exemplars_are_traces_jaeger_has(exporters, prom):
+    ex = exporters["ex"]
+    # each exporter's OpenMetrics page has them, its classic one none
+    for e in ex:
+        h, om = get(e.port, accept=ACCEPT_PROMETHEUS)
+        assert h["Content-Type"].startswith("application/openmetrics-text")
+        assert b'# {trace_id="' in om, e.ns
+        assert b"trace_id" not in get(e.port)[1], e.ns
+    got = _prom_exemplars(prom, ex, time.time() - 3600)
+    assert {s["instance"] for s, _ in got} == {
+        "127.0.0.1:%d" % e.port for e in ex}, (got, prom.logtext())
+    tids = set()
+    for series, exemplars in got:
+        for labels, value, _ in exemplars:
+            assert set(labels) == {"trace_id"}, labels
+            assert re.fullmatch(r"[0-9a-f]{32}", labels["trace_id"])
+            # in the bucket that counts its value
+            assert float(series["le"]) == float(
+                LE[bucket_index(round(value * 1e9))]), (series, value)
+            tids.add(labels["trace_id"])
+    assert tids & {trace_id(r) for r in exporters["want"]}
+    found = sum(1 for i, t in enumerate(sorted(tids))
+                if _trace(t, 10 if i == 0 else 2))
+    assert found >= 0.9 * len(tids), (found, len(tids))
 
 
 def test_a_stopped_collector_costs_drops_not_the_exporter(exporters):

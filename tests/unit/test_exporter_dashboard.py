@@ -8,6 +8,8 @@
   histogram's through _bucket/_sum/_count), every label it matches on or
   groups by is a label of the families it reads;
 - the panels the issue asks for are there;
+- the latency quantiles of the histograms that carry exemplars (--otlp)
+  ask Grafana for them, and no other query does;
 - every query, with Grafana's variables substituted
   (exporter_dashboard.dashboard_queries), is valid PromQL for Prometheus'
   own parser (promtool check rules, each query a recording rule).
@@ -211,6 +213,28 @@ def test_the_panels_the_issue_asks_for(dash, queries):
     assert any(r.get("repeat") == "osd" for r in rows)
     assert any(p.get("repeat") == "stage" for p in xd.panels(dash)
                if p["type"] == "heatmap")
+
+
+def test_exemplars_on_the_latency_quantiles(dash):
+    """Exactly the range quantiles of families.py EXEMPLARS' histograms
+    ask for exemplars (Grafana draws them on time series panels), the
+    stage latency p99's among them."""
+    on, want = [], []
+    for p in xd.panels(dash):
+        for t in p["targets"]:
+            if t.get("exemplar"):
+                on.append((p["title"], t["refId"]))
+            quantile = "histogram_quantile(" in t["expr"]
+            if p["type"] == "timeseries" and quantile and any(
+                    f + "_bucket{" in t["expr"] for f in F.EXEMPLARS):
+                want.append((p["title"], t["refId"]))
+                assert t["exemplar"] is True and t["range"] is True
+    assert on == want
+    assert any(F.STAGE_LATENCY + "_bucket{" in t["expr"] and
+               t.get("exemplar") for p in xd.panels(dash)
+               for t in p["targets"])
+    assert {f for f in F.EXEMPLARS} <= {
+        f.name for f in FAMILIES if f.type == "histogram"}
 
 
 def test_dashboard_queries_substitutes_every_variable(queries):

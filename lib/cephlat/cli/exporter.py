@@ -139,7 +139,9 @@ def build_parser():
                         "by the full tier's programs at each op's end, a "
                         "1-in-N sample by request id (the same ops on every "
                         "host: each host's exporter sends its OSDs' part of "
-                        "the same traces) and the ops over --otlp-over")
+                        "the same traces) and the ops over --otlp-over; "
+                        "those ops are also exemplars of the latency "
+                        "histograms (OpenMetrics scrapes only)")
     o.add_argument("--otlp-sample", type=zero_or_more,
                    default=DEFAULT_OTLP_SAMPLE, metavar="N",
                    help="with --otlp: 1 op in N by request id (default %d, "
@@ -196,11 +198,12 @@ class _Quiet(WSGIRequestHandler):
 
 def serve_http(listen, exported):
     """Serve /metrics from a thread: exported.page(), the state of the
-    last refresh (prometheus_client's format and content type, gzip as
-    its own server does it). A bad address or a port in use is one
-    line."""
-    from prometheus_client import CONTENT_TYPE_LATEST
+    last refresh (prometheus_client's formats and content types: the
+    OpenMetrics one, with exemplars, when the Accept header asks for it,
+    as Prometheus does, else the classic text one; gzip as its own
+    server does it). A bad address or a port in use is one line."""
     from prometheus_client.exposition import gzip_accepted
+    from ..exporter.collect import exposition
     addr, port = listen
 
     def app(environ, start_response):
@@ -208,11 +211,12 @@ def serve_http(listen, exported):
             start_response("404 Not Found", [("Content-Type",
                                               "text/plain")])
             return [b"not found: try /metrics\n"]
+        fmt, ctype = exposition(environ.get("HTTP_ACCEPT", ""))
         body, encoding = exported.page(
-            gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING", "")))
-        headers = [("Content-Type", CONTENT_TYPE_LATEST),
+            gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING", "")), fmt)
+        headers = [("Content-Type", ctype),
                    ("Content-Length", str(len(body))),
-                   ("Vary", "Accept-Encoding")]
+                   ("Vary", "Accept, Accept-Encoding")]
         if encoding:
             headers.append(("Content-Encoding", encoding))
         start_response("200 OK", headers)

@@ -10,18 +10,25 @@ reads what was summed, under a lock, so it costs the same whatever the
 load. Each stage is taken from the one tier that feeds it (the sources
 given at attached(): the lean tier's where it has the stage, whose counts
 are every op's), never summed over the tiers.
+
+With --otlp the histograms of the ops sent as traces carry OpenMetrics
+exemplars (exporter/exemplars.py: which families, and why no others);
+/metrics is served in the OpenMetrics format to a scraper that asks for
+it (Prometheus does), the only one that shows them, and in the classic
+text format otherwise.
 """
 import gzip
 import threading
 import time
 
 import numpy as np
-from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
-                                    HistogramMetricFamily)
+from prometheus_client.core import (CounterMetricFamily, Exemplar,
+                                    GaugeMetricFamily, HistogramMetricFamily)
 
 from ..model import report
 from ..model.hist import HIST_SLOTS, slot_bounds_us
 from . import families as F
+from .exemplars import keep
 from .families import BUCKET_EXPONENTS, BUCKETS_S, BY_NAME
 
 STAGE = F.STAGE_LATENCY
@@ -46,6 +53,29 @@ TRACE_COUNTERS = (
 )
 # why spans were not sent (send/otlp.py Sender.REASONS)
 SPAN_DROPS = ("queue_full", "collector")
+# the exposition formats: the classic text one (the default) and
+# OpenMetrics (asked for in the scrape's Accept header; the only one with
+# exemplars)
+TEXT, OPENMETRICS = "text", "openmetrics"
+FORMATS = (TEXT, OPENMETRICS)
+
+
+def exposition(accept):
+    """The format a scraper's Accept header asks for, as
+    prometheus_client's own server chooses it: -> (format, its content
+    type)."""
+    from prometheus_client.exposition import choose_encoder
+    from prometheus_client.openmetrics import exposition as om
+    ctype = choose_encoder(accept)[1]
+    return (OPENMETRICS if ctype == om.CONTENT_TYPE_LATEST else TEXT), ctype
+
+
+def _encode(fmt, registry):
+    if fmt == OPENMETRICS:
+        from prometheus_client.openmetrics.exposition import generate_latest
+    else:
+        from prometheus_client import generate_latest
+    return generate_latest(registry)
 
 
 def _slot_buckets():
@@ -98,6 +128,9 @@ class OsdState:
         self.info = None      # label values of F.OSD_INFO (traced now)
         self.sources = {}     # stage -> the tier feeding it (traced now)
         self.cost = {}        # tier -> its overhead ratio (traced now)
+        # --otlp: (family, label values) of a series in hists -> {bucket
+        # index: Exemplar}, the newest op sent as a trace (traced now)
+        self.exemplars = {}
 
     def hist(self, family, labels, h):
         s = self.hists.get((family, labels))
@@ -127,44 +160,49 @@ class Exported:
         self.fullness = {}
         self.self_cpu = 0.0
         self.registry = None
-        self._out, self._stale = (b"", None), True
+        # per format: (page, its gzip or None), stale, last scraped
+        self._out = {f: (b"", None) for f in FORMATS}
+        self._stale = set(FORMATS)
         self._gzip = False      # a scraper asked for gzip: made at render
         self._render = threading.Lock()
-        self._scraped = -1e9
+        self._scraped = {f: -1e9 for f in FORMATS}
 
     def publish(self):
-        """The state changed (a refresh): rendered now when someone has
-        scraped in the last SCRAPED_S (a scrape then only copies bytes),
-        else by the next scrape (no scraper, no rendering)."""
-        self._stale = True
-        if time.monotonic() - self._scraped < SCRAPED_S:
-            self._render_page(wait=True)
+        """The state changed (a refresh): each format someone scraped in
+        the last SCRAPED_S is rendered now (a scrape then only copies
+        bytes), the others by their next scrape (no scraper, no
+        rendering)."""
+        self._stale = set(FORMATS)
+        now = time.monotonic()
+        for fmt in FORMATS:
+            if now - self._scraped[fmt] < SCRAPED_S:
+                self._render_page(fmt, wait=True)
 
-    def _render_page(self, wait):
-        """(page, its gzip or None): rendered first when stale. A scrape
-        (wait False) does not wait for a render in progress when there
-        is a page: it gets that one, one refresh older (waiting, a scrape
-        took the render's time, 40-90 ms on the loaded lab)."""
-        if not self._render.acquire(blocking=wait or not self._out[0]):
-            return self._out
+    def _render_page(self, fmt, wait):
+        """(page, its gzip or None) in format `fmt`: rendered first when
+        stale. A scrape (wait False) does not wait for a render in
+        progress when there is a page: it gets that one, one refresh
+        older (waiting, a scrape took the render's time, 40-90 ms on the
+        loaded lab)."""
+        if not self._render.acquire(blocking=wait or not self._out[fmt][0]):
+            return self._out[fmt]
         try:
-            if self._stale and self.registry is not None:
-                from prometheus_client import generate_latest
-                self._stale = False
-                page = generate_latest(self.registry)
+            if fmt in self._stale and self.registry is not None:
+                self._stale.discard(fmt)
+                page = _encode(fmt, self.registry)
                 # one tuple: a scrape reads a page and its gzip together
-                self._out = (page, _gzip(page) if self._gzip else None)
-            return self._out
+                self._out[fmt] = (page, _gzip(page) if self._gzip else None)
+            return self._out[fmt]
         finally:
             self._render.release()
 
-    def page(self, accept_gzip=False):
-        """/metrics as (bytes, "gzip" or None): the last refresh's state,
-        rendered once; gzip-compressed when the scraper accepts it (as
-        Prometheus does: 316 kB of text are 23 kB), compressed once per
-        page too."""
-        self._scraped = time.monotonic()
-        page, gz = self._render_page(wait=False)
+    def page(self, accept_gzip=False, fmt=TEXT):
+        """/metrics as (bytes, "gzip" or None) in format `fmt` (TEXT or
+        OPENMETRICS: exposition()): the last refresh's state, rendered
+        once; gzip-compressed when the scraper accepts it (as Prometheus
+        does: 316 kB of text are 23 kB), compressed once per page too."""
+        self._scraped[fmt] = time.monotonic()
+        page, gz = self._render_page(fmt, wait=False)
         if not accept_gzip:
             return page, None
         if gz is None:
@@ -172,8 +210,8 @@ class Exported:
             self._gzip = True
             gz = _gzip(page)
             if self._render.acquire(blocking=False):
-                if self._out[0] is page:
-                    self._out = (page, gz)
+                if self._out[fmt][0] is page:
+                    self._out[fmt] = (page, gz)
                 self._render.release()
         return gz, "gzip"
 
@@ -202,6 +240,25 @@ class Exported:
                 st = self.osds.get(name)
                 if st is not None:
                     st.info, st.gauges, st.sources = None, {}, {}
+                    st.exemplars = {}
+
+    def add_exemplars(self, name, ops):
+        """--otlp: OSD `name`'s ops just handed to the OTLP sender, as
+        exemplars: [(trace id, the op's end in wall-clock seconds,
+        exemplars.op_values(...))]. Each goes on the first series of its
+        label values' tries that the OSD has (none: no exemplar), in the
+        bucket of its value, unless that holds a newer op's."""
+        with self.lock:
+            st = self.osds.get(name)
+            if not self.otlp or st is None or st.info is None:
+                return
+            for tid, at, values in ops:
+                for fam, tries, ns in values:
+                    key = next(((fam, t) for t in tries
+                                if (fam, t) in st.hists), None)
+                    if key is not None:
+                        keep(st.exemplars, key, ns, Exemplar(
+                            {"trace_id": tid}, ns / 1e9, round(at, 6)))
 
     def set_spans(self, sent, dropped):
         """The OTLP sender's counts since the start ({daemon: spans
@@ -331,8 +388,8 @@ class Exported:
             for name in sorted(self.osds):
                 st = self.osds[name]
                 for (fam, labels), h in st.hists.items():
-                    out[fam].add_metric((name,) + labels, h.cumulative(),
-                                        h.sum_s)
+                    out[fam].add_metric((name,) + labels, _buckets(
+                        h, st.exemplars.get((fam, labels))), h.sum_s)
                 for (fam, labels), v in st.counters.items():
                     out[fam].add_metric((name,) + labels, v)
                 for (fam, labels), v in st.gauges.items():
@@ -359,6 +416,16 @@ class Exported:
                         out[F.OTLP_SPANS_DROPPED].add_metric(
                             (name, why), dropped.get((name, why), 0))
         return list(out.values())
+
+
+def _buckets(h, exemplars):
+    """A histogram's cumulative buckets, each with its exemplar if it has
+    one ({bucket index: Exemplar})."""
+    cum = h.cumulative()
+    if not exemplars:
+        return cum
+    return [(le, v, exemplars[i]) if i in exemplars else (le, v)
+            for i, (le, v) in enumerate(cum)]
 
 
 def _gzip(page):

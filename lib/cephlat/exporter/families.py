@@ -122,6 +122,9 @@ RENAMED = {
 # the families with series only when ops are sent as traces (--otlp)
 OTLP_ONLY = (OTLP_OPS_CHOSEN, OTLP_OPS_DROPPED, OTLP_SPANS_SENT,
              OTLP_SPANS_DROPPED)
+# the histograms whose buckets carry OpenMetrics exemplars with --otlp:
+# ops sent as traces (exporter/exemplars.py: why these and no others)
+EXEMPLARS = (STAGE_LATENCY, REPLICA_WAIT, SCHED_CLASS_QUEUE_WAIT)
 # the families that came after the renaming: no old name
 NO_OLD_NAME = OTLP_ONLY
 

@@ -109,7 +109,8 @@ class Exporter:
         self.version = None     # the traced OSDs' Ceph version
         # --otlp: the full tier's chosen ops to the collector
         # (exporter/traces.py)
-        self.traces = Traces(config, self.say) if config.otlp else None
+        self.traces = None if not config.otlp else Traces(
+            config, self.say, exemplars=exported.add_exemplars)
 
     def say(self, msg):
         self.err.write("%s: %s\n" % (TOOL, msg))

@@ -16,13 +16,19 @@ A sampled op is chosen on every OSD it touches (the rule is the request
 id's), so its trace holds the primary's and every replica's part when
 each host's full tier was attached when the op ran (a duty cycle that
 was off, or a host's rate cap, leaves that host's part out).
+
+Each op the sender took into its queue is also handed back, with its
+trace id, as exemplars of the latency histograms it falls in
+(exporter/exemplars.py), so /metrics links a bucket to a trace that was
+sent.
 """
 import socket
 
 from ..engine.tracer import real_offset_ns
 from ..model.sample import reqid_name
-from ..render.otlp import osd_request
+from ..render.otlp import osd_request, trace_id
 from ..send.otlp import Sender, endpoint
+from .exemplars import op_values
 
 QUEUE_SPANS = 20000         # spans waiting for the collector, at most
 BATCH_SPANS = 1000          # spans per request
@@ -82,6 +88,15 @@ def op_request(ev, daemon, real_off_ns, vocab, resource=None):
                        primary=primary_name, spans=spans, resource=resource)
 
 
+def op_exemplar(ev, real_off_ns, vocab):
+    """A chosen op handed to the sender -> (its trace id, its end in
+    wall-clock seconds, its values per histogram: exemplars.op_values),
+    what Exported.add_exemplars takes."""
+    rid = reqid_name(ev["req_num"], ev["req_inc"], ev["req_tid"])
+    return (trace_id(rid), (ev["done_ns"] + real_off_ns) / 1e9,
+            op_values(ev, vocab))
+
+
 def _label(labels, i):
     return labels[i] if 0 <= i < len(labels) else None
 
@@ -89,11 +104,13 @@ def _label(labels, i):
 class Traces:
     """The full tier's chosen ops to the collector at config.otlp: take()
     after each read of the ring; counts() for /metrics; say() what the
-    collector does, once per change."""
+    collector does, once per change; exemplars(daemon, ops): the ops the
+    sender took, as collect.py's Exported.add_exemplars takes them."""
 
-    def __init__(self, config, say, sender=None):
+    def __init__(self, config, say, sender=None, exemplars=None):
         self.url = endpoint(config.otlp)
         self.say = say
+        self.exemplars = exemplars
         self.sender = sender or Sender(self.url, max_spans=QUEUE_SPANS,
                                        batch_spans=BATCH_SPANS,
                                        timeout=POST_TIMEOUT_S).start()
@@ -109,6 +126,7 @@ class Traces:
         """The ops `tracer` chose since the last take, as spans to the
         sender; runs: its RunInfo per target slot (the OSDs' names)."""
         evs = tracer.take_traces()
+        sent = {}
         if evs:
             off = real_offset_ns()
             for ev in evs:
@@ -122,7 +140,12 @@ class Traces:
                     continue
                 body, n = got
                 self.ops += 1
-                self.sender.offer(run.name, body["resourceSpans"], n)
+                if self.sender.offer(run.name, body["resourceSpans"], n):
+                    sent.setdefault(run.name, []).append(
+                        op_exemplar(ev, off, run.vocab))
+        if self.exemplars is not None:
+            for name, ops in sent.items():
+                self.exemplars(name, ops)
         self._judge()
 
     def _judge(self):
