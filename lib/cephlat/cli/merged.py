@@ -19,9 +19,8 @@ from ..model.slowest import op_row
 from ..render.text import print_end_to_end, print_op_story
 from ..capture import reqops
 from ..ceph import messages, objecter
-from ..rbd.cache import STATES
+from ..rbd.cache import STATES, ops_early
 from ..rbd.columns import CALL_OPS
-from ..ceph.librbd_cache import ACKED_EARLY
 from .cacheview import acked_view, flushes, verdict as acked_verdict
 from .windows import bound, end_ns, host_pictures, window_record
 
@@ -419,14 +418,13 @@ def _cache_columns(cc, i):
     def col(c, fill=NONE):
         return np.where(has, cw.cols[c][s], fill) if len(cw) else \
             np.full(n, fill, np.int64)
-    early = np.isin(cw.state, [STATES.index(x) for x in ACKED_EARLY])
     first = np.full(len(cw), -1, np.int64)
     m = cc.ops.cols.get("cw", np.zeros(0, np.int64)) >= 0
     if len(cw) and m.any():
         o = np.flatnonzero(m)[::-1]
         first[cc.ops.cw[o]] = o          # the first op of each write
     hb = col("held_by", -1)
-    return {"cw_early": np.where(has, early[s] if len(cw) else 0, -1),
+    return {"cw_early": ops_early(cw, k),
             "cw_ts": col("ts"), "cw_release": col("release"),
             "cw_done": col("done"),
             "cw_held": col("state", -1) == STATES.index("queued"),
