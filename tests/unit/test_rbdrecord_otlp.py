@@ -174,7 +174,7 @@ def _parts(path, reqids):
 
 def test_each_ops_spans_join_the_exporters_trace(trace):
     from cephlat.render.otlp import (client_span_id, op_span_id,
-                                     osd_request, trace_id)
+                                     osd_request, story_request, trace_id)
     path, which = trace
     rid = _rid(5)
     key, rs, n = _parts(path, [rid])[rid]
@@ -210,6 +210,15 @@ def test_each_ops_spans_join_the_exporters_trace(trace):
     assert prim["traceId"] == root["traceId"]
     assert prim["spanId"] == op_span_id(rid, "osd.1")
     assert prim["parentSpanId"] == root["spanId"]
+    # so does `osdstage -r --otlp`'s story of it without the client's
+    # trace (the parent the client sends)
+    story = {"reqid": rid, "osds": {"osd.1": [{
+        "role": "primary", "enqueued_at_us": 0.0, "enqueue": {"ts": 1.0},
+        "total_us": 50.0}]}}
+    op1 = [s for _, s in _spans(story_request(story))
+           if s["name"] == "osd op (primary)"][0]
+    assert (op1["spanId"], op1["parentSpanId"]) == (prim["spanId"],
+                                                    root["spanId"])
     # the resource: librbd, this host, the client, its pool and image
     res = _attrs(rs[0]["resource"])
     assert res["service.name"] == "librbd" and "ceph_daemon" not in res
