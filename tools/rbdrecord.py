@@ -6,6 +6,7 @@
 # USAGE: rbdrecord.py [--lttng | --ebpf] -o DIR [--force]
 #                     (-p PID | -- COMMAND [ARGS])
 #                     [-d SECS] [--no-checks]
+#                     [--otlp URL [--otlp-sample N] [--otlp-over US]]
 #        rbdrecord.py --summary TRACE [-j] [--zones N]
 #        rbdrecord.py --to-fio TRACE -o DIR [--image NAME] [--pool NAME]
 #

@@ -3,13 +3,17 @@ and a real Jaeger (vagrant/jaeger.sh, as test_otlp.py's): one exporter per
 host (--host-netns, as on a real host each traces its own OSD) with
 --otlp to the Jaeger, no cost bound (--max-overhead 0: the full tier,
 whose programs choose the ops, attached all the time), writes from the
-client under rbdrecord (their request ids):
+client under rbdrecord (their request ids) with --otlp to the same Jaeger
+and the same sample (the client's part, sent when fio ends):
 
 - for >= 90 % of the sampled writes (model/sample.py's 1 in EVERY, the
-  rule the programs follow on every host), Jaeger returns one trace with
-  the primary's and both replicas' ops, three OSDs, each sent by its own
-  host's exporter with no coordination; each replica's op hangs under its
-  primary's wait for it (the parent ids join);
+  rule the programs follow on every host and rbdrecord on the client),
+  Jaeger returns one trace with the client's call (service librbd, the
+  trace's root, its op in the Objecter under it) and the primary's and
+  both replicas' ops, three OSDs, each sent by its own host's exporter
+  with no coordination; the primary's op hangs under the client's span
+  and each replica's op under its primary's wait for it (the parent ids
+  join);
 - each exporter counts what its programs chose and the spans the
   collector took (osdstage_otlp_*);
 - exemplars: a real Prometheus with exemplar storage scrapes the three
@@ -43,7 +47,8 @@ from cephlat.exporter.collect import LE
 from cephlat.exporter.exemplars import bucket_index
 from cephlat.model.sample import sampled
 from cephlat.rbd.reader import RbdTrace
-from cephlat.render.otlp import replica_wait_span_id, trace_id
+from cephlat.render.otlp import (client_span_id, replica_wait_span_id,
+                                 trace_id)
 from promserver import (ACCEPT_PROMETHEUS, PROMETHEUS, Prometheus,
                         free_port, get, scrape)
 from test_otlp import JAEGER, OTLP, _daemons, _trace, jaeger  # noqa: F401
@@ -114,19 +119,37 @@ class HostExporter:
         return self.proc.returncode
 
 
-def _writes(lab_hosts, d, name, job, record=True):
+def _writes(lab_hosts, d, name, job, record=True, otlp=False):
     """fio's `job` (its text) from the client's namespace, under rbdrecord
-    when `record`: -> the sampled writes' request ids ([] without it)."""
+    when `record` (with `otlp`: sending the client's part of the sampled
+    ops' traces, 1 in EVERY as the exporters): -> the sampled writes'
+    request ids ([] without it)."""
     (d / (name + ".fio")).write_text(job)
     trace = str(d / name)
-    cmd = ["nsenter", "--net=/run/netns/" + lab_hosts["client_netns"], "--",
-           PYTHON, RBDRECORD, "-o", trace, "--", "fio",
-           str(d / (name + ".fio"))] if record else \
-        ["nsenter", "--net=/run/netns/" + lab_hosts["client_netns"], "--",
-         "fio", str(d / (name + ".fio"))]
+    netns = ["nsenter", "--net=/run/netns/" + lab_hosts["client_netns"],
+             "--"]
+    fio = ["fio", str(d / (name + ".fio"))]
+    if otlp:
+        # rbdrecord in the host's network namespace (the Jaeger it posts
+        # to listens on the host's 127.0.0.1), fio in the client's:
+        # nsenter enters it and execs fio in the process rbdrecord holds
+        cmd = [PYTHON, RBDRECORD, "-o", trace, "--otlp", OTLP,
+               "--otlp-sample", str(EVERY), "--"] + netns + fio
+    elif record:
+        cmd = netns + [PYTHON, RBDRECORD, "-o", trace, "--"] + fio
+    else:
+        cmd = netns + fio
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
                        env=dict(os.environ, CEPH_CONF=lab_hosts["CEPH_CONF"]))
     assert p.returncode == 0, p.stderr
+    if otlp:
+        # one line: what was sent, and nothing the collector did not take
+        said = [x for x in p.stderr.splitlines()
+                if x.startswith("rbdrecord: otlp: ")]
+        assert len(said) == 1, p.stderr
+        assert " client ops as traces, " in said[0], said
+        assert "not taken" not in said[0] and "not sent" not in said[0], \
+            said
     if not record:
         return []
     tr = RbdTrace(trace)
@@ -157,7 +180,8 @@ def exporters(lab_hosts, jaeger, tmp_path_factory):  # noqa: F811
             e.wait_traced()
         time.sleep(2 * REFRESH_S)
         want = _writes(lab_hosts, d, "w1", fio_rbd_job(400, 4, 11,
-                                                       rw="randwrite"))
+                                                       rw="randwrite"),
+                       otlp=True)
         assert len(want) >= 400 / EVERY / 3, len(want)
         time.sleep(3 * REFRESH_S)       # the last ones drained and posted
         yield {"ex": ex, "want": want, "dir": d, "lab": lab_hosts}
@@ -186,10 +210,22 @@ def test_each_sampled_write_is_one_trace_of_three_hosts(exporters):
                                        for s in ops[n])]
         if len(osds) != 3 or len(prim) != 1 or len(reps) != 2:
             continue
-        # each replica's op under its primary's wait for it, which the
-        # primary's host sent
-        ids = {s["spanId"] for n in osds for s in d[n]}
-        joined = all(
+        # the client's part, which rbdrecord sent: the call, the trace's
+        # root, and its op in the Objecter under it
+        client = d.get("librbd") or []
+        root = [s for s in client if s["spanId"] == client_span_id(reqid)
+                and not s.get("parentSpanId")
+                and s["name"].startswith("rbd write")]
+        under = [s for s in client if s["name"] == "objecter op" and
+                 s.get("parentSpanId") == client_span_id(reqid)]
+        if len(root) != 1 or len(under) != 1:
+            continue
+        # the primary's op under the client's span; each replica's op
+        # under its primary's wait for it, which the primary's host sent
+        ids = {s["spanId"] for n in osds + ["librbd"] for s in d[n]}
+        joined = all(s.get("parentSpanId") == client_span_id(reqid)
+                     for s in ops[prim[0]]
+                     if s["name"] == "osd op (primary)") and all(
             s["parentSpanId"] == replica_wait_span_id(reqid, prim[0], r)
             and s["parentSpanId"] in ids
             for r in reps for s in ops[r])

@@ -100,7 +100,8 @@ def _daemons(rs):
         attrs = {a["key"]: list(a["value"].values())[0]
                  for a in r["resource"].get("attributes", [])}
         name = attrs.get("ceph_daemon") or attrs.get("service.name")
-        out[name] = [s for ss in r["scopeSpans"] for s in ss["spans"]]
+        out.setdefault(name, []).extend(
+            s for ss in r["scopeSpans"] for s in ss["spans"])
     return out
 
 

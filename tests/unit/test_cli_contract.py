@@ -173,6 +173,14 @@ RBDRECORD_USAGE = [
     (["-o", "d", "-p", "1", "-j"], "-j is not an option of recording"),
     (["--ebpf", "--no-checks", "-o", "d", "-p", "1"], "--no-checks"),
     (["-p", "x"], "not a pid"),
+    (["-o", "d", "-p", "1", "--otlp-sample", "5"],
+     "--otlp-sample is for --otlp URL"),
+    (["-o", "d", "-p", "1", "--otlp", "h:4318"], "--otlp h:4318", "http://"),
+    (["--lttng", "-o", "d", "-p", "1", "--otlp", "http://h:4318"],
+     "not with --lttng"),
+    (["-o", "d", "-p", "1", "--otlp", "http://h:4318", "--otlp-sample", "0"],
+     "--otlp-over"),
+    (["--summary", "t", "--otlp-over", "9"], "--otlp-over is not an option"),
 ]
 
 

@@ -9,8 +9,9 @@
   (sampled_one, the BPF tier's ground truth) is the bulk one;
 - a chosen op's spans (exporter/traces.py op_request): its trace id is
   the request id's (render/otlp.py trace_id), its ids stable, the ids of
-  `osdstage -r --otlp` for the same op's story, and a replica's op,
-  made on its own host, has its primary's wait for it as its parent;
+  `osdstage -r --otlp` for the same op's story; the primary's op has the
+  client's span (rbdrecord --otlp's) as its parent, and a replica's op,
+  made on its own host, its primary's wait for it;
 - the sender's queue is bounded: a collector that stalls or refuses
   never makes offer() wait; what does not fit or is refused is dropped
   and counted; a collector that comes back takes spans again;
@@ -32,8 +33,9 @@ from cephlat.engine.traces import decoder
 from cephlat.exporter.traces import op_request
 from cephlat.model import vocab as vocabmod
 from cephlat.model.sample import _GOLDEN, sampled, sampled_one
-from cephlat.render.otlp import (op_span_id, replica_wait_span_id,
-                                 story_request, trace_id)
+from cephlat.render.otlp import (client_span_id, op_span_id,
+                                 replica_wait_span_id, story_request,
+                                 trace_id)
 from cephlat.send.otlp import Sender
 
 BUILD = os.path.join(REPO, "build")
@@ -159,7 +161,9 @@ def test_a_chosen_ops_spans(built, vocab):
     by = {s["name"]: s for s in spans}
     op = by["osd op (primary)"]
     assert op["spanId"] == op_span_id(REQ, "osd.2")
-    assert "parentSpanId" not in op       # the trace's root here
+    # its parent: the client's span (rbdrecord --otlp's, or a story's
+    # root), derived from the request id alone
+    assert op["parentSpanId"] == client_span_id(REQ)
     # from its message's arrival (0.1 ms before the enqueue) to done
     assert int(op["startTimeUnixNano"]) == off + 10 * MS - 100000
     assert int(op["endTimeUnixNano"]) == off + 18 * MS

@@ -17,11 +17,10 @@ from ..ceph.target import require_btf, require_root, require_tracefs
 from ..engine import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S
 from ..errors import UsageError, UserError, run_cli
 from ..exporter.config import (DEFAULT_MAX_OVERHEAD, DEFAULT_OTLP_RATE,
-                               DEFAULT_OTLP_SAMPLE, DEFAULT_REFRESH_S,
-                               ExporterConfig)
+                               DEFAULT_REFRESH_S, ExporterConfig)
 from ..send.otlp import endpoint
-from .args import (Parser, percent_or_zero, positive_float, positive_int,
-                   zero_or_more)
+from .args import Parser, check_otlp as check_otlp_options, otlp_options
+from .args import percent_or_zero, positive_float, positive_int, zero_or_more
 from .osdstage import check_live_stages, osd_list, stage_list
 
 TOOL = "osdstage-exporter"
@@ -142,15 +141,8 @@ def build_parser():
                         "the same traces) and the ops over --otlp-over; "
                         "those ops are also exemplars of the latency "
                         "histograms (OpenMetrics scrapes only)")
-    o.add_argument("--otlp-sample", type=zero_or_more,
-                   default=DEFAULT_OTLP_SAMPLE, metavar="N",
-                   help="with --otlp: 1 op in N by request id (default %d, "
-                        "as osdstage's; 1: every op; 0: none, only those "
-                        "over --otlp-over)" % DEFAULT_OTLP_SAMPLE)
-    o.add_argument("--otlp-over", type=positive_float, default=None,
-                   metavar="US",
-                   help="with --otlp: every op that took at least US "
-                        "microseconds on its OSD too (default: none)")
+    otlp_options(o, "with --otlp: every op that took at least US "
+                    "microseconds on its OSD too (default: none)")
     o.add_argument("--otlp-rate", type=zero_or_more,
                    default=DEFAULT_OTLP_RATE, metavar="N",
                    help="with --otlp: at most N traces a second from this "
@@ -161,25 +153,11 @@ def build_parser():
 
 
 def check_otlp(args):
-    """--otlp's options: a usage error (exit status 2, one line) when
-    the URL is not a collector's or a tuning option comes without it."""
-    p = build_parser()
-    more = [o for k, o in (("otlp_sample", "--otlp-sample"),
-                           ("otlp_over", "--otlp-over"),
-                           ("otlp_rate", "--otlp-rate"))
-            if getattr(args, k) != p.get_default(k)]
-    if more and not args.otlp:
-        raise UsageError("%s is for --otlp URL" % more[0])
-    if not args.otlp:
-        return
-    try:
-        endpoint(args.otlp)
-    except UserError as e:
-        raise UsageError(str(e)) from None
-    if not args.otlp_sample and args.otlp_over is None:
-        raise UsageError("--otlp-sample 0 sends only the ops over "
-                         "--otlp-over: give it")
-    if args.tiers == "lean":
+    """--otlp's options (cli/args.py's check, with --otlp-rate): a usage
+    error (exit status 2, one line) when the URL is not a collector's or
+    a tuning option comes without it."""
+    check_otlp_options(args, build_parser(), (("otlp_rate", "--otlp-rate"),))
+    if args.otlp and args.tiers == "lean":
         raise UsageError("--otlp: the ops are chosen by the full tier's "
                          "programs, which --tiers lean does not run")
 

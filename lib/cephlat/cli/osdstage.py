@@ -16,6 +16,7 @@ from ..ceph.target import netns_id, require_root
 from ..engine import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S, TOOL
 from ..errors import UserError, UsageError, run_cli
 from ..model import vocab
+from ..model.sample import DEFAULT_EVERY
 from ..model.schema import json_line, schema
 from .args import (OFFLINE_ONLY, Parser, percent, pid_arg, positive_float,
                    positive_int)
@@ -32,7 +33,7 @@ LIVE_ONLY = {"lean": "--lean", "no_kernel": "--no-kernel",
              "strict": "--strict", "release": "--release",
              "force": "--force"}
 # --otlp's defaults: 1 op in OTLP_SAMPLE, at most OTLP_MAX ops
-OTLP_SAMPLE, OTLP_MAX = 100, 200
+OTLP_SAMPLE, OTLP_MAX = DEFAULT_EVERY, 200
 # the options of reading a capture, refused in a live run
 READ_ONLY = dict(OFFLINE_ONLY, clock_offset="--clock-offset",
                  timeline_ms="--timeline-ms", otlp="--otlp")

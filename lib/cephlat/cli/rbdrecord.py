@@ -14,6 +14,9 @@ Modes:
   --summary TRACE per image: ops, bytes, sizes, hot zones, read/write mix;
                   per OSD, the client's ops and their replies:
                   rbd/summary.py
+  --otlp URL      (eBPF mode) at the end of the recording, the client's
+                  spans of the chosen ops to an OTLP collector, joining
+                  the traces the OSD hosts' exporters send: rbd/traces.py
 Traces of either mode are read with babeltrace2's Python bindings (bt2):
 rbd/reader.py.
 
@@ -24,7 +27,8 @@ what it needs) need neither numpy nor bt2.
 import argparse
 import sys
 
-from .args import Parser, pid_arg, positive_float, positive_int
+from .args import (Parser, check_otlp, otlp_options, pid_arg,
+                   positive_float, positive_int)
 from ..errors import UsageError, run_cli
 from ..rbd import TOOL
 
@@ -40,6 +44,10 @@ EXAMPLES = """examples:
   fio replay/job.fio                     # replay it (same pool and image)
   rbdrecord.py --to-fio trace -o replay --image img2  # onto another image
   rbdrecord.py --lttng -o lt -- rbd bench --io-type write img1  # LTTng
+  rbdrecord.py -o trace --otlp http://jaeger:4318 -- fio job.fio
+                # and, when fio ends, the client's span of 1 op in 100
+                # (the ops the OSD hosts' osdstage-exporter --otlp send)
+                # to Jaeger: one trace per op, from librbd to the OSDs
 exit status: 0 ok, 1 error, 2 usage, 3 (--lttng) librbd here has no LTTng
 tracepoints or the client does not enable them
 """
@@ -96,6 +104,18 @@ def build_parser():
                         "%d)" % DEFAULT_ZONES)
     p.add_argument("-j", "--json", action="store_true",
                    help="--summary as JSON")
+    o = p.add_argument_group("traces (eBPF mode)")
+    o.add_argument("--otlp", metavar="URL", default=None,
+                   help="when the recording ends, send the client's spans "
+                        "of the chosen ops as OTLP traces (OTLP/HTTP, JSON) "
+                        "to the collector at URL (http://HOST:4318): the "
+                        "librbd call and, under it, the op's send to its "
+                        "reply, in the trace the OSD hosts' "
+                        "osdstage-exporter --otlp send the op's OSD part "
+                        "to (eBPF mode, the default with --otlp)")
+    otlp_options(o, "with --otlp: every op of a call that took at least "
+                    "US microseconds too (submit to completion; an op of "
+                    "no call, its own; default: none)")
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="-- COMMAND [ARGS]: start it and record it")
     return p
@@ -113,15 +133,22 @@ def main(argv=None):
 # each mode's options (dest -> as the user writes it); an option of
 # another mode is refused rather than ignored
 RECORD_OPTS = {"pid": "-p", "duration": "-d", "no_checks": "--no-checks",
-               "command": "-- COMMAND"}
+               "command": "-- COMMAND", "otlp": "--otlp"}
+OTLP_TUNING = {"otlp_sample": "--otlp-sample", "otlp_over": "--otlp-over"}
 FIO_OPTS = {"image": "--image", "pool": "--pool", "client": "--client",
             "no_timing": "--no-timing"}
 SUMMARY_OPTS = {"zones": "--zones", "json": "-j"}
 OUTPUT_OPTS = {"output": "-o", "force": "--force"}
 
 
+def _given(v, default):
+    return not (v is None or v is False or v == [] or v == default)
+
+
 def _refuse(args, mode, opts):
-    used = [opt for k, opt in opts.items() if getattr(args, k)]
+    p = build_parser()
+    used = [opt for k, opt in opts.items()
+            if _given(getattr(args, k), p.get_default(k))]
     if used:
         raise UsageError("%s is not an option of %s: drop it" % (used[0],
                                                                  mode))
@@ -132,9 +159,10 @@ def check(args):
     usage error (exit status 2) otherwise. Sets the modes' defaults."""
     if args.summary:
         _refuse(args, "--summary", dict(RECORD_OPTS, **FIO_OPTS,
-                                        **OUTPUT_OPTS))
+                                        **OUTPUT_OPTS, **OTLP_TUNING))
     elif args.to_fio:
-        _refuse(args, "--to-fio", dict(RECORD_OPTS, **SUMMARY_OPTS))
+        _refuse(args, "--to-fio", dict(RECORD_OPTS, **SUMMARY_OPTS,
+                                       **OTLP_TUNING))
         if not args.output:
             raise UsageError("--to-fio needs -o DIR for the job")
     else:
@@ -148,13 +176,21 @@ def check(args):
         if args.ebpf and args.no_checks:
             raise UsageError("--no-checks is for --lttng's checks: not with "
                              "--ebpf")
+        check_otlp(args, build_parser())
+        if args.otlp and (args.lttng or args.no_checks):
+            raise UsageError("--otlp needs the OSD ops eBPF mode records "
+                             "(their request ids): not with %s" % (
+                                 "--lttng" if args.lttng else
+                                 "--no-checks"))
     if args.client is None:
         args.client = DEFAULT_CLIENT
     if args.zones is None:
         args.zones = DEFAULT_ZONES
 
 
-def run(args, out=sys.stdout, err=sys.stderr):
+def run(args, out=None, err=None):
+    # the streams as they are when it runs (not when it was imported)
+    out, err = out or sys.stdout, err or sys.stderr
     check(args)
     if args.summary:
         from ..rbd.summary import summary
@@ -169,10 +205,19 @@ def run(args, out=sys.stdout, err=sys.stderr):
     from ..rbd.record import RecordTarget, record_ebpf
     outdir.prepare(args.output, args.force)
     target = RecordTarget(pid=args.pid, command=tuple(args.command))
-    if not args.lttng and not args.ebpf:
-        # LTTng when librbd's tracepoints are usable, else eBPF
+    if not args.lttng and not args.ebpf and not args.otlp:
+        # LTTng when librbd's tracepoints are usable, else eBPF (with
+        # --otlp, eBPF: the OSD ops' request ids name the traces)
         args.lttng = not lttng.lttng_checks(args.pid)
     if args.lttng:
         return lttng.record_lttng(target, args.output, args.duration,
                                   args.no_checks, err)
-    return record_ebpf(target, args.output, args.duration, err)
+    status = record_ebpf(target, args.output, args.duration, err)
+    if args.otlp:
+        # the recording is written and its status stands, whatever the
+        # collector does
+        from ..rbd.traces import OtlpChoice, send_calls
+        send_calls(args.output, OtlpChoice(url=args.otlp,
+                                           every=args.otlp_sample,
+                                           over_us=args.otlp_over), err)
+    return status

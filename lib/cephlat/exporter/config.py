@@ -3,12 +3,13 @@ defaults: cli/exporter.py's options fill them (exporter_config)."""
 from dataclasses import dataclass
 
 from ..engine import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S
+from ..model.sample import DEFAULT_EVERY
 
 DEFAULT_MAX_OVERHEAD = 1.0      # the cost bound, % of the host's CPU time
 DEFAULT_REFRESH_S = 5.0         # between reads of the kernel's figures
 # --otlp: 1 op in DEFAULT_OTLP_SAMPLE by request id (osdstage --otlp's),
 # at most DEFAULT_OTLP_RATE traces a second from this exporter
-DEFAULT_OTLP_SAMPLE = 100
+DEFAULT_OTLP_SAMPLE = DEFAULT_EVERY
 DEFAULT_OTLP_RATE = 50
 
 

@@ -13,6 +13,10 @@ TraceChoice is what they are told)."""
 from collections import namedtuple
 
 _GOLDEN = 0x9E3779B97F4A7C15
+# 1 op in DEFAULT_EVERY by default, in every tool that sends traces
+# (osdstage -r --otlp, osdstage-exporter --otlp, rbdrecord --otlp): the
+# same ops, so that each one's part joins the others'
+DEFAULT_EVERY = 100
 
 
 def reqid_name(num, inc, tid):

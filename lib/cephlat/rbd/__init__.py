@@ -12,6 +12,8 @@ turn it into fio jobs. cli/rbdrecord.py parses the command line and calls:
   reader.py   traces of either mode, read with babeltrace2 (bt2)
   summary.py  --summary
   fio.py      --to-fio
+  traces.py   --otlp: the client's spans of the chosen ops, from the
+              trace just written, to an OTLP collector
 """
 
 TOOL = "rbdrecord"

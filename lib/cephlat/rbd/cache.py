@@ -103,6 +103,18 @@ def empty():
     return Table(**z)
 
 
+def ops_early(cw, op_cw):
+    """Per op, from its cache write (op_cw: link_ops's, NO: none): 1 the
+    cache acknowledged the write before the OSDs had it, 0 it did not,
+    -1 no record of it."""
+    op_cw = np.asarray(op_cw)
+    if not len(cw):
+        return np.full(len(op_cw), -1, np.int64)
+    has = op_cw >= 0
+    return np.where(has, _EARLY[cw.state[np.maximum(op_cw, 0)]], -1
+                    ).astype(np.int64)
+
+
 def link_calls(cw, calls):
     """Each cache write's call: the call of its completion handle in
     progress when the cache took it (handles are reused: the latest

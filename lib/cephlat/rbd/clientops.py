@@ -6,10 +6,9 @@ end-to-end table, model/e2e_table.py), or one op by its request id
 (each trace's own clock moved by its recorded offset)."""
 import numpy as np
 
-from .cache import STATES
+from .cache import STATES, ops_early
 from .columns import CALL_OPS
 from ..ceph import objecter
-from ..ceph.librbd_cache import ACKED_EARLY
 from ..model.acked import CW
 from ..model.table import NONE, Table, concat_parts
 
@@ -83,14 +82,13 @@ def cache_columns(cc, i):
     def col(c, fill=NONE):
         return np.where(has, cw.cols[c][s], fill) if len(cw) else \
             np.full(n, fill, np.int64)
-    early = np.isin(cw.state, [STATES.index(x) for x in ACKED_EARLY])
     first = np.full(len(cw), -1, np.int64)
     m = cc.ops.cols.get("cw", np.zeros(0, np.int64)) >= 0
     if len(cw) and m.any():
         o = np.flatnonzero(m)[::-1]
         first[cc.ops.cw[o]] = o          # the first op of each write
     hb = col("held_by", -1)
-    return {"cw_early": np.where(has, early[s] if len(cw) else 0, -1),
+    return {"cw_early": ops_early(cw, k),
             "cw_ts": col("ts"), "cw_release": col("release"),
             "cw_done": col("done"),
             "cw_held": col("state", -1) == STATES.index("queued"),

@@ -22,7 +22,17 @@ that OSD, path (osd.N, 0); its queue wait, replica waits and own commit
 under it as in the story; a replica op's parent is its primary's wait
 for it, path (osd.P, 0, replica_wait, osd.R), known on the replica from
 its message's sender. So every host derives its spans' ids and parents
-alone and they join into the one trace in the backend."""
+alone and they join into the one trace in the backend.
+
+The joining with the client: a client op's primary op span has as its
+parent the client's span, path ("client",), whose id is derived from the
+request id alone (client_span_id): the root of the story where the
+client's trace is read with the captures, and the root of the client's
+part that `rbdrecord --otlp` sends on its own (client_request: the
+librbd call, the op's time in the client's Objecter under it). Where no
+client's part is sent, the primary's op names a parent the backend never
+receives: it shows the op as the trace's top span, with a note of the
+missing parent."""
 import hashlib
 
 # OTLP span kinds
@@ -68,7 +78,7 @@ class _Spans:
         self.by_resource = {}
 
     def add(self, resource, path, name, start_us, end_us, parent=None,
-            kind=INTERNAL, attrs=None, events=()):
+            kind=INTERNAL, attrs=None, events=(), links=()):
         sid = _span_id(self.trace, *path)
         span = {"traceId": self.trace, "spanId": sid, "name": name,
                 "kind": kind,
@@ -81,6 +91,8 @@ class _Spans:
             span["parentSpanId"] = parent
         if events:
             span["events"] = list(events)
+        if links:
+            span["links"] = list(links)
         self.by_resource.setdefault(resource, []).append(span)
         return sid
 
@@ -107,6 +119,24 @@ def _op_end_us(r):
     return max(ends, default=0.0)
 
 
+def _call_span(sp, resource, reqid, call, obj, primary, acked, start,
+               end, more=None, links=()):
+    """The client's span (its call's, else its op's): the trace's root,
+    path ("client",), the primary op's parent. -> its id"""
+    if call:
+        name = "rbd " + call["op"]
+        attrs = {"rbd.offset": call["offset"], "rbd.length": call["length"]}
+    else:
+        name, attrs = "osd op", {}
+    attrs.update({"ceph.reqid": reqid, "ceph.object": obj,
+                  "ceph.primary": primary})
+    if acked:
+        attrs["rbd.acked_by_cache"] = True
+    attrs.update(more or {})
+    return sp.add(resource, ("client",), name, start, end, kind=CLIENT,
+                  attrs=attrs, links=links)
+
+
 def _client(sp, story, resource):
     """The client's call and its segments -> the root span's id."""
     c = story.get("client")
@@ -117,18 +147,11 @@ def _client(sp, story, resource):
         start = call["called_at_us"]
         end = call["released_at_us"] if call.get("released_at_us") \
             is not None else call["completed_at_us"]
-        name = "rbd " + call["op"]
-        attrs = {"rbd.offset": call["offset"], "rbd.length": call["length"]}
     else:
         start, end = c["sent_at_us"], c.get("done_at_us") or c["sent_at_us"]
-        name = "osd op"
-        attrs = {}
-    attrs.update({"ceph.reqid": story["reqid"], "ceph.object": c["object"],
-                  "ceph.primary": c.get("primary") or c["osd"]})
-    if c.get("acked"):
-        attrs["rbd.acked_by_cache"] = True
-    root = sp.add(resource, ("client",), name, start, end, kind=CLIENT,
-                  attrs=attrs)
+    root = _call_span(sp, resource, story["reqid"], call, c["object"],
+                      c.get("primary") or c["osd"], c.get("acked"), start,
+                      end)
     segs = [s for s in c.get("segments") or () if s.get("us") is not None]
     us = {s["segment"]: s["us"] for s in segs}
     # an acknowledged write: the application's part one after the other
@@ -197,6 +220,12 @@ def _osd_op(sp, name, i, r, parent):
     return waits, op
 
 
+def client_span_id(reqid):
+    """The span id of the client's span (its call's, else its op's) in
+    request `reqid`'s trace: the parent of the primary's op."""
+    return _span_id(trace_id(reqid), "client")
+
+
 def op_span_id(reqid, daemon):
     """The span id of OSD `daemon`'s op of request `reqid`: its first
     row's in the story."""
@@ -207,6 +236,12 @@ def replica_wait_span_id(reqid, primary, replica):
     """The span id of primary `primary`'s wait for replica `replica`
     (osd.N names) in request `reqid`'s trace: the replica op's parent."""
     return _span_id(trace_id(reqid), primary, "0", "replica_wait", replica)
+
+
+def _client_parent(reqid, role):
+    """A primary op's parent: the client's span of a client's request."""
+    return client_span_id(reqid) if role == "primary" and \
+        str(reqid).startswith("client.") else None
 
 
 def _resource(daemon, more):
@@ -223,12 +258,14 @@ def osd_request(row, daemon, t0_ns, primary=None, spans=(), resource=None):
     "replies", ...; "msg_us": the message's time before the enqueue;
     "attributes": more of the op span's) whose time 0 is `t0_ns` on the
     wall clock; `primary`: a replica op's primary (osd.N: its parent is
-    that primary's wait for it); `spans`: more spans under the op, (name,
+    that primary's wait for it; a primary's op has the client's span,
+    client_span_id, as its parent); `spans`: more spans under the op, (name,
     start us, end us) each, path (daemon, 0, name); `resource`: more
     resource attributes. -> (the OTLP/HTTP JSON body, its spans)"""
     sp = _Spans(row["reqid"], t0_ns)
     parent = replica_wait_span_id(row["reqid"], primary, daemon) \
-        if primary and row.get("role") != "primary" else None
+        if primary and row.get("role") != "primary" else \
+        _client_parent(row["reqid"], row.get("role"))
     _, op = _osd_op(sp, daemon, 0, row, parent)
     for name, start, end in spans:
         sp.add(daemon, (daemon, "0", name), name, start, end, parent=op)
@@ -250,7 +287,10 @@ def story_request(story, resources=None):
     primary = [x for x in rows if x[2].get("role") == "primary"]
     waits, parent = {}, root
     for name, i, r in primary:
-        w, op = _osd_op(sp, name, i, r, root)
+        # without the client's trace: the client's span its parent still,
+        # as the exporter's (rbdrecord --otlp may send it)
+        w, op = _osd_op(sp, name, i, r, root or _client_parent(
+            story["reqid"], "primary"))
         waits.update(w)
         parent = op
     for name, i, r in rows:
@@ -262,3 +302,62 @@ def story_request(story, resources=None):
                     "scopeSpans": [{"scope": {"name": SCOPE},
                                     "spans": spans}]})
     return {"resourceSpans": out}
+
+
+def client_request(op, call=None, links=(), resource=None):
+    """The client's part of op `op`'s trace, made from the client's
+    trace alone (rbdrecord --otlp): its span (the librbd call, else the
+    op; path ("client",): client_span_id, the primary op's parent, as in
+    the story) and under it the op's time in the client's Objecter, from
+    its (last) send to its reply, its completion an event.
+
+    op: {"reqid", "object", "osd" (osd.N: where it went, its primary),
+    "pg", "kind" (its first sub-op), "offset", "length" (its extent in
+    the object), "attempts", "send_ns", "reply_ns", "done_ns" (None: not
+    recorded)}, times on the wall clock; call: {"op", "offset",
+    "length", "submit_ns", "done_ns", "released_ns" (None: none),
+    "acked" (librbd's cache acknowledged it before the OSDs had it),
+    "inferred" (that without the cache's records), "osd_ops" (how many
+    ops it made)} or None (an op of no call: the span is the op's, to
+    its completion); `links`: the request ids of the call's other ops
+    sent as traces (a link to each one's client span); resource: more
+    resource attributes. -> (the OTLP/HTTP JSON body, its spans)"""
+    rid = op["reqid"]
+    t0 = call["submit_ns"] if call else op["send_ns"]
+    sp = _Spans(rid, t0)
+
+    def us(ns):
+        return (ns - t0) / 1000.0
+    reply = op["reply_ns"] if op.get("reply_ns") is not None \
+        else op.get("done_ns") or op["send_ns"]
+    if call:
+        end = call["released_ns"] if call.get("released_ns") is not None \
+            else call["done_ns"]
+        more = {"rbd.osd_ops": call.get("osd_ops"),
+                "rbd.acked_inferred": True if call.get("inferred") else None}
+    else:
+        end = op.get("done_ns") or reply
+        more = {}
+    tl = [{"traceId": trace_id(r), "spanId": client_span_id(r),
+           "attributes": attributes({"ceph.reqid": r})} for r in links]
+    root = _call_span(sp, "client", rid, call, op["object"], op["osd"],
+                      bool(call and call.get("acked")), 0.0, us(end),
+                      more=more, links=tl)
+    events = []
+    if op.get("done_ns") is not None:
+        events.append({"timeUnixNano": str(op["done_ns"]),
+                       "name": "completion", "attributes": []})
+    sp.add("client", ("client", "objecter"), "objecter op",
+           us(op["send_ns"]), us(reply), parent=root,
+           attrs={"ceph.reqid": rid, "ceph.object": op["object"],
+                  "ceph.osd": op["osd"], "ceph.pg": op.get("pg"),
+                  "ceph.op": op.get("kind"),
+                  "ceph.object_offset": op.get("offset"),
+                  "ceph.object_length": op.get("length"),
+                  "ceph.attempts": op.get("attempts"),
+                  "ceph.replied": op.get("reply_ns") is not None},
+           events=events)
+    got = sp.by_resource["client"]
+    return {"resourceSpans": [{"resource": _resource("client", resource),
+                               "scopeSpans": [{"scope": {"name": SCOPE},
+                                               "spans": got}]}]}, len(got)
