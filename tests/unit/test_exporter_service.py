@@ -47,9 +47,32 @@ def fake_osd(tmp_path, spawn):
     os.symlink("/bin/sh", str(link))
 
     def start(osd_id, *extra, session=False):
-        return spawn([str(link), "-c", LOOP, "x", "-i", osd_id] +
-                     list(extra), start_new_session=session).pid
+        pid = spawn([str(link), "-c", LOOP, "x", "-i", osd_id] +
+                    list(extra), start_new_session=session).pid
+        _sleeping(pid)
+        return pid
     return start
+
+
+def _sleeping(pid):
+    """Wait for the shell's `sleep` to have exec'd: between its fork and
+    exec the child is a ceph-osd of the same id, and its shell, that
+    child's parent, rightly left alone (osds.wanted): on a loaded machine
+    that window can outlast SETTLE_S."""
+    for _ in range(1000):
+        try:
+            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                kids = f.read().split()
+            comms = []
+            for k in kids:
+                with open("/proc/%s/comm" % k) as f:
+                    comms.append(f.read().strip())
+        except OSError:
+            comms = []
+        if comms and all(c == "sleep" for c in comms):
+            return
+        time.sleep(0.01)
+    raise AssertionError("the fake OSD %d never ran its sleep" % pid)
 
 
 def exporter(ids):

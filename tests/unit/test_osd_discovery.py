@@ -25,7 +25,7 @@ from cephlat.ceph.target import (Target, find_ceph_osds,   # noqa: E402
 # (no setsid) and a daemon (setsid), all named ceph-osd; each waits for
 # stdin to close
 FORKS = r"""
-import os, sys
+import os, sys, time
 kids = []
 for lead in (False, True):
     pid = os.fork()
@@ -35,6 +35,10 @@ for lead in (False, True):
         sys.stdin.read()
         os._exit(0)
     kids.append(pid)
+# the daemon's setsid() may come after the parent goes on: the pids are
+# printed once it leads its session (as the test asserts of it)
+while os.getsid(kids[1]) != kids[1]:
+    time.sleep(0.001)
 print(*kids, flush=True)
 sys.stdin.read()
 for k in kids:
