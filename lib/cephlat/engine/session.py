@@ -7,7 +7,8 @@ import os
 
 from ..ceph import probetable, spec
 from ..ceph.target import (Target, find_ceph_osds, netns_id, netns_of,
-                           require_btf, require_tracefs, still_an_osd)
+                           pid_alive, require_btf, require_tracefs,
+                           still_an_osd)
 from ..errors import UsageError, UserError
 from ..model.interval import RunInfo
 from ..model import vocab
@@ -128,7 +129,19 @@ def pick_targets(want, allow_any=False):
     if len(set(pids)) != len(pids):
         raise UserError("the same process is named twice: %s" % ",".join(
             str(p) for p in pids))
-    return [Target(p, allow_any=allow_any) for p in pids]
+    if want.pid is not None:
+        return [Target(p, allow_any=allow_any) for p in pids]
+    out = []
+    for p in pids:
+        try:
+            out.append(Target(p, allow_any=allow_any))
+        except UserError:
+            if pid_alive(p):
+                raise
+            # found by name and gone since (a one-shot run that ended)
+    if not out:
+        raise UserError("no running ceph-osd %s" % where)
+    return out
 
 
 def target_name(t):
@@ -164,6 +177,20 @@ def spec_roles(sp, path):
     return Roles(sp.role_prefixes)
 
 
+def _resolve(target, want, wanted, spec_choice):
+    """-> (the release choice, the plan) of one target's binary
+    (spec_choice: a probe spec's, else the binary's release is read)."""
+    with ElfSymbols(target.exe_path) as elf:
+        choice = spec_choice or choose_release(
+            elf, target.ceph_version(elf), want.release,
+            "ceph-osd %d, %s" % (target.pid, target.exe))
+        # an inexact table entry's offsets are unchecked for this binary
+        return choice, resolve(elf, choice.release, wanted,
+                               choice.release.settings()
+                               if choice.exact is not False else {},
+                               lean=want.lean)
+
+
 def plan_targets(want, err):
     """-> (targets, release choice, roles, plans: one per target)."""
     if want.probes:
@@ -173,13 +200,13 @@ def plan_targets(want, err):
         targets = pick_targets(want, allow_any=True)
         for t in targets:
             t.set_scheduler(sp.scheduler)
-        choice, roles = Choice(None, sp.release, None), \
+        spec_choice, roles = Choice(None, sp.release, None), \
             spec_roles(sp, want.probes)
         wanted = sp.stages() if want.stages in (None, "all") else \
             want.stages
     else:
         targets = pick_targets(want)
-        roles = CEPH_ROLES
+        spec_choice, roles = None, CEPH_ROLES
         wanted = list(probetable.LEAN_STAGES) if want.lean else \
             probetable.wanted_stages(want.stages)
     require_btf()
@@ -195,26 +222,18 @@ def plan_targets(want, err):
             choice, plan = resolved[key]
             plans.append(plan)
             continue
-        with ElfSymbols(target.exe_path) as elf:
-            if not want.probes:
-                try:
-                    choice = choose_release(elf, target.ceph_version(elf),
-                                            want.release, "ceph-osd %d, %s"
-                                            % (target.pid, target.exe))
-                except UserError:
-                    if want.pid is None and not still_an_osd(target):
-                        # found by name, gone or another program since
-                        # (a helper an OSD forked, now exec'd)
-                        gone.append(target)
-                        continue
-                    raise
-                if first is None and choice.notice:
-                    err.write("%s: %s\n" % (TOOL, choice.notice))
-            # an inexact table entry's offsets are unchecked for this binary
-            plans.append(resolve(elf, choice.release, wanted,
-                                 choice.release.settings()
-                                 if choice.exact is not False else {},
-                                 lean=want.lean))
+        try:
+            choice, plan = _resolve(target, want, wanted, spec_choice)
+        except UserError:
+            if want.pid is None and not still_an_osd(target):
+                # found by name, gone or another program since (a helper
+                # an OSD forked, now exec'd; a one-shot run that ended)
+                gone.append(target)
+                continue
+            raise
+        if first is None and choice.notice:
+            err.write("%s: %s\n" % (TOOL, choice.notice))
+        plans.append(plan)
         resolved[key] = (choice, plans[-1])
         if first is None:
             first = choice
