@@ -1,28 +1,29 @@
-"""The exporter's OTLP traces (--otlp): the ops the full tier's BPF
-programs chose at their end (probes/osdstage.h, struct op_trace: the
-1-in-N sample by request id of model/sample.py, the ops over the
-threshold, under a rate cap; engine/traces.py reads them) become spans
-(render/otlp.py's osd_request: the ids `osdstage -r --otlp` gives the
-same op) and go to the collector through a bounded queue drained by a
-thread of its own (send/otlp.py's Sender): the tracer never waits for a
-collector; what does not fit, or what the collector refuses, is dropped
-and counted.
+"""Live ops as OTLP traces, for every front end that traces live
+(osdstage-exporter --otlp, osdstage -p/--osd ... --otlp): the ops the
+full tier's BPF programs chose at their end (probes/osdstage.h, struct
+op_trace: the 1-in-N sample by request id of model/sample.py, the ops
+over the threshold, under a rate cap; engine/traces.py reads them)
+become spans (render/otlp.py's osd_request: the ids `osdstage -r --otlp`
+gives the same op) and go to the collector through a bounded queue
+drained by a thread of its own (send/otlp.py's Sender): the tracer never
+waits for a collector; what does not fit, or what the collector refuses,
+is dropped and counted.
 
-Each host's exporter sends its OSDs' part of an op's trace alone: the
-trace id is the request id's (render/otlp.py trace_id) and every span
-id and parent is derived on the host from the request id, the OSD's name
-and (a replica op) its primary's, which the replica op's message names.
-A sampled op is chosen on every OSD it touches (the rule is the request
+Each host sends its OSDs' part of an op's trace alone: the trace id is
+the request id's (render/otlp.py trace_id) and every span id and parent
+is derived on the host from the request id, the OSD's name and (a
+replica op) its primary's, which the replica op's message names. A
+sampled op is chosen on every OSD it touches (the rule is the request
 id's), so its trace holds the primary's and every replica's part when
 each host's full tier was attached when the op ran (a duty cycle that
 was off, or a host's rate cap, leaves that host's part out).
 """
 import socket
 
-from ..engine.tracer import real_offset_ns
-from ..model.sample import reqid_name
-from ..render.otlp import osd_request
-from ..send.otlp import Sender, endpoint
+from .engine.tracer import real_offset_ns
+from .model.sample import reqid_name
+from .render.otlp import osd_request
+from .send.otlp import Sender
 
 QUEUE_SPANS = 20000         # spans waiting for the collector, at most
 BATCH_SPANS = 1000          # spans per request
@@ -87,17 +88,19 @@ def _label(labels, i):
 
 
 class Traces:
-    """The full tier's chosen ops to the collector at config.otlp: take()
-    after each read of the ring; counts() for /metrics; say() what the
-    collector does, once per change."""
+    """The full tier's chosen ops to the collector at `url` (an OTLP/HTTP
+    traces endpoint, send/otlp.py endpoint()): take() after each read of
+    the ring; counts() for what became of them; say()
+    (one line) what the collector does, once per change. host: the
+    resource's host.name."""
 
-    def __init__(self, config, say, sender=None):
-        self.url = endpoint(config.otlp)
+    def __init__(self, url, host, say, sender=None):
+        self.url = url
         self.say = say
         self.sender = sender or Sender(self.url, max_spans=QUEUE_SPANS,
                                        batch_spans=BATCH_SPANS,
                                        timeout=POST_TIMEOUT_S).start()
-        self.host = config.host_netns or socket.gethostname()
+        self.host = host or socket.gethostname()
         self.said_error = None
         self.ops = 0
 
