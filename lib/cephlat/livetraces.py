@@ -7,7 +7,7 @@ become spans (render/otlp.py's osd_request: the ids `osdstage -r --otlp`
 gives the same op) and go to the collector through a bounded queue
 drained by a thread of its own (send/otlp.py's Sender): the tracer never
 waits for a collector; what does not fit, or what the collector refuses,
-is dropped and counted.
+is dropped and counted (summary: what became of the chosen ops).
 
 Each host sends its OSDs' part of an op's trace alone: the trace id is
 the request id's (render/otlp.py trace_id) and every span id and parent
@@ -90,7 +90,7 @@ def _label(labels, i):
 class Traces:
     """The full tier's chosen ops to the collector at `url` (an OTLP/HTTP
     traces endpoint, send/otlp.py endpoint()): take() after each read of
-    the ring; counts() for what became of them; say()
+    the ring; counts() and summary() for what became of them; say()
     (one line) what the collector does, once per change. host: the
     resource's host.name."""
 
@@ -143,5 +143,30 @@ class Traces:
     def counts(self):
         return self.sender.counts()
 
-    def close(self):
-        self.sender.stop()
+    def summary(self, counters, names=None):
+        """What became of the ops chosen as traces since the start:
+        counters: the BPF side's counters since the start (of the OSDs
+        `names`, or every OSD's summed; None: every key the sender
+        saw) -> a JSON object (model/report-schema.json "otlp")."""
+        sent_ops, dropped_ops = self.sender.parts()
+        spans, _ = self.sender.counts()
+
+        def mine(key):
+            return names is None or key in names
+        dropped = {"rate": int(counters.get("trace_over_rate", 0)),
+                   "ring": int(counters.get("trace_ring_full", 0))}
+        for reason in Sender.REASONS:
+            dropped[reason] = sum(n for (k, r), n in dropped_ops.items()
+                                  if r == reason and mine(k))
+        sample = int(counters.get("trace_sample", 0))
+        slow = int(counters.get("trace_slow", 0))
+        return {"url": self.url, "chosen": sample + slow,
+                "sample": sample, "slow": slow,
+                "sent": sum(n for k, n in sent_ops.items() if mine(k)),
+                "spans": sum(n for k, n in spans.items() if mine(k)),
+                "dropped": dropped, "error": self.sender.error}
+
+    def close(self, wait_s=2.0):
+        """Stop: what is queued is sent for up to wait_s, the rest is
+        dropped and counted."""
+        self.sender.stop(wait_s)
