@@ -22,7 +22,10 @@ that OSD, path (osd.N, 0); its queue wait, replica waits and own commit
 under it as in the story; a replica op's parent is its primary's wait
 for it, path (osd.P, 0, replica_wait, osd.R), known on the replica from
 its message's sender. So every host derives its spans' ids and parents
-alone and they join into the one trace in the backend."""
+alone and they join into the one trace in the backend.
+
+What became of the ops a live run chose as traces (the reports' "otlp"
+object) in words: summary_words."""
 import hashlib
 
 # OTLP span kinds
@@ -261,3 +264,32 @@ def story_request(story, resources=None):
                     "scopeSpans": [{"scope": {"name": SCOPE},
                                     "spans": spans}]})
     return {"resourceSpans": out}
+
+
+# why a chosen op was not sent (an "otlp" object's "dropped",
+# livetraces.py Traces.summary), in words
+DROP_WORDS = (("rate", "over --otlp-rate"),
+              ("ring", "the traces ring full"),
+              ("queue_full", "the send queue full or left at the end"),
+              ("collector", "not taken by the collector"))
+
+
+def summary_words(rec, url=None):
+    """An "otlp" object in words: '40 ops chosen, 38 sent as traces (114
+    spans) to URL; 2 dropped (2 not taken by the collector: connection
+    refused)'."""
+    dropped = rec["dropped"]
+    lost = sum(dropped.values())
+    words = "%d op%s chosen, %d sent as traces (%d spans)%s" % (
+        rec["chosen"], "" if rec["chosen"] == 1 else "s", rec["sent"],
+        rec["spans"], " to %s" % url if url else "")
+    if lost:
+        words += "; %d dropped (%s)" % (lost, ", ".join(
+            "%d %s" % (dropped[k], w) + (
+                ": %s" % rec["error"] if k == "collector" and
+                rec.get("error") else "")
+            for k, w in DROP_WORDS if dropped.get(k)))
+    left = rec["chosen"] - rec["sent"] - lost
+    if left > 0:
+        words += "; %d on the way" % left
+    return words
