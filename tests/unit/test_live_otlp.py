@@ -291,7 +291,7 @@ def test_the_reports_line_and_the_header():
     text._otlp(out, {"otlp": rec})
     assert " ".join(out.getvalue().split()) == (
         "OTLP traces since the start: 40 ops chosen, 37 sent as traces "
-        "(111 spans); 3 dropped (1 the traces ring full, 2 not taken by "
+        "(111 spans); 3 dropped (1 for a full traces ring, 2 not taken by "
         "the collector: HTTP 503 Unavailable)")
     out = io.StringIO()
     a = _live(["--osd", "0", "--otlp", URL, "10"])

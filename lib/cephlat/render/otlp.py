@@ -269,8 +269,9 @@ def story_request(story, resources=None):
 # why a chosen op was not sent (an "otlp" object's "dropped",
 # livetraces.py Traces.summary), in words
 DROP_WORDS = (("rate", "over --otlp-rate"),
-              ("ring", "the traces ring full"),
-              ("queue_full", "the send queue full or left at the end"),
+              ("ring", "for a full traces ring"),
+              ("queue_full", "for a full send queue, or left in it at "
+                             "the end"),
               ("collector", "not taken by the collector"))
 
 
