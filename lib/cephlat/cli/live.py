@@ -93,7 +93,11 @@ def run(args, out, err):
     want.traces = trace_choice(args)
     ses = Session(want, err)
     if want.traces:
-        check_reqids(ses, args)
+        try:
+            check_reqids(ses, args)
+        except UserError:
+            ses.tracer.close()
+            raise
     targets, choice, plans, tracer = ses.targets, ses.choice, ses.plans, \
         ses.tracer
     plan = plans[0]
