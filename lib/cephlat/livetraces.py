@@ -29,6 +29,7 @@ QUEUE_SPANS = 20000         # spans waiting for the collector, at most
 BATCH_SPANS = 1000          # spans per request
 POST_TIMEOUT_S = 5.0
 CLIENT = 8                  # CEPH_ENTITY_TYPE_CLIENT
+WHY = ("sample", "slow")    # why an op was chosen (enum trace_why)
 
 
 def _pg(ev):
@@ -58,8 +59,7 @@ def op_request(ev, daemon, real_off_ns, vocab, resource=None):
            "kind": None if primary else "repop",
            "msg_us": ev["msg_ns"] / 1000.0 if ev["msg_ns"] else None,
            "attributes": {"ceph.pool": ev["pg_pool"] if _pg(ev) else None,
-                          "osdstage.chosen": ("sample", "slow")[
-                              min(ev["why"], 1)]}}
+                          "osdstage.chosen": WHY[min(ev["why"], 1)]}}
     if ev["dequeued"]:
         row["queue_wait_us"] = us(ev["deq_ns"])
     row["total_us" if primary else "repop_us"] = us(ev["done_ns"])
@@ -103,6 +103,8 @@ class Traces:
         self.host = host or socket.gethostname()
         self.said_error = None
         self.ops = 0
+        # the ops taken from the ring: (daemon, why) -> ops
+        self.taken = {}
 
     def resource(self, run, version):
         return {"host.name": self.host, "ceph.version": version or None,
@@ -125,6 +127,8 @@ class Traces:
                     continue
                 body, n = got
                 self.ops += 1
+                k = (run.name, WHY[min(ev["why"], 1)])
+                self.taken[k] = self.taken.get(k, 0) + 1
                 self.sender.offer(run.name, body["resourceSpans"], n)
         self._judge()
 
@@ -144,24 +148,30 @@ class Traces:
         return self.sender.counts()
 
     def summary(self, counters, names=None):
-        """What became of the ops chosen as traces since the start:
-        counters: the BPF side's counters since the start (of the OSDs
-        `names`, or every OSD's summed; None: every key the sender
-        saw) -> a JSON object (model/report-schema.json "otlp")."""
+        """What became of the ops chosen as traces since the start (of
+        the OSDs `names`; None: every OSD): a JSON object (model/
+        report-schema.json "otlp"). counters: the BPF side's since the
+        start (those OSDs'), for the ops dropped there, before the ring
+        (over the rate cap, the ring full); the others reached user
+        space, and are counted sent, dropped or queued there, so that
+        chosen is sent + dropped + those still queued (none once
+        closed)."""
         sent_ops, dropped_ops = self.sender.parts()
         spans, _ = self.sender.counts()
 
         def mine(key):
             return names is None or key in names
+        why = {w: sum(n for (k, kw), n in self.taken.items()
+                      if kw == w and mine(k)) for w in WHY}
         dropped = {"rate": int(counters.get("trace_over_rate", 0)),
                    "ring": int(counters.get("trace_ring_full", 0))}
         for reason in Sender.REASONS:
             dropped[reason] = sum(n for (k, r), n in dropped_ops.items()
                                   if r == reason and mine(k))
-        sample = int(counters.get("trace_sample", 0))
-        slow = int(counters.get("trace_slow", 0))
-        return {"url": self.url, "chosen": sample + slow,
-                "sample": sample, "slow": slow,
+        return {"url": self.url,
+                "chosen": dropped["rate"] + dropped["ring"] + sum(
+                    why.values()),
+                "sample": why["sample"], "slow": why["slow"],
                 "sent": sum(n for k, n in sent_ops.items() if mine(k)),
                 "spans": sum(n for k, n in spans.items() if mine(k)),
                 "dropped": dropped, "error": self.sender.error}

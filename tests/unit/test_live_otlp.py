@@ -29,6 +29,7 @@ from cephlat.livetraces import Traces
 from cephlat.model.sample import TraceChoice
 from cephlat.model.schema import schema
 from cephlat.render import text
+from cephlat.render.otlp import trace_id
 from cephlat.render.options import TextOptions
 from cephlat.send.otlp import Sender
 
@@ -140,16 +141,35 @@ class _Collector:
         return self.why
 
 
-def _part(n):
-    return [{"resource": {"attributes": []}, "scopeSpans": [
-        {"scope": {"name": "t"}, "spans": [{"spanId": "%016x" % i}
-                                           for i in range(n)]}]}]
+def _ev(tid, why=0, target=0):
+    """A chosen op as engine/traces.py decodes a struct op_trace: a
+    primary's client op client.4100.0:tid, dequeued: three spans."""
+    t0 = 10 ** 9 + tid * 10 ** 6
+    return {"op": 0x1000 + tid, "req_num": 4100, "req_tid": tid,
+            "req_inc": 0, "req_type": 8, "src": 0, "enq_ns": t0,
+            "deq_ns": t0 + 300000, "done_ns": t0 + 500000, "msg_ns": 0,
+            "sub_ns": 0, "local_ns": 0, "pg_pool": 1, "pg_seed": tid,
+            "replies": 0, "rep_peer": [0] * 4, "rep_us": [0] * 4,
+            "last_peer": 0, "sent_us": 0, "target": target, "role": 0,
+            "why": why, "op_class": 0, "queue_class": 0, "dequeued": 1,
+            "object": ""}
+
+
+class _Tracer:
+    """take_traces(): the ops the test put in .evs, once."""
+
+    def __init__(self):
+        self.evs = []
+
+    def take_traces(self):
+        evs, self.evs = self.evs, []
+        return evs
 
 
 def _run(col, names=("osd.0",), argv=()):
     """A LiveTraces over a real Traces and Sender posting to `col`,
-    stderr in .err; the fake tracer chooses nothing itself (the ops are
-    offered to the sender by the test)."""
+    stderr in .err, what Traces said in .said; the fake tracer's ring
+    holds what the test puts in .evs."""
     args = _live(["-p", "1", "--otlp", URL] + list(argv))
     err = io.StringIO()
     sender = Sender(URL + "/v1/traces", max_spans=40, batch_spans=10,
@@ -158,9 +178,11 @@ def _run(col, names=("osd.0",), argv=()):
     traces = Traces(URL + "/v1/traces", "h1", said.append, sender=sender)
     lt = liveotlp.LiveTraces(args, err, "16.2.15", traces=traces)
     lt.said = said
-    tracer = SimpleNamespace(take_traces=lambda: [])
-    runs = [SimpleNamespace(name=n, pid=i + 10) for i, n in enumerate(names)]
-    return lt, tracer, runs, err
+    vocab = SimpleNamespace(op_classes=["read", "write", "other"],
+                            queue_classes=["client"])
+    runs = [SimpleNamespace(name=n, pid=i + 10, vocab=vocab)
+            for i, n in enumerate(names)]
+    return lt, _Tracer(), runs, err
 
 
 def _snaps(*counters):
@@ -193,37 +215,44 @@ def test_each_report_counts_since_the_start_and_the_last_is_final():
     lt, tracer, runs, err = _run(col, names=("osd.0", "osd.3"))
     # counted before the run: not the run's
     lt.start(_snaps(_counters(5, other=9), _counters(1)))
-    for _ in range(3):
-        lt.traces.sender.offer("osd.0", _part(3), 3)
-    lt.traces.sender.offer("osd.3", _part(2), 2)
+    tracer.evs = [_ev(t) for t in (1, 2, 3)] + [_ev(4, why=1, target=1)]
+    lt.take(tracer, runs)
     assert _wait(lambda: lt.traces.sender.queued() == 0)
     recs = [({}, None), ({}, None)]
     host = {}
+    # the programs' counters: osd.3 chose one more, over the rate cap
     lt.add(tracer, runs, recs, host,
-           _snaps(_counters(8, other=10), _counters(1, slow=1, rate=1)),
+           _snaps(_counters(8, other=10), _counters(2, slow=1, rate=1)),
            last=False)
     one, three = recs[0][0]["otlp"], recs[1][0]["otlp"]
     assert one == {"url": URL + "/v1/traces", "chosen": 3, "sample": 3,
                    "slow": 0, "sent": 3, "spans": 9,
                    "dropped": {"rate": 0, "ring": 0, "queue_full": 0,
                                "collector": 0}, "error": None}
-    assert (three["chosen"], three["sent"], three["spans"]) == (1, 1, 2)
+    assert (three["chosen"], three["slow"], three["sent"],
+            three["spans"]) == (2, 1, 1, 3)
     assert three["dropped"]["rate"] == 1
     assert (host["otlp"]["chosen"], host["otlp"]["sent"],
-            host["otlp"]["dropped"]["rate"]) == (4, 4, 1)
+            host["otlp"]["dropped"]["rate"]) == (5, 4, 1)
     for o in (one, three, host["otlp"]):
         _valid(o)
-    # the last report: flushed first, the run's counts
-    lt.traces.sender.offer("osd.0", _part(3), 3)
+    # the ids: the request id's trace, its op span first
+    ops = [s for b in col.bodies for rs in b["resourceSpans"]
+           for ss in rs["scopeSpans"] for s in ss["spans"]
+           if s["name"].startswith("osd op")]
+    assert sorted(s["traceId"] for s in ops) == sorted(
+        trace_id("client.4100.0:%d" % t) for t in (1, 2, 3, 4))
+    # the last report: the ring read and the queue flushed first
+    tracer.evs = [_ev(5)]
     recs = [({}, None), ({}, None)]
     lt.add(tracer, runs, recs, None,
-           _snaps(_counters(9, other=10), _counters(1, slow=1, rate=1)),
+           _snaps(_counters(9, other=10), _counters(2, slow=1, rate=1)),
            last=True)
-    assert recs[0][0]["otlp"]["sent"] == 4
+    assert recs[0][0]["otlp"]["sent"] == recs[0][0]["otlp"]["chosen"] == 4
     assert lt.closed
     lt.close()
     assert err.getvalue() == (
-        "osdstage: otlp: 5 ops chosen, 5 sent as traces (14 spans) to "
+        "osdstage: otlp: 6 ops chosen, 5 sent as traces (15 spans) to "
         "%s/v1/traces; 1 dropped (1 over --otlp-rate)\n" % URL)
     assert lt.said == []
 
@@ -235,8 +264,8 @@ def test_a_collector_that_is_down_is_said_once_and_counted(monkeypatch):
     lt, tracer, runs, err = _run(col)
     lt.start(_snaps(_counters(0)))
     t0 = time.monotonic()
-    for _ in range(30):
-        lt.traces.sender.offer("osd.0", _part(2), 2)
+    for t in range(1, 31):
+        tracer.evs = [_ev(t)]
         lt.take(tracer, runs)
     assert time.monotonic() - t0 < 0.5      # never waits for it
     assert _wait(lambda: lt.traces.sender.queued() == 0)
@@ -265,16 +294,19 @@ def test_the_flush_at_the_end_is_bounded(monkeypatch):
     col.stall.set()
     lt, tracer, runs, err = _run(col)
     lt.start(_snaps(_counters(0)))
-    for _ in range(6):
-        lt.traces.sender.offer("osd.0", _part(5), 5)
+    tracer.evs = [_ev(t) for t in range(1, 7)]
+    lt.take(tracer, runs)
+    assert _wait(lambda: lt.traces.sender.queued() < 18)   # one posting
     recs = [({}, None)]
     t0 = time.monotonic()
     lt.add(tracer, runs, recs, None, _snaps(_counters(6)), last=True)
     assert time.monotonic() - t0 < 1.0
     o = recs[0][0]["otlp"]
-    assert o["sent"] == 0
-    assert o["dropped"]["collector"] == 2          # the batch in the post
-    assert o["dropped"]["queue_full"] == 4         # left in the queue
+    assert o["sent"] == 0 and o["chosen"] == 6
+    d = o["dropped"]
+    assert 1 <= d["collector"] <= 3         # the batch being posted
+    assert d["collector"] + d["queue_full"] == 6    # and the queue's
+    assert o["error"] == "no answer within 0.3 s of the end"
     col.release.set()
     time.sleep(0.1)
     # the post that ended after the flush is not counted twice

@@ -74,8 +74,8 @@ def _banner(args, err, targets, version, rel, plan, otlp=None):
                   "%d report%s." % (args.count,
                                     "" if args.count == 1 else "s")))
     if otlp is not None:
-        err.write("Sending %s as OTLP traces to %s.\n" % (otlp.words,
-                                                         otlp.url))
+        err.write("Sending as OTLP traces: %s, to %s.\n" % (otlp.words,
+                                                           otlp.url))
     for f, insn in plan.single_steps():
         err.write("note: the probe on %s single-steps its first instruction "
                   "(%s): ~10 times the cost of a hit.\n" % (

@@ -193,8 +193,11 @@ class Sender:
         if self._thread is not None:
             self._thread.join(wait_s)
         with self._cond:
-            for key, _, n in self._posting or ():
-                self._drop(key, "collector", n)
+            if self._posting:
+                for key, _, n in self._posting:
+                    self._drop(key, "collector", n)
+                self.error = self.error or "no answer within %g s of the " \
+                    "end" % wait_s
             self._posting = None
             for key, _, n in self._queue:
                 self._drop(key, "queue_full", n)
