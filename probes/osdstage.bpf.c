@@ -75,12 +75,12 @@ const volatile __u32 repop_name_off = 0; /* MOSDRepOp -> poid.oid.name */
 
 const volatile __u32 ops_mask = 65535;	/* the op table's size - 1 */
 
-/* Ops sent as OTLP traces (osdstage.h, struct op_trace; the exporter's
- * --otlp): 1 in trace_every by request id (0: no sample), and those that
- * took trace_over_ns or more (0: no threshold); at most one every
- * trace_gap_ns on average, trace_burst_ns ahead at most (0: no cap).
- * trace_every and trace_over_ns both 0: no traces, and the verifier
- * drops every instruction of theirs. */
+/* Ops sent as OTLP traces (osdstage.h, struct op_trace; --otlp of the
+ * exporter and of a live osdstage): 1 in trace_every by request id (0:
+ * no sample), and those that took trace_over_ns or more (0: no
+ * threshold); at most one every trace_gap_ns on average, trace_burst_ns
+ * ahead at most (0: no cap). trace_every and trace_over_ns both 0: no
+ * traces, and the verifier drops every instruction of theirs. */
 const volatile __u32 trace_every = 0;
 const volatile __u64 trace_over_ns = 0;
 const volatile __u64 trace_gap_ns = 0;

@@ -196,8 +196,9 @@ enum counter_id {
 	CNT_WAKE_TIMEOUT,	/* or by its timed wait expiring (missed wake-up) */
 	CNT_TIMEOUTS_WITH_WORK,	/* a worker's timed wait expired and it then took
 				 * queued work (counted once per expired wait) */
-	/* ops chosen at their end to be sent as OTLP traces (the exporter's
-	 * --otlp; struct op_trace): in the 1-in-N sample by request id, */
+	/* ops chosen at their end to be sent as OTLP traces (--otlp of
+	 * the exporter and of a live osdstage; struct op_trace): in the
+	 * 1-in-N sample by request id, */
 	CNT_TRACE_SAMPLE,
 	CNT_TRACE_SLOW,		/* or (not sampled) at least the threshold long; */
 	CNT_TRACE_OVER_RATE,	/* of those, dropped over the rate cap, */
@@ -489,14 +490,15 @@ struct role_prefix {
 };
 
 /* ------------------------------------------------------------------------
- * Ops sent as OTLP traces (osdstage-exporter --otlp): chosen at the op's
- * end, in the full tier, by the rule of lib/cephlat/model/sample.py (the
- * request id's h = tid * 0x9E3779B97F4A7C15 + num, mod 2^64, kept when
- * (h >> 32) % trace_every == 0: the same ops on every OSD of every host)
- * or because the op took trace_over_ns or more on this OSD, under a rate
- * cap; each chosen op is one struct op_trace in the "traces" ring buffer,
- * which the exporter drains (exporter/traces.py). Nothing else of an op
- * reaches user space. Not a capture event: no header, not in enum ev_id. */
+ * Ops sent as OTLP traces (--otlp of osdstage-exporter and of a live
+ * osdstage): chosen at the op's end, in the full tier, by the rule of
+ * lib/cephlat/model/sample.py (the request id's h = tid *
+ * 0x9E3779B97F4A7C15 + num, mod 2^64, kept when (h >> 32) % trace_every
+ * == 0: the same ops on every OSD of every host) or because the op took
+ * trace_over_ns or more on this OSD, under a rate cap; each chosen op is
+ * one struct op_trace in the "traces" ring buffer, which the front end
+ * drains (lib/cephlat/livetraces.py). Nothing else of an op reaches user
+ * space. Not a capture event: no header, not in enum ev_id. */
 enum trace_why { TW_SAMPLE = 0, TW_SLOW };
 enum trace_role { TR_PRIMARY = 0, TR_REPLICA };
 

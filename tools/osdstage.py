@@ -4,10 +4,11 @@
 # USAGE: osdstage.py (-p PID | --osd ID | --list) [-m] [-T] [-j] [-S STAGES]
 #                    [-w CAPTURE [--force]]
 #                    [--no-kernel] [--max-overhead PCT] [--probes FILE]
-#                    [interval [count]]
+#                    [--otlp URL [--otlp-sample N] [--otlp-over US]
+#                     [--otlp-rate N]] [interval [count]]
 #        osdstage.py -r CAPTURE [-j] [--from T] [--to T] [--slowest N]
 #                    [--thread-role ROLE] [--op-class CLASS] [--html FILE]
-#                    [--perfetto FILE]
+#                    [--perfetto FILE] [--otlp URL [--otlp-max N] ...]
 #
 # Attaches uprobes to the OSD's functions (probe table per Ceph release) and
 # scheduler/futex/block/syncfs tracepoints, aggregates in the kernel, and

@@ -205,7 +205,7 @@ struct {
 } events SEC(".maps");
 
 /* ops chosen to be sent as OTLP traces (struct op_trace), drained by the
- * exporter each refresh; its own ring, not the capture's "events": it
+ * front end (the exporter, a live osdstage) every 0.2 s; its own ring, not the capture's "events": it
  * exists whether or not a capture is recorded, holds one kind of record
  * for one reader (the capture's recorder copies every record it finds
  * into the capture), and an op chosen while a capture runs is in both.

@@ -306,7 +306,7 @@ static __always_inline void trace_op(int slot, __u64 op, struct op_state *st,
 	t->dequeued = st->deq_ns != 0;
 	t->pad2 = 0;
 	read_object(op, name_off, t->object);
-	/* the exporter polls: no wake-up from inside a probe */
+	/* the front end polls: no wake-up from inside a probe */
 	bpf_ringbuf_submit(t, BPF_RB_NO_WAKEUP);
 }
 

@@ -35,8 +35,8 @@ from cephlat.engine.traces import decoder
 from cephlat.exporter import families as F
 from cephlat.exporter.collect import (LE, NBUCKETS, OPENMETRICS, TEXT,
                                       Exported, exposition)
-from cephlat.exporter.exemplars import bucket_index, op_values
-from cephlat.exporter.traces import Traces
+from cephlat.exporter.exemplars import bucket_index, exemplars_of, op_values
+from cephlat.livetraces import Traces
 from cephlat.model.hist import Hist
 from cephlat.render.otlp import trace_id
 import promserver
@@ -121,9 +121,8 @@ def _setup(otlp=True, room=10 ** 9):
     reg.register(ex)
     ex.registry = reg
     sender = FakeSender(room)
-    traces = Traces(SimpleNamespace(otlp="http://127.0.0.1:4318",
-                                    host_netns="h1"), lambda m: None,
-                    sender=sender, exemplars=ex.add_exemplars)
+    traces = Traces("http://127.0.0.1:4318/v1/traces", "h1", lambda m: None,
+                    sender=sender, on_sent=exemplars_of(ex))
     runs = [SimpleNamespace(name=n, vocab=VOCAB, pid=10 + i)
             for i, n in enumerate(("osd.2", "osd.1"))]
     return ex, traces, sender, runs
@@ -159,7 +158,7 @@ def _le(seconds):
 
 
 def test_a_sent_ops_exemplars(monkeypatch):
-    monkeypatch.setattr("cephlat.exporter.traces.real_offset_ns",
+    monkeypatch.setattr("cephlat.livetraces.real_offset_ns",
                         lambda: OFF_NS)
     ex, traces, sender, runs = _setup()
     _take(traces, runs, PRIMARY, REPLICA)
@@ -296,7 +295,7 @@ def _op(i, ns, role=0):
 
 
 def test_the_newest_op_of_a_bucket_stays(monkeypatch):
-    monkeypatch.setattr("cephlat.exporter.traces.real_offset_ns",
+    monkeypatch.setattr("cephlat.livetraces.real_offset_ns",
                         lambda: OFF_NS)
     ex, traces, _, runs = _setup()
     key = (F.STAGE_LATENCY, (("ceph_daemon", "osd.2"), ("op_class",

@@ -7,7 +7,7 @@
 - the sample the programs take is model/sample.py's rule: the C source
   computes it with the same constant and shift, and the one-id copy
   (sampled_one, the BPF tier's ground truth) is the bulk one;
-- a chosen op's spans (exporter/traces.py op_request): its trace id is
+- a chosen op's spans (livetraces.py op_request): its trace id is
   the request id's (render/otlp.py trace_id), its ids stable, the ids of
   `osdstage -r --otlp` for the same op's story; the primary's op has the
   client's span (rbdrecord --otlp's) as its parent, and a replica's op,
@@ -30,7 +30,7 @@ from conftest import REPO, need
 
 from cephlat import abi
 from cephlat.engine.traces import decoder
-from cephlat.exporter.traces import op_request
+from cephlat.livetraces import op_request
 from cephlat.model import vocab as vocabmod
 from cephlat.model.sample import _GOLDEN, sampled, sampled_one
 from cephlat.render.otlp import (client_span_id, op_span_id,

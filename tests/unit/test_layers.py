@@ -110,9 +110,10 @@ def test_the_table_is_the_docs_and_names_every_package():
     assert set(MAY) >= {"errors", "clocks", "abi", "ceph", "model",
                         "engine", "capture", "render", "send", "exporter",
                         "rbd", "cli", "__init__"}, sorted(MAY)
-    # the exporter renders its traces as `osdstage -r --otlp` does and
-    # posts them with the same code
-    assert {"render", "send"} <= MAY["exporter"]
+    # live ops are rendered as `osdstage -r --otlp` renders them and
+    # posted with the same code, by the exporter and a live osdstage alike
+    assert {"render", "send"} <= MAY["livetraces"]
+    assert "livetraces" in MAY["exporter"]
     assert MAY["send"] == {"errors"}
     assert MAY["cli"] is None and MAY["errors"] == set()
     assert MAY["abi"] == {"errors"} and MAY["model"] == {"abi"}

@@ -11,7 +11,8 @@ it), which argument holds the item's key, and the worker threads' name:
     "done":    {"function": "sim::finish", "key_arg": 1},
     "workers": "shardq-w",
     "roles":   {"shardq-hog": "hog"},
-    "scheduler": "mclock"
+    "scheduler": "mclock",
+    "reqid_offset": 56
   }
 
 Without "enqueue" and "dequeue" only the kernel stages of the process are
@@ -27,6 +28,9 @@ thread-name prefix of the queue's workers; roles: more prefixes to name;
 scheduler (optional): "wpq" (the default: a worker never waits with items
 queued on purpose) or "mclock" (a worker's idle timed wait on a condition
 variable is the scheduler holding queued items until a time it gave).
+reqid_offset (optional): the item holds a Ceph request id (osd_reqid_t:
+entity type and number, tid, incarnation) this many bytes from where its
+key points: its ops then have request ids (captures, --otlp's choice).
 Ceph's built-in table (probetable.py) is the same thing for ceph-osd.
 """
 import json
@@ -106,7 +110,14 @@ def parse(text, path="<spec>"):
     if sched not in SCHEDULERS:
         raise UserError("%s: \"scheduler\" is \"wpq\" or \"mclock\", not "
                         "%s" % (path, json.dumps(sched)))
-    return Spec(name, Release("spec", name, funcs), roles, sched)
+    off = d.get("reqid_offset")
+    if off is not None and (not isinstance(off, int) or
+                            isinstance(off, bool) or not 0 < off < 4096):
+        raise UserError("%s: \"reqid_offset\" is the request id's offset "
+                        "in the item, 1 to 4095 bytes" % path)
+    return Spec(name, Release("spec", name, funcs,
+                              offsets={"reqid_off": off} if off else None),
+                roles, sched)
 
 
 def load(path):

@@ -5,7 +5,6 @@ import os
 import sys
 
 from ..errors import UsageError, UserError
-from ..model.sample import DEFAULT_EVERY
 from ..render.options import TextOptions
 
 
@@ -78,39 +77,3 @@ def text_options(args):
     return TextOptions(milliseconds=args.milliseconds, brief=args.brief,
                        explain=args.explain, capture=bool(args.read),
                        json=args.json)
-
-
-def otlp_options(g, over_help):
-    """--otlp-sample N and --otlp-over US in argument group `g`: the same
-    names, defaults and meaning in the exporter and rbdrecord (each
-    with its --otlp URL); over_help: what --otlp-over times there."""
-    g.add_argument("--otlp-sample", type=zero_or_more,
-                   default=DEFAULT_EVERY, metavar="N",
-                   help="with --otlp: 1 op in N by request id, the same "
-                        "ops on every host (default %d, as osdstage's; "
-                        "1: every op; 0: none, only those over "
-                        "--otlp-over)" % DEFAULT_EVERY)
-    g.add_argument("--otlp-over", type=positive_float, default=None,
-                   metavar="US", help=over_help)
-
-
-def check_otlp(args, parser, more=()):
-    """--otlp and its tuning options (--otlp-sample, --otlp-over and
-    `more`: (dest, option) pairs): a usage error (exit status 2, one
-    line) when the URL is not a collector's, a tuning option comes
-    without it, or --otlp-sample 0 without --otlp-over."""
-    from ..send.otlp import endpoint
-    used = [o for k, o in (("otlp_sample", "--otlp-sample"),
-                           ("otlp_over", "--otlp-over")) + tuple(more)
-            if getattr(args, k) != parser.get_default(k)]
-    if used and not args.otlp:
-        raise UsageError("%s is for --otlp URL" % used[0])
-    if not args.otlp:
-        return
-    try:
-        endpoint(args.otlp)
-    except UserError as e:
-        raise UsageError(str(e)) from None
-    if not args.otlp_sample and args.otlp_over is None:
-        raise UsageError("--otlp-sample 0 sends only the ops over "
-                         "--otlp-over: give it")

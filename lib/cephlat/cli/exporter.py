@@ -19,9 +19,10 @@ from ..errors import UsageError, UserError, run_cli
 from ..exporter.config import (DEFAULT_MAX_OVERHEAD, DEFAULT_OTLP_RATE,
                                DEFAULT_REFRESH_S, ExporterConfig)
 from ..send.otlp import endpoint
-from .args import Parser, check_otlp as check_otlp_options, otlp_options
+from .args import Parser
 from .args import percent_or_zero, positive_float, positive_int, zero_or_more
 from .osdstage import check_live_stages, osd_list, stage_list
+from . import otlpargs
 
 TOOL = "osdstage-exporter"
 DEFAULT_LISTEN = "127.0.0.1:9929"
@@ -141,8 +142,9 @@ def build_parser():
                         "the same traces) and the ops over --otlp-over; "
                         "those ops are also exemplars of the latency "
                         "histograms (OpenMetrics scrapes only)")
-    otlp_options(o, "with --otlp: every op that took at least US "
-                    "microseconds on its OSD too (default: none)")
+    otlpargs.tuning_options(
+        o, "with --otlp: every op that took at least US microseconds on "
+           "its OSD too (default: none)")
     o.add_argument("--otlp-rate", type=zero_or_more,
                    default=DEFAULT_OTLP_RATE, metavar="N",
                    help="with --otlp: at most N traces a second from this "
@@ -153,10 +155,11 @@ def build_parser():
 
 
 def check_otlp(args):
-    """--otlp's options (cli/args.py's check, with --otlp-rate): a usage
-    error (exit status 2, one line) when the URL is not a collector's or
-    a tuning option comes without it."""
-    check_otlp_options(args, build_parser(), (("otlp_rate", "--otlp-rate"),))
+    """--otlp's options (cli/otlpargs.py's check_tuning, with
+    --otlp-rate): a usage error (exit status 2, one line) when the URL is
+    not a collector's or a tuning option comes without it."""
+    otlpargs.check_tuning(args, build_parser(),
+                          (("otlp_rate", "--otlp-rate"),))
     if args.otlp and args.tiers == "lean":
         raise UsageError("--otlp: the ops are chosen by the full tier's "
                          "programs, which --tiers lean does not run")

@@ -43,7 +43,17 @@ def live(args, targets, choice, target_name):
             "mode": mode_of(args),
             "bound_pct": args.max_overhead,
             "reports_words": _every(args),
-            "writing": args.write}
+            "writing": args.write,
+            "otlp": _otlp(args)}
+
+
+def _otlp(args):
+    """--otlp: what is sent where, in words (None without it)."""
+    if not getattr(args, "otlp", None):
+        return None
+    from ..send.otlp import endpoint
+    from .otlpargs import trace_words
+    return "%s, to %s" % (trace_words(args), endpoint(args.otlp))
 
 
 def _capture_mode(cap):

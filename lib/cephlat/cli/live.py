@@ -6,10 +6,13 @@ capture alongside when asked (-w).
 One target: one report per interval (text, or the interval object as
 JSON). Several: a report per OSD and a host summary (JSON: {"type":
 "host", "osds": {"osd.0": interval object, ...}, "summary": [...]}).
+With --otlp the ops the programs choose are sent as OTLP traces while
+the reports run (cli/liveotlp.py), each report saying how many.
 
 Reports are built by model/interval.py and printed by render/text.py (or
 as JSON); the cost accounting is engine/duty.py's.
 """
+import functools
 import os
 import signal
 import time
@@ -26,6 +29,7 @@ from ..model.snapshot import Snapshot
 from ..render.text import emit, print_header
 from . import header
 from .args import text_options
+from .liveotlp import LiveTraces, check_reqids, trace_choice
 
 DEFAULT_RING_MB = 32          # capture ring buffer per traced OSD
 
@@ -50,7 +54,7 @@ def bpftrace_args(args, err):
                        warn=lambda text: err.write("%s: %s\n" % (TOOL, text)))
 
 
-def _banner(args, err, targets, version, rel, plan):
+def _banner(args, err, targets, version, rel, plan, otlp=None):
     n = len(plan.stages)
     target = targets[0]
     if len(targets) > 1:
@@ -69,6 +73,9 @@ def _banner(args, err, targets, version, rel, plan):
                   "Hit Ctrl-C to end." if args.count is None else
                   "%d report%s." % (args.count,
                                     "" if args.count == 1 else "s")))
+    if otlp is not None:
+        err.write("Sending as OTLP traces: %s, to %s.\n" % (otlp.words,
+                                                           otlp.url))
     for f, insn in plan.single_steps():
         err.write("note: the probe on %s single-steps its first instruction "
                   "(%s): ~10 times the cost of a hit.\n" % (
@@ -82,13 +89,21 @@ def run(args, out, err):
     # a ring buffer only for a capture (--ring-mb needs -w: _check_live)
     want.ring_mb = args.ring_mb
     want.ring_mb_per_target = DEFAULT_RING_MB if args.write else 0
+    # --otlp: the programs choose the ops to send, as the exporter's do
+    want.traces = trace_choice(args)
     ses = Session(want, err)
+    if want.traces:
+        try:
+            check_reqids(ses, args)
+        except UserError:
+            ses.tracer.close()
+            raise
     targets, choice, plans, tracer = ses.targets, ses.choice, ses.plans, \
         ses.tracer
     plan = plans[0]
     version, rel = choice.version, choice.release
     stopping = []
-    writer = None
+    writer = otlp = None
 
     def on_signal(signum, frame):
         # only note it: the loop notices within 0.2 s, prints what it has
@@ -112,16 +127,20 @@ def run(args, out, err):
             writer = capture.CaptureWriter(args.write, tracer, info,
                                            runs[0].call_bias_ns)
             _name_threads(writer, targets, time.monotonic_ns())
-        _banner(args, err, targets, version, rel, plan)
+        if args.otlp:
+            otlp = LiveTraces(args, err, version)
+        _banner(args, err, targets, version, rel, plan, otlp)
         opts = text_options(args)
         if not opts.json:
             print_header(out, opts, header.live(args, targets, choice,
                                                 target_name))
         return _loop(args, opts, out, err, targets, tracer, runs, writer,
-                     stopping)
+                     stopping, otlp)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        if otlp is not None:
+            otlp.close()        # flushed (at most FLUSH_S) and said
         if writer is not None:
             # nothing of ours runs in the target any more: drain everything
             tracer.detach()
@@ -152,10 +171,11 @@ def _close_capture(writer, tracer, path, err):
 
 
 def _wait(args, err, targets, gone, tracer, writer, stopping, cycle,
-          deadline, ages):
+          deadline, ages, take=None):
     """Until the deadline: keep the duty cycle, age out ops, drain the
-    capture. -> why the run ends, or None (the run ends when every
-    target has exited; one exiting is said once and the rest go on)."""
+    capture and (take) the ops chosen as traces. -> why the run ends, or
+    None (the run ends when every target has exited; one exiting is said
+    once and the rest go on)."""
     while time.time() < deadline:
         if stopping:
             return "interrupted"
@@ -180,6 +200,8 @@ def _wait(args, err, targets, gone, tracer, writer, stopping, cycle,
             ages[0] = time.monotonic() + min(10.0, args.op_timeout)
         if writer is not None:
             writer.poll()
+        if take is not None:
+            take()
         time.sleep(min(0.1 if writer else 0.2,
                        max(0.0, deadline - time.time())))
     return None
@@ -191,9 +213,14 @@ def _throttles(targets, snaps):
         snap.throttles = t.throttles()
 
 
-def _loop(args, opts, out, err, targets, tracer, runs, writer, stopping):
+def _loop(args, opts, out, err, targets, tracer, runs, writer, stopping,
+          otlp=None):
     prevs = tracer.snapshots()
     _throttles(targets, prevs)
+    take = None
+    if otlp is not None:
+        otlp.start(prevs)
+        take = functools.partial(otlp.take, tracer, runs)
     if writer is not None:
         for slot, prev in enumerate(prevs):
             writer.snapshot(prev, None, slot)
@@ -214,7 +241,7 @@ def _loop(args, opts, out, err, targets, tracer, runs, writer, stopping):
     while True:
         deadline = t_last + (args.interval if args.interval else 1e12)
         ended = _wait(args, err, targets, gone, tracer, writer, stopping,
-                      cycle, deadline, ages)
+                      cycle, deadline, ages, take)
         now = time.time()
         curs = tracer.snapshots()
         _throttles(targets, curs)
@@ -234,6 +261,9 @@ def _loop(args, opts, out, err, targets, tracer, runs, writer, stopping):
             host = host_record(runs, recs, now, now - t_last,
                                host_cost.record(host_sum(curs),
                                                 host_sum(prevs), now, t_last))
+        if otlp is not None:
+            otlp.add(tracer, runs, recs, host, curs, bool(ended) or (
+                args.count is not None and reports + 1 >= args.count))
         prevs = curs
         t_last = now
         try:

@@ -16,10 +16,10 @@ from ..ceph.target import netns_id, require_root
 from ..engine import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S, TOOL
 from ..errors import UserError, UsageError, run_cli
 from ..model import vocab
-from ..model.sample import DEFAULT_EVERY
 from ..model.schema import json_line, schema
 from .args import (OFFLINE_ONLY, Parser, percent, pid_arg, positive_float,
                    positive_int)
+from . import otlpargs
 
 DEFAULT_TIMELINE_MS = 50.0
 
@@ -31,12 +31,10 @@ LIVE_ONLY = {"lean": "--lean", "no_kernel": "--no-kernel",
              "max_ops": "--max-ops", "op_timeout": "--op-timeout",
              "probes": "--probes", "bpftrace_args": "--bpftrace-args",
              "strict": "--strict", "release": "--release",
-             "force": "--force"}
-# --otlp's defaults: 1 op in OTLP_SAMPLE, at most OTLP_MAX ops
-OTLP_SAMPLE, OTLP_MAX = DEFAULT_EVERY, 200
+             "force": "--force", **otlpargs.LIVE_ONLY}
 # the options of reading a capture, refused in a live run
 READ_ONLY = dict(OFFLINE_ONLY, clock_offset="--clock-offset",
-                 timeline_ms="--timeline-ms", otlp="--otlp")
+                 timeline_ms="--timeline-ms", **otlpargs.READ_ONLY)
 
 
 class _Parser(Parser):
@@ -60,6 +58,9 @@ EXAMPLES = """examples:
   osdstage.py -p 4321 --probes myqueue.json 5  # any producer/consumer program
   osdstage.py --host-netns host1 --osd all 10  # a lab whose hosts are
                                # network namespaces: only host1's OSDs
+  osdstage.py --osd 0 --otlp http://127.0.0.1:4318 10
+                               # reports every 10 s, and 1 op in 100 (at
+                               # most 50 a second) as OTLP traces meanwhile
   bpftrace -p 1234 probes/osdstages.bt $(osdstage.py -p 1234 --bpftrace-args)
 
 capture now, analyse later (anywhere, no root needed to read):
@@ -180,6 +181,7 @@ def build_parser():
     _tracer_options(p)
     _capture_options(p)
     _reading_options(p)
+    otlpargs.add_options(p)
     p.add_argument("interval", nargs="?", type=positive_float, default=None,
                    help="seconds between reports (default: one report at "
                         "Ctrl-C)")
@@ -331,25 +333,6 @@ def _reading_options(p):
     o.add_argument("--perfetto", metavar="FILE",
                    help="write the timeline as Chrome trace-event JSON "
                         "(opens in the Perfetto UI)")
-    o.add_argument("--otlp", metavar="URL",
-                   help="send ops as OTLP traces (OTLP/HTTP, JSON) to the "
-                        "collector at URL (Jaeger, Tempo, an OpenTelemetry "
-                        "collector: http://HOST:4318): a 1-in-N sample by "
-                        "request id, the same on every host, and the ops "
-                        "over --otlp-over; each trace joins the client's "
-                        "call and every OSD's part of the op")
-    o.add_argument("--otlp-sample", type=positive_int, default=None,
-                   metavar="N",
-                   help="with --otlp: 1 op in N by request id (default "
-                        "%d; 1: every op)" % OTLP_SAMPLE)
-    o.add_argument("--otlp-over", type=positive_float, default=None,
-                   metavar="US",
-                   help="with --otlp: every op that took at least US "
-                        "microseconds on its primary too")
-    o.add_argument("--otlp-max", type=positive_int, default=None,
-                   metavar="N",
-                   help="with --otlp: at most N ops, the slowest first "
-                        "(default %d)" % OTLP_MAX)
     o.add_argument("--timeline-ms", type=positive_float, default=None,
                    metavar="MS",
                    help="length of the timeline (default %g ms: from "
@@ -417,40 +400,35 @@ def _check_reading(args):
     if args.interval is not None:
         raise UsageError("interval and count are for live tracing: not "
                          "with -r (a capture is read as it was recorded)")
-    used = [opt for k, opt in LIVE_ONLY.items() if getattr(args, k)]
+    used = [opt for k, opt in LIVE_ONLY.items() if _given(args, k)]
     if used:
         raise UsageError("%s is for live tracing: not with -r (a capture "
                          "is read as it was recorded)" % used[0])
     if args.timeline_ms is None:
         args.timeline_ms = DEFAULT_TIMELINE_MS
-    more = [o for k, o in (("otlp_sample", "--otlp-sample"),
-                           ("otlp_over", "--otlp-over"),
-                           ("otlp_max", "--otlp-max"))
-            if getattr(args, k) is not None]
-    if more and not args.otlp:
-        raise UsageError("%s is for --otlp URL" % more[0])
-    if args.otlp:
-        from .otlp import endpoint
-        try:
-            endpoint(args.otlp)
-        except UserError as e:      # a usage error: exit status 2
-            raise UsageError(str(e)) from None
-        args.otlp_sample = args.otlp_sample or OTLP_SAMPLE
-        args.otlp_max = args.otlp_max or OTLP_MAX
+    otlpargs.check(args, live=False)
+
+
+def _given(args, dest):
+    """Whether option `dest` was given (its default is None, or False for
+    a flag; a 0 given is given)."""
+    v = getattr(args, dest)
+    return v is not None and v is not False
 
 
 def _check_live(args):
     """A live run (or --list): the options of reading a capture are
     refused, and those that do not go together; then the defaults of
     the live-only options are set."""
-    used = [opt for k, opt in READ_ONLY.items() if getattr(args, k)]
+    used = [opt for k, opt in READ_ONLY.items() if _given(args, k)]
     if used:
         raise UsageError("%s reads a capture: use it with -r CAPTURE"
                          % used[0])
     if args.list:
         clash = [opt for opt, on in (
             ("-w", args.write), ("interval", args.interval is not None),
-            ("--bpftrace-args", args.bpftrace_args)) if on]
+            ("--bpftrace-args", args.bpftrace_args), ("--otlp", args.otlp))
+            if on]
         if clash:
             raise UsageError("--list lists the OSDs once: drop %s"
                              % clash[0])
@@ -458,7 +436,9 @@ def _check_live(args):
         clash = [opt for opt, on in (
             ("-S", args.stages), ("-w", args.write), ("--probes", args.probes),
             ("--bpftrace-args", args.bpftrace_args),
-            ("--max-overhead", args.max_overhead)) if on]
+            ("--max-overhead", args.max_overhead),
+            ("--otlp (the ops are chosen by the full tier's programs)",
+             args.otlp)) if on]
         if clash:
             raise UsageError("--lean traces a fixed set of stages from one "
                              "probe, with nothing to record: drop %s" %
@@ -466,7 +446,8 @@ def _check_live(args):
     if args.bpftrace_args:
         clash = [opt for opt, on in (
             ("--probes", args.probes), ("-w", args.write),
-            ("interval", args.interval is not None)) if on]
+            ("interval", args.interval is not None), ("--otlp", args.otlp))
+            if on]
         if clash:
             raise UsageError("--bpftrace-args prints the arguments of "
                              "probes/osdstages.bt for one ceph-osd and "
@@ -486,6 +467,7 @@ def _check_live(args):
         raise UsageError("--bpftrace-args is for one ceph-osd: name one with "
                          "-p PID or --osd ID")
     check_live_stages(args.stages)
+    otlpargs.check(args, live=True)
     if args.max_ops is None:
         args.max_ops = DEFAULT_MAX_OPS
     if args.op_timeout is None:

@@ -29,9 +29,9 @@ BATCH = 20              # traces per request to the collector
 
 def choose(caps, every, over_us, most):
     """-> [(request id, its time on the primary, us)] of the client ops
-    the captures completed as their primary: sampled 1 in `every`, or
-    at least `over_us` (None: no threshold); the slowest first, at most
-    `most`."""
+    the captures completed as their primary: sampled 1 in `every` (0:
+    none), or at least `over_us` (None: no threshold); the slowest
+    first, at most `most`."""
     got = {}
     for c in caps:
         ops, _ = reqops.read(c, skip=messages.SUBOP_REPLIES)
@@ -39,7 +39,8 @@ def choose(caps, every, over_us, most):
             continue
         m = (ops.req_type == CLIENT) & (ops.done != NONE)
         us = np.where(m, (ops.done - ops.enq) / 1000.0, 0.0)
-        keep = m & (sampled(ops.req_num, ops.req_tid, every) |
+        keep = m & ((sampled(ops.req_num, ops.req_tid, every) if every
+                     else False) |
                     ((us >= over_us) if over_us is not None else False))
         for i in np.flatnonzero(keep).tolist():
             key = reqid(ops.req_num[i], ops.req_inc[i], ops.req_tid[i])

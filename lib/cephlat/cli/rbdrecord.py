@@ -27,10 +27,10 @@ what it needs) need neither numpy nor bt2.
 import argparse
 import sys
 
-from .args import (Parser, check_otlp, otlp_options, pid_arg,
-                   positive_float, positive_int)
+from .args import Parser, pid_arg, positive_float, positive_int
 from ..errors import UsageError, run_cli
 from ..rbd import TOOL
+from . import otlpargs
 
 DEFAULT_CLIENT = "admin"
 DEFAULT_ZONES = 10
@@ -113,9 +113,10 @@ def build_parser():
                         "reply, in the trace the OSD hosts' "
                         "osdstage-exporter --otlp send the op's OSD part "
                         "to (eBPF mode, the default with --otlp)")
-    otlp_options(o, "with --otlp: every op of a call that took at least "
-                    "US microseconds too (submit to completion; an op of "
-                    "no call, its own; default: none)")
+    otlpargs.tuning_options(
+        o, "with --otlp: every op of a call that took at least US "
+           "microseconds too (submit to completion; an op of no call, its "
+           "own; default: none)")
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="-- COMMAND [ARGS]: start it and record it")
     return p
@@ -176,7 +177,7 @@ def check(args):
         if args.ebpf and args.no_checks:
             raise UsageError("--no-checks is for --lttng's checks: not with "
                              "--ebpf")
-        check_otlp(args, build_parser())
+        otlpargs.check_tuning(args, build_parser())
         if args.otlp and (args.lttng or args.no_checks):
             raise UsageError("--otlp needs the OSD ops eBPF mode records "
                              "(their request ids): not with %s" % (

@@ -1,7 +1,7 @@
 """The ops the BPF programs chose to send as OTLP traces (probes/
 osdstage.h, struct op_trace; the "traces" ring buffer): read and decoded
 with the layout the build wrote (build/osdstage.abi.json), never a copy.
-The exporter turns them into spans (exporter/traces.py)."""
+The front ends that send traces turn them into spans (livetraces.py)."""
 import re
 import struct
 

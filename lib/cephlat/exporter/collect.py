@@ -153,7 +153,7 @@ class Exported:
         self.lock = threading.Lock()
         # --otlp: the traces' families have series (else empty)
         self.otlp = otlp
-        self.spans = ({}, {})   # the sender's counts (exporter/traces.py)
+        self.spans = ({}, {})   # the sender's counts (livetraces.py)
         self.osds = {}
         self.bound_pct = bound_pct
         self.targets = 0

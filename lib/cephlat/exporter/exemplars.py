@@ -5,7 +5,7 @@ in seconds and the end time of a recent op that was sent as a trace and
 whose time fell in that bucket. A dashboard's latency panel then links a
 bucket (a slow one) to one op's trace in Jaeger or Tempo.
 
-Only ops handed to the OTLP sender become exemplars (exporter/traces.py:
+Only ops handed to the OTLP sender become exemplars (livetraces.py:
 chosen by the full tier's programs, turned into spans and queued for the
 collector), so their trace ids name traces that were sent; a collector
 that later refuses them cannot be seen from here (the dropped spans are
@@ -47,6 +47,8 @@ traced keeps none, so the memory is bounded by the series' buckets.
 """
 from bisect import bisect_right
 
+from ..model.sample import reqid_name
+from ..render.otlp import trace_id
 from . import families as F
 from .families import BUCKET_EXPONENTS
 
@@ -115,3 +117,20 @@ def keep(slots, key, ns, exemplar):
     old = buckets.get(b)
     if old is None or old.timestamp <= exemplar.timestamp:
         buckets[b] = exemplar
+
+
+def op_exemplar(ev, real_off_ns, vocab):
+    """A chosen op handed to the sender -> (its trace id, its end in
+    wall-clock seconds, its values per histogram: op_values),
+    what Exported.add_exemplars takes."""
+    rid = reqid_name(ev["req_num"], ev["req_inc"], ev["req_tid"])
+    return (trace_id(rid), (ev["done_ns"] + real_off_ns) / 1e9,
+            op_values(ev, vocab))
+
+
+def exemplars_of(exported):
+    """-> the on_sent callback of livetraces.py's Traces that makes the
+    ops the sender took exemplars of `exported` (collect.py Exported)."""
+    def on_sent(daemon, ops):
+        exported.add_exemplars(daemon, [op_exemplar(*op) for op in ops])
+    return on_sent

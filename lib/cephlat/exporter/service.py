@@ -33,14 +33,16 @@ import time
 
 from .budget import lean_share_note, own_share_note
 from .collect import SCHED_CLASSES
+from .exemplars import exemplars_of
 from .osds import OsdScan, wanted
-from .traces import Traces
 from ..ceph.target import netns_id
 from ..engine import duty
 from ..engine.session import Session, Want, plan_targets
 from ..engine.optable import table_size
+from ..livetraces import Traces
 from ..model.interval import build_interval
 from ..model.sample import TraceChoice
+from ..send.otlp import endpoint
 from ..errors import UserError
 
 TOOL = "osdstage-exporter"
@@ -108,9 +110,10 @@ class Exporter:
         self.said_own = self.said_lean = self.said_no_lean = False
         self.version = None     # the traced OSDs' Ceph version
         # --otlp: the full tier's chosen ops to the collector
-        # (exporter/traces.py)
-        self.traces = None if not config.otlp else Traces(
-            config, self.say, exemplars=exported.add_exemplars)
+        # (livetraces.py; the ops it sent become exemplars: exemplars.py)
+        self.traces = Traces(
+            endpoint(config.otlp), config.host_netns, self.say,
+            on_sent=exemplars_of(exported)) if config.otlp else None
 
     def say(self, msg):
         self.err.write("%s: %s\n" % (TOOL, msg))

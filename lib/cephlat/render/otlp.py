@@ -32,7 +32,10 @@ part that `rbdrecord --otlp` sends on its own (client_request: the
 librbd call, the op's time in the client's Objecter under it). Where no
 client's part is sent, the primary's op names a parent the backend never
 receives: it shows the op as the trace's top span, with a note of the
-missing parent."""
+missing parent.
+
+What became of the ops a live run chose as traces (the reports' "otlp"
+object) in words: summary_words."""
 import hashlib
 
 # OTLP span kinds
@@ -361,3 +364,33 @@ def client_request(op, call=None, links=(), resource=None):
     return {"resourceSpans": [{"resource": _resource("client", resource),
                                "scopeSpans": [{"scope": {"name": SCOPE},
                                                "spans": got}]}]}, len(got)
+
+
+# why a chosen op was not sent (an "otlp" object's "dropped",
+# livetraces.py Traces.summary), in words
+DROP_WORDS = (("rate", "over --otlp-rate"),
+              ("ring", "for a full traces ring"),
+              ("queue_full", "for a full send queue, or left in it at "
+                             "the end"),
+              ("collector", "not taken by the collector"))
+
+
+def summary_words(rec, url=None):
+    """An "otlp" object in words: '40 ops chosen, 38 sent as traces (114
+    spans) to URL; 2 dropped (2 not taken by the collector: connection
+    refused)'."""
+    dropped = rec["dropped"]
+    lost = sum(dropped.values())
+    words = "%d op%s chosen, %d sent as traces (%d spans)%s" % (
+        rec["chosen"], "" if rec["chosen"] == 1 else "s", rec["sent"],
+        rec["spans"], " to %s" % url if url else "")
+    if lost:
+        words += "; %d dropped (%s)" % (lost, ", ".join(
+            "%d %s" % (dropped[k], w) + (
+                ": %s" % rec["error"] if k == "collector" and
+                rec.get("error") else "")
+            for k, w in DROP_WORDS if dropped.get(k)))
+    left = rec["chosen"] - rec["sent"] - lost
+    if left > 0:
+        words += "; %d on the way" % left
+    return words

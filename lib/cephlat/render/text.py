@@ -6,6 +6,7 @@ import time
 from ..model import costs, report, sched as schedmod, verdict
 from ..model.hist import render_log2
 from ..model.schema import json_line
+from .otlp import summary_words
 
 
 def _row(out, fmt, div, name, s):
@@ -103,6 +104,8 @@ def print_header(out, opts, hdr):
         if hdr.get("writing"):
             src += "; recording to %s" % hdr["writing"]
     _wrap(out, src)
+    if hdr.get("otlp"):
+        _wrap(out, "OTLP traces: " + hdr["otlp"], "  ")
     if not opts.explain:
         out.write("(--explain: a line under each table says what it "
                   "shows)\n")
@@ -148,6 +151,14 @@ def _head(out, rec, title, what):
         _wrap(out, head)
 
 
+def _otlp(out, rec):
+    """A live run's --otlp: the ops chosen as traces since the start and
+    what became of them (the last report's: the run's, final)."""
+    if rec.get("otlp"):
+        _wrap(out, "OTLP traces since the start: " +
+              summary_words(rec["otlp"]), "    ")
+
+
 def print_text(out, opts, rec, hists, title=None):
     """One report as text, top down: its interval (or `title`), the
     verdict with what it rests on (losses included), the summary table,
@@ -165,10 +176,12 @@ def print_text(out, opts, rec, hists, title=None):
         parts += ["%s=%d begun before tracing" % (k, rec["lost"][k])
                   for k in report.BEGUN_BEFORE if rec["lost"].get(k)]
         _head(out, rec, title, "; ".join(parts))
+        _otlp(out, rec)
         _losses(out, rec, opts.capture)
         out.flush()
         return
     _head(out, rec, title, _ops(rec))
+    _otlp(out, rec)
     _verdict(out, rec)
     _losses(out, rec, opts.capture)
     for line in report.begun_lines(rec["lost"]):
@@ -493,6 +506,7 @@ def print_host(out, opts, host, recs):
     ops = sum(r["ops"] for r in host["summary"])
     _head(out, host, None, "%d OSDs, %d op%s" % (
         len(host["osds"]), ops, "" if ops == 1 else "s"))
+    _otlp(out, host)
     print_host_summary(out, opts, host)
     for name, (rec, hists) in zip(host["osds"], recs):
         print_text(out, opts, rec, hists, title="%s %s (pid %d) %s" % (

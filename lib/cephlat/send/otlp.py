@@ -65,9 +65,10 @@ class Sender:
     ("collector"), never retried, and the thread then waits before the
     next request, doubling up to BACKOFF_MAX_S while the collector
     fails (the queue meanwhile fills and drops). Counts per key (the
-    caller's: a daemon's name): spans sent, spans dropped by reason;
-    `error` the last failure's reason (None once a request went
-    through)."""
+    caller's: a daemon's name): spans sent, spans dropped by reason,
+    and the same of the parts (counts(), parts()); `error` the last
+    failure's reason (None once a request went through). Once stop()
+    returns, every part offered is counted sent or dropped."""
 
     BACKOFF_S, BACKOFF_MAX_S = 0.5, 30.0
     REASONS = ("queue_full", "collector")
@@ -82,6 +83,8 @@ class Sender:
         self._queued = 0
         self._stopping = False
         self.sent, self.dropped = {}, {}    # key / (key, reason) -> spans
+        self.parts_sent, self.parts_dropped = {}, {}    # the same, parts
+        self._posting = None                # the batch being posted
         self.requests = 0                   # requests the collector took
         self.error = None
         self._thread = None
@@ -98,8 +101,7 @@ class Sender:
         -> whether it was queued. Never waits for the collector."""
         with self._cond:
             if self._queued + spans > self.max_spans or self._stopping:
-                k = (key, "queue_full")
-                self.dropped[k] = self.dropped.get(k, 0) + spans
+                self._drop(key, "queue_full", spans)
                 return False
             self._queue.append((key, resource_spans, spans))
             self._queued += spans
@@ -115,6 +117,18 @@ class Sender:
         with self._cond:
             return dict(self.sent), dict(self.dropped)
 
+    def parts(self):
+        """counts() of the parts offered: ({key: parts sent}, {(key,
+        reason): parts dropped}), copies."""
+        with self._cond:
+            return dict(self.parts_sent), dict(self.parts_dropped)
+
+    def _drop(self, key, reason, spans):
+        """Count one part of `spans` spans dropped (the lock held)."""
+        k = (key, reason)
+        self.dropped[k] = self.dropped.get(k, 0) + spans
+        self.parts_dropped[k] = self.parts_dropped.get(k, 0) + 1
+
     def _take(self):
         """The next batch (waiting for one), or None when stopping."""
         with self._cond:
@@ -129,6 +143,7 @@ class Sender:
                 batch.append(item)
                 n += item[2]
             self._queued -= n
+            self._posting = batch
             return batch
 
     def _run(self):
@@ -141,12 +156,16 @@ class Sender:
                                       for rs in part]}
             why = self.poster(self.url, body, self.timeout)
             with self._cond:
+                if self._posting is not batch:
+                    return          # given up by stop(): counted there
+                self._posting = None
                 for key, _, n in batch:
                     if why is None:
                         self.sent[key] = self.sent.get(key, 0) + n
+                        self.parts_sent[key] = \
+                            self.parts_sent.get(key, 0) + 1
                     else:
-                        k = (key, "collector")
-                        self.dropped[k] = self.dropped.get(k, 0) + n
+                        self._drop(key, "collector", n)
                 if why is None:
                     self.requests += 1
                 self.error = why
@@ -166,15 +185,21 @@ class Sender:
     def stop(self, wait_s=2.0):
         """Stop taking parts; the thread sends what is queued for up to
         `wait_s`, then gives up (a daemon thread: never holds the
-        process); what is left is counted as dropped (queue_full)."""
+        process); what is left is counted as dropped: queued
+        (queue_full), or being posted (collector: not taken in time)."""
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(wait_s)
         with self._cond:
+            if self._posting:
+                for key, _, n in self._posting:
+                    self._drop(key, "collector", n)
+                self.error = self.error or "no answer within %g s of the " \
+                    "end" % wait_s
+            self._posting = None
             for key, _, n in self._queue:
-                k = (key, "queue_full")
-                self.dropped[k] = self.dropped.get(k, 0) + n
+                self._drop(key, "queue_full", n)
             self._queue.clear()
             self._queued = 0

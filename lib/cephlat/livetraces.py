@@ -1,39 +1,40 @@
-"""The exporter's OTLP traces (--otlp): the ops the full tier's BPF
-programs chose at their end (probes/osdstage.h, struct op_trace: the
-1-in-N sample by request id of model/sample.py, the ops over the
-threshold, under a rate cap; engine/traces.py reads them) become spans
-(render/otlp.py's osd_request: the ids `osdstage -r --otlp` gives the
-same op) and go to the collector through a bounded queue drained by a
-thread of its own (send/otlp.py's Sender): the tracer never waits for a
-collector; what does not fit, or what the collector refuses, is dropped
-and counted.
+"""Live ops as OTLP traces, for every front end that traces live
+(osdstage-exporter --otlp, osdstage -p/--osd ... --otlp): the ops the
+full tier's BPF programs chose at their end (probes/osdstage.h, struct
+op_trace: the 1-in-N sample by request id of model/sample.py, the ops
+over the threshold, under a rate cap; engine/traces.py reads them)
+become spans (render/otlp.py's osd_request: the ids `osdstage -r --otlp`
+gives the same op) and go to the collector through a bounded queue
+drained by a thread of its own (send/otlp.py's Sender): the tracer never
+waits for a collector; what does not fit, or what the collector refuses,
+is dropped and counted (summary: what became of the chosen ops).
 
-Each host's exporter sends its OSDs' part of an op's trace alone: the
-trace id is the request id's (render/otlp.py trace_id) and every span
-id and parent is derived on the host from the request id, the OSD's name
-and (a replica op) its primary's, which the replica op's message names.
-A sampled op is chosen on every OSD it touches (the rule is the request
+Each host sends its OSDs' part of an op's trace alone: the trace id is
+the request id's (render/otlp.py trace_id) and every span id and parent
+is derived on the host from the request id, the OSD's name and (a
+replica op) its primary's, which the replica op's message names. A
+sampled op is chosen on every OSD it touches (the rule is the request
 id's), so its trace holds the primary's and every replica's part when
 each host's full tier was attached when the op ran (a duty cycle that
 was off, or a host's rate cap, leaves that host's part out).
 
-Each op the sender took into its queue is also handed back, with its
-trace id, as exemplars of the latency histograms it falls in
+Each op the sender took into its queue is also handed back (on_sent):
+the exporter makes it an exemplar of the latency histograms it falls in
 (exporter/exemplars.py), so /metrics links a bucket to a trace that was
 sent.
 """
 import socket
 
-from ..engine.tracer import real_offset_ns
-from ..model.sample import reqid_name
-from ..render.otlp import osd_request, trace_id
-from ..send.otlp import Sender, endpoint
-from .exemplars import op_values
+from .engine.tracer import real_offset_ns
+from .model.sample import reqid_name
+from .render.otlp import osd_request
+from .send.otlp import Sender
 
 QUEUE_SPANS = 20000         # spans waiting for the collector, at most
 BATCH_SPANS = 1000          # spans per request
 POST_TIMEOUT_S = 5.0
 CLIENT = 8                  # CEPH_ENTITY_TYPE_CLIENT
+WHY = ("sample", "slow")    # why an op was chosen (enum trace_why)
 
 
 def _pg(ev):
@@ -63,8 +64,7 @@ def op_request(ev, daemon, real_off_ns, vocab, resource=None):
            "kind": None if primary else "repop",
            "msg_us": ev["msg_ns"] / 1000.0 if ev["msg_ns"] else None,
            "attributes": {"ceph.pool": ev["pg_pool"] if _pg(ev) else None,
-                          "osdstage.chosen": ("sample", "slow")[
-                              min(ev["why"], 1)]}}
+                          "osdstage.chosen": WHY[min(ev["why"], 1)]}}
     if ev["dequeued"]:
         row["queue_wait_us"] = us(ev["deq_ns"])
     row["total_us" if primary else "repop_us"] = us(ev["done_ns"])
@@ -88,35 +88,31 @@ def op_request(ev, daemon, real_off_ns, vocab, resource=None):
                        primary=primary_name, spans=spans, resource=resource)
 
 
-def op_exemplar(ev, real_off_ns, vocab):
-    """A chosen op handed to the sender -> (its trace id, its end in
-    wall-clock seconds, its values per histogram: exemplars.op_values),
-    what Exported.add_exemplars takes."""
-    rid = reqid_name(ev["req_num"], ev["req_inc"], ev["req_tid"])
-    return (trace_id(rid), (ev["done_ns"] + real_off_ns) / 1e9,
-            op_values(ev, vocab))
-
-
 def _label(labels, i):
     return labels[i] if 0 <= i < len(labels) else None
 
 
 class Traces:
-    """The full tier's chosen ops to the collector at config.otlp: take()
-    after each read of the ring; counts() for /metrics; say() what the
-    collector does, once per change; exemplars(daemon, ops): the ops the
-    sender took, as collect.py's Exported.add_exemplars takes them."""
+    """The full tier's chosen ops to the collector at `url` (an OTLP/HTTP
+    traces endpoint, send/otlp.py endpoint()): take() after each read of
+    the ring; counts() and summary() for what became of them; say()
+    (one line) what the collector does, once per change. host: the
+    resource's host.name; on_sent(daemon, [(op, wall-clock offset ns,
+    vocabulary)]): the ops of OSD `daemon` the sender took, after each
+    take() (the exporter's exemplars)."""
 
-    def __init__(self, config, say, sender=None, exemplars=None):
-        self.url = endpoint(config.otlp)
+    def __init__(self, url, host, say, sender=None, on_sent=None):
+        self.url = url
         self.say = say
-        self.exemplars = exemplars
+        self.on_sent = on_sent
         self.sender = sender or Sender(self.url, max_spans=QUEUE_SPANS,
                                        batch_spans=BATCH_SPANS,
                                        timeout=POST_TIMEOUT_S).start()
-        self.host = config.host_netns or socket.gethostname()
+        self.host = host or socket.gethostname()
         self.said_error = None
         self.ops = 0
+        # the ops taken from the ring: (daemon, why) -> ops
+        self.taken = {}
 
     def resource(self, run, version):
         return {"host.name": self.host, "ceph.version": version or None,
@@ -140,12 +136,14 @@ class Traces:
                     continue
                 body, n = got
                 self.ops += 1
+                k = (run.name, WHY[min(ev["why"], 1)])
+                self.taken[k] = self.taken.get(k, 0) + 1
                 if self.sender.offer(run.name, body["resourceSpans"], n):
                     sent.setdefault(run.name, []).append(
-                        op_exemplar(ev, off, run.vocab))
-        if self.exemplars is not None:
+                        (ev, off, run.vocab))
+        if self.on_sent is not None:
             for name, ops in sent.items():
-                self.exemplars(name, ops)
+                self.on_sent(name, ops)
         self._judge()
 
     def _judge(self):
@@ -163,5 +161,36 @@ class Traces:
     def counts(self):
         return self.sender.counts()
 
-    def close(self):
-        self.sender.stop()
+    def summary(self, counters, names=None):
+        """What became of the ops chosen as traces since the start (of
+        the OSDs `names`; None: every OSD): a JSON object (model/
+        report-schema.json "otlp"). counters: the BPF side's since the
+        start (those OSDs'), for the ops dropped there, before the ring
+        (over the rate cap, the ring full); the others reached user
+        space, and are counted sent, dropped or queued there, so that
+        chosen is sent + dropped + those still queued (none once
+        closed)."""
+        sent_ops, dropped_ops = self.sender.parts()
+        spans, _ = self.sender.counts()
+
+        def mine(key):
+            return names is None or key in names
+        why = {w: sum(n for (k, kw), n in self.taken.items()
+                      if kw == w and mine(k)) for w in WHY}
+        dropped = {"rate": int(counters.get("trace_over_rate", 0)),
+                   "ring": int(counters.get("trace_ring_full", 0))}
+        for reason in Sender.REASONS:
+            dropped[reason] = sum(n for (k, r), n in dropped_ops.items()
+                                  if r == reason and mine(k))
+        return {"url": self.url,
+                "chosen": dropped["rate"] + dropped["ring"] + sum(
+                    why.values()),
+                "sample": why["sample"], "slow": why["slow"],
+                "sent": sum(n for k, n in sent_ops.items() if mine(k)),
+                "spans": sum(n for k, n in spans.items() if mine(k)),
+                "dropped": dropped, "error": self.sender.error}
+
+    def close(self, wait_s=2.0):
+        """Stop: what is queued is sent for up to wait_s, the rest is
+        dropped and counted."""
+        self.sender.stop(wait_s)
