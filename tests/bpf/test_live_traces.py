@@ -24,7 +24,7 @@ import time
 import pytest
 
 from cephlat.model.sample import reqid_name, sampled_one
-from cephlat.render.otlp import op_span_id, trace_id
+from cephlat.render.otlp import client_span_id, op_span_id, trace_id
 
 from conftest import OSDSTAGE, PYTHON, check_reports, wait_for_line
 
@@ -174,7 +174,8 @@ def test_the_traces_sent_are_the_sample(bpf_ready, opqueue, tmp_path):
         rid = _attr(s, "ceph.reqid")
         assert s["traceId"] == trace_id(rid)
         assert s["spanId"] == op_span_id(rid, daemon)
-        assert "parentSpanId" not in s          # a primary's: the root
+        # a primary's: under the client's span (rbdrecord --otlp's)
+        assert s["parentSpanId"] == client_span_id(rid)
         assert _attr(rs["resource"], "ceph_daemon") == daemon
     # its queue wait and execution under it, in the same trace
     assert len(col.spans()) == 3 * len(want) == last["otlp"]["spans"]
