@@ -67,7 +67,7 @@ def _story_pictures(args, err, caps, traces, found, t0):
     a = max(lo, (a + b) // 2 - span // 2)
     recs = []
     if args.html:
-        recs = [window_record(args, c, RunInfo.from_capture(c))[0]
+        recs = [window_record(args, c, RunInfo.from_capture(c))[0].record
                 for c in caps]
     client = None
     if traces:

@@ -1,5 +1,5 @@
 """A window of a capture, for the views of cli/views.py and
-cli/merged.py: its bounds (--from/--to), its one report (interval_record
+cli/merged.py: its bounds (--from/--to), its one report (build_interval
 over the window, with the slowest ops and a timeline's arguments), and
 the pictures drawn of it (--html, --perfetto; one OSD or several)."""
 import json
@@ -8,7 +8,7 @@ import time
 
 from ..engine import TOOL
 from ..errors import UsageError, UserError
-from ..model.interval import interval_record
+from ..model.interval import build_interval
 from ..model.slowest import slowest
 from ..model.timeline import host_timeline
 from ..capture.ops import OpSummary
@@ -94,8 +94,7 @@ def traced(args, cap, t0, t1, err=None):
 
 
 def window_record(args, cap, run_info, err=None):
-    """-> (the window's interval object, its histograms, the timeline's
-    arguments or None)"""
+    """-> (the window's Interval, the timeline's arguments or None)"""
     t0 = bound(cap, args.t_from, cap.first_ns)
     t1 = bound(cap, args.t_to, cap.last_ns)
     check_window(args, cap, t0, t1)
@@ -104,8 +103,9 @@ def window_record(args, cap, run_info, err=None):
                           op_class=args.op_class,
                           slowest=args.slowest or 0,
                           spans=bool(args.html or args.perfetto))
-    rec, hists = interval_record(run_info, cur, None, cap.wall(t1),
-                                 (t1 - t0) / 1e9, None)
+    iv = build_interval(run_info, cur, None, cap.wall(t1), (t1 - t0) / 1e9,
+                        None)
+    rec = iv.record
     rec["type"] = "window"
     rec["window"] = {"from": round(cap.wall(t0), 6),
                      "to": round(cap.wall(t1), 6),
@@ -120,7 +120,7 @@ def window_record(args, cap, run_info, err=None):
     if args.html or args.perfetto:
         a, b = timeline_window(args, cap, ops, t0, t1)
         tl_args = (cap, a, b, cap.ops_overlapping(ops, t0, t1, a, b))
-    return rec, hists, tl_args
+    return iv, tl_args
 
 
 def timeline_window(args, cap, ops, t0, t1):
