@@ -146,7 +146,7 @@ def _many(args, opts, out, err, caps, window):
         _show_host(args, opts, out, runs, ivs, caps[0].wall(t1),
                    ivs[0].record["interval_s"])
         if args.html or args.perfetto:
-            host_pictures(args, err, caps, [iv.record for iv in ivs])
+            host_pictures(args, err, caps, ivs)
         return 0
     per = [c.replay() for c in caps]
     _header(args, opts, out, caps[0], caps,
@@ -219,7 +219,7 @@ def _window(args, opts, out, err, cap, run_info):
     _header(args, opts, out, cap, window=iv.record)
     _emit(args, opts, out, iv)
     if tl_args is not None:
-        write_pictures(args, err, iv.record, timeline(*tl_args), run_info)
+        write_pictures(args, err, iv, timeline(*tl_args), run_info)
     return 0
 
 

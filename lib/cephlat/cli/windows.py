@@ -136,12 +136,12 @@ def timeline_window(args, cap, ops, t0, t1):
     return a, min(t1, a + span)
 
 
-def host_pictures(args, err, caps, recs, span=None, focus=None,
+def host_pictures(args, err, caps, ivs, span=None, focus=None,
                    deltas=None, client=None):
     """--html/--perfetto of several OSDs: one timeline of them all, with
     the replicated writes' arrows between them, over `span` (default:
     --timeline-ms around the slowest op of any of them, or from --from);
-    `recs` their window records for the page (html only); `focus` the
+    `ivs` their windows' Intervals for the page (html only); `focus` the
     request id the timeline is centred on (--op); `deltas` (ns) move
     each one's timestamps to the first's clock (captures of several
     hosts; span is on the first's); `client` a client's ops
@@ -165,19 +165,21 @@ def host_pictures(args, err, caps, recs, span=None, focus=None,
                                     for ops, d in zip(per, deltas)],
                        deltas=deltas, client=client)
     tl["focus"] = focus
-    write_pictures(args, err, [(c.name or "pid %d" % c.pid, r)
-                                for c, r in zip(caps, recs)], tl, None)
+    write_pictures(args, err, [(c.name or "pid %d" % c.pid, iv)
+                                for c, iv in zip(caps, ivs)], tl, None)
 
 
-def write_pictures(args, err, rec, tl, run_info):
+def write_pictures(args, err, iv, tl, run_info):
+    """--html/--perfetto: the page of `iv`, the window's Interval (of
+    several OSDs: [(name, Interval)]), and timeline `tl`."""
     from ..render import html as htmlreport, perfetto
     host = "osds" in tl             # several OSDs (host_pictures)
     for path, what in ((args.html, "html"), (args.perfetto, "perfetto")):
         if not path:
             continue
         if what == "html":
-            data = htmlreport.render_host(rec, tl) if host else \
-                htmlreport.render(rec, tl)
+            data = htmlreport.render_host(iv, tl) if host else \
+                htmlreport.render(iv, tl)
         else:
             data = json.dumps(perfetto.render_host(tl) if host else
                               perfetto.render(tl, pid=run_info.pid))
