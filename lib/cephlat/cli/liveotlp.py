@@ -77,7 +77,7 @@ class LiveTraces:
             self.traces.take(tracer, runs, self.version)
 
     def add(self, tracer, runs, ivs, host, curs, last):
-        """Each OSD's report (ivs: its Interval, whose record) and
+        """Each OSD's report (ivs: an Interval each, its record) and
         the host's (or None) get their "otlp" object, the counts since
         the start; `last`: the run's last report, whose counts are
         final: the ring is read a last time and what is queued is sent
