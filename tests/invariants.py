@@ -244,7 +244,7 @@ def check_capture(path, n=100, seed=1, calls_match=False):
         for t0, t1 in windows(cap, n, rng):
             args = _args(t0, t1, **filters(cap, rng))
             try:
-                rec, _, _ = window_record(args, cap, run)
+                rec = window_record(args, cap, run)[0].record
             except UserError:
                 continue        # nothing recorded fully in it
             try:

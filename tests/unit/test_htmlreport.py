@@ -17,6 +17,7 @@ from cephlat.model import verdict
 from cephlat.render import html as htmlreport
 from cephlat.render import html_timeline, perfetto
 from cephlat.model.hist import Hist
+from cephlat.model.interval import Interval
 
 T0 = 10_000_000_000
 WORKERS = [101, 102, 103]
@@ -95,25 +96,38 @@ def _summary(values_ns):
     return s
 
 
-def synthetic_rec(tl):
-    """A report record whose numbers come from the timeline."""
+def synthetic_interval(tl):
+    """A report whose numbers come from the timeline, as an Interval:
+    its record and its Hist objects (by the model's keys)."""
     per_stage = {}
     for op in tl["ops"]:
         for name, s, e in op["stages"]:
             per_stage.setdefault(name, []).append(e - s)
+    rec = synthetic_rec(tl, per_stage)
+    hists = {n: Hist.from_ns(v) for n, v in per_stage.items()}
+    hists.update({"kernel." + k: Hist.from_ns(v)
+                  for k, v in _kernel_ns(tl).items()})
+    return Interval(None, rec["interval_s"], rec, hists, {}, {})
+
+
+def _kernel_ns(tl):
+    sleeps = [e - s for lane in tl["lanes"] for s, e, st in lane["cpu"]
+              if st == "sleep"]
+    return {"offcpu": sleeps, "wakeup_delay": [
+        w["oncpu_ns"] - w["ts_ns"] for w in tl["wakeups"]],
+        "syncfs": [], "block_rq": [], "futex_wait": sleeps}
+
+
+def synthetic_rec(tl, per_stage):
+    """A report record whose numbers come from the timeline."""
     stages = {n: _summary(v) for n, v in per_stage.items()}
     stages["queue_wait"]["by_class"] = {
         c: Hist.from_ns([e - s for op in tl["ops"] if op["class"] == c
                          for n, s, e in op["stages"] if n == "queue_wait"])
         .summary() for c in ("read", "write", "other")}
-    sleeps = [e - s for lane in tl["lanes"] for s, e, st in lane["cpu"]
-              if st == "sleep"]
-    offcpu = _summary(sleeps)
-    offcpu["by_role"] = {"tp_osd_tp": _summary(sleeps[:50])}
-    kernel = {"offcpu": offcpu, "wakeup_delay": _summary(
-        [w["oncpu_ns"] - w["ts_ns"] for w in tl["wakeups"]]),
-        "syncfs": _summary([]), "block_rq": _summary([]),
-        "futex_wait": _summary(sleeps)}
+    kernel = {k: _summary(v) for k, v in _kernel_ns(tl).items()}
+    kernel["offcpu"]["by_role"] = {
+        "tp_osd_tp": _summary(_kernel_ns(tl)["offcpu"][:50])}
     part = {"mean_us": 40.0, "p50_us": 30.0, "p99_us": 200.0}
     return {
         "type": "interval", "ts": 1_700_000_010.5, "interval_s": 1.0,
@@ -147,7 +161,7 @@ def synthetic_rec(tl):
 @pytest.fixture(scope="module")
 def capture():
     tl = synthetic_timeline()
-    return synthetic_rec(tl), tl
+    return synthetic_interval(tl), tl
 
 
 def expected_bars(rec):
@@ -180,8 +194,9 @@ def test_html_escapes_data(capture):
 
 
 def test_html_structure_without_a_browser(capture):
-    rec, tl = capture
-    d = dom(htmlreport.render(rec, tl))
+    iv, tl = capture
+    rec = iv.record
+    d = dom(htmlreport.render(iv, tl))
     assert {"verdict", "stages", "kernel", "attribution", "roles", "wakers",
             "shards", "timeline", "legend"} <= d.ids
     assert d.classes["lane"] == len(WORKERS) + len(ENQUEUERS)
@@ -205,13 +220,13 @@ def test_html_caps_ops(capture, monkeypatch):
 def test_html_merges_short_cpu_states(capture):
     """A thread switching every 100 ns is drawn as runs of the dominant
     state, not as one rect per switch."""
-    rec, tl = capture
+    iv, tl = capture
     t0, t1 = tl["window"]
     busy = [[t, t + 100, "run" if (t // 100) % 3 else "sleep"]
             for t in range(t0, t0 + 2_000_000, 100)]
     lane = {"tid": 300, "name": "bstore_kv_sync", "role": None,
             "cpu": busy}
-    page = htmlreport.render(rec, dict(tl, lanes=tl["lanes"] + [lane]))
+    page = htmlreport.render(iv, dict(tl, lanes=tl["lanes"] + [lane]))
     d = dom(page)
     drawn = d.classes.get("cpu-run", 0) + d.classes.get("cpu-sleep", 0)
     assert drawn < 5 * html_timeline.PLOT_W
@@ -221,10 +236,11 @@ def test_html_merges_short_cpu_states(capture):
 
 
 def test_html_without_kernel_or_timeline(capture):
-    rec, _ = capture
-    bare = {k: rec[k] for k in ("ts", "interval_s", "pid", "ceph_version",
-                                "stages")}
-    d = dom(htmlreport.render(bare, None))
+    iv, _ = capture
+    bare = {k: iv.record[k] for k in ("ts", "interval_s", "pid",
+                                      "ceph_version", "stages")}
+    d = dom(htmlreport.render(Interval(None, 1.0, bare, iv.hists, {}, {}),
+                              None))
     assert "verdict" in d.ids and "stages" in d.ids
     assert not {"attribution", "roles", "kernel", "timeline"} & d.ids
 
@@ -241,7 +257,8 @@ def page_file(capture, tmp_path_factory):
 
 
 def test_chromium_dom_after_script(capture, page_file):
-    rec, tl = capture
+    iv, tl = capture
+    rec = iv.record
     p = chromium(["--dump-dom", "file://" + page_file])
     assert p.returncode == 0, p.stderr[-2000:]
     assert console_lines(p.stderr) == []
@@ -265,8 +282,9 @@ def test_chromium_reports_script_errors(tmp_path):
     """The checks above would see a broken script."""
     need(shutil.which("chromium"), "chromium missing (make setup)")
     path = tmp_path / "broken.html"
-    path.write_text(htmlreport.render({"pid": 1, "stages": {}, "ts": 0,
-                                       "interval_s": 1}, None)
+    path.write_text(htmlreport.render(Interval(
+        None, 1, {"pid": 1, "stages": {}, "ts": 0, "interval_s": 1}, {}, {},
+        {}), None)
                     .replace("zoomable(plot);", "zoomable(plot); nosuch();"))
     p = chromium(["--dump-dom", "file://%s" % path])
     assert "nosuch is not defined" in dom(p.stdout).root.get(

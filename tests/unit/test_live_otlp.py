@@ -26,9 +26,10 @@ from cephlat.cli import liveotlp, osdstage, otlpargs
 from cephlat.errors import UsageError, UserError
 from cephlat.exporter import config as exporter_config
 from cephlat.livetraces import Traces
+from cephlat.model.interval import Interval
 from cephlat.model.sample import TraceChoice
 from cephlat.model.schema import schema
-from cephlat.render import text
+from cephlat.render import interval_text, text
 from cephlat.render.otlp import trace_id
 from cephlat.render.options import TextOptions
 from cephlat.send.otlp import Sender
@@ -185,6 +186,12 @@ def _run(col, names=("osd.0",), argv=()):
     return lt, _Tracer(), runs, err
 
 
+def _iv():
+    """An OSD's report, as the loop hands it: an Interval (its record
+    empty)."""
+    return Interval(None, 1.0, {}, {}, {}, {})
+
+
 def _snaps(*counters):
     return [SimpleNamespace(counters=dict(c)) for c in counters]
 
@@ -218,13 +225,13 @@ def test_each_report_counts_since_the_start_and_the_last_is_final():
     tracer.evs = [_ev(t) for t in (1, 2, 3)] + [_ev(4, why=1, target=1)]
     lt.take(tracer, runs)
     assert _wait(lambda: lt.traces.sender.queued() == 0)
-    recs = [({}, None), ({}, None)]
+    recs = [_iv(), _iv()]
     host = {}
     # the programs' counters: osd.3 chose one more, over the rate cap
     lt.add(tracer, runs, recs, host,
            _snaps(_counters(8, other=10), _counters(2, slow=1, rate=1)),
            last=False)
-    one, three = recs[0][0]["otlp"], recs[1][0]["otlp"]
+    one, three = recs[0].record["otlp"], recs[1].record["otlp"]
     assert one == {"url": URL + "/v1/traces", "chosen": 3, "sample": 3,
                    "slow": 0, "sent": 3, "spans": 9,
                    "dropped": {"rate": 0, "ring": 0, "queue_full": 0,
@@ -244,11 +251,12 @@ def test_each_report_counts_since_the_start_and_the_last_is_final():
         trace_id("client.4100.0:%d" % t) for t in (1, 2, 3, 4))
     # the last report: the ring read and the queue flushed first
     tracer.evs = [_ev(5)]
-    recs = [({}, None), ({}, None)]
+    recs = [_iv(), _iv()]
     lt.add(tracer, runs, recs, None,
            _snaps(_counters(9, other=10), _counters(2, slow=1, rate=1)),
            last=True)
-    assert recs[0][0]["otlp"]["sent"] == recs[0][0]["otlp"]["chosen"] == 4
+    o = recs[0].record["otlp"]
+    assert o["sent"] == o["chosen"] == 4
     assert lt.closed
     lt.close()
     assert err.getvalue() == (
@@ -270,9 +278,9 @@ def test_a_collector_that_is_down_is_said_once_and_counted(monkeypatch):
     assert time.monotonic() - t0 < 0.5      # never waits for it
     assert _wait(lambda: lt.traces.sender.queued() == 0)
     lt.take(tracer, runs)
-    recs = [({}, None)]
+    recs = [_iv()]
     lt.add(tracer, runs, recs, None, _snaps(_counters(30)), last=True)
-    o = recs[0][0]["otlp"]
+    o = recs[0].record["otlp"]
     assert o["sent"] == 0 and o["error"] == "Connection refused"
     assert sum(o["dropped"].values()) == 30 == o["chosen"]
     assert o["dropped"]["collector"] > 0
@@ -297,11 +305,11 @@ def test_the_flush_at_the_end_is_bounded(monkeypatch):
     tracer.evs = [_ev(t) for t in range(1, 7)]
     lt.take(tracer, runs)
     assert _wait(lambda: lt.traces.sender.queued() < 18)   # one posting
-    recs = [({}, None)]
+    recs = [_iv()]
     t0 = time.monotonic()
     lt.add(tracer, runs, recs, None, _snaps(_counters(6)), last=True)
     assert time.monotonic() - t0 < 1.0
-    o = recs[0][0]["otlp"]
+    o = recs[0].record["otlp"]
     assert o["sent"] == 0 and o["chosen"] == 6
     d = o["dropped"]
     assert 1 <= d["collector"] <= 3         # the batch being posted
@@ -320,7 +328,7 @@ def test_the_reports_line_and_the_header():
            "dropped": {"rate": 0, "ring": 1, "queue_full": 0,
                        "collector": 2}, "error": "HTTP 503 Unavailable"}
     out = io.StringIO()
-    text._otlp(out, {"otlp": rec})
+    interval_text._otlp(out, {"otlp": rec})
     assert " ".join(out.getvalue().split()) == (
         "OTLP traces since the start: 40 ops chosen, 37 sent as traces "
         "(111 spans); 3 dropped (1 for a full traces ring, 2 not taken by "

@@ -226,7 +226,8 @@ def test_text_folds_stages_without_events():
     histogram and a row of zeros; losses are printed in words."""
     import io
     from cephlat.render.options import TextOptions
-    from cephlat.render.text import print_text
+    from cephlat.model.interval import Interval
+    from cephlat.render.interval_text import print_interval
     zero = dict(count=0, mean_us=0, p50_us=0, p90_us=0, p99_us=0, max_us=0)
     some = dict(count=2, mean_us=5, p50_us=5, p90_us=6, p99_us=6, max_us=6)
     h = Hist()
@@ -238,9 +239,9 @@ def test_text_folds_stages_without_events():
            "lost": {"attr_truncated": 13, "op_unknown": 0}}
     # (no "ts": the report has no time line)
     out = io.StringIO()
-    print_text(out, TextOptions(), rec, {"queue_wait": h,
-                                         "replica_wait": Hist(),
-                                         "repop": Hist()})
+    print_interval(out, TextOptions(), Interval(
+        None, 1.0, rec, {"queue_wait": h, "replica_wait": Hist(),
+                         "repop": Hist()}, {}, {}))
     text = out.getvalue()
     assert "stage = queue_wait" in text and "stage = repop" not in text
     rows = [l.split()[0] for l in text.splitlines()

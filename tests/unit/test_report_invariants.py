@@ -27,8 +27,8 @@ def test_every_window_agrees_with_itself(path):
 
 def _window(path, t0, t1, **kw):
     cap = Capture(path)
-    rec, _, _ = window_record(_args(t0, t1, **kw), cap,
-                              RunInfo.from_capture(cap))
+    rec = window_record(_args(t0, t1, **kw), cap,
+                        RunInfo.from_capture(cap))[0].record
     check_record(rec, cap, calls_match=True)
     return rec, cap
 

@@ -15,7 +15,8 @@ import pytest
 from cephlat.cli import header
 from cephlat.model import costs, report
 from cephlat.model.hist import Hist
-from cephlat.render import text
+from cephlat.model.interval import Interval
+from cephlat.render import interval_text, text
 from cephlat.render.options import TextOptions
 
 from conftest import OSDSTAGE, REPO, run_tool
@@ -107,7 +108,7 @@ def test_explain_puts_a_line_under_each_table():
     out = _read("lab", "--explain")
     for key in ("stages", "attribution", "shards", "threads",
                 "histograms"):
-        assert text.EXPLAIN[key] in out, key
+        assert interval_text.EXPLAIN[key] in out, key
     assert "(--explain:" not in out
     assert "(--explain:" in _read("lab")
     assert all(len(l) <= 80 for l in out.splitlines())
@@ -150,9 +151,15 @@ def _rec(**kw):
     return rec
 
 
+def _iv(rec, hists=None):
+    """A hand-made record as the Interval the text report takes."""
+    return Interval(None, rec["interval_s"], rec,
+                    hists or {"queue_wait": Hist()}, {}, {})
+
+
 def _print(rec, **kw):
     out = io.StringIO()
-    text.print_text(out, TextOptions(**kw), rec, {"queue_wait": Hist()})
+    interval_text.print_interval(out, TextOptions(**kw), _iv(rec))
     return out.getvalue()
 
 
@@ -274,8 +281,7 @@ def test_several_osds_summary_first_then_each_osd_top_down(utc):
         dict(report.osd_summary("osd.0", busy)),
         dict(report.osd_summary("osd.1", idle))]}
     out = io.StringIO()
-    text.emit(out, TextOptions(), [(busy, {"queue_wait": Hist()}),
-                                   (idle, {"queue_wait": Hist()})], host)
+    interval_text.emit(out, TextOptions(), [_iv(busy), _iv(idle)], host)
     lines = out.getvalue().splitlines()
     assert lines[0] == "06:52:36.5 to 06:52:37.5 (1 s): 2 OSDs, 2 ops"
     at = [_first(lines, h) for h in (

@@ -72,7 +72,7 @@ OFFLINE_ONLY = {"t_from": "--from", "t_to": "--to",
 
 
 def text_options(args):
-    """osdstage's -m, --brief, --explain and -j as render/text.py's
+    """osdstage's -m, --brief, --explain and -j as the text reports'
     TextOptions; -r: a capture's report."""
     return TextOptions(milliseconds=args.milliseconds, brief=args.brief,
                        explain=args.explain, capture=bool(args.read),

@@ -9,8 +9,9 @@ JSON). Several: a report per OSD and a host summary (JSON: {"type":
 With --otlp the ops the programs choose are sent as OTLP traces while
 the reports run (cli/liveotlp.py), each report saying how many.
 
-Reports are built by model/interval.py and printed by render/text.py (or
-as JSON); the cost accounting is engine/duty.py's.
+Reports are built by model/interval.py (an Interval per OSD) and printed
+by render/interval_text.py (or as JSON); the cost accounting is
+engine/duty.py's.
 """
 import functools
 import os
@@ -24,9 +25,10 @@ from ..engine.elfsym import ElfSymbols
 from ..engine.plan import choose_release
 from ..engine.session import TOOL, Session, Want, pick_target, target_name
 from ..errors import UsageError, UserError, quiet_broken_pipe
-from ..model.interval import host_record, interval_record
+from ..model.interval import build_interval, host_record
 from ..model.snapshot import Snapshot
-from ..render.text import emit, print_header
+from ..render.interval_text import emit
+from ..render.text import print_header
 from . import header
 from .args import text_options
 from .liveotlp import LiveTraces, check_reqids, trace_choice
@@ -245,29 +247,29 @@ def _loop(args, opts, out, err, targets, tracer, runs, writer, stopping,
         now = time.time()
         curs = tracer.snapshots()
         _throttles(targets, curs)
-        recs = []
+        ivs = []
         for slot, (cur, prev, run_info) in enumerate(zip(curs, prevs, runs)):
-            rec, hists = interval_record(
+            iv = build_interval(
                 run_info, cur, prev, now, now - t_last,
                 tracer.in_flight(slot) if not ended else None)
-            rec["overhead"] = costs[slot].record(cur, prev, now, t_last)
-            recs.append((rec, hists))
+            iv.record["overhead"] = costs[slot].record(cur, prev, now, t_last)
+            ivs.append(iv)
             if writer is not None:
-                writer.snapshot(cur, rec, slot)
+                writer.snapshot(cur, iv.record, slot)
         if writer is not None:
             _name_threads(writer, targets, curs[0].mono_ns)
         host = None
         if host_cost is not None:
-            host = host_record(runs, recs, now, now - t_last,
+            host = host_record(runs, ivs, now, now - t_last,
                                host_cost.record(host_sum(curs),
                                                 host_sum(prevs), now, t_last))
         if otlp is not None:
-            otlp.add(tracer, runs, recs, host, curs, bool(ended) or (
+            otlp.add(tracer, runs, ivs, host, curs, bool(ended) or (
                 args.count is not None and reports + 1 >= args.count))
         prevs = curs
         t_last = now
         try:
-            emit(out, opts, recs, host)
+            emit(out, opts, ivs, host)
         except BrokenPipeError:
             quiet_broken_pipe()
             return 0

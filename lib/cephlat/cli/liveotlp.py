@@ -76,8 +76,8 @@ class LiveTraces:
         if not self.closed:
             self.traces.take(tracer, runs, self.version)
 
-    def add(self, tracer, runs, recs, host, curs, last):
-        """Each OSD's report (recs: (interval object, histograms)) and
+    def add(self, tracer, runs, ivs, host, curs, last):
+        """Each OSD's report (ivs: an Interval each, its record) and
         the host's (or None) get their "otlp" object, the counts since
         the start; `last`: the run's last report, whose counts are
         final: the ring is read a last time and what is queued is sent
@@ -86,12 +86,12 @@ class LiveTraces:
         if last:
             self._flush()
         total = {}
-        for (rec, _), cur, first, run in zip(recs, curs, self.firsts, runs):
+        for iv, cur, first, run in zip(ivs, curs, self.firsts, runs):
             since = {k: v - first.get(k, 0) for k, v in cur.counters.items()
                      if k.startswith("trace_")}
             for k, v in since.items():
                 total[k] = total.get(k, 0) + v
-            rec["otlp"] = self.traces.summary(since, [run.name])
+            iv.record["otlp"] = self.traces.summary(since, [run.name])
         self.total = total
         if host is not None:
             host["otlp"] = self.traces.summary(total)

@@ -65,14 +65,14 @@ def _story_pictures(args, err, caps, traces, found, t0):
     lo = bound(caps[0], args.t_from, caps[0].first_ns)
     hi = bound(caps[0], args.t_to, caps[0].last_ns)
     a = max(lo, (a + b) // 2 - span // 2)
-    recs = []
+    ivs = []
     if args.html:
-        recs = [window_record(args, c, RunInfo.from_capture(c))[0]
-                for c in caps]
+        ivs = [window_record(args, c, RunInfo.from_capture(c))[0]
+               for c in caps]
     client = None
     if traces:
         client = _client_ops(traces, caps[0].wall_offset_ns(a))
-    host_pictures(args, err or sys.stderr, caps, recs,
+    host_pictures(args, err or sys.stderr, caps, ivs,
                   (a, min(hi, a + span)), args.op_reqid, deltas, client)
 
 

@@ -5,9 +5,10 @@ read together are cli/merged.py's. No root and no build needed: the
 capture describes itself (capture/reader.py)."""
 from ..engine import TOOL
 from ..errors import UsageError, UserError, quiet_broken_pipe
-from ..model.interval import RunInfo, host_record, interval_record
+from ..model.interval import RunInfo, build_interval, host_record
 from ..model.timeline import timeline
-from ..render.text import emit, print_header
+from ..render.interval_text import emit
+from ..render.text import print_header
 from ..capture.ctf import trace_tool
 from ..capture.reader import Capture
 from ..rbd.reader import RbdTrace
@@ -139,35 +140,33 @@ def _many(args, opts, out, err, caps, window):
     them all for --html/--perfetto)."""
     runs = [RunInfo.from_capture(c) for c in caps]
     if window:
-        # (rec, hists): _show_host takes pairs
-        recs = [window_record(args, c, r)[:2] for c, r in zip(caps, runs)]
-        _header(args, opts, out, caps[0], caps, window=recs[0][0])
+        ivs = [window_record(args, c, r)[0] for c, r in zip(caps, runs)]
+        _header(args, opts, out, caps[0], caps, window=ivs[0].record)
         t1 = bound(caps[0], args.t_to, caps[0].last_ns)
-        _show_host(args, opts, out, runs, recs, caps[0].wall(t1),
-                   recs[0][0]["interval_s"])
+        _show_host(args, opts, out, runs, ivs, caps[0].wall(t1),
+                   ivs[0].record["interval_s"])
         if args.html or args.perfetto:
-            host_pictures(args, err, caps, [r[0] for r in recs])
+            host_pictures(args, err, caps, ivs)
         return 0
     per = [c.replay() for c in caps]
     _header(args, opts, out, caps[0], caps,
             reports=min(len(p) for p in per))
     for rows in zip(*per):
-        recs = []
+        ivs = []
         for (cur, prev, r), run in zip(rows, runs):
-            rec, hists = interval_record(run, cur, prev, r.wall_ts,
-                                         r.interval_s, r.in_flight)
-            rec.update(r.extra)
-            recs.append((rec, hists))
+            iv = build_interval(run, cur, prev, r.wall_ts, r.interval_s,
+                                r.in_flight)
+            iv.record.update(r.extra)
+            ivs.append(iv)
         r = rows[0][2]
-        _show_host(args, opts, out, runs, recs, r.wall_ts, r.interval_s)
+        _show_host(args, opts, out, runs, ivs, r.wall_ts, r.interval_s)
     return 0
 
 
-def _show_host(args, opts, out, runs, recs, ts, secs):
-    for rec, _ in recs:
-        _filter_stages(args, rec)
-    pairs = [(rec, h) for rec, h, *_ in recs]
-    emit(out, opts, pairs, host_record(runs, pairs, ts, secs))
+def _show_host(args, opts, out, runs, ivs, ts, secs):
+    for iv in ivs:
+        _filter_stages(args, iv.record)
+    emit(out, opts, ivs, host_record(runs, ivs, ts, secs))
 
 
 def _filter_stages(args, rec):
@@ -179,9 +178,9 @@ def _filter_stages(args, rec):
                              if k in keep}
 
 
-def _emit(args, opts, out, rec, hists):
-    _filter_stages(args, rec)
-    emit(out, opts, [(rec, hists)])
+def _emit(args, opts, out, iv):
+    _filter_stages(args, iv.record)
+    emit(out, opts, [iv])
 
 
 def _header(args, opts, out, cap, caps=None, reports=None, window=None):
@@ -201,27 +200,26 @@ def _replay(args, opts, out, cap, run_info):
     rebuilt = cap.end is None and cap.last_ns > t0
     _header(args, opts, out, cap, reports=len(reps) + rebuilt)
     for cur, prev, r in reps:
-        rec, hists = interval_record(run_info, cur, prev, r.wall_ts,
-                                     r.interval_s, r.in_flight)
-        rec.update(r.extra)
-        _emit(args, opts, out, rec, hists)
+        iv = build_interval(run_info, cur, prev, r.wall_ts, r.interval_s,
+                            r.in_flight)
+        iv.record.update(r.extra)
+        _emit(args, opts, out, iv)
     if rebuilt:
         cur, _ = cap.window(t0, cap.last_ns, spans=False)
-        rec, hists = interval_record(run_info, cur, None,
-                                     cap.wall(cap.last_ns),
-                                     (cap.last_ns - t0) / 1e9, None)
-        rec["type"] = "window"
-        _emit(args, opts, out, rec, hists)
+        iv = build_interval(run_info, cur, None, cap.wall(cap.last_ns),
+                            (cap.last_ns - t0) / 1e9, None)
+        iv.record["type"] = "window"
+        _emit(args, opts, out, iv)
     return 0
 
 
 def _window(args, opts, out, err, cap, run_info):
     """One report over a window, with filters, slowest ops and pictures."""
-    rec, hists, tl_args = window_record(args, cap, run_info, err)
-    _header(args, opts, out, cap, window=rec)
-    _emit(args, opts, out, rec, hists)
+    iv, tl_args = window_record(args, cap, run_info, err)
+    _header(args, opts, out, cap, window=iv.record)
+    _emit(args, opts, out, iv)
     if tl_args is not None:
-        write_pictures(args, err, rec, timeline(*tl_args), run_info)
+        write_pictures(args, err, iv, timeline(*tl_args), run_info)
     return 0
 
 

@@ -1,5 +1,5 @@
 """A window of a capture, for the views of cli/views.py and
-cli/merged.py: its bounds (--from/--to), its one report (interval_record
+cli/merged.py: its bounds (--from/--to), its one report (build_interval
 over the window, with the slowest ops and a timeline's arguments), and
 the pictures drawn of it (--html, --perfetto; one OSD or several)."""
 import json
@@ -8,7 +8,7 @@ import time
 
 from ..engine import TOOL
 from ..errors import UsageError, UserError
-from ..model.interval import interval_record
+from ..model.interval import build_interval
 from ..model.slowest import slowest
 from ..model.timeline import host_timeline
 from ..capture.ops import OpSummary
@@ -94,8 +94,7 @@ def traced(args, cap, t0, t1, err=None):
 
 
 def window_record(args, cap, run_info, err=None):
-    """-> (the window's interval object, its histograms, the timeline's
-    arguments or None)"""
+    """-> (the window's Interval, the timeline's arguments or None)"""
     t0 = bound(cap, args.t_from, cap.first_ns)
     t1 = bound(cap, args.t_to, cap.last_ns)
     check_window(args, cap, t0, t1)
@@ -104,8 +103,9 @@ def window_record(args, cap, run_info, err=None):
                           op_class=args.op_class,
                           slowest=args.slowest or 0,
                           spans=bool(args.html or args.perfetto))
-    rec, hists = interval_record(run_info, cur, None, cap.wall(t1),
-                                 (t1 - t0) / 1e9, None)
+    iv = build_interval(run_info, cur, None, cap.wall(t1), (t1 - t0) / 1e9,
+                        None)
+    rec = iv.record
     rec["type"] = "window"
     rec["window"] = {"from": round(cap.wall(t0), 6),
                      "to": round(cap.wall(t1), 6),
@@ -120,7 +120,7 @@ def window_record(args, cap, run_info, err=None):
     if args.html or args.perfetto:
         a, b = timeline_window(args, cap, ops, t0, t1)
         tl_args = (cap, a, b, cap.ops_overlapping(ops, t0, t1, a, b))
-    return rec, hists, tl_args
+    return iv, tl_args
 
 
 def timeline_window(args, cap, ops, t0, t1):
@@ -136,12 +136,12 @@ def timeline_window(args, cap, ops, t0, t1):
     return a, min(t1, a + span)
 
 
-def host_pictures(args, err, caps, recs, span=None, focus=None,
+def host_pictures(args, err, caps, ivs, span=None, focus=None,
                    deltas=None, client=None):
     """--html/--perfetto of several OSDs: one timeline of them all, with
     the replicated writes' arrows between them, over `span` (default:
     --timeline-ms around the slowest op of any of them, or from --from);
-    `recs` their window records for the page (html only); `focus` the
+    `ivs` their windows' Intervals for the page (html only); `focus` the
     request id the timeline is centred on (--op); `deltas` (ns) move
     each one's timestamps to the first's clock (captures of several
     hosts; span is on the first's); `client` a client's ops
@@ -165,19 +165,21 @@ def host_pictures(args, err, caps, recs, span=None, focus=None,
                                     for ops, d in zip(per, deltas)],
                        deltas=deltas, client=client)
     tl["focus"] = focus
-    write_pictures(args, err, [(c.name or "pid %d" % c.pid, r)
-                                for c, r in zip(caps, recs)], tl, None)
+    write_pictures(args, err, [(c.name or "pid %d" % c.pid, iv)
+                                for c, iv in zip(caps, ivs)], tl, None)
 
 
-def write_pictures(args, err, rec, tl, run_info):
+def write_pictures(args, err, iv, tl, run_info):
+    """--html/--perfetto: the page of `iv`, the window's Interval (of
+    several OSDs: [(name, Interval)]), and timeline `tl`."""
     from ..render import html as htmlreport, perfetto
     host = "osds" in tl             # several OSDs (host_pictures)
     for path, what in ((args.html, "html"), (args.perfetto, "perfetto")):
         if not path:
             continue
         if what == "html":
-            data = htmlreport.render_host(rec, tl) if host else \
-                htmlreport.render(rec, tl)
+            data = htmlreport.render_host(iv, tl) if host else \
+                htmlreport.render(iv, tl)
         else:
             data = json.dumps(perfetto.render_host(tl) if host else
                               perfetto.render(tl, pid=run_info.pid))

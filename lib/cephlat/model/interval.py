@@ -102,14 +102,6 @@ class Interval:
     shards: list = field(default_factory=list)
 
 
-def interval_record(run, cur, prev, ts, secs, in_flight):
-    """One interval's JSON object from two snapshots -> (record, the
-    histograms it was made from, by key): build_interval's, for the
-    sinks that read those two only."""
-    iv = build_interval(run, cur, prev, ts, secs, in_flight)
-    return iv.record, iv.hists
-
-
 def build_interval(run, cur, prev, ts, secs, in_flight):
     """One interval of `run` from two snapshots -> Interval."""
     vocab = run.vocab
@@ -230,15 +222,16 @@ def _kernel_part(iv, cur, prev):
     rec["worker_role"] = worker
 
 
-def host_record(runs, recs, ts, secs, overhead=None):
-    """Several OSDs' reports of one interval: {"osds": {name: interval
-    object}}, a summary row per OSD and the host's cost (live runs)."""
-    osds = {run.name: rec for run, (rec, _) in zip(runs, recs)}
+def host_record(runs, ivs, ts, secs, overhead=None):
+    """Several OSDs' reports of one interval (an Interval each): {"osds":
+    {name: interval object}}, a summary row per OSD and the host's cost
+    (live runs)."""
+    osds = {run.name: iv.record for run, iv in zip(runs, ivs)}
     verdict.host_verdicts(osds)
     out = {"type": "host", "ts": round(ts, 6), "interval_s": round(secs, 3),
            "osds": osds,
-           "summary": [report.osd_summary(run.name, rec)
-                       for run, (rec, _) in zip(runs, recs)]}
+           "summary": [report.osd_summary(run.name, iv.record)
+                       for run, iv in zip(runs, ivs)]}
     if overhead is not None:
         out["overhead"] = overhead
     return out

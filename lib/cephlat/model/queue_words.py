@@ -37,7 +37,7 @@ def ms(us):
 
 def share(x):
     """A share (0..1) of the attribution or the shard table, as those
-    tables print it (render/text.py: %.0f of 100 x the share)."""
+    tables print it (render/interval_text.py: %.0f of 100 x the share)."""
     return "%.0f %%" % (100 * x)
 
 

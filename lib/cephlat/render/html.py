@@ -1,6 +1,7 @@
-"""One self-contained HTML page for a report record and a timeline.
+"""One self-contained HTML page for a report, an Interval
+(model/interval.py), and a timeline.
 
-render(rec, timeline) -> str: no external resources (inline CSS, inline
+render(iv, timeline) -> str: no external resources (inline CSS, inline
 SVG drawn here, a little inline JS for zooming the timeline). Sections
 and the DOM a test can check:
   #verdict      cause and verdict text
@@ -10,7 +11,7 @@ and the DOM a test can check:
   #roles        rect.role-bar per role (offcpu, runq) and the threads table
   svg#timeline  rect.lane per thread, rect.cpu-run/.cpu-runq/.cpu-sleep,
                 g.op with rect.stage children, line.wake (wake-up arrows)
-render_host(recs, host) draws several OSDs of one capture: one timeline
+render_host(ivs, host) draws several OSDs of one capture: one timeline
 (g.osd-band[data-osd] per OSD, line.flow[data-flow] arrows of replicated
 writes between them) and a section.osd[data-osd] per OSD with the
 sections above (their ids prefixed "osd.N-").
@@ -216,15 +217,27 @@ def _hist_svg(name, buckets):
     return "".join(parts)
 
 
-def _stage_section(sid, heading, stages):
+def _buckets(hists, key):
+    """The log2 buckets (us) of Hist `key` of an Interval's hists (none
+    when it has no such histogram)."""
+    h = hists.get(key)
+    return h.log2_buckets(1) if h is not None else []
+
+
+def _stage_section(sid, heading, stages, hists, prefix=""):
+    """The stages the record shows: their table, and a chart each of
+    those with events from the Interval's Hist objects (`prefix` + the
+    stage's name)."""
     if not stages:
         return ""
-    hists = "".join(_hist_svg(n, s["hist"]) for n, s in stages.items()
-                    if s["count"] and any(b[2] for b in s.get("hist", [])))
+    charts = [(n, _buckets(hists, prefix + n)) for n, s in stages.items()
+              if s["count"]]
+    svgs = "".join(_hist_svg(n, b) for n, b in charts
+                   if any(c for _, _, c in b))
     return '<section id="%s"><h2>%s</h2>%s<div class="hists">%s</div>' \
         '</section>' % (sid, _e(heading), _table(
             ["stage", "count", "mean us", "p50 us", "p90 us", "p99 us",
-             "max us"], _summary_rows(stages)), hists)
+             "max us"], _summary_rows(stages)), svgs)
 
 
 def _attribution(rec):
@@ -332,14 +345,21 @@ def _roles(rec):
 
 # --------------------------------------------------------------------------
 
-def render(rec, timeline, title=None):
-    """The HTML page (str) for one report record and an optional timeline
-    (None: no timeline section)."""
-    body = [_header(rec, timeline, title), _verdict(rec), _attribution(rec),
-            _timeline(timeline), _roles(rec),
-            _stage_section("stages", "Stages", rec.get("stages")),
+def _stage_sections(iv):
+    """The stages' and the kernel stages' sections of Interval `iv`."""
+    rec = iv.record
+    return [_stage_section("stages", "Stages", rec.get("stages"), iv.hists),
             _stage_section("kernel", "Kernel and scheduler stages",
-                           rec.get("kernel"))]
+                           rec.get("kernel"), iv.hists, "kernel.")]
+
+
+def render(iv, timeline, title=None):
+    """The HTML page (str) for one report, an Interval (its record's
+    tables, its Hist objects' charts), and an optional timeline (None:
+    no timeline section)."""
+    rec = iv.record
+    body = [_header(rec, timeline, title), _verdict(rec), _attribution(rec),
+            _timeline(timeline), _roles(rec)] + _stage_sections(iv)
     unavailable = rec.get("unavailable") or {}
     if unavailable:
         body.append('<p class="meta">unavailable: %s</p>' % _e("; ".join(
@@ -358,23 +378,24 @@ section.osd > section[id$="-verdict"]{border-left:6px solid #c33;
 """
 
 
-def _osd_section(k, name, rec):
-    """One OSD's report sections, their ids prefixed with its name."""
-    body = "".join([_verdict(rec), _attribution(rec), _roles(rec),
-                    _stage_section("stages", "Stages", rec.get("stages")),
-                    _stage_section("kernel", "Kernel and scheduler stages",
-                                   rec.get("kernel"))])
+def _osd_section(k, name, iv):
+    """One OSD's report sections (its Interval `iv`), their ids prefixed
+    with its name."""
+    rec = iv.record
+    body = "".join([_verdict(rec), _attribution(rec), _roles(rec)] +
+                   _stage_sections(iv))
     body = body.replace(' id="', ' id="%s-' % _cls(name))
     return ('<section class="osd" id="osd-%d" data-osd="%s"><h2>%s, '
             'ceph-osd pid %s</h2>%s</section>' % (
                 k, _e(name), _e(name), _e(rec.get("pid")), body))
 
 
-def render_host(recs, host, title=None):
-    """The HTML page (str) for several OSDs of one capture: `recs` their
-    report records [(name, rec)] over the window, `host` their timeline
+def render_host(ivs, host, title=None):
+    """The HTML page (str) for several OSDs of one capture: `ivs` their
+    reports [(name, Interval)] over the window, `host` their timeline
     (model/timeline.py host_timeline; None: no timeline section)."""
-    names = [n for n, _ in recs]
+    names = [n for n, _ in ivs]
+    recs = [(n, iv.record) for n, iv in ivs]
     rec0 = recs[0][1] if recs else {}
     if host:
         t0, t1 = host["window"]
@@ -394,7 +415,7 @@ def render_host(recs, host, title=None):
                 " ".join('<a href="#osd-%d">%s</a>' % (k, _e(n))
                          for k, n in enumerate(names))))
     body = [head, _host_timeline(host) if host else ""]
-    body += [_osd_section(k, n, r) for k, (n, r) in enumerate(recs)]
+    body += [_osd_section(k, n, iv) for k, (n, iv) in enumerate(ivs)]
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<title>%s</title><script>%s</script><style>%s%s</style></head>'
             '<body>%s<script>%s</script></body></html>\n' % (

@@ -8,7 +8,8 @@ class TextOptions:
     """milliseconds: times in ms (else us); brief: the verdict and the
     summary table only; explain: a line under each table saying what it
     shows; capture: the report is read from a capture (its losses in a
-    capture's words); json: each report as JSON (render/text.py: emit)."""
+    capture's words); json: each report as JSON (render/interval_text.py:
+    emit)."""
     milliseconds: bool = False
     brief: bool = False
     explain: bool = False
