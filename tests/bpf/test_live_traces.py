@@ -12,13 +12,11 @@ says where: reqid_offset), with a tiny OTLP/HTTP JSON collector (POST
   the program exits, the traces dropped and counted, said once;
 - SIGTERM while a collector stalls: the tool reports, flushes for a
   bounded time and exits 0, every chosen op counted sent or dropped."""
-import http.server
 import json
 import os
 import signal
 import socket
 import subprocess
-import threading
 import time
 
 import pytest
@@ -27,6 +25,7 @@ from cephlat.model.sample import reqid_name, sampled_one
 from cephlat.render.otlp import client_span_id, op_span_id, trace_id
 
 from conftest import OSDSTAGE, PYTHON, check_reports, wait_for_line
+from otlpcollector import Collector
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NUM = 4100          # the program's client number
@@ -58,40 +57,6 @@ def _spec(path, reqid_off):
             "workers": "opqueue",
             "reqid_offset": reqid_off}, f)
     return path
-
-
-class _Collector:
-    """OTLP/HTTP JSON on 127.0.0.1: every request body POSTed to
-    /v1/traces kept."""
-
-    def __init__(self):
-        bodies = self.bodies = []
-
-        class H(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                n = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(n))
-                ok = self.path == "/v1/traces"
-                if ok:
-                    bodies.append(body)
-                self.send_response(200 if ok else 404)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(b"{}")
-
-            def log_message(self, *a):
-                pass
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = "http://127.0.0.1:%d" % self.srv.server_address[1]
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
-
-    def spans(self):
-        return [(rs, s) for b in self.bodies for rs in b["resourceSpans"]
-                for ss in rs["scopeSpans"] for s in ss["spans"]]
-
-    def close(self):
-        self.srv.shutdown()
-        self.srv.server_close()
 
 
 def _free_port():
@@ -144,7 +109,7 @@ def _want(n, every):
 
 def test_the_traces_sent_are_the_sample(bpf_ready, opqueue, tmp_path):
     n, every = 90, 3
-    col = _Collector()
+    col = Collector()
     try:
         out, err, status, _ = _trace(
             opqueue, tmp_path, col.url, n,

@@ -16,17 +16,16 @@
   never makes offer() wait; what does not fit or is refused is dropped
   and counted; a collector that comes back takes spans again;
 - the families have series with --otlp only."""
-import http.server
 import os
 import re
 import socket
-import threading
 import time
 
 import numpy as np
 import pytest
 
 from conftest import REPO, need
+from otlpcollector import Collector, wait_until
 
 from cephlat import abi
 from cephlat.engine.traces import decoder
@@ -229,61 +228,21 @@ def test_the_ids_are_those_osdstage_r_otlp_sends(built, vocab):
     assert len(ours) == 7
 
 
-class _Collector:
-    """A local OTLP/HTTP receiver that answers 200, stalls, or is gone."""
-
-    def __init__(self):
-        self.got, self.stall = [], threading.Event()
-        outer = self
-
-        class H(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                n = int(self.headers["Content-Length"])
-                self.rfile.read(n)
-                while outer.stall.is_set():
-                    time.sleep(0.01)
-                outer.got.append(n)
-                self.send_response(200)
-                self.end_headers()
-                self.wfile.write(b"{}")
-
-            def log_message(self, *a):
-                pass
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.srv.daemon_threads = True
-        self.url = "http://127.0.0.1:%d/v1/traces" % self.srv.server_address[1]
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.stall.clear()
-        self.srv.shutdown()
-        self.srv.server_close()
-
-
 def _part(i):
     return [{"resource": {"attributes": []}, "scopeSpans": [
         {"scope": {"name": "t"}, "spans": [{"spanId": "%016x" % i}] * 5}]}]
 
 
-def _wait(cond, s=5.0):
-    end = time.monotonic() + s
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return False
-
-
 def test_the_queue_is_bounded_and_never_waits(monkeypatch):
     monkeypatch.setattr(Sender, "BACKOFF_S", 0.05)
     monkeypatch.setattr(Sender, "BACKOFF_MAX_S", 0.1)
-    col = _Collector()
-    snd = Sender(col.url, max_spans=50, batch_spans=20, timeout=0.3).start()
+    col = Collector()
+    snd = Sender(col.traces_url, max_spans=50, batch_spans=20, timeout=0.3).start()
     try:
         # a collector that takes them
         for i in range(4):
             assert snd.offer("osd.0", _part(i), 5)
-        assert _wait(lambda: snd.counts()[0].get("osd.0") == 20)
+        assert wait_until(lambda: snd.counts()[0].get("osd.0") == 20)
         assert snd.error is None
         # a collector that stalls: the producer never waits; beyond the
         # bound, dropped and counted; what was sent times out: counted
@@ -294,16 +253,16 @@ def test_the_queue_is_bounded_and_never_waits(monkeypatch):
         assert 0 < sum(ok) <= 14           # the bound, and a batch taken
         sent, dropped = snd.counts()
         assert dropped[("osd.1", "queue_full")] == 5 * ok.count(False)
-        assert _wait(lambda: snd.counts()[1].get(("osd.1", "collector")))
+        assert wait_until(lambda: snd.counts()[1].get(("osd.1", "collector")))
         assert snd.error and "timed out" in snd.error, snd.error
         assert snd.queued() <= 50
         col.stall.clear()
         # it is back: spans flow again
         before = snd.counts()[0].get("osd.1", 0)
-        assert _wait(lambda: snd.queued() == 0)
+        assert wait_until(lambda: snd.queued() == 0)
         snd.offer("osd.1", _part(999), 5)
-        assert _wait(lambda: snd.counts()[0].get("osd.1", 0) > before)
-        assert _wait(lambda: snd.error is None)
+        assert wait_until(lambda: snd.counts()[0].get("osd.1", 0) > before)
+        assert wait_until(lambda: snd.error is None)
     finally:
         snd.stop(1.0)
         col.close()
@@ -322,7 +281,7 @@ def test_a_collector_that_is_gone_costs_drops_not_waits(monkeypatch):
         for i in range(100):
             snd.offer("osd.2", _part(i), 5)
         assert time.monotonic() - t0 < 0.5
-        assert _wait(lambda: snd.counts()[1].get(("osd.2", "collector")))
+        assert wait_until(lambda: snd.counts()[1].get(("osd.2", "collector")))
         assert "refused" in snd.error.lower(), snd.error
         sent, dropped = snd.counts()
         assert not sent

@@ -26,6 +26,7 @@ from cephlat.cli import liveotlp, osdstage, otlpargs
 from cephlat.errors import UsageError, UserError
 from cephlat.exporter import config as exporter_config
 from cephlat.livetraces import Traces
+from otlpcollector import wait_until
 from cephlat.model.interval import Interval
 from cephlat.model.sample import TraceChoice
 from cephlat.model.schema import schema
@@ -202,15 +203,6 @@ def _counters(sample, slow=0, rate=0, ring=0, other=0):
             "op_unknown": other}
 
 
-def _wait(cond, s=5.0):
-    end = time.monotonic() + s
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return False
-
-
 def _valid(obj):
     import jsonschema
     doc = dict(schema())
@@ -224,7 +216,7 @@ def test_each_report_counts_since_the_start_and_the_last_is_final():
     lt.start(_snaps(_counters(5, other=9), _counters(1)))
     tracer.evs = [_ev(t) for t in (1, 2, 3)] + [_ev(4, why=1, target=1)]
     lt.take(tracer, runs)
-    assert _wait(lambda: lt.traces.sender.queued() == 0)
+    assert wait_until(lambda: lt.traces.sender.queued() == 0)
     recs = [_iv(), _iv()]
     host = {}
     # the programs' counters: osd.3 chose one more, over the rate cap
@@ -276,7 +268,7 @@ def test_a_collector_that_is_down_is_said_once_and_counted(monkeypatch):
         tracer.evs = [_ev(t)]
         lt.take(tracer, runs)
     assert time.monotonic() - t0 < 0.5      # never waits for it
-    assert _wait(lambda: lt.traces.sender.queued() == 0)
+    assert wait_until(lambda: lt.traces.sender.queued() == 0)
     lt.take(tracer, runs)
     recs = [_iv()]
     lt.add(tracer, runs, recs, None, _snaps(_counters(30)), last=True)
@@ -304,7 +296,7 @@ def test_the_flush_at_the_end_is_bounded(monkeypatch):
     lt.start(_snaps(_counters(0)))
     tracer.evs = [_ev(t) for t in range(1, 7)]
     lt.take(tracer, runs)
-    assert _wait(lambda: lt.traces.sender.queued() < 18)   # one posting
+    assert wait_until(lambda: lt.traces.sender.queued() < 18)   # one posting
     recs = [_iv()]
     t0 = time.monotonic()
     lt.add(tracer, runs, recs, None, _snaps(_counters(6)), last=True)

@@ -131,35 +131,19 @@ def test_posting_to_a_collector_says_why_it_failed():
     """OTLP/HTTP to a local server: a 200 takes the body as sent (JSON,
     its content type); a 500 and a port nobody listens on come back as
     the reason, never an exception."""
-    import http.server
     import socket
-    import threading
+    from otlpcollector import Collector
     from cephlat.send.otlp import post
-    got, status = [], [200]
-
-    class H(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            n = int(self.headers["Content-Length"])
-            got.append((self.path, self.headers["Content-Type"],
-                        json.loads(self.rfile.read(n))))
-            self.send_response(status[0])
-            self.end_headers()
-            self.wfile.write(b"{}")
-
-        def log_message(self, *a):
-            pass
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    url = "http://127.0.0.1:%d/v1/traces" % srv.server_address[1]
+    col = Collector()
     try:
         body = {"resourceSpans": [{"resource": {}, "scopeSpans": []}]}
-        assert post(url, body) is None
-        assert got == [("/v1/traces", "application/json", body)]
-        status[0] = 500
-        assert post(url, body).startswith("HTTP 500")
+        assert post(col.traces_url, body) is None
+        assert col.types == [("/v1/traces", "application/json")]
+        assert col.bodies == [body]
+        col.status = 500
+        assert post(col.traces_url, body).startswith("HTTP 500")
     finally:
-        srv.shutdown()
-        srv.server_close()
+        col.close()
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]

@@ -15,15 +15,13 @@ librbd's cache acknowledged early), read back and sent:
 - a collector that refuses or is gone is counted and said in one line,
   and the recording's exit status stands; a bad URL is a usage error
   before anything is recorded."""
-import http.server
-import json
 import re
 import socket
-import threading
 
 import pytest
 
 from conftest import need  # noqa: F401  (the path set-up)
+from otlpcollector import Collector
 
 CLIENT, IMAGE = 4123, 0x55aa00
 OFF = 1796355170 * 10 ** 9          # the trace's wall clock at 0
@@ -261,40 +259,9 @@ def test_the_cache_and_a_call_less_op(trace):
     assert "rbd.image" not in _attrs(spans[0][0])
 
 
-class _Collector:
-    """A local OTLP/HTTP receiver: keeps the JSON bodies posted to
-    /v1/traces; answers `status`."""
-
-    def __init__(self, status=200):
-        self.bodies, self.status, self.types = [], status, []
-        outer = self
-
-        class H(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                n = int(self.headers["Content-Length"])
-                raw = self.rfile.read(n)
-                outer.types.append((self.path,
-                                    self.headers["Content-Type"]))
-                outer.bodies.append(json.loads(raw))
-                self.send_response(outer.status)
-                self.end_headers()
-                self.wfile.write(b"{}")
-
-            def log_message(self, *a):
-                pass
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.srv.daemon_threads = True
-        self.url = "http://127.0.0.1:%d" % self.srv.server_address[1]
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.srv.shutdown()
-        self.srv.server_close()
-
-
 @pytest.fixture
 def collector():
-    c = _Collector()
+    c = Collector()
     yield c
     c.close()
 
@@ -377,7 +344,7 @@ def test_a_refusing_collector_is_counted_and_said(monkeypatch, tmp_path,
     from cephlat.cli import rbdrecord
     from cephlat.rbd import traces
     monkeypatch.setattr(traces, "FAILING_S", 0.2)
-    col = _Collector(status=400)
+    col = Collector(status=400)
     try:
         _record(monkeypatch, tmp_path / "t", {})
         assert rbdrecord.main(["-o", str(tmp_path / "t"), "-p", "42",
