@@ -41,11 +41,16 @@ def test_futex_waits_from_the_scheduler(bpf_ready, futexer, tmp_path):
     timed = [f for f in ev if f["ret"] == -ETIMEDOUT]
     woken = [f for f in ev if f["ret"] == 0]
     assert len(timed) + len(woken) == len(ev)
-    # every timeout seen, each after its 2 ms; half of them on the cv
-    assert len(timed) == 2 * N, ev
+    # every timeout seen, each after its 2 ms; half of them on the cv. A
+    # wait whose thread was preempted between arming its sleep and
+    # sleeping may find its deadline passed and never sleep (its time was
+    # run-queue time, not a futex wait): only those may be missing
+    pre, pre_cv = truth["preempted"], truth["preempted_cv"]
+    assert 2 * N - pre <= len(timed) <= 2 * N, (pre, ev)
     assert all(f["duration_ns"] >= 1.5e6 for f in timed)
     cv = [f for f in timed if f["is_cv"]]
-    assert len(cv) == N and all(f["uaddr"] == truth["cv"] for f in cv)
+    assert N - pre_cv <= len(cv) <= N, (pre_cv, cv)
+    assert all(f["uaddr"] == truth["cv"] for f in cv)
     # the woken cv waits (3 ms); at most one more: pthread_join's
     woken_cv = [f for f in woken if f["is_cv"] and f["uaddr"] == truth["cv"]]
     assert len(woken_cv) == N

@@ -142,10 +142,11 @@ def test_reused_address_starts_a_new_op(bpf_ready, opqueue):
         assert counters["op_replaced"] > 0
         assert hists["queue_wait"].count == 20
         # each queue_wait is its own op's: ~100 us, never the sum of many
-        # (that would grow op by op); one scheduling hiccup on a loaded
-        # machine may delay one op by milliseconds
+        # (that would grow op by op: op k's k x 100 us, a median of ~1 ms);
+        # scheduling hiccups on a loaded machine may delay a few ops by
+        # milliseconds, never most of them
         qw = hists["queue_wait"]
-        assert qw.percentile_us(0.9) < 10 * 100, [
+        assert qw.percentile_us(0.5) < 5 * 100, [
             (i, x) for i, x in enumerate(qw.slots) if x]
     finally:
         tracer.close()

@@ -11,7 +11,11 @@
  *  - a FUTEX_WAIT_BITSET on the "cv" word, 1 s deadline, that thread
  *    "waker" wakes after 3 ms (returns 0).
  * Prints {"tid": ..., "cv": ..., "eagain": ..., "timedout": ...,
- * "woken": ..., "other": ...} (the return values seen) and exits.
+ * "woken": ..., "other": ..., "preempted": ..., "preempted_cv": ...} (the
+ * return values seen; the timed-out waits during which the thread was
+ * preempted (its involuntary switches, RUSAGE_THREAD), all and those on
+ * "cv": one preempted between arming its sleep and sleeping finds its
+ * deadline passed when it runs again and never sleeps) and exits.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -20,6 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +36,14 @@ static long futex(volatile uint32_t *a, int op, uint32_t v,
 		  const struct timespec *t, uint32_t bits)
 {
 	return syscall(SYS_futex, a, op, v, t, NULL, bits);
+}
+
+static long nivcsw(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_THREAD, &ru);
+	return ru.ru_nivcsw;
 }
 
 static void *waker(void *arg)
@@ -55,11 +68,11 @@ static void *waker(void *arg)
 int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 10, eagain = 0, timedout = 0,
-	    woken = 0, other = 0;
+	    woken = 0, other = 0, preempted = 0, preempted_cv = 0;
 	struct timespec rel = {0, 2000000}, abs;
 	char line[16];
 	pthread_t th;
-	long r;
+	long r, sw;
 
 	pthread_create(&th, NULL, waker, NULL);
 	if (!fgets(line, sizeof(line), stdin))
@@ -67,17 +80,24 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n; i++) {
 		r = futex(&word, FUTEX_WAIT_PRIVATE, word + 1, NULL, 0);
 		if (r < 0 && errno == EAGAIN) eagain++; else other++;
+		sw = nivcsw();
 		r = futex(&word, FUTEX_WAIT_PRIVATE, word, &rel, 0);
 		if (r < 0 && errno == ETIMEDOUT) timedout++; else other++;
+		preempted += nivcsw() != sw;
 		clock_gettime(CLOCK_MONOTONIC, &abs);
 		abs.tv_nsec += 2000000;
 		if (abs.tv_nsec >= 1000000000) {
 			abs.tv_sec++;
 			abs.tv_nsec -= 1000000000;
 		}
+		sw = nivcsw();
 		r = futex(&cv[0], FUTEX_WAIT_BITSET_PRIVATE, cv[0], &abs,
 			  FUTEX_BITSET_MATCH_ANY);
 		if (r < 0 && errno == ETIMEDOUT) timedout++; else other++;
+		if (nivcsw() != sw) {
+			preempted++;
+			preempted_cv++;
+		}
 		clock_gettime(CLOCK_MONOTONIC, &abs);
 		abs.tv_sec++;
 		{
@@ -94,9 +114,10 @@ int main(int argc, char **argv)
 	quit = 1;
 	pthread_join(th, NULL);
 	printf("{\"tid\": %ld, \"cv\": %lu, \"eagain\": %d, \"timedout\": %d, "
-	       "\"woken\": %d, \"other\": %d}\n", (long)gettid(),
+	       "\"woken\": %d, \"other\": %d, \"preempted\": %d, "
+	       "\"preempted_cv\": %d}\n", (long)gettid(),
 	       (unsigned long)(uintptr_t)&cv[0], eagain, timedout, woken,
-	       other);
+	       other, preempted, preempted_cv);
 	fflush(stdout);
 	return 0;
 }
