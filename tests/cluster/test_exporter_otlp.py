@@ -26,6 +26,9 @@ and the same sample (the client's part, sent when fio ends):
   seen here (none should be: the test before checks no span was
   dropped); it runs before Jaeger is stopped, so its exemplars are the
   writes' of the module's fixture;
+- a second batch of writes with the second host's link slowed (4 ms
+  against 1 ms): in the exporters' traces, that host's replica wait is
+  the longest of the primary's two in >= 80 % of the sampled writes;
 - Jaeger stopped while writes go on: the exporters keep serving
   /metrics, their dropped-span counters rise, their RSS stays flat;
   Jaeger started again: spans flow again (sent counters rise, a new
@@ -40,7 +43,8 @@ import time
 
 import pytest
 
-from conftest import PYTHON, REPO, RBDRECORD, fio_rbd_job, need
+from conftest import (PYTHON, REPO, RBDRECORD, fio_rbd_job, need,
+                      net_delay)
 from cephlat.ceph import objecter
 from cephlat.exporter import families as F
 from cephlat.exporter.collect import LE
@@ -51,7 +55,8 @@ from cephlat.render.otlp import (client_span_id, replica_wait_span_id,
                                  trace_id)
 from promserver import (ACCEPT_PROMETHEUS, PROMETHEUS, Prometheus,
                         free_port, get, scrape)
-from test_otlp import JAEGER, OTLP, _daemons, _trace, jaeger  # noqa: F401
+from test_otlp import (DELAY_US, JAEGER, OTLP, SLOW, SLOW_US,  # noqa: F401
+                       _daemons, _trace, jaeger)
 
 EXPORTER = os.path.join(REPO, "tools", "osdstage_exporter.py")
 EVERY = 8                # 1 write in EVERY sent
@@ -150,8 +155,12 @@ def _writes(lab_hosts, d, name, job, record=True, otlp=False):
         assert " client ops as traces, " in said[0], said
         assert "not taken" not in said[0] and "not sent" not in said[0], \
             said
-    if not record:
-        return []
+    return _sampled_writes(trace) if record else []
+
+
+def _sampled_writes(trace):
+    """The request ids of the writes client trace `trace` (rbdrecord's)
+    saw done that the sample takes (1 in EVERY, as every exporter)."""
     tr = RbdTrace(trace)
     want = []
     for o in tr.osd_ops.values():
@@ -293,6 +302,54 @@ def test_prometheus_exemplars_are_traces_jaeger_has(exporters, prom):
     found = sum(1 for i, t in enumerate(sorted(tids))
                 if _trace(t, 10 if i == 0 else 2))
     assert found >= 0.9 * len(tids), (found, len(tids))
+
+
+@pytest.fixture(scope="module")
+def slowed(exporters, tmp_path_factory):
+    """A second batch of writes, under rbdrecord, with the second host's
+    link slowed. -> the sampled writes' request ids"""
+    lab = exporters["lab"]
+    d = tmp_path_factory.mktemp("exporter-otlp-slowed")
+    net_delay(lab["netns"][SLOW], SLOW_US)
+    try:
+        want = _writes(lab, d, "w-slow", fio_rbd_job(400, 4, 13,
+                                                      rw="randwrite"))
+    finally:
+        net_delay(lab["netns"][SLOW], DELAY_US)
+    time.sleep(3 * REFRESH_S)       # the last ones drained and posted
+    assert len(want) >= 400 / EVERY / 3, len(want)
+    return want
+
+
+def _us(s):
+    return (int(s["endTimeUnixNano"]) - int(s["startTimeUnixNano"])) / 1e3
+
+
+def _compared(spans):
+    """{(daemon, span name): us} of the OSDs' waits in a trace: each
+    OSD's queue wait, a primary's wait for each replica, its own commit."""
+    return {(n, s["name"]): _us(s) for n, ss in spans.items()
+            if n and n.startswith("osd.") for s in ss
+            if s["name"] in ("queue_wait", "local_commit") or
+            s["name"].startswith("replica_wait ")}
+
+
+def test_the_slowed_hosts_replica_wait_is_the_longest(slowed):
+    want = slowed
+    slow = "osd.%d" % SLOW
+    longest = seen = 0
+    for reqid in want:
+        rs = _trace(trace_id(reqid), 2)
+        if not rs:
+            continue
+        waits = {k[1].split()[1]: us for k, us in
+                 _compared(_daemons(rs)).items()
+                 if k[1].startswith("replica_wait ")}
+        if slow in waits and len(waits) == 2:
+            seen += 1
+            longest += waits[slow] == max(waits.values())
+    assert seen >= 5, seen
+    assert longest >= 0.8 * seen, (longest, seen)
 
 
 def test_a_stopped_collector_costs_drops_not_the_exporter(exporters):
