@@ -56,7 +56,8 @@ from cephlat.render.otlp import (client_span_id, replica_wait_span_id,
 from promserver import (ACCEPT_PROMETHEUS, PROMETHEUS, Prometheus,
                         free_port, get, scrape)
 from test_otlp import (DELAY_US, JAEGER, OTLP, SLOW, SLOW_US,  # noqa: F401
-                       _daemons, _trace, jaeger)
+                       _daemons, _trace, assert_slowed_replica_longest,
+                       jaeger)
 
 EXPORTER = os.path.join(REPO, "tools", "osdstage_exporter.py")
 EVERY = 8                # 1 write in EVERY sent
@@ -321,35 +322,8 @@ def slowed(exporters, tmp_path_factory):
     return want
 
 
-def _us(s):
-    return (int(s["endTimeUnixNano"]) - int(s["startTimeUnixNano"])) / 1e3
-
-
-def _compared(spans):
-    """{(daemon, span name): us} of the OSDs' waits in a trace: each
-    OSD's queue wait, a primary's wait for each replica, its own commit."""
-    return {(n, s["name"]): _us(s) for n, ss in spans.items()
-            if n and n.startswith("osd.") for s in ss
-            if s["name"] in ("queue_wait", "local_commit") or
-            s["name"].startswith("replica_wait ")}
-
-
 def test_the_slowed_hosts_replica_wait_is_the_longest(slowed):
-    want = slowed
-    slow = "osd.%d" % SLOW
-    longest = seen = 0
-    for reqid in want:
-        rs = _trace(trace_id(reqid), 2)
-        if not rs:
-            continue
-        waits = {k[1].split()[1]: us for k, us in
-                 _compared(_daemons(rs)).items()
-                 if k[1].startswith("replica_wait ")}
-        if slow in waits and len(waits) == 2:
-            seen += 1
-            longest += waits[slow] == max(waits.values())
-    assert seen >= 5, seen
-    assert longest >= 0.8 * seen, (longest, seen)
+    assert_slowed_replica_longest(slowed)
 
 
 def test_a_stopped_collector_costs_drops_not_the_exporter(exporters):

@@ -149,8 +149,10 @@ def test_the_spans_are_the_ops_story(sent):
         assert abs(_us(qw) - row["queue_wait_us"]) <= 0.11
 
 
-def test_the_slowed_hosts_replica_wait_is_the_longest(sent):
-    _, _, want = sent
+def assert_slowed_replica_longest(want):
+    """In Jaeger's traces of writes `want`, the slowed host's replica
+    wait is the longest of the primary's two in >= 80 % of those whose
+    trace has both (>= 5 of them)."""
     slow = "osd.%d" % SLOW
     longest = seen = 0
     for reqid in want:
@@ -165,3 +167,7 @@ def test_the_slowed_hosts_replica_wait_is_the_longest(sent):
             longest += waits[slow] == max(waits.values())
     assert seen >= 5, seen
     assert longest >= 0.8 * seen, (longest, seen)
+
+
+def test_the_slowed_hosts_replica_wait_is_the_longest(sent):
+    assert_slowed_replica_longest(sent[2])
