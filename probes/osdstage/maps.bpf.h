@@ -205,10 +205,11 @@ struct {
 } events SEC(".maps");
 
 /* ops chosen to be sent as OTLP traces (struct op_trace), drained by the
- * front end (the exporter, a live osdstage) every 0.2 s; its own ring, not the capture's "events": it
- * exists whether or not a capture is recorded, holds one kind of record
- * for one reader (the capture's recorder copies every record it finds
- * into the capture), and an op chosen while a capture runs is in both.
+ * front end every turn of its loop (the exporter's, a live osdstage's);
+ * its own ring, not the capture's "events": it exists whether or not a
+ * capture is recorded, holds one kind of record for one reader (the
+ * capture's recorder copies every record it finds into the capture), and
+ * an op chosen while a capture runs is in both.
  * Sized by the loader (a page when no traces are sent). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
