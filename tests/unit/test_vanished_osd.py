@@ -15,20 +15,14 @@ from cephlat.errors import UserError
 
 
 @pytest.fixture
-def fake(tmp_path):
+def fake(tmp_path, spawn):
     link = tmp_path / "ceph-osd"
     os.symlink("/bin/sh", str(link))
-    procs = []
 
     def start(osd_id):
-        p = subprocess.Popen([str(link), "-c", "read x", "x", "-i", osd_id],
-                             stdin=subprocess.PIPE)
-        procs.append(p)
-        return p
-    yield start
-    for p in procs:
-        p.kill()
-        p.wait()
+        return spawn([str(link), "-c", "read x", "x", "-i", osd_id],
+                     stdin=subprocess.PIPE)
+    return start
 
 
 def _gone(fake):
