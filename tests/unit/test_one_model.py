@@ -1,8 +1,12 @@
 """One model, the same figures in every sink: the exporter sums the
 intervals the report model built (model/interval.py's Interval) for the
 JSON and text reports, so its metrics over a capture's replayed intervals
-carry exactly the counts and sums of those reports."""
+carry exactly the counts and sums of those reports; a window's text,
+JSON and HTML reports hold the same figures."""
+import json
 import os
+import re
+import subprocess
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -13,7 +17,7 @@ from cephlat.exporter import families as F
 from cephlat.exporter.collect import Exported
 from cephlat.model.interval import RunInfo, build_interval
 
-from conftest import REPO
+from conftest import OSDSTAGE, PYTHON, REPO
 
 FIX = os.path.join(REPO, "tests", "fixtures")
 COST = {"interval_attached_fraction": 1.0, "estimated_pct": 0.0}
@@ -85,3 +89,92 @@ def test_the_exporter_sums_the_reports_own_figures(name):
     for reason in ivs[0].record["lost"]:
         n = sum(iv.record["lost"][reason] for iv in ivs)
         assert got[(F.EVENTS_LOST, (("reason", reason),))] == n
+
+
+def _cli(*args):
+    p = subprocess.run([PYTHON, OSDSTAGE] + list(args), capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def _stage_rows(text):
+    """{(stage, class or None): [count, mean, p50, p90, p99, max]} of the
+    text report's STAGE table."""
+    out, stage, table = {}, None, False
+    for line in text.splitlines():
+        if line.startswith("STAGE "):
+            table = True
+            continue
+        if table and not line.strip() or line.startswith("("):
+            table = False
+        if not table:
+            continue
+        f = line.split()
+        if line.startswith(" "):
+            out[(stage, f[0])] = [float(x) for x in f[1:]]
+        else:
+            stage = f[0]
+            out[(stage, None)] = [float(x) for x in f[1:]]
+    return out
+
+
+def _html_stage_rows(page):
+    """The same of the HTML page's Stages and kernel stages tables."""
+    out = {}
+    for sid in ("stages", "kernel"):
+        if '<section id="%s">' % sid in page:
+            out.update(_html_table(page.split('<section id="%s">' % sid, 1)[
+                1].split("</table>", 1)[0]))
+    return out
+
+
+def _html_table(sec):
+    out, stage = {}, None
+    for row in re.findall(r"<tr>(<td>.*?)</tr>", sec):
+        cells = re.findall(r"<td>(.*?)</td>", row)
+        vals = [float(x) for x in cells[1:]]
+        if cells[0].startswith(" "):
+            out[(stage, cells[0].strip())] = vals
+        else:
+            stage = cells[0]
+            out[(stage, None)] = vals
+    return out
+
+
+@pytest.mark.parametrize("name", ["lab-v0.ctf", "shardq-v0.ctf"])
+def test_a_windows_text_json_and_html_carry_the_same_figures(name, tmp_path):
+    """-r with --html: the window's JSON report, its text report and its
+    page's Stages table hold the same figures (one Interval), and the
+    window's counts are the interval reports' together (which the
+    exporter sums: the test above)."""
+    cap = os.path.join(FIX, name)
+    page = tmp_path / "w.html"
+    rec = [json.loads(x) for x in _cli("-r", cap, "--html", str(page),
+                                       "-j").splitlines()
+           if x.startswith("{")]
+    assert [r["type"] for r in rec] == ["window"], rec
+    rec = rec[0]
+    text = _stage_rows(_cli("-r", cap, "--html", str(tmp_path / "t.html")))
+    html = _html_stage_rows(page.read_text())
+    want = {}
+    for stage, s in list(rec["stages"].items()) + list(
+            (rec.get("kernel") or {}).items()):
+        if not s["count"]:
+            continue
+        for cls, d in [(None, s)] + [(k, v) for k, v in
+                                     s.get("by_class", {}).items()
+                                     if v["count"]]:
+            want[(stage, cls)] = [float(d["count"])] + [
+                float("%.1f" % d[k]) for k in ("mean_us", "p50_us",
+                                               "p90_us", "p99_us",
+                                               "max_us")]
+    assert want
+    # (a stage that saw nothing may have a row of zeros)
+    assert {k: v for k, v in text.items() if v[0]} == want
+    assert {k: v for k, v in html.items() if v[0]} == want
+    reports = [json.loads(x) for x in _cli("-r", cap, "-j").splitlines()
+               if x.startswith("{")]
+    for stage, s in rec["stages"].items():
+        assert s["count"] == sum(r["stages"][stage]["count"]
+                                 for r in reports if stage in r["stages"])
