@@ -205,8 +205,13 @@ def _osd_op(sp, name, i, r, parent):
                   if k.endswith("_us"))
         sp.add(name, path + ("queue_wait",), "queue_wait", enq,
                enq + r["queue_wait_us"], parent=op, attrs=qa)
-    for j, s in enumerate(r.get("stages") or ()):
-        sp.add(name, path + ("stage", str(j)), s["stage"],
+    # a stage's span id by its name and how many of that name came
+    # before it: the same in every sender's trace of the op even where
+    # one of them knows stages the other does not
+    seen = {}
+    for s in r.get("stages") or ():
+        k = seen[s["stage"]] = seen.get(s["stage"], -1) + 1
+        sp.add(name, path + ("stage", s["stage"], str(k)), s["stage"],
                enq + s["start_us"], enq + s["end_us"], parent=op)
     waits = {}
     for rep in r.get("replies") or ():
