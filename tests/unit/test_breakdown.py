@@ -4,7 +4,9 @@ or image (osdstage -r --by): the ops read from a capture
 enqueue's request id and PG; the model (model/breakdown.py) groups them,
 its percentiles are the histograms' of each key's ops, the top K and
 the other row add up, one key dominates only with half of both the ops
-and the queue wait."""
+and the queue wait; the text (render/breakdown.py) fits 80 columns;
+the command line refuses what it cannot do in one line."""
+import io
 import os
 import types
 
@@ -14,11 +16,15 @@ import pytest
 from cephlat.capture import doneops
 from cephlat.capture.reader import Capture
 from cephlat.capture.stream import Chunk
+from cephlat.cli.args import BY_KEYS
 from cephlat.model import breakdown
 from cephlat.model.hist import Hist
 from cephlat.model.interval import RunInfo, build_interval
+from cephlat.render.breakdown import dominant_line, print_breakdown
+from cephlat.render.options import TextOptions
 
-from conftest import REPO
+from conftest import (OSDSTAGE, REPO, assert_one_line_error, report_errors,
+                      run_tool)
 
 FIX = os.path.join(REPO, "tests", "fixtures")
 LAB = os.path.join(FIX, "lab-v0.ctf")
@@ -77,6 +83,7 @@ def test_a_capture_without_completions_has_no_ops():
                          cols["total_ns"], cols["qwait_ns"],
                          cols["dequeued"])
     assert (bd.ops, bd.rows, bd.other, bd.dominant) == (0, [], None, None)
+    assert dominant_line(bd) == "no client op completed in the window"
 
 
 def test_each_keys_percentiles_are_its_own_ops_histogram():
@@ -150,6 +157,8 @@ def test_one_key_dominates_with_half_of_both():
                                           ("client.9", 19, 800)]))
     assert bd.dominant == {"key": "client.4123", "ops_pct": 81.0,
                            "queue_wait_pct": 84.2}
+    assert dominant_line(bd) == \
+        "client.4123: 81 % of the ops and 84 % of the queue wait"
     # exactly half of both is half
     bd = breakdown.build("client", *_ops([("a", 50, 10), ("b", 50, 10)]))
     assert bd.dominant["key"] in ("a", "b")
@@ -168,6 +177,8 @@ def test_one_key_dominates_with_half_of_both():
 def test_no_key_dominates_without_half_of_both(spec):
     bd = breakdown.build("client", *_ops(spec))
     assert bd.dominant is None
+    assert dominant_line(bd) == \
+        "no one client holds half of both the ops and the queue wait"
 
 
 def test_unknown_ops_never_dominate():
@@ -191,6 +202,7 @@ def test_keys_of_each_kind():
     assert breakdown.image_of("rbd_data.2.10226b8b4567.0000000000000002") \
         == "2.10226b8b4567"
     assert breakdown.image_of("") is None
+    assert tuple(BY_KEYS) == breakdown.KINDS
 
 
 # ------------------------------------------- a capture with request ids
@@ -260,3 +272,54 @@ def test_each_op_takes_its_own_enqueues_request_id_and_pg():
                                                        ("abc123", 2)]
     # the queue wait of the op never dequeued is not counted
     assert bd.queue_wait_ns == 100 + 200 + 500 + 600 + 700
+
+
+# ------------------------------------------------------------- the text
+
+def test_the_text_fits_80_columns():
+    keys = ["client.%d" % (10 ** 15 + i % 13) for i in range(400)] + \
+        ["rbd_data.%s" % ("f" * 40)] * 10
+    # up to 13 s, and past 1000 s
+    total = [10 ** 9 * (1 + i % 13) for i in range(400)] + [2 * 10 ** 12] * 10
+    bd = breakdown.build("client", keys, total, total, [True] * 410, top=10)
+    for ms in (False, True):
+        out = io.StringIO()
+        print_breakdown(out, TextOptions(milliseconds=ms), bd, "osd.12")
+        lines = out.getvalue().splitlines()
+        assert lines[0] == "BY CLIENT, osd.12 (410 ops)"
+        assert lines[1].startswith("no one client holds half")
+        assert len([l for l in lines
+                    if l.startswith(("client.", "rbd_data."))]) == 10
+        assert any(l.startswith("other (4) ") for l in lines)
+        assert all(len(l) <= 80 for l in lines), \
+            [l for l in lines if len(l) > 80]
+
+
+def test_the_record_is_the_schemas():
+    cap, t0, t1, rec = _window(LAB)
+    cols = doneops.read(cap, t0, t1)
+    bd = breakdown.build("client", [_key(a) for a in cols["op"]],
+                         cols["total_ns"], cols["qwait_ns"],
+                         cols["dequeued"], top=2)
+    rec["by"] = bd.record
+    assert report_errors(rec) == []
+    assert set(rec["by"]) >= {"key", "rows", "other", "dominant"}
+    rec["by"]["rows"][0]["bytes"] = 1
+    assert report_errors(rec)
+
+
+# ------------------------------------------------------ the command line
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["-r", LAB, "--by", "user"], "invalid choice: 'user'"),
+    (["--by", "client"], "--by reads a capture"),
+    (["-p", "1", "--by", "pool"], "--by reads a capture"),
+    (["-r", LAB, "--top", "3"], "--top K goes with --by"),
+    (["-r", LAB, "--by", "pg", "--top", "0"], "must be > 0"),
+    (["-r", LAB, "--by", "pg", "--op", "client.1.0:1"], "use one of them"),
+    (["-r", LAB, SHARDQ, "--by", "pg"], "read the captures one at a time"),
+    (["-r", LAB, "--by", "client"], "holds no request ids"),
+    (["-r", LAB, "--by", "image"], "holds no object names"),
+])
+def test_what_by_cannot_do_is_one_line(argv, fragment):
+    assert_one_line_error(run_tool([OSDSTAGE] + argv), fragment, status=2)

@@ -7,6 +7,7 @@ from ..engine import TOOL
 from ..errors import UsageError, UserError, quiet_broken_pipe
 from ..model.interval import RunInfo, build_interval, host_record
 from ..model.timeline import timeline
+from ..render.breakdown import print_breakdown
 from ..render.interval_text import emit
 from ..render.text import print_header
 from ..capture.ctf import trace_tool
@@ -71,6 +72,11 @@ def run(args, out, err):
     several captures (one per host) and clients' traces, one op's story
     end to end (--op)."""
     paths, clients = _sort_inputs(args.read)
+    if args.by and (len(paths) > 1 or clients):
+        raise UsageError("--by breaks one capture's ops down (each of its "
+                         "OSDs'): read the captures one at a time (a "
+                         "client's trace adds nothing: the OSDs' ops carry "
+                         "their object names)")
     if (len(paths) > 1 or clients) and not args.op_reqid and \
             (not clients or any(getattr(args, k) for k in OFFLINE_ONLY
                                 if k != "slowest")):
@@ -145,6 +151,11 @@ def _many(args, opts, out, err, caps, window):
         t1 = bound(caps[0], args.t_to, caps[0].last_ns)
         _show_host(args, opts, out, runs, ivs, caps[0].wall(t1),
                    ivs[0].record["interval_s"])
+        if not opts.json:
+            for c, iv in zip(caps, ivs):
+                if iv.by is not None:
+                    print_breakdown(out, opts, iv.by,
+                                    c.name or "pid %d" % c.pid)
         if args.html or args.perfetto:
             host_pictures(args, err, caps, ivs)
         return 0
@@ -218,6 +229,8 @@ def _window(args, opts, out, err, cap, run_info):
     iv, tl_args = window_record(args, cap, run_info, err)
     _header(args, opts, out, cap, window=iv.record)
     _emit(args, opts, out, iv)
+    if iv.by is not None and not opts.json:
+        print_breakdown(out, opts, iv.by)
     if tl_args is not None:
         write_pictures(args, err, iv, timeline(*tl_args), run_info)
     return 0

@@ -9,9 +9,11 @@ import time
 from ..engine import TOOL
 from ..errors import UsageError, UserError
 from ..model.interval import build_interval
+from ..model import breakdown
 from ..model.slowest import slowest
 from ..model.timeline import host_timeline
 from ..capture.ops import OpSummary
+from ..capture import doneops
 
 
 
@@ -116,11 +118,34 @@ def window_record(args, cap, run_info, err=None):
                       if getattr(args, k)}
     if args.slowest:
         rec["slowest"] = slowest(cap, ops.by_rank(), args.slowest)
+    if getattr(args, "by", None):
+        iv.by = by_keys(args, cap, t0, t1)
+        rec["by"] = iv.by.record
     tl_args = None
     if args.html or args.perfetto:
         a, b = timeline_window(args, cap, ops, t0, t1)
         tl_args = (cap, a, b, cap.ops_overlapping(ops, t0, t1, a, b))
     return iv, tl_args
+
+
+def by_keys(args, cap, t0, t1):
+    """--by KEY: the window's completed client ops broken down by KEY
+    (model/breakdown.py) -> Breakdown. A capture whose ops do not carry
+    what KEY is read from (older captures: no request ids, PGs or object
+    names) is a usage error."""
+    if args.by == "image" and not doneops.has_objects(cap):
+        raise UsageError("--by image: %s holds no object names (captures "
+                         "older than format 2 carry none), so no RBD "
+                         "image" % args.read)
+    if args.by != "image" and not doneops.has_reqids(cap):
+        raise UsageError("--by %s: %s holds no request ids or PGs (captures "
+                         "older than format 2 carry none)" % (args.by,
+                                                              args.read))
+    cols = doneops.read(cap, t0, t1, args.op_class)
+    return breakdown.build(args.by, breakdown.keys_of(args.by, cols),
+                           cols["total_ns"], cols["qwait_ns"],
+                           cols["dequeued"], args.top or
+                           breakdown.DEFAULT_TOP)
 
 
 def timeline_window(args, cap, ops, t0, t1):
