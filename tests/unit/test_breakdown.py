@@ -7,6 +7,7 @@ the other row add up, one key dominates only with half of both the ops
 and the queue wait; the text (render/breakdown.py) fits 80 columns;
 the command line refuses what it cannot do in one line."""
 import io
+import json
 import os
 import types
 
@@ -323,3 +324,55 @@ def test_the_record_is_the_schemas():
 ])
 def test_what_by_cannot_do_is_one_line(argv, fragment):
     assert_one_line_error(run_tool([OSDSTAGE] + argv), fragment, status=2)
+
+
+def _lab_with_clients(monkeypatch, dominant):
+    """The lab's capture read as if its ops carried request ids: each op
+    a client of _key's (dominant: most of them client.0's)."""
+    read = doneops.read
+
+    def with_clients(cap, t0, t1, op_class=None):
+        cols = read(cap, t0, t1, op_class)
+        keys = [_key(a) for a in cols["op"]]
+        if dominant:
+            keys = ["client.0" if i % 10 else k for i, k in enumerate(keys)]
+        cols["client"] = np.array(keys, object)
+        return cols
+    monkeypatch.setattr(doneops, "has_reqids", lambda cap: True)
+    monkeypatch.setattr(doneops, "read", with_clients)
+
+
+@pytest.mark.parametrize("dominant", [False, True])
+def test_by_client_after_the_windows_report(monkeypatch, dominant):
+    from cephlat.cli import osdstage
+    _lab_with_clients(monkeypatch, dominant)
+    out, err = io.StringIO(), io.StringIO()
+    assert osdstage.run(osdstage.parse_args(
+        ["-r", LAB, "--by", "client", "--top", "3"]), out, err) == 0
+    lines = out.getvalue().splitlines()
+    at = lines.index("BY CLIENT (306 ops)")
+    assert any(l.startswith("STAGE ") for l in lines[:at])
+    if dominant:
+        assert lines[at + 1].startswith("client.0: ")
+        assert lines[at + 1].endswith(" of the queue wait")
+    else:
+        assert lines[at + 1] == \
+            "no one client holds half of both the ops and the queue wait"
+    assert lines[at + 2].split()[:3] == ["CLIENT", "OPS", "%OPS"]
+    rows = lines[at + 3:at + 7]
+    assert rows[-1].startswith("other (")
+    assert sum(int(r[20:].split()[0]) for r in rows) == 306
+    assert all(len(l) <= 80 for l in lines), \
+        [l for l in lines if len(l) > 80]
+    # -j: the window's "by", in the schema
+    out = io.StringIO()
+    assert osdstage.run(osdstage.parse_args(
+        ["-r", LAB, "--by", "client", "--top", "3", "-j"]), out, err) == 0
+    rec = json.loads(out.getvalue())
+    assert report_errors(rec) == []
+    by = rec["by"]
+    assert by["key"] == "client" and len(by["rows"]) == 3
+    assert sum(r["ops"] for r in by["rows"]) + by["other"]["ops"] == \
+        rec["stages"]["op_total"]["count"] == by["ops"]
+    assert (by["dominant"] or {}).get("key") == \
+        ("client.0" if dominant else None)
