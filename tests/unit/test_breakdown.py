@@ -318,7 +318,9 @@ def test_the_record_is_the_schemas():
     (["-r", LAB, "--top", "3"], "--top K goes with --by"),
     (["-r", LAB, "--by", "pg", "--top", "0"], "must be > 0"),
     (["-r", LAB, "--by", "pg", "--op", "client.1.0:1"], "use one of them"),
-    (["-r", LAB, SHARDQ, "--by", "pg"], "read the captures one at a time"),
+    (["-r", LAB, SHARDQ, "--by", "pg"], "holds no request ids"),
+    (["-r", LAB, LAB, "--by", "pg", "--slowest", "3"],
+     "--slowest reads one capture"),
     (["-r", LAB, "--by", "client"], "holds no request ids"),
     (["-r", LAB, "--by", "image"], "holds no object names"),
 ])
@@ -376,3 +378,26 @@ def test_by_client_after_the_windows_report(monkeypatch, dominant):
         rec["stages"]["op_total"]["count"] == by["ops"]
     assert (by["dominant"] or {}).get("key") == \
         ("client.0" if dominant else None)
+
+
+def test_by_over_several_captures(monkeypatch):
+    """One breakdown of every capture's ops (the lab's read twice: twice
+    its ops), without the window reports."""
+    from cephlat.cli import osdstage
+    _lab_with_clients(monkeypatch, True)
+    out, err = io.StringIO(), io.StringIO()
+    assert osdstage.run(osdstage.parse_args(
+        ["-r", LAB, LAB, "--by", "client"]), out, err) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "2 captures (lab-v0.ctf, lab-v0.ctf): 2 OSDs"
+    assert lines[1] == "BY CLIENT, 2 OSDs (612 ops)"
+    assert lines[2].startswith("client.0: ")
+    assert not any(l.startswith("STAGE ") for l in lines)
+    assert all(len(l) <= 80 for l in lines)
+    out = io.StringIO()
+    assert osdstage.run(osdstage.parse_args(
+        ["-r", LAB, LAB, "--by", "client", "-j"]), out, err) == 0
+    rec = json.loads(out.getvalue())
+    assert report_errors(rec) == []
+    assert rec["type"] == "breakdown" and rec["by"]["ops"] == 612
+    assert sum(r["ops"] for r in rec["by"]["rows"]) == 612

@@ -74,6 +74,7 @@ capture now, analyse later (anywhere, no root needed to read):
   osdstage.py -r incident.ctf --osd 2        # one OSD of a many-OSD capture
   osdstage.py -r incident.ctf --by client --top 5  # whose ops: the 5
                                     # clients with the most op time
+  osdstage.py -r h1.ctf h2.ctf h3.ctf --by pool  # ... every host's OSDs
   osdstage.py -r incident.ctf --op client.4123.0:77  # one write, every OSD
   osdstage.py -r h1.ctf h2.ctf h3.ctf client.trace  # end to end: where
                                     # the client's p50 and p99 went
@@ -326,7 +327,8 @@ def _reading_options(p):
                         "KEY: client, pool, pg or image (an RBD image, "
                         "from its objects' names): ops, op_total and "
                         "queue_wait p50/p99, share of the queue wait, "
-                        "and whether one key dominates")
+                        "and whether one key dominates; with several "
+                        "captures, one table of them all")
     o.add_argument("--top", type=positive_int, metavar="K",
                    help="with --by: the K keys with the most op time "
                         "(default 10), the rest as one row")

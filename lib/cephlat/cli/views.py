@@ -3,9 +3,12 @@ report over a window (--from/--to) with filters, the slowest ops and the
 timeline pictures (cli/windows.py); several captures and clients' traces
 read together are cli/merged.py's. No root and no build needed: the
 capture describes itself (capture/reader.py)."""
+import os
+
 from ..engine import TOOL
 from ..errors import UsageError, UserError, quiet_broken_pipe
 from ..model.interval import RunInfo, build_interval, host_record
+from ..model.schema import json_line
 from ..model.timeline import timeline
 from ..render.breakdown import print_breakdown
 from ..render.interval_text import emit
@@ -17,7 +20,8 @@ from .args import OFFLINE_ONLY, text_options
 from . import header, otlp
 from .lineup import clock_check, clock_offsets
 from .merged import end_to_end, op_story
-from .windows import bound, host_pictures, window_record, write_pictures
+from .windows import (bound, by_captures, host_pictures, window_record,
+                      write_pictures)
 
 
 def check_names(args, vocab, whose):
@@ -70,14 +74,24 @@ def run(args, out, err):
     """Read the captures args.read: the live run's reports again, or one
     report over a window with filters, slowest ops and pictures; or, with
     several captures (one per host) and clients' traces, one op's story
-    end to end (--op)."""
+    end to end (--op); several captures' ops broken down together
+    (--by)."""
     paths, clients = _sort_inputs(args.read)
-    if args.by and (len(paths) > 1 or clients):
-        raise UsageError("--by breaks one capture's ops down (each of its "
-                         "OSDs'): read the captures one at a time (a "
-                         "client's trace adds nothing: the OSDs' ops carry "
-                         "their object names)")
+    if args.by and len(paths) > 1:
+        alone = [opt for k, opt in (("slowest", "--slowest"),
+                                    ("html", "--html"),
+                                    ("perfetto", "--perfetto"))
+                 if getattr(args, k)]
+        if alone:
+            raise UsageError("--by over several captures prints their "
+                             "breakdown alone: %s reads one capture" %
+                             alone[0])
+    if args.by and clients:
+        raise UsageError("--by reads OSD captures only: drop the client's "
+                         "trace %s (--by image reads the object names the "
+                         "OSDs' ops carry)" % clients[0])
     if (len(paths) > 1 or clients) and not args.op_reqid and \
+            not args.by and \
             (not clients or any(getattr(args, k) for k in OFFLINE_ONLY
                                 if k != "slowest")):
         raise UsageError("several captures, or a client's trace, are read "
@@ -97,8 +111,9 @@ def run(args, out, err):
     for c in opened + caps:
         c.shift_ns = shifts.get(c.trace.path, 0)
     traces = [RbdTrace(p, shifts.get(p, 0)) for p in clients]
+    # --by reads each capture's ops on its own clock: none to line up
     clocks = clock_check(err, opened, traces, shifts) \
-        if len(paths) > 1 or clients else None
+        if (len(paths) > 1 or clients) and not args.by else None
     window = any(getattr(args, k) for k in OFFLINE_ONLY)
     opts = text_options(args)
     if getattr(args, "otlp", None):
@@ -109,6 +124,8 @@ def run(args, out, err):
             return op_story(args, opts, out, caps, err, traces, clocks)
         if clients:
             return end_to_end(args, opts, out, caps, traces, clocks)
+        if args.by and len(paths) > 1:
+            return _by_captures(args, opts, out, err, paths, caps)
         if len(caps) > 1:
             return _many(args, opts, out, err, caps, window)
         cap = caps[0]
@@ -171,6 +188,24 @@ def _many(args, opts, out, err, caps, window):
             ivs.append(iv)
         r = rows[0][2]
         _show_host(args, opts, out, runs, ivs, r.wall_ts, r.interval_s)
+    return 0
+
+
+def _by_captures(args, opts, out, err, paths, caps):
+    """--by over several captures: one breakdown of every OSD's ops of
+    them all (no window report: each capture's is read alone)."""
+    bd = by_captures(args, caps, err)
+    names = [c.name or "pid %d" % c.pid for c in caps]
+    if opts.json:
+        out.write(json_line({"type": "breakdown", "captures": paths,
+                             "osds": names, "by": bd.record}))
+        return 0
+    line = "%d captures (%s): %d OSDs" % (
+        len(paths), ", ".join(os.path.basename(os.path.normpath(p))
+                              for p in paths), len(caps))
+    out.write((line if len(line) <= 80 else "%d captures: %d OSDs" % (
+        len(paths), len(caps))) + "\n")
+    print_breakdown(out, opts, bd, "%d OSDs" % len(caps))
     return 0
 
 
