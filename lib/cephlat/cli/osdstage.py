@@ -17,8 +17,8 @@ from ..engine import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S, TOOL
 from ..errors import UserError, UsageError, run_cli
 from ..model import vocab
 from ..model.schema import json_line, schema
-from .args import (OFFLINE_ONLY, Parser, percent, pid_arg, positive_float,
-                   positive_int)
+from .args import (BY_KEYS, OFFLINE_ONLY, Parser, percent, pid_arg,
+                   positive_float, positive_int)
 from . import otlpargs
 
 DEFAULT_TIMELINE_MS = 50.0
@@ -33,7 +33,7 @@ LIVE_ONLY = {"lean": "--lean", "no_kernel": "--no-kernel",
              "strict": "--strict", "release": "--release",
              "force": "--force", **otlpargs.LIVE_ONLY}
 # the options of reading a capture, refused in a live run
-READ_ONLY = dict(OFFLINE_ONLY, clock_offset="--clock-offset",
+READ_ONLY = dict(OFFLINE_ONLY, top="--top", clock_offset="--clock-offset",
                  timeline_ms="--timeline-ms", **otlpargs.READ_ONLY)
 
 
@@ -72,6 +72,9 @@ capture now, analyse later (anywhere, no root needed to read):
   osdstage.py -r incident.ctf --from 20 --to 25 --op-class write
   osdstage.py -r incident.ctf --slowest 5    # the 5 slowest ops, every stage
   osdstage.py -r incident.ctf --osd 2        # one OSD of a many-OSD capture
+  osdstage.py -r incident.ctf --by client --top 5  # whose ops: the 5
+                                    # clients with the most op time
+  osdstage.py -r h1.ctf h2.ctf h3.ctf --by pool  # ... every host's OSDs
   osdstage.py -r incident.ctf --op client.4123.0:77  # one write, every OSD
   osdstage.py -r h1.ctf h2.ctf h3.ctf client.trace  # end to end: where
                                     # the client's p50 and p99 went
@@ -319,6 +322,16 @@ def _reading_options(p):
                         "how it was woken; with captures and a client's "
                         "trace, the N slowest calls by the client's "
                         "latency, each split end to end")
+    o.add_argument("--by", choices=BY_KEYS, metavar="KEY",
+                   help="break the window's completed client ops down by "
+                        "KEY: client, pool, pg or image (an RBD image, "
+                        "from its objects' names): ops, op_total and "
+                        "queue_wait p50/p99, share of the queue wait, "
+                        "and whether one key dominates; with several "
+                        "captures, one table of them all")
+    o.add_argument("--top", type=positive_int, metavar="K",
+                   help="with --by: the K keys with the most op time "
+                        "(default 10), the rest as one row")
     o.add_argument("--op", metavar="REQID", dest="op_reqid",
                    help="one op's whole story on every OSD of the capture, "
                         "by its request id (client.4123.0:77, as Ceph and "
@@ -349,6 +362,10 @@ def run(args, out=sys.stdout, err=sys.stderr):
         out.write(json.dumps(schema(), indent=1) + "\n")
         return 0
     if not (args.pid or args.osd or args.list or args.read):
+        used = [opt for k, opt in READ_ONLY.items() if _given(args, k)]
+        if used:
+            raise UsageError("%s reads a capture: use it with -r CAPTURE"
+                             % used[0])
         raise UsageError("name what to trace: -p PID, --osd ID|all, --list "
                          "or -r CAPTURE (see --help)")
     if args.osd and (args.pid or args.list):
@@ -406,6 +423,11 @@ def _check_reading(args):
                          "is read as it was recorded)" % used[0])
     if args.timeline_ms is None:
         args.timeline_ms = DEFAULT_TIMELINE_MS
+    if args.top is not None and not args.by:
+        raise UsageError("--top K goes with --by KEY")
+    if args.by and args.op_reqid:
+        raise UsageError("--by breaks a window's ops down and --op tells "
+                         "one op's story: use one of them")
     otlpargs.check(args, live=False)
 
 

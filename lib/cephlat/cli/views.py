@@ -3,10 +3,14 @@ report over a window (--from/--to) with filters, the slowest ops and the
 timeline pictures (cli/windows.py); several captures and clients' traces
 read together are cli/merged.py's. No root and no build needed: the
 capture describes itself (capture/reader.py)."""
+import os
+
 from ..engine import TOOL
 from ..errors import UsageError, UserError, quiet_broken_pipe
 from ..model.interval import RunInfo, build_interval, host_record
+from ..model.schema import json_line
 from ..model.timeline import timeline
+from ..render.breakdown import print_breakdown
 from ..render.interval_text import emit
 from ..render.text import print_header
 from ..capture.ctf import trace_tool
@@ -16,7 +20,8 @@ from .args import OFFLINE_ONLY, text_options
 from . import header, otlp
 from .lineup import clock_check, clock_offsets
 from .merged import end_to_end, op_story
-from .windows import bound, host_pictures, window_record, write_pictures
+from .windows import (bound, by_captures, host_pictures, window_record,
+                      write_pictures)
 
 
 def check_names(args, vocab, whose):
@@ -69,9 +74,24 @@ def run(args, out, err):
     """Read the captures args.read: the live run's reports again, or one
     report over a window with filters, slowest ops and pictures; or, with
     several captures (one per host) and clients' traces, one op's story
-    end to end (--op)."""
+    end to end (--op); several captures' ops broken down together
+    (--by)."""
     paths, clients = _sort_inputs(args.read)
+    if args.by and len(paths) > 1:
+        alone = [opt for k, opt in (("slowest", "--slowest"),
+                                    ("html", "--html"),
+                                    ("perfetto", "--perfetto"))
+                 if getattr(args, k)]
+        if alone:
+            raise UsageError("--by over several captures prints their "
+                             "breakdown alone: %s reads one capture" %
+                             alone[0])
+    if args.by and clients:
+        raise UsageError("--by reads OSD captures only: drop the client's "
+                         "trace %s (--by image reads the object names the "
+                         "OSDs' ops carry)" % clients[0])
     if (len(paths) > 1 or clients) and not args.op_reqid and \
+            not args.by and \
             (not clients or any(getattr(args, k) for k in OFFLINE_ONLY
                                 if k != "slowest")):
         raise UsageError("several captures, or a client's trace, are read "
@@ -91,8 +111,9 @@ def run(args, out, err):
     for c in opened + caps:
         c.shift_ns = shifts.get(c.trace.path, 0)
     traces = [RbdTrace(p, shifts.get(p, 0)) for p in clients]
+    # --by reads each capture's ops on its own clock: none to line up
     clocks = clock_check(err, opened, traces, shifts) \
-        if len(paths) > 1 or clients else None
+        if (len(paths) > 1 or clients) and not args.by else None
     window = any(getattr(args, k) for k in OFFLINE_ONLY)
     opts = text_options(args)
     if getattr(args, "otlp", None):
@@ -103,6 +124,8 @@ def run(args, out, err):
             return op_story(args, opts, out, caps, err, traces, clocks)
         if clients:
             return end_to_end(args, opts, out, caps, traces, clocks)
+        if args.by and len(paths) > 1:
+            return _by_captures(args, opts, out, err, paths, caps)
         if len(caps) > 1:
             return _many(args, opts, out, err, caps, window)
         cap = caps[0]
@@ -145,6 +168,11 @@ def _many(args, opts, out, err, caps, window):
         t1 = bound(caps[0], args.t_to, caps[0].last_ns)
         _show_host(args, opts, out, runs, ivs, caps[0].wall(t1),
                    ivs[0].record["interval_s"])
+        if not opts.json:
+            for c, iv in zip(caps, ivs):
+                if iv.by is not None:
+                    print_breakdown(out, opts, iv.by,
+                                    c.name or "pid %d" % c.pid)
         if args.html or args.perfetto:
             host_pictures(args, err, caps, ivs)
         return 0
@@ -160,6 +188,24 @@ def _many(args, opts, out, err, caps, window):
             ivs.append(iv)
         r = rows[0][2]
         _show_host(args, opts, out, runs, ivs, r.wall_ts, r.interval_s)
+    return 0
+
+
+def _by_captures(args, opts, out, err, paths, caps):
+    """--by over several captures: one breakdown of every OSD's ops of
+    them all (no window report: each capture's is read alone)."""
+    bd = by_captures(args, caps, err)
+    names = [c.name or "pid %d" % c.pid for c in caps]
+    if opts.json:
+        out.write(json_line({"type": "breakdown", "captures": paths,
+                             "osds": names, "by": bd.record}))
+        return 0
+    line = "%d captures (%s): %d OSDs" % (
+        len(paths), ", ".join(os.path.basename(os.path.normpath(p))
+                              for p in paths), len(caps))
+    out.write((line if len(line) <= 80 else "%d captures: %d OSDs" % (
+        len(paths), len(caps))) + "\n")
+    print_breakdown(out, opts, bd, "%d OSDs" % len(caps))
     return 0
 
 
@@ -218,6 +264,8 @@ def _window(args, opts, out, err, cap, run_info):
     iv, tl_args = window_record(args, cap, run_info, err)
     _header(args, opts, out, cap, window=iv.record)
     _emit(args, opts, out, iv)
+    if iv.by is not None and not opts.json:
+        print_breakdown(out, opts, iv.by)
     if tl_args is not None:
         write_pictures(args, err, iv, timeline(*tl_args), run_info)
     return 0

@@ -6,12 +6,16 @@ import json
 import os
 import time
 
+import numpy as np
+
 from ..engine import TOOL
 from ..errors import UsageError, UserError
 from ..model.interval import build_interval
+from ..model import breakdown
 from ..model.slowest import slowest
 from ..model.timeline import host_timeline
 from ..capture.ops import OpSummary
+from ..capture import doneops
 
 
 
@@ -116,11 +120,61 @@ def window_record(args, cap, run_info, err=None):
                       if getattr(args, k)}
     if args.slowest:
         rec["slowest"] = slowest(cap, ops.by_rank(), args.slowest)
+    if getattr(args, "by", None):
+        iv.by = by_keys(args, cap, t0, t1)
+        rec["by"] = iv.by.record
     tl_args = None
     if args.html or args.perfetto:
         a, b = timeline_window(args, cap, ops, t0, t1)
         tl_args = (cap, a, b, cap.ops_overlapping(ops, t0, t1, a, b))
     return iv, tl_args
+
+
+def _by_columns(args, cap, t0, t1, path):
+    """The columns --by reads of one capture slot's window (capture/
+    doneops.py: read). A capture whose ops do not carry what --by's key
+    is read from (older captures: no request ids, PGs or object names)
+    is a usage error."""
+    if args.by == "image" and not doneops.has_objects(cap):
+        raise UsageError("--by image: %s holds no object names (captures "
+                         "older than format 2 carry none), so no RBD "
+                         "image" % path)
+    if args.by != "image" and not doneops.has_reqids(cap):
+        raise UsageError("--by %s: %s holds no request ids or PGs (captures "
+                         "older than format 2 carry none)" % (args.by, path))
+    cols = doneops.read(cap, t0, t1, args.op_class)
+    cols["key"] = breakdown.keys_of(args.by, cols)
+    return cols
+
+
+def _by_build(args, parts):
+    """The Breakdown of the columns of one or more windows."""
+    cols = {k: np.concatenate([p[k] for p in parts])
+            for k in ("key", "total_ns", "qwait_ns", "dequeued")}
+    return breakdown.build(args.by, cols["key"], cols["total_ns"],
+                           cols["qwait_ns"], cols["dequeued"],
+                           args.top or breakdown.DEFAULT_TOP)
+
+
+def by_keys(args, cap, t0, t1):
+    """--by KEY: the window's completed client ops broken down by KEY
+    (model/breakdown.py) -> Breakdown."""
+    return _by_build(args, [_by_columns(args, cap, t0, t1, args.read)])
+
+
+def by_captures(args, caps, err):
+    """--by KEY over several captures (a host's each): one breakdown of
+    the ops of every OSD of every capture, each over its own window
+    (--from/--to as for one capture: seconds from its own start, or the
+    wall clock) -> Breakdown."""
+    parts = []
+    for c in caps:
+        t0 = bound(c, args.t_from, c.first_ns)
+        t1 = bound(c, args.t_to, c.last_ns)
+        check_window(args, c, t0, t1)
+        t0, t1 = traced(args, c, t0, t1, err)
+        parts.append(_by_columns(args, c, t0, t1, c.trace.path))
+    return _by_build(args, parts)
 
 
 def timeline_window(args, cap, ops, t0, t1):

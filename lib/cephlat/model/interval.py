@@ -89,7 +89,10 @@ class Interval:
     the counters' deltas; peers: {stage: report.peers} of PEER_STAGES;
     kernel: {stage: Hist} over every role, per_role: {stage: {role:
     Hist}} (report.kernel_stages); roles: report.role_deltas; shards:
-    report.shard_deltas (the last three empty without the kernel part)."""
+    report.shard_deltas (the last three empty without the kernel part);
+    by: a capture window's breakdown by client, pool, PG or image
+    (model/breakdown.py: Breakdown; osdstage -r --by), else None, its
+    record the record's "by"."""
     run: "RunInfo"
     secs: float
     record: dict
@@ -100,6 +103,7 @@ class Interval:
     per_role: dict = field(default_factory=dict)
     roles: dict = field(default_factory=dict)
     shards: list = field(default_factory=list)
+    by: object = None
 
 
 def build_interval(run, cur, prev, ts, secs, in_flight):

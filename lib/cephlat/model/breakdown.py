@@ -1,0 +1,152 @@
+"""A window's completed client ops broken down by who or what they were
+for (osdstage -r --by): by client (the request id's entity,
+client.4123), pool (its id: a capture holds no pool names), PG (3.1a;
+an erasure-coded shard's ops under its PG) or RBD image (the image id
+of the object's name, rbd_data.<id>.<n>, when the capture carries
+object names). Per key: ops, their share, op_total's and queue_wait's
+p50 and p99 (from histograms, as every stage of the report: Hist), and
+its share of the ops' queue wait; the top K by total op time, the rest
+summed in one "other" row, and whether one key dominates (holds at
+least half of both the ops and the queue wait).
+
+The model reads no file: the ops come as columns (capture/doneops.py
+reads them)."""
+from dataclasses import dataclass
+
+import numpy as np
+
+from .events import slots_of_ns
+from .hist import HIST_SLOTS, Hist
+
+KINDS = ("client", "pool", "pg", "image")
+DEFAULT_TOP = 10
+UNKNOWN = "unknown"
+# a dominant key holds at least this share of both the ops and the
+# queue wait
+DOMINANT = 0.5
+
+
+def image_of(obj):
+    """An RBD data object's image id (rbd_data.<id>.<n> -> <id>; with a
+    separate data pool, rbd_data.<pool>.<id>.<n> -> <pool>.<id>), else
+    None."""
+    if not obj or not obj.startswith("rbd_data."):
+        return None
+    head, _, n = obj[len("rbd_data."):].rpartition(".")
+    return head if head and n else None
+
+
+def keys_of(kind, cols):
+    """The key of each op of columns `cols` (capture/doneops.py: read)
+    for breakdown `kind` -> object array (None: not known). KeyError
+    when the columns lack what the kind needs (image: object names)."""
+    if kind == "client":
+        return cols["client"]
+    if kind == "pg":
+        return cols["pg"]
+    if kind == "pool":
+        pool = np.asarray(cols["pool"])
+        u, inv = np.unique(pool, return_inverse=True)
+        names = np.array(["pool %d" % p if p >= 0 else None
+                          for p in u.tolist()] + [None], object)[:-1]
+        return names[inv.reshape(-1)] if len(pool) else \
+            np.zeros(0, object)
+    if kind == "image":
+        obj = cols["object"]
+        u, inv = np.unique(np.array([o or "" for o in obj], object),
+                           return_inverse=True)
+        names = np.array([image_of(o) for o in u.tolist()] + [None],
+                         object)[:-1]
+        return names[inv.reshape(-1)] if len(obj) else np.zeros(0, object)
+    raise ValueError("no breakdown by %r" % kind)
+
+
+def _hist(ns):
+    ns = np.asarray(ns, np.uint64)
+    if not len(ns):
+        return Hist()
+    return Hist(len(ns), int(ns.sum(dtype=np.uint64)), int(ns.max()),
+                np.bincount(slots_of_ns(ns), minlength=HIST_SLOTS).tolist())
+
+
+def _pcts(ns):
+    p50, p99 = _hist(ns).percentiles_us((0.50, 0.99))
+    return round(p50, 3), round(p99, 3)
+
+
+def _pct(part, whole):
+    return round(100.0 * part / whole, 1) if whole else None
+
+
+@dataclass
+class Breakdown:
+    """key: client, pool, pg or image; rows: the top keys' figures;
+    other: the rest's, summed (None: no rest); dominant: the key holding
+    at least half of both the ops and the queue wait, or None; ops,
+    queue_wait_ns: the window's totals; top: K. No bytes: a capture
+    holds no op's length."""
+    key: str
+    rows: list
+    other: dict
+    dominant: object
+    ops: int
+    queue_wait_ns: int
+    top: int
+
+    @property
+    def record(self):
+        """The JSON object ("by": model/report-schema.json)."""
+        return {"key": self.key, "top": self.top, "ops": self.ops,
+                "queue_wait_total_us": round(self.queue_wait_ns / 1000, 3),
+                "rows": self.rows, "other": self.other,
+                "dominant": self.dominant}
+
+
+def _row(key, total, qw, n_all, qw_all, keys=None):
+    qsum = int(qw.sum())
+    r = {"key": key, "ops": int(len(total)),
+         "ops_pct": _pct(len(total), n_all),
+         "op_time_s": round(int(total.sum()) / 1e9, 6)}
+    r["op_total_p50_us"], r["op_total_p99_us"] = _pcts(total)
+    r["queue_wait_p50_us"], r["queue_wait_p99_us"] = _pcts(qw)
+    r["queue_wait_pct"] = _pct(qsum, qw_all)
+    if keys is not None:
+        r["keys"] = keys
+    return r
+
+
+def build(kind, keys, total_ns, qwait_ns, dequeued, top=DEFAULT_TOP):
+    """The breakdown of ops with `keys` (None: not known, counted
+    under "unknown"), their op_total and queue wait (ns; the queue wait
+    valid where `dequeued`) -> Breakdown."""
+    keys = np.array([UNKNOWN if k is None else k for k in keys], object)
+    total = np.asarray(total_ns, np.int64)
+    deq = np.asarray(dequeued, bool)
+    qw = np.where(deq, np.asarray(qwait_ns, np.int64), 0)
+    n, qw_all = len(keys), int(qw.sum())
+    if not n:
+        return Breakdown(kind, [], None, None, 0, 0, top)
+    u, inv = np.unique(keys.astype(str), return_inverse=True)
+    inv = inv.reshape(-1)
+    count = np.bincount(inv, minlength=len(u))
+    time = np.bincount(inv, weights=total, minlength=len(u))
+    qsum = np.bincount(inv, weights=qw, minlength=len(u))
+    # by total op time, then by name
+    order = sorted(range(len(u)), key=lambda i: (-time[i], u[i]))
+    rows = []
+    for i in order[:top]:
+        m = inv == i
+        rows.append(_row(str(u[i]), total[m], qw[m & deq], n, qw_all))
+    other = None
+    if len(order) > top:
+        m = np.isin(inv, order[top:])
+        other = _row("other", total[m], qw[m & deq], n, qw_all,
+                     keys=len(order) - top)
+    dominant = None
+    for i in order:
+        if u[i] != UNKNOWN and qw_all and \
+                count[i] >= DOMINANT * n and qsum[i] >= DOMINANT * qw_all:
+            dominant = {"key": str(u[i]), "ops_pct": _pct(count[i], n),
+                        "queue_wait_pct": _pct(qsum[i], qw_all)}
+            break
+    return Breakdown(kind, rows, other, dominant, n, qw_all, top)
