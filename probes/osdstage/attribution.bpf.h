@@ -231,8 +231,14 @@ static __always_inline void split_since_enqueue(struct thread_state *t,
 	s->blk = w > s->held + s->sig + s->lck ?
 		 w - s->held - s->sig - s->lck : 0;
 	split_clamp(s, qw);
-	if ((s->sig || s->held) && t->oncpu_after_wake > st->enq_ns &&
-	    now > t->oncpu_after_wake)
+	/* picking the op up: on CPU since its first switch-in after a
+	 * wake-up that came after the enqueue, from an idle sleep with the
+	 * op queued (signal) or a hold; or after the timeout of its idle wait
+	 * (cv_timedout: the first op it takes since), which may have come
+	 * before the enqueue: still runnable then, it found the op when it
+	 * ran, and no other op was in between */
+	if ((s->sig || s->held || t->cv_timedout) &&
+	    t->oncpu_after_wake > st->enq_ns && now > t->oncpu_after_wake)
 		s->pick = now - t->oncpu_after_wake;
 }
 

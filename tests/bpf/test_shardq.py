@@ -65,7 +65,8 @@ def test_wake_delay_matches_the_program(results, mode):
     hi = lo + a["pickup"]["mean_us"]
     want = truth["wake_mean_us"]
     slack = 0.10 * want + trap_us(rec)
-    assert lo - slack <= want <= hi + slack, (a, truth, rec["call_bias_us"])
+    assert lo - slack <= want <= hi + slack, (
+        a, truth, rec["call_bias_us"], rec["lost"])
 
 
 @pytest.mark.parametrize("mode", list(CASES))
