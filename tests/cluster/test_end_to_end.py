@@ -402,6 +402,51 @@ def test_a_slowed_hosts_replica_is_named_with_the_network(slowed):
     assert "the time went to the network, not to its queue" in p.stdout
 
 
+def _by(e, key):
+    p = run_tool([OSDSTAGE, "-r"] + e["caps"] + ["--by", key, "-j"],
+                 timeout=300)
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["type"] == "breakdown", rec
+    return rec["by"]
+
+
+def test_by_client_image_and_pool_name_the_one_client(e2e):
+    """The three hosts' captures broken down (--by): the one client's
+    writes and reads are the data ops, on its image (the id of the
+    trace's object names) in one pool; it dominates each table."""
+    data = [o for o in e2e["data"] if o.reply is not None]
+    client = {o.reqid.rsplit(".", 1)[0] for o in data}
+    image = {o.data_object()[0][len("rbd_data."):] for o in data}
+    pool = {"pool %d" % int(str(o.pgid).split(".")[0]) for o in data}
+    assert len(client) == len(image) == len(pool) == 1, (client, image)
+    by = _by(e2e, "client")
+    keys = {r["key"]: r for r in by["rows"]}
+    assert set(keys) <= client | {"unknown"}, keys
+    row = keys[client.pop()]
+    # every data op the client saw answered, and its header's and
+    # open's ops (not data: an image's data ops are counted below)
+    assert row["ops"] >= len(data), (row, len(data))
+    assert by["dominant"]["key"] == row["key"], by
+    by = _by(e2e, "image")
+    keys = {r["key"]: r for r in by["rows"]}
+    # a read of an object never written is answered (ENOENT) before it
+    # runs: no op stats, as in Ceph's own op_r; every other data op is
+    # the image's
+    written, unwritten = set(), 0
+    for o in sorted(data, key=lambda o: o.send):
+        if o.flags & objecter.FLAG_WRITE:
+            written.add(o.object)
+        elif o.object not in written:
+            unwritten += 1
+    got = keys[image.pop()]["ops"]
+    assert len(data) - unwritten <= got <= len(data), (keys, len(data),
+                                                       unwritten)
+    by = _by(e2e, "pool")
+    assert [r["key"] for r in by["rows"]] == [pool.pop()], by
+    assert by["rows"][0]["ops"] == by["ops"]
+
+
 def test_no_replica_is_named_when_none_is_slow(e2e):
     p = run_tool([OSDSTAGE, "-r"] + e2e["caps"] + [e2e["trace"], "-j"],
                  timeout=300)
