@@ -51,6 +51,14 @@ any task's), and the uprobe traps themselves (counted exactly as the
 uprobe programs' runs) at TRAP_NS each. That sum is an upper bound: the
 bound holds when it is under it.
 
+The exporter sends ops as OTLP traces all along (--otlp, as an operator
+who runs a tracing system leaves it: 1 op in OTLP_SAMPLE by request id
+and every op over OTLP_OVER_US, at most the default rate) to a real
+Jaeger on the same host (vagrant/jaeger.sh, standing for a collector
+elsewhere: its CPU is shown, not counted in the exporter's cost): the
+spans it sent and dropped a second, the ops chosen and why, come from its
+own counters; the cost pairs run with --otlp too.
+
 Results: bench/results/<release>.exporter.json; soak_render.py's render_soak() is its
 section of BENCHMARKS.md.
 """
@@ -67,6 +75,10 @@ from soak_render import SAMPLE_S, SCRAPE_S, render_soak
 sys.path.insert(0, os.path.join(bench.REPO, "tests"))   # promserver.py
 
 EXPORTER = os.path.join(bench.REPO, "tools", "osdstage_exporter.py")
+JAEGER = os.path.join(bench.REPO, "vagrant", "jaeger.sh")
+OTLP_URL = "http://127.0.0.1:4318"     # jaeger.sh's OTLP/HTTP receiver
+OTLP_SAMPLE = 100
+OTLP_OVER_US = 50000
 PROMETHEUS = "/usr/bin/prometheus"
 MONITOR_NICE = -10     # the monitoring side's priority (module docstring)
 WARMUP_S = 120
@@ -181,11 +193,23 @@ def _cpu_per_op(s0, s1):
             "us_per_op": 1e6 * cpu / ops if ops else None}
 
 
+def _jaeger(cmd):
+    """vagrant/jaeger.sh `cmd` -> its stdout; its error ends the bench."""
+    p = subprocess.run(["bash", JAEGER, cmd], capture_output=True,
+                       text=True, timeout=1800)
+    if p.returncode:
+        sys.exit("bench: jaeger.sh %s: %s" % (
+            cmd, (p.stderr.strip().splitlines() or ["failed"])[-1]))
+    return p.stdout.strip()
+
+
 def _start_exporter(port, bound):
     errf = open("/tmp/osdstage-soak-exporter.err", "a")
     ex = subprocess.Popen([sys.executable, EXPORTER, "--listen",
                            "127.0.0.1:%d" % port, "--max-overhead",
-                           str(bound)],
+                           str(bound), "--otlp", OTLP_URL, "--otlp-sample",
+                           str(OTLP_SAMPLE), "--otlp-over",
+                           str(OTLP_OVER_US)],
                           stdout=subprocess.DEVNULL, stderr=errf)
     deadline = time.time() + 60
     while True:
@@ -294,6 +318,8 @@ def soak_part(a):
     port = free_port()
     ex = mon = prom = gets = None
     try:
+        _jaeger("up")
+        jaeger = int(_jaeger("pid"))
         time.sleep(5)
         ex = _start_exporter(port, a.soak_bound)
         target = ["127.0.0.1:%d" % port]
@@ -301,7 +327,9 @@ def soak_part(a):
                          nice=MONITOR_NICE)
         prom = Prometheus(target, scrape_s=SCRAPE_S, self_scrape=True)
         gets = _GetTimer(port)
+        jaeger_cpu0 = bench.proc_cpu_s(jaeger)
         soak = _soak(ex, port, pids, asoks, soak_s)
+        soak["jaeger_cpu"] = bench.proc_cpu_s(jaeger) - jaeger_cpu0
         soak["get_ms"], soak["get_errors"] = gets.stop()
         gets = None
         # each Prometheus' time per scrape of us, and of itself (the part
@@ -338,6 +366,7 @@ def soak_part(a):
             ex.kill()
         if load is not None:
             load.stop()
+        subprocess.run(["bash", JAEGER, "down"], capture_output=True)
     res = {"machine": bench.machine(env, pids[0]),
            "commit": bench.git_commit(), "date": time.strftime("%Y-%m-%d"),
            "soak_min": a.soak_min, "bound_pct": a.soak_bound}
@@ -385,7 +414,12 @@ def _sample(m, pid, cpu0, t):
             "lean_attached_s": _sum(m, attached, tier="lean"),
             "lean_ops": _lean_ops(m),
             "traced_s": _sum(m, F.TRACED),
-            "lost": _sum(m, F.EVENTS_LOST)}
+            "lost": _sum(m, F.EVENTS_LOST),
+            "otlp_chosen_sample": _sum(m, F.OTLP_OPS_CHOSEN, why="sample"),
+            "otlp_chosen_slow": _sum(m, F.OTLP_OPS_CHOSEN, why="slow"),
+            "otlp_ops_dropped": _sum(m, F.OTLP_OPS_DROPPED),
+            "otlp_spans_sent": _sum(m, F.OTLP_SPANS_SENT),
+            "otlp_spans_dropped": _sum(m, F.OTLP_SPANS_DROPPED)}
 
 
 def soak_results(soak, pairs, rate_pairs, rate, w_iops):
@@ -447,6 +481,7 @@ def soak_results(soak, pairs, rate_pairs, rate, w_iops):
         "trap_ns": TRAP_NS,
         "rate_parts_pct": _spread(rate_pairs,
                                   lambda p: p["traced"]["parts"]["pct"]),
+        "otlp": _otlp_results(warm[0], last, soak),
     }
     # each Prometheus' scrape of us and of itself, max and p99
     for who, mon_or_co in (("prometheus", "mon"), ("colocated", "co")):
@@ -456,6 +491,27 @@ def soak_results(soak, pairs, rate_pairs, rate, w_iops):
                 res["%s_%s_%s_ms" % (who, what, stat)] = \
                     prom_ms[mon_or_co, q, job]
     return res
+
+
+def _otlp_results(first, last, soak):
+    """What the exporter sent as OTLP traces between two soak samples, a
+    second, from its own counters; Jaeger's CPU over the soak."""
+    secs = max(last["t"] - first["t"], 1e-9)
+
+    def rate(k):
+        return round((last[k] - first[k]) / secs, 2)
+    return {"url": OTLP_URL, "sample": OTLP_SAMPLE, "over_us": OTLP_OVER_US,
+            "secs": round(secs, 1),
+            "spans_sent_per_s": rate("otlp_spans_sent"),
+            "spans_dropped_per_s": rate("otlp_spans_dropped"),
+            "spans_sent": last["otlp_spans_sent"] - first["otlp_spans_sent"],
+            "spans_dropped": last["otlp_spans_dropped"] -
+            first["otlp_spans_dropped"],
+            "ops_sampled_per_s": rate("otlp_chosen_sample"),
+            "ops_slow_per_s": rate("otlp_chosen_slow"),
+            "ops_dropped_per_s": rate("otlp_ops_dropped"),
+            "jaeger_cpu_pct": round(100.0 * soak["jaeger_cpu"] / (
+                soak["wall"] * bench.NCPU), 3)}
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["time-gets"]:

@@ -62,8 +62,9 @@
 #
 # The "exporter" part (--part exporter; in --part all too): the
 # exporter left running on the 3-OSD lab for --soak-min minutes under fio
-# randrw, scraped by a real Prometheus (bench/exporter_soak.py says what
-# is measured). Writes bench/results/<release>.exporter.json.
+# randrw, scraped by a real Prometheus and sending ops as OTLP traces to a
+# real Jaeger (vagrant/jaeger.sh; bench/exporter_soak.py says what is
+# measured). Writes bench/results/<release>.exporter.json.
 #
 # The "floor" part (--part floor; in --part all too; no lab needed): what
 # one uprobe hit costs on this machine by the instruction probed

@@ -70,10 +70,36 @@ def soak_rows(res):
                  100 * res["lean_attached_fraction"])
              if "lean_attached_fraction" in res else ""),
          _cost_met(res, res["measured_pct"])),
-    ] + ([_parts_row(res, "pairs", "parts_pct", SATURATED_PCT,
+    ] + ([_parts_row(res, "pairs", "parts_pct", _saturated_target(res),
                      "at saturation")] if res.get("parts_pct") else []) + \
         ([_counted_row(res)] if "ops_counted" in res else []) + \
-        (_rate_rows(res) if "rate_pairs" in res else [])
+        (_rate_rows(res) if "rate_pairs" in res else []) + \
+        ([_otlp_row(res["otlp"])] if "otlp" in res else [])
+
+
+def _saturated_target(res):
+    """The whole's bound at saturation: SATURATED_PCT; with ops sent as
+    OTLP traces, the default bound itself (the traces' cost is held to
+    the exporter's bound even there)."""
+    return res["bound_pct"] if "otlp" in res else SATURATED_PCT
+
+
+def _otlp_row(o):
+    """What the exporter sent as OTLP traces over the soak: none dropped
+    while the collector keeps up."""
+    return (
+        "OTLP traces (1 op in %d by request id and every op over %g ms, "
+        "to Jaeger on the same host)" % (o["sample"], o["over_us"] / 1e3),
+        "none dropped",
+        "%.2f spans/s sent (%d over %.0f s), %.2f/s dropped (%d); ops "
+        "chosen %.2f/s in the sample and %.2f/s over the threshold, %.2f/s "
+        "not handed over (rate cap, ring); Jaeger's own CPU %.3f %% of the "
+        "host's (not in the exporter's cost)" % (
+            o["spans_sent_per_s"], o["spans_sent"], o["secs"],
+            o["spans_dropped_per_s"], o["spans_dropped"],
+            o["ops_sampled_per_s"], o["ops_slow_per_s"],
+            o["ops_dropped_per_s"], o["jaeger_cpu_pct"]),
+        o["spans_sent"] > 0 and not o["spans_dropped"])
 
 
 def _counted_row(res):
@@ -196,9 +222,13 @@ def render_soak(res):
     lines = ["## The exporter left running (%d-min soak, %s)" % (
         res["soak_min"], bench._release(res).capitalize()), "",
         "`make bench BENCH=exporter` (also in `make bench`): %s; "
-        "tools/osdstage_exporter.py with its default cost bound (%g %%), "
+        "tools/osdstage_exporter.py with its default cost bound (%g %%)%s, "
         "scraped every 5 s by %s; commit %s, %s." % (
             res["load"], res["bound_pct"],
+            ", sending ops as OTLP traces (--otlp --otlp-sample %d "
+            "--otlp-over %d)" % (res["otlp"]["sample"],
+                                 res["otlp"]["over_us"])
+            if "otlp" in res else "",
             "two Prometheus servers, one at nice %d (standing for a "
             "monitoring host), one at the OSDs' priority" %
             res["monitor_nice"] if "monitor_nice" in res else "Prometheus",

@@ -15,6 +15,7 @@
 #   up      build if needed, start it (or leave it running) and wait until healthy
 #   down    stop it
 #   env     print "export OTLP_URL=... JAEGER_API=..."
+#   pid     print the running Jaeger's pid (exit status 1 when none runs)
 set -euo pipefail
 
 VER=1.75.0
@@ -89,5 +90,6 @@ case "${1:-}" in
     up) mkdir -p "$CACHE"; up ;;
     down) down ;;
     env) echo "export OTLP_URL=http://127.0.0.1:4318 JAEGER_API=http://127.0.0.1:16686" ;;
-    *) echo "usage: $0 build|up|down|env" >&2; exit 2 ;;
+    pid) [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2> /dev/null && cat "$PIDFILE" ;;
+    *) echo "usage: $0 build|up|down|env|pid" >&2; exit 2 ;;
 esac

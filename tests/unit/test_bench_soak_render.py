@@ -219,7 +219,10 @@ def _soak_sample(t, rss, lean_ops, attached, lean_attached, traced):
             "rss_file_kb": 30000, "cpu_s": t / 100, "ops_fullness": 0.001,
             "threads_fullness": 0.08, "in_flight": 3, "estimate_pct": 0.4,
             "attached_s": attached, "lean_attached_s": lean_attached,
-            "lean_ops": lean_ops, "traced_s": traced, "lost": 0}
+            "lean_ops": lean_ops, "traced_s": traced, "lost": 0,
+            "otlp_chosen_sample": t / 100, "otlp_chosen_slow": t / 1000,
+            "otlp_ops_dropped": 0, "otlp_spans_sent": t / 10,
+            "otlp_spans_dropped": 0}
 
 
 def test_soak_results_hold_every_figure_the_section_reads():
@@ -242,8 +245,11 @@ def test_soak_results_hold_every_figure_the_section_reads():
                         for p in ("mon", "co") for q in (1, 0.99)
                         for job in ("osdstage", "prometheus")},
             "samples_scraped": [({}, 4000.0), ({}, 4341.0)],
-            "page": [481000, 34000], "lost_by_reason": {}}
+            "page": [481000, 34000], "lost_by_reason": {},
+            "jaeger_cpu": 9.0}
     res = exporter_soak.soak_results(soak, [], [], 450, 900.0)
+    assert res["otlp"]["spans_sent_per_s"] == 0.1
+    assert res["otlp"]["spans_sent"] == 165.0     # after the warm-up
     assert res["rss_first_kb"] == 100000          # after the warm-up
     assert res["rss_drift_pct"] == 1.0 and res["rss_max_kb"] == 101000
     assert res["ops_counted"] == [400000, 400000]
@@ -261,3 +267,53 @@ def test_soak_results_hold_every_figure_the_section_reads():
         want = set(json.load(f)) - {"machine", "commit", "date",
                                     "soak_min", "bound_pct"}
     assert set(res) == want
+
+
+OTLP = {"url": "http://127.0.0.1:4318", "sample": 100, "over_us": 50000,
+        "secs": 1680.0, "spans_sent_per_s": 12.5, "spans_dropped_per_s": 0.0,
+        "spans_sent": 21000, "spans_dropped": 0, "ops_sampled_per_s": 1.2,
+        "ops_slow_per_s": 0.3, "ops_dropped_per_s": 0.0,
+        "jaeger_cpu_pct": 0.41}
+
+
+def test_otlp_row_and_the_saturated_bound_with_traces():
+    rows = _res(parts_pct={"median": 1.2, "min": 1.1, "max": 1.3},
+                pairs=[{"traced": {"secs": 40.0, "parts": {
+                    "pct": 1.2, "exporter_pct": 0.6, "bpf_pct": 0.3,
+                    "traps_pct": 0.3, "uprobe_traps": 3000}}}] * 4,
+                trap_ns=2000)
+    sat = "the same, from the cost's parts (an upper bound), at saturation"
+    assert rows[sat][1] is True           # 1.5 % without traces
+    assert not any(k.startswith("OTLP") for k in rows)
+    rows = _res(parts_pct={"median": 1.2, "min": 1.1, "max": 1.3},
+                pairs=[{"traced": {"secs": 40.0, "parts": {
+                    "pct": 1.2, "exporter_pct": 0.6, "bpf_pct": 0.3,
+                    "traps_pct": 0.3, "uprobe_traps": 3000}}}] * 4,
+                trap_ns=2000, otlp=OTLP)
+    assert rows[sat][1] is False          # the bound itself with them
+    got, ok = rows["OTLP traces (1 op in 100 by request id and every op "
+                   "over 50 ms, to Jaeger on the same host)"]
+    assert ok is True
+    assert got.startswith("12.50 spans/s sent (21000 over 1680 s), "
+                          "0.00/s dropped (0)")
+    assert "Jaeger's own CPU 0.410 %" in got
+    got, ok = _res(otlp=dict(OTLP, spans_dropped=3))[
+        "OTLP traces (1 op in 100 by request id and every op over 50 ms, "
+        "to Jaeger on the same host)"]
+    assert ok is False
+
+
+def test_otlp_results_are_rates_between_two_samples():
+    first = {"t": 120.0, "otlp_spans_sent": 100, "otlp_spans_dropped": 0,
+             "otlp_chosen_sample": 10, "otlp_chosen_slow": 2,
+             "otlp_ops_dropped": 0}
+    last = {"t": 1800.0, "otlp_spans_sent": 100 + 16800,
+            "otlp_spans_dropped": 168, "otlp_chosen_sample": 10 + 1680,
+            "otlp_chosen_slow": 2 + 336, "otlp_ops_dropped": 0}
+    got = exporter_soak._otlp_results(first, last, {
+        "jaeger_cpu": 18.0, "wall": 1800.0})
+    assert got["spans_sent_per_s"] == 10.0 and got["spans_sent"] == 16800
+    assert got["spans_dropped_per_s"] == 0.1 and got["spans_dropped"] == 168
+    assert got["ops_sampled_per_s"] == 1.0 and got["ops_slow_per_s"] == 0.2
+    assert got["jaeger_cpu_pct"] == round(
+        100.0 * 18.0 / (1800.0 * exporter_soak.bench.NCPU), 3)
