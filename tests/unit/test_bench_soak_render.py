@@ -266,7 +266,8 @@ def test_soak_results_hold_every_figure_the_section_reads():
     with open(saved) as f:
         want = set(json.load(f)) - {"machine", "commit", "date",
                                     "soak_min", "bound_pct"}
-    assert set(res) == want
+    # a soak from before the exporter sent traces has no "otlp"
+    assert set(res) - ({"otlp"} - want) == want
 
 
 OTLP = {"url": "http://127.0.0.1:4318", "sample": 100, "over_us": 50000,
