@@ -371,3 +371,24 @@ def test_tenths_are_rounded_from_the_integers_halves_up(ns, us):
         got = e2e.client_segments(c, enq_ns=10 * MS, first_stamp_ns=None,
                                   done_ns=10 * MS)
         assert got["total_us"] == us
+
+
+@pytest.mark.parametrize("last,way,own,named", [
+    # a slow link (the figures of a writeback client on the 3-host lab,
+    # its host's link 4 ms against 1 ms): the last of 74 % only, its way
+    # 2.8 ms longer than the others' in 11.5 ms of their whole time
+    (73.8, (8550.3, 5739.4), (5477.9, 5798.5), "network"),
+    # a flood's busiest replica: the last of 67 %, its own queue, not its
+    # way, makes it slower: not named at that share
+    (67.1, (75231.2, 54675.5), (170488.7, 46584.6), None),
+    # its own queue at 80 %: named
+    (80.0, (5000.0, 5000.0), (9000.0, 5000.0), "replica"),
+    # a longer way at 60 %: not named
+    (60.0, (8500.0, 5700.0), (5500.0, 5800.0), None)])
+def test_a_slow_link_is_named_below_a_slow_replicas_share(last, way, own,
+                                                            named):
+    out = {"replicas": {"osd.1": {"last_pct": last}}, "verdict": None}
+    v = e2e._verdict(out, "osd.1", out["replicas"]["osd.1"], way[0],
+                     own[0], way[1], own[1])["verdict"]
+    assert v["cause"] == named, v
+    assert (v["replica"] == "osd.1") == (named is not None), v

@@ -344,6 +344,13 @@ def replica_segments(story):
 # times the others' time (way there and back, plus its own work) at p50
 SLOW_LAST_PCT = 75.0
 SLOW_RATIO = 1.2
+# ... or when its way there and back alone takes that much more than
+# theirs (a fifth of their whole time) and it is the last of at least this
+# share: a slow link adds the same delay to every write, while the
+# replicas' own times (their queues, under load) vary from write to write
+# by more than that, so its replica is the last less often than one whose
+# own queue is slow
+SLOW_LINK_LAST_PCT = 200.0 / 3
 
 
 def replica_columns(rows):
@@ -486,10 +493,21 @@ def replica_table(rows):
     return _verdict(out, slow, s, sway, sown, way, own)
 
 
+def _held_up(s, sway, sown, way, own):
+    """Whether the replica (its replica_table row `s`, its p50s against
+    the other replicas' of the same writes) held the writes up: SLOW_*
+    above."""
+    slow = sway + sown >= SLOW_RATIO * (way + own)
+    if s["last_pct"] >= SLOW_LAST_PCT and slow:
+        return True
+    link = sway - way >= (SLOW_RATIO - 1) * (way + own) and \
+        sway - way >= sown - own
+    return s["last_pct"] >= SLOW_LINK_LAST_PCT and slow and link
+
+
 def _verdict(out, slow, s, sway, sown, way, own):
     extra_way, extra_own = sway - way, sown - own
-    if s["last_pct"] < SLOW_LAST_PCT or sway + sown < \
-            SLOW_RATIO * (way + own):
+    if not _held_up(s, sway, sown, way, own):
         out["verdict"] = {
             "replica": None, "cause": None,
             "words": "no replica held the writes up: the last one is "
