@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .events import slots_of_ns
-from .hist import HIST_SLOTS, Hist
+from .hist import Hist
 
 KINDS = ("client", "pool", "pg", "image")
 DEFAULT_TOP = 10
@@ -61,16 +60,8 @@ def keys_of(kind, cols):
     raise ValueError("no breakdown by %r" % kind)
 
 
-def _hist(ns):
-    ns = np.asarray(ns, np.uint64)
-    if not len(ns):
-        return Hist()
-    return Hist(len(ns), int(ns.sum(dtype=np.uint64)), int(ns.max()),
-                np.bincount(slots_of_ns(ns), minlength=HIST_SLOTS).tolist())
-
-
 def _pcts(ns):
-    p50, p99 = _hist(ns).percentiles_us((0.50, 0.99))
+    p50, p99 = Hist.from_ns(ns).percentiles_us((0.50, 0.99))
     return round(p50, 3), round(p99, 3)
 
 
