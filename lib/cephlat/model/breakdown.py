@@ -44,20 +44,22 @@ def keys_of(kind, cols):
     if kind == "pg":
         return cols["pg"]
     if kind == "pool":
-        pool = np.asarray(cols["pool"])
-        u, inv = np.unique(pool, return_inverse=True)
-        names = np.array(["pool %d" % p if p >= 0 else None
-                          for p in u.tolist()] + [None], object)[:-1]
-        return names[inv.reshape(-1)] if len(pool) else \
-            np.zeros(0, object)
+        return _each_once(np.asarray(cols["pool"]),
+                          lambda p: "pool %d" % p if p >= 0 else None)
     if kind == "image":
-        obj = cols["object"]
-        u, inv = np.unique(np.array([o or "" for o in obj], object),
-                           return_inverse=True)
-        names = np.array([image_of(o) for o in u.tolist()] + [None],
-                         object)[:-1]
-        return names[inv.reshape(-1)] if len(obj) else np.zeros(0, object)
+        return _each_once(np.array([o or "" for o in cols["object"]],
+                                   object), image_of)
     raise ValueError("no breakdown by %r" % kind)
+
+
+def _each_once(values, fmt):
+    """fmt(v) of each of `values` (an array), made once per distinct
+    value -> object array."""
+    if not len(values):
+        return np.zeros(0, object)
+    u, inv = np.unique(values, return_inverse=True)
+    names = np.array([fmt(v) for v in u.tolist()] + [None], object)[:-1]
+    return names[inv.reshape(-1)]
 
 
 def _pcts(ns):
