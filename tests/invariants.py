@@ -207,12 +207,14 @@ def check_slowest(rec):
             measured, gaps, end, r)
     totals = [r["total_us"] for r in rows if r.get("total_us") is not None]
     ot = rec["stages"].get("op_total")
+    # a row's total is rounded to 0.1 us, the stage's max to 0.001 us
+    tol = 0.05 + 0.0005 + 1e-9
     if totals and ot:
-        assert max(totals) <= ot["max_us"] + 0.05, (totals, ot)
+        assert max(totals) <= ot["max_us"] + tol, (totals, ot)
         if len(totals) == len(rows):
-            assert abs(rows[0]["total_us"] - ot["max_us"]) <= 0.05 or \
+            assert abs(rows[0]["total_us"] - ot["max_us"]) <= tol or \
                 max(totals) == rows[0]["total_us"], (totals, ot)
-            assert abs(max(totals) - ot["max_us"]) <= 0.05, (totals, ot)
+            assert abs(max(totals) - ot["max_us"]) <= tol, (totals, ot)
 
 
 def check_window(rec, cap):
