@@ -149,6 +149,18 @@ class Prometheus:
             return [({}, float(data["result"][1]))]
         return [(r["metric"], float(r["value"][1])) for r in data["result"]]
 
+    def samples(self, expr, at=None):
+        """-> [(labels, [(timestamp, float value)])]: the raw samples of a
+        range-vector selector (`expr` ends in [<range>]) as scraped, with
+        the instants Prometheus scraped them."""
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = "%.3f" % at
+        data = self.api("query", **params)
+        assert data["resultType"] == "matrix", data["resultType"]
+        return [(r["metric"], [(float(t), float(v)) for t, v in r["values"]])
+                for r in data["result"]]
+
     def exemplars(self, expr, start, end=None):
         """-> [(series labels, [(exemplar labels, value, timestamp)])]
         of the exemplars of the series `expr` selects, from `start` to

@@ -6,12 +6,14 @@ with its own config and data directory, stopped after):
   /metrics and in Prometheus, but for the erasure-coded reads' (the lab's
   pools are replicated: they are absent; test_ec.py has them);
   osdstage_osd_info names the lab's pids;
-- histogram_quantile(0.99, ...) over a window, per OSD and stage, is
-  within one bucket of the p99 that osdstage.py itself reports for the
-  same window (run alongside: `--lean` for the stages the exporter takes
-  from its lean tier, the full tier for the others, as
-  osdstage_stage_tier_info says). The exporter Prometheus scrapes runs
-  without a cost bound (--max-overhead 0) so that both see the same ops:
+- over the same seconds, per OSD and stage, the exporter's histogram as
+  Prometheus scraped it holds the ops of osdstage.py's own one-second
+  reports (run alongside: `--lean` for the stages the exporter takes from
+  its lean tier, the full tier for the others, as osdstage_stage_tier_info
+  says), bucket by bucket, and histogram_quantile(0.99, ...) is within
+  one bucket of the p99 those reports give. The exporter Prometheus
+  scrapes runs without a cost bound (--max-overhead 0) so that both see
+  the same ops:
   under duty cycles the full tier sees the attached seconds' ops only, a
   sample whose p99 can be two buckets off when a stall falls in or out of
   it (osd.0's queue_wait p99 at 5.6 ms against 1.8 ms, for one);
@@ -54,16 +56,18 @@ DASHBOARD = os.path.join(REPO, "deploy", "grafana", "osdstage.json")
 WINDOW_S = 30          # the p99 comparison window
 FULL_MARGIN_S = 4      # the full tier's window: from before the lean
                        # tool attached to after it detached
-# each tool's window as Prometheus saw it: the exporter's figures are its
-# maps as read at its last refresh (every 1 s), scraped every 1 s: half of
-# that later on average
-PROM_LAG_S = 0.5
-# ... and up to a refresh plus a scrape (1 + 1 s) away from the tool's
-# own bounds: a window that long at its start is left out of Prometheus'
-# side, where it could hold the lean tool's attach (probes going into
-# three OSDs stall their threads: a micro-stage's p99 moves with one
-# stall) that the tool's own window starts after
-ALIGN_S = 2.0
+# a sample Prometheus scraped at s holds the exporter's maps as read at
+# its last refresh (--refresh 1) before s: at most a refresh, and as much
+# again for one that runs late on a busy machine, before s
+REFRESH_LAG_S = 2.0
+# ... and no later than a little after s (Prometheus stamps a scrape with
+# its start; the page is read after it), as the tool's report stamps its
+# maps' read: the instants either side takes, a quarter second apart at
+# most
+STAMP_SLACK_S = 0.25
+# the tracers on the lab's OSDs while the tools run: three exporters and
+# the two tools
+TRACERS = 5
 # the families of erasure-coded pools' reads: none on this lab
 EC_READS = (F.SHARD_READ_WAIT, F.SHARD_READ_LAST_REPLY)
 # the families with series that hold nothing here: the lab's BlueStore
@@ -225,16 +229,15 @@ def served(lab3):
         bench = Bench(lab3, "write", WINDOW_S + 20, threads=8)
         time.sleep(5)
         # the full tier's tool first, and the lean one once it is attached
-        # (its banner), for a window inside the full one's: attaching and
+        # (its banner), its seconds inside the full one's: attaching and
         # detaching a hundred probes on three OSDs stalls their threads
-        # (each probe goes in under the process's mmap lock), which a
-        # micro-stage's p99 over a few thousand ops shows; neither window
-        # then holds the other tool's attach or detach
+        # (each probe goes in under the process's mmap lock); neither
+        # tool's seconds then hold the other's attach or detach
         tools, banners = [], []
         for extra, secs in (([], WINDOW_S + FULL_MARGIN_S),
                             (["--lean"], WINDOW_S)):
             tools.append(subprocess.Popen(
-                [PYTHON, OSDSTAGE, "--osd", "all", "-j", str(secs), "1"] +
+                [PYTHON, OSDSTAGE, "--osd", "all", "-j", "1", str(secs)] +
                 extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 text=True))
             banners.append(_until_attached(tools[-1]))
@@ -258,8 +261,8 @@ def served(lab3):
         s.bounded_rc = s.bounded.proc.wait(timeout=30)
         for t, (out, err) in zip(tools, outs):
             assert t.returncode == 0, err
-        # the tool's report per tier, as the exporter's tiers
-        s.tool = {tier: json.loads(out.splitlines()[-1])
+        # the tool's reports (one a second) per tier, as the exporter's
+        s.tool = {tier: [json.loads(line) for line in out.splitlines()]
                   for tier, (out, _) in zip(("full", "lean"), outs)}
         time.sleep(3)       # the last scrapes of the window
         yield s
@@ -326,7 +329,84 @@ def stage_tiers(m):
             if k[0] == F.STAGE_TIER_INFO}
 
 
+def tool_hist(reports, osd, stage, inside):
+    """{bucket index: ops} of the tool's one-second reports whose window
+    `inside`(start, end) takes, for `osd`'s `stage`."""
+    out = {}
+    for r in reports:
+        if not inside(r["ts"] - r["interval_s"], r["ts"]):
+            continue
+        st = r["osds"].get(osd, {}).get("stages", {}).get(stage)
+        for lo, hi, n in (st or {}).get("hist", []):
+            b = bucket_index(hi / 1e6)
+            out[b] = out.get(b, 0) + n
+    return out
+
+
+def quantile_bucket(h, q):
+    """The bucket (index) of a {bucket: ops} histogram that holds its q
+    quantile (None when empty)."""
+    n, cum = sum(h.values()), 0
+    for b in sorted(h):
+        cum += h[b]
+        if n and cum >= q * n:
+            return b
+    return None
+
+
+def quantile_range(core, edge, q):
+    """The least and the greatest bucket the q quantile can be in for a
+    histogram of every op of `core` and any part of `edge`'s: the most
+    goes in with the edge's ops from some bucket up, the least with
+    those up to some bucket."""
+    bs = sorted(set(core) | set(edge))
+    got = []
+    for t in bs + [len(BUCKETS_S) + 1]:
+        for part in ({b: n for b, n in edge.items() if b >= t},
+                     {b: n for b, n in edge.items() if b < t}):
+            h = dict(core)
+            for b, n in part.items():
+                h[b] = h.get(b, 0) + n
+            got.append(quantile_bucket(h, q))
+    got = [g for g in got if g is not None]
+    return min(got), max(got)
+
+
+def prom_window(prom, osd, stage, reports):
+    """The exporter's histogram of `osd`'s `stage` between two of the
+    samples Prometheus scraped while the tool ran -> (s1, s2, {bucket
+    index: ops}), from the raw samples (no increase() extrapolation): the
+    first scraped REFRESH_LAG_S (and STAMP_SLACK_S) into the tool's first
+    report, the last before the end of its last."""
+    t0 = reports[0]["ts"] - reports[0]["interval_s"]
+    t1 = reports[-1]["ts"]
+    series = prom.samples('%s_bucket{ceph_daemon="%s",stage="%s"}[%ds]' % (
+        F.STAGE_LATENCY, osd, stage, math.ceil(t1 - t0) + 10), at=t1)
+    stamps = sorted({t for _, vs in series for t, _ in vs})
+    s1 = min(t for t in stamps if t >= t0 + REFRESH_LAG_S + STAMP_SLACK_S)
+    s2 = max(t for t in stamps if t <= t1 - STAMP_SLACK_S)
+    les = {}
+    for lab, vs in series:
+        v = dict(vs)
+        # (a bucket first scraped after s1 held nothing before)
+        les[float(lab["le"])] = v[s2] - v.get(s1, 0.0)
+    out, prev = {}, 0.0
+    for le, c in sorted(les.items()):
+        if c - prev:
+            out[bucket_index(le)] = c - prev
+        prev = c
+    return s1, s2, out
+
+
 def test_p99_agrees_with_the_tools_own_within_one_bucket(served):
+    """Over the same seconds, the exporter's histogram (Prometheus' raw
+    samples) holds every op of the tool's one-second reports wholly
+    inside them and no more than those of the reports that overlap them,
+    bucket by bucket; and histogram_quantile(0.99) over those seconds is
+    within one bucket of the p99 those reports give. The seconds a
+    sample's refresh may lie in (REFRESH_LAG_S before it) are the edge:
+    its ops may be on either side, and the p99 range is the one any part
+    of them gives."""
     checked = []
     tiers = stage_tiers(served.main_m)
     # the lean tier's stages come from it, the others from the full one
@@ -335,24 +415,55 @@ def test_p99_agrees_with_the_tools_own_within_one_bucket(served):
     assert {t for (_, st), t in tiers.items() if st == "repop"} == \
         {"full"}, tiers
     for (osd, stage), tier in sorted(tiers.items()):
-        s = served.tool[tier]["osds"].get(osd, {}).get("stages", {}).get(
-            stage)
-        if s is None or s["count"] < 200:
+        reports = served.tool[tier]
+        whole = tool_hist(reports, osd, stage, lambda a, b: True)
+        if sum(whole.values()) < 200:
             continue
-        # the tool's own window, less its uncertain start (ALIGN_S)
-        rec = served.tool[tier]
+        s1, s2, prom = prom_window(served.prom, osd, stage, reports)
+        lag, slack = REFRESH_LAG_S + STAMP_SLACK_S, STAMP_SLACK_S
+        core = tool_hist(reports, osd, stage,
+                         lambda a, b: a >= s1 + slack and b <= s2 - lag)
+        wide = tool_hist(reports, osd, stage,
+                         lambda a, b: b > s1 - lag and a < s2 + slack)
+        edge = {b: n - core.get(b, 0) for b, n in wide.items()}
+        what = "%s %s (%s tier), %.0f s: core %s, exporter %s, wide %s" % (
+            osd, stage, tier, s2 - s1, core, prom, wide)
+        # the same ops: as many ...
+        n = sum(prom.values())
+        assert sum(core.values()) <= n <= sum(wide.values()), what
+        # ... and as long, but for the probes of the other tracers: each
+        # tracer's probe runs before or after the others' at a span's two
+        # ends, and takes out its own cost only (call_bias_us). A span
+        # differs by at most a probe run of each of the five tracers at
+        # both ends, which can take an op across a bucket's bound; from
+        # buckets twice that up, at most into the next one
+        # (the full tier's tool measures it; the lean one has no calls)
+        shift_us = 2 * TRACERS * max(
+            r["osds"][osd]["call_bias_us"] for r in served.tool["full"]
+            if osd in r["osds"])
+        cum = {}
+        for name, h in (("core", core), ("prom", prom), ("wide", wide)):
+            cum[name] = [sum(c for b, c in h.items() if b <= i)
+                         for i in range(len(BUCKETS_S) + 1)]
+        for i in range(1, len(BUCKETS_S)):
+            if BUCKETS_S[i] * 1e6 < 2 * shift_us:
+                continue
+            assert cum["core"][i - 1] <= cum["prom"][i] <= \
+                cum["wide"][i + 1], (BUCKETS_S[i], shift_us, what)
         got = served.prom.query(
-            'histogram_quantile(0.99, sum by (le) (increase('
-            '%s_bucket{ceph_daemon="%s",stage="%s"}[%ds])))'
-            % (F.STAGE_LATENCY, osd, stage,
-               round(rec["interval_s"] - ALIGN_S)),
-            at=rec["ts"] + PROM_LAG_S)
-        assert got and not math.isnan(got[0][1]), (osd, stage, got)
-        prom_s, tool_s = got[0][1], s["p99_us"] / 1e6
-        checked.append((osd, stage, tier, tool_s, prom_s))
-        assert abs(bucket_index(prom_s) - bucket_index(tool_s)) <= 1, \
-            "%s %s (%s tier): osdstage p99 %.1f us, Prometheus %.1f us" \
-            % (osd, stage, tier, tool_s * 1e6, prom_s * 1e6)
+            'histogram_quantile(0.99, sum by (le) (%s_bucket{ceph_daemon='
+            '"%s",stage="%s"} - %s_bucket{ceph_daemon="%s",stage="%s"} '
+            'offset %dms))' % (F.STAGE_LATENCY, osd, stage, F.STAGE_LATENCY,
+                               osd, stage, round((s2 - s1) * 1000)),
+            at=s2)
+        assert got and not math.isnan(got[0][1]), (what, got)
+        lo, hi = quantile_range(core, edge, 0.99)
+        pb = bucket_index(got[0][1])
+        checked.append((osd, stage, tier, lo, hi, pb))
+        print("%s %s (%s): %d ops, p99 bucket %d, the tool's %d..%d "
+              "(shift %.1f us)" % (osd, stage, tier, n, pb, lo, hi, shift_us))
+        assert lo - 1 <= pb <= hi + 1, "%s: p99 %.1f us, the tool's in " \
+            "buckets %d..%d" % (what, got[0][1] * 1e6, lo, hi)
     # every OSD had writes to compare: several stages each, of both tiers
     assert len({c[0] for c in checked}) == 3, checked
     assert {c[2] for c in checked} == {"full", "lean"}, checked
