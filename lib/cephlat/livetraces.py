@@ -192,5 +192,7 @@ class Traces:
 
     def close(self, wait_s=2.0):
         """Stop: what is queued is sent for up to wait_s, the rest is
-        dropped and counted."""
+        dropped and counted; a collector's failure met only now is said
+        too (once), as during the run."""
         self.sender.stop(wait_s)
+        self._judge()
