@@ -54,6 +54,15 @@ enum osdstage_limits {
 	/* ops sent as OTLP traces (struct op_trace): a replicated write's
 	 * first replies kept for its trace on its primary */
 	TRACE_PEERS = 4,
+	/* who ran on a CPU while a target's thread waited for it: the last
+	 * CPU_SLICES tasks each CPU ran (struct cpu_ring, a power of two),
+	 * and the behind map's keys: half << HALF_SHIFT | thread role <<
+	 * BEHIND_ROLE_SHIFT | target slot << 32 | the task's process (tgid;
+	 * 0: the CPU's idle task, BEHIND_UNKNOWN: before the ring's oldest
+	 * slice) */
+	CPU_SLICES = 128,
+	BEHIND_ROLE_SHIFT = 40,
+	BEHIND_UNKNOWN = 0xffffffff,
 };
 
 /* Stage ids: the cookie of "call" probes and the index of the stats map. */
@@ -188,6 +197,8 @@ enum counter_id {
 	CNT_REQ_MAP_FULL,	/* a replicated op could not be indexed */
 	CNT_MSG_UNSTAMPED,	/* an enqueued op's message stamps were missing
 				 * or out of order: no messenger stages */
+	CNT_BEHIND_MAP_FULL,	/* a run-queue wait's part not told behind
+				 * whom: the behind map was full */
 	CNT__RESULTS,		/* results from here on */
 	CNT_WAKE_ENQUEUER = CNT__RESULTS, /* the dequeuing worker slept with
 				 * the op queued and was woken by the
@@ -431,6 +442,34 @@ struct shard_stats {
 	__u64 timeouts_with_work;
 };
 
+/* A task's turn on a CPU, from its switch-in (start) to the next one's
+ * (the next slice's start; the newest's: the ring's since). */
+struct cpu_slice {
+	__u64 start;
+	__u64 cgid;		/* its cgroup (v2: the unified hierarchy's id) */
+	__u32 tgid;
+	__u32 pid;
+	char comm[16];		/* the thread's name */
+};
+
+struct cpu_ring {
+	__u64 since;		/* the running task's switch-in */
+	__u32 head;		/* next slot */
+	__u32 pad;
+	struct cpu_slice s[CPU_SLICES];
+};
+
+/* The time target threads of one role waited for a CPU behind one
+ * process's tasks (key: CPU_SLICES' comment). */
+struct behind_stats {
+	__u64 ns;		/* the waits' overlap with its slices */
+	__u64 waits;		/* the waits it ran in */
+	__u64 cgid;		/* its cgroup (the last slice's) */
+	__u32 pid;		/* a thread of it that ran (the last slice's) */
+	__u32 pad;
+	char comm[16];		/* that thread's name */
+};
+
 /* Block requests per device, key = half << HALF_SHIFT | target slot << 32 |
  * device (the target that issued them). */
 struct dev_stats {
@@ -480,6 +519,9 @@ struct ctl {
 	__u32 mclock;		/* bit per target slot: its OSD schedules ops
 				 * with mClock (a timed wait on its queue is a
 				 * scheduler hold, not a missed wake-up) */
+	__u32 behind;		/* 1: every CPU notes the tasks it runs
+				 * (struct cpu_ring) and the targets' run-queue
+				 * waits are split by them (the behind map) */
 	__u32 targets[MAX_TARGETS];
 };
 

@@ -272,6 +272,13 @@ def build():
                 % (F.THREAD_RUNQUEUE, OSD, RI), "{{role}}")], "s",
         stack=True, fill=40), 8, 8)
     L.add(timeseries(
+        "Run-queue waits behind (process)",
+        "Seconds per second the OSD's threads waited for a CPU, by the "
+        "process that ran on it meanwhile (its cgroup in the legend)",
+        [target('topk(8, sum by (process, cgroup) (rate(%s{%s}[%s])))'
+                % (F.THREAD_RUNQUEUE_BEHIND, OSD, RI),
+                "{{process}} {{cgroup}}")], "s", stack=True, fill=40), 8, 8)
+    L.add(timeseries(
         "Futex wait by thread role",
         "Off-CPU seconds per second spent in futex waits (condition "
         "variables, mutexes)",

@@ -95,6 +95,25 @@ struct {
 	__type(value, struct dev_stats);
 } devs SEC(".maps");
 
+/* per CPU: the tasks it ran last (sched.bpf.h ring_push) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_ring);
+} cpu_rings SEC(".maps");
+
+/* per target, thread role, process that ran and interval half: the time
+ * the role's threads waited for a CPU behind it (osdstage.h CPU_SLICES);
+ * user space reads a half once its interval closed and deletes its
+ * entries (engine/mapread.py take_behind), as it does the peers' */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 2048);
+	__type(key, __u64);
+	__type(value, struct behind_stats);
+} behind SEC(".maps");
+
 /* replicated writes in flight on their primary: request id -> op key
  * (osdstage.h struct req_slot) */
 #define REQ_SLOTS 16384

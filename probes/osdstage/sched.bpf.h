@@ -309,21 +309,122 @@ static __always_inline __u32 sleep_kind(struct thread_state *t, int slot)
 	return SK_IDLE;
 }
 
+/* ------------------------------------------------------------------------
+ * Who ran instead: each CPU keeps the tasks it ran last (struct cpu_ring,
+ * written at every switch, any task's), and a target's thread that comes
+ * on a CPU after waiting for one is told behind whom it waited: the
+ * slices of that CPU's ring its wait overlaps, per process (the behind
+ * map). A wait longer than the ring's slices tells the rest as unknown;
+ * a thread that moved to another CPU while it waited is told the CPU it
+ * ran on. */
+
+/* The CPU switches from `prev` at `now`: its slice goes in the ring. */
+static __always_inline struct cpu_ring *ring_push(struct task_struct *prev,
+						  __u64 now)
+{
+	__u32 zero = 0;
+	struct cpu_ring *r = bpf_map_lookup_elem(&cpu_rings, &zero);
+	struct cpu_slice *s;
+
+	if (!r)
+		return NULL;
+	s = &r->s[r->head & (CPU_SLICES - 1)];
+	s->start = r->since;
+	/* (the tracepoint runs before the switch: prev is current) */
+	s->cgid = bpf_get_current_cgroup_id();
+	s->tgid = prev->tgid;
+	s->pid = prev->pid;
+	__builtin_memcpy(s->comm, prev->comm, sizeof(s->comm));
+	r->head++;
+	r->since = now;
+	return r;
+}
+
+/* `ns` of a wait behind slice `s` (NULL: not known whose) under `key`. */
+static __noinline void behind_add(__u64 key, struct cpu_slice *s, __u64 ns,
+				  __u32 slot)
+{
+	struct behind_stats *b = bpf_map_lookup_elem(&behind, &key);
+
+	if (!b) {
+		struct behind_stats z = {};
+
+		bpf_map_update_elem(&behind, &key, &z, BPF_NOEXIST);
+		b = bpf_map_lookup_elem(&behind, &key);
+		if (!b) {
+			count(slot, CNT_BEHIND_MAP_FULL);
+			return;
+		}
+	}
+	b->ns += ns;
+	b->waits++;
+	if (s) {
+		b->cgid = s->cgid;
+		b->pid = s->pid;
+		__builtin_memcpy(b->comm, s->comm, sizeof(b->comm));
+	}
+}
+
+/* A thread of role `role` of target `slot` waited for this CPU from `w0`
+ * to `now` (ring `r`, its newest slice ending now): behind whom. Turns
+ * of one process in a row go in as one. */
+static __always_inline void behind_wait(struct cpu_ring *r, __u32 slot,
+					__u32 role, __u64 w0, __u64 now,
+					__u32 gen)
+{
+	__u64 base = (__u64)(gen & 1) << HALF_SHIFT |
+		     (__u64)(role & (MAX_ROLES - 1)) << BEHIND_ROLE_SHIFT |
+		     (__u64)slot << 32;
+	__u64 end = r->since, told = now, a, pend = 0;
+	__u32 head = r->head, k, ptgid = 0;
+	struct cpu_slice *s, *ps = NULL;
+
+	for (k = 0; k < CPU_SLICES; k++) {
+		s = &r->s[(head - 1 - k) & (CPU_SLICES - 1)];
+		if (!s->start || end <= w0)
+			break;
+		a = s->start > w0 ? s->start : w0;
+		if (ps && s->tgid != ptgid) {
+			behind_add(base | ptgid, ps, pend, slot);
+			pend = 0;
+		}
+		pend += end - a;
+		ps = s;
+		ptgid = s->tgid;
+		told = a;
+		if (s->start <= w0)
+			break;
+		end = s->start;
+	}
+	if (ps && pend)
+		behind_add(base | ptgid, ps, pend, slot);
+	if (told > w0)
+		behind_add(base | BEHIND_UNKNOWN, NULL, told - w0, slot);
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)
 {
 	__u64 now = 0;
+	struct cpu_ring *ring = NULL;
 	struct thread_state *t;
 	struct ev_switch_out *eo;
 	struct ev_switch_in *ei;
-	__u32 gen = 0, state, woken = 0;
+	__u32 gen = 0, state, woken = 0, counted = 0;
 	int slot;
 
+	/* (a run on every switch of the host: only when asked) */
+	if (*(volatile __u32 *)&ctl.behind) {
+		now = bpf_ktime_get_ns();
+		ring = ring_push(prev, now);
+	}
 	slot = target_of(prev->tgid);
 	if (slot >= 0) {
 		count(slot, CNT_HIT_SCHED);
-		now = bpf_ktime_get_ns();
+		counted = 1;
+		if (!now)
+			now = bpf_ktime_get_ns();
 		gen = cur_gen();
 		t = thread_of(prev, now, slot);
 		if (t) {
@@ -352,14 +453,18 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 	}
 	slot = target_of(next->tgid);
 	if (slot >= 0) {
-		if (!now) {
+		if (!counted) {
 			count(slot, CNT_HIT_SCHED);
-			now = bpf_ktime_get_ns();
+			if (!now)
+				now = bpf_ktime_get_ns();
 			gen = cur_gen();
 		}
 		t = thread_of(next, now, slot);
 		if (!t)
 			return 0;
+		/* it waited for a CPU (woken, or preempted) since `since` */
+		if (t->state == TS_RUNQ && ring && t->since && t->since < now)
+			behind_wait(ring, slot, t->role, t->since, now, gen);
 		if (t->state == TS_SLEEP && !task_state(next)) {
 			/* switched in runnable after it went to sleep: woken
 			 * without a sched_waking. 6.18 does that now and then

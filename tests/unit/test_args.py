@@ -107,6 +107,10 @@ def test_tool_imports_without_side_effects():
     (["-p", "1", "--lean", "-w", "x"], "nothing to record: drop -w"),
     (["-p", "1", "--lean", "--max-overhead", "1"], "drop --max-overhead"),
     (["-p", "1", "--lean", "--probes", "f"], "drop --probes"),
+    (["-p", "1", "--lean", "--behind"], "--behind splits the kernel's "
+                                        "run-queue waits: not with --lean"),
+    (["-p", "1", "--no-kernel", "--behind"], "not with --no-kernel"),
+    (["-r", "x", "--behind"], "--behind is for live tracing"),
 ])
 def test_capture_options_in_the_wrong_mode(argv, fragment, capsys):
     from cephlat.cli.osdstage import main

@@ -194,6 +194,8 @@ EXPORTER_USAGE = [
     (["--max-overhead", "200"], "--max-overhead", "'200'"),
     (["--max-overhead", "-1"], "--max-overhead"),
     (["--tiers", "lean", "--no-kernel"], "--tiers lean"),
+    (["--tiers", "lean", "--behind"], "--tiers lean"),
+    (["--behind", "--no-kernel"], "--behind splits the kernel's"),
     (["-S", "nosuch"], "unknown stage nosuch"),
     (["-S", "offcpu"], "offcpu"),
     (["--listen", "x:y"], "not ADDR:PORT"),

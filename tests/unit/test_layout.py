@@ -43,14 +43,16 @@ def test_bss_holds_only_ctl():
     # StageTracer writes struct ctl {u64 call_bias_ns; u32 call_cold_ns,
     # call_cold_x16, call_cold_max_ns, call_warm_ns, call_warm_x16,
     # call_bias_min_ns; s64 real_off_ns; u32 gen;
-    # u32 mclock; u32 targets[MAX_TARGETS]} as the whole .bss value
+    # u32 mclock; u32 behind; u32 targets[MAX_TARGETS]} as the whole .bss
+    # value (8-byte aligned)
     a = abi.load("osdstage", BUILD)
     ctl = a.struct("ctl")
     assert _section_symbols(OBJ, ".bss") == {"ctl": (0, ctl.size)}
-    assert ctl.size == 48 + 4 * a.const("MAX_TARGETS")
-    assert ctl.offset("targets") == 48
+    assert ctl.size == (52 + 4 * a.const("MAX_TARGETS") + 7) // 8 * 8
+    assert ctl.offset("targets") == 52
     assert ctl.unpack(ctl.pack(call_bias_ns=7, call_cold_x16=56,
                                real_off_ns=-5, gen=3)) == {
         "call_bias_ns": 7, "call_cold_ns": 0, "call_cold_x16": 56,
         "call_cold_max_ns": 0, "call_warm_ns": 0, "call_warm_x16": 0,
-        "call_bias_min_ns": 0, "real_off_ns": -5, "gen": 3, "mclock": 0}
+        "call_bias_min_ns": 0, "real_off_ns": -5, "gen": 3, "mclock": 0,
+        "behind": 0}

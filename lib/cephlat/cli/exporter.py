@@ -117,6 +117,11 @@ def build_parser():
     p.add_argument("--no-kernel", action="store_true",
                    help="no scheduler/futex/block/syncfs tracepoints: user-"
                         "space stages only, no queue-wait attribution")
+    p.add_argument("--behind", action="store_true",
+                   help="the full tier also tells whom the OSD's threads "
+                        "waited behind for a CPU (%s; a cost on every "
+                        "context switch of the host)" %
+                        "osdstage_thread_runqueue_behind_seconds_total")
     p.add_argument("--host-netns", metavar="NAME", default=None,
                    help="a lab aid: the host is the network namespace NAME "
                         "(ip netns): trace only its ceph-osd processes, as "
@@ -235,10 +240,14 @@ def serve_http(listen, exported):
 
 
 def run(args, err=sys.stderr):
-    if args.tiers == "lean" and (args.stages or args.no_kernel):
+    if args.tiers == "lean" and (args.stages or args.no_kernel or
+                                 args.behind):
         raise UsageError("--tiers lean traces a fixed set of stages with no "
-                         "kernel programs: -S and --no-kernel are the full "
-                         "tier's")
+                         "kernel programs: -S, --no-kernel and --behind are "
+                         "the full tier's")
+    if args.behind and args.no_kernel:
+        raise UsageError("--behind splits the kernel's run-queue waits: not "
+                         "with --no-kernel")
     check_live_stages(args.stages)
     check_otlp(args)
     require_root(TOOL)

@@ -27,6 +27,7 @@ DEFAULT_TIMELINE_MS = 50.0
 # recorded): dest -> the option as the user writes it. Those with a
 # default are None unless given (the defaults are set after the check)
 LIVE_ONLY = {"lean": "--lean", "no_kernel": "--no-kernel",
+             "behind": "--behind",
              "max_overhead": "--max-overhead", "ring_mb": "--ring-mb",
              "max_ops": "--max-ops", "op_timeout": "--op-timeout",
              "probes": "--probes", "bpftrace_args": "--bpftrace-args",
@@ -53,6 +54,8 @@ EXAMPLES = """examples:
   osdstage.py -p 1234 -S do_op,bluestore_read 5  # only these stages
   osdstage.py --list           # every ceph-osd here and what can be probed
   osdstage.py -p 1234 --no-kernel 5   # user-space stages only (cheaper)
+  osdstage.py --osd 0 --behind 10 1   # and whom its threads waited behind
+                                      # for a CPU (process, cgroup, unit)
   osdstage.py --osd all --lean 10     # one probe hit per op: stages from
                                # Ceph's own stamps, cheap enough to leave on
   osdstage.py -p 4321 --probes myqueue.json 5  # any producer/consumer program
@@ -274,6 +277,12 @@ def _tracer_options(p):
     p.add_argument("--no-kernel", action="store_true",
                    help="no scheduler/futex/block/syncfs tracepoints: user-"
                         "space stages only, no queue-wait attribution")
+    p.add_argument("--behind", action="store_true",
+                   help="also tell whom the OSD's threads waited behind "
+                        "for a CPU: each process that ran instead, with "
+                        "its cgroup and its systemd unit or container (a "
+                        "cost on every context switch of the host: see "
+                        "osdstage(8), Kernel stages)")
     p.add_argument("--lean", action="store_true",
                    help="the lean tier: one probe hit per op (on "
                         "PrimaryLogPG::log_op_stats) gives the messenger "
@@ -454,6 +463,10 @@ def _check_live(args):
         if clash:
             raise UsageError("--list lists the OSDs once: drop %s"
                              % clash[0])
+    if args.behind and (args.lean or args.no_kernel):
+        raise UsageError("--behind splits the kernel's run-queue waits: not "
+                         "with %s" % ("--lean" if args.lean else
+                                      "--no-kernel"))
     if args.lean:
         clash = [opt for opt, on in (
             ("-S", args.stages), ("-w", args.write), ("--probes", args.probes),

@@ -8,8 +8,8 @@ and devices' totals so far (each half as it closed, summed), the peers'
 of that interval alone (its half emptied once read: take_peers).
 
 What it needs of its owner: abi, vocab, pids, roles, reader (the stats
-reader: CPUs, histogram parsing), the maps threads, shards, devs and
-peers, and the dict _halves."""
+reader: CPUs, histogram parsing), the maps threads, shards, devs, peers
+and behind, and the dict _halves."""
 import os
 import struct
 import time
@@ -18,6 +18,7 @@ from ..model import events
 from ..model.hist import Hist
 from ..model.threadstates import accrue
 from ..model.vocab import THREAD_ROW
+from .tasks import TaskNames
 
 
 def _add(a, b):
@@ -189,6 +190,52 @@ class MapReads:
             peer = (read, k & 0xffffffff)
             peers[peer] = _add(peers.get(peer), (self.reader.parse(
                 raw, stride, ps.offset("wait")), last))
+        return out
+
+    def take_behind(self, half):
+        """The closed interval's run-queue waits by whom the CPU ran
+        instead -> {slot: {(role index, tgid): {"ns", "waits", "cgid",
+        "pid", "comm"}}} (probes/osdstage.h struct behind_stats; tgid 0:
+        the CPU's idle task, BEHIND_UNKNOWN: before the CPU's kept
+        slices): the half the interval filled, read and then emptied, as
+        take_peers does. Times and counts are the CPUs' copies summed; the
+        task's names and cgroup are the copy with the most time's."""
+        st = self.abi.struct("behind_stats")
+        stride = (st.size + 7) // 8 * 8
+        ncpu = self.reader.ncpu
+        hshift = self.abi.const("HALF_SHIFT")
+        rshift = self.abi.const("BEHIND_ROLE_SHIFT")
+        at = st.offset("comm")
+        unknown = self.abi.const("BEHIND_UNKNOWN")
+        if getattr(self, "task_names", None) is None:
+            self.task_names = TaskNames()
+        out, keys = {}, []
+        for key, raw in self.behind.items(stride * ncpu):
+            k = struct.unpack("<Q", key)[0]
+            if k >> hshift != half:
+                continue
+            keys.append(key)
+            row, most = None, -1
+            for cpu in range(ncpu):
+                v = st.unpack(raw, cpu * stride)
+                if row is None:
+                    row = {"ns": 0, "waits": 0}
+                row["ns"] += v["ns"]
+                row["waits"] += v["waits"]
+                if v["ns"] > most and v["waits"]:
+                    most = v["ns"]
+                    row.update(cgid=v["cgid"], pid=v["pid"], comm=raw[
+                        cpu * stride + at:cpu * stride + at + 16].split(
+                            b"\0", 1)[0].decode("utf-8", "replace"))
+            k &= (1 << hshift) - 1
+            tgid = k & 0xffffffff
+            if tgid and tgid != unknown and "pid" in row:
+                row.update(self.task_names.describe(
+                    tgid, row["pid"], row["cgid"], row["comm"]))
+            mine = out.setdefault(k >> 32 & 0xff, {})
+            mine[(k >> rshift & 0xff, tgid)] = row
+        for key in keys:
+            self.behind.delete(key)
         return out
 
     def take_peers(self, half):

@@ -27,11 +27,13 @@ class Want:
     # ring_mb: the capture ring buffer (None: no capture), else
     # ring_mb_per_target for each target; traces: the ops to send as
     # OTLP traces (model/sample.py's TraceChoice; None: none; the full
-    # tier's only)
+    # tier's only); behind: whom the threads wait behind for a CPU
+    # (--behind)
     FIELDS = dict(pid=None, osd=None, probes=None, stages=None,
                   release=None, strict=False, no_kernel=False, lean=False,
                   max_ops=DEFAULT_MAX_OPS, ring_mb=None,
-                  ring_mb_per_target=0, host_netns=None, traces=None)
+                  ring_mb_per_target=0, host_netns=None, traces=None,
+                  behind=False)
 
     def __init__(self, **kw):
         unknown = set(kw) - set(self.FIELDS)
@@ -60,7 +62,7 @@ class Session:
             kernel=not (want.no_kernel or want.lean),
             roles=self.roles, mclock=[t.mclock() for t in self.targets],
             ring_bytes=ring_bytes(mb) if mb else 0, lean=want.lean,
-            traces=want.traces)
+            traces=want.traces, behind=want.behind)
         # the cost estimate needs the measured cost of a uprobe hit
         self.tracer.calibrate_always = True
         # the op class is read at completion: split only when it is probed

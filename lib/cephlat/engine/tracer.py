@@ -66,7 +66,8 @@ class StageTracer(MapReads):
     def __init__(self, pid, exe_path, plan, rmw=None, settings=None,
                  max_ops=DEFAULT_MAX_OPS,
                  bpf_dir=None, calibrate=True, kernel=False, roles=None,
-                 ring_bytes=0, mclock=None, lean=False, traces=None):
+                 ring_bytes=0, mclock=None, lean=False, traces=None,
+                 behind=False):
         self.pids = list(pid) if isinstance(pid, (list, tuple)) else [pid]
         n = len(self.pids)
         self.exe_paths = _per_target(exe_path, n)
@@ -76,6 +77,9 @@ class StageTracer(MapReads):
         self.rmw = rmw
         self.settings = dict(settings or {})   # {.rodata name: value}
         self.kernel = kernel
+        # whom the targets' threads wait behind for a CPU (ctl.behind: a
+        # cost on every context switch of the host; kernel stages only)
+        self.split_behind = bool(behind and kernel)
         self.roles = roles or CEPH_ROLES
         self.max_ops = max_ops
         self.bpf_dir = bpf_dir or default_bpf_dir()
@@ -188,6 +192,7 @@ class StageTracer(MapReads):
         self.ops = OpTable(self.obj.map("ops"), self.abi)
         self.reqidx = ReqIndex(self.obj.map("reqidx"), self.abi)
         self.peers = self.obj.map("peers")
+        self.behind = self.obj.map("behind")
         if self.traces:
             from .traces import TraceRing
             self.trace_ring = TraceRing(self.obj.map("traces"), self.abi)
@@ -206,6 +211,7 @@ class StageTracer(MapReads):
             gen=self.gen,
             real_off_ns=real_offset_ns(),
             mclock=sum(1 << i for i, m in enumerate(self.mclock) if m),
+            behind=int(self.split_behind),
             **self.calib))
         at = ctl.offset("targets")
         raw[at:at + 4 * len(self.pids)] = struct.pack(
@@ -387,6 +393,7 @@ class StageTracer(MapReads):
             if not self.lean else {}
         peers = self.take_peers(half) if not self.lean else {}
         threads = self.read_threads() if self.kernel else {}
+        behind = self.take_behind(half) if self.split_behind else {}
         devs = self._closed("devs", half, self.read_devs) \
             if self.kernel else {}
         out = []
@@ -406,9 +413,12 @@ class StageTracer(MapReads):
                 hists = {name: Hist(h.count, h.sum_ns, h.max_ns,
                                     list(h.slots))
                          for name, h in cum.items()}
-            out.append(Snapshot(hists, counters[slot], threads.get(slot, {}),
-                                shards.get(slot, {}), devs.get(slot, {}),
-                                mono, interval, gen))
+            snap = Snapshot(hists, counters[slot], threads.get(slot, {}),
+                            shards.get(slot, {}), devs.get(slot, {}), mono,
+                            interval, gen)
+            snap.behind = behind.get(slot, {}) if self.split_behind \
+                else None
+            out.append(snap)
         return out
 
     def _add_up(self, interval):

@@ -117,6 +117,27 @@ class HistSum:
         return list(zip(LE, np.cumsum(self.counts).tolist()))
 
 
+# the most (process, cgroup) series of THREAD_RUNQUEUE_BEHIND an OSD has:
+# the first ones seen, later ones summed as "other"
+BEHIND_SERIES = 12
+
+
+def _behind_label(row):
+    """(process, cgroup) labels of a "behind" row (model/behind.py)."""
+    name = row["process"] if row["kind"] == "process" else row["kind"]
+    return (name or "?", row["cgroup"] or "")
+
+
+def _capped(st, label):
+    """`label`, or ("other", "") once OSD state `st` has BEHIND_SERIES
+    others."""
+    have = {k[1][1:] for k in st.counters
+            if k[0] == F.THREAD_RUNQUEUE_BEHIND}
+    if label in have or len(have - {("other", "")}) < BEHIND_SERIES:
+        return label
+    return ("other", "")
+
+
 class OsdState:
     """One OSD's (by name: osd.N) sums and its latest gauges."""
 
@@ -357,6 +378,13 @@ class Exported:
                      r["futex_ns"] / 1e9)
             st.count(F.THREAD_WAKEUPS, (role,),
                      r["wakeups"])
+        for role, b in (iv.record.get("behind") or {}).items():
+            rows = [(_behind_label(r), r["us"]) for r in b["by"]]
+            if b["other_us"]:
+                rows.append((("other", ""), b["other_us"]))
+            for label, us in rows:
+                st.count(F.THREAD_RUNQUEUE_BEHIND,
+                         (role,) + _capped(st, label), us / 1e6)
         alive = {}
         for t in (threads or {}).values():
             if not t["died"]:

@@ -21,7 +21,9 @@ class ExporterConfig:
     osd: "all" or a list of OSD ids; tiers: "both", "lean" or "full";
     stages: the full tier's user-space stages (None: the default ones;
     "all": every one); release: the probe table's (None: asked from each binary);
-    no_kernel: no kernel programs in the full tier; max_ops: slots of the
+    no_kernel: no kernel programs in the full tier; behind: the full
+    tier also tells whom the threads waited behind for a CPU (a cost on
+    every context switch of the host); max_ops: slots of the
     table of ops in flight; host_netns: trace only this network
     namespace's OSDs (a lab aid); max_overhead: the cost bound, % of the
     host's CPU time (0: none, the full tier always attached); refresh:
@@ -36,6 +38,7 @@ class ExporterConfig:
     stages: object = None
     release: object = None
     no_kernel: bool = False
+    behind: bool = False
     max_ops: int = DEFAULT_MAX_OPS
     host_netns: object = None
     max_overhead: float = DEFAULT_MAX_OVERHEAD

@@ -51,6 +51,7 @@ QUEUE_TIMEOUTS_WITH_WORK = "osdstage_queue_timeouts_with_work_total"
 # the OSD's threads: time per state
 THREAD_OFFCPU = "osdstage_thread_offcpu_seconds_total"
 THREAD_RUNQUEUE = "osdstage_thread_runqueue_seconds_total"
+THREAD_RUNQUEUE_BEHIND = "osdstage_thread_runqueue_behind_seconds_total"
 THREAD_FUTEX_WAIT = "osdstage_thread_futex_wait_seconds_total"
 THREAD_WAKEUPS = "osdstage_thread_wakeups_total"
 THREADS = "osdstage_threads"
@@ -126,7 +127,7 @@ OTLP_ONLY = (OTLP_OPS_CHOSEN, OTLP_OPS_DROPPED, OTLP_SPANS_SENT,
 # ops sent as traces (exporter/exemplars.py: why these and no others)
 EXEMPLARS = (STAGE_LATENCY, REPLICA_WAIT, SCHED_CLASS_QUEUE_WAIT)
 # the families that came after the renaming: no old name
-NO_OLD_NAME = OTLP_ONLY
+NO_OLD_NAME = OTLP_ONLY + (THREAD_RUNQUEUE_BEHIND,)
 
 FAMILIES = (
     # --- where ops spend their time ---------------------------------------
@@ -206,6 +207,12 @@ FAMILIES = (
            D + ("role",),
            "Time the OSD's threads of each role spent runnable, waiting "
            "for a CPU"),
+    Family(THREAD_RUNQUEUE_BEHIND, "counter",
+           D + ("role", "process", "cgroup"),
+           "Time the OSD's threads of each role waited for a CPU, by the "
+           "process that ran on it meanwhile (process: its name, or "
+           "itself, idle, unknown, other; at most 12 of them "
+           "per OSD, the later ones summed as other)"),
     Family(THREAD_FUTEX_WAIT, "counter", D + ("role",),
            "Off-CPU time of each role spent in futex waits"),
     Family(THREAD_WAKEUPS, "counter", D + ("role",),

@@ -149,7 +149,7 @@ class Exporter:
         return Want(pid=list(pids), stages=None if lean else c.stages,
                     release=c.release, no_kernel=c.no_kernel, lean=lean,
                     max_ops=c.max_ops, host_netns=c.host_netns,
-                    traces=traces)
+                    traces=traces, behind=c.behind and not lean)
 
     def _session(self, pids, name):
         return Session(self._want(pids, name), self.err)

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 
 from . import report, verdict
+from .behind import behind_rows
 from .hist import Hist
 
 # the stages whose waits are per peer OSD (report.peers)
@@ -200,6 +201,9 @@ def _kernel_part(iv, cur, prev):
     threads = report.thread_rows(iv.roles, roles)
     rec["kernel"] = kernel
     rec["threads"] = threads
+    if getattr(cur, "behind", None) is not None:
+        rec["behind"] = behind_rows(cur.behind, roles.names, run.pid,
+                                    vocab.behind_unknown)
     worker = roles.names[roles.worker]
     attr = wakers = None
     if "queue_wait" in run.stages:
@@ -216,7 +220,8 @@ def _kernel_part(iv, cur, prev):
         stages.get("replica_wait", {}).get("by_peer"), run.scheduler,
         rec.get("throttles"), secs,
         stages.get("queue_wait", {}).get("by_queue_class"), vocab.background,
-        stages.get("shard_read", {}).get("by_peer"), run.name)
+        stages.get("shard_read", {}).get("by_peer"), run.name,
+        (rec.get("behind") or {}).get(worker))
     rec["cause"] = v.cause
     rec["verdict"] = v.text
     rec["slow_osd"] = v.slow

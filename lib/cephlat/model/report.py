@@ -258,6 +258,8 @@ LOSS_WORDS = {
     "rq_map_full": "block requests not timed: the request table was full",
     "events_lost": "capture events the ring buffer had no room for (raise "
                    "--ring-mb)",
+    "behind_map_full": "run-queue waits not told behind whom: too many "
+                       "processes ran on the CPUs in one interval",
     "reply_unknown": "replica replies to ops not seen sending sub-ops, not "
                      "counted: sub-ops sent before tracing started",
     "req_map_full": "replicated ops whose replies cannot be matched: the "

@@ -19,6 +19,10 @@ class Snapshot:
         # it closed, as the live report had them (throttles_over)
         self.throttles = None
         self.throttles_over = None
+        # the run-queue waits of the interval it closed, by the process
+        # that ran instead (engine/mapread.py take_behind; None: not
+        # read, as in a capture)
+        self.behind = None
 
     def __iter__(self):             # hists, counters = tracer.snapshot()
         return iter((self.hists, self.counters))

@@ -3,6 +3,7 @@ numbers behind it), and a line about a slow replica when several OSDs are
 traced together. From model/interval.py's figures; render/ prints it."""
 
 from . import sched as scheduler
+from .behind import share_words, who_words
 from .queue_words import ms as _ms, pct as _pct, queue_lines
 
 
@@ -279,16 +280,28 @@ class Verdict(tuple):
     text = property(lambda self: self[1])
 
 
+def _behind_words(behind, top=2):
+    """"; waiting for a CPU behind X 61 %, Y 22 %" of the workers' row,
+    or nothing."""
+    if not behind or not behind["by"]:
+        return ""
+    return "; waiting for a CPU, they were behind %s" % ", ".join(
+        "%s %s" % (who_words(r), share_words(r["share"]))
+        for r in behind["by"][:top])
+
+
 def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
             sched=None, throttles=None, secs=None, qclasses=None,
-            background=(), read_peers=None, me=None):
+            background=(), read_peers=None, me=None, behind=None):
     """-> Verdict (cause, text; .slow): the dominant reason ops waited,
     in plain words, with the numbers behind it. peers: replica_wait's
     by_peer; sched: the OSD's scheduler (ceph/scheduler.py); throttles:
     the messenger's
     (throttle_deltas); secs: the interval's length; qclasses: queue_wait's
     by_queue_class; background: the stages of background work (vocab);
-    read_peers: shard_read's by_peer; me: the OSD's own name ("osd.N")."""
+    read_peers: shard_read's by_peer; me: the OSD's own name ("osd.N");
+    behind: the workers' row of whom they waited behind for a CPU
+    (model/behind.py)."""
     qw = stages.get("queue_wait")
     lines = []
     cause = "none"
@@ -324,10 +337,11 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
             lines.insert(0, shards)
         if slow:
             cause, named = "replica", slow
-        lines.append("CPU run-queue delay %s; workers slept %s of the time." %
-                     (_ms(attr["runq"]["mean_us"]),
-                      _pct(sleep_pct) if sleep_pct is not None
-                      else "an unknown share"))
+        lines.append(
+            "CPU run-queue delay %s; workers slept %s of the time%s." % (
+                _ms(attr["runq"]["mean_us"]),
+                _pct(sleep_pct) if sleep_pct is not None
+                else "an unknown share", _behind_words(behind)))
     tlines, throttled = _throttle_lines(throttles, stages)
     if throttled:
         cause = "throttle"

@@ -33,6 +33,9 @@ class Vocab:
         lim = dict((n, v) for n, v in enums["osdstage_limits"])
         self.max_roles, self.max_stages = lim["MAX_ROLES"], lim["MAX_STAGES"]
         self.dev_minor_bits = lim["DEV_MINOR_BITS"]
+        # the behind map's "not known whose" process (none in a capture
+        # made before it)
+        self.behind_unknown = lim.get("BEHIND_UNKNOWN")
         self.op_classes = abimod.labels(enums["op_class"])
         # the op scheduler's classes (enum queue_class; none in a capture
         # made before them)

@@ -5,7 +5,9 @@ the record itself (emit)."""
 import textwrap
 
 from ..model import report, sched as schedmod, verdict
+from ..model.behind import share_words, who_words
 from ..model.hist import render_log2
+from ..model.queue_words import ms
 from ..model.schema import json_line
 from .otlp import summary_words
 from .text import print_slowest, span, wrap
@@ -26,6 +28,8 @@ EXPLAIN = {
               "timed waits with work)",
     "threads": "(%OFFCPU: asleep; %RUNQ: waiting for a CPU; %FUTEX/OFF: "
                "sleep in futex waits)",
+    "behind": "(the run-queue waits of each role's threads, by what ran "
+              "on the CPU meanwhile: the shares of their time)",
     "classes": "(ops by the scheduler's class; HELD: the share of their "
                "wait it held them)",
     "histograms": "(histograms: each stage's events per power-of-two "
@@ -122,6 +126,8 @@ def print_interval(out, opts, iv, title=None):
             _attribution(out, opts, rec)
         if rec.get("threads"):
             _thread_roles(out, opts, rec["threads"])
+        if rec.get("behind"):
+            _behind(out, opts, rec["behind"])
         _queue_classes(out, opts, rec, 1000.0 if opts.milliseconds else 1.0)
     if rec.get("slowest"):
         print_slowest(out, rec["slowest"])
@@ -262,6 +268,20 @@ def _thread_roles(out, opts, threads):
             role, t["threads"], t["offcpu_pct"], t["runq_pct"],
             t["futex_pct_of_offcpu"], t["wakeups"]))
     _explain(out, opts, "threads")
+
+
+def _behind(out, opts, behind):
+    """Per role, whom its threads waited behind for a CPU."""
+    out.write("\nWAITED FOR A CPU BEHIND\n")
+    for role, b in behind.items():
+        parts = ["%s %s" % (who_words(r), share_words(r["share"]))
+                 for r in b["by"]]
+        if b["other_us"]:
+            parts.append("others %s" % share_words(b["other_us"] /
+                                                   b["wait_us"]))
+        wrap(out, "%s: %s in all, behind %s" % (
+            role, ms(b["wait_us"]), ", ".join(parts)), "    ")
+    _explain(out, opts, "behind")
 
 
 # the shard table's heads of the queue-wait parts longer than a column

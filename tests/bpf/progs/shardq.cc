@@ -75,6 +75,7 @@
 //   workers_cpu_us      the workers' time on CPU from the "go" to the
 //                       last item's end (the kernel's schedstat)
 //   workers_runq_us     and their time runnable, waiting for a CPU
+//   span_us             the time from the "go" to the last item's end
 //   hold_waits          hold mode: how many hold waits the workers made
 //   hold_waits_total_us   and their time, from before the wait to after
 //   late_with_work      waits that returned success at or after their
@@ -395,6 +396,7 @@ int main(int argc, char **argv)
     std::atomic<bool> hog_stop{false};
     std::string line;
     std::getline(std::cin, line);
+    auto t_go = sim::now_ns();
     auto sched0 = workers_schedstat();
     if (contend) {
         unsigned n = std::thread::hardware_concurrency();
@@ -428,6 +430,7 @@ int main(int argc, char **argv)
         std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
     }
     auto sched1 = workers_schedstat();
+    auto t_end = sim::now_ns();
     stop = true;
     for (auto &s : shards) {
         std::lock_guard<std::mutex> l(s.m);
@@ -463,7 +466,8 @@ int main(int argc, char **argv)
                 "\"locked_mean_us\": %.3f, \"worked_mean_us\": %.3f, "
                 "\"io_mean_us\": %.3f, "
                 "\"hold_waits\": %ld, \"hold_waits_total_us\": %.3f, "
-                "\"workers_cpu_us\": %.3f, \"workers_runq_us\": %.3f}\n",
+                "\"workers_cpu_us\": %.3f, \"workers_runq_us\": %.3f, "
+                "\"span_us\": %.3f}\n",
                 nitems, qw / nitems / 1000.0, asleep,
                 asleep ? wake / asleep / 1000.0 : 0.0,
                 (long)timeouts_with_work, (long)late_with_work,
@@ -473,6 +477,7 @@ int main(int argc, char **argv)
                 (long)hold_waits,
                 hold_waits_ns / 1000.0,
                 (sched1.first - sched0.first) / 1000.0,
-                (sched1.second - sched0.second) / 1000.0);
+                (sched1.second - sched0.second) / 1000.0,
+                (t_end - t_go) / 1000.0);
     return 0;
 }
