@@ -211,6 +211,20 @@ def _host_lab_up(osds):
     return lab_env(), True
 
 
+@pytest.fixture
+def hog_cgroup():
+    """A cgroup of its own in the unified (v2) hierarchy for a test's CPU
+    hogs (test_behind_shardq.py, test_cpu_contenders.py): its path,
+    removed after (the hogs gone)."""
+    from cephlat.engine import tasks
+    root = tasks.cgroup2_mount()
+    need(root is not None, "no cgroup v2 (unified) hierarchy mounted")
+    path = os.path.join(root, "osdstage-test-hogs-%d" % os.getpid())
+    os.makedirs(path, exist_ok=True)
+    yield path
+    os.rmdir(path)
+
+
 @pytest.fixture(scope="session")
 def lab(bpf_ready):
     """The real single-node Ceph lab (one OSD), started by the project's

@@ -22,26 +22,15 @@ import subprocess
 
 import pytest
 
-from conftest import OSDSTAGE, PYTHON, need, wait_for_line
+from conftest import OSDSTAGE, PYTHON, wait_for_line
 from shardq import SPEC, shardq_exe  # noqa: F401 (a fixture)
 
-from cephlat.engine import tasks
 
 HOG_NICE = -10
 RUNS = 3
 # shardq: 2 shards of 2 workers, items with gaps and bursts of work
 ARGS = ["2", "2", "240", "normal", "2000", "0", "20", "8", "300"]
 WORKERS = 4
-
-
-@pytest.fixture
-def hog_cgroup():
-    root = tasks.cgroup2_mount()
-    need(root is not None, "no cgroup v2 (unified) hierarchy mounted")
-    path = os.path.join(root, "osdstage-test-hog-%d" % os.getpid())
-    os.makedirs(path, exist_ok=True)
-    yield path
-    os.rmdir(path)
 
 
 def _schedstat(pid):

@@ -20,8 +20,7 @@ import time
 
 import pytest
 
-from conftest import OSDSTAGE, PYTHON, Bench, need, prefill, wait_for_line
-from cephlat.engine import tasks
+from conftest import OSDSTAGE, PYTHON, Bench, prefill, wait_for_line
 
 # reads in flight: few enough that the OSD alone does not keep both CPUs
 # busy (with 16 its workers wait mostly behind its own other threads)
@@ -34,16 +33,6 @@ RUNS = 3
 def prefilled(lab):
     prefill(lab, 5)
     return lab
-
-
-@pytest.fixture
-def hog_cgroup():
-    root = tasks.cgroup2_mount()
-    need(root is not None, "no cgroup v2 (unified) hierarchy mounted")
-    path = os.path.join(root, "osdstage-test-hogs-%d" % os.getpid())
-    os.makedirs(path, exist_ok=True)
-    yield path
-    os.rmdir(path)
 
 
 def _run_ns(pid):

@@ -15,6 +15,7 @@ from cephlat.model.story import Story
 from cephlat.render.e2e import print_story, write_story
 from cephlat.render.options import TextOptions
 from cephlat.render.otlp import story_request
+from test_otlp_story import _spans as otlp_spans
 
 STORY = os.path.join(REPO, "tests", "fixtures", "story-3hosts.json")
 
@@ -28,16 +29,9 @@ def _story():
 
 def _spans(req):
     """[(ceph_daemon or None, span name, duration us)] of an OTLP request."""
-    out = []
-    for rs in req["resourceSpans"]:
-        res = {a["key"]: list(a["value"].values())[0]
-               for a in rs["resource"]["attributes"]}
-        for ss in rs["scopeSpans"]:
-            for s in ss["spans"]:
-                out.append((res.get("ceph_daemon"), s["name"], (
-                    int(s["endTimeUnixNano"]) -
-                    int(s["startTimeUnixNano"])) / 1000))
-    return out
+    return [(res.get("ceph_daemon"), s["name"], (
+        int(s["endTimeUnixNano"]) - int(s["startTimeUnixNano"])) / 1000)
+        for res, s in otlp_spans(req)]
 
 
 def _text(story):
