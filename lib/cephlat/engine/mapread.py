@@ -215,11 +215,9 @@ class MapReads:
             if k >> hshift != half:
                 continue
             keys.append(key)
-            row, most = None, -1
+            row, most = {"ns": 0, "waits": 0}, -1
             for cpu in range(ncpu):
                 v = st.unpack(raw, cpu * stride)
-                if row is None:
-                    row = {"ns": 0, "waits": 0}
                 row["ns"] += v["ns"]
                 row["waits"] += v["waits"]
                 if v["ns"] > most and v["waits"]:
