@@ -849,7 +849,8 @@ def trace_hosts(lab_hosts, d, job, conf=None, env_of=None):
     env_of: {host index: extra environment of its tracer}. -> {"caps",
     "trace", "fio": fio's json report's job, "late_us": the most, over the
     links, the wire's wake-ups added per packet beyond the link's delay
-    (mean)}"""
+    (mean), "prog_runs": per tracer, its uprobe programs' runs as they
+    stood before it was stopped (uprobe_prog_runs)}"""
     caps = [str(d / ("h%d.ctf" % i)) for i in range(len(lab_hosts["netns"]))]
     conf_path = lab_hosts["CEPH_CONF"]
     if conf:
@@ -880,6 +881,7 @@ def trace_hosts(lab_hosts, d, job, conf=None, env_of=None):
             timeout=300, env=dict(os.environ, CEPH_CONF=conf_path))
         assert p.returncode == 0, p.stderr
         assert "none lost" in p.stderr, p.stderr
+        runs = [uprobe_prog_runs(t.pid) for t in tracers]
     finally:
         for t in tracers:
             t.send_signal(signal.SIGINT)
@@ -891,7 +893,22 @@ def trace_hosts(lab_hosts, d, job, conf=None, env_of=None):
                max(1, wire1[ns]["forwarded"] - wire0[ns]["forwarded"])
                for ns in wire1 if ns in wire0)
     return {"caps": caps, "trace": trace, "late_us": late,
+            "prog_runs": runs,
             "fio": json.load(open(d / "fio.json"))["jobs"][0]}
+
+
+def uprobe_prog_runs(pid):
+    """The BPF programs of uprobe type (kprobe programs, the kernel's name)
+    process `pid` holds: [(run_cnt, run_time_ns)], as the kernel's run
+    statistics counted them while they were on (bpf.enable_run_stats;
+    the exporter holds them on while attached)."""
+    from cephlat.engine import bpfsys
+    out = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        info = bpfsys.prog_fdinfo(pid, int(fd))
+        if info and info["type"] == bpfsys.BPF_PROG_TYPE_KPROBE:
+            out.append((info["run_cnt"], info["run_time_ns"]))
+    return out
 
 
 def read_fio_lat_log(prefix):
