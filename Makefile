@@ -32,7 +32,8 @@
 #                   reader on a BENCH_MERGED_MIN-minute 3-host capture set, each read
 #                   BENCH_MERGED_RUNS times (~30 min), BENCH=toggle: the lean, userspace
 #                   and default modes attached and detached every 2 s under one fio run
-#                   on the 1-OSD lab (~7 min)
+#                   on the 1-OSD lab, Ceph's OpTracker off and on in turn with them
+#                   (~9 min)
 #   make install    the commands osdstage, rbdrecord, osdstage-exporter, their man
 #                   pages and what they load at run time (PREFIX=/usr/local, DESTDIR;
 #                   docs/install.md); make uninstall removes them

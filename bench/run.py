@@ -83,7 +83,8 @@
 # The "toggle" part (--part toggle; in --part all too): the
 # lean, userspace and default modes' cost in the OSD from one tracer per
 # mode attached and detached every --toggle-secs seconds under one fio
-# run (bench/toggle.py says how). Merged into bench/results/<release>.json
+# run, and Ceph's own OpTracker's, set off and on again in turn with them
+# (bench/toggle.py says how). Merged into bench/results/<release>.json
 # as "toggled".
 #
 # --render-only measures nothing: it writes BENCHMARKS.md (--md) again from
@@ -233,7 +234,8 @@ def _parser():
                     "reader on a --merged-min 3-host capture set "
                     "(bench/merged_reader.py); toggle: the lean, "
                     "userspace and default modes attached and detached "
-                    "every few seconds under one fio run "
+                    "every few seconds under one fio run, OpTracker off "
+                    "and on in turn with them "
                     "(bench/toggle.py); all: every part")
     ap.add_argument("--toggle-pairs", type=int, default=30,
                     help="the toggle part's rounds: a traced window of "

@@ -9,10 +9,15 @@ the way osdstage.py sets it up (engine.session, in this process), all
 three loaded at once, and their probes are attached and detached every
 `secs` seconds under one steady fio run of 4 KiB random reads, the modes
 in turns: untraced, lean, untraced, userspace, untraced, default,
-untraced, lean, ... (a round: one traced window of each mode), so every
-mode samples the whole run. Each traced window is set against the mean
-of the untraced windows on either side of it (a drift slower than a
-window cancels). A window is timed
+untraced, optracker, untraced, lean, ... (a round: one window of each
+mode), so every mode samples the whole run. The optracker mode is Ceph's
+own OpTracker, the cost operators already accept: no tracer, and
+osd_enable_op_tracker set off at run time for its window (on, Ceph's
+default, in every other window), its cost the untraced windows' less
+its own. Each traced window is set against the mean of the untraced
+windows on either side of it (a drift slower than a window cancels),
+and the default mode against OpTracker round by round: the default's
+added CPU less OpTracker's in the same round. A window is timed
 between snapshots taken after attach() has returned (or detach()) and
 before the next detach() starts (or attach()): the probes are all on, or
 all off, for the whole of it. Per window: the ceph-osd's CPU time (every
@@ -37,13 +42,14 @@ import time
 
 from labkit import (RESULTS, Fio, _spread, git_commit, lab_env, machine,
                     osd_op_counts, prefill, read_results, write_results)
-from measure import task_cpu_s
+from measure import set_op_tracker, task_cpu_s
 
 from cephlat.ceph import adminsock
 
 # mode -> osdstage.py's options for it (Want's fields)
 MODES = (("lean", {"lean": True}), ("userspace", {"no_kernel": True}),
          ("default", {}))
+OPTRACKER = "optracker"     # Ceph's own OpTracker: a mode of no tracer
 WORKERS = "tp_osd_tp"       # the shard workers' thread name
 MESSENGER = "msgr-worker-"  # the messenger's threads, by name prefix
 WARMUP_S = 5
@@ -93,17 +99,45 @@ def toggled_windows(tracers, pid, asok, rounds, secs):
     return wins
 
 
+class OpTrackerOff:
+    """The optracker mode's stand-in for a tracer: Ceph's OpTracker off
+    while "attached" (its window), on again when "detached"."""
+
+    def __init__(self, asok):
+        self.asok = asok
+
+    def attach(self):
+        set_op_tracker(self.asok, False)
+
+    def detach(self):
+        set_op_tracker(self.asok, True)
+
+
 def aba(wins, key, ratio=False, mode=None):
     """Each traced window's figure (of `mode` only, when given) against
     the mean of the untraced windows on either side: the difference, or
-    the ratio."""
+    the ratio. The optracker mode's window is the one without it: its
+    figure is the base's against it (what OpTracker adds)."""
     out = []
     for i in range(1, len(wins) - 1, 2):
         if mode is not None and wins[i].get("mode") != mode:
             continue
         base = (wins[i - 1][key] + wins[i + 1][key]) / 2
-        out.append(wins[i][key] / base if ratio else wins[i][key] - base)
+        got = wins[i][key]
+        if wins[i].get("mode") == OPTRACKER:
+            base, got = got, base
+        out.append(got / base if ratio else got - base)
     return out
+
+
+def against_optracker(wins, mode="default"):
+    """`mode`'s added OSD CPU per read less OpTracker's, round by round
+    (the same round's windows: a drift slower than a round cancels) ->
+    spread(), or None without both."""
+    a = aba(wins, "osd_us_per_op", mode=mode)
+    b = aba(wins, "osd_us_per_op", mode=OPTRACKER)
+    n = min(len(a), len(b))
+    return spread([x - y for x, y in zip(a[:n], b[:n])]) if n else None
 
 
 def spread(values, digits=2):
@@ -138,19 +172,24 @@ def measure_modes(pid, asok, rounds, secs):
     # here, not at the top: rendering BENCHMARKS.md needs no tracer
     from cephlat.engine.session import Session, Want
     from cephlat.errors import UserError
-    tracers = {}
+    tracers, toggled = {}, False
     try:
         for mode, opts in MODES:
             tracer = tracers[mode] = Session(Want(pid=[pid], **opts),
                                              sys.stderr).tracer
             tracer.start()      # calibrates and attaches: off to begin
             tracer.detach()
-        wins = toggled_windows(tracers, pid, asok, rounds, secs)
+        toggled = True
+        wins = toggled_windows(dict(tracers, **{
+            OPTRACKER: OpTrackerOff(asok)}), pid, asok, rounds, secs)
         runs = {mode: stats_window(tracer, pid, asok, 2 * secs)
                 for mode, tracer in tracers.items()}
+        runs[OPTRACKER] = (0.0, 0.0)    # no probe, no program
     except UserError as e:      # no such OSD, no BTF, ...: one line
         sys.exit("bench: toggle part: %s" % e)
     finally:
+        if toggled:             # Ceph's default, whatever befell
+            set_op_tracker(asok, True)
         for tracer in tracers.values():
             tracer.close()
     base = [w["osd_us_per_op"] for w in wins if not w["traced"]]
@@ -167,6 +206,7 @@ def measure_modes(pid, asok, rounds, secs):
             "untraced_us_per_op": spread(base, 1),
             "uprobe_hits_per_op": round(hits, 3),
             "prog_us_per_op": round(prog_us, 3)}
+    out["default"]["vs_optracker_us"] = against_optracker(wins)
     return out, [dict({k: round(w[k], 2) for k in FIGURES},
                       mode=w.get("mode")) for w in wins]
 
@@ -209,6 +249,10 @@ def toggle_part(a):
         print("bench: toggled %-9s %s us/op added (+- %s), IOPS ratio %s" % (
             mode, got["added_us"]["mean"], got["added_us"]["sem"],
             got["iops_ratio"]["mean"]), file=sys.stderr)
+    vs = res["modes"]["default"]["vs_optracker_us"]
+    if vs:
+        print("bench: toggled default less OpTracker %s us/op (+- %s)" % (
+            vs["mean"], vs["sem"]), file=sys.stderr)
     res["trap"] = trap(res["modes"])
     res["runtime_s"] = round(time.monotonic() - t0)
     res["loadavg_end"] = round(os.getloadavg()[1], 2)
@@ -239,7 +283,7 @@ def render_section(results):
              "OSD CPU per read | uprobe hits per read | their programs per "
              "read |", "|---|---|---|---|---|---|---|---|---|---|"]
     for rel, t in got:
-        for mode, _ in MODES:
+        for mode in [m for m, _ in MODES] + [OPTRACKER]:
             s = t["modes"].get(mode)
             if not s:
                 continue
@@ -256,6 +300,12 @@ def render_section(results):
                              s["uprobe_hits_per_op"], s["prog_us_per_op"]))
     lines.append("")
     for rel, t in got:
+        vs = t["modes"].get("default", {}).get("vs_optracker_us")
+        if vs:
+            lines.append(
+                "%s: the default mode's added OSD CPU per read less Ceph's "
+                "own OpTracker's, round by round: %s." % (
+                    rel.capitalize(), _us(vs)))
         tr = t.get("trap")
         if tr:
             lines.append(

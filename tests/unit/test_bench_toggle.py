@@ -115,10 +115,11 @@ def test_lean_and_default_rows_are_judged_two_standard_errors_out():
             assert ok is met, (lean, sem, ok)
         # 0.96 +- 0.005: two standard errors under 0.98
         assert _row(rows, "lean tier (`--lean`), IOPS")[3] is False
-        assert _row(rows, "default mode")[3] is False       # 14 > 8
+        assert _row(rows, "default mode, added")[3] is False  # 14 > 8
     # without them, the main part's medians as before
     del res["toggled"]
-    got = _row(targets.lean_rows([res], None, None), "default mode")[1]
+    got = _row(targets.lean_rows([res], None, None),
+               "default mode, added")[1]
     assert got == "14.0 us (0.0-28.0)"
 
 
@@ -171,3 +172,69 @@ def test_a_tracer_that_cannot_be_set_up_is_one_line():
         toggle.measure_modes(2 ** 22 + 7, "/nonexistent.asok", 1, 0.1)
     assert str(e.value) == "bench: toggle part: no such process: %d" % (
         2 ** 22 + 7)
+
+
+def test_optrackers_window_is_the_one_without_it():
+    """OpTracker is on in every window but its mode's: what it adds is
+    the untraced windows' figure less its own, and its IOPS ratio theirs
+    over its own."""
+    wins = [{"traced": False, "x": 10.0}]
+    for mode, x in (("default", 14.0), ("optracker", 7.0),
+                    ("default", 15.0), ("optracker", 8.0)):
+        wins += [{"traced": True, "mode": mode, "x": x},
+                 {"traced": False, "x": 10.0}]
+    assert toggle.aba(wins, "x", mode="optracker") == [3.0, 2.0]
+    assert toggle.aba(wins, "x", mode="optracker", ratio=True) == \
+        [10.0 / 7.0, 10.0 / 8.0]
+    assert toggle.aba(wins, "x", mode="default") == [4.0, 5.0]
+
+
+def test_the_default_mode_is_set_against_optracker_round_by_round():
+    wins = [{"traced": False, "osd_us_per_op": 80.0}]
+    for added, optracker in ((14.0, 3.0), (12.0, 5.0), (13.0, 4.0)):
+        for mode, x in (("lean", 82.0), ("default", 80.0 + added),
+                        ("optracker", 80.0 - optracker)):
+            wins += [{"traced": True, "mode": mode, "osd_us_per_op": x},
+                     {"traced": False, "osd_us_per_op": 80.0}]
+    got = toggle.against_optracker(wins)
+    assert (got["n"], got["min"], got["median"], got["max"]) == \
+        (3, 7.0, 9.0, 11.0)         # 14 - 3, 12 - 5, 13 - 4
+    assert toggle.against_optracker([{"traced": False,
+                                      "osd_us_per_op": 1.0}]) is None
+
+
+def test_the_target_row_sets_the_default_against_optracker():
+    res = _res()
+    for vs, sem, met in ((-2.0, 0.5, True), (3.0, 0.5, False),
+                         (0.5, 0.5, "**cannot tell**")):
+        res["toggled"] = _toggled()
+        res["toggled"]["modes"]["default"]["vs_optracker_us"] = {
+            "mean": vs, "sem": sem, "median": vs, "min": vs - 1,
+            "max": vs + 1, "n": 30}
+        _, got, target, ok = _row(targets.lean_rows([res], None, None),
+                                  "default mode against")
+        assert target == "<= 0 us"
+        assert got.startswith("%.2f +- %.2f us (30 x 2 s toggled" % (vs,
+                                                                    sem))
+        if isinstance(met, str):
+            assert ok.startswith(met), ok
+        else:
+            assert ok is met, (vs, sem, ok)
+    del res["toggled"]
+    assert _row(targets.lean_rows([res], None, None),
+                "default mode against")[1] == "-"
+
+
+def test_the_section_has_optracker_and_the_default_against_it():
+    t = _toggled()
+    t["modes"]["optracker"] = dict(t["modes"]["lean"],
+                                   uprobe_hits_per_op=0.0,
+                                   prog_us_per_op=0.0)
+    t["modes"]["default"]["vs_optracker_us"] = {
+        "mean": 10.0, "sem": 0.5, "median": 10.0, "min": 8.0, "max": 12.0,
+        "n": 30}
+    text = "\n".join(toggle.render_section([{
+        "machine": {"release": "pacific"}, "toggled": t}]))
+    assert "| pacific | optracker | 30 x 2 s |" in text
+    assert "Pacific: the default mode's added OSD CPU per read less " \
+        "Ceph's own OpTracker's, round by round: 10.00 +- 0.50 us" in text
