@@ -208,8 +208,28 @@ def lean_rows(results, soak, floor_res):
             "<= 0 us", _mean_verdict(vs, most=0.0)))
     else:
         rows.append((what, "-", "<= 0 us", None))
+    rows.append(_estimate_row(pac))
     rows.append(_trap_row(results, floor_res))
     return rows
+
+
+def _estimate_row(res):
+    """The tool's own cost estimates against the toggled measure, every
+    mode: met when all agree (toggle.estimate_check)."""
+    what = "the tool's own cost estimate vs the measured added host CPU " \
+        "per read, every mode (live header; --max-overhead and exporter)"
+    modes = _get(res, "toggled", "modes") or {}
+    got = [(m, s) for m, s in modes.items() if "estimate_us" in s]
+    if not got:
+        return (what, "-", "within 25 % (or two standard errors)", None)
+    text = "; ".join("%s %.2f and %.2f us vs %.2f +- %.2f" % (
+        m, s["estimate_us"]["us"], s["estimate_runs_us"]["us"],
+        s["host_added_us"]["mean"], s["host_added_us"]["sem"] or 0)
+        for m, s in got)
+    ok = all(s[k]["agrees"] for _, s in got
+             for k in ("estimate_us", "estimate_runs_us"))
+    return (what, "%s (%s)" % (text, toggled_pairs(res)),
+            "within 25 % (or two standard errors)", ok)
 
 
 def _trap_row(results, floor_res):

@@ -23,11 +23,13 @@ before the next detach() starts (or attach()): the probes are all on, or
 all off, for the whole of it. Per window: the ceph-osd's CPU time (every
 thread, /proc/PID/task/*/schedstat, ns), its shard workers' alone
 (tp_osd_tp, where the uprobes on the op path fire) and its messenger's
-(msgr-worker-N, where none fires) over the client ops
-Ceph counted (op_r + op_w, admin socket; its perf dump costs the OSD the
-same in every window). Then one traced window more with the kernel's BPF
-run statistics on (they cost each program run two clock reads): uprobe
-hits and program time per op. Figures: the mean of the pairs'
+(msgr-worker-N, where none fires), and the host's busy time (every
+CPU, /proc/stat), over the client ops Ceph counted (op_r + op_w, admin
+socket; its perf dump costs the OSD the same in every window). Then one
+traced window more with the kernel's BPF run statistics on (they cost
+each program run two clock reads): uprobe hits and program time per op,
+and the tool's own estimates of its cost there, set against the added
+host CPU measured. Figures: the mean of the pairs'
 differences with its standard error, their median and min-max; a trap
 per hit = (the userspace mode's added CPU - its programs) / its hits (it
 runs no kernel program). Merged into bench/results/<release>.json as
@@ -40,8 +42,9 @@ import statistics
 import sys
 import time
 
-from labkit import (RESULTS, Fio, _spread, git_commit, lab_env, machine,
-                    osd_op_counts, prefill, read_results, write_results)
+from labkit import (RESULTS, Fio, _spread, git_commit, host_busy_s,
+                    lab_env, machine, osd_op_counts, prefill, read_results,
+                    write_results)
 from measure import set_op_tracker, task_cpu_s
 
 from cephlat.ceph import adminsock
@@ -55,15 +58,20 @@ MESSENGER = "msgr-worker-"  # the messenger's threads, by name prefix
 WARMUP_S = 5
 KEY = "toggled"             # in bench/results/<release>.json
 # per window: all the OSD's threads, its shard workers alone, its
-# messenger's, IOPS
-FIGURES = ("osd_us_per_op", "workers_us_per_op", "msgr_us_per_op", "iops")
+# messenger's, the host's (every CPU's busy time), IOPS
+FIGURES = ("osd_us_per_op", "workers_us_per_op", "msgr_us_per_op",
+           "host_us_per_op", "iops")
+# the tool's estimate of its own cost agrees with the measure within this
+# share of it (or two standard errors of the measure, if wider)
+ESTIMATE_WITHIN = 0.25
 
 
 def _snap(pid, asok):
     total, by = task_cpu_s(pid)
     return (time.monotonic(), total, by.get(WORKERS, 0.0),
             osd_op_counts(asok)[1],
-            sum(s for name, s in by.items() if name.startswith(MESSENGER)))
+            sum(s for name, s in by.items() if name.startswith(MESSENGER)),
+            host_busy_s())
 
 
 def _window(a, b, traced):
@@ -74,7 +82,8 @@ def _window(a, b, traced):
     return {"traced": traced, "secs": secs, "ops": ops, "iops": ops / secs,
             "osd_us_per_op": 1e6 * (b[1] - a[1]) / ops,
             "workers_us_per_op": 1e6 * (b[2] - a[2]) / ops,
-            "msgr_us_per_op": 1e6 * (b[4] - a[4]) / ops}
+            "msgr_us_per_op": 1e6 * (b[4] - a[4]) / ops,
+            "host_us_per_op": 1e6 * (b[5] - a[5]) / ops}
 
 
 def toggled_windows(tracers, pid, asok, rounds, secs):
@@ -151,19 +160,44 @@ def spread(values, digits=2):
 
 
 def stats_window(tracer, pid, asok, secs):
-    """One traced window with the BPF run statistics on: -> (uprobe hits
-    per op, our programs' us per op)."""
+    """One traced window with the BPF run statistics on: -> {uprobe hits
+    per op, our programs' us per op, and the tool's own estimates of its
+    cost per op, in us: "estimate_us" as a live run's header has it (its
+    hits at fixed prices: duty.CostMeter), "estimate_runs_us" as
+    --max-overhead and the exporter have it (its programs' measured runs
+    and a calibrated trap per uprobe run: duty.RunCost)}."""
+    from cephlat.engine import duty
+    meter = duty.CostMeter(tracer)
     tracer.measure_runs()
     tracer.attach()
     r0, a = tracer.run_totals(), _snap(pid, asok)
+    c0, sw0 = tracer.snapshot_counters(), meter.switches()
     time.sleep(secs)
     r1, b = tracer.run_totals(), _snap(pid, asok)
+    c1, sw1 = tracer.snapshot_counters(), meter.switches()
     tracer.detach()
     if r0 is None or r1 is None:
         sys.exit("bench: the kernel refused the BPF run statistics")
     ops = b[3] - a[3]
-    return ((r1["uprobe_runs"] - r0["uprobe_runs"]) / ops,
-            (r1["prog_ns"] - r0["prog_ns"]) / ops / 1000.0)
+    hits = dict({k: v - c0.get(k, 0) for k, v in c1.items()},
+                host_switches=sw1 - sw0)
+    runs = r1["uprobe_runs"] - r0["uprobe_runs"]
+    prog = r1["prog_ns"] - r0["prog_ns"]
+    return {"hits": runs / ops, "prog_us": prog / ops / 1000.0,
+            "estimate_us": meter.cost_ns(hits) / ops / 1000.0,
+            "estimate_runs_us": (prog + runs * meter.uprobe_ns) / ops /
+            1000.0}
+
+
+def estimate_check(est, measured):
+    """The tool's estimate `est` (us per op) against the measured added
+    host CPU (spread()): its ratio to the mean, and whether it is within
+    ESTIMATE_WITHIN of it or two standard errors, the wider."""
+    m, sem = measured["mean"], measured["sem"] or 0.0
+    slack = max(ESTIMATE_WITHIN * abs(m), 2 * sem)
+    return {"us": round(est, 2),
+            "ratio": round(est / m, 2) if m > 0 else None,
+            "agrees": abs(est - m) <= slack}
 
 
 def measure_modes(pid, asok, rounds, secs):
@@ -184,7 +218,7 @@ def measure_modes(pid, asok, rounds, secs):
             OPTRACKER: OpTrackerOff(asok)}), pid, asok, rounds, secs)
         runs = {mode: stats_window(tracer, pid, asok, 2 * secs)
                 for mode, tracer in tracers.items()}
-        runs[OPTRACKER] = (0.0, 0.0)    # no probe, no program
+        runs[OPTRACKER] = None      # no probe, no program, no estimate
     except UserError as e:      # no such OSD, no BTF, ...: one line
         sys.exit("bench: toggle part: %s" % e)
     finally:
@@ -194,9 +228,12 @@ def measure_modes(pid, asok, rounds, secs):
             tracer.close()
     base = [w["osd_us_per_op"] for w in wins if not w["traced"]]
     out = {}
-    for mode, (hits, prog_us) in runs.items():
+    for mode, got in runs.items():
+        got = got or {"hits": 0.0, "prog_us": 0.0}
+        host = spread(aba(wins, "host_us_per_op", mode=mode))
         out[mode] = {
             "added_us": spread(aba(wins, "osd_us_per_op", mode=mode)),
+            "host_added_us": host,
             "workers_added_us": spread(aba(wins, "workers_us_per_op",
                                            mode=mode)),
             "msgr_added_us": spread(aba(wins, "msgr_us_per_op",
@@ -204,8 +241,11 @@ def measure_modes(pid, asok, rounds, secs):
             "iops_ratio": spread(aba(wins, "iops", ratio=True, mode=mode),
                                  3),
             "untraced_us_per_op": spread(base, 1),
-            "uprobe_hits_per_op": round(hits, 3),
-            "prog_us_per_op": round(prog_us, 3)}
+            "uprobe_hits_per_op": round(got["hits"], 3),
+            "prog_us_per_op": round(got["prog_us"], 3)}
+        for key in ("estimate_us", "estimate_runs_us"):
+            if key in got:
+                out[mode][key] = estimate_check(got[key], host)
     out["default"]["vs_optracker_us"] = against_optracker(wins)
     return out, [dict({k: round(w[k], 2) for k in FIGURES},
                       mode=w.get("mode")) for w in wins]
@@ -314,4 +354,39 @@ def render_section(results):
                 "programs, over its %.2f hits per read)." % (
                     rel.capitalize(), t["date"], t["commit"], tr["us"],
                     tr["sem"], tr["hits"]))
-    return lines + [""]
+    return lines + [""] + _estimate_table(got)
+
+
+def _estimate_table(got):
+    """The tool's own estimates against the measure, every traced mode
+    of every release whose run has them."""
+    rows = []
+    for rel, t in got:
+        for mode, _ in MODES:
+            s = t["modes"].get(mode) or {}
+            if "estimate_us" not in s:
+                continue
+            rows.append("| %s | %s | %s | %s | %s |" % (
+                rel, mode, _us(s["host_added_us"]),
+                _estimate(s["estimate_us"]),
+                _estimate(s["estimate_runs_us"])))
+    if not rows:
+        return []
+    return ["The tool's own estimate of what it costs, per read, beside the "
+            "added host CPU the toggled pairs measured (every CPU's busy "
+            "time, /proc/stat: the scheduler programs run in any task): as "
+            "a live run's header has it (its hits at fixed prices), and as "
+            "`--max-overhead` and the exporter have it (its programs' "
+            "measured runs and a calibrated trap per uprobe run), in the "
+            "window with the kernel's BPF run statistics on. It agrees when "
+            "within %d %% of the measure or two standard errors of it, the "
+            "wider." % round(100 * ESTIMATE_WITHIN), "",
+            "| release | mode | added host CPU per read (measured) | "
+            "estimate, live header | estimate, --max-overhead and the "
+            "exporter |", "|---|---|---|---|---|"] + rows + [""]
+
+
+def _estimate(e):
+    return "%.2f us (%s x the measure%s)" % (
+        e["us"], "-" if e["ratio"] is None else "%.2f" % e["ratio"],
+        "" if e["agrees"] else ", **off**")

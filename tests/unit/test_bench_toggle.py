@@ -238,3 +238,45 @@ def test_the_section_has_optracker_and_the_default_against_it():
     assert "| pacific | optracker | 30 x 2 s |" in text
     assert "Pacific: the default mode's added OSD CPU per read less " \
         "Ceph's own OpTracker's, round by round: 10.00 +- 0.50 us" in text
+
+
+def test_the_estimate_agrees_within_a_quarter_or_two_standard_errors():
+    m = {"mean": 10.0, "sem": 0.5}
+    assert toggle.estimate_check(12.4, m) == {"us": 12.4, "ratio": 1.24,
+                                              "agrees": True}
+    assert toggle.estimate_check(7.4, m)["agrees"] is False
+    assert toggle.estimate_check(13.0, m)["agrees"] is False
+    # a noisy measure: two standard errors are the wider
+    assert toggle.estimate_check(13.0, {"mean": 10.0, "sem": 2.0})[
+        "agrees"] is True
+    assert toggle.estimate_check(1.0, {"mean": 0.0, "sem": None}) == {
+        "us": 1.0, "ratio": None, "agrees": False}
+
+
+def test_the_estimates_table_and_row():
+    t = _toggled()
+    for mode, est, runs in (("lean", 4.2, 3.0), ("userspace", 9.0, 11.0),
+                            ("default", 14.5, 16.0)):
+        s = t["modes"][mode]
+        s["host_added_us"] = dict(s["added_us"])
+        s["estimate_us"] = toggle.estimate_check(est, s["host_added_us"])
+        s["estimate_runs_us"] = toggle.estimate_check(runs,
+                                                      s["host_added_us"])
+    text = "\n".join(toggle.render_section([{
+        "machine": {"release": "pacific"}, "toggled": t}]))
+    assert "| pacific | lean | 4.00 +- 0.50 us (median 4.00, 1.00 to " \
+        "7.00) | 4.20 us (1.05 x the measure) | 3.00 us (0.75 x the " \
+        "measure) |" in text
+    res = _res()
+    res["toggled"] = t
+    _, got, target, ok = _row(targets.lean_rows([res], None, None),
+                              "the tool's own cost estimate")
+    assert got.startswith("lean 4.20 and 3.00 us vs 4.00 +- 0.50; "), got
+    assert ok is True
+    t["modes"]["default"]["estimate_us"] = toggle.estimate_check(
+        8.0, t["modes"]["default"]["host_added_us"])
+    assert "8.00 us (0.57 x the measure, **off**)" in "\n".join(
+        toggle.render_section([{"machine": {"release": "pacific"},
+                                "toggled": t}]))
+    assert _row(targets.lean_rows([res], None, None),
+                "the tool's own cost estimate")[3] is False

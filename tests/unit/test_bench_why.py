@@ -152,10 +152,12 @@ def test_lean_rows_without_the_soak_or_the_floor_are_not_measured():
         "lean tier (`--lean`)", "lean tier (`--lean`)", "exporter",
         "exporter", "exporter", "default mode",
         "default mode against Ceph's own OpTracker: added OSD CPU per 4 KiB "
-        "read", "trap cost per uprobe hit inside the OSD vs the trivial "
-        "target's floor (same probe kind)"]
+        "read", "the tool's own cost estimate vs the measured added host "
+        "CPU per read", "trap cost per uprobe hit inside the OSD vs the "
+        "trivial target's floor (same probe kind)"]
     assert [r[3] for r in rows if r[0].startswith((
-        "exporter", "trap", "lean", "default mode against"))] == [None] * 7
+        "exporter", "trap", "lean", "default mode against",
+        "the tool's"))] == [None] * 8
     _, got, target, met = _row(rows, "default mode, added")
     assert target == "<= 8 us" and met is False      # 14 us
 
