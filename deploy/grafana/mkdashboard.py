@@ -396,6 +396,17 @@ def build():
                 % (F.ATTACHED, OSD, RI, F.TRACED, OSD, RI),
                 "{{ceph_daemon}} {{tier}}")],
         "percentunit", fill=0), 8, 8)
+    L.add(timeseries(
+        "Full tier escalations",
+        "Times the lean tier saw an OSD's op latency tail move (p99 over "
+        "--escalate-factor x its baseline, or an op over --escalate-over) "
+        "and asked for the full tier at once, in the last hour, by "
+        "outcome: attached, already (it was), spent (the budget could "
+        "not pay: its next regular window)",
+        [target('sum by (ceph_daemon, reason, outcome) (increase('
+                '%s{%s}[1h]))' % (F.ESCALATIONS, OSD),
+                "{{ceph_daemon}} {{reason}} {{outcome}}")], "none", fill=0),
+        8, 8)
     L.add({"type": "table", "title": "Which tier feeds each stage",
            "description": F.STAGE_TIER_INFO + ": lean (attached all the "
                           "time: every op) or full (duty cycles: a sample); "

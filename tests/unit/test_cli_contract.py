@@ -207,6 +207,13 @@ EXPORTER_USAGE = [
     (["--otlp", "http://h:4318", "--otlp-sample", "0"], "--otlp-over"),
     (["--otlp", "http://h:4318", "--otlp-rate", "-1"], "--otlp-rate"),
     (["--otlp", "http://h:4318", "--tiers", "lean"], "--tiers lean"),
+    (["--escalate-factor", "1"], "--escalate-factor", "over 1"),
+    (["--escalate-factor", "x"], "--escalate-factor", "not a number"),
+    (["--escalate-over", "0"], "--escalate-over"),
+    (["--escalate-over", "900", "--tiers", "full"], "--escalate-over",
+     "--tiers both"),
+    (["--escalate-factor", "3", "--max-overhead", "0"],
+     "--escalate-factor", "cost bound"),
 ]
 
 
@@ -232,12 +239,14 @@ def test_the_exporters_settings_are_its_command_lines():
         "--no-kernel", "--release", "18.2", "--max-ops", "128",
         "--host-netns", "h", "--max-overhead", "0.5", "--refresh", "2",
         "--op-timeout", "30", "--otlp", "http://j:4318", "--otlp-sample",
-        "10", "--otlp-over", "2500", "--otlp-rate", "7"]))
+        "10", "--otlp-over", "2500", "--otlp-rate", "7",
+        "--escalate-factor", "3", "--escalate-over", "90000"]))
     assert c == ExporterConfig(
         osd=["0", "2"], tiers="full", stages=["queue_wait"], release="18.2",
         no_kernel=True, max_ops=128, host_netns="h", max_overhead=0.5,
         refresh=2.0, op_timeout=30.0, otlp="http://j:4318", otlp_sample=10,
-        otlp_over=2500.0, otlp_rate=7)
+        otlp_over=2500.0, otlp_rate=7, escalate_factor=3.0,
+        escalate_over=90000.0)
 
 
 def test_the_text_options_are_osdstages_command_lines():

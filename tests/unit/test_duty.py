@@ -200,3 +200,76 @@ def test_load_arriving_in_a_window_is_met_within_a_look():
     while tr.attached:
         tr.run(cycle, 0.2)
     assert tr.t - on <= duty.CHECK_S + 0.5, (tr.t - on, cycle.on_s)
+
+
+def _saturated(escalations, full=5.0, secs=300.0):
+    tr = SimTracer()
+    tr.load = int(full / duty.pct_s(tr.prog_ns + TRAP_NS))
+    cycle = duty.DutyCycle(tr, 1.0, clock=tr.clock, escalations=escalations)
+    cycle.start(tr.counters())
+    tr.run(cycle, secs)
+    return tr, cycle
+
+
+def _until_detached(tr, cycle, most=600.0):
+    start = tr.t
+    while tr.attached and tr.t - start < most:
+        tr.run(cycle, 0.2)
+    return tr.t - start
+
+
+def test_an_escalation_comes_on_at_once_and_stays_on_its_while():
+    """At saturation (the probes cost 5 x the bound attached) the regular
+    windows leave the reserve in the bank: an escalation while detached
+    attaches at the next tick and stays on while the reserve pays, up to
+    ESCALATE_S (a look's worth more at most); one while attached says so
+    and keeps them on as long."""
+    tr, cycle = _saturated(True)
+    _until_detached(tr, cycle)
+    assert not tr.attached
+    # ESCALATE_S at the full-rate cost, at most RESERVE_SHARE of the cap
+    over = cycle.full_pct - cycle._rate()
+    reserve = min(over * duty.ESCALATE_S, duty.RESERVE_SHARE * 1.0 *
+                  duty.MARGIN * duty.CREDIT_S)
+    assert cycle._reserve() == pytest.approx(reserve)
+    assert cycle.bank >= 0.9 * reserve, (cycle.bank, reserve)
+    want = min(duty.ESCALATE_S, cycle.bank / over)
+    assert cycle.escalate() == "attached"
+    tr.run(cycle, 0.2)
+    assert tr.attached, "on at the next tick"
+    stayed = 0.2 + _until_detached(tr, cycle)
+    assert want - 0.5 <= stayed <= want + duty.CHECK_S + 0.5, (stayed, want)
+    # attached already: it stays on for the escalation's while
+    while not tr.attached:
+        tr.run(cycle, 0.2)
+    tr.run(cycle, 60.0)       # the reserve refilled, on a regular window
+    while not tr.attached:
+        tr.run(cycle, 0.2)
+    assert cycle.escalate() == "already"
+    assert _until_detached(tr, cycle) >= want - 0.5
+
+
+def test_escalations_keep_the_bound():
+    """One escalation a minute for ten minutes at saturation: what the
+    probes spent is still within the bound x MARGIN over the run (a look's
+    worth of overshoot, paid back), and every escalation came on."""
+    tr, cycle = _saturated(True, secs=60.0)
+    t0, cpu0 = tr.t, tr.cpu["on"]
+    outcomes = []
+    for _ in range(10):
+        outcomes.append(cycle.escalate())
+        tr.run(cycle, 60.0)
+    spent = tr.cpu["on"] - cpu0 + 100.0 * cycle.cycle_cpu_s / duty.ncpus()
+    assert spent / (tr.t - t0) <= duty.MARGIN * 1.0 * 1.05, \
+        spent / (tr.t - t0)
+    assert outcomes.count("spent") == 0, outcomes
+
+
+def test_without_the_reserve_an_escalation_finds_the_bank_spent():
+    """The regular windows spend the bank down: right after one, there is
+    nothing left for an escalation, and it says so (no probes on)."""
+    tr, cycle = _saturated(False)
+    _until_detached(tr, cycle)
+    assert cycle.escalate() == "spent"
+    tr.run(cycle, 0.2)
+    assert not tr.attached

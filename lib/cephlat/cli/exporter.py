@@ -16,8 +16,9 @@ from wsgiref.simple_server import (WSGIRequestHandler, WSGIServer,
 from ..ceph.target import require_btf, require_root, require_tracefs
 from ..engine import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S
 from ..errors import UsageError, UserError, run_cli
-from ..exporter.config import (DEFAULT_MAX_OVERHEAD, DEFAULT_OTLP_RATE,
-                               DEFAULT_REFRESH_S, ExporterConfig)
+from ..exporter.config import (DEFAULT_ESCALATE_FACTOR, DEFAULT_MAX_OVERHEAD,
+                               DEFAULT_OTLP_RATE, DEFAULT_REFRESH_S,
+                               ExporterConfig)
 from ..send.otlp import endpoint
 from .args import Parser
 from .args import percent_or_zero, positive_float, positive_int, zero_or_more
@@ -51,11 +52,26 @@ EXAMPLES = """examples:
                                         # also 1 op in 100 and every op
                                         # over 20 ms as OTLP traces (one
                                         # trace per op across the hosts)
+  osdstage_exporter.py --escalate-over 50000
+                                        # the full tier on at once when an
+                                        # op takes 50 ms (and when p99
+                                        # doubles, as by default)
 
 Prometheus: add a scrape job for HOST:9929 (deploy/README.md); the Grafana
 dashboard is deploy/grafana/osdstage.json; systemd, podman and Kubernetes
 examples are in deploy/.
 """
+
+
+def factor_arg(s):
+    """0 (never) or a number over 1."""
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a number: %r" % s)
+    if v != 0 and not v > 1:
+        raise argparse.ArgumentTypeError("0 (never) or over 1: %r" % s)
+    return v
 
 
 def listen_arg(s):
@@ -136,6 +152,20 @@ def build_parser():
                    default=DEFAULT_OP_TIMEOUT_S, metavar="SECS",
                    help="forget (and count) ops idle this long (default %g)"
                    % DEFAULT_OP_TIMEOUT_S)
+    o = p.add_argument_group(
+        "escalation (the lean tier watching the tail, --tiers both with a "
+        "cost bound)")
+    o.add_argument("--escalate-factor", type=factor_arg, default=None,
+                   metavar="X",
+                   help="bring the full tier on at once (out of its duty "
+                        "cycle, within the same bound) when an OSD's op "
+                        "latency p99 in the lean tier over a refresh is "
+                        "over X times its baseline (default %g; 0: never)"
+                        % DEFAULT_ESCALATE_FACTOR)
+    o.add_argument("--escalate-over", type=positive_float, default=None,
+                   metavar="US",
+                   help="and when an op took at least US microseconds "
+                        "(default: no threshold)")
     o = p.add_argument_group("traces")
     o.add_argument("--otlp", metavar="URL", default=None,
                    help="also send ops as OTLP traces (OTLP/HTTP, JSON) to "
@@ -170,11 +200,28 @@ def check_otlp(args):
                          "programs, which --tiers lean does not run")
 
 
+def check_escalation(args):
+    """--escalate-*: the lean tier watches, the full tier comes on: both
+    tiers and a bound needed."""
+    given = [o for o, v in (("--escalate-factor", args.escalate_factor),
+                            ("--escalate-over", args.escalate_over))
+             if v is not None]
+    if given and (args.tiers != "both" or not args.max_overhead):
+        raise UsageError("%s: the lean tier watches the tail and brings the "
+                         "full tier on out of its duty cycle: needs --tiers "
+                         "both and a cost bound (--max-overhead over 0)"
+                         % given[0])
+
+
 def exporter_config(args):
     """The parsed command line as exporter/config.py's ExporterConfig
-    (each field the option of that name)."""
-    return ExporterConfig(**{f.name: getattr(args, f.name)
-                             for f in dataclasses.fields(ExporterConfig)})
+    (each field the option of that name; --escalate-factor not given: its
+    default)."""
+    c = {f.name: getattr(args, f.name)
+         for f in dataclasses.fields(ExporterConfig)}
+    if c["escalate_factor"] is None:
+        c["escalate_factor"] = DEFAULT_ESCALATE_FACTOR
+    return ExporterConfig(**c)
 
 
 class _Quiet(WSGIRequestHandler):
@@ -250,6 +297,7 @@ def run(args, err=sys.stderr):
                          "with --no-kernel")
     check_live_stages(args.stages)
     check_otlp(args)
+    check_escalation(args)
     require_root(TOOL)
     require_btf()
     require_tracefs()

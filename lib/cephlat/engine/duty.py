@@ -49,6 +49,12 @@ CREDIT_S = 60.0
 # the owner's own cost comes off the budget up to this share of it: the
 # probes keep the rest (an exporter over the bound by itself says so)
 OTHER_SHARE = 0.9
+# an escalation (escalate(): the exporter's lean tier saw the tail move)
+# keeps the probes on this long, paid from a reserve that the regular
+# windows leave in the bank: that long at the last full-rate cost, at
+# most RESERVE_SHARE of the bank's cap
+ESCALATE_S = 10.0
+RESERVE_SHARE = 0.5
 
 
 def ncpus():
@@ -151,10 +157,18 @@ class DutyCycle:
     bound x MARGIN: a budget is earned every second and spent as measured
     (RunCost); what is left over is banked, at most CREDIT_S seconds'
     worth, and pays for staying attached when load arrives, until spent.
-    Then on/(on+off) is the share the budget pays for."""
+    Then on/(on+off) is the share the budget pays for.
 
-    def __init__(self, tracer, bound_pct, clock=time.monotonic):
+    escalations: the regular windows leave a reserve in the bank
+    (ESCALATE_S of a window), and escalate() spends it: the probes come on
+    at once and stay on for ESCALATE_S while the bank pays, all within
+    the same bound."""
+
+    def __init__(self, tracer, bound_pct, clock=time.monotonic,
+                 escalations=False):
         self.tracer, self.bound, self.clock = tracer, bound_pct, clock
+        self.reserve_s = ESCALATE_S if escalations else 0.0
+        self.escalated_until = 0.0
         self.cost = RunCost(tracer)
         self.duty = 1.0
         self.full_pct = None
@@ -189,6 +203,31 @@ class DutyCycle:
         b = self.bound * MARGIN
         return b - min(self.other_pct, OTHER_SHARE * b)
 
+    def _reserve(self):
+        """What the regular windows leave in the bank for an escalation,
+        % of the machine x seconds."""
+        if not self.reserve_s or self.full_pct is None:
+            return 0.0
+        return min(max(0.0, self.full_pct - self._rate()) * self.reserve_s,
+                   RESERVE_SHARE * self.bound * MARGIN * CREDIT_S)
+
+    def escalate(self):
+        """The probes on at once, for ESCALATE_S while the bank pays
+        (reserve included) -> "attached" (the next tick attaches them),
+        "already" (they were: they stay on up to ESCALATE_S), or "spent"
+        (the bank cannot pay for MIN_ON_S: the next regular window comes
+        at switch_at)."""
+        now = self.clock()
+        need = 0.0 if self.full_pct is None else \
+            max(0.0, self.full_pct - self._rate()) * MIN_ON_S
+        if self.bank < 0 or (need > 0 and self.bank <= need):
+            return "spent"
+        self.escalated_until = now + max(self.reserve_s, MIN_ON_S)
+        if self.tracer.attached:
+            return "already"
+        self.switch_at = now
+        return "attached"
+
     def _settle(self, counters):
         """Cost and bank up to now -> now."""
         self.cost.update(counters)
@@ -217,10 +256,13 @@ class DutyCycle:
             self.duty = 1.0 if self.full_pct <= rate else \
                 rate / self.full_pct
             self.window_start, self.window_ns = now, self.cost.ns
-            # stay on while the bank pays for it, looking again every
-            # CHECK_S (load arriving is met there) or when it runs out
+            # stay on while the bank pays for it (less the escalations'
+            # reserve, unless one is on), looking again every CHECK_S
+            # (load arriving is met there) or when it runs out
+            usable = self.bank if now < self.escalated_until else \
+                self.bank - self._reserve()
             left = CHECK_S if self.full_pct <= rate else \
-                self.bank / (self.full_pct - rate)
+                usable / (self.full_pct - rate)
             if left >= MIN_LOOK_S:
                 self.switch_at = now + min(CHECK_S, left)
                 return
@@ -238,6 +280,7 @@ class DutyCycle:
             # off until the bank pays for the next window and its cycle
             self.on_s = max(MIN_ON_S, self.duty * PERIOD_S)
             owe = (self.full_pct - rate) * self.on_s - self.bank + \
+                self._reserve() + \
                 100.0 * self.last_cycle_cpu_s / ncpus() + \
                 self.full_pct * detach_s
             self.off_s = max(MIN_ON_S, owe / rate)

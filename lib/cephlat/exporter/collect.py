@@ -253,6 +253,12 @@ class Exported:
             st.cost = {}
             st.count(F.ATTACHES, (), 1)
 
+    def escalated(self, name, reason, outcome):
+        """The full tier was asked for at once for OSD `name`
+        (exporter/tailwatch.py's reason, DutyCycle.escalate's outcome)."""
+        with self.lock:
+            self.osd(name).count(F.ESCALATIONS, (reason, outcome), 1)
+
     def detached(self, names):
         """These OSDs are no longer traced (exited): their sums stay, the
         info and the gauges go."""

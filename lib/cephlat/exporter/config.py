@@ -11,6 +11,9 @@ DEFAULT_REFRESH_S = 5.0         # between reads of the kernel's figures
 # at most DEFAULT_OTLP_RATE traces a second from this exporter
 DEFAULT_OTLP_SAMPLE = DEFAULT_EVERY
 DEFAULT_OTLP_RATE = 50
+# the full tier on at once when an OSD's op latency p99 in the lean tier
+# is over this many times its baseline (exporter/tailwatch.py)
+DEFAULT_ESCALATE_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,11 @@ class ExporterConfig:
     chosen in the full tier are sent to as traces (None: none);
     otlp_sample: 1 op in N by request id (0: none); otlp_over: and the
     ops that took at least this long, us (None: no threshold);
-    otlp_rate: at most this many traces a second (0: no cap)."""
+    otlp_rate: at most this many traces a second (0: no cap);
+    escalate_factor: the full tier on at once when an OSD's p99 in the
+    lean tier is over this many times its baseline (0: never);
+    escalate_over: and when an op took at least this long, us (None: no
+    threshold)."""
     osd: object = "all"
     tiers: str = "both"
     stages: object = None
@@ -48,3 +55,5 @@ class ExporterConfig:
     otlp_sample: int = DEFAULT_OTLP_SAMPLE
     otlp_over: object = None
     otlp_rate: int = DEFAULT_OTLP_RATE
+    escalate_factor: float = DEFAULT_ESCALATE_FACTOR
+    escalate_over: object = None

@@ -64,6 +64,7 @@ TRACED = "osdstage_traced_seconds_total"
 ATTACHED = "osdstage_attached_seconds_total"
 STAGE_TIER_INFO = "osdstage_stage_tier_info"
 ATTACHES = "osdstage_attaches_total"
+ESCALATIONS = "osdstage_full_tier_escalations_total"
 PROBE_HITS = "osdstage_probe_hits_total"
 EVENTS_LOST = "osdstage_events_lost_total"
 OPS_IN_FLIGHT = "osdstage_ops_in_flight"
@@ -127,7 +128,7 @@ OTLP_ONLY = (OTLP_OPS_CHOSEN, OTLP_OPS_DROPPED, OTLP_SPANS_SENT,
 # ops sent as traces (exporter/exemplars.py: why these and no others)
 EXEMPLARS = (STAGE_LATENCY, REPLICA_WAIT, SCHED_CLASS_QUEUE_WAIT)
 # the families that came after the renaming: no old name
-NO_OLD_NAME = OTLP_ONLY + (THREAD_RUNQUEUE_BEHIND,)
+NO_OLD_NAME = OTLP_ONLY + (THREAD_RUNQUEUE_BEHIND, ESCALATIONS)
 
 FAMILIES = (
     # --- where ops spend their time ---------------------------------------
@@ -254,6 +255,13 @@ FAMILIES = (
            "Times the exporter started tracing this OSD: once, then once "
            "more whenever a ceph-osd of the host starts (one tracer for "
            "all the host's OSDs: it is rebuilt)"),
+    Family(ESCALATIONS, "counter", D + ("reason", "outcome"),
+           "Times the lean tier saw this OSD's op latency tail move and "
+           "asked for the full tier at once, by reason: p99 (over "
+           "--escalate-factor x its baseline) or slow (an op over "
+           "--escalate-over); and outcome: attached (on at once), already "
+           "(it was: it stays on longer) or spent (the budget could not "
+           "pay: its next regular window)"),
     Family(PROBE_HITS, "counter", D + ("kind",),
            "Probe program runs: entry and return uprobes, scheduler and "
            "syscall tracepoints"),

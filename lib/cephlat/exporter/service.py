@@ -26,6 +26,12 @@ lean tier's measured cost, the exporter's own CPU and the full tier's)
 under --max-overhead, 1 % of the host's CPU by default, where the lean
 tier and the exporter leave it room; the attached seconds of each tier
 are exported with the figures.
+
+Escalation: every refresh the lean tier's op latency of each OSD is
+watched (exporter/tailwatch.py); when its tail moves the full tier comes
+on at once, out of its duty cycle, paid from a reserve its regular
+windows leave in the budget (DutyCycle.escalate), and the exporter says
+why (a line, and osdstage_full_tier_escalations_total).
 """
 import io
 import signal
@@ -35,6 +41,7 @@ from .budget import lean_share_note, own_share_note
 from .collect import SCHED_CLASSES
 from .exemplars import exemplars_of
 from .osds import OsdScan, wanted
+from .tailwatch import TailWatch
 from ..ceph.target import netns_id
 from ..engine import duty
 from ..engine.session import Session, Want, plan_targets
@@ -58,14 +65,15 @@ class Tier:
     runs, the last snapshots and what it costs: measured all the time
     (RunCost); cycled under `bound_pct` (DutyCycle) when `cycled`."""
 
-    def __init__(self, name, ses, bound_pct, cycled, t0):
+    def __init__(self, name, ses, bound_pct, cycled, t0, escalations=False):
         self.name, self.tracer, self.plans = name, ses.tracer, ses.plans
         self.runs = ses.run_infos()
         self.tracer.keep_cumulative = False     # the sums are collect.py's
         self.prevs = self.tracer.snapshots()
         self.t0 = t0
         counters = self.tracer.snapshot_counters()
-        self.cycle = duty.DutyCycle(self.tracer, bound_pct) if cycled \
+        self.cycle = duty.DutyCycle(self.tracer, bound_pct,
+                                    escalations=escalations) if cycled \
             else None
         self.cost = self.cycle.cost if cycled else duty.RunCost(self.tracer)
         if cycled:
@@ -114,6 +122,12 @@ class Exporter:
         self.traces = Traces(
             endpoint(config.otlp), config.host_netns, self.say,
             on_sent=exemplars_of(exported)) if config.otlp else None
+        # the lean tier watching the tail, the full tier escalating: with
+        # both tiers and a bound (else the full tier is always on, or
+        # there is no lean tier to watch)
+        self.watch = TailWatch(config.escalate_factor, config.escalate_over) \
+            if (config.escalate_factor or config.escalate_over is not None) \
+            and config.tiers == "both" and config.max_overhead else None
 
     def say(self, msg):
         self.err.write("%s: %s\n" % (TOOL, msg))
@@ -174,7 +188,8 @@ class Exporter:
                 sessions.append(ses)
                 ses.tracer.start()
                 cycled = name == "full" and bool(bound)
-                tiers.append(Tier(name, ses, bound, cycled, time.time()))
+                tiers.append(Tier(name, ses, bound, cycled, time.time(),
+                                  escalations=self.watch is not None))
         except BaseException:
             for ses in sessions:
                 ses.tracer.close()
@@ -211,7 +226,9 @@ class Exporter:
                     t.name, len(t.plans[0].stages),
                     " + kernel" if t.tracer.kernel else "",
                     ", always attached" if t.cycle is None else
-                    ", in duty cycles") for t in tiers)))
+                    ", in duty cycles" + (
+                        " and at once when the lean tier sees the tail move"
+                        if t.cycle.reserve_s else "")) for t in tiers)))
 
     def _close_all(self):
         for t in self.tiers:
@@ -266,6 +283,8 @@ class Exporter:
                 self.exported.add_interval(
                     run.name, iv, over, tier=tier.name, sources=self.sources,
                     traced=tier is self.tiers[0], threads=cur.threads)
+                if tier.name == "lean":
+                    self.watch_tail(run.name, iv)
             tier.prevs = curs
         # the exporter's own CPU over the interval, attach cycles apart
         # (they are in the OSDs' estimates): off the duty cycle's budget
@@ -302,6 +321,27 @@ class Exporter:
                                own_pct / 100.0)
         self.take_traces()
         self.t_last = now
+
+    def watch_tail(self, name, iv):
+        """OSD `name`'s lean interval `iv` to the tail watch: when it
+        fires, the full tier is asked for at once; said, and counted."""
+        cycle = self.cycle
+        if self.watch is None or cycle is None:
+            return
+        got = self.watch.look(name, iv.hists, time.monotonic())
+        if got is None:
+            return
+        reason, words = got
+        outcome = cycle.escalate()
+        self.exported.escalated(name, reason, outcome)
+        self.say("%s: %s: %s" % (name, words, {
+            "attached": "the full tier attached at once, for up to %g s" %
+                        cycle.reserve_s,
+            "already": "the full tier was attached: it stays on up to %g s"
+                       % cycle.reserve_s,
+            "spent": "the budget is spent: the full tier comes on in its "
+                     "next window, in %.0f s" % max(
+                         0.0, cycle.switch_at - time.monotonic())}[outcome]))
 
     def take_traces(self):
         """--otlp: the ops the full tier chose since the last time, to

@@ -1,0 +1,118 @@
+"""The exporter's full tier comes on when the tail moves: on Reef's lab
+(mClock) under 16 concurrent 4 KiB reads, the exporter (both tiers, a
+2 % bound: its full tier in duty cycles) learns each OSD's op latency
+baseline; then the client class is limited to half the OSD's capacity
+(test_mclock.py's settings: a queue wait of about 100 ms) and the lean
+tier's p99 jumps. Twice in a row, QUIET_S apart: the exporter says why
+within a few refreshes, counts it, and its full tier is attached right
+after; under the steady load before, it does not fire (once at most)."""
+import re
+import time
+
+import pytest
+
+from conftest import Bench, prefill
+from test_exporter import Exporter, info_pids, metrics
+from test_mclock import SETTINGS, _config
+
+from cephlat.exporter import families as F
+from cephlat.exporter import tailwatch
+
+REFRESH_S = 1.0
+BOUND_PCT = 2
+WARM_S = 45.0           # baselines trusted, the escalation reserve banked
+ROUNDS = 2
+# from the limit set to the line: the queue fills at once, the refresh
+# that holds the slowed ops ends within a refresh, and one more for a
+# refresh that runs late on a busy machine
+WITHIN_S = 3 * REFRESH_S + 1.0
+LOOK_S = 6.0            # the full tier's attached time read over this
+LINE = re.compile(r"osdstage-exporter: osd\.0: (op_latency|op_total) p99 "
+                  r"\S+ \S+, [0-9.]+ x its baseline \S+ \S+: (.*)$", re.M)
+
+
+def _lines(ex):
+    return LINE.findall(ex.stderr())
+
+
+def _total(m, family, **labels):
+    return sum(v for (name, ls), v in m.items() if name == family and
+               all(dict(ls).get(k) == x for k, x in labels.items()))
+
+
+def _unlimit(lab):
+    # the class's settings first, the profile last (test_mclock.py says
+    # why)
+    for k in reversed(list(SETTINGS)):
+        _config(lab, "rm", "osd", k)
+
+
+@pytest.fixture(scope="module")
+def escalated(lab_reef):
+    lab = lab_reef
+    prefill(lab, 3)
+    ex = Exporter("escalation", ["--refresh", str(REFRESH_S),
+                                 "--max-overhead", str(BOUND_PCT)])
+    bench = None
+    try:
+        deadline = time.time() + 60
+        while not info_pids(metrics(ex.port)):
+            assert ex.proc.poll() is None, ex.stderr()
+            assert time.time() < deadline, ex.stderr()
+            time.sleep(0.5)
+        bench = Bench(lab, "rand", int(WARM_S + ROUNDS * (
+            tailwatch.QUIET_S + 30)), threads=16)
+        time.sleep(WARM_S)
+        calm = _lines(ex)
+        rounds = []
+        for _ in range(ROUNDS):
+            n0 = len(_lines(ex))
+            m0 = metrics(ex.port)
+            t0 = time.time()
+            for k, v in SETTINGS.items():
+                _config(lab, "set", "osd", k, str(v))
+            try:
+                while len(_lines(ex)) == n0 and time.time() - t0 < 20:
+                    time.sleep(0.1)
+                took = time.time() - t0
+                a0 = _total(metrics(ex.port), F.ATTACHED, tier="full")
+                time.sleep(LOOK_S)
+                m1 = metrics(ex.port)
+            finally:
+                _unlimit(lab)
+            rounds.append({
+                "took": took, "lines": _lines(ex)[n0:],
+                "attached_s": _total(m1, F.ATTACHED, tier="full") - a0,
+                "counted": {o: _total(m1, F.ESCALATIONS, reason="p99",
+                                      outcome=o) -
+                            _total(m0, F.ESCALATIONS, reason="p99",
+                                   outcome=o)
+                            for o in ("attached", "already", "spent")}})
+            # the next round fires after the OSD's quiet time, on a
+            # baseline back to the calm one
+            time.sleep(tailwatch.QUIET_S + 5 - LOOK_S)
+        yield {"calm": calm, "rounds": rounds, "stderr": ex.stderr()}
+    finally:
+        if bench is not None:
+            bench.stop()
+        _unlimit(lab)
+        ex.kill()
+
+
+def test_a_steady_load_does_not_escalate(escalated):
+    assert len(escalated["calm"]) <= 1, escalated["stderr"]
+
+
+@pytest.mark.parametrize("r", range(ROUNDS))
+def test_the_full_tier_comes_on_when_the_tail_moves(escalated, r):
+    got = escalated["rounds"][r]
+    assert got["lines"], escalated["stderr"]
+    assert got["took"] <= WITHIN_S, (got, escalated["stderr"])
+    _, outcome = got["lines"][0]
+    # the reserve pays for it: never "spent"
+    assert outcome.startswith(("the full tier attached at once",
+                               "the full tier was attached")), got
+    assert got["counted"]["spent"] == 0 and \
+        got["counted"]["attached"] + got["counted"]["already"] == 1, got
+    # and it is on right after: most of the next seconds
+    assert got["attached_s"] >= 0.6 * LOOK_S, got
