@@ -18,7 +18,9 @@ from conftest import (OSDSTAGE, REPO, assert_one_line_error,
 
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
+from cephlat.capture.reader import Capture              # noqa: E402
 from cephlat.ceph import objecter                       # noqa: E402
+from cephlat.model.breakdown import image_name          # noqa: E402
 from cephlat.rbd.reader import RbdTrace                 # noqa: E402
 
 DELAY_US = 1000          # the lab_hosts fixture's LAB_NET_DELAY
@@ -414,11 +416,15 @@ def _by(e, key):
 def test_by_client_image_and_pool_name_the_one_client(e2e):
     """The three hosts' captures broken down (--by): the one client's
     writes and reads are the data ops, on its image (the id of the
-    trace's object names) in one pool; it dominates each table."""
+    trace's object names, by its name where the captures recorded the
+    cluster's names) in one pool; it dominates each table."""
     data = [o for o in e2e["data"] if o.reply is not None]
     client = {o.reqid.rsplit(".", 1)[0] for o in data}
-    image = {o.data_object()[0][len("rbd_data."):] for o in data}
-    pool = {"pool %d" % int(str(o.pgid).split(".")[0]) for o in data}
+    names = Capture(e2e["caps"][0]).cluster_names
+    image = {image_name(o.data_object()[0][len("rbd_data."):],
+                        names.get("images", {})) for o in data}
+    pool = {names.get("pools", {}).get(str(o.pgid).split(".")[0]) or
+            "pool %d" % int(str(o.pgid).split(".")[0]) for o in data}
     assert len(client) == len(image) == len(pool) == 1, (client, image)
     by = _by(e2e, "client")
     keys = {r["key"]: r for r in by["rows"]}

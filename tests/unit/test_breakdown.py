@@ -401,3 +401,23 @@ def test_by_over_several_captures(monkeypatch):
     assert report_errors(rec) == []
     assert rec["type"] == "breakdown" and rec["by"]["ops"] == 612
     assert sum(r["ops"] for r in rec["by"]["rows"]) == 612
+
+
+def test_pools_and_images_by_the_names_the_capture_recorded():
+    cols = {"pool": np.array([2, 3, -1, 2]),
+            "object": ["rbd_data.1a2b.0000", "rbd_data.2.9f8e.0001",
+                       "rbd_header.1a2b", "rbd_data.77aa.0002"]}
+    names = {"fsid": "f", "pools": {"2": "rbd", "3": "ec-data"},
+             "images": {"1a2b": "vm-17", "9f8e": "vm-18"}}
+    assert breakdown.keys_of("pool", cols, names).tolist() == [
+        "rbd", "ec-data", None, "rbd"]
+    # an image with a separate data pool: rbd_data.<pool>.<id>.<n>; one
+    # the names do not have (created since): its id
+    assert breakdown.keys_of("image", cols, names).tolist() == [
+        "vm-17", "vm-18", None, "77aa"]
+    # without names: ids, as before
+    assert breakdown.keys_of("pool", cols).tolist() == [
+        "pool 2", "pool 3", None, "pool 2"]
+    assert breakdown.keys_of("image", cols, {}).tolist() == [
+        "1a2b", "2.9f8e", None, "77aa"]
+    assert breakdown.image_name(None, names["images"]) is None

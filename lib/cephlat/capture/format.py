@@ -99,6 +99,9 @@ def event_classes(abi, vocab, role_names):
         # capture/clock.sample(), at the start and before the end
         ("clock", [(f, "s64" if f == "offset_ns" else "u64")
                    for f in CLOCK_FIELDS] + [("synced", "u8")]),
+        # the cluster's names of pools and RBD images, JSON
+        # (ceph/clusternames.py), when the host could read them
+        ("names", [("names", "string")]),
     ]
     return [ctf.EventClass("osdstage:" + n, f)
             for n, f in bpf_events + user_events]
@@ -196,6 +199,8 @@ class CaptureWriter:
         self.rec.start(self.DRAIN_US)
         self._last_flush = time.monotonic()
         self.seen_threads = set()
+        self.named = False          # names() was called
+        self.lookup = None          # its owner's names source, if any
         self._clock(start)
 
     def _clock(self, smp):
@@ -252,6 +257,13 @@ class CaptureWriter:
               -1 if rec["in_flight"] is None else rec["in_flight"],
               json.dumps(extra))
         self.ctf.flush()
+
+    def names(self, names):
+        """The cluster's names (ceph/clusternames.py's lookup()), each
+        time they are read."""
+        self._w("names", time.monotonic_ns(), self.tracer.gen,
+                json.dumps(names, sort_keys=True))
+        self.named = True
 
     def close(self, reason, lost):
         """Drain, write the end marker, close. -> recorder stats"""

@@ -157,6 +157,10 @@ class Capture(OpLookups, SchedAccess):
         # the wall clock against the timestamps at the start and the end
         # (capture/clock.py; none before format 3: the metadata's offset)
         self.clocks = []
+        # the cluster's names of pools and RBD images, when the capturing
+        # host could read them (ceph/clusternames.py): {"fsid", "pools":
+        # {id: name}, "images": {image id: name}}; {} when none
+        self.cluster_names = {}
         trace = self.trace
         self._bpf = {c.id: c.name.split(":", 1)[1]
                      for c in trace.classes.values()}
@@ -181,8 +185,8 @@ class Capture(OpLookups, SchedAccess):
                 self.first_ns = ts
             if self.last_ns is None or ts > self.last_ns:
                 self.last_ns = ts
-            if len(ctx) > 2 and ctx[2] != slot and name not in ("end",
-                                                                "clock"):
+            if len(ctx) > 2 and ctx[2] != slot and name not in (
+                    "end", "clock", "names"):
                 continue
             if c.id < self.n_bpf:
                 raise UserError("%s: BPF events in stream_meta: not an "
@@ -199,6 +203,15 @@ class Capture(OpLookups, SchedAccess):
             if name == "clock":
                 self.clocks.append(dict(d, mono_ns=ts,
                                         synced=bool(d["synced"])))
+                continue
+            if name == "names":
+                # the latest of each: a pool or image renamed since
+                # keeps its last name; one gone keeps the one it had
+                got = json.loads(d["names"])
+                for k in ("pools", "images"):
+                    self.cluster_names.setdefault(k, {}).update(
+                        got.get(k, {}))
+                self.cluster_names["fsid"] = got.get("fsid")
                 continue
             if cur is None or cur.gen != gen:
                 cur = self.reports.setdefault(gen, Report(gen, ts))

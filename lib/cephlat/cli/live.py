@@ -19,6 +19,7 @@ import signal
 import time
 
 from ..capture import format as capture
+from ..ceph import clusternames
 from ..engine import duty
 from ..engine.btargs import binary_of, bt_args
 from ..engine.elfsym import ElfSymbols
@@ -129,6 +130,8 @@ def run(args, out, err):
             writer = capture.CaptureWriter(args.write, tracer, info,
                                            runs[0].call_bias_ns)
             _name_threads(writer, targets, time.monotonic_ns())
+            # the cluster's pool and image names, for -r --by
+            writer.lookup = clusternames.NamesLookup(targets[0].pid)
         if args.otlp:
             otlp = LiveTraces(args, err, version)
         _banner(args, err, targets, version, rel, plan, otlp)
@@ -163,7 +166,22 @@ def _name_threads(writer, targets, ts):
         writer.threads(capture.thread_names(t.pid), ts, slot)
 
 
+def _write_names(writer):
+    """The cluster's names into the capture, each time they were read."""
+    got = writer.lookup.take() if writer.lookup is not None else None
+    if got is not None:
+        writer.names(got)
+
+
 def _close_capture(writer, tracer, path, err):
+    _write_names(writer)
+    if writer.lookup is not None:
+        writer.lookup.stop()
+    if not writer.named and writer.lookup is not None and \
+            writer.lookup.why:
+        err.write("%s: capture %s: no pool or image names (%s): -r --by "
+                  "pool|image shows their ids\n" % (TOOL, path,
+                                                    writer.lookup.why))
     lost = tracer.snapshot_counters().get("events_lost", 0)
     st = writer.close("end", lost)
     err.write("%s: capture %s: %d events, %.1f MB%s\n" % (
@@ -202,6 +220,7 @@ def _wait(args, err, targets, gone, tracer, writer, stopping, cycle,
             ages[0] = time.monotonic() + min(10.0, args.op_timeout)
         if writer is not None:
             writer.poll()
+            _write_names(writer)
         if take is not None:
             take()
         time.sleep(min(0.1 if writer else 0.2,

@@ -143,7 +143,7 @@ def _by_columns(args, cap, t0, t1, path):
         raise UsageError("--by %s: %s holds no request ids or PGs (captures "
                          "older than format 2 carry none)" % (args.by, path))
     cols = doneops.read(cap, t0, t1, args.op_class)
-    cols["key"] = breakdown.keys_of(args.by, cols)
+    cols["key"] = breakdown.keys_of(args.by, cols, cap.cluster_names)
     return cols
 
 

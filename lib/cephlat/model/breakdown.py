@@ -1,9 +1,10 @@
 """A window's completed client ops broken down by who or what they were
 for (osdstage -r --by): by client (the request id's entity,
-client.4123), pool (its id: a capture holds no pool names), PG (3.1a;
-an erasure-coded shard's ops under its PG) or RBD image (the image id
-of the object's name, rbd_data.<id>.<n>, when the capture carries
-object names). Per key: ops, their share, op_total's and queue_wait's
+client.4123), pool (its name where the capture recorded the cluster's
+names, else "pool 3"), PG (3.1a; an erasure-coded shard's ops under its
+PG) or RBD image (its name where the capture recorded the cluster's
+names, else the image id of the object's name, rbd_data.<id>.<n>, when
+the capture carries object names). Per key: ops, their share, op_total's and queue_wait's
 p50 and p99 (from histograms, as every stage of the report: Hist), and
 its share of the ops' queue wait; the top K by total op time, the rest
 summed in one "other" row, and whether one key dominates (holds at
@@ -35,20 +36,37 @@ def image_of(obj):
     return head if head and n else None
 
 
-def keys_of(kind, cols):
+def image_name(image, images):
+    """An image key (image_of) by the cluster's names {image id: name}:
+    its name, else the id (with a data pool's id before it, the image's
+    id is the part after it)."""
+    if image is None:
+        return None
+    return images.get(image) or images.get(image.rpartition(".")[2]) \
+        or image
+
+
+def keys_of(kind, cols, names=None):
     """The key of each op of columns `cols` (capture/doneops.py: read)
-    for breakdown `kind` -> object array (None: not known). KeyError
+    for breakdown `kind` -> object array (None: not known); names: the
+    cluster's names the capture recorded (capture/reader.py's
+    cluster_names): pools and images by name where it has them. KeyError
     when the columns lack what the kind needs (image: object names)."""
+    names = names or {}
     if kind == "client":
         return cols["client"]
     if kind == "pg":
         return cols["pg"]
     if kind == "pool":
+        pools = names.get("pools", {})
         return _each_once(np.asarray(cols["pool"]),
-                          lambda p: "pool %d" % p if p >= 0 else None)
+                          lambda p: (pools.get(str(p)) or "pool %d" % p)
+                          if p >= 0 else None)
     if kind == "image":
+        images = names.get("images", {})
         return _each_once(np.array([o or "" for o in cols["object"]],
-                                   object), image_of)
+                                   object),
+                          lambda o: image_name(image_of(o), images))
     raise ValueError("no breakdown by %r" % kind)
 
 

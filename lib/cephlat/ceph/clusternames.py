@@ -1,0 +1,127 @@
+"""The names the cluster gives what an OSD's ops carry only as ids: pools
+(id -> name) and RBD images (the id in their data objects' names,
+rbd_data.<id>.<n> -> the image's name), read from the cluster the traced
+OSD belongs to when this host can read it: the OSD's own ceph.conf (its
+-c / --conf, else /etc/ceph/<cluster>.conf, as the OSD sees its root),
+the client identity the conf gives (client.admin by default) and
+python3-rados / python3-rbd (which ceph-common brings), every call with
+a timeout. A capture records them (capture/format.py, the "names"
+event) so that `-r --by pool|image` names what it can wherever it is
+read; where the cluster cannot be read, ids stay ids.
+
+NamesLookup runs the look-up in a thread of its own, once and then every
+REFRESH_S (images come and go), so that a slow or unreachable monitor
+never holds the tracer up."""
+import os
+import threading
+
+from ..errors import UserError
+from .target import read_cmdline
+
+TIMEOUT_S = 5.0         # connect and every call
+REFRESH_S = 300.0       # the names again, this often
+
+
+def osd_conf(pid):
+    """The ceph.conf OSD `pid` runs with, as a path this host can open
+    (through /proc/PID/root: an OSD in a container), or None."""
+    args = read_cmdline(pid)
+    conf, cluster = None, "ceph"
+    for i, a in enumerate(args):
+        if a in ("-c", "--conf") and i + 1 < len(args):
+            conf = args[i + 1]
+        elif a.startswith("--conf="):
+            conf = a.split("=", 1)[1]
+        elif a == "--cluster" and i + 1 < len(args):
+            cluster = args[i + 1]
+        elif a.startswith("--cluster="):
+            cluster = a.split("=", 1)[1]
+    if conf is None:
+        conf = "/etc/ceph/%s.conf" % cluster
+    if not conf.startswith("/"):
+        try:
+            conf = os.path.join(os.readlink("/proc/%d/cwd" % pid), conf)
+        except OSError:
+            return None
+    for path in ("/proc/%d/root%s" % (pid, conf), conf):
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def lookup(conf):
+    """{"fsid", "pools": {id: name}, "images": {image id: name}} of the
+    cluster of ceph.conf `conf` (ids as strings: JSON keys). UserError
+    saying why when it cannot be read."""
+    try:
+        import rados
+        import rbd
+    except ImportError:
+        raise UserError("python3-rados and python3-rbd are not installed "
+                        "(ceph-common brings them)")
+    t = str(int(TIMEOUT_S))
+    try:
+        cluster = rados.Rados(conffile=conf, conf={
+            "client_mount_timeout": t, "rados_mon_op_timeout": t,
+            "rados_osd_op_timeout": t, "log_to_stderr": "false",
+            "err_to_stderr": "false"})
+    except (rados.Error, OSError) as e:
+        raise UserError("%s: %s" % (conf, e))
+    try:
+        try:
+            cluster.connect(timeout=int(TIMEOUT_S))
+        except rados.Error as e:
+            raise UserError("cannot connect with %s: %s" % (conf, e))
+        out = {"fsid": cluster.get_fsid(), "pools": {}, "images": {}}
+        for name in cluster.list_pools():
+            try:
+                pid = cluster.pool_lookup(name)
+            except rados.Error:
+                continue
+            out["pools"][str(pid)] = name
+            try:
+                with cluster.open_ioctx(name) as io:
+                    for img in rbd.RBD().list2(io):
+                        out["images"][img["id"]] = img["name"]
+            except (rados.Error, rbd.Error):
+                continue        # not an RBD pool, or not ours to read
+        return out
+    finally:
+        cluster.shutdown()
+
+
+class NamesLookup:
+    """The names of OSD `pid`'s cluster, looked up in a thread: take()
+    gives each new result once (None until there is one); `why` says why
+    there is none."""
+
+    def __init__(self, pid, refresh_s=REFRESH_S):
+        self.pid, self.refresh_s = pid, refresh_s
+        self.why = None
+        self._got, self._lock = None, threading.Lock()
+        self._stop = threading.Event()
+        threading.Thread(target=self._run, daemon=True,
+                         name="osdstage-names").start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            conf = osd_conf(self.pid)
+            try:
+                if conf is None:
+                    raise UserError("no ceph.conf of pid %d found"
+                                    % self.pid)
+                got = lookup(conf)
+                with self._lock:
+                    self._got, self.why = got, None
+            except UserError as e:
+                self.why = str(e)
+            self._stop.wait(self.refresh_s)
+
+    def take(self):
+        with self._lock:
+            got, self._got = self._got, None
+        return got
+
+    def stop(self):
+        self._stop.set()
+

@@ -1,0 +1,130 @@
+"""Whose ops: two clients (two fio processes, fio's rbd engine: a
+librados client each) write to two RBD images of the lab at rates four
+to one, under a capture of the lab's OSD (-w). The capture records the
+cluster's names (its pool and images by name), and -r --by image |
+client | pool counts each image's and client's ops as fio did (within
+1 %: an image's data ops are fio's writes; a client's are those and its
+image's header ops at open and close), their ratio is the rates', and
+the heavy one dominates the table. Twice, on fresh images each time."""
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import OSDSTAGE, PYTHON, run_tool, wait_for_line
+
+from cephlat.capture.reader import Capture
+
+RATES = (200, 50)           # writes a second: the heavy one, the light
+SECS = 20
+WITHIN = 0.01
+# a client's ops besides its writes: opening and closing its image
+# (header reads, its watch, the object map's), at most
+CLIENT_EXTRA = 40
+ROUNDS = 2
+
+
+def _job(image, rate, seed):
+    return ("[global]\nioengine=rbd\nclientname=admin\npool=rbd\n"
+            "rbdname=%s\ndirect=1\n[w]\nrw=randwrite\nbs=4k\nsize=64m\n"
+            "rate_iops=%d\nruntime=%d\ntime_based=1\niodepth=4\n"
+            "randseed=%d\n" % (image, rate, SECS, seed))
+
+
+def _rbd(lab, *args):
+    p = subprocess.run(["rbd"] + list(args), capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ,
+                                            CEPH_CONF=lab["CEPH_CONF"]))
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+@pytest.fixture(scope="module", params=range(ROUNDS))
+def two_clients(lab, tmp_path_factory, request):
+    d = tmp_path_factory.mktemp("by-clients-%d" % request.param)
+    images = ["byc%d-heavy" % request.param, "byc%d-light" % request.param]
+    for img in images:
+        _rbd(lab, "create", "rbd/" + img, "--size", "128M")
+    try:
+        ids = {img: json.loads(_rbd(lab, "info", "rbd/" + img, "--format",
+                                    "json"))["block_name_prefix"]
+               [len("rbd_data."):] for img in images}
+        cap = str(d / "cap.ctf")
+        tracer = subprocess.Popen([PYTHON, OSDSTAGE, "-p", str(lab["pid"]),
+                                   "-w", cap, "-j", "1000"],
+                                  stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for_line(tracer.stderr, "Tracing", 60)
+            fios = []
+            for i, (img, rate) in enumerate(zip(images, RATES)):
+                job = d / ("%s.fio" % img)
+                job.write_text(_job(img, rate, 11 + i))
+                fios.append(subprocess.Popen(
+                    ["fio", "--output-format=json",
+                     "--output=%s" % (d / ("%s.json" % img)), str(job)],
+                    env=dict(os.environ, CEPH_CONF=lab["CEPH_CONF"]),
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                    text=True))
+            for f in fios:
+                _, err = f.communicate(timeout=SECS + 120)
+                assert f.returncode == 0, err
+            time.sleep(1)           # the last commits
+        finally:
+            tracer.send_signal(2)
+            _, err = tracer.communicate(timeout=60)
+        assert tracer.returncode == 0, err
+        assert "no pool or image names" not in err, err
+        writes = {img: json.load(open(d / ("%s.json" % img)))["jobs"][0][
+            "write"]["total_ios"] for img in images}
+        yield {"cap": cap, "images": images, "ids": ids, "writes": writes}
+    finally:
+        for img in images:
+            _rbd(lab, "rm", "--no-progress", "rbd/" + img)
+
+
+def _by(cap, key):
+    p = run_tool([OSDSTAGE, "-r", cap, "--by", key, "-j"], timeout=300)
+    assert p.returncode == 0, p.stderr
+    out = [json.loads(line) for line in p.stdout.splitlines()]
+    return out[-1]["by"]
+
+
+def test_the_capture_names_the_pool_and_the_images(two_clients):
+    names = Capture(two_clients["cap"]).cluster_names
+    assert "rbd" in names["pools"].values(), names
+    for img, i in two_clients["ids"].items():
+        assert names["images"].get(i) == img, (img, i, names)
+
+
+def test_each_images_ops_are_its_writes_and_the_heavy_one_dominates(
+        two_clients):
+    by = _by(two_clients["cap"], "image")
+    rows = {r["key"]: r for r in by["rows"]}
+    heavy, light = two_clients["images"]
+    for img in (heavy, light):
+        want = two_clients["writes"][img]
+        assert abs(rows[img]["ops"] - want) <= WITHIN * want, (img, rows,
+                                                              want)
+    ratio = rows[heavy]["ops"] / rows[light]["ops"]
+    want = two_clients["writes"][heavy] / two_clients["writes"][light]
+    assert abs(ratio - want) <= 2 * WITHIN * want, (ratio, want)
+    assert abs(want - RATES[0] / RATES[1]) <= 0.05 * RATES[0] / RATES[1], \
+        two_clients["writes"]
+    assert by["dominant"] and by["dominant"]["key"] == heavy, by
+
+
+def test_each_clients_ops_are_its_images(two_clients):
+    by = _by(two_clients["cap"], "client")
+    rows = sorted([r for r in by["rows"] if r["key"].startswith("client.")],
+                  key=lambda r: -r["ops"])
+    assert len(rows) >= 2, by
+    for r, img in zip(rows, two_clients["images"]):
+        want = two_clients["writes"][img]
+        assert want <= r["ops"] <= want * (1 + WITHIN) + CLIENT_EXTRA, \
+            (r, img, want)
+    assert by["dominant"]["key"] == rows[0]["key"], by
+    pool = _by(two_clients["cap"], "pool")
+    assert [r["key"] for r in pool["rows"]] == ["rbd"], pool

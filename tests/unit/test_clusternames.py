@@ -1,0 +1,75 @@
+"""ceph/clusternames.py: the traced OSD's ceph.conf from its command
+line (through its root: an OSD in a container), and the look-up in a
+thread of its own that hands each result over once and says why there
+is none. Reading a real cluster: tests/cluster/test_by_clients.py."""
+import subprocess
+import sys
+import time
+
+from cephlat.ceph import clusternames
+from cephlat.errors import UserError
+
+
+def _proc(*args):
+    return subprocess.Popen([sys.executable, "-c",
+                             "import time; time.sleep(30)"] + list(args))
+
+
+def test_the_osds_conf_from_its_command_line(tmp_path):
+    conf = tmp_path / "lab.conf"
+    conf.write_text("[global]\n")
+    for args in (["--conf", str(conf)], ["--conf=%s" % conf],
+                 ["-c", str(conf)]):
+        p = _proc("-i", "0", *args)
+        try:
+            time.sleep(0.1)
+            # /proc/PID/root is / here: the path through it
+            assert clusternames.osd_conf(p.pid) == "/proc/%d/root%s" % (
+                p.pid, conf), args
+        finally:
+            p.kill()
+            p.wait()
+    p = _proc("-i", "0", "--conf", str(tmp_path / "missing.conf"))
+    try:
+        time.sleep(0.1)
+        assert clusternames.osd_conf(p.pid) is None
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_the_lookup_hands_each_result_over_once(monkeypatch, tmp_path):
+    conf = tmp_path / "c.conf"
+    conf.write_text("[global]\n")
+    got = {"fsid": "x", "pools": {"1": "rbd"}, "images": {}}
+    calls = []
+
+    def fake(path):
+        calls.append(path)
+        if len(calls) == 1:
+            raise UserError("cannot connect with %s: timed out" % path)
+        return got
+    monkeypatch.setattr(clusternames, "lookup", fake)
+    monkeypatch.setattr(clusternames, "osd_conf", lambda pid: str(conf))
+    lk = clusternames.NamesLookup(1, refresh_s=0.05)
+    try:
+        end = time.time() + 5
+        seen = None
+        while seen is None and time.time() < end:
+            seen = lk.take()
+            time.sleep(0.01)
+        assert seen == got and lk.why is None
+        assert calls[0] == str(conf)
+    finally:
+        lk.stop()
+    # a failure says why, and nothing is handed over
+    monkeypatch.setattr(clusternames, "osd_conf", lambda pid: None)
+    lk = clusternames.NamesLookup(1, refresh_s=60)
+    try:
+        end = time.time() + 5
+        while lk.why is None and time.time() < end:
+            time.sleep(0.01)
+        assert lk.why == "no ceph.conf of pid 1 found"
+        assert lk.take() is None
+    finally:
+        lk.stop()
