@@ -10,8 +10,10 @@ event) so that `-r --by pool|image` names what it can wherever it is
 read; where the cluster cannot be read, ids stay ids.
 
 NamesLookup runs the look-up in a thread of its own, once and then every
-REFRESH_S (images come and go), so that a slow or unreachable monitor
-never holds the tracer up."""
+REFRESH_S (images come and go): a slow or unreachable monitor holds the
+tracer up at most TIMEOUT_S, before it attaches (first()), so that the
+look-up's own reads (each RBD pool's directory: a client op or two on
+the OSDs) are not in a short capture."""
 import os
 import threading
 
@@ -100,6 +102,7 @@ class NamesLookup:
         self.why = None
         self._got, self._lock = None, threading.Lock()
         self._stop = threading.Event()
+        self._tried = threading.Event()
         threading.Thread(target=self._run, daemon=True,
                          name="osdstage-names").start()
 
@@ -115,7 +118,12 @@ class NamesLookup:
                     self._got, self.why = got, None
             except UserError as e:
                 self.why = str(e)
+            self._tried.set()
             self._stop.wait(self.refresh_s)
+
+    def first(self, secs=TIMEOUT_S + 1.0):
+        """Wait for the first try (at most `secs`)."""
+        self._tried.wait(secs)
 
     def take(self):
         with self._lock:

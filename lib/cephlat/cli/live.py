@@ -117,7 +117,13 @@ def run(args, out, err):
     created = args.write and capture.prepare(args.write, args.force)
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT,
                                                     signal.SIGTERM)}
+    # the cluster's pool and image names, for -r --by: the first look-up
+    # before the probes are attached (its reads are not in the capture)
+    names = clusternames.NamesLookup(targets[0].pid) if args.write \
+        else None
     try:
+        if names is not None:
+            names.first()
         tracer.start()
         runs = ses.run_infos()
         if args.write:
@@ -130,8 +136,8 @@ def run(args, out, err):
             writer = capture.CaptureWriter(args.write, tracer, info,
                                            runs[0].call_bias_ns)
             _name_threads(writer, targets, time.monotonic_ns())
-            # the cluster's pool and image names, for -r --by
-            writer.lookup = clusternames.NamesLookup(targets[0].pid)
+            writer.lookup = names
+            _write_names(writer)
         if args.otlp:
             otlp = LiveTraces(args, err, version)
         _banner(args, err, targets, version, rel, plan, otlp)
@@ -158,6 +164,8 @@ def run(args, out, err):
                 os.rmdir(args.write)      # nothing was recorded
             except OSError:
                 pass
+        if names is not None:
+            names.stop()
         tracer.close()
 
 
