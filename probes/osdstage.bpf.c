@@ -62,6 +62,10 @@ const volatile __u32 msg_stamps_off = 0; /* Message -> its stamps (struct
 const volatile __u32 deq_time_off = 0;	/* OpRequest -> dequeued_time (utime_t:
 					 * Ceph's dequeue stamp; the lean
 					 * tier's op_lean) */
+const volatile __u32 events_off = 0;	/* OpRequest -> TrackedOp::events
+					 * (OpTracker's, struct opt_event):
+					 * the lean tier's enqueue; 0: the
+					 * dispatch stamp instead */
 /* the lean tier's op fields (msg_off, deq_time_off, rmw_flags_off) in
  * one read when they lie within LEAN_SPAN_MAX bytes: from lean_lo,
  * lean_span bytes (0: three reads); set by the loader */

@@ -34,6 +34,8 @@ enum osdstage_limits {
 	OBJ_NAME_LEN = 64,	/* object names in capture events (cut) */
 	OPS_WAYS = 4,		/* op table: slots an op may take (below) */
 	LEAN_SPAN_MAX = 256,	/* op_lean's one read of the op's fields */
+	OPT_EVENTS_MAX = 12,	/* OpTracker events op_lean looks through for
+				 * queued_for_pg (the fifth or sixth) */
 	/* shard, device and peer keys: the report interval's half, gen & 1,
 	 * in the top bit. Like the stage statistics (two halves), the maps
 	 * that feed a report are written in the half of the interval their
@@ -199,6 +201,10 @@ enum counter_id {
 				 * or out of order: no messenger stages */
 	CNT_BEHIND_MAP_FULL,	/* a run-queue wait's part not told behind
 				 * whom: the behind map was full */
+	CNT_ENQ_FROM_DISPATCH,	/* the lean tier: an op without OpTracker's
+				 * queued_for_pg stamp (the tracker off, or
+				 * its event list moved while read), its
+				 * enqueue from its message's dispatch stamp */
 	CNT__RESULTS,		/* results from here on */
 	CNT_WAKE_ENQUEUER = CNT__RESULTS, /* the dequeuing worker slept with
 				 * the op queued and was woken by the
@@ -279,6 +285,25 @@ struct msg_stamps {
 	struct utime dispatch;		/* handed to the OSD */
 	struct utime throttle;		/* the throttles passed */
 	struct utime recv_complete;	/* read in full */
+};
+
+/* One of OpTracker's events of an op (TrackedOp::Event, an element of
+ * TrackedOp::events, a std::vector from the per-release offset
+ * events_off): its wall-clock stamp and its name, a std::string (data
+ * pointer, length, then the inline buffer a name under 16 bytes is kept
+ * in). tests/cluster/test_dwarf.py checks the layout. */
+struct opt_event {
+	struct utime stamp;
+	__u64 name_ptr;
+	__u64 name_len;
+	char name_buf[16];
+};
+
+_Static_assert(sizeof(struct opt_event) == 40, "TrackedOp::Event is 40 bytes");
+
+/* op_lean's copy of an op's first OpTracker events (per CPU) */
+struct opt_scratch {
+	struct opt_event ev[OPT_EVENTS_MAX];
 };
 
 struct op_state {

@@ -95,6 +95,14 @@ struct {
 	__type(value, struct dev_stats);
 } devs SEC(".maps");
 
+/* per CPU: op_lean's copy of an op's OpTracker events */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct opt_scratch);
+} opt_scratch SEC(".maps");
+
 /* per CPU: the tasks it ran last (sched.bpf.h ring_push) */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -532,20 +532,68 @@ int op_done(struct pt_regs *ctx)
 	return 0;
 }
 
+/* OSD::enqueue_op's stamp of op (wall clock ns): OpTracker's
+ * queued_for_pg event, marked there just before the op is queued. 0 when
+ * the op has none (OpTracker off: its list is empty), or when the list
+ * moved while it was read (another thread appended to it, under the op's
+ * lock, and the vector grew: its storage start is read again after the
+ * copy; a list that moved is never read as a stamp). */
+static __always_inline __u64 queued_stamp(__u64 op)
+{
+	static const char want[] = "queued_for_pg";
+	__u64 vec[2], again = 0;
+	struct opt_scratch *s;
+	__u32 zero = 0, n, size;
+
+	if (!events_off ||
+	    bpf_probe_read_user(vec, sizeof(vec), (void *)(op + events_off)) ||
+	    vec[1] <= vec[0])
+		return 0;
+	n = (vec[1] - vec[0]) / sizeof(struct opt_event);
+	if (n > OPT_EVENTS_MAX)
+		n = OPT_EVENTS_MAX;
+	size = n * sizeof(struct opt_event);
+	s = bpf_map_lookup_elem(&opt_scratch, &zero);
+	if (!s || !size || size > sizeof(s->ev) ||
+	    bpf_probe_read_user(s->ev, size, (void *)vec[0]) ||
+	    bpf_probe_read_user(&again, sizeof(again),
+				(void *)(op + events_off)) ||
+	    again != vec[0])
+		return 0;
+	for (int i = 0; i < OPT_EVENTS_MAX; i++) {
+		struct opt_event *e = &s->ev[i];
+		int same = 1;
+
+		if (i >= n)
+			break;
+		if (e->name_len != sizeof(want) - 1)
+			continue;
+		for (int k = 0; k < sizeof(want) - 1; k++)
+			if (e->name_buf[k] != want[k])
+				same = 0;
+		if (same)
+			return utime_ns(e->stamp);
+	}
+	return 0;
+}
+
 /* The lean tier: PrimaryLogPG::log_op_stats alone, one probe hit per op.
  * Every stage of the op from the stamps Ceph keeps in it: its message's
- * (header read, throttles passed, read in full, dispatched) and its own
- * dequeue time (OpRequest::dequeued_time), all wall clock, and now. No op
- * table, no scheduler programs. Where a stage's boundary is a probe of
- * the full tier that this tier lacks, Ceph's stamp in its place: the
- * enqueue is the message's dispatch stamp (just before it), the dequeue
- * Ceph's dequeue stamp (the first thing dequeue_op does). */
+ * (header read, throttles passed, read in full, dispatched), OpTracker's
+ * queued_for_pg (OSD::enqueue_op) and its own dequeue time
+ * (OpRequest::dequeued_time), all wall clock, and now. No op table, no
+ * scheduler programs. Where a stage's boundary is a probe of the full
+ * tier that this tier lacks, Ceph's stamp in its place: the enqueue is
+ * OpTracker's queued_for_pg, marked inside enqueue_op (without it, the
+ * tracker off: the message's dispatch stamp, just before the call;
+ * counted), the dequeue Ceph's dequeue stamp (the first thing
+ * dequeue_op does). */
 SEC("uprobe")
 int op_lean(struct pt_regs *ctx)
 {
 	struct msg_stamps m;
 	struct utime deq_t;
-	__u64 op, key, msg = 0, recv, thr, all, disp, deq, now;
+	__u64 op, key, msg = 0, recv, thr, all, disp, deq, enq, now;
 	__u32 cls, gen, flags = 0;
 	int slot = op_hit(ctx, &op, &key);
 
@@ -592,6 +640,13 @@ int op_lean(struct pt_regs *ctx)
 	if (!m.recv.sec || thr < recv || all < thr || disp < all ||
 	    deq < disp || now < deq)
 		goto bad;
+	enq = queued_stamp(op);
+	if (enq < disp || enq > deq) {
+		/* counted where the release's events are known */
+		if (events_off)
+			count(slot, CNT_ENQ_FROM_DISPATCH);
+		enq = disp;
+	}
 	/* each stage's statistics cost a cache line or two of a busy OSD's
 	 * CPU: what user space can add up is recorded once. queue_wait,
 	 * op_total and op_latency per op class only (the totals are their
@@ -600,10 +655,10 @@ int op_lean(struct pt_regs *ctx)
 	gen = cur_gen();
 	record(slot, ST_THROTTLE_WAIT, thr - recv, gen);
 	record(slot, ST_RECV, all - thr, gen);
-	record(slot, ST_DISPATCH, disp - all, gen);
-	record(slot, ST_QUEUE_WAIT__READ + cls, deq - disp, gen);
+	record(slot, ST_DISPATCH, enq - all, gen);
+	record(slot, ST_QUEUE_WAIT__READ + cls, deq - enq, gen);
 	record(slot, ST_EXECUTE, now - deq, gen);
-	record(slot, ST_OP_TOTAL__READ + cls, now - disp, gen);
+	record(slot, ST_OP_TOTAL__READ + cls, now - enq, gen);
 	record(slot, ST_OP_LATENCY__READ + cls, now - recv, gen);
 	return 0;
 bad:

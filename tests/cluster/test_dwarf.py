@@ -68,6 +68,11 @@ OFFSETS = {
     "reqid.tid": "&((osd_reqid_t*)0)->tid",
     "reqid.inc": "&((osd_reqid_t*)0)->inc",
     "string.len": "&((std::string*)0)->_M_string_length",
+    "string.buf": "&((std::string*)0)->_M_local_buf",
+    # OpTracker's events (struct opt_event of probes/osdstage.h)
+    "events_off": "&((OpRequest*)0)->events",
+    "opt_event.str": "&((TrackedOp::Event*)0)->str",
+    "opt_event.size": "sizeof(TrackedOp::Event)",
     # erasure-coded writes: the sub-write's transaction and request id,
     # the shard's reply's transaction
     "ecsw_tid_off": "&((ECSubWrite*)0)->tid",
@@ -122,6 +127,10 @@ def test_replica_offsets(gdb_out):
     # read_reqid() and read_object() of probes/osdstage/ops.bpf.h
     assert (got["reqid._num"], got["reqid.tid"], got["reqid.inc"],
             got["string.len"]) == (8, 16, 24, 8)
+    # queued_stamp() reads OpTracker's events as struct opt_event: the
+    # stamp, then the name (data pointer, length, inline buffer)
+    assert (got["opt_event.str"], got["opt_event.size"],
+            got["string.buf"]) == (8, 40, 16)
     # struct msg_stamps of probes/osdstage.h: recv, dispatch, throttle,
     # recv_complete, each {u32 sec; u32 nsec}
     base = got["msg_stamps_off"]

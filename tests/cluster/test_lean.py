@@ -4,7 +4,10 @@ tracers attached to the lab's OSD before a rados bench starts and ended
 (Ctrl-C: one report each) after it has finished, so each sees every op
 of the bench and nothing else; Ceph's perf dumps around the bench give
 its own counts and latencies of the same ops. Three rounds, reads then
-writes then reads.
+writes then reads, and two more with the OSD's OpTracker off
+(osd_enable_op_tracker false, set at run time): the lean tier's enqueue
+then falls back from OpTracker's queued_for_pg to the message's dispatch
+stamp, and says so.
 
 What must hold: the same op counts (in all, per op class, per scheduler
 class); the stages both tiers read from the same stamps (throttle_wait,
@@ -13,7 +16,8 @@ from Ceph's stamp next to the full tier's probe (docs/stages.md, Tiers)
 within 5 % under a load that queues, each on the side of the full
 tier's that its boundaries put it; the lean op_latency within 3 % of
 Ceph's op_r_latency / op_w_latency; the lean report without kernel
-stages, attribution or lost ops."""
+stages, attribution or lost ops (with OpTracker off: every op counted in
+enq_from_dispatch, nothing else)."""
 import json
 import signal
 import subprocess
@@ -23,7 +27,12 @@ import pytest
 from conftest import (OSDSTAGE, PYTHON, Bench, perf_counters, prefill,
                       wait_for_line)
 
-ROUNDS = [("rand", "read"), ("write", "write"), ("rand", "read")]
+from cephlat.ceph import adminsock
+
+# (rados bench mode, op class, the OSD's OpTracker on)
+ROUNDS = [("rand", "read", True), ("write", "write", True),
+          ("rand", "read", True), ("rand", "read", False),
+          ("write", "write", False)]
 BENCH_SECS = 6
 SAME = ("throttle_wait", "recv", "op_latency")
 
@@ -58,10 +67,24 @@ def _both_around_a_bench(lab, mode):
     return recs[0], recs[1], errs[1], before, after
 
 
+def _op_tracker(lab, on):
+    got = adminsock.command(lab["asok"], "config set",
+                            var="osd_enable_op_tracker",
+                            val=["true" if on else "false"])
+    assert "success" in got, got
+
+
 @pytest.fixture(scope="module")
 def rounds(lab):
     prefill(lab, 4)
-    return [(cls,) + _both_around_a_bench(lab, mode) for mode, cls in ROUNDS]
+    out = []
+    try:
+        for mode, cls, tracker in ROUNDS:
+            _op_tracker(lab, tracker)
+            out.append((cls,) + _both_around_a_bench(lab, mode))
+    finally:
+        _op_tracker(lab, True)
+    return out
 
 
 def _mean(rec, stage):
@@ -87,7 +110,13 @@ def test_lean_counts_every_op_the_full_tier_and_ceph_count(rounds, k):
     assert full["stages"]["op_total"]["by_class"][cls]["count"] == n
     qc = lean["stages"]["queue_wait"]["by_queue_class"]
     assert qc["client"]["count"] == n, qc
-    assert set(lean["lost"].values()) <= {0}, lean["lost"]
+    # OpTracker off: every op's enqueue is its message's dispatch stamp,
+    # and the report says so
+    fell_back = 0 if ROUNDS[k][2] else n
+    assert lean["lost"].get("enq_from_dispatch", 0) == fell_back, \
+        lean["lost"]
+    assert set(v for c, v in lean["lost"].items()
+               if c != "enq_from_dispatch") <= {0}, lean["lost"]
 
 
 @pytest.mark.parametrize("k", range(len(ROUNDS)))
@@ -104,12 +133,18 @@ def test_lean_stages_agree_with_the_full_tiers(rounds, k):
             assert _close(by_l[cls]["mean_us"],
                           full["stages"][stage]["by_class"][cls]["mean_us"],
                           0.05), (stage, by_l)
-    # each on its side: the lean enqueue (the dispatch stamp) comes
-    # before the full tier's enqueue probe, the lean dequeue (Ceph's
-    # stamp inside dequeue_op) after its dequeue probe
-    assert _mean(lean, "dispatch") <= _mean(full, "dispatch")
-    assert _mean(lean, "queue_wait") >= _mean(full, "queue_wait")
-    assert _mean(lean, "op_total") >= _mean(full, "op_total")
+    # each on its side: the lean dequeue (Ceph's stamp inside
+    # dequeue_op) after the full tier's dequeue probe; the lean enqueue,
+    # OpTracker's queued_for_pg, marked inside enqueue_op, after its
+    # enqueue probe (with OpTracker off the message's dispatch stamp,
+    # taken before the call: before it)
+    if ROUNDS[k][2]:
+        assert _mean(lean, "dispatch") >= _mean(full, "dispatch")
+        assert _mean(lean, "op_total") <= _mean(full, "op_total")
+    else:
+        assert _mean(lean, "dispatch") <= _mean(full, "dispatch")
+        assert _mean(lean, "queue_wait") >= _mean(full, "queue_wait")
+        assert _mean(lean, "op_total") >= _mean(full, "op_total")
     assert _mean(lean, "execute") <= _mean(full, "execute")
     both = [_mean(r, "dispatch") + _mean(r, "queue_wait")
             for r in (lean, full)]

@@ -187,12 +187,14 @@ STAGES = OrderedDict((s.name, s) for s in [
 # alone (BPF program op_lean), for a view left on all the time. Its stages
 # are the full tier's of the same names, read from the stamps Ceph keeps in
 # the op (its message's header read, throttles passed, read in full and
-# dispatched; OpRequest::dequeued_time) and the probe's own time; where a
-# full-tier boundary is a probe this tier lacks, Ceph's stamp next to it
-# takes its place: the enqueue is the message's dispatch stamp (taken just
-# before OSD::enqueue_op is called), the dequeue Ceph's dequeue stamp
-# (the first thing OSD::dequeue_op does). docs/stages.md says what each
-# tier sees.
+# dispatched; OpTracker's queued_for_pg; OpRequest::dequeued_time) and the
+# probe's own time; where a full-tier boundary is a probe this tier lacks,
+# Ceph's stamp next to it takes its place: the enqueue is OpTracker's
+# queued_for_pg (marked inside OSD::enqueue_op; where the release's
+# events_off is unknown, or the tracker is off, the message's dispatch
+# stamp, taken just before OSD::enqueue_op is called), the dequeue Ceph's
+# dequeue stamp (the first thing OSD::dequeue_op does). docs/stages.md
+# says what each tier sees.
 LEAN_EVENT = ("log_op_stats", "op_lean")
 LEAN_NEEDS = ("msg_off", "msg_stamps_off", "deq_time_off")
 LEAN_STAGES = ("throttle_wait", "recv", "dispatch", "queue_wait", "execute",
@@ -418,7 +420,11 @@ _PACIFIC_OFFSETS = {"reqid_off": 232, "src_num_off": 272,
                     # OpRequest::dequeued_time (utime_t), the lean tier's
                     # dequeue: log_op_stats reads it for Ceph's
                     # op_process_latency (tests/cluster/machinecode.py)
-                    "deq_time_off": 336}
+                    "deq_time_off": 336,
+                    # TrackedOp::events (OpTracker's, a std::vector of
+                    # struct opt_event): the lean tier's enqueue, its
+                    # queued_for_pg (tests/cluster/test_dwarf.py)
+                    "events_off": 64}
 # ECSubWrite's tid and reqid (after its pg_shard_t from) and
 # ECSubWriteReply's tid: tests/cluster/test_dwarf.py; a live EC pool:
 # tests/cluster/test_ec.py (a live EC pool: the 16.2 host lab). The same
@@ -430,10 +436,12 @@ _EC_OFFSETS = {"ecsw_tid_off": 8, "ecsw_reqid_off": 16, "ecrep_tid_off": 8,
                "ecro_tid_off": 8, "ecro_op_off": 16, "ecrr_tid_off": 8}
 # OpRequest grew with TrackedOp (192 -> 232 -> 240 bytes); the records did
 # not move (ceph-osd-dbg 18.2.7+ds-1+deb13u1, 20.2.4+ds-2)
+# (TrackedOp::events not read there yet: the lean tier's enqueue is the
+# message's dispatch stamp)
 _REEF_OFFSETS = dict(_PACIFIC_OFFSETS, reqid_off=272, src_num_off=312,
-                     msg_off=264, deq_time_off=376)
+                     msg_off=264, deq_time_off=376, events_off=0)
 _TENTACLE_OFFSETS = dict(_PACIFIC_OFFSETS, reqid_off=280, src_num_off=320,
-                         msg_off=272, deq_time_off=384)
+                         msg_off=272, deq_time_off=384, events_off=0)
 
 RELEASES = OrderedDict((r.key, r) for r in [
     # Octopus: signatures read from the 15.2.17 source.

@@ -269,6 +269,11 @@ LOSS_WORDS = {
     "msg_unstamped": "ops without the messenger stages: their message's "
                      "stamps were missing or out of order (ops Ceph made "
                      "itself, or a messenger offset that does not fit)",
+    "enq_from_dispatch": "ops whose enqueue is their message's dispatch "
+                         "stamp, not OpTracker's queued_for_pg: the OSD's "
+                         "OpTracker is off (osd_enable_op_tracker false), "
+                         "so their dispatch is shorter and their "
+                         "queue_wait longer by the OSD's own dispatch work",
 }
 
 # A capture's report (osdstage -r) says what the counters whose words
