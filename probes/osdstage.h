@@ -301,9 +301,13 @@ struct opt_event {
 
 _Static_assert(sizeof(struct opt_event) == 40, "TrackedOp::Event is 40 bytes");
 
-/* op_lean's copy of an op's first OpTracker events (per CPU) */
+/* op_lean's copy of an op's first OpTracker events (per CPU), and where
+ * queued_for_pg was in the last op's list (every client op's list begins
+ * with the same events: it is tried first, alone) */
 struct opt_scratch {
 	struct opt_event ev[OPT_EVENTS_MAX];
+	__u32 hint;
+	__u32 pad;
 };
 
 struct op_state {

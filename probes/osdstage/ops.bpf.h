@@ -538,12 +538,23 @@ int op_done(struct pt_regs *ctx)
  * moved while it was read (another thread appended to it, under the op's
  * lock, and the vector grew: its storage start is read again after the
  * copy; a list that moved is never read as a stamp). */
+static const char queued_name[] = "queued_for_pg";
+
+static __always_inline int is_queued(struct opt_event *e)
+{
+	if (e->name_len != sizeof(queued_name) - 1)
+		return 0;
+	for (int k = 0; k < sizeof(queued_name) - 1; k++)
+		if (e->name_buf[k] != queued_name[k])
+			return 0;
+	return 1;
+}
+
 static __always_inline __u64 queued_stamp(__u64 op)
 {
-	static const char want[] = "queued_for_pg";
 	__u64 vec[2], again = 0;
 	struct opt_scratch *s;
-	__u32 zero = 0, n, size;
+	__u32 zero = 0, n, size, h;
 
 	if (!events_off ||
 	    bpf_probe_read_user(vec, sizeof(vec), (void *)(op + events_off)) ||
@@ -552,27 +563,35 @@ static __always_inline __u64 queued_stamp(__u64 op)
 	n = (vec[1] - vec[0]) / sizeof(struct opt_event);
 	if (n > OPT_EVENTS_MAX)
 		n = OPT_EVENTS_MAX;
-	size = n * sizeof(struct opt_event);
 	s = bpf_map_lookup_elem(&opt_scratch, &zero);
-	if (!s || !size || size > sizeof(s->ev) ||
+	if (!s)
+		return 0;
+	/* where the last op had it: one event read */
+	h = s->hint;
+	if (h < n && h < OPT_EVENTS_MAX &&
+	    !bpf_probe_read_user(&s->ev[0], sizeof(s->ev[0]),
+				 (void *)(vec[0] + h * sizeof(s->ev[0]))) &&
+	    is_queued(&s->ev[0])) {
+		if (bpf_probe_read_user(&again, sizeof(again),
+					(void *)(op + events_off)) ||
+		    again != vec[0])
+			return 0;
+		return utime_ns(s->ev[0].stamp);
+	}
+	size = n * sizeof(struct opt_event);
+	if (!size || size > sizeof(s->ev) ||
 	    bpf_probe_read_user(s->ev, size, (void *)vec[0]) ||
 	    bpf_probe_read_user(&again, sizeof(again),
 				(void *)(op + events_off)) ||
 	    again != vec[0])
 		return 0;
 	for (int i = 0; i < OPT_EVENTS_MAX; i++) {
-		struct opt_event *e = &s->ev[i];
-		int same = 1;
-
 		if (i >= n)
 			break;
-		if (e->name_len != sizeof(want) - 1)
-			continue;
-		for (int k = 0; k < sizeof(want) - 1; k++)
-			if (e->name_buf[k] != want[k])
-				same = 0;
-		if (same)
-			return utime_ns(e->stamp);
+		if (is_queued(&s->ev[i])) {
+			s->hint = i;
+			return utime_ns(s->ev[i].stamp);
+		}
 	}
 	return 0;
 }
