@@ -421,3 +421,7 @@ def test_pools_and_images_by_the_names_the_capture_recorded():
     assert breakdown.keys_of("image", cols, {}).tolist() == [
         "1a2b", "2.9f8e", None, "77aa"]
     assert breakdown.image_name(None, names["images"]) is None
+    # the capturing tool's own look-ups: said as such
+    got = breakdown.keys_of("client", {"client": np.array(
+        ["client.4", "client.9", None], object)}, {"selves": ["client.9"]})
+    assert got.tolist() == ["client.4", "client.9" + breakdown.SELF, None]

@@ -159,7 +159,8 @@ class Capture(OpLookups, SchedAccess):
         self.clocks = []
         # the cluster's names of pools and RBD images, when the capturing
         # host could read them (ceph/clusternames.py): {"fsid", "pools":
-        # {id: name}, "images": {image id: name}}; {} when none
+        # {id: name}, "images": {image id: name}, "selves": the look-ups'
+        # own client entities}; {} when none
         self.cluster_names = {}
         trace = self.trace
         self._bpf = {c.id: c.name.split(":", 1)[1]
@@ -212,6 +213,9 @@ class Capture(OpLookups, SchedAccess):
                     self.cluster_names.setdefault(k, {}).update(
                         got.get(k, {}))
                 self.cluster_names["fsid"] = got.get("fsid")
+                if got.get("self"):
+                    self.cluster_names.setdefault("selves", []).append(
+                        got["self"])
                 continue
             if cur is None or cur.gen != gen:
                 cur = self.reports.setdefault(gen, Report(gen, ts))

@@ -10,10 +10,11 @@ event) so that `-r --by pool|image` names what it can wherever it is
 read; where the cluster cannot be read, ids stay ids.
 
 NamesLookup runs the look-up in a thread of its own, once and then every
-REFRESH_S (images come and go): a slow or unreachable monitor holds the
-tracer up at most TIMEOUT_S, before it attaches (first()), so that the
-look-up's own reads (each RBD pool's directory: a client op or two on
-the OSDs) are not in a short capture."""
+REFRESH_S (images come and go). The tracer waits for the first at most
+FIRST_S before it attaches (first()), so that the look-up's own reads
+(each RBD pool's directory: a client op or two on the OSDs) are not in a
+short capture; those of a later one are, and a breakdown by client says
+whose they are (its "self")."""
 import os
 import threading
 
@@ -22,6 +23,7 @@ from .target import read_cmdline
 
 TIMEOUT_S = 5.0         # connect and every call
 REFRESH_S = 300.0       # the names again, this often
+FIRST_S = 2.0           # the tracer waits this long for the first
 
 
 def osd_conf(pid):
@@ -52,9 +54,11 @@ def osd_conf(pid):
 
 
 def lookup(conf):
-    """{"fsid", "pools": {id: name}, "images": {image id: name}} of the
-    cluster of ceph.conf `conf` (ids as strings: JSON keys). UserError
-    saying why when it cannot be read."""
+    """{"fsid", "pools": {id: name}, "images": {image id: name}, "self":
+    the look-up's own client entity (client.4123: its reads of the RBD
+    directories are client ops too)} of the cluster of ceph.conf `conf`
+    (ids as strings: JSON keys). UserError saying why when it cannot be
+    read."""
     try:
         import rados
         import rbd
@@ -74,7 +78,8 @@ def lookup(conf):
             cluster.connect(timeout=int(TIMEOUT_S))
         except rados.Error as e:
             raise UserError("cannot connect with %s: %s" % (conf, e))
-        out = {"fsid": cluster.get_fsid(), "pools": {}, "images": {}}
+        out = {"fsid": cluster.get_fsid(), "pools": {}, "images": {},
+               "self": "client.%d" % cluster.get_instance_id()}
         for name in cluster.list_pools():
             try:
                 pid = cluster.pool_lookup(name)
@@ -121,7 +126,7 @@ class NamesLookup:
             self._tried.set()
             self._stop.wait(self.refresh_s)
 
-    def first(self, secs=TIMEOUT_S + 1.0):
+    def first(self, secs=FIRST_S):
         """Wait for the first try (at most `secs`)."""
         self._tried.wait(secs)
 

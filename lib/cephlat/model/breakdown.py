@@ -19,6 +19,8 @@ import numpy as np
 from .hist import Hist
 
 KINDS = ("client", "pool", "pg", "image")
+# a client that is the capturing tool's own look-up of the cluster's names
+SELF = " (osdstage's name look-up)"
 DEFAULT_TOP = 10
 UNKNOWN = "unknown"
 # a dominant key holds at least this share of both the ops and the
@@ -54,7 +56,12 @@ def keys_of(kind, cols, names=None):
     when the columns lack what the kind needs (image: object names)."""
     names = names or {}
     if kind == "client":
-        return cols["client"]
+        # the capturing tool's own look-ups of the names, said as such
+        selves = set(names.get("selves", ()))
+        if not selves:
+            return cols["client"]
+        return np.array([c + SELF if c in selves else c
+                         for c in cols["client"]], object)
     if kind == "pg":
         return cols["pg"]
     if kind == "pool":
