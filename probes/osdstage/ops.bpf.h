@@ -554,7 +554,7 @@ static __always_inline __u64 queued_stamp(__u64 op)
 {
 	__u64 vec[2], again = 0;
 	struct opt_scratch *s;
-	__u32 zero = 0, n, size, h;
+	__u32 zero = 0, n, h;
 
 	if (!events_off ||
 	    bpf_probe_read_user(vec, sizeof(vec), (void *)(op + events_off)) ||
@@ -578,9 +578,10 @@ static __always_inline __u64 queued_stamp(__u64 op)
 			return 0;
 		return utime_ns(s->ev[0].stamp);
 	}
-	size = n * sizeof(struct opt_event);
-	if (!size || size > sizeof(s->ev) ||
-	    bpf_probe_read_user(s->ev, size, (void *)vec[0]) ||
+	/* OPT_EVENTS_MAX whatever the list holds (one read of a constant
+	 * size: the vector is reserved to 20 events, so the storage is
+	 * there), those from the n-th on not looked at */
+	if (bpf_probe_read_user(s->ev, sizeof(s->ev), (void *)vec[0]) ||
 	    bpf_probe_read_user(&again, sizeof(again),
 				(void *)(op + events_off)) ||
 	    again != vec[0])
