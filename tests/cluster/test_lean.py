@@ -19,15 +19,17 @@ Ceph's op_r_latency / op_w_latency; the lean report without kernel
 stages, attribution or lost ops (with OpTracker off: every op counted in
 enq_from_dispatch, nothing else)."""
 import json
+import os
 import signal
 import subprocess
 
 import pytest
 
 from conftest import (OSDSTAGE, PYTHON, Bench, perf_counters, prefill,
-                      wait_for_line)
+                      uprobe_prog_runs, wait_for_line)
 
 from cephlat.ceph import adminsock
+from cephlat.engine import bpf
 
 # (rados bench mode, op class, the OSD's OpTracker on)
 ROUNDS = [("rand", "read", True), ("write", "write", True),
@@ -44,13 +46,18 @@ def _tracer(lab, extra):
 
 
 def _both_around_a_bench(lab, mode):
-    """-> (full record, lean record, lean stderr, perf dump before, after)"""
+    """-> (full record, lean record, lean stderr, perf dump before, after,
+    the longest mean run of either tracer's uprobe programs, us: the
+    kernel's BPF run statistics, on while the bench runs)"""
     procs = [_tracer(lab, []), _tracer(lab, ["--lean"])]
+    stats = bpf.enable_run_stats()
+    assert stats is not None, "the kernel refused BPF run statistics"
     try:
         banners = [wait_for_line(p.stderr, "Tracing", 60) for p in procs]
         before = perf_counters(lab["asok"])
         out = Bench(lab, mode, BENCH_SECS).wait()
         after = perf_counters(lab["asok"])
+        runs = [uprobe_prog_runs(p.pid) for p in procs]
         recs, errs = [], []
         for p in procs:
             p.send_signal(signal.SIGINT)
@@ -60,11 +67,14 @@ def _both_around_a_bench(lab, mode):
             recs.append(json.loads(o.strip().splitlines()[-1]))
             errs.append(banners[len(errs)] + e)
     finally:
+        os.close(stats)
         for p in procs:
             if p.poll() is None:
                 p.kill()
     assert "Total time run" in out, out
-    return recs[0], recs[1], errs[1], before, after
+    means = [ns / cnt / 1000.0 for r in runs for cnt, ns in r if cnt >= 100]
+    assert means, runs
+    return recs[0], recs[1], errs[1], before, after, max(means)
 
 
 def _op_tracker(lab, on):
@@ -95,9 +105,14 @@ def _close(a, b, rel):
     return abs(a - b) <= rel * max(a, b)
 
 
+def _near(a, b, us):
+    """Within 5 % and `us` more."""
+    return abs(a - b) <= 0.05 * max(a, b) + us
+
+
 @pytest.mark.parametrize("k", range(len(ROUNDS)))
 def test_lean_counts_every_op_the_full_tier_and_ceph_count(rounds, k):
-    cls, full, lean, _, before, after = rounds[k]
+    cls, full, lean, _, before, after, _ = rounds[k]
     counter = {"read": "op_r", "write": "op_w"}[cls]
     ceph = after["osd"][counter] - before["osd"][counter]
     assert ceph > 500, ceph
@@ -121,18 +136,24 @@ def test_lean_counts_every_op_the_full_tier_and_ceph_count(rounds, k):
 
 @pytest.mark.parametrize("k", range(len(ROUNDS)))
 def test_lean_stages_agree_with_the_full_tiers(rounds, k):
-    cls, full, lean, _, _, _ = rounds[k]
+    cls, full, lean, _, _, _, run_us = rounds[k]
     # the op queued: the boundaries the tiers place differently are a
     # few microseconds of a queue wait much longer than that
     assert _mean(full, "queue_wait") > 50, full["stages"]["queue_wait"]
+    # where a boundary is Ceph's stamp beside the full tier's probe, the
+    # two differ by what runs between them: at each end at most a trap
+    # (the calibrated probe pair) and a program run of either tracer
+    # (the longest mean, measured), on top of 5 %
+    shift = 2 * (full["call_bias_us"] + run_us)
     for stage in SAME + ("queue_wait", "execute", "op_total"):
-        assert _close(_mean(lean, stage), _mean(full, stage), 0.05), (
-            stage, _mean(lean, stage), _mean(full, stage))
+        slack = 0 if stage in SAME else shift
+        assert _near(_mean(lean, stage), _mean(full, stage), slack), (
+            stage, _mean(lean, stage), _mean(full, stage), slack)
         by_l = lean["stages"][stage].get("by_class")
         if by_l:
-            assert _close(by_l[cls]["mean_us"],
-                          full["stages"][stage]["by_class"][cls]["mean_us"],
-                          0.05), (stage, by_l)
+            assert _near(by_l[cls]["mean_us"],
+                         full["stages"][stage]["by_class"][cls]["mean_us"],
+                         slack), (stage, by_l, slack)
     # each on its side: the lean dequeue (Ceph's stamp inside
     # dequeue_op) after the full tier's dequeue probe; the lean enqueue,
     # OpTracker's queued_for_pg, marked inside enqueue_op, after its
@@ -153,7 +174,7 @@ def test_lean_stages_agree_with_the_full_tiers(rounds, k):
 
 @pytest.mark.parametrize("k", range(len(ROUNDS)))
 def test_lean_op_latency_is_cephs(rounds, k):
-    cls, _, lean, _, before, after = rounds[k]
+    cls, _, lean, _, before, after, _ = rounds[k]
     name = {"read": "op_r_latency", "write": "op_w_latency"}[cls]
     a, b = after["osd"][name], before["osd"][name]
     ceph_us = (a["sum"] - b["sum"]) / (a["avgcount"] - b["avgcount"]) * 1e6
@@ -162,7 +183,7 @@ def test_lean_op_latency_is_cephs(rounds, k):
 
 
 def test_lean_report_has_no_kernel_view(rounds):
-    _, _, lean, err, _, _ = rounds[0]
+    _, _, lean, err, _, _, _ = rounds[0]
     assert "(lean tier)" in err, err
     assert set(lean["stages"]) == {"throttle_wait", "recv", "dispatch",
                                    "queue_wait", "execute", "op_total",
