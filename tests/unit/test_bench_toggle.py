@@ -99,20 +99,26 @@ def test_cost_parts_take_the_toggled_figures_where_the_run_has_them():
         in text
 
 
+def _judged(row, target, mean, sem, met):
+    """A toggled row: its target, its figure (mean +- sem, the pairs) and
+    its verdict (True, False or the start of a "cannot tell")."""
+    _, got, tgt, ok = row
+    assert tgt == target
+    assert got.startswith("%.2f +- %.2f us (30 x 2 s toggled" % (mean, sem))
+    if isinstance(met, str):
+        assert ok.startswith(met), ok
+    else:
+        assert ok is met, (mean, sem, ok)
+
+
 def test_lean_and_default_rows_are_judged_two_standard_errors_out():
     res = _res()
     for lean, sem, met in ((4.0, 0.5, False), (2.0, 0.2, True),
                            (2.8, 0.5, "**cannot tell**")):
         res["toggled"] = _toggled(lean=lean, sem=sem)
         rows = targets.lean_rows([res], None, None)
-        measure, got, target, ok = _row(rows, "lean tier (`--lean`), added")
-        assert target == "<= 2.5 us"
-        assert got.startswith("%.2f +- %.2f us (30 x 2 s toggled" % (lean,
-                                                                    sem))
-        if isinstance(met, str):
-            assert ok.startswith(met), ok
-        else:
-            assert ok is met, (lean, sem, ok)
+        _judged(_row(rows, "lean tier (`--lean`), added"), "<= 2.5 us",
+                lean, sem, met)
         # 0.96 +- 0.005: two standard errors under 0.98
         assert _row(rows, "lean tier (`--lean`), IOPS")[3] is False
         assert _row(rows, "default mode, added")[3] is False  # 14 > 8
@@ -211,15 +217,8 @@ def test_the_target_row_sets_the_default_against_optracker():
         res["toggled"]["modes"]["default"]["vs_optracker_us"] = {
             "mean": vs, "sem": sem, "median": vs, "min": vs - 1,
             "max": vs + 1, "n": 30}
-        _, got, target, ok = _row(targets.lean_rows([res], None, None),
-                                  "default mode against")
-        assert target == "<= 0 us"
-        assert got.startswith("%.2f +- %.2f us (30 x 2 s toggled" % (vs,
-                                                                    sem))
-        if isinstance(met, str):
-            assert ok.startswith(met), ok
-        else:
-            assert ok is met, (vs, sem, ok)
+        _judged(_row(targets.lean_rows([res], None, None),
+                     "default mode against"), "<= 0 us", vs, sem, met)
     del res["toggled"]
     assert _row(targets.lean_rows([res], None, None),
                 "default mode against")[1] == "-"
