@@ -56,7 +56,12 @@ def escalated(lab_reef):
     bench = None
     try:
         deadline = time.time() + 60
-        while not info_pids(metrics(ex.port)):
+        while True:
+            try:
+                if info_pids(metrics(ex.port)):
+                    break
+            except OSError:
+                pass            # not listening yet
             assert ex.proc.poll() is None, ex.stderr()
             assert time.time() < deadline, ex.stderr()
             time.sleep(0.5)
