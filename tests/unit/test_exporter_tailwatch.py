@@ -133,3 +133,15 @@ def test_no_watch_without_both_tiers_and_a_bound():
     assert service.Exporter(ExporterConfig(escalate_factor=0,
                                            escalate_over=9e4),
                             Exported(1.0), io.StringIO()).watch is not None
+
+
+def test_the_escalations_family_is_there_from_the_attach():
+    """Every reason and outcome a zero series from the first refresh (a
+    counter that appears later loses its first increase in rate())."""
+    ex = Exported(1.0)
+    ex.attached("osd.4", ("1", "", "pacific", "", "", ""))
+    counters = ex.osds["osd.4"].counters
+    got = {k[1] for k in counters if k[0] == F.ESCALATIONS}
+    assert got == {(r, o) for r in tw.REASONS
+                   for o in ("attached", "already", "spent")}
+    assert all(counters[(F.ESCALATIONS, k)] == 0 for k in got)

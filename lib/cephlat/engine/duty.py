@@ -55,6 +55,8 @@ OTHER_SHARE = 0.9
 # most RESERVE_SHARE of the bank's cap
 ESCALATE_S = 10.0
 RESERVE_SHARE = 0.5
+# what escalate() answers
+ESCALATION_OUTCOMES = ("attached", "already", "spent")
 
 
 def ncpus():

@@ -25,10 +25,12 @@ import numpy as np
 from prometheus_client.core import (CounterMetricFamily, Exemplar,
                                     GaugeMetricFamily, HistogramMetricFamily)
 
+from ..engine.duty import ESCALATION_OUTCOMES
 from ..model import report
 from ..model.hist import HIST_SLOTS, slot_bounds_us
 from . import families as F
 from .exemplars import keep
+from .tailwatch import REASONS
 from .families import BUCKET_EXPONENTS, BUCKETS_S, BY_NAME
 
 STAGE = F.STAGE_LATENCY
@@ -252,6 +254,10 @@ class Exported:
             st.sources = dict(sources or {})
             st.cost = {}
             st.count(F.ATTACHES, (), 1)
+            # every family from the first refresh: no escalation yet
+            for reason in REASONS:
+                for outcome in ESCALATION_OUTCOMES:
+                    st.count(F.ESCALATIONS, (reason, outcome), 0)
 
     def escalated(self, name, reason, outcome):
         """The full tier was asked for at once for OSD `name`

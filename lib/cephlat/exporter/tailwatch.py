@@ -26,6 +26,7 @@ WARMUP = 5              # intervals before a baseline is trusted
 WEIGHT = 0.1            # a calm interval's weight in the baseline
 QUIET_S = 60.0          # after an OSD fired, it is quiet this long
 STAGES = ("op_latency", "op_total")
+REASONS = ("p99", "slow")      # why look() fires
 
 
 def tail_hist(hists):
