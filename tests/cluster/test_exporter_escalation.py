@@ -1,6 +1,9 @@
 """The exporter's full tier comes on when the tail moves: on Reef's lab
 (mClock) under 16 concurrent 4 KiB reads, the exporter (both tiers, a
-2 % bound: its full tier in duty cycles) learns each OSD's op latency
+5 % bound: its full tier in duty cycles; at 2 % the lean tier and the
+exporter themselves took 2.6 % of the host's CPU here, more than the
+bound sets aside for them, and the full tier had no budget left to
+escalate with) learns each OSD's op latency
 baseline; then the client class is limited to half the OSD's capacity
 (test_mclock.py's settings: a queue wait of about 100 ms) and the lean
 tier's p99 jumps. Twice in a row, QUIET_S apart: the exporter says why
@@ -19,8 +22,8 @@ from cephlat.exporter import families as F
 from cephlat.exporter import tailwatch
 
 REFRESH_S = 1.0
-BOUND_PCT = 2
-WARM_S = 45.0           # baselines trusted, the escalation reserve banked
+BOUND_PCT = 5
+WARM_S = 60.0           # baselines trusted, the escalation reserve banked
 ROUNDS = 2
 # from the limit set to the line: the queue fills at once, the refresh
 # that holds the slowed ops ends within a refresh, and one more for a
