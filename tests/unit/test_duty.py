@@ -221,7 +221,7 @@ def _until_detached(tr, cycle, most=600.0):
 def test_an_escalation_comes_on_at_once_and_stays_on_its_while():
     """At saturation (the probes cost 5 x the bound attached) the regular
     windows leave the reserve in the bank: an escalation while detached
-    attaches at the next tick and stays on while the reserve pays, up to
+    attaches at the next tick and stays on while the bank pays, up to
     ESCALATE_S (a look's worth more at most); one while attached says so
     and keeps them on as long."""
     tr, cycle = _saturated(True)
@@ -233,7 +233,8 @@ def test_an_escalation_comes_on_at_once_and_stays_on_its_while():
                   duty.MARGIN * duty.CREDIT_S)
     assert cycle._reserve() == pytest.approx(reserve)
     assert cycle.bank >= 0.9 * reserve, (cycle.bank, reserve)
-    want = min(duty.ESCALATE_S, cycle.bank / over)
+    # the bank, at least the reserve's worth
+    want = min(duty.ESCALATE_S, max(cycle.bank, reserve) / over)
     assert cycle.escalate() == "attached"
     tr.run(cycle, 0.2)
     assert tr.attached, "on at the next tick"
@@ -263,6 +264,31 @@ def test_escalations_keep_the_bound():
     assert spent / (tr.t - t0) <= duty.MARGIN * 1.0 * 1.05, \
         spent / (tr.t - t0)
     assert outcomes.count("spent") == 0, outcomes
+
+
+def test_an_escalation_borrows_the_reserve_a_short_bank_lacks():
+    """The cycles' own attach and detach left the bank short of the
+    reserve: the escalation still comes on, for the reserve's worth
+    (borrowed), and the regular windows then wait until it is paid back
+    and the reserve is there again."""
+    tr, cycle = _saturated(True)
+    _until_detached(tr, cycle)
+    reserve = cycle._reserve()
+    cycle.bank = 0.1 * reserve
+    over = cycle.full_pct - cycle._rate()
+    assert cycle.escalate() == "attached"
+    tr.run(cycle, 0.2)
+    assert tr.attached
+    stayed = 0.2 + _until_detached(tr, cycle)
+    want = min(duty.ESCALATE_S, reserve / over)
+    assert want - 0.5 <= stayed <= want + duty.CHECK_S + 0.5, (stayed, want)
+    assert cycle.bank < 0
+    # off until the debt and the reserve are paid
+    off = 0.0
+    while not tr.attached and off < 600:
+        tr.run(cycle, 0.2)
+        off += 0.2
+    assert cycle.bank >= 0.9 * reserve, (cycle.bank, reserve)
 
 
 def test_without_the_reserve_an_escalation_finds_the_bank_spent():

@@ -162,15 +162,19 @@ class DutyCycle:
     Then on/(on+off) is the share the budget pays for.
 
     escalations: the regular windows leave a reserve in the bank
-    (ESCALATE_S of a window), and escalate() spends it: the probes come on
-    at once and stay on for ESCALATE_S while the bank pays, all within
-    the same bound."""
+    (ESCALATE_S of a window), and escalate() spends the bank, at least
+    the reserve's worth (borrowed when the bank holds less: the cycles'
+    own attach and detach left it short): the probes come on at once and
+    stay on for ESCALATE_S while that pays; the regular windows wait
+    until the bank holds the reserve again, so the bound holds over the
+    run."""
 
     def __init__(self, tracer, bound_pct, clock=time.monotonic,
                  escalations=False):
         self.tracer, self.bound, self.clock = tracer, bound_pct, clock
         self.reserve_s = ESCALATE_S if escalations else 0.0
         self.escalated_until = 0.0
+        self.escalation_floor = 0.0     # the bank an escalation may spend to
         self.cost = RunCost(tracer)
         self.duty = 1.0
         self.full_pct = None
@@ -214,16 +218,18 @@ class DutyCycle:
                    RESERVE_SHARE * self.bound * MARGIN * CREDIT_S)
 
     def escalate(self):
-        """The probes on at once, for ESCALATE_S while the bank pays
-        (reserve included) -> "attached" (the next tick attaches them),
-        "already" (they were: they stay on up to ESCALATE_S), or "spent"
-        (the bank cannot pay for MIN_ON_S: the next regular window comes
-        at switch_at)."""
+        """The probes on at once, for ESCALATE_S while the bank pays (at
+        least the reserve's worth) -> "attached" (the next tick attaches
+        them), "already" (they were: they stay on up to ESCALATE_S), or
+        "spent" (even so, it cannot pay for MIN_ON_S: the next regular
+        window comes at switch_at)."""
         now = self.clock()
         need = 0.0 if self.full_pct is None else \
             max(0.0, self.full_pct - self._rate()) * MIN_ON_S
-        if self.bank < 0 or (need > 0 and self.bank <= need):
+        can = max(self.bank, self._reserve())
+        if can < 0 or (need > 0 and can <= need):
             return "spent"
+        self.escalation_floor = self.bank - can
         self.escalated_until = now + max(self.reserve_s, MIN_ON_S)
         if self.tracer.attached:
             return "already"
@@ -261,7 +267,8 @@ class DutyCycle:
             # stay on while the bank pays for it (less the escalations'
             # reserve, unless one is on), looking again every CHECK_S
             # (load arriving is met there) or when it runs out
-            usable = self.bank if now < self.escalated_until else \
+            usable = self.bank - self.escalation_floor \
+                if now < self.escalated_until else \
                 self.bank - self._reserve()
             left = CHECK_S if self.full_pct <= rate else \
                 usable / (self.full_pct - rate)
