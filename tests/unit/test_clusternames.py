@@ -49,7 +49,7 @@ def test_the_lookup_hands_each_result_over_once(monkeypatch, tmp_path):
         if len(calls) == 1:
             raise UserError("cannot connect with %s: timed out" % path)
         return got
-    monkeypatch.setattr(clusternames, "lookup", fake)
+    monkeypatch.setattr(clusternames, "lookup_in_child", fake)
     monkeypatch.setattr(clusternames, "osd_conf", lambda pid: str(conf))
     lk = clusternames.NamesLookup(1, refresh_s=0.05)
     try:
@@ -73,3 +73,18 @@ def test_the_lookup_hands_each_result_over_once(monkeypatch, tmp_path):
         assert lk.take() is None
     finally:
         lk.stop()
+
+
+def test_the_child_says_why_in_one_line(tmp_path):
+    """The look-up's own process: a conf that names no monitor is one
+    line, the child's last, never a traceback."""
+    conf = tmp_path / "none.conf"
+    conf.write_text("[global]\nmon host = \n")
+    try:
+        clusternames.lookup_in_child(str(conf))
+    except UserError as e:
+        why = str(e)
+    else:
+        raise AssertionError("no error")
+    assert "\n" not in why and "Traceback" not in why, why
+    assert why, why

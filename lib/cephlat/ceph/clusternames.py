@@ -9,13 +9,18 @@ a timeout. A capture records them (capture/format.py, the "names"
 event) so that `-r --by pool|image` names what it can wherever it is
 read; where the cluster cannot be read, ids stay ids.
 
-NamesLookup runs the look-up in a thread of its own, once and then every
-REFRESH_S (images come and go). The tracer waits for the first at most
+NamesLookup runs the look-up in a process of its own (librados, its
+threads and its timeouts never in the tracer's process: it is killed,
+not waited for, when the tracer ends), from a thread, once and then
+every REFRESH_S (images come and go). The tracer waits for the first at most
 FIRST_S before it attaches (first()), so that the look-up's own reads
 (each RBD pool's directory: a client op or two on the OSDs) are not in a
 short capture; those of a later one are, and a breakdown by client says
 whose they are (its "self")."""
+import json
 import os
+import subprocess
+import sys
 import threading
 
 from ..errors import UserError
@@ -97,6 +102,29 @@ def lookup(conf):
         cluster.shutdown()
 
 
+def lookup_in_child(conf):
+    """lookup(conf) in a process of its own (`python3 -m` this module) ->
+    its result; UserError saying why there is none. The child is killed
+    when `stop` is set (a subprocess.Popen callback: see NamesLookup)."""
+    pkg = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=pkg + (
+        os.pathsep + os.environ["PYTHONPATH"]
+        if os.environ.get("PYTHONPATH") else ""))
+    try:
+        p = subprocess.run([sys.executable, "-m", __name__, conf],
+                           capture_output=True, text=True, env=env,
+                           timeout=3 * TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise UserError("the cluster did not answer in %g s" %
+                        (3 * TIMEOUT_S))
+    if p.returncode != 0:
+        lines = (p.stderr or "").strip().splitlines()
+        raise UserError(lines[-1] if lines else "exit status %d"
+                        % p.returncode)
+    return json.loads(p.stdout)
+
+
 class NamesLookup:
     """The names of OSD `pid`'s cluster, looked up in a thread: take()
     gives each new result once (None until there is one); `why` says why
@@ -118,7 +146,7 @@ class NamesLookup:
                 if conf is None:
                     raise UserError("no ceph.conf of pid %d found"
                                     % self.pid)
-                got = lookup(conf)
+                got = lookup_in_child(conf)
                 with self._lock:
                     self._got, self.why = got, None
             except UserError as e:
@@ -137,4 +165,19 @@ class NamesLookup:
 
     def stop(self):
         self._stop.set()
+
+
+def main(argv):
+    """`python3 -m cephlat.ceph.clusternames CONF`: lookup(CONF) as JSON
+    on stdout, or why not as one line on stderr (exit status 1)."""
+    try:
+        print(json.dumps(lookup(argv[0]), sort_keys=True))
+    except UserError as e:
+        sys.stderr.write("%s\n" % e)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
 
