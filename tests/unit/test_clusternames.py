@@ -44,7 +44,7 @@ def test_the_lookup_hands_each_result_over_once(monkeypatch, tmp_path):
     got = {"fsid": "x", "pools": {"1": "rbd"}, "images": {}}
     calls = []
 
-    def fake(path):
+    def fake(path, started=None):
         calls.append(path)
         if len(calls) == 1:
             raise UserError("cannot connect with %s: timed out" % path)

@@ -102,27 +102,32 @@ def lookup(conf):
         cluster.shutdown()
 
 
-def lookup_in_child(conf):
+def lookup_in_child(conf, started=None):
     """lookup(conf) in a process of its own (`python3 -m` this module) ->
-    its result; UserError saying why there is none. The child is killed
-    when `stop` is set (a subprocess.Popen callback: see NamesLookup)."""
+    its result; UserError saying why there is none. started: called with
+    the child's Popen (so that its owner can kill it)."""
     pkg = os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=pkg + (
         os.pathsep + os.environ["PYTHONPATH"]
         if os.environ.get("PYTHONPATH") else ""))
+    p = subprocess.Popen([sys.executable, "-m", __name__, conf],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+    if started is not None:
+        started(p)
     try:
-        p = subprocess.run([sys.executable, "-m", __name__, conf],
-                           capture_output=True, text=True, env=env,
-                           timeout=3 * TIMEOUT_S)
+        out, err = p.communicate(timeout=3 * TIMEOUT_S)
     except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
         raise UserError("the cluster did not answer in %g s" %
                         (3 * TIMEOUT_S))
     if p.returncode != 0:
-        lines = (p.stderr or "").strip().splitlines()
+        lines = (err or "").strip().splitlines()
         raise UserError(lines[-1] if lines else "exit status %d"
                         % p.returncode)
-    return json.loads(p.stdout)
+    return json.loads(out)
 
 
 class NamesLookup:
@@ -136,6 +141,7 @@ class NamesLookup:
         self._got, self._lock = None, threading.Lock()
         self._stop = threading.Event()
         self._tried = threading.Event()
+        self._child = None
         threading.Thread(target=self._run, daemon=True,
                          name="osdstage-names").start()
 
@@ -146,11 +152,12 @@ class NamesLookup:
                 if conf is None:
                     raise UserError("no ceph.conf of pid %d found"
                                     % self.pid)
-                got = lookup_in_child(conf)
+                got = lookup_in_child(conf, self._started)
                 with self._lock:
                     self._got, self.why = got, None
-            except UserError as e:
-                self.why = str(e)
+            except (UserError, ValueError) as e:
+                if not self._stop.is_set():
+                    self.why = str(e)
             self._tried.set()
             self._stop.wait(self.refresh_s)
 
@@ -163,8 +170,17 @@ class NamesLookup:
             got, self._got = self._got, None
         return got
 
+    def _started(self, child):
+        self._child = child
+        if self._stop.is_set():
+            child.kill()
+
     def stop(self):
+        """No more look-ups; one under way is killed."""
         self._stop.set()
+        child = self._child
+        if child is not None and child.poll() is None:
+            child.kill()
 
 
 def main(argv):
