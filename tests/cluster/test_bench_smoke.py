@@ -142,20 +142,30 @@ def test_bench_smoke(lab, tmp_path):
 
 def test_bench_toggle_smoke(lab, tmp_path):
     """The toggle part (`make bench BENCH=toggle`) at its smallest: the
-    lean, userspace and default modes attached and detached in turns,
-    twice each, under one fio run (13 windows of 1 s), then their BPF
+    lean, userspace and default modes attached and detached in turns, and
+    Ceph's OpTracker switched off for the optracker mode's windows, twice
+    each, under one fio run (17 windows of 1 s), then their BPF
     statistics: every figure there and sane, the hits per read each
-    mode's own, merged into an existing results file without touching its
-    other keys."""
+    mode's own (none for OpTracker), the default set against OpTracker
+    round by round, OpTracker on again at the end, merged into an
+    existing results file without touching its other keys."""
     p, r = _smoke("toggle", tmp_path, seed={"modes": "kept"})
     assert r["modes"] == "kept"
     t = r["toggled"]
     assert (t["pairs"], t["secs"]) == (2, 1.0)
     hits = {"lean": (0.9, 1.1), "userspace": (5.5, 6.5),
-            "default": (5.5, 6.5)}
+            "default": (5.5, 6.5), "optracker": (-0.1, 0.1)}
     assert [w["mode"] for w in t["windows"]] == \
-        [None, "lean", None, "userspace", None, "default", None] + \
-        ["lean", None, "userspace", None, "default", None]
+        [None, "lean", None, "userspace", None, "default", None,
+         "optracker", None] + \
+        ["lean", None, "userspace", None, "default", None, "optracker",
+         None]
+    assert t["modes"]["optracker"]["prog_us_per_op"] == 0
+    assert t["modes"]["default"]["vs_optracker_us"]["n"] == 2, t["modes"]
+    from cephlat.ceph.adminsock import command, find_osd_socket
+    got = command(find_osd_socket(lab["pid"], "0"), "config get",
+                  var="osd_enable_op_tracker")
+    assert got["osd_enable_op_tracker"] == "true", got
     assert all(w["iops"] > 100 for w in t["windows"]), t["windows"]
     for mode, (lo, hi) in hits.items():
         m = t["modes"][mode]
@@ -164,9 +174,9 @@ def test_bench_toggle_smoke(lab, tmp_path):
                                  ("iops_ratio", 0.2, 2.0),
                                  ("untraced_us_per_op", 1, 100000)):
             _spread_ok(m[key], least, most)
-            assert m[key]["n"] == (2 if key != "untraced_us_per_op" else 7)
+            assert m[key]["n"] == (2 if key != "untraced_us_per_op" else 9)
         assert lo < m["uprobe_hits_per_op"] < hi, (mode, m)
-        assert m["prog_us_per_op"] > 0, (mode, m)
+        assert m["prog_us_per_op"] > 0 or mode == "optracker", (mode, m)
     # the scheduler and block programs run in the default mode only
     assert t["modes"]["default"]["prog_us_per_op"] > \
         t["modes"]["userspace"]["prog_us_per_op"], t["modes"]

@@ -84,6 +84,28 @@ class OpRec:
         self.local = None         # own commit event (primary)
         self.repop = None         # repop_done event (a replica op)
 
+    def line_up(self):
+        """Put its events' stamps where their own measures say they are.
+        The recorder writes a record stamped before the one it wrote last
+        on its CPU with that one's stamp (a program interrupted between
+        its clock read and its ring reservation: counted as reordered), so
+        a stamp can only be late, never early. The dequeue's queue wait,
+        the completion's op_total and a replica op's repop time are each
+        exact distances from the enqueue the probes saw: the earliest
+        enqueue they and its own stamp give is the true one, and each of
+        them is that plus its distance."""
+        spans = []
+        if self.deq:
+            spans.append((self.deq, self.deq["queue_wait_ns"]))
+        if self.done and self.done["total_valid"]:
+            spans.append((self.done, self.done["op_total_ns"]))
+        if self.repop and self.repop["repop_ns"]:
+            spans.append((self.repop, self.repop["repop_ns"]))
+        enq = min([self.enq_ns] + [d["ts"] - s for d, s in spans])
+        self.enq_ns = enq
+        for d, s in spans:
+            d["ts"] = enq + s
+
     def partial(self):
         """Why the capture holds only part of this op, in words, or None:
         its enqueue came before the capture began, or it completed
@@ -392,6 +414,7 @@ class OpTracker:
                     put(latest, op, o)
                 d["ts"] = ts
                 o.deq, o.tid = d, d["tid"]
+                o.line_up()
                 put(last_on, d["tid"], o)
                 if t0 <= ts <= t1 and not o.listed:
                     listed(o)
@@ -415,6 +438,7 @@ class OpTracker:
                         o.done = d
                     else:
                         o.repop = d
+                    o.line_up()
                     if not o.listed and t0 <= ts <= t1:
                         listed(o)
                     drop(o)
