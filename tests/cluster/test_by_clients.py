@@ -5,7 +5,8 @@ cluster's names (its pool and images by name), and -r --by image |
 client | pool counts each image's and client's ops as fio did (within
 1 %: an image's data ops are fio's writes; a client's are those and its
 image's header ops at open and close), their ratio is the rates', and
-the heavy one dominates the table. Twice, on fresh images each time."""
+the heavy one dominates the table; the live run's own breakdown (--by
+image beside -w) counts the same. Twice, on fresh images each time."""
 import json
 import os
 import subprocess
@@ -52,9 +53,11 @@ def two_clients(lab, tmp_path_factory, request):
                                     "json"))["block_name_prefix"]
                [len("rbd_data."):] for img in images}
         cap = str(d / "cap.ctf")
+        # the capture, and the live breakdown of the same run (one report,
+        # at the end)
         tracer = subprocess.Popen([PYTHON, OSDSTAGE, "-p", str(lab["pid"]),
-                                   "-w", cap, "-j", "1000"],
-                                  stdout=subprocess.DEVNULL,
+                                   "-w", cap, "--by", "image", "-j", "1000"],
+                                  stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
         try:
             wait_for_line(tracer.stderr, "Tracing", 60)
@@ -74,12 +77,14 @@ def two_clients(lab, tmp_path_factory, request):
             time.sleep(1)           # the last commits
         finally:
             tracer.send_signal(2)
-            _, err = tracer.communicate(timeout=60)
+            out, err = tracer.communicate(timeout=60)
         assert tracer.returncode == 0, err
         assert "no pool or image names" not in err, err
         writes = {img: json.load(open(d / ("%s.json" % img)))["jobs"][0][
             "write"]["total_ios"] for img in images}
-        yield {"cap": cap, "images": images, "ids": ids, "writes": writes}
+        live = [json.loads(line) for line in out.splitlines()]
+        yield {"cap": cap, "images": images, "ids": ids, "writes": writes,
+               "live": live}
     finally:
         for img in images:
             _rbd(lab, "rm", "--no-progress", "rbd/" + img)
@@ -128,3 +133,20 @@ def test_each_clients_ops_are_its_images(two_clients):
     assert by["dominant"]["key"] == rows[0]["key"], by
     pool = _by(two_clients["cap"], "pool")
     assert [r["key"] for r in pool["rows"]] == ["rbd"], pool
+
+
+def test_the_live_breakdown_counts_each_images_writes(two_clients):
+    """The live report's --by image (every op handed over at its end,
+    names from the same look-up as the capture's): each image's ops are
+    fio's writes within 1 %, none missed, the heavy one dominant."""
+    reps = [r for r in two_clients["live"] if r["type"] == "interval"]
+    assert len(reps) == 1, two_clients["live"]
+    by = reps[0]["by"]
+    assert by["key"] == "image" and by["missed"] == 0, by
+    rows = {r["key"]: r for r in by["rows"]}
+    heavy, light = two_clients["images"]
+    for img in (heavy, light):
+        want = two_clients["writes"][img]
+        assert abs(rows[img]["ops"] - want) <= WITHIN * want, (img, rows,
+                                                              want)
+    assert by["dominant"] and by["dominant"]["key"] == heavy, by

@@ -313,8 +313,10 @@ def test_the_record_is_the_schemas():
 
 @pytest.mark.parametrize("argv,fragment", [
     (["-r", LAB, "--by", "user"], "invalid choice: 'user'"),
-    (["--by", "client"], "--by reads a capture"),
-    (["-p", "1", "--by", "pool"], "--by reads a capture"),
+    (["-p", "1", "--by", "pool", "--lean"], "not with --lean"),
+    (["-p", "1", "--by", "client", "--otlp", "http://127.0.0.1:4318"],
+     "not with --otlp"),
+    (["-p", "1", "--top", "3"], "--top K goes with --by"),
     (["-r", LAB, "--top", "3"], "--top K goes with --by"),
     (["-r", LAB, "--by", "pg", "--top", "0"], "must be > 0"),
     (["-r", LAB, "--by", "pg", "--op", "client.1.0:1"], "use one of them"),

@@ -62,6 +62,16 @@ def test_the_lookup_hands_each_result_over_once(monkeypatch, tmp_path):
         assert calls[0] == str(conf)
     finally:
         lk.stop()
+    # each reader has each result once: a capture's writer and a live
+    # breakdown both read them
+    calls.append("past the failure")
+    lk = clusternames.NamesLookup(1, refresh_s=60)
+    try:
+        lk.first(5)
+        assert lk.take() == got and lk.take() is None
+        assert lk.take("by") == got and lk.take("by") is None
+    finally:
+        lk.stop()
     # a failure says why, and nothing is handed over
     monkeypatch.setattr(clusternames, "osd_conf", lambda pid: None)
     lk = clusternames.NamesLookup(1, refresh_s=60)

@@ -25,6 +25,7 @@ from .lookup import OpLookups
 from .ops import SlowPick, merged_first
 from .threads import RoleScan, SchedAccess
 from .window import WindowPass, traced_span
+from ..model.breakdown import merge_names
 from ..model.roles import Roles
 from ..model.snapshot import Snapshot
 from ..errors import UserError
@@ -206,16 +207,7 @@ class Capture(OpLookups, SchedAccess):
                                         synced=bool(d["synced"])))
                 continue
             if name == "names":
-                # the latest of each: a pool or image renamed since
-                # keeps its last name; one gone keeps the one it had
-                got = json.loads(d["names"])
-                for k in ("pools", "images"):
-                    self.cluster_names.setdefault(k, {}).update(
-                        got.get(k, {}))
-                self.cluster_names["fsid"] = got.get("fsid")
-                if got.get("self"):
-                    self.cluster_names.setdefault("selves", []).append(
-                        got["self"])
+                merge_names(self.cluster_names, json.loads(d["names"]))
                 continue
             if cur is None or cur.gen != gen:
                 cur = self.reports.setdefault(gen, Report(gen, ts))

@@ -132,13 +132,15 @@ def lookup_in_child(conf, started=None):
 
 class NamesLookup:
     """The names of OSD `pid`'s cluster, looked up in a thread: take()
-    gives each new result once (None until there is one); `why` says why
-    there is none."""
+    gives each new result once to each reader (None until there is one:
+    a capture's writer and a live breakdown each read them); `why` says
+    why there is none."""
 
     def __init__(self, pid, refresh_s=REFRESH_S):
         self.pid, self.refresh_s = pid, refresh_s
         self.why = None
         self._got, self._lock = None, threading.Lock()
+        self._n, self._seen = 0, {}     # results so far, each reader's
         self._stop = threading.Event()
         self._tried = threading.Event()
         self._child = None
@@ -155,6 +157,7 @@ class NamesLookup:
                 got = lookup_in_child(conf, self._started)
                 with self._lock:
                     self._got, self.why = got, None
+                    self._n += 1
             except (UserError, ValueError) as e:
                 if not self._stop.is_set():
                     self.why = str(e)
@@ -165,10 +168,13 @@ class NamesLookup:
         """Wait for the first try (at most `secs`)."""
         self._tried.wait(secs)
 
-    def take(self):
+    def take(self, reader="capture"):
+        """The latest result if `reader` has not had it yet, else None."""
         with self._lock:
-            got, self._got = self._got, None
-        return got
+            if self._seen.get(reader, 0) == self._n:
+                return None
+            self._seen[reader] = self._n
+            return self._got
 
     def _started(self, child):
         self._child = child

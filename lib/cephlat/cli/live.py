@@ -27,10 +27,12 @@ from ..engine.plan import choose_release
 from ..engine.session import TOOL, Session, Want, pick_target, target_name
 from ..errors import UsageError, UserError, quiet_broken_pipe
 from ..model.interval import build_interval, host_record
+from ..model.sample import EVERY_OP
 from ..model.snapshot import Snapshot
+from ..render.breakdown import print_breakdown
 from ..render.interval_text import emit
 from ..render.text import print_header
-from . import header
+from . import header, liveby
 from .args import text_options
 from .liveotlp import LiveTraces, check_reqids, trace_choice
 
@@ -79,6 +81,9 @@ def _banner(args, err, targets, version, rel, plan, otlp=None):
     if otlp is not None:
         err.write("Sending as OTLP traces: %s, to %s.\n" % (otlp.words,
                                                            otlp.url))
+    if args.by:
+        err.write("Breaking each report's ops down by %s: every op handed "
+                  "over at its end.\n" % args.by)
     for f, insn in plan.single_steps():
         err.write("note: the probe on %s single-steps its first instruction "
                   "(%s): ~10 times the cost of a hit.\n" % (
@@ -92,12 +97,13 @@ def run(args, out, err):
     # a ring buffer only for a capture (--ring-mb needs -w: _check_live)
     want.ring_mb = args.ring_mb
     want.ring_mb_per_target = DEFAULT_RING_MB if args.write else 0
-    # --otlp: the programs choose the ops to send, as the exporter's do
-    want.traces = trace_choice(args)
+    # --otlp: the programs choose the ops to send, as the exporter's do;
+    # --by: every op (the two do not go together: _check_live)
+    want.traces = EVERY_OP if args.by else trace_choice(args)
     ses = Session(want, err)
     if want.traces:
         try:
-            check_reqids(ses, args)
+            check_reqids(ses, args, "--by" if args.by else "--otlp")
         except UserError:
             ses.tracer.close()
             raise
@@ -117,10 +123,13 @@ def run(args, out, err):
     created = args.write and capture.prepare(args.write, args.force)
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT,
                                                     signal.SIGTERM)}
-    # the cluster's pool and image names, for -r --by: the first look-up
-    # before the probes are attached (its reads are not in the capture)
-    names = clusternames.NamesLookup(targets[0].pid) if args.write \
-        else None
+    # the cluster's pool and image names, for -r --by and a live --by
+    # pool|image: the first look-up before the probes are attached (its
+    # reads are not in the capture)
+    names = clusternames.NamesLookup(targets[0].pid) if args.write or \
+        args.by in ("pool", "image") else None
+    by = liveby.LiveBy(args.by, args.top, len(targets), names) \
+        if args.by else None
     try:
         if names is not None:
             names.first()
@@ -136,7 +145,7 @@ def run(args, out, err):
             writer = capture.CaptureWriter(args.write, tracer, info,
                                            runs[0].call_bias_ns)
             _name_threads(writer, targets, time.monotonic_ns())
-            writer.lookup = names
+            writer.lookup = names if args.write else None
             _write_names(writer)
         if args.otlp:
             otlp = LiveTraces(args, err, version)
@@ -146,7 +155,7 @@ def run(args, out, err):
             print_header(out, opts, header.live(args, targets, choice,
                                                 target_name))
         return _loop(args, opts, out, err, targets, tracer, runs, writer,
-                     stopping, otlp)
+                     stopping, otlp, by)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -243,13 +252,15 @@ def _throttles(targets, snaps):
 
 
 def _loop(args, opts, out, err, targets, tracer, runs, writer, stopping,
-          otlp=None):
+          otlp=None, by=None):
     prevs = tracer.snapshots()
     _throttles(targets, prevs)
     take = None
     if otlp is not None:
         otlp.start(prevs)
         take = functools.partial(otlp.take, tracer, runs)
+    elif by is not None:
+        take = functools.partial(by.take, tracer)
     if writer is not None:
         for slot, prev in enumerate(prevs):
             writer.snapshot(prev, None, slot)
@@ -293,10 +304,17 @@ def _loop(args, opts, out, err, targets, tracer, runs, writer, stopping,
         if otlp is not None:
             otlp.add(tracer, runs, ivs, host, curs, bool(ended) or (
                 args.count is not None and reports + 1 >= args.count))
+        if by is not None:
+            by.add(tracer, ivs, curs, prevs)
         prevs = curs
         t_last = now
         try:
             emit(out, opts, ivs, host)
+            if by is not None and not opts.json:
+                for t, iv in zip(targets, ivs):
+                    print_breakdown(out, opts, iv.by, target_name(t)
+                                    if len(targets) > 1 else None,
+                                    missed=iv.record["by"]["missed"])
         except BrokenPipeError:
             quiet_broken_pipe()
             return 0

@@ -29,21 +29,21 @@ def trace_choice(args):
     return TraceChoice(args.otlp_sample, args.otlp_over, args.otlp_rate)
 
 
-def check_reqids(ses, args):
-    """--otlp chooses ops by request id: a UserError when the run's
-    programs cannot read one (a probe spec that does not say where an
-    item's is, a table entry whose offsets are unchecked here)."""
+def check_reqids(ses, args, opt="--otlp"):
+    """--otlp chooses ops by request id (and --by reads the client from
+    it): a UserError when the run's programs cannot read one (a probe spec
+    that does not say where an item's is, a table entry whose offsets are
+    unchecked here)."""
     if ses.tracer.settings.get("reqid_off"):
         return
     if args.probes:
-        raise UserError("--otlp chooses ops by their request id: the probe "
-                        "spec %s does not say where an item's is "
-                        "(\"reqid_offset\"; see osdstage(8), PROBE SPEC)"
-                        % args.probes)
-    raise UserError("--otlp chooses ops by their request id, which this "
-                    "binary's probe table entry (%s, its offsets not "
-                    "checked on this build) does not locate" %
-                    ses.choice.release.name)
+        raise UserError("%s reads each op's request id: the probe spec %s "
+                        "does not say where an item's is (\"reqid_offset\"; "
+                        "see osdstage(8), PROBE SPEC)" % (opt, args.probes))
+    raise UserError("%s reads each op's request id, which this binary's "
+                    "probe table entry (%s, its offsets not checked on "
+                    "this build) does not locate" % (
+                        opt, ses.choice.release.name))
 
 
 class LiveTraces:

@@ -33,9 +33,11 @@ LIVE_ONLY = {"lean": "--lean", "no_kernel": "--no-kernel",
              "probes": "--probes", "bpftrace_args": "--bpftrace-args",
              "strict": "--strict", "release": "--release",
              "force": "--force", **otlpargs.LIVE_ONLY}
-# the options of reading a capture, refused in a live run
-READ_ONLY = dict(OFFLINE_ONLY, top="--top", clock_offset="--clock-offset",
-                 timeline_ms="--timeline-ms", **otlpargs.READ_ONLY)
+# the options of reading a capture, refused in a live run (--by and --top
+# are both's)
+READ_ONLY = {k: v for k, v in dict(
+    OFFLINE_ONLY, clock_offset="--clock-offset",
+    timeline_ms="--timeline-ms", **otlpargs.READ_ONLY).items() if k != "by"}
 
 
 class _Parser(Parser):
@@ -56,6 +58,7 @@ EXAMPLES = """examples:
   osdstage.py -p 1234 --no-kernel 5   # user-space stages only (cheaper)
   osdstage.py --osd 0 --behind 10 1   # and whom its threads waited behind
                                       # for a CPU (process, cgroup, unit)
+  osdstage.py --osd 0 --by image 10   # every 10 s: whose ops, by RBD image
   osdstage.py --osd all --lean 10     # one probe hit per op: stages from
                                # Ceph's own stamps, cheap enough to leave on
   osdstage.py -p 4321 --probes myqueue.json 5  # any producer/consumer program
@@ -283,6 +286,18 @@ def _tracer_options(p):
                         "its cgroup and its systemd unit or container (a "
                         "cost on every context switch of the host: see "
                         "osdstage(8), Kernel stages)")
+    p.add_argument("--by", choices=BY_KEYS, metavar="KEY",
+                   help="break the completed client ops down by "
+                        "KEY: client, pool, pg or image (an RBD image, "
+                        "from its objects' names): ops, op_total and "
+                        "queue_wait p50/p99, share of the queue wait, "
+                        "and whether one key dominates. Live: each report's "
+                        "(every op handed over at its end: a cost per op, "
+                        "see BENCHMARKS.md); -r: the window's, and with "
+                        "several captures one table of them all")
+    p.add_argument("--top", type=positive_int, metavar="K",
+                   help="with --by: the K keys with the most op time "
+                        "(default 10), the rest as one row")
     p.add_argument("--lean", action="store_true",
                    help="the lean tier: one probe hit per op (on "
                         "PrimaryLogPG::log_op_stats) gives the messenger "
@@ -331,16 +346,6 @@ def _reading_options(p):
                         "how it was woken; with captures and a client's "
                         "trace, the N slowest calls by the client's "
                         "latency, each split end to end")
-    o.add_argument("--by", choices=BY_KEYS, metavar="KEY",
-                   help="break the window's completed client ops down by "
-                        "KEY: client, pool, pg or image (an RBD image, "
-                        "from its objects' names): ops, op_total and "
-                        "queue_wait p50/p99, share of the queue wait, "
-                        "and whether one key dominates; with several "
-                        "captures, one table of them all")
-    o.add_argument("--top", type=positive_int, metavar="K",
-                   help="with --by: the K keys with the most op time "
-                        "(default 10), the rest as one row")
     o.add_argument("--op", metavar="REQID", dest="op_reqid",
                    help="one op's whole story on every OSD of the capture, "
                         "by its request id (client.4123.0:77, as Ceph and "
@@ -463,6 +468,14 @@ def _check_live(args):
         if clash:
             raise UsageError("--list lists the OSDs once: drop %s"
                              % clash[0])
+    if args.top is not None and not args.by:
+        raise UsageError("--top K goes with --by KEY")
+    if args.by and (args.lean or args.otlp or args.bpftrace_args):
+        raise UsageError("--by takes every op from the full tier's programs "
+                         "at its end: not with %s" % (
+                             "--lean" if args.lean else "--otlp (a capture, "
+                             "-w, then -r --by, breaks its ops down)"
+                             if args.otlp else "--bpftrace-args"))
     if args.behind and (args.lean or args.no_kernel):
         raise UsageError("--behind splits the kernel's run-queue waits: not "
                          "with %s" % ("--lean" if args.lean else

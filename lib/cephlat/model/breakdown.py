@@ -28,6 +28,49 @@ UNKNOWN = "unknown"
 DOMINANT = 0.5
 
 
+def merge_names(names, got):
+    """Fold one look-up of the cluster's names (ceph/clusternames.py's
+    lookup()) into `names`, what keys_of reads: "pools", "images",
+    "fsid" and "selves" (every look-up's own client). The latest of each
+    name: a pool or image renamed since keeps its last name, one gone
+    keeps the one it had. -> names"""
+    for k in ("pools", "images"):
+        names.setdefault(k, {}).update(got.get(k, {}))
+    names["fsid"] = got.get("fsid")
+    if got.get("self"):
+        names.setdefault("selves", []).append(got["self"])
+    return names
+
+
+# the live records of ops at their end (struct op_trace of
+# probes/osdstage.h, decoded: engine/traces.py): a primary's client op
+PRIMARY = 0                 # enum trace_role
+CLIENT = 8                  # CEPH_ENTITY_TYPE_CLIENT
+
+
+def trace_columns(evs):
+    """The columns keys_of and build read, of decoded op_trace records
+    (a live run's and the exporter's ops, as capture/doneops.py reads a
+    capture's): client, pool (-1: unknown), pg, object, total_ns,
+    qwait_ns (valid where dequeued), dequeued."""
+    pg_known = [bool(e["pg_pool"] or e["pg_seed"]) for e in evs]
+    enq = np.array([e["enq_ns"] for e in evs], np.int64)
+    deq = np.array([bool(e["dequeued"]) for e in evs], bool)
+    return {
+        "client": np.array(
+            ["client.%d" % e["req_num"] if e["req_type"] == CLIENT else None
+             for e in evs], object),
+        "pool": np.array([e["pg_pool"] if k else -1
+                          for e, k in zip(evs, pg_known)], np.int64),
+        "pg": np.array(["%d.%x" % (e["pg_pool"], e["pg_seed"]) if k
+                        else None for e, k in zip(evs, pg_known)], object),
+        "object": np.array([e["object"] or None for e in evs], object),
+        "total_ns": np.array([e["done_ns"] for e in evs], np.int64) - enq,
+        "qwait_ns": np.where(deq, np.array([e["deq_ns"] for e in evs],
+                                           np.int64) - enq, 0),
+        "dequeued": deq}
+
+
 def image_of(obj):
     """An RBD data object's image id (rbd_data.<id>.<n> -> <id>; with a
     separate data pool, rbd_data.<pool>.<id>.<n> -> <pool>.<id>), else

@@ -48,6 +48,9 @@ def sampled(num, tid, every):
 # rate: at most this many a second from one tracer, all its OSDs (0: no
 # cap)
 TraceChoice = namedtuple("TraceChoice", "every over_us rate")
+# every op, no rate cap: what the programs hand over for --by (a live
+# run's and the exporter's breakdown by client, pool, PG or image)
+EVERY_OP = TraceChoice(1, None, 0)
 
 
 def sampled_one(num, tid, every):

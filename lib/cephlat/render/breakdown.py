@@ -36,15 +36,20 @@ def dominant_line(bd):
     return "no one %s holds half of both the ops and the queue wait" % name
 
 
-def print_breakdown(out, opts, bd, whose=None):
+def print_breakdown(out, opts, bd, whose=None, missed=0):
     """The breakdown `bd` as text (opts: TextOptions; -m: times in ms);
-    whose: the OSD's name, when the capture holds several."""
+    whose: the OSD's name, when the capture or run holds several; missed:
+    a live run's ops that were not handed over (their ring was full)."""
     div, unit = (1000.0, "ms") if opts.milliseconds else (1.0, "us")
     head = _NAMES[bd.key][0]
     out.write("BY %s%s (%d op%s)\n" % (
         head, ", " + whose if whose else "", bd.ops,
         "" if bd.ops == 1 else "s"))
     out.write(dominant_line(bd) + "\n")
+    if missed:
+        out.write("%d more op%s completed, not counted here (the ring that "
+                  "hands them over was full)\n" % (
+                      missed, "" if missed == 1 else "s"))
     if not bd.ops:
         out.flush()
         return
