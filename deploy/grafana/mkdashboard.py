@@ -370,6 +370,33 @@ def build():
            "options": {"orientation": "horizontal", "displayMode": "gradient",
                        "reduceOptions": {"calcs": ["lastNotNull"]}}}, 12, 9)
 
+    # --- whose ops (--by) ----------------------------------------------------
+    L.row("Whose ops (--by)")
+    L.add(timeseries(
+        "Ops by key",
+        "Client ops completed per second by the exporter's --by key "
+        "(client, pool, pg or image; the ten busiest; other: the keys "
+        "past --by-top), while the full tier is attached",
+        [target('topk(10, sum by (by, key) (rate(%s{%s}[%s])))'
+                % (F.OPS_BY_KEY, OSD, RI), "{{by}} {{key}}")], "ops",
+        stack=True, fill=40), 8, 8)
+    L.add(timeseries(
+        "Mean op_total by key",
+        "Each key's op time over its ops: enqueue to completion",
+        [target('topk(10, sum by (key) (rate(%s{%s}[%s])) / sum by (key) '
+                '(rate(%s{%s}[%s])))' % (F.OP_SECONDS_BY_KEY, OSD, RI,
+                                         F.OPS_BY_KEY, OSD, RI),
+                "{{key}}")], "s", fill=0), 8, 8)
+    L.add(timeseries(
+        "Queue wait by key",
+        "Seconds per second the keys' ops spent queued (the ten that "
+        "waited most); missed: ops per second no key counts (the ring "
+        "handing them over was full)",
+        targets(('topk(10, sum by (key) (rate(%s{%s}[%s])))'
+                 % (F.QUEUE_WAIT_BY_KEY, OSD, RI), "{{key}}"),
+                ('sum(rate(%s{%s}[%s]))' % (F.OPS_BY_KEY_MISSED, OSD, RI),
+                 "missed (ops/s)")), "s", fill=0), 8, 8)
+
     # --- the tool's cost ----------------------------------------------------
     L.row("Tool cost and losses")
     L.add(timeseries(

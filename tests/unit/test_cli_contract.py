@@ -214,6 +214,11 @@ EXPORTER_USAGE = [
      "--tiers both"),
     (["--escalate-factor", "3", "--max-overhead", "0"],
      "--escalate-factor", "cost bound"),
+    (["--by", "user"], "invalid choice: 'user'"),
+    (["--by-top", "5"], "--by-top K goes with --by"),
+    (["--by", "client", "--by-top", "0"], "--by-top", "'0'"),
+    (["--by", "client", "--tiers", "lean"], "--tiers lean"),
+    (["--by", "image", "--otlp", "http://h:4318"], "one of them"),
 ]
 
 
@@ -432,3 +437,6 @@ def test_cli_modules_import_no_heavy_module():
 
 if __name__ == "__main__":      # pragma: no cover
     sys.exit(pytest.main([__file__]))
+    c = exporter.exporter_config(p.parse_args(["--by", "image",
+                                               "--by-top", "5"]))
+    assert (c.by, c.by_top) == ("image", 5)

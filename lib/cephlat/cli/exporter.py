@@ -16,11 +16,12 @@ from wsgiref.simple_server import (WSGIRequestHandler, WSGIServer,
 from ..ceph.target import require_btf, require_root, require_tracefs
 from ..engine import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S
 from ..errors import UsageError, UserError, run_cli
-from ..exporter.config import (DEFAULT_ESCALATE_FACTOR, DEFAULT_MAX_OVERHEAD,
+from ..exporter.config import (DEFAULT_BY_TOP as BY_TOP,
+                               DEFAULT_ESCALATE_FACTOR, DEFAULT_MAX_OVERHEAD,
                                DEFAULT_OTLP_RATE, DEFAULT_REFRESH_S,
                                ExporterConfig)
 from ..send.otlp import endpoint
-from .args import Parser
+from .args import BY_KEYS, Parser
 from .args import percent_or_zero, positive_float, positive_int, zero_or_more
 from .osdstage import check_live_stages, osd_list, stage_list
 from . import otlpargs
@@ -56,6 +57,9 @@ EXAMPLES = """examples:
                                         # the full tier on at once when an
                                         # op takes 50 ms (and when p99
                                         # doubles, as by default)
+  osdstage_exporter.py --by image --by-top 20
+                                        # whose ops: ops, op time and queue
+                                        # wait per RBD image, 20 at most
 
 Prometheus: add a scrape job for HOST:9929 (deploy/README.md); the Grafana
 dashboard is deploy/grafana/osdstage.json; systemd, podman and Kubernetes
@@ -166,6 +170,19 @@ def build_parser():
                    metavar="US",
                    help="and when an op took at least US microseconds "
                         "(default: no threshold)")
+    o = p.add_argument_group("whose ops")
+    o.add_argument("--by", choices=BY_KEYS, metavar="KEY", default=None,
+                   help="count each OSD's completed client ops by KEY: "
+                        "client, pool, pg or image (an RBD image, named "
+                        "where this host can read the cluster): ops, "
+                        "op_total and queue wait summed per key "
+                        "(osdstage_by_key_*), every op the full tier sees "
+                        "handed over at its end (a cost per op: see "
+                        "BENCHMARKS.md)")
+    o.add_argument("--by-top", type=positive_int, default=None, metavar="K",
+                   help="with --by: at most K keys with series of their own "
+                        "per OSD, later ones summed as other until a key "
+                        "is idle for 10 minutes (default %d)" % BY_TOP)
     o = p.add_argument_group("traces")
     o.add_argument("--otlp", metavar="URL", default=None,
                    help="also send ops as OTLP traces (OTLP/HTTP, JSON) to "
@@ -187,6 +204,21 @@ def build_parser():
                         "no cap); the others are counted"
                         % DEFAULT_OTLP_RATE)
     return p
+
+
+def check_by(args):
+    """--by and --by-top: a usage error when they cannot go with the rest;
+    --by-top's default."""
+    if args.by_top is not None and not args.by:
+        raise UsageError("--by-top K goes with --by KEY")
+    if args.by and args.tiers == "lean":
+        raise UsageError("--by: the ops are handed over by the full tier's "
+                         "programs, which --tiers lean does not run")
+    if args.by and args.otlp:
+        raise UsageError("--by takes every op the full tier sees and --otlp "
+                         "a sample of them: one of them")
+    if args.by_top is None:
+        args.by_top = BY_TOP
 
 
 def check_otlp(args):
@@ -215,12 +247,14 @@ def check_escalation(args):
 
 def exporter_config(args):
     """The parsed command line as exporter/config.py's ExporterConfig
-    (each field the option of that name; --escalate-factor not given: its
-    default)."""
+    (each field the option of that name; --escalate-factor and --by-top
+    not given: their defaults)."""
     c = {f.name: getattr(args, f.name)
          for f in dataclasses.fields(ExporterConfig)}
     if c["escalate_factor"] is None:
         c["escalate_factor"] = DEFAULT_ESCALATE_FACTOR
+    if c["by_top"] is None:
+        c["by_top"] = BY_TOP
     return ExporterConfig(**c)
 
 
@@ -298,6 +332,7 @@ def run(args, err=sys.stderr):
     check_live_stages(args.stages)
     check_otlp(args)
     check_escalation(args)
+    check_by(args)
     require_root(TOOL)
     require_btf()
     require_tracefs()
@@ -312,7 +347,8 @@ def run(args, err=sys.stderr):
     from ..exporter.service import serve_forever
     from .. import abi
     abi.load("osdstage")            # the build is there (else one line)
-    exported = Exported(args.max_overhead, otlp=bool(args.otlp))
+    exported = Exported(args.max_overhead, otlp=bool(args.otlp),
+                        by=args.by)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(exported)
     for c in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
@@ -330,7 +366,9 @@ def run(args, err=sys.stderr):
             if args.otlp_sample else "no sample",
             ", ops over %g us" % args.otlp_over
             if args.otlp_over is not None else "",
-            args.otlp_rate or "any number") if args.otlp else ""))
+            args.otlp_rate or "any number") if args.otlp else "" +
+        ("; ops by %s (at most %d keys per OSD)" % (args.by, args.by_top)
+         if args.by else "")))
     err.flush()
     return serve_forever(exporter_config(args), exported, err)
 

@@ -29,6 +29,7 @@ from ..engine.duty import ESCALATION_OUTCOMES
 from ..model import report
 from ..model.hist import HIST_SLOTS, slot_bounds_us
 from . import families as F
+from .bykey import keep_or_other
 from .exemplars import keep
 from .tailwatch import REASONS
 from .families import BUCKET_EXPONENTS, BUCKETS_S, BY_NAME
@@ -53,6 +54,8 @@ TRACE_COUNTERS = (
     (F.OTLP_OPS_DROPPED, "rate", "trace_over_rate"),
     (F.OTLP_OPS_DROPPED, "ring", "trace_ring_full"),
 )
+# --by's summed families, each labelled (by, key)
+BY_SUMS = (F.OPS_BY_KEY, F.OP_SECONDS_BY_KEY, F.QUEUE_WAIT_BY_KEY)
 # why spans were not sent (send/otlp.py Sender.REASONS)
 SPAN_DROPS = ("queue_full", "collector")
 # the exposition formats: the classic text one (the default) and
@@ -148,6 +151,7 @@ class OsdState:
         self.hists = {}       # (family, label values after ceph_daemon)
         self.counters = {}    # (family, label values) -> float
         self.gauges = {}      # (family, label values) -> float, replaced
+        self.by_seen = {}     # --by: key with a series -> its last op
         self.info = None      # label values of F.OSD_INFO (traced now)
         self.sources = {}     # stage -> the tier feeding it (traced now)
         self.cost = {}        # tier -> its overhead ratio (traced now)
@@ -172,10 +176,12 @@ class OsdState:
 class Exported:
     """Every OSD's state, and the host-wide gauges; thread-safe."""
 
-    def __init__(self, bound_pct, otlp=False):
+    def __init__(self, bound_pct, otlp=False, by=None):
         self.lock = threading.Lock()
         # --otlp: the traces' families have series (else empty)
         self.otlp = otlp
+        # --by's key: the breakdown's families have series (else empty)
+        self.by = by
         self.spans = ({}, {})   # the sender's counts (livetraces.py)
         self.osds = {}
         self.bound_pct = bound_pct
@@ -293,6 +299,23 @@ class Exported:
                         keep(st.exemplars, key, ns, Exemplar(
                             {"trace_id": tid}, ns / 1e9, round(at, 6)))
 
+    def add_by(self, name, kind, sums, top, now):
+        """--by: OSD `name`'s ops by key since the last call ({key: (ops,
+        op_total ns, queue-wait ns)}; bykey.key_sums): each key's series,
+        the busiest first, while fewer than `top` keys have one, the rest
+        under "other" (bykey.keep_or_other: an idle key's series go)."""
+        with self.lock:
+            st = self.osd(name)
+            for key, (n, total, qwait) in sorted(
+                    sums.items(), key=lambda kv: (-kv[1][0], kv[0])):
+                label, gone = keep_or_other(st.by_seen, key, top, now)
+                for g in gone:
+                    for fam in BY_SUMS:
+                        st.counters.pop((fam, (kind, g)), None)
+                st.count(F.OPS_BY_KEY, (kind, label), n)
+                st.count(F.OP_SECONDS_BY_KEY, (kind, label), total / 1e9)
+                st.count(F.QUEUE_WAIT_BY_KEY, (kind, label), qwait / 1e9)
+
     def set_spans(self, sent, dropped):
         """The OTLP sender's counts since the start ({daemon: spans
         sent}, {(daemon, reason): spans dropped}; send/otlp.py)."""
@@ -357,6 +380,9 @@ class Exported:
             if self.otlp and tier == "full":
                 for fam, label, key in TRACE_COUNTERS:
                     st.count(fam, (label,), counters.get(key, 0))
+            if self.by and tier == "full":
+                st.count(F.OPS_BY_KEY_MISSED, (),
+                         counters.get("trace_ring_full", 0))
             if traced:
                 st.count(F.TRACED, (), secs)
             st.count(F.ATTACHED, (tier,),

@@ -70,6 +70,11 @@ EVENTS_LOST = "osdstage_events_lost_total"
 OPS_IN_FLIGHT = "osdstage_ops_in_flight"
 MAP_FULLNESS = "osdstage_map_fullness_ratio"
 TARGETS = "osdstage_targets"
+# whose ops (--by)
+OPS_BY_KEY = "osdstage_by_key_ops_total"
+OP_SECONDS_BY_KEY = "osdstage_by_key_op_seconds_total"
+QUEUE_WAIT_BY_KEY = "osdstage_by_key_queue_wait_seconds_total"
+OPS_BY_KEY_MISSED = "osdstage_by_key_missed_ops_total"
 # ops sent as OTLP traces (--otlp)
 OTLP_OPS_CHOSEN = "osdstage_otlp_ops_chosen_total"
 OTLP_OPS_DROPPED = "osdstage_otlp_ops_dropped_total"
@@ -124,11 +129,14 @@ RENAMED = {
 # the families with series only when ops are sent as traces (--otlp)
 OTLP_ONLY = (OTLP_OPS_CHOSEN, OTLP_OPS_DROPPED, OTLP_SPANS_SENT,
              OTLP_SPANS_DROPPED)
+# the families with series only when the ops are broken down (--by)
+BY_ONLY = (OPS_BY_KEY, OP_SECONDS_BY_KEY, QUEUE_WAIT_BY_KEY,
+           OPS_BY_KEY_MISSED)
 # the histograms whose buckets carry OpenMetrics exemplars with --otlp:
 # ops sent as traces (exporter/exemplars.py: why these and no others)
 EXEMPLARS = (STAGE_LATENCY, REPLICA_WAIT, SCHED_CLASS_QUEUE_WAIT)
 # the families that came after the renaming: no old name
-NO_OLD_NAME = OTLP_ONLY + (THREAD_RUNQUEUE_BEHIND, ESCALATIONS)
+NO_OLD_NAME = OTLP_ONLY + BY_ONLY + (THREAD_RUNQUEUE_BEHIND, ESCALATIONS)
 
 FAMILIES = (
     # --- where ops spend their time ---------------------------------------
@@ -274,6 +282,21 @@ FAMILIES = (
            "How full the tool's fixed-size BPF tables are (ops, threads)"),
     Family(TARGETS, "gauge", (),
            "OSDs traced now"),
+    # --- whose ops (--by) -------------------------------------------------
+    Family(OPS_BY_KEY, "counter", D + ("by", "key"),
+           "Client ops completed while the full tier was attached, by "
+           "--by's key (by: client, pool, pg or image; key: client.4123, a "
+           "pool's or image's name, 3.1a, or unknown): the first --by-top "
+           "keys seen get a series each, later ones are summed as other "
+           "until a key idle for 10 minutes gives its series up"),
+    Family(OP_SECONDS_BY_KEY, "counter", D + ("by", "key"),
+           "Their op_total (enqueue to completion), summed: over " +
+           OPS_BY_KEY + ", the mean"),
+    Family(QUEUE_WAIT_BY_KEY, "counter", D + ("by", "key"),
+           "Their queue wait (enqueue to dequeue), summed"),
+    Family(OPS_BY_KEY_MISSED, "counter", D,
+           "Client ops completed while the full tier was attached that no "
+           "key counts: the ring handing them over was full"),
     # --- ops sent as OTLP traces (--otlp) ---------------------------------
     Family(OTLP_OPS_CHOSEN, "counter", D + ("why",),
            "Ops the full tier's programs chose at their end to send as "

@@ -38,17 +38,19 @@ import signal
 import time
 
 from .budget import lean_share_note, own_share_note
+from .bykey import ByKeys
 from .collect import SCHED_CLASSES
 from .exemplars import exemplars_of
 from .osds import OsdScan, wanted
 from .tailwatch import TailWatch
+from ..ceph.clusternames import NamesLookup
 from ..ceph.target import netns_id
 from ..engine import duty
 from ..engine.session import Session, Want, plan_targets
 from ..engine.optable import table_size
 from ..livetraces import Traces
 from ..model.interval import build_interval
-from ..model.sample import TraceChoice
+from ..model.sample import EVERY_OP, TraceChoice
 from ..send.otlp import endpoint
 from ..errors import UserError
 
@@ -122,6 +124,9 @@ class Exporter:
         self.traces = Traces(
             endpoint(config.otlp), config.host_netns, self.say,
             on_sent=exemplars_of(exported)) if config.otlp else None
+        # --by: the full tier's ops by key (exporter/bykey.py); the
+        # cluster's names looked up once an OSD is traced (its ceph.conf)
+        self.by = ByKeys(config.by, config.by_top) if config.by else None
         # the lean tier watching the tail, the full tier escalating: with
         # both tiers and a bound (else the full tier is always on, or
         # there is no lean tier to watch)
@@ -159,7 +164,8 @@ class Exporter:
         lean = name == "lean"
         # the ops to send as traces: chosen by the full tier's programs
         traces = TraceChoice(c.otlp_sample, c.otlp_over, c.otlp_rate) \
-            if c.otlp and not lean else None
+            if c.otlp and not lean else EVERY_OP if c.by and not lean \
+            else None
         return Want(pid=list(pids), stages=None if lean else c.stages,
                     release=c.release, no_kernel=c.no_kernel, lean=lean,
                     max_ops=c.max_ops, host_netns=c.host_netns,
@@ -196,6 +202,9 @@ class Exporter:
             raise
         self.tiers, self.pids = tiers, tuple(pids)
         self.names = [run.name for run in tiers[0].runs]
+        if self.by is not None and self.by.lookup is None and \
+                self.config.by in ("pool", "image"):
+            self.by.lookup = NamesLookup(self.pids[0])
         # each stage from the first tier that gives it: the lean one's
         # count every op; the scheduler classes' figures (held time) are
         # the full tier's op_dequeue's
@@ -346,10 +355,13 @@ class Exporter:
     def take_traces(self):
         """--otlp: the ops the full tier chose since the last time, to
         the sender (never waits for the collector); its counts to
-        /metrics."""
+        /metrics. --by: the full tier's ops by key, to /metrics."""
+        full = self.full
+        if self.by is not None and full is not None:
+            self.by.take(full.tracer, full.runs, self.exported,
+                         time.monotonic())
         if self.traces is None:
             return
-        full = self.full
         if full is not None:
             self.traces.take(full.tracer, full.runs, self.version)
         self.exported.set_spans(*self.traces.counts())
@@ -402,9 +414,12 @@ class Exporter:
                 self.exported.publish()
             full = self.full
             # the traces ring: every turn (its records wait for no
-            # refresh; a turn's are a few at the rate cap)
+            # refresh; a turn's are a few at the rate cap, every op's
+            # with --by)
             if self.traces is not None and full is not None:
                 self.traces.take(full.tracer, full.runs, self.version)
+            if self.by is not None and full is not None:
+                self.by.take(full.tracer, full.runs, self.exported, mono)
             if full is not None and mono >= next_age:
                 full.tracer.age_out(c.op_timeout)
                 if full.tracer.kernel:
@@ -550,4 +565,6 @@ def serve_forever(config, exported, err):
             ex.stop()
         if ex.traces is not None:
             ex.traces.close()
+        if ex.by is not None:
+            ex.by.stop()
     return 0

@@ -1,0 +1,81 @@
+"""--by KEY: each OSD's completed client ops by client, pool, PG or RBD
+image, as counters whose label values are bounded.
+
+The full tier's programs hand every client op over at its end (the
+traces ring, struct op_trace of probes/osdstage.h), as for a live
+`osdstage --by` (cli/liveby.py); every turn of the loop they are read,
+keyed (model/breakdown.py: keys_of, with the cluster's pool and image
+names where this host can read them) and summed into the OSD's
+counters: ops, op_total seconds, queue-wait seconds. A key gets its own
+series while the OSD has fewer than `top` of them; later keys are summed
+under "other", until a key has had no op for IDLE_S: its series go (a
+client that came and went) and the next new key takes its place. So an
+OSD has at most top + 1 series per family, however many short-lived
+clients come; "other" and every kept series only ever grow.
+
+The ops counted are those of the full tier's attached time (a duty
+cycle that bounds the cost is a sample of them: osdstage_attached_
+seconds_total{tier="full"} says how much)."""
+from ..model import breakdown
+from .config import DEFAULT_BY_TOP
+IDLE_S = 600.0          # a key with no op this long gives its series up
+OTHER = "other"
+
+
+def key_sums(kind, evs, names):
+    """{key: (ops, op_total ns, queue-wait ns)} of decoded op_trace
+    records `evs` (a key not known: "unknown")."""
+    cols = breakdown.trace_columns(evs)
+    keys = breakdown.keys_of(kind, cols, names)
+    out = {}
+    for k, t, q in zip(keys.tolist(), cols["total_ns"].tolist(),
+                       cols["qwait_ns"].tolist()):
+        k = breakdown.UNKNOWN if k is None else k
+        n, ts, qs = out.get(k, (0, 0, 0))
+        out[k] = (n + 1, ts + t, qs + q)
+    return out
+
+
+class ByKeys:
+    """The exporter's --by: take() every turn of the loop."""
+
+    def __init__(self, kind, top=DEFAULT_BY_TOP, lookup=None):
+        self.kind, self.top = kind, top
+        self.lookup = lookup        # clusternames.NamesLookup, or None
+        self.names = {}
+
+    def take(self, tracer, runs, exported, now):
+        """The full tier's ops handed over since the last take, into
+        `exported` (collect.py's Exported) per OSD (runs: the tracer's
+        RunInfos, one per slot, their names the OSDs')."""
+        if self.lookup is not None:
+            got = self.lookup.take("by")
+            if got is not None:
+                breakdown.merge_names(self.names, got)
+        per = {}
+        for e in tracer.take_traces():
+            if e["role"] == breakdown.PRIMARY and e["target"] < len(runs):
+                per.setdefault(e["target"], []).append(e)
+        for slot, evs in sorted(per.items()):
+            exported.add_by(runs[slot].name, self.kind,
+                            key_sums(self.kind, evs, self.names), self.top,
+                            now)
+
+    def stop(self):
+        if self.lookup is not None:
+            self.lookup.stop()
+
+
+def keep_or_other(seen, key, top, now, idle_s=IDLE_S):
+    """The label `key` counts under: itself while it has a series or
+    fewer than `top` keys have one (`seen`: {key: last op's time}, kept
+    here), else OTHER. -> (label, [keys whose series go: idle])"""
+    gone = []
+    if key not in seen and len(seen) >= top:
+        gone = [k for k, t in seen.items() if now - t >= idle_s]
+        for k in gone:
+            del seen[k]
+    if key in seen or len(seen) < top:
+        seen[key] = now
+        return key, gone
+    return OTHER, gone

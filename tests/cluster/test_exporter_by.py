@@ -1,0 +1,93 @@
+"""The exporter's --by against many short-lived clients: on the 3-OSD
+lab, the exporter (its full tier always attached, --by client, at most
+TOP keys per OSD) while CLIENTS `rados put`s run one after another, each
+a librados client of its own. Each OSD's series stay bounded (TOP keys
+and other), the rest summed as other; what the keys add up to is the
+client ops Ceph counted as their primary (within 1 %), none missed."""
+import os
+import subprocess
+import time
+
+import pytest
+
+from test_exporter import Exporter, ceph_ops, metrics
+
+from cephlat.exporter import families as F
+
+CLIENTS = 200
+TOP = 5
+REFRESH_S = 1.0
+
+
+def _put(lab, i, path):
+    p = subprocess.run(["rados", "-p", lab["LAB_POOL"], "put",
+                        "byc-%d" % i, path], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ,
+                                            CEPH_CONF=lab["CEPH_CONF"]))
+    assert p.returncode == 0, p.stderr
+
+
+def _by(m, family):
+    """{osd: {key: value}} of `family`'s series."""
+    out = {}
+    for (name, labels), v in m.items():
+        if name == family:
+            d = dict(labels)
+            assert d["by"] == "client", d
+            out.setdefault(d["ceph_daemon"], {})[d["key"]] = v
+    return out
+
+
+@pytest.fixture(scope="module")
+def counted(lab3, tmp_path_factory):
+    data = tmp_path_factory.mktemp("by-exporter") / "obj"
+    data.write_bytes(os.urandom(4096))
+    ex = Exporter("by", ["--tiers", "full", "--max-overhead", "0",
+                         "--refresh", str(REFRESH_S), "--by", "client",
+                         "--by-top", str(TOP)])
+    osds = ["osd.%d" % i for i in range(3)]
+    try:
+        ex.wait_traced()
+        time.sleep(2 * REFRESH_S)
+        m0 = metrics(ex.port)
+        c0 = dict(zip(osds, map(ceph_ops, lab3["asoks"])))
+        for i in range(CLIENTS):
+            _put(lab3, i, str(data))
+        # the last ops summed: the ring is read every turn, the page
+        # made every refresh
+        time.sleep(3 * REFRESH_S)
+        m1 = metrics(ex.port)
+        c1 = dict(zip(osds, map(ceph_ops, lab3["asoks"])))
+        yield {"m0": m0, "m1": m1, "ceph": {o: c1[o] - c0[o] for o in osds},
+               "stderr": ex.stderr()}
+    finally:
+        ex.kill()
+        for i in range(CLIENTS):
+            subprocess.run(["rados", "-p", lab3["LAB_POOL"], "rm",
+                            "byc-%d" % i], capture_output=True, timeout=60,
+                           env=dict(os.environ, CEPH_CONF=lab3["CEPH_CONF"]))
+
+
+def test_the_series_stay_bounded_and_the_rest_is_other(counted):
+    ops = _by(counted["m1"], F.OPS_BY_KEY)
+    assert set(ops) == set(counted["ceph"]), (ops, counted["stderr"])
+    for osd, keys in ops.items():
+        for fam in (F.OPS_BY_KEY, F.OP_SECONDS_BY_KEY, F.QUEUE_WAIT_BY_KEY):
+            assert len(_by(counted["m1"], fam)[osd]) <= TOP + 1, (fam, osd)
+        clients = [k for k in keys if k.startswith("client.")]
+        assert len(clients) <= TOP, keys
+        # about a third of the clients wrote to each OSD: more than TOP
+        assert keys.get("other", 0) >= CLIENTS / 3 - 2 * TOP - 20, keys
+
+
+def test_the_keys_add_up_to_cephs_count(counted):
+    before = _by(counted["m0"], F.OPS_BY_KEY)
+    after = _by(counted["m1"], F.OPS_BY_KEY)
+    for osd, want in counted["ceph"].items():
+        got = sum(after[osd].values()) - sum(before.get(osd, {}).values())
+        assert want >= CLIENTS / 3 - 30, counted["ceph"]
+        assert abs(got - want) <= 0.01 * want + 2, (osd, got, want)
+    missed = {dict(k[1])["ceph_daemon"]: v for k, v in counted["m1"].items()
+              if k[0] == F.OPS_BY_KEY_MISSED}
+    assert set(missed) == set(counted["ceph"]) and \
+        not any(missed.values()), missed
