@@ -41,6 +41,9 @@ MODES = {
     "record": [PY, OSDSTAGE, "-p", "{pid}", "-j", "-w", "{capture}",
                "--force"],
     "bounded": [PY, OSDSTAGE, "-p", "{pid}", "-j", "--max-overhead", "2"],
+    # the default mode with each report's ops broken down: every op
+    # handed over at its end (a ring record) and decoded by the tracer
+    "by": [PY, OSDSTAGE, "-p", "{pid}", "-j", "--by", "client"],
     # osdstages.bt names no function: osdstage.py gives its arguments
     "bpftrace": ["bpftrace", "-p", "{pid}",
                  os.path.join(REPO, "probes", "osdstages.bt"), "{btargs}"],

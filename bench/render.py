@@ -41,7 +41,10 @@ METHOD = (
     "build/osdstage.abi.json) over its whole run; the BPF statistics "
     "come from one more window per mode with kernel.bpf_stats_enabled, "
     "read from the tracer's own program descriptors (the bpftrace "
-    "reference's uprobe runs too). The optracker mode runs no tracer: "
+    "reference's uprobe runs too). The by mode is the default mode with "
+    "`--by client`: every op handed over at its end (a ring record) and "
+    "broken down by the tracer each report. The optracker mode runs no "
+    "tracer: "
     "its base window has Ceph's own OpTracker off "
     "(osd_enable_op_tracker false, set at run time), its other window on "
     "(Ceph's default, which every other mode's windows keep): what the "
@@ -56,8 +59,8 @@ METHOD = (
 
 DEFAULTS_WHY = (
     "Defaults (Makefile BENCH_PAIRS=4, BENCH_SECS=8): 4 pairs of 8-s "
-    "windows (bounded: 20 s, two duty periods) for each of 6 modes and 2 "
-    "workloads, about 25 minutes for the main part and 31 with the osds "
+    "windows (bounded: 20 s, two duty periods) for each mode and both "
+    "workloads, about 30 minutes for the main part and 36 with the osds "
     "part: the most pairs that fit a 20-30 minute `make bench` on this "
     "2-core machine. The spread comes from the machine, not the window: "
     "inside a window the CPU per op is exact to well under 1 us (10-ms "

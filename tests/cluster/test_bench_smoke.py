@@ -48,7 +48,7 @@ def test_bench_smoke(lab, tmp_path):
     assert r["machine"]["cores"] == os.cpu_count()
     assert r["machine"]["ceph"].startswith("16.2.")
     modes = ("default", "userspace", "lean", "record", "bounded",
-             "bpftrace")
+             "bpftrace", "by")
     for mode in modes:
         s = r["modes"][mode]["randread"]
         # one pair of 3-s windows: whatever else runs on the machine in
