@@ -104,21 +104,29 @@ def test_the_capture_names_the_pool_and_the_images(two_clients):
         assert names["images"].get(i) == img, (img, i, names)
 
 
-def test_each_images_ops_are_its_writes_and_the_heavy_one_dominates(
-        two_clients):
-    by = _by(two_clients["cap"], "image")
+def _images_are_their_writes(by, two_clients):
+    """Each image's row counts fio's writes to it (within 1 %), the heavy
+    one dominant. -> the rows by key"""
     rows = {r["key"]: r for r in by["rows"]}
     heavy, light = two_clients["images"]
     for img in (heavy, light):
         want = two_clients["writes"][img]
         assert abs(rows[img]["ops"] - want) <= WITHIN * want, (img, rows,
                                                               want)
+    assert by["dominant"] and by["dominant"]["key"] == heavy, by
+    return rows
+
+
+def test_each_images_ops_are_its_writes_and_the_heavy_one_dominates(
+        two_clients):
+    rows = _images_are_their_writes(_by(two_clients["cap"], "image"),
+                                    two_clients)
+    heavy, light = two_clients["images"]
     ratio = rows[heavy]["ops"] / rows[light]["ops"]
     want = two_clients["writes"][heavy] / two_clients["writes"][light]
     assert abs(ratio - want) <= 2 * WITHIN * want, (ratio, want)
     assert abs(want - RATES[0] / RATES[1]) <= 0.05 * RATES[0] / RATES[1], \
         two_clients["writes"]
-    assert by["dominant"] and by["dominant"]["key"] == heavy, by
 
 
 def test_each_clients_ops_are_its_images(two_clients):
@@ -143,10 +151,4 @@ def test_the_live_breakdown_counts_each_images_writes(two_clients):
     assert len(reps) == 1, two_clients["live"]
     by = reps[0]["by"]
     assert by["key"] == "image" and by["missed"] == 0, by
-    rows = {r["key"]: r for r in by["rows"]}
-    heavy, light = two_clients["images"]
-    for img in (heavy, light):
-        want = two_clients["writes"][img]
-        assert abs(rows[img]["ops"] - want) <= WITHIN * want, (img, rows,
-                                                              want)
-    assert by["dominant"] and by["dominant"]["key"] == heavy, by
+    _images_are_their_writes(by, two_clients)
