@@ -1,7 +1,7 @@
 """exporter/tailwatch.py: the lean tier's op latency tail, watched every
 refresh, fires when p99 jumps over its baseline (after a warm-up) or an
-op is over the operator's threshold, once per QUIET_S an OSD, and a
-lasting change becomes the baseline; exporter/service.py asks the full
+op is over the operator's threshold, once per QUIET_S an OSD (unless
+the tail gets worse again), and a lasting change becomes the baseline; exporter/service.py asks the full
 tier's duty cycle for an escalation, says it and counts it."""
 import io
 import types
@@ -49,6 +49,22 @@ def test_a_jump_over_the_baseline_fires_once_then_goes_quiet():
     # after QUIET_S, still slow: fires again (the baseline has barely
     # moved: a fired interval weighs WEIGHT / 4)
     assert w.look("osd.0", _hists(4000.0), t + tw.QUIET_S + 1)[0] == "p99"
+
+
+def test_a_worse_tail_fires_through_the_quiet():
+    """A blip a little over the baseline fires; the slowdown that follows
+    within QUIET_S, a p99 over factor x the blip's, fires too (and its
+    own repeats do not)."""
+    w = tw.TailWatch(2.0)
+    t = _steady(w)
+    assert w.look("osd.0", _hists(2400.0), t)[0] == "p99"
+    assert w.look("osd.0", _hists(2600.0), t + 1) is None      # same
+    reason, words = w.look("osd.0", _hists(100000.0), t + 2)
+    assert reason == "p99" and "x its baseline" in words
+    for i in range(3, 8):
+        assert w.look("osd.0", _hists(100000.0), t + i) is None
+    w.forget("osd.0")
+    assert "osd.0" not in w.fired_p99
 
 
 def test_a_lasting_change_becomes_the_baseline():

@@ -16,7 +16,10 @@ its op_total. It fires
   threshold, --escalate-over).
 
 An OSD that fired is quiet for QUIET_S: one escalation pays for the
-detail of a slowdown, not one per refresh of it."""
+detail of a slowdown, not one per refresh of it. A tail that gets worse
+again meanwhile is news, not the same slowdown: a p99 over `factor` x
+the p99 it last fired on fires through the quiet (a blip a little over
+the baseline must not hide the slowdown that follows it)."""
 import math
 
 from ..model.hist import Hist
@@ -53,6 +56,7 @@ class TailWatch:
         self.factor, self.over_us = factor, over_us
         self.base = {}          # OSD -> [mean log p99 (us), intervals]
         self.quiet = {}         # OSD -> time it may fire again
+        self.fired_p99 = {}     # OSD -> the p99 it last fired on (us)
 
     def look(self, name, hists, now):
         """OSD `name`'s interval (its hists) at `now` (seconds) -> None,
@@ -81,15 +85,22 @@ class TailWatch:
                 w = max(w, 1.0 / (base[1] + 1))
                 base[0] += w * (math.log(p99) - base[0])
                 base[1] += 1
-        if fired is None or now < self.quiet.get(name, 0.0):
+        if fired is None:
+            return None
+        worse = fired[0] == "p99" and self.factor and \
+            p99 > self.factor * self.fired_p99.get(name, math.inf)
+        if now < self.quiet.get(name, 0.0) and not worse:
             return None
         self.quiet[name] = now + QUIET_S
+        if fired[0] == "p99":
+            self.fired_p99[name] = p99
         return fired
 
     def forget(self, name):
         """An OSD that is gone (or a new process of it): no baseline."""
         self.base.pop(name, None)
         self.quiet.pop(name, None)
+        self.fired_p99.pop(name, None)
 
 
 def _ms(us):
