@@ -53,18 +53,24 @@ def test_a_jump_over_the_baseline_fires_once_then_goes_quiet():
 
 def test_a_worse_tail_fires_through_the_quiet():
     """A blip a little over the baseline fires; the slowdown that follows
-    within QUIET_S, a p99 over factor x the blip's, fires too (and its
-    own repeats do not)."""
+    within QUIET_S, a p99 over factor x the blip's, fires too once the
+    blip's escalation is over (and its own repeats do not); a queue
+    filling up, its p99 climbing within one escalation, fires once."""
     w = tw.TailWatch(2.0)
     t = _steady(w)
     assert w.look("osd.0", _hists(2400.0), t)[0] == "p99"
     assert w.look("osd.0", _hists(2600.0), t + 1) is None      # same
-    reason, words = w.look("osd.0", _hists(100000.0), t + 2)
+    t += tw.ESCALATE_S
+    reason, words = w.look("osd.0", _hists(100000.0), t)
     assert reason == "p99" and "x its baseline" in words
-    for i in range(3, 8):
+    for i in range(1, 20):
         assert w.look("osd.0", _hists(100000.0), t + i) is None
     w.forget("osd.0")
     assert "osd.0" not in w.fired_p99
+    t = _steady(w, t=t + 100)
+    assert w.look("osd.0", _hists(3000.0), t)[0] == "p99"
+    for i, p50 in enumerate((8000.0, 30000.0, 100000.0), 1):
+        assert w.look("osd.0", _hists(p50), t + i) is None
 
 
 def test_a_lasting_change_becomes_the_baseline():

@@ -19,9 +19,13 @@ An OSD that fired is quiet for QUIET_S: one escalation pays for the
 detail of a slowdown, not one per refresh of it. A tail that gets worse
 again meanwhile is news, not the same slowdown: a p99 over `factor` x
 the p99 it last fired on fires through the quiet (a blip a little over
-the baseline must not hide the slowdown that follows it)."""
+the baseline must not hide the slowdown that follows it), once the
+escalation it last asked for is over (ESCALATE_S: while it lasts the
+full tier is attached anyway, and a queue filling up is one slowdown,
+however fast its p99 climbs)."""
 import math
 
+from ..engine.duty import ESCALATE_S
 from ..model.hist import Hist
 
 MIN_OPS = 20            # an interval's p99 over fewer is one op's latency
@@ -57,6 +61,7 @@ class TailWatch:
         self.base = {}          # OSD -> [mean log p99 (us), intervals]
         self.quiet = {}         # OSD -> time it may fire again
         self.fired_p99 = {}     # OSD -> the p99 it last fired on (us)
+        self.fired_at = {}      # OSD -> when it last fired
 
     def look(self, name, hists, now):
         """OSD `name`'s interval (its hists) at `now` (seconds) -> None,
@@ -88,10 +93,12 @@ class TailWatch:
         if fired is None:
             return None
         worse = fired[0] == "p99" and self.factor and \
-            p99 > self.factor * self.fired_p99.get(name, math.inf)
+            p99 > self.factor * self.fired_p99.get(name, math.inf) and \
+            now >= self.fired_at.get(name, 0.0) + ESCALATE_S
         if now < self.quiet.get(name, 0.0) and not worse:
             return None
         self.quiet[name] = now + QUIET_S
+        self.fired_at[name] = now
         if fired[0] == "p99":
             self.fired_p99[name] = p99
         return fired
@@ -101,6 +108,7 @@ class TailWatch:
         self.base.pop(name, None)
         self.quiet.pop(name, None)
         self.fired_p99.pop(name, None)
+        self.fired_at.pop(name, None)
 
 
 def _ms(us):
