@@ -24,7 +24,7 @@
 #                   (vagrant/container.sh); default CEPH=pacific, the host's 16.2
 #   make bench      what tracing costs (BENCHMARKS.md; every part, ~2 h); BENCH=osds:
 #                   only one OSD traced vs three on the 3-OSD lab (~6 min), BENCH=main: the
-#                   tracing modes on the 1-OSD lab (~27 min), BENCH=reader: the reader
+#                   tracing modes on the 1-OSD lab (~31 min), BENCH=reader: the reader
 #                   on a >= 10 M-event capture of the controlled program and the recorder
 #                   alone (~6 min, no lab needed), BENCH=floor: what one uprobe hit costs
 #                   here by the instruction probed (~1 min, no lab needed), BENCH=client:
