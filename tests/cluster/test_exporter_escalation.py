@@ -25,9 +25,11 @@ REFRESH_S = 1.0
 BOUND_PCT = 5
 WARM_S = 60.0           # baselines trusted, the escalation reserve banked
 ROUNDS = 2
-# from the limit set to the line: the queue fills at once, the refresh
-# that holds the slowed ops ends within a refresh, and one more for a
-# refresh that runs late on a busy machine
+# from the limit in force (the command that sets it returned) to the
+# line: the queue fills at once, the refresh that holds the slowed ops
+# ends within a refresh, and one more for a refresh that runs late on a
+# busy machine. The `ceph config set` commands themselves (a second
+# each on a busy machine) are not the exporter's time.
 WITHIN_S = 3 * REFRESH_S + 1.0
 LOOK_S = 6.0            # the full tier's attached time read over this
 LINE = re.compile(r"osdstage-exporter: osd\.0: (op_latency|op_total) p99 "
@@ -76,9 +78,10 @@ def escalated(lab_reef):
         for _ in range(ROUNDS):
             n0 = len(_lines(ex))
             m0 = metrics(ex.port)
-            t0 = time.time()
             for k, v in SETTINGS.items():
                 _config(lab, "set", "osd", k, str(v))
+            # the last setting is the limit: in force once it returned
+            t0 = time.time()
             try:
                 while len(_lines(ex)) == n0 and time.time() - t0 < 20:
                     time.sleep(0.1)

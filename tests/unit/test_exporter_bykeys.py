@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from cephlat.exporter import families as F
+from cephlat.model import breakdown
 from cephlat.exporter.bykey import ByKeys, IDLE_S, key_sums, keep_or_other
 from cephlat.exporter.collect import Exported
 
@@ -78,5 +79,5 @@ def test_hundreds_of_clients_keep_the_series_bounded():
 
 def test_key_sums_name_the_unknown():
     recs = [_rec(1), dict(_rec(2), req_type=0)]
-    got = key_sums("client", recs, {})
+    got = key_sums(breakdown.TracedOps("client"), recs)
     assert got == {"client.1": (1, 5000, 1000), "unknown": (1, 5000, 1000)}

@@ -253,6 +253,10 @@ def _throttles(targets, snaps):
 
 def _loop(args, opts, out, err, targets, tracer, runs, writer, stopping,
           otlp=None, by=None):
+    # the window starts when its counters are read, not after the admin
+    # sockets' throttles (a busy OSD answers late: a recovery window
+    # counted 0.2 s of items before its printed start)
+    t_last = time.time()
     prevs = tracer.snapshots()
     _throttles(targets, prevs)
     take = None
@@ -264,7 +268,6 @@ def _loop(args, opts, out, err, targets, tracer, runs, writer, stopping,
     if writer is not None:
         for slot, prev in enumerate(prevs):
             writer.snapshot(prev, None, slot)
-    t_last = time.time()
     cycle = None
     if args.max_overhead:
         cycle = duty.DutyCycle(tracer, args.max_overhead)

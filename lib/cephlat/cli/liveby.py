@@ -21,35 +21,28 @@ class LiveBy:
     def __init__(self, kind, top, slots, lookup=None):
         self.kind, self.top = kind, top or breakdown.DEFAULT_TOP
         self.ops = [[] for _ in range(slots)]
-        self.lookup = lookup        # clusternames.NamesLookup, or None
-        self.names = {}
+        self.traced = breakdown.TracedOps(kind, lookup)
 
     def take(self, tracer):
-        for e in tracer.take_traces():
-            if e["role"] == breakdown.PRIMARY and \
-                    e["target"] < len(self.ops):
-                self.ops[e["target"]].append(e)
+        got = self.traced.take(tracer.take_traces(), len(self.ops))
+        for slot, evs in got.items():
+            self.ops[slot].extend(evs)
 
     def build(self, slot):
         """The Breakdown of slot's ops since the last report (emptied)."""
         evs, self.ops[slot] = self.ops[slot], []
         cols = breakdown.trace_columns(evs)
-        keys = breakdown.keys_of(self.kind, cols, self.names)
-        return breakdown.build(self.kind, keys, cols["total_ns"],
-                               cols["qwait_ns"], cols["dequeued"], self.top)
+        return breakdown.build(self.kind, self.traced.keys(cols),
+                               cols["total_ns"], cols["qwait_ns"],
+                               cols["dequeued"], self.top)
 
     def add(self, tracer, ivs, curs, prevs):
         """Each OSD's report (ivs: an Interval each) gets its breakdown:
         iv.by and the record's "by", with the ops the ring had no room
         for since the report before (curs, prevs: the snapshots)."""
         self.take(tracer)
-        if self.lookup is not None:
-            got = self.lookup.take("by")
-            if got is not None:
-                breakdown.merge_names(self.names, got)
         for slot, (iv, cur, prev) in enumerate(zip(ivs, curs, prevs)):
             iv.by = self.build(slot)
             iv.record["by"] = dict(iv.by.record, missed=int(
                 cur.counters.get("trace_ring_full", 0) -
                 prev.counters.get("trace_ring_full", 0)))
-

@@ -22,14 +22,14 @@ IDLE_S = 600.0          # a key with no op this long gives its series up
 OTHER = "other"
 
 
-def key_sums(kind, evs, names):
+def key_sums(traced, evs):
     """{key: (ops, op_total ns, queue-wait ns)} of decoded op_trace
-    records `evs` (a key not known: "unknown")."""
+    records `evs`, keyed by `traced` (breakdown.TracedOps; a key not
+    known: "unknown")."""
     cols = breakdown.trace_columns(evs)
-    keys = breakdown.keys_of(kind, cols, names)
     out = {}
-    for k, t, q in zip(keys.tolist(), cols["total_ns"].tolist(),
-                       cols["qwait_ns"].tolist()):
+    for k, t, q in zip(traced.keys(cols).tolist(),
+                       cols["total_ns"].tolist(), cols["qwait_ns"].tolist()):
         k = breakdown.UNKNOWN if k is None else k
         n, ts, qs = out.get(k, (0, 0, 0))
         out[k] = (n + 1, ts + t, qs + q)
@@ -41,29 +41,27 @@ class ByKeys:
 
     def __init__(self, kind, top=DEFAULT_BY_TOP, lookup=None):
         self.kind, self.top = kind, top
-        self.lookup = lookup        # clusternames.NamesLookup, or None
-        self.names = {}
+        self.traced = breakdown.TracedOps(kind, lookup)
+
+    @property
+    def lookup(self):
+        return self.traced.lookup
+
+    @lookup.setter
+    def lookup(self, lookup):
+        self.traced.lookup = lookup
 
     def take(self, tracer, runs, exported, now):
         """The full tier's ops handed over since the last take, into
         `exported` (collect.py's Exported) per OSD (runs: the tracer's
         RunInfos, one per slot, their names the OSDs')."""
-        if self.lookup is not None:
-            got = self.lookup.take("by")
-            if got is not None:
-                breakdown.merge_names(self.names, got)
-        per = {}
-        for e in tracer.take_traces():
-            if e["role"] == breakdown.PRIMARY and e["target"] < len(runs):
-                per.setdefault(e["target"], []).append(e)
+        per = self.traced.take(tracer.take_traces(), len(runs))
         for slot, evs in sorted(per.items()):
             exported.add_by(runs[slot].name, self.kind,
-                            key_sums(self.kind, evs, self.names), self.top,
-                            now)
+                            key_sums(self.traced, evs), self.top, now)
 
     def stop(self):
-        if self.lookup is not None:
-            self.lookup.stop()
+        self.traced.stop()
 
 
 def keep_or_other(seen, key, top, now, idle_s=IDLE_S):

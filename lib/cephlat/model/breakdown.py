@@ -71,6 +71,40 @@ def trace_columns(evs):
         "dequeued": deq}
 
 
+class TracedOps:
+    """The client ops a live tracer's full tier hands over at their end
+    (decoded op_trace records), keyed by `kind` with the cluster's names
+    as `lookup` (ceph/clusternames.py's NamesLookup, or None) finds
+    them: what a live --by (cli/liveby.py) and the exporter's --by
+    (exporter/bykey.py) both read."""
+
+    def __init__(self, kind, lookup=None):
+        self.kind, self.lookup = kind, lookup
+        self.names = {}
+
+    def take(self, records, slots):
+        """Records `records` (the tracer's take_traces()) of client ops
+        completed as their primary on target slots below `slots`, the
+        names found since merged first -> {slot: [record]}"""
+        if self.lookup is not None:
+            got = self.lookup.take("by")
+            if got is not None:
+                merge_names(self.names, got)
+        per = {}
+        for e in records:
+            if e["role"] == PRIMARY and e["target"] < slots:
+                per.setdefault(e["target"], []).append(e)
+        return per
+
+    def keys(self, cols):
+        """keys_of the columns (trace_columns') by this kind."""
+        return keys_of(self.kind, cols, self.names)
+
+    def stop(self):
+        if self.lookup is not None:
+            self.lookup.stop()
+
+
 def image_of(obj):
     """An RBD data object's image id (rbd_data.<id>.<n> -> <id>; with a
     separate data pool, rbd_data.<pool>.<id>.<n> -> <pool>.<id>), else
