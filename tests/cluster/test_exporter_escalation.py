@@ -6,7 +6,9 @@ bound sets aside for them, and the full tier had no budget left to
 escalate with) learns each OSD's op latency
 baseline; then the client class is limited to half the OSD's capacity
 (test_mclock.py's settings: a queue wait of about 100 ms) and the lean
-tier's p99 jumps. Twice in a row, QUIET_S apart: the exporter says why
+tier's p99 jumps. Twice in a row, the quiet time apart (--escalate-quiet
+QUIET_S: the default's minute would make the module a minute longer): the
+exporter says why
 within a few refreshes, counts it, and its full tier is attached right
 after; under the steady load before, it does not fire (once at most)."""
 import re
@@ -19,11 +21,11 @@ from test_exporter import Exporter, info_pids, metrics
 from test_mclock import SETTINGS, _config
 
 from cephlat.exporter import families as F
-from cephlat.exporter import tailwatch
 
 REFRESH_S = 1.0
 BOUND_PCT = 5
 WARM_S = 60.0           # baselines trusted, the escalation reserve banked
+QUIET_S = 20.0
 ROUNDS = 2
 # from the limit in force (the command that sets it returned) to the
 # line: the queue fills at once, the refresh that holds the slowed ops
@@ -57,7 +59,8 @@ def escalated(lab_reef):
     lab = lab_reef
     prefill(lab, 3)
     ex = Exporter("escalation", ["--refresh", str(REFRESH_S),
-                                 "--max-overhead", str(BOUND_PCT)])
+                                 "--max-overhead", str(BOUND_PCT),
+                                 "--escalate-quiet", str(QUIET_S)])
     bench = None
     try:
         deadline = time.time() + 60
@@ -71,7 +74,7 @@ def escalated(lab_reef):
             assert time.time() < deadline, ex.stderr()
             time.sleep(0.5)
         bench = Bench(lab, "rand", int(WARM_S + ROUNDS * (
-            tailwatch.QUIET_S + 30)), threads=16)
+            QUIET_S + 30)), threads=16)
         time.sleep(WARM_S)
         calm = _lines(ex)
         rounds = []
@@ -101,7 +104,7 @@ def escalated(lab_reef):
                             for o in ("attached", "already", "spent")}})
             # the next round fires after the OSD's quiet time, on a
             # baseline back to the calm one
-            time.sleep(tailwatch.QUIET_S + 5 - LOOK_S)
+            time.sleep(QUIET_S + 5 - LOOK_S)
         yield {"calm": calm, "rounds": rounds, "stderr": ex.stderr()}
     finally:
         if bench is not None:

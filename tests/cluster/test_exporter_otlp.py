@@ -484,7 +484,7 @@ def test_a_stopped_collector_costs_drops_not_the_exporter(exporters):
     assert p.returncode == 0, p.stderr
     try:
         fio = threading.Thread(target=_writes, args=(
-            lab, d, "w2", _timed_job(60, 12), False), daemon=True)
+            lab, d, "w2", _timed_job(40, 12), False), daemon=True)
         fio.start()
         time.sleep(10)                  # the queues' first drops
         rss0 = [e.rss_kb() for e in ex]
@@ -509,8 +509,12 @@ def test_a_stopped_collector_costs_drops_not_the_exporter(exporters):
                            text=True, timeout=600)
         assert p.returncode == 0, p.stderr
     sent0 = [e.total(F.OTLP_SPANS_SENT) for e in ex]
-    # the senders wait up to 30 s between tries while the collector fails
-    time.sleep(35)
+    # the senders wait up to 30 s between tries while the collector
+    # fails; their next try (the queue holds the writes' traces) says so
+    deadline = time.time() + 40
+    while not all("takes traces again" in e.stderr() for e in ex):
+        assert time.time() < deadline, [e.stderr() for e in ex]
+        time.sleep(1)
     want = _writes(lab, d, "w3", fio_rbd_job(200, 4, 13, rw="randwrite"))
     time.sleep(3 * REFRESH_S)
     for i, e in enumerate(ex):

@@ -210,6 +210,9 @@ EXPORTER_USAGE = [
     (["--escalate-factor", "1"], "--escalate-factor", "over 1"),
     (["--escalate-factor", "x"], "--escalate-factor", "not a number"),
     (["--escalate-over", "0"], "--escalate-over"),
+    (["--escalate-quiet", "0"], "--escalate-quiet"),
+    (["--escalate-quiet", "30", "--tiers", "lean"], "--escalate-quiet",
+     "--tiers both"),
     (["--escalate-over", "900", "--tiers", "full"], "--escalate-over",
      "--tiers both"),
     (["--escalate-factor", "3", "--max-overhead", "0"],
@@ -245,13 +248,14 @@ def test_the_exporters_settings_are_its_command_lines():
         "--host-netns", "h", "--max-overhead", "0.5", "--refresh", "2",
         "--op-timeout", "30", "--otlp", "http://j:4318", "--otlp-sample",
         "10", "--otlp-over", "2500", "--otlp-rate", "7",
-        "--escalate-factor", "3", "--escalate-over", "90000"]))
+        "--escalate-factor", "3", "--escalate-over", "90000",
+        "--escalate-quiet", "20"]))
     assert c == ExporterConfig(
         osd=["0", "2"], tiers="full", stages=["queue_wait"], release="18.2",
         no_kernel=True, max_ops=128, host_netns="h", max_overhead=0.5,
         refresh=2.0, op_timeout=30.0, otlp="http://j:4318", otlp_sample=10,
         otlp_over=2500.0, otlp_rate=7, escalate_factor=3.0,
-        escalate_over=90000.0)
+        escalate_over=90000.0, escalate_quiet=20.0)
 
 
 def test_the_text_options_are_osdstages_command_lines():

@@ -1,7 +1,8 @@
 """exporter/tailwatch.py: the lean tier's op latency tail, watched every
 refresh, fires when p99 jumps over its baseline (after a warm-up) or an
-op is over the operator's threshold, once per QUIET_S an OSD (unless
-the tail gets worse again), and a lasting change becomes the baseline; exporter/service.py asks the full
+op is over the operator's threshold, once per quiet time an OSD
+(QUIET_S, or --escalate-quiet; unless the tail gets worse again), and a
+lasting change becomes the baseline; exporter/service.py asks the full
 tier's duty cycle for an escalation, says it and counts it."""
 import io
 import types
@@ -49,6 +50,18 @@ def test_a_jump_over_the_baseline_fires_once_then_goes_quiet():
     # after QUIET_S, still slow: fires again (the baseline has barely
     # moved: a fired interval weighs WEIGHT / 4)
     assert w.look("osd.0", _hists(4000.0), t + tw.QUIET_S + 1)[0] == "p99"
+
+
+def test_the_operators_quiet_time():
+    """--escalate-quiet: the same slowdown fires again after that long,
+    not before (the default's 60 s would still be quiet)."""
+    w = tw.TailWatch(2.0, quiet_s=20.0)
+    t = _steady(w)
+    assert w.look("osd.0", _hists(4000.0), t)[0] == "p99"
+    assert w.look("osd.0", _hists(4000.0), t + 1) is None
+    assert w.look("osd.0", _hists(4000.0), t + 19.9) is None
+    assert w.look("osd.0", _hists(4000.0), t + 20)[0] == "p99"
+    assert 20 < tw.QUIET_S
 
 
 def test_a_worse_tail_fires_through_the_quiet():

@@ -17,7 +17,8 @@ from ..ceph.target import require_btf, require_root, require_tracefs
 from ..engine import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S
 from ..errors import UsageError, UserError, run_cli
 from ..exporter.config import (DEFAULT_BY_TOP as BY_TOP,
-                               DEFAULT_ESCALATE_FACTOR, DEFAULT_MAX_OVERHEAD,
+                               DEFAULT_ESCALATE_FACTOR,
+                               DEFAULT_ESCALATE_QUIET_S, DEFAULT_MAX_OVERHEAD,
                                DEFAULT_OTLP_RATE, DEFAULT_REFRESH_S,
                                ExporterConfig)
 from ..send.otlp import endpoint
@@ -170,6 +171,12 @@ def build_parser():
                    metavar="US",
                    help="and when an op took at least US microseconds "
                         "(default: no threshold)")
+    o.add_argument("--escalate-quiet", type=positive_float, default=None,
+                   metavar="SECS",
+                   help="after an OSD's tail brought the full tier on, let "
+                        "its same slowdown be this long before it does "
+                        "again (default %g; a tail that gets worse still "
+                        "does)" % DEFAULT_ESCALATE_QUIET_S)
     o = p.add_argument_group("whose ops")
     o.add_argument("--by", choices=BY_KEYS, metavar="KEY", default=None,
                    help="count each OSD's completed client ops by KEY: "
@@ -236,7 +243,8 @@ def check_escalation(args):
     """--escalate-*: the lean tier watches, the full tier comes on: both
     tiers and a bound needed."""
     given = [o for o, v in (("--escalate-factor", args.escalate_factor),
-                            ("--escalate-over", args.escalate_over))
+                            ("--escalate-over", args.escalate_over),
+                            ("--escalate-quiet", args.escalate_quiet))
              if v is not None]
     if given and (args.tiers != "both" or not args.max_overhead):
         raise UsageError("%s: the lean tier watches the tail and brings the "
@@ -247,12 +255,14 @@ def check_escalation(args):
 
 def exporter_config(args):
     """The parsed command line as exporter/config.py's ExporterConfig
-    (each field the option of that name; --escalate-factor and --by-top
-    not given: their defaults)."""
+    (each field the option of that name; --escalate-factor,
+    --escalate-quiet and --by-top not given: their defaults)."""
     c = {f.name: getattr(args, f.name)
          for f in dataclasses.fields(ExporterConfig)}
     if c["escalate_factor"] is None:
         c["escalate_factor"] = DEFAULT_ESCALATE_FACTOR
+    if c["escalate_quiet"] is None:
+        c["escalate_quiet"] = DEFAULT_ESCALATE_QUIET_S
     if c["by_top"] is None:
         c["by_top"] = BY_TOP
     return ExporterConfig(**c)

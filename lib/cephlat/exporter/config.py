@@ -14,6 +14,8 @@ DEFAULT_OTLP_RATE = 50
 # the full tier on at once when an OSD's op latency p99 in the lean tier
 # is over this many times its baseline (exporter/tailwatch.py)
 DEFAULT_ESCALATE_FACTOR = 2.0
+# after an OSD fired, how long its same tail is let be
+DEFAULT_ESCALATE_QUIET_S = 60.0
 # --by: at most this many keys with series of their own per OSD
 DEFAULT_BY_TOP = 10
 
@@ -41,7 +43,8 @@ class ExporterConfig:
     escalate_factor: the full tier on at once when an OSD's p99 in the
     lean tier is over this many times its baseline (0: never);
     escalate_over: and when an op took at least this long, us (None: no
-    threshold); by: count the ops by client, pool, pg or image (None:
+    threshold); escalate_quiet: after an OSD fired, it does not fire
+    again for this long, s (unless its tail gets worse); by: count the ops by client, pool, pg or image (None:
     not); by_top: at most this many keys with series of their own per
     OSD (exporter/bykey.py)."""
     osd: object = "all"
@@ -61,5 +64,6 @@ class ExporterConfig:
     otlp_rate: int = DEFAULT_OTLP_RATE
     escalate_factor: float = DEFAULT_ESCALATE_FACTOR
     escalate_over: object = None
+    escalate_quiet: float = DEFAULT_ESCALATE_QUIET_S
     by: object = None
     by_top: int = DEFAULT_BY_TOP

@@ -130,9 +130,11 @@ class Exporter:
         # the lean tier watching the tail, the full tier escalating: with
         # both tiers and a bound (else the full tier is always on, or
         # there is no lean tier to watch)
-        self.watch = TailWatch(config.escalate_factor, config.escalate_over) \
-            if (config.escalate_factor or config.escalate_over is not None) \
-            and config.tiers == "both" and config.max_overhead else None
+        watched = (config.escalate_factor or
+                   config.escalate_over is not None) and \
+            config.tiers == "both" and config.max_overhead
+        self.watch = TailWatch(config.escalate_factor, config.escalate_over,
+                               config.escalate_quiet) if watched else None
 
     def say(self, msg):
         self.err.write("%s: %s\n" % (TOOL, msg))

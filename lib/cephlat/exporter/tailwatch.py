@@ -15,7 +15,7 @@ its op_total. It fires
 - "slow": an op of the interval took at least `over_us` (the operator's
   threshold, --escalate-over).
 
-An OSD that fired is quiet for QUIET_S: one escalation pays for the
+An OSD that fired is quiet for `quiet_s` (--escalate-quiet): one escalation pays for the
 detail of a slowdown, not one per refresh of it. A tail that gets worse
 again meanwhile is news, not the same slowdown: a p99 over `factor` x
 the p99 it last fired on fires through the quiet (a blip a little over
@@ -26,12 +26,13 @@ however fast its p99 climbs)."""
 import math
 
 from ..engine.duty import ESCALATE_S
+from .config import DEFAULT_ESCALATE_QUIET_S
 from ..model.hist import Hist
 
 MIN_OPS = 20            # an interval's p99 over fewer is one op's latency
 WARMUP = 5              # intervals before a baseline is trusted
 WEIGHT = 0.1            # a calm interval's weight in the baseline
-QUIET_S = 60.0          # after an OSD fired, it is quiet this long
+QUIET_S = DEFAULT_ESCALATE_QUIET_S    # after an OSD fired, quiet this long
 STAGES = ("op_latency", "op_total")
 REASONS = ("p99", "slow")      # why look() fires
 
@@ -54,10 +55,11 @@ def tail_hist(hists):
 class TailWatch:
     """`factor`: fire when p99 is over this many times the baseline (0:
     never); `over_us`: fire when an op took at least this long (None:
-    no threshold)."""
+    no threshold); `quiet_s`: after an OSD fired, it does not fire again
+    for this long (but for a worse tail)."""
 
-    def __init__(self, factor, over_us=None):
-        self.factor, self.over_us = factor, over_us
+    def __init__(self, factor, over_us=None, quiet_s=QUIET_S):
+        self.factor, self.over_us, self.quiet_s = factor, over_us, quiet_s
         self.base = {}          # OSD -> [mean log p99 (us), intervals]
         self.quiet = {}         # OSD -> time it may fire again
         self.fired_p99 = {}     # OSD -> the p99 it last fired on (us)
@@ -97,7 +99,7 @@ class TailWatch:
             now >= self.fired_at.get(name, 0.0) + ESCALATE_S
         if now < self.quiet.get(name, 0.0) and not worse:
             return None
-        self.quiet[name] = now + QUIET_S
+        self.quiet[name] = now + self.quiet_s
         self.fired_at[name] = now
         if fired[0] == "p99":
             self.fired_p99[name] = p99
