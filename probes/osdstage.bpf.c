@@ -38,6 +38,9 @@ const volatile __u32 track_in_op = 0;	/* the dequeue function's return is
 					 * probed: sleeps inside it are work */
 const volatile struct role_prefix roles[MAX_ROLES] = {};
 const volatile __u32 record_events = 0;	/* send capture events */
+const volatile __u64 stack_min_ns = 0;	/* --stacks: the waits of target
+					 * threads this long or longer are
+					 * sent with their stacks (0: none) */
 /* per Ceph release (probe table). reqid_off 0: unknown (captures carry
  * no request ids); the stages that need the others are only attached
  * where the probe table has them. */

@@ -53,6 +53,18 @@ enum osdstage_limits {
 	WRING_BITS = 9,
 	WRINGS = 256,
 	WRING_WAYS = 4,
+	/* a wait's stacks (osdstage -w --stacks; struct stack_copy): kernel
+	 * frames, and bytes of the user stack copied from its pointer up, in
+	 * chunks (a chunk past the stack's end fails: the copy stops there);
+	 * threads whose last sleep's stacks are kept at once */
+	KSTACK_DEPTH = 32,
+	USTACK_BYTES = 8192,
+	USTACK_CHUNK = 1024,
+	STACK_THREADS = 1024,
+	/* a thread's pending uretprobe returns kept with its stack (the
+	 * probes' own: a probed function's return address on the stack is
+	 * the kernel's trampoline until it returns) */
+	URET_DEPTH = 8,
 	/* ops sent as OTLP traces (struct op_trace): a replicated write's
 	 * first replies kept for its trace on its primary */
 	TRACE_PEERS = 4,
@@ -205,6 +217,8 @@ enum counter_id {
 				 * queued_for_pg stamp (the tracker off, or
 				 * its event list moved while read), its
 				 * enqueue from its message's dispatch stamp */
+	CNT_STACK_MAP_FULL,	/* a sleep's stacks not kept: the wait_stacks
+				 * map was full (--stacks) */
 	CNT__RESULTS,		/* results from here on */
 	CNT_WAKE_ENQUEUER = CNT__RESULTS, /* the dequeuing worker slept with
 				 * the op queued and was woken by the
@@ -227,7 +241,7 @@ enum counter_id {
 				 * target filter) */
 	CNT_HIT_SYSCALL,	/* syncfs tracepoint runs of the target (futex
 				 * waits come from the scheduler programs) */
-	CNT__MAX = 28,
+	CNT__MAX = 29,
 	/* markers: the counters from CNT__UPROBE_HITS count uprobe hits,
 	 * those from CNT__TP_HITS on tracepoint runs (the cost model's two
 	 * prices: engine/duty.py, the exporter, the bench) */
@@ -634,6 +648,7 @@ enum ev_id {
 	EV_REPOP_DONE,
 	EV_OP_REQID,		/* an op's request id, learned after its enqueue */
 	EV_SHARD_READ,		/* an erasure-coded read's shards all replied */
+	EV_WAIT_STACK,		/* a target thread's long wait, its stacks */
 	EV__BPF,		/* ids from here on are written by user space */
 };
 
@@ -840,6 +855,72 @@ struct ev_block_rq {
 	__u64 duration_ns;	/* issue -> complete */
 	__u32 dev;		/* major << DEV_MINOR_BITS | minor */
 	__u32 bytes;
+} EV_PACKED;
+
+/* A thread's stacks at one moment (--stacks): its user registers and the
+ * top of its user stack, copied as it is (the user stack is unwound
+ * offline, from the binaries' own unwind tables: Ceph's builds keep no
+ * frame pointers: lib/cephlat/stacks/), and its kernel stack's return
+ * addresses (the kernel's own unwinder). The layout of struct
+ * ev_wait_stack's two halves, field for field. */
+struct stack_copy {
+	__u64 ip;		/* user registers at its last kernel entry */
+	__u64 sp;
+	__u64 bp;
+	__u32 kframes;		/* kernel frames in kstack */
+	__u32 ubytes;		/* user stack bytes copied, from sp up */
+	__u32 urets;		/* pending uretprobe returns: */
+	__u32 pad;
+	__u64 uret_slot[URET_DEPTH]; /* where each return address is on the
+				 * stack (it holds the trampoline's), */
+	__u64 uret_addr[URET_DEPTH]; /* and the address it stands for */
+	__u64 kstack[KSTACK_DEPTH];
+	__u8 ustack[USTACK_BYTES];
+};
+
+/* a target thread's stacks as it went to sleep (map wait_stacks, by
+ * tid), sent with the waker's if the wait lasts stack_min_ns */
+struct wait_stack {
+	__u64 since;		/* the sleep's start (struct thread_state) */
+	struct stack_copy s;
+};
+
+/* a target thread's wait of at least stack_min_ns (--stacks), at its
+ * wake-up: where it slept (its stacks as it went to sleep) and who woke
+ * it (the waker's stacks as it woke it: its kernel stack always, its
+ * user stack when it is a thread of the target) */
+struct ev_wait_stack {
+	struct ev_hdr h;
+	__u64 offcpu_ns;	/* asleep -> woken */
+	__u32 tid;
+	__u32 waker_tid;	/* 0: not a thread of the target */
+	ev_role_t role;
+	ev_sleep_kind_t sleep;	/* as ev_waking's */
+	__u8 pad;		/* the halves 8-byte aligned in the ring */
+	/* the sleeper: struct stack_copy */
+	ev_addr_t ip;
+	ev_addr_t sp;
+	ev_addr_t bp;
+	__u32 kframes;
+	__u32 ubytes;
+	__u32 urets;
+	__u32 pad2;
+	ev_addr_t uret_slot[URET_DEPTH];
+	ev_addr_t uret_addr[URET_DEPTH];
+	ev_addr_t kstack[KSTACK_DEPTH];
+	__u8 ustack[USTACK_BYTES];
+	/* the waker: struct stack_copy */
+	ev_addr_t waker_ip;
+	ev_addr_t waker_sp;
+	ev_addr_t waker_bp;
+	__u32 waker_kframes;
+	__u32 waker_ubytes;
+	__u32 waker_urets;
+	__u32 waker_pad;
+	ev_addr_t waker_uret_slot[URET_DEPTH];
+	ev_addr_t waker_uret_addr[URET_DEPTH];
+	ev_addr_t waker_kstack[KSTACK_DEPTH];
+	__u8 waker_ustack[USTACK_BYTES];
 } EV_PACKED;
 
 #endif /* OSDSTAGE_H */

@@ -225,6 +225,24 @@ struct {
 	__type(value, struct stage_stats);
 } stats SEC(".maps");
 
+/* --stacks: each target thread's stacks as it last went to sleep into a
+ * wait worth one (struct wait_stack, by tid); sized by the loader
+ * (STACK_THREADS, one entry without --stacks); stack_zero: the value a
+ * new entry starts from (too large for the BPF stack) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct wait_stack);
+} wait_stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct wait_stack);
+} stack_zero SEC(".maps");
+
 /* capture events; sized by the loader (a page when not recording) */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

@@ -250,8 +250,8 @@ static __always_inline void sleep_was_lock(struct thread_state *t)
 
 /* Target thread t (task p), asleep, is woken at `now` by `waker`, a
  * thread of its process (NULL: another process's, an interrupt of one,
- * or unknown). */
-static __always_inline void wake_up(struct thread_state *t,
+ * or unknown). -> the kind of the sleep it ends */
+static __always_inline __u32 wake_up(struct thread_state *t,
 				    struct task_struct *p, int slot, __u64 now,
 				    __u32 gen, struct task_struct *waker)
 {
@@ -286,6 +286,7 @@ static __always_inline void wake_up(struct thread_state *t,
 		e->sleep = kind;	/* SK_WORK when it was not asleep */
 		EV_SEND(e);
 	}
+	return kind;
 }
 
 /* What the sleep thread t (of target `slot`) goes into is, right after
@@ -402,6 +403,135 @@ static __always_inline void behind_wait(struct cpu_ring *r, __u32 slot,
 		behind_add(base | BEHIND_UNKNOWN, NULL, told - w0, slot);
 }
 
+/* ------------------------------------------------------------------------
+ * Stacks at waits (--stacks, stack_min_ns): a target thread that goes to
+ * sleep in a wait worth one (a lock, or inside an op: I/O, a completion;
+ * not an idle worker's wait for work) keeps its stacks (wait_stacks); if
+ * the wait lasts stack_min_ns, its wake-up sends them with the waker's
+ * (struct ev_wait_stack). */
+
+/* `task`'s stacks into `out`: the current kernel stack (the program's:
+ * `task` is current), and when `user`, task's user registers and the top
+ * of its user stack. */
+static __noinline void take_stack(void *ctx, struct task_struct *task,
+				  struct stack_copy *out, __u32 user)
+{
+	struct return_instance *ri;
+	struct pt_regs *regs;
+	long n;
+	__u32 i;
+
+	if (!out)
+		return;
+	n = bpf_get_stack(ctx, out->kstack, sizeof(out->kstack), 0);
+	out->kframes = n > 0 ? (__u64)n / 8 : 0;
+	out->ubytes = out->urets = 0;
+	out->ip = out->sp = out->bp = 0;
+	if (!user || !task)
+		return;
+	regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!regs)
+		return;
+	out->ip = BPF_CORE_READ(regs, ip);
+	out->sp = BPF_CORE_READ(regs, sp);
+	out->bp = BPF_CORE_READ(regs, bp);
+	for (i = 0; i < USTACK_BYTES / USTACK_CHUNK; i++) {
+		if (bpf_probe_read_user(&out->ustack[i * USTACK_CHUNK],
+					USTACK_CHUNK,
+					(void *)(out->sp + i * USTACK_CHUNK)))
+			break;
+		out->ubytes = (i + 1) * USTACK_CHUNK;
+	}
+	/* the functions with a uretprobe pending (ours: dequeue_op...)
+	 * have the kernel's trampoline as their return address: the
+	 * addresses they stand for, innermost first */
+	ri = BPF_CORE_READ(task, utask, return_instances);
+	for (i = 0; i < URET_DEPTH && ri; i++) {
+		out->uret_slot[i] = BPF_CORE_READ(ri, stack);
+		out->uret_addr[i] = BPF_CORE_READ(ri, orig_ret_vaddr);
+		out->urets = i + 1;
+		ri = BPF_CORE_READ(ri, next);
+	}
+}
+
+/* Target thread `prev` (tid, of target `slot`) goes to sleep at `now`:
+ * its stacks kept. */
+static __noinline void stack_at_sleep(void *ctx, struct task_struct *prev,
+				      __u64 now, __u32 slot)
+{
+	__u32 tid = prev->pid, zero = 0;
+	struct wait_stack *w = bpf_map_lookup_elem(&wait_stacks, &tid);
+
+	if (!w) {
+		struct wait_stack *z = bpf_map_lookup_elem(&stack_zero, &zero);
+
+		if (!z)
+			return;
+		bpf_map_update_elem(&wait_stacks, &tid, z, BPF_NOEXIST);
+		w = bpf_map_lookup_elem(&wait_stacks, &tid);
+		if (!w) {
+			count(slot, CNT_STACK_MAP_FULL);
+			return;
+		}
+	}
+	w->since = now;
+	take_stack(ctx, prev, &w->s, 1);
+}
+
+/* A wait that ended: what stack_out needs of it (a subprogram takes five
+ * arguments at most) */
+struct wait_note {
+	__u64 since;		/* asleep since */
+	__u64 now;
+	__u32 tid;
+	__u32 waker_tid;	/* 0: not a thread of the target */
+	__u32 slot;
+	__u32 gen;
+	__u32 kind;
+	__u32 role;
+};
+
+/* The wait `n` lasted stack_min_ns: its stacks sent, with the waker's
+ * (current: `waker`, a task of the target, or NULL). */
+static __noinline void stack_out(void *ctx, struct wait_note *n,
+				 struct task_struct *waker)
+{
+	struct wait_stack *w;
+	struct ev_wait_stack *e;
+	__u32 tid;
+
+	if (!n)
+		return;
+	tid = n->tid;
+	w = bpf_map_lookup_elem(&wait_stacks, &tid);
+	if (!w || w->since != n->since)
+		return;		/* not a wait worth stacks */
+	e = EV_NEW(ev_wait_stack, EV_WAIT_STACK, n->now, n->gen, n->slot);
+	if (!e)
+		return;
+	e->offcpu_ns = n->now - n->since;
+	e->tid = tid;
+	e->waker_tid = n->waker_tid;
+	e->role = n->role;
+	e->sleep = n->kind;
+	/* each half is a struct stack_copy, 8-byte aligned (the record is) */
+	bpf_probe_read_kernel((void *)&e->ip, sizeof(struct stack_copy),
+			      &w->s);
+	take_stack(ctx, waker, (struct stack_copy *)(void *)&e->waker_ip,
+		   !!waker);
+	w->since = 0;
+	EV_SEND(e);
+}
+
+_Static_assert(__builtin_offsetof(struct ev_wait_stack, waker_ip) -
+	       __builtin_offsetof(struct ev_wait_stack, ip) ==
+	       sizeof(struct stack_copy) &&
+	       __builtin_offsetof(struct ev_wait_stack, ustack) -
+	       __builtin_offsetof(struct ev_wait_stack, ip) ==
+	       __builtin_offsetof(struct stack_copy, ustack) &&
+	       (__builtin_offsetof(struct ev_wait_stack, ip) & 7) == 0,
+	       "ev_wait_stack's halves are not struct stack_copy");
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)
@@ -440,6 +570,12 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 			transition(t, state, sleep_kind(t, slot), now);
 			if (state == TS_DEAD)
 				t->died = now;
+			/* a wait worth stacks: a lock, or inside an op (an
+			 * idle wait may turn out a lock's: a mutex's) */
+			if (stack_min_ns && state == TS_SLEEP &&
+			    (t->sleep != SK_IDLE ||
+			     (t->futex_start && (t->cv_uaddr & 1))))
+				stack_at_sleep(ctx, prev, now, slot);
 			eo = EV_NEW(ev_switch_out, EV_SWITCH_OUT, now, gen,
 				    slot);
 			if (eo) {
@@ -503,8 +639,8 @@ int BPF_PROG(on_waking, struct task_struct *p)
 {
 	struct task_struct *cur;
 	struct thread_state *t;
-	__u64 now;
-	__u32 gen;
+	__u64 now, since;
+	__u32 gen, kind;
 	int slot;
 
 	slot = target_of(p->tgid);
@@ -517,7 +653,19 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	if (!t || t->state != TS_SLEEP)
 		return 0;
 	cur = bpf_get_current_task_btf();
+	since = t->since;
 	/* a waker of the same process: it may be the op's enqueuer */
-	wake_up(t, p, slot, now, gen, cur->tgid == p->tgid ? cur : NULL);
+	kind = wake_up(t, p, slot, now, gen, cur->tgid == p->tgid ? cur : NULL);
+	/* (a wake-up racing the sleep's switch-out sees a later start) */
+	if (stack_min_ns && now > since && now - since >= stack_min_ns) {
+		struct wait_note n = {
+			.since = since, .now = now, .tid = p->pid,
+			.waker_tid = cur->tgid == p->tgid ? cur->pid : 0,
+			.slot = slot, .gen = gen, .kind = kind,
+			.role = t->role,
+		};
+
+		stack_out(ctx, &n, cur->tgid == p->tgid ? cur : NULL);
+	}
 	return 0;
 }

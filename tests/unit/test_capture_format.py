@@ -104,7 +104,8 @@ def test_event_classes_are_the_bpf_structs():
         want, off = [("h", 0)], hdr_size
         for name, ftype, _ in c.fields:
             want.append((name, off))
-            off += SIZES[ftype]
+            arr = ctf.array_of(ftype)
+            off += SIZES[arr[0]] * arr[1] if arr else SIZES[ftype]
         assert members == want, c.name
         assert size == off, c.name
     # enum fields carry their labels; addresses are shown in hex
@@ -120,6 +121,11 @@ def test_event_classes_are_the_bpf_structs():
     assert by["stage"]["stage"][2][:len(stages)] == stages
     assert by["op_dequeue"]["shard"][1] == by["op_enqueue"]["op"][1] == "x64"
     assert by["waking"]["role"][2] == ["other", "worker"]
+    # a wait's stacks: addresses in hex, the user stack's bytes
+    assert by["wait_stack"]["kstack"][1] == "x64[%d]" % a.const(
+        "KSTACK_DEPTH")
+    assert by["wait_stack"]["ustack"][1] == "u8[%d]" % a.const(
+        "USTACK_BYTES")
 
 
 def test_enums_and_context_round_trip(tmp_path):

@@ -121,3 +121,33 @@ def test_foreign_and_corrupt_files(tmp_path):
     with pytest.raises(UserError) as e:
         list(Trace(str(tmp_path / "t")).events())
     assert "corrupt packet at byte 4096" in str(e.value)
+
+
+def test_arrays_of_integers_and_bytes(tmp_path):
+    """A stack copy's fields: addresses (x64[N]) and bytes (u8[N]) read
+    back the same, by our reader, numpy's records and babeltrace2."""
+    import numpy as np
+    from cephlat.capture.stream import class_dtype
+    from cephlat.capture.ctf import array_of
+    cls = [EventClass("osdstage:stack", [("n", "u32"), ("k", "x64[4]"),
+                                         ("u", "u8[16]"), ("m", "u8")])]
+    assert array_of("x64[4]") == ("x64", 4) and array_of("u8") is None
+    t0 = time.monotonic_ns()
+    ks = (0xffffffff81000010, 2, 3, 0)
+    mem = bytes(range(16))
+    with Writer(str(tmp_path / "t"), cls, clock_offset_ns=0) as w:
+        w.write("osdstage:stack", t0, 7, ks, mem, 9)
+    tr = Trace(str(tmp_path / "t"))
+    (name, ts, got), = list(tr.events())
+    assert got == {"n": 7, "k": ks, "u": mem, "m": 9}
+    c = next(iter(tr.classes.values()))
+    assert [t for _, t, _ in c.fields] == ["u32", "x64[4]", "u8[16]", "u8"]
+    dt = class_dtype(tr.context, c)
+    assert dt["k"].shape == (4,) and dt["u"].shape == (16,)
+    raw = np.zeros(1, dt)
+    assert raw.itemsize == 4 + 8 + 4 + 4 * 8 + 16 + 1
+    if shutil.which("babeltrace2"):
+        out = subprocess.run(["babeltrace2", str(tmp_path / "t")],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert "[0] = 0xFFFFFFFF81000010" in out.stdout, out.stdout

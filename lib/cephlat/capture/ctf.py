@@ -54,12 +54,36 @@ _EVH = struct.Struct("<IQ")          # event id, timestamp
 PACKET_HEAD = _HDR.size + _CTX.size
 
 
+def array_of(ftype):
+    """A fixed-size array's type "T[N]" (T an integer type of TYPES) ->
+    (T, N); else None. u8 arrays are bytes (a copy of memory), the others
+    N integers."""
+    if not ftype.endswith("]") or "[" not in ftype:
+        return None
+    elem, _, n = ftype[:-1].partition("[")
+    if elem not in TYPES or not TYPES[elem][1] or elem.startswith("char") \
+            or not n.isdigit() or int(n) < 1:
+        return None
+    return elem, int(n)
+
+
+def _fmt(ftype):
+    """The struct format of a field of fixed size (None: a string)."""
+    arr = array_of(ftype)
+    if arr is None:
+        return TYPES[ftype][1]
+    elem, n = arr
+    return "<%ds" % n if elem == "u8" else "<%d%s" % (n, TYPES[elem][1][1:])
+
+
 def _norm_field(f):
     """(name, type) or (name, type, [labels]) -> (name, type, labels|None);
     labels (by value; None for a value without one) make an integer field
     a CTF enum (babeltrace2 prints them)."""
     name, ftype = f[0], f[1]
     labels = list(f[2]) if len(f) > 2 and f[2] is not None else None
+    if array_of(ftype) is not None and not labels:
+        return name, ftype, None
     if ftype not in TYPES or (labels and TYPES[ftype][1] is None):
         raise ValueError("bad field type %s" % ftype)
     return name, ftype, labels
@@ -70,6 +94,9 @@ def _text_len(ftype):
 
 
 def _tsdl_field(name, ftype, labels):
+    arr = array_of(ftype)
+    if arr is not None:
+        return "%s %s[%d];" % (TYPES[arr[0]][0], name, arr[1])
     if _text_len(ftype):
         return "%s %s[%d];" % (TYPES[ftype][0], name, _text_len(ftype))
     if not labels:
@@ -85,30 +112,60 @@ class EventClass:
         self.fields = [_norm_field(f) for f in fields]
         self.names = tuple(f[0] for f in self.fields)
         self.id = None
-        self._fixed = all(TYPES[t][1] for _, t, _ in self.fields)
+        self._fixed = all(_fmt(t) for _, t, _ in self.fields)
+        # integer arrays: their values regrouped into one tuple each
+        self._arrays = [(i, array_of(t)[1]) for i, (_, t, _) in
+                        enumerate(self.fields) if array_of(t) is not None
+                        and array_of(t)[0] != "u8"]
         # fields of fixed-size text: decoded up to their first NUL
         self._texts = [i for i, (_, t, _) in enumerate(self.fields)
                        if _text_len(t)]
         if self._fixed:
             self._struct = struct.Struct(
-                "<" + "".join(TYPES[t][1][1:] for _, t, _ in self.fields))
+                "<" + "".join(_fmt(t)[1:] for _, t, _ in self.fields))
         else:
             # runs of fixed-size fields packed by one Struct each, and the
             # strings between them: [(first, last + 1, Struct or None)]
             self._plan, i, n = [], 0, len(self.fields)
             while i < n:
                 j = i
-                while j < n and TYPES[self.fields[j][1]][1]:
+                while j < n and _fmt(self.fields[j][1]):
                     j += 1
                 if j > i:
                     self._plan.append((i, j, struct.Struct("<" + "".join(
-                        TYPES[t][1][1:] for _, t, _ in self.fields[i:j]))))
+                        _fmt(t)[1:] for _, t, _ in self.fields[i:j]))))
                     i = j
                 else:
                     self._plan.append((i, i + 1, None))
                     i += 1
 
+    def _flat(self, values):
+        """Values with each integer array's spread out (struct's)."""
+        out = list(values)
+        for i, _ in reversed(self._arrays):
+            out[i:i + 1] = list(values[i])
+        return out
+
+    def _grouped(self, vals):
+        """struct's values with each integer array's back in a tuple."""
+        out, k = [], 0
+        arrays = dict(self._arrays)
+        for i in range(len(self.fields)):
+            n = arrays.get(i)
+            if n is None:
+                out.append(vals[k])
+                k += 1
+            else:
+                out.append(tuple(vals[k:k + n]))
+                k += n
+        return out
+
     def encode(self, values):
+        if self._arrays:
+            if not self._fixed:
+                raise ValueError("integer arrays with strings: %s" %
+                                 self.name)
+            values = self._flat(values)
         if self._fixed and not self._texts:
             return self._struct.pack(*values)
         if self._fixed:
@@ -133,6 +190,8 @@ class EventClass:
         """-> (values tuple, position after the event)"""
         if self._fixed:
             vals = self._struct.unpack_from(data, p)
+            if self._arrays:
+                vals = tuple(self._grouped(vals))
             if self._texts:
                 vals = list(vals)
                 for i in self._texts:
@@ -142,7 +201,7 @@ class EventClass:
             return vals, p + self._struct.size
         vals = []
         for _, ftype, _ in self.fields:
-            fmt = TYPES[ftype][1]
+            fmt = _fmt(ftype)
             if fmt is None:
                 z = data.index(b"\0", p, end)
                 vals.append(data[p:z].decode("utf-8", "replace"))
@@ -350,6 +409,9 @@ def _parse_fields(body):
         if not m:
             raise ValueError("a field it cannot read: %r" % line.strip())
         base, items, plain, fname, length = m.groups()
+        if length and plain in by_type and plain != TYPES["char64"][0]:
+            fields.append((fname, "%s[%s]" % (by_type[plain], length), None))
+            continue
         if length:                        # fixed-size text
             fields.append((fname, "char" + length, None))
             continue

@@ -63,6 +63,11 @@ def _bpf_field(m, abi, vocab, role_names):
     t = m["type"] or ""
     if t == "ev_addr_t":
         return (m["name"], "x64")
+    if m["kind"] == "array" and not t.startswith("char["):
+        # an array of integers: addresses (ev_addr_t) or bytes (__u8)
+        elem, n = t[:-1].split("[")
+        return (m["name"], "%s[%s]" % ("x64" if elem == "ev_addr_t" else
+                                       elem.lstrip("_"), n))
     if m["kind"] == "array" and t.startswith("char["):
         return (m["name"], "char%d" % m["size"])     # fixed-size text
     if t == "ev_role_t":
@@ -102,6 +107,11 @@ def event_classes(abi, vocab, role_names):
         # the cluster's names of pools and RBD images, JSON
         # (ceph/clusternames.py), when the host could read them
         ("names", [("names", "string")]),
+        # --stacks: a file the target maps (its user stacks are unwound
+        # from the files' own tables, -r), as /proc/PID/maps has it, and
+        # the file's GNU build id ("": none read)
+        ("mapping", [("start", "x64"), ("end", "x64"), ("offset", "x64"),
+                     ("build_id", "string"), ("path", "string")]),
     ]
     return [ctf.EventClass("osdstage:" + n, f)
             for n, f in bpf_events + user_events]
@@ -185,6 +195,10 @@ class CaptureWriter:
                "worker_role": tracer.roles.names[tracer.roles.worker],
                "kernel_stages": int(tracer.kernel),
                "call_bias_ns": call_bias_ns,
+               # the kernel's text address this boot: -r names kernel
+               # frames only on the same boot (KASLR moves them)
+               "kernel_stext": "0x%x" % kernel_stext()
+               if getattr(tracer, "stacks_min_us", None) else "",
                "clock_id": clock.clock_id(),
                "fake_clock_skew_ns": clock.fake_skew_ns(),
                "info": json.dumps(info, sort_keys=True)}
@@ -200,6 +214,7 @@ class CaptureWriter:
         self._last_flush = time.monotonic()
         self.seen_threads = set()
         self.named = False          # names() was called
+        self.mapped = {}            # slot -> the mappings written
         self.lookup = None          # its owner's names source, if any
         self._clock(start)
 
@@ -258,6 +273,23 @@ class CaptureWriter:
               json.dumps(extra))
         self.ctf.flush()
 
+    def mappings(self, maps, build_id, slot=0):
+        """The files target `slot` maps (--stacks: what -r unwinds its
+        stacks with): `maps` (stacks/unwind.py's Mappings), the new ones
+        written; build_id(path): a file's build id, or None."""
+        seen = self.mapped.setdefault(slot, set())
+        ts = time.monotonic_ns()
+        ids = {}
+        for m in maps:
+            key = (m.start, m.end, m.offset, m.path)
+            if key in seen:
+                continue
+            seen.add(key)
+            if m.path not in ids:
+                ids[m.path] = build_id(m.path)
+            self._w("mapping", ts, self.tracer.gen, m.start, m.end,
+                    m.offset, ids[m.path] or "", m.path, target=slot)
+
     def names(self, names):
         """The cluster's names (ceph/clusternames.py's lookup()), each
         time they are read."""
@@ -277,6 +309,19 @@ class CaptureWriter:
         self.ctf.close()
         self.rec.close()
         return st
+
+
+def kernel_stext():
+    """The kernel's _stext address (/proc/kallsyms: root reads it), 0
+    when not readable."""
+    try:
+        with open("/proc/kallsyms") as f:
+            for line in f:
+                if line.endswith(" _stext\n"):
+                    return int(line.split()[0], 16)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def thread_names(pid):

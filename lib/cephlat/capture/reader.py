@@ -163,6 +163,9 @@ class Capture(OpLookups, SchedAccess):
         # {id: name}, "images": {image id: name}, "selves": the look-ups'
         # own client entities}; {} when none
         self.cluster_names = {}
+        # the files the target mapped (--stacks: "mapping" events), each
+        # {"start", "end", "offset", "build_id", "path"}
+        self.mappings = []
         trace = self.trace
         self._bpf = {c.id: c.name.split(":", 1)[1]
                      for c in trace.classes.values()}
@@ -208,6 +211,9 @@ class Capture(OpLookups, SchedAccess):
                 continue
             if name == "names":
                 merge_names(self.cluster_names, json.loads(d["names"]))
+                continue
+            if name == "mapping":
+                self.mappings.append(d)
                 continue
             if cur is None or cur.gen != gen:
                 cur = self.reports.setdefault(gen, Report(gen, ts))

@@ -45,8 +45,11 @@ def class_dtype(context, c):
             return None
         fields.append(("_ctx%d" % i, _NP[t]))
     for name, t, _ in c.fields:
+        arr = ctf.array_of(t)
         if t in _NP:
             fields.append((name, _NP[t]))
+        elif arr is not None and arr[0] in _NP:
+            fields.append((name, _NP[arr[0]], (arr[1],)))
         elif t.startswith("char"):
             fields.append((name, "S%d" % int(t[4:])))
         else:

@@ -68,7 +68,8 @@ class Parser(argparse.ArgumentParser):
 OFFLINE_ONLY = {"t_from": "--from", "t_to": "--to",
                 "thread_role": "--thread-role", "op_class": "--op-class",
                 "slowest": "--slowest", "html": "--html",
-                "perfetto": "--perfetto", "op_reqid": "--op", "by": "--by"}
+                "perfetto": "--perfetto", "op_reqid": "--op", "by": "--by",
+                "folded": "--folded"}
 # --by's keys (model/breakdown.py: KINDS; here so that --help and a usage
 # error need no numpy)
 BY_KEYS = ("client", "pool", "pg", "image")

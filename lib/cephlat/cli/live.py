@@ -181,6 +181,20 @@ def run(args, out, err):
 def _name_threads(writer, targets, ts):
     for slot, t in enumerate(targets):
         writer.threads(capture.thread_names(t.pid), ts, slot)
+        if writer.tracer.stacks_min_us:
+            _mappings(writer, t.pid, slot)
+
+
+def _mappings(writer, pid, slot):
+    """--stacks: the files target `slot` maps into its capture (its
+    paths as the process sees them; read through /proc/PID/root)."""
+    from ..stacks.unwind import build_id, read_maps
+    try:
+        maps = read_maps(pid)
+    except OSError:
+        return                      # gone: its last ones are written
+    writer.mappings(maps, lambda path: build_id("/proc/%d/root%s" % (
+        pid, path)), slot)
 
 
 def _write_names(writer):

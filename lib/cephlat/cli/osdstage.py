@@ -27,7 +27,7 @@ DEFAULT_TIMELINE_MS = 50.0
 # recorded): dest -> the option as the user writes it. Those with a
 # default are None unless given (the defaults are set after the check)
 LIVE_ONLY = {"lean": "--lean", "no_kernel": "--no-kernel",
-             "behind": "--behind",
+             "behind": "--behind", "stacks": "--stacks",
              "max_overhead": "--max-overhead", "ring_mb": "--ring-mb",
              "max_ops": "--max-ops", "op_timeout": "--op-timeout",
              "probes": "--probes", "bpftrace_args": "--bpftrace-args",
@@ -327,6 +327,14 @@ def _capture_options(p):
                    metavar="MB",
                    help="ring buffer between the probes and the recorder "
                         "(default 32 per traced OSD)")
+    w.add_argument("--stacks", type=positive_float, default=None,
+                   metavar="US",
+                   help="also record where the OSD's threads waited: the "
+                        "user and kernel stacks of each wait of at least "
+                        "US microseconds (1000 is a good start) for a lock "
+                        "or inside an op (I/O, a completion), and the "
+                        "waker's; -r --folded prints them (a cost per such "
+                        "sleep: see osdstage(8), STACKS)")
 
 
 def _reading_options(p):
@@ -355,6 +363,12 @@ def _reading_options(p):
                         "ahead of the first capture's (e.g. h2.ctf=+3ms, "
                         "as chronyc tracking or ntpq says); its times are "
                         "moved back by it. Repeatable")
+    o.add_argument("--folded", action="store_true",
+                   help="print the window's waits recorded with --stacks "
+                        "as folded stacks, one line each, the microseconds "
+                        "asleep summed (flame-graph input): role, the "
+                        "sleeper's stack from its thread's root, then "
+                        "after -- the waker's")
     o.add_argument("--html", metavar="FILE",
                    help="write a self-contained HTML report with a timeline")
     o.add_argument("--perfetto", metavar="FILE",
@@ -442,6 +456,14 @@ def _check_reading(args):
     if args.by and args.op_reqid:
         raise UsageError("--by breaks a window's ops down and --op tells "
                          "one op's story: use one of them")
+    if args.folded:
+        clash = [opt for opt, on in (
+            ("-j", args.json), ("--by", args.by), ("--op", args.op_reqid),
+            ("--slowest", args.slowest), ("--html", args.html),
+            ("--perfetto", args.perfetto)) if on]
+        if clash:
+            raise UsageError("--folded prints folded stacks alone: drop %s"
+                             % clash[0])
     otlpargs.check(args, live=False)
 
 
@@ -476,6 +498,13 @@ def _check_live(args):
                              "--lean" if args.lean else "--otlp (a capture, "
                              "-w, then -r --by, breaks its ops down)"
                              if args.otlp else "--bpftrace-args"))
+    if args.stacks is not None and (args.lean or args.no_kernel or
+                                    not args.write):
+        raise UsageError("--stacks records the waits' stacks in a capture "
+                         "from the kernel's scheduler events: %s" % (
+                             "not with --lean" if args.lean else
+                             "not with --no-kernel" if args.no_kernel else
+                             "with -w CAPTURE"))
     if args.behind and (args.lean or args.no_kernel):
         raise UsageError("--behind splits the kernel's run-queue waits: not "
                          "with %s" % ("--lean" if args.lean else

@@ -20,7 +20,8 @@ from .args import OFFLINE_ONLY, text_options
 from . import header, otlp
 from .lineup import clock_check, clock_offsets
 from .merged import end_to_end, op_story
-from .windows import (bound, by_captures, host_pictures, window_record,
+from .windows import (bound, by_captures, check_window, host_pictures,
+                      window_record,
                       write_pictures)
 
 
@@ -126,6 +127,8 @@ def run(args, out, err):
             return end_to_end(args, opts, out, caps, traces, clocks)
         if args.by and len(paths) > 1:
             return _by_captures(args, opts, out, err, paths, caps)
+        if args.folded:
+            return _folded(args, out, err, caps)
         if len(caps) > 1:
             return _many(args, opts, out, err, caps, window)
         cap = caps[0]
@@ -256,6 +259,43 @@ def _replay(args, opts, out, cap, run_info):
                             (cap.last_ns - t0) / 1e9, None)
         iv.record["type"] = "window"
         _emit(args, opts, out, iv)
+    return 0
+
+
+def _folded(args, out, err, caps):
+    """--folded: the window's waits with stacks, each stack's time summed
+    (with several OSDs, each line starts with its name)."""
+    from ..stacks.waits import StackReader, folded
+    any_stacks = False
+    for cap in caps:
+        if not any(c.name == "osdstage:wait_stack" and c.id < cap.n_bpf
+                   for c in cap.trace.classes.values()) or \
+                not cap.mappings:
+            continue
+        any_stacks = True
+        t0 = bound(cap, args.t_from, cap.first_ns)
+        t1 = bound(cap, args.t_to, cap.last_ns)
+        check_window(args, cap, t0, t1)
+        sr = StackReader(cap)
+        try:
+            waits = sr.waits(t0, t1, args.thread_role)
+        finally:
+            sr.close()
+        name = cap.targets[cap.slot].get("name") if len(caps) > 1 else None
+        for stack, us in sorted(folded(waits).items(),
+                                key=lambda kv: -kv[1]):
+            out.write("%s%s %d\n" % (name + ";" if name else "", stack,
+                                      round(us)))
+        if sr.files.missing:
+            err.write("%s: %s: not on this host as recorded (its build id "
+                      "differs or it is gone): its frames are addresses\n"
+                      % (TOOL, ", ".join(sr.files.missing)))
+        if sr.ksyms.why:
+            err.write("%s: kernel frames are addresses: %s\n" % (
+                TOOL, sr.ksyms.why))
+    if not any_stacks:
+        raise UserError("%s holds no stacks: record them with -w CAPTURE "
+                        "--stacks" % args.read)
     return 0
 
 

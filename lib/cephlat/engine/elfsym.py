@@ -4,6 +4,7 @@ Reads .symtab and .dynsym with pyelftools, demangles with the C++ runtime's
 own demangler (libstdc++ __cxa_demangle, through ctypes) and converts a
 symbol's virtual address into the file offset that uprobes attach at.
 """
+import bisect
 import ctypes
 import ctypes.util
 import os
@@ -133,6 +134,7 @@ class ElfSymbols:
             self._f.close()
             raise UserError("%s is not a readable ELF file: %s" % (path, e))
         self._by_base = None
+        self._at = None             # function_at's sorted symbols
 
     def close(self):
         self._f.close()
@@ -246,6 +248,28 @@ class ElfSymbols:
             seen[addr] = Symbol(name, dm, addr, size,
                                 self.vaddr_to_offset(addr), table)
         return [seen[a] for a in sorted(seen)]
+
+    def function_at(self, vaddr):
+        """The function of this file that holds address `vaddr`, its
+        demangled name without parameters (a compiler-made part, "f
+        [clone .cold]", named as its function), or None: in no function
+        symbol (a static function of a stripped file)."""
+        if self._at is None:
+            syms = sorted((addr, size, name) for name, addr, size, _ in
+                          self._function_symbols())
+            self._at = ([a for a, _, _ in syms], syms)
+        starts, syms = self._at
+        i = bisect.bisect_right(starts, vaddr) - 1
+        # the symbols at one address (aliases) end at the same place: the
+        # last of them stands for all; one of size 0 covers nothing
+        if i < 0:
+            return None
+        addr, size, name = syms[i]
+        if not addr <= vaddr < addr + size:
+            return None
+        dm = demangle(name.split("@", 1)[0])     # no symbol version
+        clone = dm.find(" [clone ")
+        return function_name(dm[:clone] if clone >= 0 else dm)
 
     def has_symtab(self):
         return self._elf.get_section_by_name(".symtab") is not None

@@ -28,12 +28,13 @@ class Want:
     # ring_mb_per_target for each target; traces: the ops to send as
     # OTLP traces (model/sample.py's TraceChoice; None: none; the full
     # tier's only); behind: whom the threads wait behind for a CPU
-    # (--behind)
+    # (--behind); stacks: the stacks of waits of at least this many us
+    # are captured (--stacks; None: none)
     FIELDS = dict(pid=None, osd=None, probes=None, stages=None,
                   release=None, strict=False, no_kernel=False, lean=False,
                   max_ops=DEFAULT_MAX_OPS, ring_mb=None,
                   ring_mb_per_target=0, host_netns=None, traces=None,
-                  behind=False)
+                  behind=False, stacks=None)
 
     def __init__(self, **kw):
         unknown = set(kw) - set(self.FIELDS)
@@ -62,7 +63,8 @@ class Session:
             kernel=not (want.no_kernel or want.lean),
             roles=self.roles, mclock=[t.mclock() for t in self.targets],
             ring_bytes=ring_bytes(mb) if mb else 0, lean=want.lean,
-            traces=want.traces, behind=want.behind)
+            traces=want.traces, behind=want.behind,
+            stacks_min_us=want.stacks if mb else None)
         # the cost estimate needs the measured cost of a uprobe hit
         self.tracer.calibrate_always = True
         # the op class is read at completion: split only when it is probed

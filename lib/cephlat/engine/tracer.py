@@ -67,7 +67,7 @@ class StageTracer(MapReads):
                  max_ops=DEFAULT_MAX_OPS,
                  bpf_dir=None, calibrate=True, kernel=False, roles=None,
                  ring_bytes=0, mclock=None, lean=False, traces=None,
-                 behind=False):
+                 behind=False, stacks_min_us=None):
         self.pids = list(pid) if isinstance(pid, (list, tuple)) else [pid]
         n = len(self.pids)
         self.exe_paths = _per_target(exe_path, n)
@@ -80,6 +80,10 @@ class StageTracer(MapReads):
         # whom the targets' threads wait behind for a CPU (ctl.behind: a
         # cost on every context switch of the host; kernel stages only)
         self.split_behind = bool(behind and kernel)
+        # the stacks of the targets' threads' waits this long (us) or
+        # longer, in the capture (kernel stages and a capture only)
+        self.stacks_min_us = stacks_min_us if kernel and ring_bytes \
+            else None
         self.roles = roles or CEPH_ROLES
         self.max_ops = max_ops
         self.bpf_dir = bpf_dir or default_bpf_dir()
@@ -136,6 +140,8 @@ class StageTracer(MapReads):
         ro.ops_mask = table_size(self.max_ops) - 1
         self.roles.fill(ro)
         ro.record_events = 1 if self.ring_bytes else 0
+        if self.stacks_min_us:
+            ro.stack_min_ns = int(self.stacks_min_us * 1000)
         if self.traces:
             apply_settings(ro, trace_settings(self.traces))
         # with the dequeue function's return probed, a worker's sleep inside
@@ -151,6 +157,9 @@ class StageTracer(MapReads):
                                  self.abi.const("CNT__MAX") * n * 2)
         if self.ring_bytes:
             self.obj.set_max_entries("events", self.ring_bytes)
+        if self.stacks_min_us:
+            self.obj.set_max_entries("wait_stacks",
+                                     self.abi.const("STACK_THREADS"))
         if self.traces:
             self.obj.set_max_entries("traces", trace_ring_bytes(
                 self.traces, self.abi.struct("op_trace").size))

@@ -274,6 +274,8 @@ LOSS_WORDS = {
                          "OpTracker is off (osd_enable_op_tracker false), "
                          "so their dispatch is shorter and their "
                          "queue_wait longer by the OSD's own dispatch work",
+    "stack_map_full": "waits recorded without their stacks: more threads "
+                      "asleep at once than the stack table holds",
 }
 
 # A capture's report (osdstage -r) says what the counters whose words

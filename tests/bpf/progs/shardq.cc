@@ -443,7 +443,7 @@ int main(int argc, char **argv)
         t.join();
 
     double qw = 0, wake = 0, held = 0, held_till = 0, not_due = 0,
-        locked = 0, worked = 0, io = 0;
+        locked = 0, worked = 0, io = 0, io_total = 0;
     long asleep = 0;
     for (auto &it : items) {
         qw += it.t_deq - it.t_enq;
@@ -452,6 +452,7 @@ int main(int argc, char **argv)
         locked += it.locked;
         worked += it.worked;
         io += it.io;
+        io_total += it.io_to - it.io_from;
         if (it.t_due)
             not_due += std::min(it.t_due, it.t_deq) - it.t_enq;
         if (it.asleep_at_enq && it.t_resume) {
@@ -464,7 +465,7 @@ int main(int argc, char **argv)
                 "\"timeouts_with_work\": %ld, \"late_with_work\": %ld, "
                 "\"held_mean_us\": %.3f, \"held_till_mean_us\": %.3f, \"not_due_mean_us\": %.3f, "
                 "\"locked_mean_us\": %.3f, \"worked_mean_us\": %.3f, "
-                "\"io_mean_us\": %.3f, "
+                "\"io_mean_us\": %.3f, \"io_total_us\": %.3f, "
                 "\"hold_waits\": %ld, \"hold_waits_total_us\": %.3f, "
                 "\"workers_cpu_us\": %.3f, \"workers_runq_us\": %.3f, "
                 "\"span_us\": %.3f}\n",
@@ -474,6 +475,7 @@ int main(int argc, char **argv)
                 held / nitems / 1000.0, held_till / nitems / 1000.0,
                 not_due / nitems / 1000.0, locked / nitems / 1000.0,
                 worked / nitems / 1000.0, io / nitems / 1000.0,
+                io_total / 1000.0,
                 (long)hold_waits,
                 hold_waits_ns / 1000.0,
                 (sched1.first - sched0.first) / 1000.0,

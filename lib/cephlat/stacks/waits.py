@@ -1,0 +1,259 @@
+"""The waits of a capture with their stacks (osdstage -w --stacks),
+unwound and named: what -r --folded prints and the report's WAIT STACKS
+table sums.
+
+Each wait_stack event holds the sleeper's user registers, the top of its
+user stack and its kernel stack as it went to sleep, and the waker's as
+it woke it (its user stack only when it is a thread of the target). User
+stacks are unwound here (unwind.py) from the files the target mapped
+(the capture's "mapping" events), found on this host by path and checked
+by build id (a container's files through /proc/PID/root while it runs);
+names come from each file's own symbols (.dynsym, .symtab where kept: no
+debug package needed). Kernel addresses are named from /proc/kallsyms
+when this is the boot that recorded them (the kernel's text address
+matches), else shown as addresses.
+"""
+import bisect
+import os
+
+from ..engine.elfsym import ElfSymbols
+from .unwind import END, Mapping, Stack, Unwinder, build_id
+
+# a kernel frame's mark in folded stacks (as flame graphs colour them)
+KERNEL = "_[k]"
+# between the sleeper's stack and the waker's, as offwaketime prints it
+WAKER = "--"
+
+
+# the probes' own kernel frames on top of a stack taken at a tracepoint
+# (the tracepoint's run of the BPF program, the program): not the thread's
+TRACING = ("bpf_trace_run", "__bpf_trace_", "__traceiter_")
+
+
+class Frame:
+    """One frame: its address, file (None: kernel or unknown), the
+    address in that file, and its function's name (None: unknown)."""
+    __slots__ = ("pc", "path", "vaddr", "name")
+
+    def __init__(self, pc, path, name, vaddr=None):
+        self.pc, self.path, self.name, self.vaddr = pc, path, name, vaddr
+
+    def label(self):
+        if self.name:
+            return self.name
+        if self.path:
+            return "%s+0x%x" % (os.path.basename(self.path),
+                                self.vaddr if self.vaddr is not None
+                                else self.pc)
+        return "0x%x" % self.pc
+
+
+class Wait:
+    """One wait: ts (its wake-up, capture ns), tid, role (its name),
+    kind (the sleep's: lock, work, ...), off_ns, the sleeper's user and
+    kernel frames (innermost first), why its user unwind stopped, the
+    waker's tid (0: not the target's) and frames."""
+    __slots__ = ("ts", "tid", "role", "kind", "off_ns", "user", "kernel",
+                 "stopped", "waker_tid", "waker_user", "waker_kernel")
+
+    def folded(self, waker=True):
+        """Its folded stack: role, the sleeper's user frames from the
+        thread's root down, its kernel frames, and (`waker`) the waker's
+        from where it woke the sleeper up to its root (offwaketime's
+        order)."""
+        parts = [self.role or "?"]
+        if self.stopped != END and self.user:
+            parts.append("[unwind: %s]" % self.stopped)
+        parts += [f.label() for f in reversed(self.user)]
+        parts += [f.label() + KERNEL for f in reversed(self.kernel)]
+        if waker and (self.waker_kernel or self.waker_user):
+            parts.append(WAKER)
+            parts += [f.label() + KERNEL for f in self.waker_kernel]
+            parts += [f.label() for f in self.waker_user]
+        return ";".join(p.replace(";", ":") for p in parts)
+
+
+class KernelSymbols:
+    """/proc/kallsyms, when this boot's kernel text is where the capture's
+    was (`stext`, its env's kernel_stext); else no names."""
+
+    def __init__(self, stext):
+        self.addrs, self.names = [], []
+        self.why = None
+        try:
+            rows = []
+            with open("/proc/kallsyms") as f:
+                for line in f:
+                    a, t, name = line.split()[:3]
+                    if t in "tTwW":
+                        rows.append((int(a, 16), name))
+        except (OSError, ValueError) as e:
+            self.why = "/proc/kallsyms: %s" % e
+            return
+        rows.sort()
+        here = next((a for a, n in rows if n == "_stext"), 0)
+        # past the kernel's text (BPF programs, trampolines): no name
+        self.end = next((a for a, n in rows if n == "_etext"), 0)
+        self.init_end = next((a for a, n in rows if n == "_einittext"), 0)
+        if not here or not rows[0][0]:
+            self.why = "/proc/kallsyms hides its addresses (not root?)"
+        elif stext and here != stext:
+            self.why = "the kernel was booted again since the capture"
+        else:
+            self.addrs = [a for a, _ in rows]
+            self.names = [n for _, n in rows]
+
+    def name(self, pc):
+        i = bisect.bisect_right(self.addrs, pc) - 1
+        if i < 0 or self.names[i] in ("_etext", "_einittext"):
+            return None
+        return self.names[i]
+
+
+class Files:
+    """The capture's mapped files found on this host: path -> the path
+    to open (None: not found, or not the same build)."""
+
+    def __init__(self, mappings, pid):
+        self.pid = pid
+        self.want = {}
+        for m in mappings:
+            self.want.setdefault(m["path"], m["build_id"])
+        self.found = {}
+        self.symbols = {}
+        self.missing = []       # not at hand, and frames fell in them
+
+    def local(self, path):
+        if path not in self.found:
+            bid = self.want.get(path)
+            got = None
+            for cand in (path, "/proc/%d/root%s" % (self.pid, path)):
+                b = build_id(cand)
+                if b is not None and (not bid or b == bid):
+                    got = cand
+                    break
+            self.found[path] = got
+        return self.found[path]
+
+    def name(self, path, vaddr):
+        local = self.local(path)
+        if local is None or vaddr is None:
+            return None
+        syms = self.symbols.get(local)
+        if syms is None:
+            try:
+                syms = ElfSymbols(local, debug=True)
+            except Exception:       # noqa: BLE001 (any unreadable file)
+                syms = False
+            self.symbols[local] = syms
+        return syms.function_at(vaddr) if syms else None
+
+
+class StackReader:
+    """Unwinds and names the stacks of one capture slot's waits."""
+
+    def __init__(self, cap):
+        self.cap = cap
+        self.files = Files(cap.mappings, int(cap.pid or 0))
+        self.wanted = {}        # start -> the capture's path of a file
+        #                         not at hand (frames fell in it)
+        maps = []
+        for m in cap.mappings:
+            local = self.files.local(m["path"])
+            if local is None:
+                self.wanted[m["start"]] = m["path"]
+            maps.append(Mapping(m["start"], m["end"], m["offset"], local))
+        self.unwinder = Unwinder(maps)
+        stext = cap.env.get("kernel_stext") or ""
+        self.ksyms = KernelSymbols(int(stext, 16) if stext else 0)
+
+    def close(self):
+        self.unwinder.close()
+        for s in self.files.symbols.values():
+            if s:
+                s.close()
+
+    def _user(self, e, pre=""):
+        """The user frames of event e's sleeper (pre "") or waker (pre
+        "waker_")."""
+        ip, sp, bp = (int(e[pre + k]) for k in ("ip", "sp", "bp"))
+        if not ip:
+            return [], END
+        n = int(e[pre + "urets"])
+        returns = dict(zip(e[pre + "uret_slot"][:n].tolist(),
+                           e[pre + "uret_addr"][:n].tolist()))
+        data = e[pre + "ustack"][:int(e[pre + "ubytes"])].tobytes()
+        frames, why = self.unwinder.unwind(ip, sp, bp,
+                                           Stack(sp, data, returns))
+        out = []
+        for pc, m, vaddr in frames:
+            if m is not None and m.path is None:
+                gone = self.wanted[m.start]
+                if gone not in self.files.missing:
+                    self.files.missing.append(gone)
+            path = m.path if m is not None else None
+            name = self.files.name(self._orig(path), vaddr) if path else None
+            out.append(Frame(pc, self._orig(path), name, vaddr))
+        return out, why
+
+    def _orig(self, local):
+        """The capture's path of a file opened here as `local`."""
+        if local is None:
+            return None
+        for p, got in self.files.found.items():
+            if got == local:
+                return p
+        return local
+
+    def _kernel(self, addrs):
+        """Kernel frames, innermost first, the probes' own left out."""
+        frames = [Frame(a, None, self.ksyms.name(a)) for a in addrs]
+        cut = max((i for i, f in enumerate(frames)
+                   if f.name and f.name.startswith(TRACING)), default=-1)
+        return frames[cut + 1:]
+
+    def waits(self, t0=None, t1=None, role=None):
+        """The slot's waits with stacks in [t0, t1] (of role name `role`
+        only, if given) -> [Wait], in time order."""
+        cap = self.cap
+        cls = next((c for c in cap.trace.classes.values()
+                    if c.name == "osdstage:wait_stack"), None)
+        if cls is None:
+            return []
+        labels = {n: lab for n, _, lab in cls.fields}
+        roles, kinds = labels["role"] or [], labels["sleep"]
+        out = []
+        for ch in cap.chunks(("wait_stack",), t0, t1):
+            for r in ch.recs.values():
+                for e in r:
+                    rname = roles[e["role"]] if e["role"] < len(roles) \
+                        else None
+                    if role is not None and rname != role:
+                        continue
+                    w = Wait()
+                    w.ts, w.tid, w.role = int(e["_ts"]), int(e["tid"]), \
+                        rname
+                    w.kind = kinds[e["sleep"]] if kinds and \
+                        e["sleep"] < len(kinds) else str(int(e["sleep"]))
+                    w.off_ns = int(e["offcpu_ns"])
+                    w.user, w.stopped = self._user(e)
+                    w.kernel = self._kernel(
+                        e["kstack"][:int(e["kframes"])].tolist())
+                    w.waker_tid = int(e["waker_tid"])
+                    w.waker_user, _ = self._user(e, "waker_")
+                    w.waker_kernel = self._kernel(
+                        e["waker_kstack"][:int(e["waker_kframes"])]
+                        .tolist())
+                    out.append(w)
+        out.sort(key=lambda w: w.ts)
+        return out
+
+
+def folded(waits, waker=True):
+    """Folded stacks (flame-graph input) of `waits`: {stack: us asleep},
+    the waits of one stack summed."""
+    out = {}
+    for w in waits:
+        k = w.folded(waker)
+        out[k] = out.get(k, 0) + w.off_ns / 1000.0
+    return out

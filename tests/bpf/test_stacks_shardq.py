@@ -1,0 +1,113 @@
+"""Stacks at waits (-w --stacks, -r --folded) on the controlled sharded
+queue (progs/shardq.cc, built as Ceph is: -O2, no frame pointers), whose
+waits and their code are known exactly:
+
+- io: every item's work is a timed wait for a completion inside
+  sim::dequeue (WORK_US long, woken by its timer): each such wait is
+  recorded once, unwound from the thread's root through worker() and
+  sim::dequeue to the condition variable's futex wait, with the kernel's
+  futex wait under it and the timer's wake-up as its waker;
+- lock: a worker that took an item waits for its PG's mutex, held by the
+  other worker for WORK_US: unwound through worker() to the mutex's
+  lock, woken by the other worker's unlock (its user stack: worker() to
+  the unlock; its kernel stack: the futex wake).
+
+Each case twice; the unwinds are complete (they reach the thread's
+first frame) and the asleep time is the program's own."""
+import os
+import subprocess
+
+import pytest
+
+from conftest import OSDSTAGE, PYTHON
+from shardq import CASES, run_case, shardq_exe  # noqa: F401 (fixture)
+
+MIN_US = 100            # --stacks: waits this long (the io and lock
+#                         waits are WORK_US, 300)
+RUNS = 2
+
+
+def _folded(cap):
+    p = subprocess.run([PYTHON, OSDSTAGE, "-r", cap, "--folded"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "addresses" not in p.stderr, p.stderr
+    out = []
+    for line in p.stdout.splitlines():
+        stack, _, us = line.rpartition(" ")
+        sleeper, _, waker = stack.partition(";--;")
+        out.append((sleeper.split(";"), waker.split(";") if waker else [],
+                    int(us)))
+    return out
+
+
+@pytest.fixture(scope="module", params=range(RUNS))
+def stacked(request, shardq_exe, tmp_path_factory):  # noqa: F811
+    d = tmp_path_factory.mktemp("stacks")
+    got = {}
+    for mode in ("io", "lock"):
+        truth, rep, cap = run_case(shardq_exe, mode,
+                                   str(d / (mode + ".ctf")),
+                                   ["--stacks", str(MIN_US)])
+        got[mode] = (truth, rep, _folded(cap))
+    return got
+
+
+def _in_order(frames, names):
+    """Whether `names` appear in `frames` in that order (root first)."""
+    i = 0
+    for f in frames:
+        if i < len(names) and f == names[i]:
+            i += 1
+    return i == len(names)
+
+
+def test_each_completion_wait_is_unwound_from_the_threads_root(stacked):
+    truth, rep, lines = stacked["io"]
+    items = CASES["io"][0]
+    mine = [(s, w, us) for s, w, us in lines
+            if _in_order(s, ["worker", "sim::dequeue"])]
+    # the thread's root (the unwind ended at its first frame: no
+    # "[unwind: ...]" mark), then the program's frames, then the futex
+    # wait in the kernel
+    for s, w, us in mine:
+        assert not any(f.startswith("[unwind") for f in s), s
+        assert s[1] in ("clone3", "clone") or s[1].startswith("libc"), s
+        assert any(f.startswith("futex_wait") and f.endswith("_[k]")
+                   for f in s), s
+        # woken by its timer
+        assert any("hrtimer" in f for f in w), w
+    # one line per distinct stack: the waits summed; each item waited
+    # once inside sim::dequeue, asleep WORK_US at least (its deadline; the
+    # timer's slack after it), within the program's own time of those
+    # waits (which adds the wake-up and the time on a CPU around them)
+    total_us = sum(us for _, _, us in mine)
+    assert items * CASES["io"][5] <= total_us <= truth["io_total_us"], (
+        total_us, truth)
+    # and nothing else waited inside an item that long
+    others = [(s, us) for s, _, us in lines
+              if not _in_order(s, ["worker", "sim::dequeue"]) and
+              us >= MIN_US and "sim::dequeue" in s]
+    assert not others, others
+
+
+def test_a_lock_wait_names_the_mutex_and_the_unlock_that_woke_it(stacked):
+    truth, rep, lines = stacked["lock"]
+    locks = [(s, w, us) for s, w, us in lines
+             if "worker" in s and any("mutex_lock" in f or "lll_lock" in f
+                                      for f in s)]
+    assert locks, lines
+    for s, w, us in locks:
+        assert not any(f.startswith("[unwind") for f in s), s
+        # the other worker released it: its kernel wake-up and its own
+        # unlock under worker()
+        assert any(f.startswith("futex_wake") for f in w), w
+        assert "worker" in w and any("mutex_unlock" in f or
+                                     "lll_unlock" in f for f in w), w
+    # the second item of each burst waited for the first's lock, about
+    # WORK_US: the program's own lock wait, whose asleep part this is
+    total_us = sum(us for _, _, us in locks)
+    assert total_us <= truth["locked_mean_us"] * truth["items"], (
+        total_us, truth)
+    assert total_us >= 0.5 * truth["locked_mean_us"] * truth["items"], (
+        total_us, truth)
