@@ -940,6 +940,33 @@ def wait_for_line(stream, needle, timeout):
                                                               seen))
 
 
+def folded_stacks(cap):
+    """`osdstage -r CAP --folded`, every frame named (the files are this
+    host's) -> [(the sleeper's frames, the waker's, us asleep)] a line
+    each, frames root first (the waker's from its wake-up call)."""
+    p = subprocess.run([PYTHON, OSDSTAGE, "-r", cap, "--folded"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "addresses" not in p.stderr, p.stderr
+    out = []
+    for line in p.stdout.splitlines():
+        stack, _, us = line.rpartition(" ")
+        sleeper, _, waker = stack.partition(";--;")
+        out.append((sleeper.split(";"), waker.split(";") if waker else [],
+                    int(us)))
+    return out
+
+
+def in_order(frames, names):
+    """Whether `names` appear in `frames` in that order (folded_stacks'
+    frames: root first)."""
+    i = 0
+    for f in frames:
+        if i < len(names) and f == names[i]:
+            i += 1
+    return i == len(names)
+
+
 def trace_until_exit(prog, tool_args, banner="Tracing"):
     """osdstage `tool_args` against `prog` (a controlled program waiting for
     "go" on stdin, printing its own measurements as one JSON line); ends

@@ -14,31 +14,14 @@ waits and their code are known exactly:
 
 Each case twice; the unwinds are complete (they reach the thread's
 first frame) and the asleep time is the program's own."""
-import os
-import subprocess
-
 import pytest
 
-from conftest import OSDSTAGE, PYTHON
+from conftest import folded_stacks, in_order
 from shardq import CASES, run_case, shardq_exe  # noqa: F401 (fixture)
 
 MIN_US = 100            # --stacks: waits this long (the io and lock
 #                         waits are WORK_US, 300)
 RUNS = 2
-
-
-def _folded(cap):
-    p = subprocess.run([PYTHON, OSDSTAGE, "-r", cap, "--folded"],
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
-    assert "addresses" not in p.stderr, p.stderr
-    out = []
-    for line in p.stdout.splitlines():
-        stack, _, us = line.rpartition(" ")
-        sleeper, _, waker = stack.partition(";--;")
-        out.append((sleeper.split(";"), waker.split(";") if waker else [],
-                    int(us)))
-    return out
 
 
 @pytest.fixture(scope="module", params=range(RUNS))
@@ -49,24 +32,16 @@ def stacked(request, shardq_exe, tmp_path_factory):  # noqa: F811
         truth, rep, cap = run_case(shardq_exe, mode,
                                    str(d / (mode + ".ctf")),
                                    ["--stacks", str(MIN_US)])
-        got[mode] = (truth, rep, _folded(cap))
+        got[mode] = (truth, rep, folded_stacks(cap))
     return got
 
-
-def _in_order(frames, names):
-    """Whether `names` appear in `frames` in that order (root first)."""
-    i = 0
-    for f in frames:
-        if i < len(names) and f == names[i]:
-            i += 1
-    return i == len(names)
 
 
 def test_each_completion_wait_is_unwound_from_the_threads_root(stacked):
     truth, rep, lines = stacked["io"]
     items = CASES["io"][0]
     mine = [(s, w, us) for s, w, us in lines
-            if _in_order(s, ["worker", "sim::dequeue"])]
+            if in_order(s[1:], ["worker", "sim::dequeue"])]
     # the thread's root (the unwind ended at its first frame: no
     # "[unwind: ...]" mark), then the program's frames, then the futex
     # wait in the kernel
@@ -86,7 +61,7 @@ def test_each_completion_wait_is_unwound_from_the_threads_root(stacked):
         total_us, truth)
     # and nothing else waited inside an item that long
     others = [(s, us) for s, _, us in lines
-              if not _in_order(s, ["worker", "sim::dequeue"]) and
+              if not in_order(s[1:], ["worker", "sim::dequeue"]) and
               us >= MIN_US and "sim::dequeue" in s]
     assert not others, others
 
@@ -94,7 +69,7 @@ def test_each_completion_wait_is_unwound_from_the_threads_root(stacked):
 def test_a_lock_wait_names_the_mutex_and_the_unlock_that_woke_it(stacked):
     truth, rep, lines = stacked["lock"]
     locks = [(s, w, us) for s, w, us in lines
-             if "worker" in s and any("mutex_lock" in f or "lll_lock" in f
+             if "worker" in s[1:] and any("mutex_lock" in f or "lll_lock" in f
                                       for f in s)]
     assert locks, lines
     for s, w, us in locks:

@@ -3,18 +3,23 @@ lab's OSD (Pacific, on this host: its ceph-osd has no frame pointers)
 under 4 KiB random reads, whose shard workers read from the disk inside
 their ops (BlueStore's direct I/O, waited for on a condition variable).
 
-- every stack of a shard worker is unwound from the thread's root (no
-  unwind cut short) through the shard queue's worker loop and the op's
-  processing to where it slept, with the kernel's stack under it;
-- the reads' waits are there, inside BlueStore's read, and their time is
-  most of the workers' recorded waits;
+- every stack of a shard worker is unwound from the thread's root (none
+  cut short: a copy of the stack that ends before the root is completed
+  from a whole unwind of the same thread, at the same frame) through the
+  shard queue's worker loop and the op's processing to where it slept,
+  with the kernel's stack under it;
+- the reads' waits are there, inside BlueStore's read for its I/O, woken
+  by the thread that completes it, and their time is most of the
+  workers' recorded waits (the OSD's caches dropped before each window:
+  the reads go to the disk);
 - each recorded wait has its waker's kernel stack.
 Twice in a row, each a capture of its own."""
 import subprocess
 
 import pytest
 
-from conftest import OSDSTAGE, PYTHON, Bench, prefill, wait_for_line
+from conftest import (OSDSTAGE, PYTHON, Bench, folded_stacks, in_order,
+                      prefill, wait_for_line)
 
 MIN_US = 100            # --stacks: a read from the lab's disk is longer
 WINDOW_S = 5
@@ -32,6 +37,9 @@ def prefilled(lab):
 def folded(request, prefilled, tmp_path_factory):
     lab = prefilled
     cap = str(tmp_path_factory.mktemp("stacks") / "osd.ctf")
+    p = subprocess.run(["ceph", "--admin-daemon", lab["asok"], "cache",
+                        "drop"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
     bench = Bench(lab, "rand", WINDOW_S + 30, threads=4)
     try:
         p = subprocess.Popen([PYTHON, OSDSTAGE, "-p", str(lab["pid"]),
@@ -45,18 +53,7 @@ def folded(request, prefilled, tmp_path_factory):
     finally:
         bench.stop()
     assert "none lost" in err, err
-    r = subprocess.run([PYTHON, OSDSTAGE, "-r", cap, "--folded"],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    # the files are this host's: every frame named where a name exists
-    assert "addresses" not in r.stderr, r.stderr
-    lines = []
-    for line in r.stdout.splitlines():
-        stack, _, us = line.rpartition(" ")
-        sleeper, _, waker = stack.partition(";--;")
-        lines.append((sleeper.split(";"), waker.split(";") if waker else [],
-                      int(us)))
-    return lines
+    return folded_stacks(cap)
 
 
 def test_every_worker_stack_is_unwound_from_its_root(folded):
@@ -75,8 +72,14 @@ def test_every_worker_stack_is_unwound_from_its_root(folded):
         assert w and w[0].endswith("_[k]") and "try_to_wake_up_[k]" in w, w
 
 
+
 def test_the_reads_wait_for_the_disk_inside_bluestore(folded):
     workers = [(s, us) for s, _, us in folded if s[0] == WORKER]
     total = sum(us for _, us in workers)
-    reads = sum(us for s, us in workers if "BlueStore::read" in s)
-    assert reads >= 0.5 * total, sorted(workers, key=lambda x: -x[1])[:5]
+    reads = [(s, w, us) for s, w, us in folded if s[0] == WORKER and
+             in_order(s, ["BlueStore::read", "IOContext::aio_wait"])]
+    assert sum(us for _, _, us in reads) >= 0.5 * total, \
+        sorted(workers, key=lambda x: -x[1])[:5]
+    # woken by the completion of its I/O
+    woken = sum(us for _, w, us in reads if "KernelDevice::_aio_thread" in w)
+    assert woken >= 0.9 * sum(us for _, _, us in reads), reads

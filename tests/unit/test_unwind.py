@@ -82,7 +82,7 @@ def stopped(tmp_path_factory):
 
 def _names(frames):
     out, syms = [], {}
-    for _, m, vaddr in frames:
+    for _, m, vaddr, _ in frames:
         if m is None or vaddr is None:
             out.append(None)
             continue

@@ -233,16 +233,18 @@ class Unwinder:
 
     def unwind(self, ip, sp, bp, stack):
         """The frames of a thread stopped at `ip` with `sp` and `bp`,
-        `stack` its Stack -> ([(pc, Mapping or None, vaddr or None)],
-        why it stopped: END, NO_MAP, NO_CFI, COPY or RULE). Each frame
-        after the first is its call's return address."""
+        `stack` its Stack -> ([(pc, Mapping or None, vaddr or None, the
+        frame's CFA or None)], why it stopped: END, NO_MAP, NO_CFI, COPY
+        or RULE). Each frame after the first is its call's return
+        address; a frame's (pc, CFA) is the same in every unwind of the
+        thread while that call lasts."""
         frames = []
         regs = {RSP: sp, RBP: bp}
         pc, first = ip, True
         why = END
         while len(frames) < MAX_FRAMES:
             m, table, vaddr = self.locate(pc)
-            frames.append((pc, m, vaddr))
+            frames.append([pc, m, vaddr, None])
             if m is None:
                 why = NO_MAP
                 break
@@ -259,6 +261,7 @@ class Unwinder:
                 why = RULE
                 break
             cfa = regs[cfa_rule.reg] + cfa_rule.offset
+            frames[-1][3] = cfa
             ra_rule = row.get(RA)
             if ra_rule is None or ra_rule.type == RegisterRule.UNDEFINED:
                 why = END
@@ -283,4 +286,4 @@ class Unwinder:
                 why = END
                 break
             regs, pc, first = new, ra, False
-        return frames, why
+        return [tuple(f) for f in frames], why

@@ -17,7 +17,7 @@ import bisect
 import os
 
 from ..engine.elfsym import ElfSymbols
-from .unwind import END, Mapping, Stack, Unwinder, build_id
+from .unwind import COPY, END, Mapping, Stack, Unwinder, build_id
 
 # a kernel frame's mark in folded stacks (as flame graphs colour them)
 KERNEL = "_[k]"
@@ -33,10 +33,11 @@ TRACING = ("bpf_trace_run", "__bpf_trace_", "__traceiter_")
 class Frame:
     """One frame: its address, file (None: kernel or unknown), the
     address in that file, and its function's name (None: unknown)."""
-    __slots__ = ("pc", "path", "vaddr", "name")
+    __slots__ = ("pc", "path", "vaddr", "name", "cfa")
 
-    def __init__(self, pc, path, name, vaddr=None):
+    def __init__(self, pc, path, name, vaddr=None, cfa=None):
         self.pc, self.path, self.name, self.vaddr = pc, path, name, vaddr
+        self.cfa = cfa
 
     def label(self):
         if self.name:
@@ -186,14 +187,14 @@ class StackReader:
         frames, why = self.unwinder.unwind(ip, sp, bp,
                                            Stack(sp, data, returns))
         out = []
-        for pc, m, vaddr in frames:
+        for pc, m, vaddr, cfa in frames:
             if m is not None and m.path is None:
                 gone = self.wanted[m.start]
                 if gone not in self.files.missing:
                     self.files.missing.append(gone)
             path = m.path if m is not None else None
             name = self.files.name(self._orig(path), vaddr) if path else None
-            out.append(Frame(pc, self._orig(path), name, vaddr))
+            out.append(Frame(pc, self._orig(path), name, vaddr, cfa))
         return out, why
 
     def _orig(self, local):
@@ -246,7 +247,29 @@ class StackReader:
                         .tolist())
                     out.append(w)
         out.sort(key=lambda w: w.ts)
+        _stitch(out)
         return out
+
+
+def _stitch(waits):
+    """A sleeper's unwind cut short by its copy of the stack (a deep
+    stack) ends in a frame that a whole unwind of the same thread may
+    hold too, at the same place on the stack (its pc and CFA: the same
+    call, still running): from there on they are the same frames, taken
+    from that one."""
+    whole = {}
+    for w in waits:
+        if w.stopped == END:
+            for i, f in enumerate(w.user):
+                if f.cfa is not None:
+                    whole.setdefault((w.tid, f.pc, f.cfa), w.user[i + 1:])
+    for w in waits:
+        if w.stopped == COPY and w.user:
+            last = w.user[-1]
+            rest = whole.get((w.tid, last.pc, last.cfa))
+            if rest is not None:
+                w.user = w.user + rest
+                w.stopped = END
 
 
 def folded(waits, waker=True):
