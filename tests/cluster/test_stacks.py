@@ -12,14 +12,18 @@ their ops (BlueStore's direct I/O, waited for on a condition variable).
   by the thread that completes it, and their time is most of the
   workers' recorded waits (the OSD's caches dropped before each window:
   the reads go to the disk);
-- each recorded wait has its waker's kernel stack.
+- each recorded wait has its waker's kernel stack;
+- --slowest: every sleep of a slow read's worker inside its read from
+  the disk that lasted the threshold (as the capture's scheduler events
+  have it) is in the read's listing, where it slept and who woke it (a
+  long bluestore_read may be a short sleep and a long wait for a CPU).
 Twice in a row, each a capture of its own."""
 import subprocess
 
 import pytest
 
-from conftest import (OSDSTAGE, PYTHON, Bench, folded_stacks, in_order,
-                      prefill, wait_for_line)
+from conftest import (OSDSTAGE, PYTHON, Bench, check_reports,
+                      folded_stacks, in_order, prefill, wait_for_line)
 
 MIN_US = 100            # --stacks: a read from the lab's disk is longer
 WINDOW_S = 5
@@ -34,7 +38,7 @@ def prefilled(lab):
 
 
 @pytest.fixture(scope="module", params=range(RUNS))
-def folded(request, prefilled, tmp_path_factory):
+def stacked(request, prefilled, tmp_path_factory):
     lab = prefilled
     cap = str(tmp_path_factory.mktemp("stacks") / "osd.ctf")
     p = subprocess.run(["ceph", "--admin-daemon", lab["asok"], "cache",
@@ -53,10 +57,15 @@ def folded(request, prefilled, tmp_path_factory):
     finally:
         bench.stop()
     assert "none lost" in err, err
-    return folded_stacks(cap)
+    r = subprocess.run([PYTHON, OSDSTAGE, "-r", cap, "--slowest", "20",
+                        "-j"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    slow = check_reports(r.stdout)[0]["slowest"]
+    return folded_stacks(cap), slow, cap
 
 
-def test_every_worker_stack_is_unwound_from_its_root(folded):
+def test_every_worker_stack_is_unwound_from_its_root(stacked):
+    folded = stacked[0]
     workers = [(s, w, us) for s, w, us in folded if s[0] == WORKER]
     assert len(workers) >= 5, folded
     for s, w, us in workers:
@@ -73,7 +82,8 @@ def test_every_worker_stack_is_unwound_from_its_root(folded):
 
 
 
-def test_the_reads_wait_for_the_disk_inside_bluestore(folded):
+def test_the_reads_wait_for_the_disk_inside_bluestore(stacked):
+    folded = stacked[0]
     workers = [(s, us) for s, _, us in folded if s[0] == WORKER]
     total = sum(us for _, us in workers)
     reads = [(s, w, us) for s, w, us in folded if s[0] == WORKER and
@@ -83,3 +93,44 @@ def test_the_reads_wait_for_the_disk_inside_bluestore(folded):
     # woken by the completion of its I/O
     woken = sum(us for _, w, us in reads if "KernelDevice::_aio_thread" in w)
     assert woken >= 0.9 * sum(us for _, _, us in reads), reads
+
+
+def _sleeps(cap, tid, a_us, b_us, enq_wall):
+    """The sleeps inside an op (the scheduler's waking events: kind work)
+    of thread `tid` of at least MIN_US within [a_us, b_us] of the op's
+    enqueue (wall-clock `enq_wall`) -> [(from its enqueue us, us)]"""
+    t = int(enq_wall * 1e9) - cap.wall_offset_ns(cap.first_ns)
+    out = []
+    for _, ts, d in cap.iter_events(["waking"], t + int(a_us * 1000),
+                                    t + int(b_us * 1000)):
+        if d["tid"] == tid and d["offcpu_ns"] >= MIN_US * 1000 and \
+                d["sleep"] == 0:
+            start = (ts - d["offcpu_ns"] - t) / 1000
+            if start >= a_us - 2:
+                out.append((start, d["offcpu_ns"] / 1000))
+    return out
+
+
+def test_a_slow_reads_listing_has_its_workers_wait_for_the_disk(stacked):
+    from cephlat.capture.reader import Capture
+    _, slow, path = stacked
+    cap = Capture(path)
+    reads = [r for r in slow if r.get("class") == "read" and any(
+        st["stage"] == "bluestore_read" for st in r["stages"])]
+    seen = 0
+    for r in reads:
+        st = next(s for s in r["stages"] if s["stage"] == "bluestore_read")
+        want = _sleeps(cap, r["dequeue"]["tid"], st["start_us"],
+                       st["end_us"], r["enqueue"]["ts"])
+        got = [w for w in r.get("waits", ())
+               if st["start_us"] <= w["at_us"] <= st["end_us"]]
+        assert len(got) == len(want), (want, got, r)
+        for (at, us), w in zip(want, got):
+            assert abs(w["at_us"] - at) <= 3 and abs(w["us"] - us) <= 1, (
+                (at, us), w)
+            assert "IOContext::aio_wait" in w["frames"], w
+            assert w["waker"] == "bstore_aio" and \
+                "KernelDevice::_aio_thread" in w["waker_frames"], w
+        seen += len(got)
+    # the window's slowest reads held such waits
+    assert seen >= 1, slow

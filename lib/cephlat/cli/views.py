@@ -265,12 +265,10 @@ def _replay(args, opts, out, cap, run_info):
 def _folded(args, out, err, caps):
     """--folded: the window's waits with stacks, each stack's time summed
     (with several OSDs, each line starts with its name)."""
-    from ..stacks.waits import StackReader, folded
+    from ..stacks.waits import StackReader, folded, has_stacks
     any_stacks = False
     for cap in caps:
-        if not any(c.name == "osdstage:wait_stack" and c.id < cap.n_bpf
-                   for c in cap.trace.classes.values()) or \
-                not cap.mappings:
+        if not has_stacks(cap):
             continue
         any_stacks = True
         t0 = bound(cap, args.t_from, cap.first_ns)

@@ -16,6 +16,7 @@ from ..model.slowest import slowest
 from ..model.timeline import host_timeline
 from ..capture.ops import OpSummary
 from ..capture import doneops
+from ..stacks.waits import StackReader, has_stacks, op_waits
 
 
 
@@ -120,6 +121,8 @@ def window_record(args, cap, run_info, err=None):
                       if getattr(args, k)}
     if args.slowest:
         rec["slowest"] = slowest(cap, ops.by_rank(), args.slowest)
+        if has_stacks(cap):
+            _slowest_waits(cap, ops.by_rank(), rec["slowest"], t0, t1)
     if getattr(args, "by", None):
         iv.by = by_keys(args, cap, t0, t1)
         rec["by"] = iv.by.record
@@ -128,6 +131,24 @@ def window_record(args, cap, run_info, err=None):
         a, b = timeline_window(args, cap, ops, t0, t1)
         tl_args = (cap, a, b, cap.ops_overlapping(ops, t0, t1, a, b))
     return iv, tl_args
+
+
+def _slowest_waits(cap, ranked, rows, t0, t1):
+    """--slowest with stacks (-w --stacks): each op's waits on its worker
+    while it ran it, where it slept and who woke it."""
+    tops = sorted(ranked, key=lambda o: o.key_ns(), reverse=True)
+    sr = StackReader(cap)
+    try:
+        # an op's span may begin before the window: its waits too
+        first = min([o.enq_ns for o in tops[:len(rows)]] + [t0])
+        waits = sr.waits(first, t1)
+    finally:
+        sr.close()
+    for o, row in zip(tops, rows):
+        end = (o.done or o.repop or {}).get("ts")
+        if o.deq and end:
+            row["waits"] = op_waits(waits, o.deq["tid"], o.deq["ts"], end,
+                                    o.enq_ns, cap.comm)
 
 
 def _by_columns(args, cap, t0, t1, path):

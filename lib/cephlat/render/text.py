@@ -161,6 +161,7 @@ def _print_ops(out, rows, numbered=True):
                 r["dequeue"]["at_us"], r["dequeue"]["thread"],
                 r["dequeue"]["tid"], how))
         _stages_and_gaps(out, r)
+        _waits(out, r)
         _replication(out, r)
         if "done_us" in r:
             out.write("   +%s done\n" % r["done_us"])
@@ -182,6 +183,19 @@ def _stages_and_gaps(out, r):
         out.write("   (%.1f us in %d gap%s between stages: the probes' own "
                   "cost)\n" % (sum(g["us"] for g in small), len(small),
                                "" if len(small) == 1 else "s"))
+
+
+def _waits(out, r):
+    """Where its worker slept while it ran it (-w --stacks): innermost
+    frame first, and who woke it."""
+    for w in r.get("waits", ()):
+        who = "%s (%d)" % (w["waker"], w["waker_tid"]) if w["waker_tid"] \
+            else "outside the OSD"
+        _op_line(out, "   +%s asleep %s us (%s) in %s%s; woken by %s%s" % (
+            w["at_us"], w["us"], w["kind"], " < ".join(w["frames"]) or "?",
+            " (unwind: %s)" % w["unwind"] if w.get("unwind") else "", who,
+            ": " + " < ".join(w["waker_frames"]) if w["waker_frames"]
+            else ""))
 
 
 def _replication(out, r):

@@ -272,6 +272,49 @@ def _stitch(waits):
                 w.stopped = END
 
 
+# an op's wait in --slowest: its innermost user frames at most (the rest
+# is the worker's loop, the same for every op), and the waker's
+OP_FRAMES = 8
+WAKER_FRAMES = 4
+
+
+def has_stacks(cap):
+    """Whether capture slot `cap` recorded stacks (-w --stacks)."""
+    return bool(cap.mappings) and any(
+        c.name == "osdstage:wait_stack" and c.id < cap.n_bpf
+        for c in cap.trace.classes.values())
+
+
+def _labels(frames, n):
+    return [f.label() for f in frames[:n]]
+
+
+def op_waits(waits, tid, start, end, enq_ns, comm):
+    """The waits of thread `tid` (a Wait list, in time order) asleep
+    within [start, end] (capture ns; an op's span on its worker) as
+    JSON-able dicts: when it fell asleep (us from `enq_ns`), how long,
+    its kind, its innermost user frames (else kernel ones), and the
+    waker: its thread (comm(tid)) and its innermost user frames (else
+    the kernel's)."""
+    out = []
+    for w in waits:
+        a = w.ts - w.off_ns
+        if w.tid != tid or a < start or w.ts > end:
+            continue
+        d = {"at_us": round((a - enq_ns) / 1000, 1),
+             "us": round(w.off_ns / 1000, 1), "kind": w.kind,
+             "frames": _labels(w.user, OP_FRAMES) or
+             [f.label() + KERNEL for f in w.kernel[:OP_FRAMES]]}
+        if w.stopped != END:
+            d["unwind"] = w.stopped
+        d["waker_tid"] = w.waker_tid or None
+        d["waker"] = comm(w.waker_tid) if w.waker_tid else None
+        d["waker_frames"] = _labels(w.waker_user, WAKER_FRAMES) or \
+            [f.label() + KERNEL for f in w.waker_kernel[:WAKER_FRAMES]]
+        out.append(d)
+    return out
+
+
 def folded(waits, waker=True):
     """Folded stacks (flame-graph input) of `waits`: {stack: us asleep},
     the waits of one stack summed."""
