@@ -13,6 +13,8 @@ their ops (BlueStore's direct I/O, waited for on a condition variable).
   workers' recorded waits (the OSD's caches dropped before each window:
   the reads go to the disk);
 - each recorded wait has its waker's kernel stack;
+- --perfetto and --html: the timeline's sleeps carry their stacks and
+  waker;
 - --slowest: every sleep of a slow read's worker inside its read from
   the disk that lasted the threshold (as the capture's scheduler events
   have it) is in the read's listing, where it slept and who woke it (a
@@ -57,11 +59,14 @@ def stacked(request, prefilled, tmp_path_factory):
     finally:
         bench.stop()
     assert "none lost" in err, err
+    pictures = (cap + ".perfetto.json", cap + ".html")
     r = subprocess.run([PYTHON, OSDSTAGE, "-r", cap, "--slowest", "20",
-                        "-j"], capture_output=True, text=True, timeout=300)
+                        "-j", "--perfetto", pictures[0], "--html",
+                        pictures[1]], capture_output=True, text=True,
+                       timeout=300)
     assert r.returncode == 0, r.stderr
     slow = check_reports(r.stdout)[0]["slowest"]
-    return folded_stacks(cap), slow, cap
+    return folded_stacks(cap), slow, cap, pictures
 
 
 def test_every_worker_stack_is_unwound_from_its_root(stacked):
@@ -134,3 +139,26 @@ def test_a_slow_reads_listing_has_its_workers_wait_for_the_disk(stacked):
         seen += len(got)
     # the window's slowest reads held such waits
     assert seen >= 1, slow
+
+
+def test_the_timelines_sleeps_carry_their_stacks(stacked):
+    import json
+    from cephlat.render import perfetto
+    perf, page = stacked[3]
+    with open(perf) as f:
+        trace = json.load(f)
+    assert perfetto.validate(trace) == []
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    slept = [e for e in events if e.get("args", {}).get("stack")]
+    assert slept, "no sleep with its stacks in the timeline"
+    for e in slept:
+        # (clipped to the timeline's window at its edges)
+        assert e["name"] == "sleeping" and e["dur"] > 0, e
+        assert e["args"]["woken by"], e
+    reads = [e for e in slept if "IOContext::aio_wait" in e["args"]["stack"]]
+    assert reads and all("KernelDevice::_aio_thread" in e["args"]["woken by"]
+                         for e in reads), slept
+    with open(page) as f:
+        html = f.read()
+    # on the page, as the sleeps' titles (short states are drawn merged)
+    assert "IOContext::aio_wait" in html

@@ -20,8 +20,8 @@ from .args import OFFLINE_ONLY, text_options
 from . import header, otlp
 from .lineup import clock_check, clock_offsets
 from .merged import end_to_end, op_story
-from .windows import (bound, by_captures, check_window, host_pictures,
-                      window_record,
+from .windows import (add_sleep_stacks, bound, by_captures, check_window,
+                      host_pictures, window_record,
                       write_pictures)
 
 
@@ -305,7 +305,8 @@ def _window(args, opts, out, err, cap, run_info):
     if iv.by is not None and not opts.json:
         print_breakdown(out, opts, iv.by)
     if tl_args is not None:
-        write_pictures(args, err, iv, timeline(*tl_args), run_info)
+        write_pictures(args, err, iv, add_sleep_stacks(
+            timeline(*tl_args), cap), run_info)
     return 0
 
 

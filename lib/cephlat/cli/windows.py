@@ -16,7 +16,8 @@ from ..model.slowest import slowest
 from ..model.timeline import host_timeline
 from ..capture.ops import OpSummary
 from ..capture import doneops
-from ..stacks.waits import StackReader, has_stacks, op_waits
+from ..stacks.waits import (StackReader, has_stacks, op_waits,
+                            sleep_notes)
 
 
 
@@ -242,6 +243,23 @@ def host_pictures(args, err, caps, ivs, span=None, focus=None,
     tl["focus"] = focus
     write_pictures(args, err, [(c.name or "pid %d" % c.pid, iv)
                                 for c, iv in zip(caps, ivs)], tl, None)
+
+
+def add_sleep_stacks(tl, cap):
+    """A one-OSD timeline `tl` of a capture with stacks (-w --stacks):
+    its lanes' sleeps with their stacks (tl["stacks"]), for --perfetto
+    and --html."""
+    if not has_stacks(cap):
+        return tl
+    a, b = tl["window"]
+    sr = StackReader(cap)
+    try:
+        waits = sr.waits(a, b)
+    finally:
+        sr.close()
+    tl["stacks"] = sleep_notes(waits, {ln["tid"] for ln in tl["lanes"]},
+                               cap.comm)
+    return tl
 
 
 def write_pictures(args, err, iv, tl, run_info):

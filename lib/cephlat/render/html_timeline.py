@@ -2,7 +2,7 @@
 (running / runnable / asleep), ops split into their stages, and wake-up
 arrows; zoomed by the page's script (render/html.py)."""
 from .htmlbits import HELD_COLOUR, LOCK_COLOUR, _cls, _dur, _e, _stage_colours
-from .perfetto import lanes
+from .perfetto import lanes, sleep_stack
 
 MAX_OPS = 4000
 
@@ -103,7 +103,16 @@ def _cpu_title(g, s, e, ns):
         for k, v in sorted(ns.items(), key=lambda kv: -kv[1])))
 
 
-def _cpu_svg(g, lane_list, n_lanes=None):
+def _stack_title(lane, s, ns, stacks):
+    """A sleep's stacks (a capture with stacks), for its title."""
+    if not stacks or list(ns) != ["sleep"]:
+        return ""
+    st = sleep_stack({"stacks": stacks}, lane["tid"], s, "sleep")
+    return "\nin %s\nwoken by %s" % (st["stack"], st["waker"]) if st \
+        else ""
+
+
+def _cpu_svg(g, lane_list, n_lanes=None, stacks=None):
     """Scheduler states; short ones merged (drawn in the state that took
     most of the run) so that at most ~2 * MAX_CPU_SEGMENTS are drawn
     (over `n_lanes` lanes in all, default these).
@@ -120,7 +129,8 @@ def _cpu_svg(g, lane_list, n_lanes=None):
         for s, e, ns in runs:
             state = max(ns, key=ns.get)
             out.append(_rect("cpu-" + _cls(state), g.x(s), g.x(e), y, CPU_H,
-                             _cpu_title(g, s, e, ns)))
+                             _cpu_title(g, s, e, ns) +
+                             _stack_title(lane, s, ns, stacks)))
     return out, merged, min_ns
 
 
@@ -239,7 +249,8 @@ def _timeline(timeline):
     ops = [op for op in timeline.get("ops", []) if op.get("tid") is not None]
     wakeups = timeline.get("wakeups", [])
     plot, labels = _lanes_svg(g, lane_list)
-    cpu, merged, min_ns = _cpu_svg(g, lane_list)
+    cpu, merged, min_ns = _cpu_svg(g, lane_list,
+                                   stacks=timeline.get("stacks"))
     plot += cpu
     plot += [_op_svg(g, op) for op in ops[:MAX_OPS]]
     plot += [_wake_svg(g, w) for w in wakeups[:MAX_WAKEUPS]]

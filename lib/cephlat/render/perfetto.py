@@ -140,13 +140,33 @@ def _metadata(b, timeline, process_name):
         b.meta("thread_sort_index", tid + CPU_TID_BASE, sort_index=2 * i + 1)
 
 
+def sleep_stack(timeline, tid, start, state):
+    """The stacks of thread tid's sleep that began at `start` (a capture
+    with stacks: timeline["stacks"]), or None."""
+    if state != "sleep":
+        return None
+    for s in timeline.get("stacks", ()):
+        if s["tid"] == tid and abs(s["start"] - start) <= STACK_SLACK_NS:
+            return s
+    return None
+
+
+# a sleep's stacks and its scheduler state begin at the same event; one
+# written a little late by the recorder (a CPU's records slightly out of
+# order) is still that sleep's
+STACK_SLACK_NS = 1000
+
+
 def _cpu_states(b, timeline):
     for lane in lanes(timeline):
         for start, end, state in lane.get("cpu", []):
             span = _clip(timeline, start, end)
             if span:
+                st = sleep_stack(timeline, lane["tid"], start, state)
                 b.slice(lane["tid"] + CPU_TID_BASE, span[0], span[1],
-                        CPU_NAMES.get(state, state), "sched")
+                        CPU_NAMES.get(state, state), "sched",
+                        {"stack": st["stack"], "woken by": st["waker"],
+                         "kind": st["kind"]} if st else None)
 
 
 def _ops(b, timeline, prefix=""):

@@ -315,6 +315,28 @@ def op_waits(waits, tid, start, end, enq_ns, comm):
     return out
 
 
+def sleep_notes(waits, tids, comm, frames=16):
+    """The timeline's sleeps of threads `tids` with their stacks (-w
+    --stacks): [{"tid", "start", "end" (capture ns), "kind", "stack" (the
+    innermost frames first, "a < b < c"), "waker"}], what --perfetto and
+    --html show on those sleeps."""
+    out = []
+    for w in waits:
+        if w.tid not in tids:
+            continue
+        stack = _labels(w.user, frames) or \
+            [f.label() + KERNEL for f in w.kernel[:frames]]
+        waker = _labels(w.waker_user, WAKER_FRAMES) or \
+            [f.label() + KERNEL for f in w.waker_kernel[:WAKER_FRAMES]]
+        who = "%s (%d)" % (comm(w.waker_tid), w.waker_tid) \
+            if w.waker_tid else "outside the OSD"
+        out.append({"tid": w.tid, "start": w.ts - w.off_ns, "end": w.ts,
+                    "kind": w.kind, "stack": " < ".join(stack),
+                    "waker": who + (": " + " < ".join(waker)
+                                    if waker else "")})
+    return out
+
+
 def folded(waits, waker=True):
     """Folded stacks (flame-graph input) of `waits`: {stack: us asleep},
     the waits of one stack summed."""
