@@ -649,6 +649,7 @@ enum ev_id {
 	EV_OP_REQID,		/* an op's request id, learned after its enqueue */
 	EV_SHARD_READ,		/* an erasure-coded read's shards all replied */
 	EV_WAIT_STACK,		/* a target thread's long wait, its stacks */
+	EV_CPU_SAMPLE,		/* a target thread on a CPU, sampled */
 	EV__BPF,		/* ids from here on are written by user space */
 };
 
@@ -921,6 +922,30 @@ struct ev_wait_stack {
 	ev_addr_t waker_uret_addr[URET_DEPTH];
 	ev_addr_t waker_kstack[KSTACK_DEPTH];
 	__u8 waker_ustack[USTACK_BYTES];
+} EV_PACKED;
+
+/* a target thread found on a CPU by the sampling clock (osdstage -w
+ * --on-cpu HZ: a perf event per CPU): its stacks there (struct
+ * stack_copy) */
+struct ev_cpu_sample {
+	struct ev_hdr h;
+	__u32 tid;
+	ev_role_t role;
+	__u8 in_op;		/* running an op (between the dequeue and the
+				 * dequeue function's return) */
+	__u8 pad[13];		/* the stack 8-byte aligned in the ring */
+	/* struct stack_copy */
+	ev_addr_t ip;
+	ev_addr_t sp;
+	ev_addr_t bp;
+	__u32 kframes;
+	__u32 ubytes;
+	__u32 urets;
+	__u32 pad3;
+	ev_addr_t uret_slot[URET_DEPTH];
+	ev_addr_t uret_addr[URET_DEPTH];
+	ev_addr_t kstack[KSTACK_DEPTH];
+	__u8 ustack[USTACK_BYTES];
 } EV_PACKED;
 
 #endif /* OSDSTAGE_H */

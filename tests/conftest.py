@@ -940,11 +940,12 @@ def wait_for_line(stream, needle, timeout):
                                                               seen))
 
 
-def folded_stacks(cap):
-    """`osdstage -r CAP --folded`, every frame named (the files are this
-    host's) -> [(the sleeper's frames, the waker's, us asleep)] a line
-    each, frames root first (the waker's from its wake-up call)."""
-    p = subprocess.run([PYTHON, OSDSTAGE, "-r", cap, "--folded"],
+def folded_stacks(cap, what="waits"):
+    """`osdstage -r CAP --folded WHAT`, every frame named (the files are
+    this host's) -> [(the sleeper's frames, the waker's, us asleep)] a
+    line each, frames root first (the waker's from its wake-up call); of
+    samples on a CPU (WHAT on-cpu): [(frames, [], samples)]."""
+    p = subprocess.run([PYTHON, OSDSTAGE, "-r", cap, "--folded", what],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "addresses" not in p.stderr, p.stderr

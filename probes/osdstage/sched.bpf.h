@@ -532,6 +532,43 @@ _Static_assert(__builtin_offsetof(struct ev_wait_stack, waker_ip) -
 	       (__builtin_offsetof(struct ev_wait_stack, ip) & 7) == 0,
 	       "ev_wait_stack's halves are not struct stack_copy");
 
+/* --on-cpu HZ: a perf event per CPU runs this HZ times a second; a
+ * target thread found on the CPU sends its stacks (its user stack from
+ * its registers at the interrupt, or at its last kernel entry when the
+ * clock found it in the kernel). */
+SEC("perf_event")
+int on_cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct ev_cpu_sample *e;
+	struct thread_state *t;
+	__u32 tid;
+	__u64 now;
+	int slot;
+
+	slot = target_of(task->tgid);
+	if (slot < 0)
+		return 0;
+	now = bpf_ktime_get_ns();
+	e = EV_NEW(ev_cpu_sample, EV_CPU_SAMPLE, now, cur_gen(), slot);
+	if (!e)
+		return 0;
+	tid = task->pid;
+	t = bpf_map_lookup_elem(&threads, &tid);
+	e->tid = tid;
+	e->role = t ? t->role : 0;
+	e->in_op = t ? t->in_op : 0;
+	take_stack(ctx, task, (struct stack_copy *)(void *)&e->ip, 1);
+	EV_SEND(e);
+	return 0;
+}
+
+_Static_assert((__builtin_offsetof(struct ev_cpu_sample, ip) & 7) == 0 &&
+	       __builtin_offsetof(struct ev_cpu_sample, ustack) -
+	       __builtin_offsetof(struct ev_cpu_sample, ip) ==
+	       __builtin_offsetof(struct stack_copy, ustack),
+	       "ev_cpu_sample's stack is not a struct stack_copy");
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)

@@ -12,6 +12,12 @@ waits and their code are known exactly:
   lock, woken by the other worker's unlock (its user stack: worker() to
   the unlock; its kernel stack: the futex wake).
 
+- normal, sampled on the CPUs (--on-cpu): the workers' samples are
+  their own time on a CPU (the program's schedstat) at the sampling
+  rate, within the count's own error, each unwound from the thread's
+  root through worker() (its busy loop is worker's, clock_gettime in the
+  vDSO under it).
+
 Each case twice; the unwinds are complete (they reach the thread's
 first frame) and the asleep time is the program's own."""
 import pytest
@@ -21,6 +27,7 @@ from shardq import CASES, run_case, shardq_exe  # noqa: F401 (fixture)
 
 MIN_US = 100            # --stacks: waits this long (the io and lock
 #                         waits are WORK_US, 300)
+HZ = 997                # --on-cpu: samples a second on each CPU
 RUNS = 2
 
 
@@ -33,6 +40,9 @@ def stacked(request, shardq_exe, tmp_path_factory):  # noqa: F811
                                    str(d / (mode + ".ctf")),
                                    ["--stacks", str(MIN_US)])
         got[mode] = (truth, rep, folded_stacks(cap))
+    truth, rep, cap = run_case(shardq_exe, "normal",
+                               str(d / "normal.ctf"), ["--on-cpu", str(HZ)])
+    got["on-cpu"] = (truth, rep, folded_stacks(cap, "on-cpu"))
     return got
 
 
@@ -86,3 +96,20 @@ def test_a_lock_wait_names_the_mutex_and_the_unlock_that_woke_it(stacked):
         total_us, truth)
     assert total_us >= 0.5 * truth["locked_mean_us"] * truth["items"], (
         total_us, truth)
+
+
+def test_the_workers_samples_are_their_cpu_time(stacked):
+    truth, rep, lines = stacked["on-cpu"]
+    mine = [(s, n) for s, _, n in lines if s[0] == "worker"]
+    got = sum(n for _, n in mine)
+    # what they ran, each sample 1/HZ of it: a count's error is its
+    # square root
+    want = truth["workers_cpu_us"] * HZ / 1e6
+    assert abs(got - want) <= 3 * want ** 0.5 + 2, (got, want, truth)
+    whole = sum(n for s, n in mine if not any(f.startswith("[unwind")
+                                              for f in s))
+    assert whole >= 0.9 * got, mine
+    for s, n in mine:
+        if not any(f.startswith("[unwind") for f in s):
+            assert s[1] in ("clone3", "clone") or s[1].startswith("libc"), s
+    assert sum(n for s, n in mine if "worker" in s[1:]) >= 0.9 * got, mine

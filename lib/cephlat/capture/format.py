@@ -198,7 +198,10 @@ class CaptureWriter:
                # the kernel's text address this boot: -r names kernel
                # frames only on the same boot (KASLR moves them)
                "kernel_stext": "0x%x" % kernel_stext()
-               if getattr(tracer, "stacks_min_us", None) else "",
+               if getattr(tracer, "stacks_min_us", None) or
+               getattr(tracer, "oncpu_hz", None) else "",
+               # --on-cpu: the sampling clock's rate (Hz; "": none)
+               "oncpu_hz": getattr(tracer, "oncpu_hz", None) or "",
                "clock_id": clock.clock_id(),
                "fake_clock_skew_ns": clock.fake_skew_ns(),
                "info": json.dumps(info, sort_keys=True)}

@@ -181,7 +181,7 @@ def run(args, out, err):
 def _name_threads(writer, targets, ts):
     for slot, t in enumerate(targets):
         writer.threads(capture.thread_names(t.pid), ts, slot)
-        if writer.tracer.stacks_min_us:
+        if writer.tracer.stacks_min_us or writer.tracer.oncpu_hz:
             _mappings(writer, t.pid, slot)
 
 

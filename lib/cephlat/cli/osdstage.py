@@ -28,6 +28,7 @@ DEFAULT_TIMELINE_MS = 50.0
 # default are None unless given (the defaults are set after the check)
 LIVE_ONLY = {"lean": "--lean", "no_kernel": "--no-kernel",
              "behind": "--behind", "stacks": "--stacks",
+             "on_cpu": "--on-cpu",
              "max_overhead": "--max-overhead", "ring_mb": "--ring-mb",
              "max_ops": "--max-ops", "op_timeout": "--op-timeout",
              "probes": "--probes", "bpftrace_args": "--bpftrace-args",
@@ -335,6 +336,13 @@ def _capture_options(p):
                         "or inside an op (I/O, a completion), and the "
                         "waker's; -r --folded prints them (a cost per such "
                         "sleep: see osdstage(8), STACKS)")
+    w.add_argument("--on-cpu", type=positive_int, default=None,
+                   metavar="HZ",
+                   help="also sample the OSD's threads on their CPUs HZ "
+                        "times a second per CPU (99 is a good start), "
+                        "each sample's user and kernel stack recorded: "
+                        "what busy workers run; -r --folded --on-cpu "
+                        "prints them (see osdstage(8), STACKS)")
 
 
 def _reading_options(p):
@@ -363,12 +371,15 @@ def _reading_options(p):
                         "ahead of the first capture's (e.g. h2.ctf=+3ms, "
                         "as chronyc tracking or ntpq says); its times are "
                         "moved back by it. Repeatable")
-    o.add_argument("--folded", action="store_true",
-                   help="print the window's waits recorded with --stacks "
-                        "as folded stacks, one line each, the microseconds "
-                        "asleep summed (flame-graph input): role, the "
-                        "sleeper's stack from its thread's root, then "
-                        "after -- the waker's")
+    o.add_argument("--folded", nargs="?", const="waits",
+                   choices=("waits", "on-cpu"), metavar="waits|on-cpu",
+                   help="print the window's stacks as folded stacks, one "
+                        "line each (flame-graph input): the waits recorded "
+                        "with --stacks (the default: the microseconds "
+                        "asleep summed; role, the sleeper's stack from its "
+                        "thread's root, then after -- the waker's), or "
+                        "the samples recorded with --on-cpu (counted; "
+                        "role, the stack from its thread's root)")
     o.add_argument("--html", metavar="FILE",
                    help="write a self-contained HTML report with a timeline")
     o.add_argument("--perfetto", metavar="FILE",
@@ -505,6 +516,10 @@ def _check_live(args):
                              "not with --lean" if args.lean else
                              "not with --no-kernel" if args.no_kernel else
                              "with -w CAPTURE"))
+    if args.on_cpu is not None and (args.lean or not args.write):
+        raise UsageError("--on-cpu records the samples' stacks in a "
+                         "capture: %s" % ("not with --lean" if args.lean
+                                          else "with -w CAPTURE"))
     if args.behind and (args.lean or args.no_kernel):
         raise UsageError("--behind splits the kernel's run-queue waits: not "
                          "with %s" % ("--lean" if args.lean else

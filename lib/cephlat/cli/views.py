@@ -263,12 +263,15 @@ def _replay(args, opts, out, cap, run_info):
 
 
 def _folded(args, out, err, caps):
-    """--folded: the window's waits with stacks, each stack's time summed
-    (with several OSDs, each line starts with its name)."""
-    from ..stacks.waits import StackReader, folded, has_stacks
+    """--folded: the window's waits with stacks, each stack's time summed,
+    or (--folded on-cpu) its samples on a CPU, counted (with several
+    OSDs, each line starts with its name)."""
+    from ..stacks.waits import (StackReader, folded, folded_samples,
+                                has_stacks)
+    cpu = args.folded == "on-cpu"
     any_stacks = False
     for cap in caps:
-        if not has_stacks(cap):
+        if not has_stacks(cap, "cpu_sample" if cpu else "wait_stack"):
             continue
         any_stacks = True
         t0 = bound(cap, args.t_from, cap.first_ns)
@@ -276,12 +279,12 @@ def _folded(args, out, err, caps):
         check_window(args, cap, t0, t1)
         sr = StackReader(cap)
         try:
-            waits = sr.waits(t0, t1, args.thread_role)
+            lines = folded_samples(sr.samples(t0, t1, args.thread_role)) \
+                if cpu else folded(sr.waits(t0, t1, args.thread_role))
         finally:
             sr.close()
         name = cap.targets[cap.slot].get("name") if len(caps) > 1 else None
-        for stack, us in sorted(folded(waits).items(),
-                                key=lambda kv: -kv[1]):
+        for stack, us in sorted(lines.items(), key=lambda kv: -kv[1]):
             out.write("%s%s %d\n" % (name + ";" if name else "", stack,
                                       round(us)))
         if sr.files.missing:
@@ -292,8 +295,9 @@ def _folded(args, out, err, caps):
             err.write("%s: kernel frames are addresses: %s\n" % (
                 TOOL, sr.ksyms.why))
     if not any_stacks:
-        raise UserError("%s holds no stacks: record them with -w CAPTURE "
-                        "--stacks" % args.read)
+        raise UserError("%s holds no %s: record them with -w CAPTURE %s" % (
+            args.read, "samples on a CPU" if cpu else "stacks of waits",
+            "--on-cpu HZ" if cpu else "--stacks US"))
     return 0
 
 

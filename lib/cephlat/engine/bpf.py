@@ -98,6 +98,7 @@ def _load():
         "bpf_program__attach_uprobe_opts": (vp, [vp, ctypes.c_int, cp, sz,
                                                  ctypes.POINTER(_UprobeOpts)]),
         "bpf_program__attach_tracepoint": (vp, [vp, cp, cp]),
+        "bpf_program__attach_perf_event": (vp, [vp, ctypes.c_int]),
         "bpf_program__attach": (vp, [vp]),
         "bpf_link__destroy": (i, [vp]),
         "bpf_map_lookup_elem": (i, [i, vp, vp]),
@@ -518,6 +519,20 @@ class BPFObject:
             raise UserError("cannot attach tracepoint %s:%s: %s %s" % (
                 category, name, os.strerror(err), last_log(1)))
         return self._add_link(Link(link, "%s:%s" % (category, name)))
+
+    def attach_perf_event(self, prog, pfd, what):
+        """Program `prog` on perf event fd `pfd` (the link owns it: it is
+        closed with the link)."""
+        L = _load()
+        ctypes.set_errno(0)
+        link = L.bpf_program__attach_perf_event(self._find_prog_ptr(prog),
+                                                pfd)
+        err = _ptr_error(link)
+        if err:
+            os.close(pfd)
+            raise UserError("cannot attach %s: %s %s" % (
+                what, os.strerror(err), last_log(1)))
+        return self._add_link(Link(link, what))
 
     def attach(self, prog, what=None):
         """Attach by the program's section (tp_btf/..., tracepoint/...)."""

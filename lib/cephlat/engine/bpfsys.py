@@ -3,7 +3,8 @@
 uprobe_multi link (BPF_LINK_CREATE, which BPFObject.attach_uprobe_multi
 makes) and the trial that says whether this kernel has it; and what the
 kernel says of a loaded program (its fdinfo: run count and time while the
-run statistics are on)."""
+run statistics are on). And perf_event_open(2): the sampling clock a
+perf_event program is attached to (--on-cpu)."""
 import ctypes
 import ctypes.util
 import errno
@@ -52,7 +53,31 @@ class UprobeMultiLinkAttr(ctypes.Structure):
 
 
 
+# perf_event_open(2) and the leading part of struct perf_event_attr
+# (PERF_ATTR_SIZE_VER0: the kernel reads the rest as zero)
+_SYS_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}
+PERF_TYPE_SOFTWARE = 1
+PERF_COUNT_SW_CPU_CLOCK = 0
+PERF_ATTR_DISABLED = 1 << 0
+PERF_ATTR_FREQ = 1 << 10
+PERF_FLAG_FD_CLOEXEC = 1 << 3
+
+
+class PerfEventAttr(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_uint32),
+                ("size", ctypes.c_uint32),
+                ("config", ctypes.c_uint64),
+                ("sample_freq", ctypes.c_uint64),
+                ("sample_type", ctypes.c_uint64),
+                ("read_format", ctypes.c_uint64),
+                ("flags", ctypes.c_uint64),
+                ("wakeup_events", ctypes.c_uint32),
+                ("bp_type", ctypes.c_uint32),
+                ("config1", ctypes.c_uint64)]
+
+
 _libc = None
+_perf = None
 _multi_ok = None     # uprobe_multi_supported(), once per process
 
 
@@ -73,6 +98,40 @@ def sys_bpf(cmd, attr):
     r = syscall(_SYS_BPF[platform.machine()], cmd, ctypes.byref(attr),
                 ctypes.sizeof(attr))
     return r, (ctypes.get_errno() if r < 0 else 0)
+
+
+def cpu_clock(cpu, hz):
+    """A software CPU clock on `cpu`, sampling `hz` times a second (off
+    until a program is attached) -> its fd; OSError."""
+    global _perf
+    if _perf is None:
+        _perf = ctypes.CDLL(ctypes.util.find_library("c"),
+                            use_errno=True).syscall
+        _perf.restype = ctypes.c_long
+        _perf.argtypes = [ctypes.c_long, ctypes.c_void_p, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_int, ctypes.c_ulong]
+    attr = PerfEventAttr(type=PERF_TYPE_SOFTWARE,
+                         size=ctypes.sizeof(PerfEventAttr),
+                         config=PERF_COUNT_SW_CPU_CLOCK, sample_freq=hz,
+                         flags=PERF_ATTR_DISABLED | PERF_ATTR_FREQ)
+    ctypes.set_errno(0)
+    fd = _perf(_SYS_PERF_EVENT_OPEN[platform.machine()], ctypes.byref(attr),
+               -1, cpu, -1, PERF_FLAG_FD_CLOEXEC)
+    if fd < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return fd
+
+
+def online_cpus():
+    """The online CPUs' numbers (/sys/devices/system/cpu/online)."""
+    with open("/sys/devices/system/cpu/online") as f:
+        text = f.read().strip()
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += range(int(lo), int(hi or lo) + 1)
+    return out
 
 
 def uprobe_multi_supported():

@@ -29,12 +29,13 @@ class Want:
     # OTLP traces (model/sample.py's TraceChoice; None: none; the full
     # tier's only); behind: whom the threads wait behind for a CPU
     # (--behind); stacks: the stacks of waits of at least this many us
-    # are captured (--stacks; None: none)
+    # are captured (--stacks; None: none); on_cpu: the threads on their
+    # CPUs sampled this many times a second, with their stacks (--on-cpu)
     FIELDS = dict(pid=None, osd=None, probes=None, stages=None,
                   release=None, strict=False, no_kernel=False, lean=False,
                   max_ops=DEFAULT_MAX_OPS, ring_mb=None,
                   ring_mb_per_target=0, host_netns=None, traces=None,
-                  behind=False, stacks=None)
+                  behind=False, stacks=None, on_cpu=None)
 
     def __init__(self, **kw):
         unknown = set(kw) - set(self.FIELDS)
@@ -64,7 +65,8 @@ class Session:
             roles=self.roles, mclock=[t.mclock() for t in self.targets],
             ring_bytes=ring_bytes(mb) if mb else 0, lean=want.lean,
             traces=want.traces, behind=want.behind,
-            stacks_min_us=want.stacks if mb else None)
+            stacks_min_us=want.stacks if mb else None,
+            oncpu_hz=want.on_cpu if mb else None)
         # the cost estimate needs the measured cost of a uprobe hit
         self.tracer.calibrate_always = True
         # the op class is read at completion: split only when it is probed

@@ -67,7 +67,7 @@ class StageTracer(MapReads):
                  max_ops=DEFAULT_MAX_OPS,
                  bpf_dir=None, calibrate=True, kernel=False, roles=None,
                  ring_bytes=0, mclock=None, lean=False, traces=None,
-                 behind=False, stacks_min_us=None):
+                 behind=False, stacks_min_us=None, oncpu_hz=None):
         self.pids = list(pid) if isinstance(pid, (list, tuple)) else [pid]
         n = len(self.pids)
         self.exe_paths = _per_target(exe_path, n)
@@ -84,6 +84,9 @@ class StageTracer(MapReads):
         # longer, in the capture (kernel stages and a capture only)
         self.stacks_min_us = stacks_min_us if kernel and ring_bytes \
             else None
+        # the targets' threads sampled on their CPUs this often, their
+        # stacks in the capture (a capture only)
+        self.oncpu_hz = oncpu_hz if ring_bytes else None
         self.roles = roles or CEPH_ROLES
         self.max_ops = max_ops
         self.bpf_dir = bpf_dir or default_bpf_dir()
@@ -167,6 +170,9 @@ class StageTracer(MapReads):
             if self.kernel else []
         for prog in kernel_programs(self.abi):
             if prog not in self.kernel_progs:
+                self.obj.set_autoload(prog, False)
+        if not self.oncpu_hz:
+            for prog in self.abi.programs_in("perf_event"):
                 self.obj.set_autoload(prog, False)
         if self.lean:
             # its one program and the calibration's: the verifier's time
@@ -258,6 +264,17 @@ class StageTracer(MapReads):
         if self.kernel:
             for prog in self.kernel_progs:
                 links.append(self.obj.attach(prog))
+                links[-1].tag = self.KERNEL
+        if self.oncpu_hz:
+            for cpu in bpfsys.online_cpus():
+                try:
+                    pfd = bpfsys.cpu_clock(cpu, self.oncpu_hz)
+                except OSError as e:
+                    raise UserError("cannot open a sampling clock on CPU "
+                                    "%d (--on-cpu): %s" % (cpu, e.strerror))
+                links.append(self.obj.attach_perf_event(
+                    "on_cpu_sample", pfd, "the sampling clock of CPU %d" %
+                    cpu))
                 links[-1].tag = self.KERNEL
         groups = {}
         for slot, plan in enumerate(self.plans):

@@ -18,6 +18,7 @@ covers, or where the copy of the stack ends: the frames found so far
 are kept, and why it stopped is said.
 """
 import bisect
+import os
 import struct
 
 from elftools.common.exceptions import ELFError
@@ -133,6 +134,20 @@ class UnwindTable:
         return table[max(j, 0)][1]
 
 
+def vdso_image(path):
+    """This process's vDSO copied to file `path` (an ELF image of the
+    running kernel's), or None when it has none."""
+    for m in read_maps(os.getpid()):
+        if m.path == VDSO:
+            with open("/proc/self/mem", "rb", buffering=0) as f:
+                f.seek(m.start)
+                data = f.read(m.end - m.start)
+            with open(path, "wb") as out:
+                out.write(data)
+            return path
+    return None
+
+
 def build_id(path):
     """The GNU build id (hex) of ELF file `path`; None when it has none
     or cannot be read."""
@@ -160,14 +175,24 @@ class Mapping:
             start, end, offset, path
 
 
+# the kernel's code mapped into every process (clock_gettime runs there):
+# an ELF image of the running kernel's, not a file
+VDSO = "[vdso]"
+
+
 def read_maps(pid):
     """The file mappings of process `pid` (/proc/PID/maps), executable
-    or not (a file's text and its tables can be mapped apart); not the
-    devices, the kernel's own ([aio] rings) or files deleted since."""
+    or not (a file's text and its tables can be mapped apart), and the
+    vDSO; not the devices, the kernel's own ([aio] rings) or files
+    deleted since."""
     out = []
     with open("/proc/%d/maps" % pid) as f:
         for line in f:
             parts = line.split(None, 5)
+            if len(parts) == 6 and parts[5].rstrip("\n") == VDSO:
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                out.append(Mapping(lo, hi, 0, VDSO))
+                continue
             if len(parts) < 6 or not parts[5].startswith("/") or \
                     parts[5].startswith(("/dev/", "/[")) or \
                     parts[5].rstrip("\n").endswith(" (deleted)"):

@@ -1,6 +1,6 @@
-"""The waits of a capture with their stacks (osdstage -w --stacks),
-unwound and named: what -r --folded prints and the report's WAIT STACKS
-table sums.
+"""The waits of a capture with their stacks (osdstage -w --stacks) and
+its samples of the threads on their CPUs (-w --on-cpu), unwound and
+named: what -r --folded prints, --slowest lists and the timelines show.
 
 Each wait_stack event holds the sleeper's user registers, the top of its
 user stack and its kernel stack as it went to sleep, and the waker's as
@@ -15,9 +15,12 @@ matches), else shown as addresses.
 """
 import bisect
 import os
+import platform
+import tempfile
 
 from ..engine.elfsym import ElfSymbols
-from .unwind import COPY, END, Mapping, Stack, Unwinder, build_id
+from .unwind import (COPY, END, VDSO, Mapping, Stack, Unwinder, build_id,
+                     vdso_image)
 
 # a kernel frame's mark in folded stacks (as flame graphs colour them)
 KERNEL = "_[k]"
@@ -74,6 +77,22 @@ class Wait:
         return ";".join(p.replace(";", ":") for p in parts)
 
 
+class Sample:
+    """A thread found on a CPU by the sampling clock: ts, tid, role (its
+    name), in_op (running an op), its user and kernel frames (innermost
+    first) and why its user unwind stopped."""
+    __slots__ = ("ts", "tid", "role", "in_op", "user", "kernel", "stopped")
+
+    def folded(self):
+        """Role, the user frames from the thread's root, the kernel's."""
+        parts = [self.role or "?"]
+        if self.stopped != END and self.user:
+            parts.append("[unwind: %s]" % self.stopped)
+        parts += [f.label() for f in reversed(self.user)]
+        parts += [f.label() + KERNEL for f in reversed(self.kernel)]
+        return ";".join(p.replace(";", ":") for p in parts)
+
+
 class KernelSymbols:
     """/proc/kallsyms, when this boot's kernel text is where the capture's
     was (`stext`, its env's kernel_stext); else no names."""
@@ -113,10 +132,14 @@ class KernelSymbols:
 
 class Files:
     """The capture's mapped files found on this host: path -> the path
-    to open (None: not found, or not the same build)."""
+    to open (None: not found, or not the same build). The vDSO is this
+    process's own when this host runs the kernel release that recorded
+    (`kernel`), copied to a file of ours for the time of the reading."""
 
-    def __init__(self, mappings, pid):
+    def __init__(self, mappings, pid, kernel=None):
         self.pid = pid
+        self.kernel = kernel
+        self.temp = []
         self.want = {}
         for m in mappings:
             self.want.setdefault(m["path"], m["build_id"])
@@ -124,7 +147,30 @@ class Files:
         self.symbols = {}
         self.missing = []       # not at hand, and frames fell in them
 
+    def close(self):
+        for p in self.temp:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+        self.temp = []
+
+    def _vdso(self):
+        if self.kernel != platform.release():
+            return None
+        fd, p = tempfile.mkstemp(prefix="osdstage-vdso-")
+        os.close(fd)
+        self.temp.append(p)
+        try:
+            return vdso_image(p)
+        except OSError:
+            return None
+
     def local(self, path):
+        if path == VDSO:
+            if path not in self.found:
+                self.found[path] = self._vdso()
+            return self.found[path]
         if path not in self.found:
             bid = self.want.get(path)
             got = None
@@ -155,7 +201,8 @@ class StackReader:
 
     def __init__(self, cap):
         self.cap = cap
-        self.files = Files(cap.mappings, int(cap.pid or 0))
+        self.files = Files(cap.mappings, int(cap.pid or 0),
+                           cap.env.get("kernel"))
         self.wanted = {}        # start -> the capture's path of a file
         #                         not at hand (frames fell in it)
         maps = []
@@ -173,6 +220,7 @@ class StackReader:
         for s in self.files.symbols.values():
             if s:
                 s.close()
+        self.files.close()
 
     def _user(self, e, pre=""):
         """The user frames of event e's sleeper (pre "") or waker (pre
@@ -213,15 +261,47 @@ class StackReader:
                    if f.name and f.name.startswith(TRACING)), default=-1)
         return frames[cut + 1:]
 
+    def _labels(self, name):
+        """{field: labels} of event class `name` (None: not in the
+        capture)."""
+        cls = next((c for c in self.cap.trace.classes.values()
+                    if c.name == "osdstage:" + name), None)
+        return None if cls is None else {n: lab for n, _, lab in cls.fields}
+
+    def samples(self, t0=None, t1=None, role=None):
+        """The slot's samples on a CPU in [t0, t1] (of role name `role`
+        only, if given) -> [Sample], in time order."""
+        labels = self._labels("cpu_sample")
+        if labels is None:
+            return []
+        roles = labels["role"] or []
+        out = []
+        for ch in self.cap.chunks(("cpu_sample",), t0, t1):
+            for r in ch.recs.values():
+                for e in r:
+                    rname = roles[e["role"]] if e["role"] < len(roles) \
+                        else None
+                    if role is not None and rname != role:
+                        continue
+                    s = Sample()
+                    s.ts, s.tid, s.role = int(e["_ts"]), int(e["tid"]), \
+                        rname
+                    s.in_op = bool(e["in_op"])
+                    s.user, s.stopped = self._user(e)
+                    s.kernel = self._kernel(
+                        e["kstack"][:int(e["kframes"])].tolist())
+                    out.append(s)
+        out.sort(key=lambda s: s.ts)
+        _stitch(out)
+        return out
+
     def waits(self, t0=None, t1=None, role=None):
         """The slot's waits with stacks in [t0, t1] (of role name `role`
         only, if given) -> [Wait], in time order."""
         cap = self.cap
-        cls = next((c for c in cap.trace.classes.values()
-                    if c.name == "osdstage:wait_stack"), None)
-        if cls is None:
+        labels = self._labels("wait_stack")
+        if labels is None:
             return []
-        labels = {n: lab for n, _, lab in cls.fields}
         roles, kinds = labels["role"] or [], labels["sleep"]
         out = []
         for ch in cap.chunks(("wait_stack",), t0, t1):
@@ -252,11 +332,11 @@ class StackReader:
 
 
 def _stitch(waits):
-    """A sleeper's unwind cut short by its copy of the stack (a deep
+    """A thread's unwind cut short by its copy of the stack (a deep
     stack) ends in a frame that a whole unwind of the same thread may
     hold too, at the same place on the stack (its pc and CFA: the same
     call, still running): from there on they are the same frames, taken
-    from that one."""
+    from that one. (Waits or samples.)"""
     whole = {}
     for w in waits:
         if w.stopped == END:
@@ -278,10 +358,12 @@ OP_FRAMES = 8
 WAKER_FRAMES = 4
 
 
-def has_stacks(cap):
-    """Whether capture slot `cap` recorded stacks (-w --stacks)."""
+def has_stacks(cap, kind="wait_stack"):
+    """Whether capture slot `cap` recorded stacks: of waits (-w --stacks;
+    `kind` "wait_stack") or of samples on a CPU (-w --on-cpu;
+    "cpu_sample")."""
     return bool(cap.mappings) and any(
-        c.name == "osdstage:wait_stack" and c.id < cap.n_bpf
+        c.name == "osdstage:" + kind and c.id < cap.n_bpf
         for c in cap.trace.classes.values())
 
 
@@ -344,4 +426,13 @@ def folded(waits, waker=True):
     for w in waits:
         k = w.folded(waker)
         out[k] = out.get(k, 0) + w.off_ns / 1000.0
+    return out
+
+
+def folded_samples(samples):
+    """Folded stacks of samples on a CPU: {stack: samples}."""
+    out = {}
+    for s in samples:
+        k = s.folded()
+        out[k] = out.get(k, 0) + 1
     return out
