@@ -12,7 +12,7 @@ from ..model.schema import json_line
 from ..model.timeline import timeline
 from ..render.breakdown import print_breakdown
 from ..render.interval_text import emit
-from ..render.text import print_header
+from ..render.text import print_header, print_stacks
 from ..capture.ctf import trace_tool
 from ..capture.reader import Capture
 from ..rbd.reader import RbdTrace
@@ -308,6 +308,8 @@ def _window(args, opts, out, err, cap, run_info):
     _emit(args, opts, out, iv)
     if iv.by is not None and not opts.json:
         print_breakdown(out, opts, iv.by)
+    if iv.record.get("stacks") and not opts.json:
+        print_stacks(out, opts, iv.record["stacks"])
     if tl_args is not None:
         write_pictures(args, err, iv, add_sleep_stacks(
             timeline(*tl_args), cap), run_info)

@@ -16,8 +16,8 @@ from ..model.slowest import slowest
 from ..model.timeline import host_timeline
 from ..capture.ops import OpSummary
 from ..capture import doneops
-from ..stacks.waits import (StackReader, has_stacks, op_waits,
-                            sleep_notes)
+from ..stacks.waits import (StackReader, cpu_summary, has_stacks,
+                            op_waits, sleep_notes, wait_summary)
 
 
 
@@ -127,11 +127,34 @@ def window_record(args, cap, run_info, err=None):
     if getattr(args, "by", None):
         iv.by = by_keys(args, cap, t0, t1)
         rec["by"] = iv.by.record
+    stacks = _stack_summary(cap, t0, t1, args.thread_role)
+    if stacks:
+        rec["stacks"] = stacks
     tl_args = None
     if args.html or args.perfetto:
         a, b = timeline_window(args, cap, ops, t0, t1)
         tl_args = (cap, a, b, cap.ops_overlapping(ops, t0, t1, a, b))
     return iv, tl_args
+
+
+def _stack_summary(cap, t0, t1, role):
+    """A capture with stacks (-w --stacks, --on-cpu): where the window's
+    threads waited and what they ran, summed ({"waits", "on_cpu",
+    "oncpu_hz"}), or None."""
+    waits, cpu = has_stacks(cap), has_stacks(cap, "cpu_sample")
+    if not (waits or cpu):
+        return None
+    sr = StackReader(cap)
+    try:
+        out = {}
+        if waits:
+            out["waits"] = wait_summary(sr.waits(t0, t1, role))
+        if cpu:
+            out["on_cpu"] = cpu_summary(sr.samples(t0, t1, role))
+            out["oncpu_hz"] = int(cap.env.get("oncpu_hz") or 0) or None
+    finally:
+        sr.close()
+    return out
 
 
 def _slowest_waits(cap, ranked, rows, t0, t1):

@@ -198,6 +198,37 @@ def _waits(out, r):
             else ""))
 
 
+def print_stacks(out, opts, st):
+    """A capture's stacks summed (cli/windows.py: the window record's
+    "stacks"): where the threads waited, what they ran."""
+    div, unit = (1000.0, "ms") if opts.milliseconds else (1.0, "us")
+    if st.get("waits") is not None:
+        out.write("\nWHERE THREADS WAITED (waits recorded with their "
+                  "stacks; innermost frame first)\n")
+        if not st["waits"]:
+            out.write("no wait of the threshold in the window\n")
+        for w in st["waits"]:
+            _op_line(out, "%s %s: %.1f %s asleep in %d wait%s, in %s; "
+                     "woken by %s%s" % (
+                         w["role"] or "?", w["kind"] or "?",
+                         w["us"] / div, unit, w["waits"],
+                         "" if w["waits"] == 1 else "s",
+                         " < ".join(w["where"]) or "?",
+                         " < ".join(w["woken_by"]) or "?",
+                         "" if w["waker_is_osd"] else
+                         " (outside the OSD)"))
+    if st.get("on_cpu") is not None:
+        out.write("\nWHAT THREADS RAN (sampled on their CPUs%s)\n" % (
+            ", %d a second" % st["oncpu_hz"] if st.get("oncpu_hz") else ""))
+        if not st["on_cpu"]:
+            out.write("no sample of the OSD's threads in the window\n")
+        for c in st["on_cpu"]:
+            _op_line(out, "%s: %.0f %% of its samples in %s%s (%d)" % (
+                c["role"] or "?", c["role_pct"], c["function"],
+                ", from " + c["from"] if c["from"] else "", c["samples"]))
+    out.flush()
+
+
 def _replication(out, r):
     """A replicated write's replies and own commit, a replica op's end."""
     for rp in r.get("replies", ()):

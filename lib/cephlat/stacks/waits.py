@@ -436,3 +436,64 @@ def folded_samples(samples):
         k = s.folded()
         out[k] = out.get(k, 0) + 1
     return out
+
+
+# the system's libraries: where every wait and much work ends, not what
+# an operator acts on; a summary names the first frame outside them
+SYSTEM = ("libc.so", "libstdc++", "libpthread", "libgcc_s", "ld-linux",
+          VDSO)
+# frames a summary row names (the innermost first), rows it keeps
+WHERE_FRAMES = 3
+TOP = 5
+
+
+def _system(f):
+    return f.path is not None and os.path.basename(f.path).startswith(
+        SYSTEM)
+
+
+def where(frames, n=WHERE_FRAMES):
+    """The innermost `n` frames outside the system's libraries (the
+    first n of all when every frame is theirs) -> [label]"""
+    own = [f for f in frames if not _system(f)]
+    return [f.label() for f in (own or frames)[:n]]
+
+
+def wait_summary(waits, top=TOP):
+    """A window's waits with stacks summed by role, kind, where they
+    slept (where()) and who woke them: the `top` by time asleep, as
+    JSON-able dicts."""
+    rows = {}
+    for w in waits:
+        waker = (w.waker_user and where(w.waker_user, 1)) or \
+            [f.label() + KERNEL for f in w.waker_kernel[:1]]
+        key = (w.role, w.kind, tuple(where(w.user)) or tuple(
+            f.label() + KERNEL for f in w.kernel[:WHERE_FRAMES]),
+            w.waker_tid != 0, tuple(waker))
+        us, n = rows.get(key, (0.0, 0))
+        rows[key] = (us + w.off_ns / 1000.0, n + 1)
+    out = [{"role": k[0], "kind": k[1], "where": list(k[2]),
+            "woken_by": list(k[4]), "waker_is_osd": k[3],
+            "us": round(us, 1), "waits": n}
+           for k, (us, n) in rows.items()]
+    return sorted(out, key=lambda r: -r["us"])[:top]
+
+
+def cpu_summary(samples, top=TOP):
+    """A window's samples on a CPU summed by role and the function
+    running (the innermost user frame; a kernel one when the clock found
+    it in the kernel), with the first caller outside the system's
+    libraries: the `top` by samples, each with its share of its role's,
+    as JSON-able dicts."""
+    rows, per_role = {}, {}
+    for s in samples:
+        fn = s.kernel[0].label() + KERNEL if s.kernel else \
+            s.user[0].label() if s.user else "?"
+        own = where(s.user, 1)
+        key = (s.role, fn, own[0] if own and own[0] != fn else None)
+        rows[key] = rows.get(key, 0) + 1
+        per_role[s.role] = per_role.get(s.role, 0) + 1
+    out = [{"role": k[0], "function": k[1], "from": k[2], "samples": n,
+            "role_pct": round(100.0 * n / per_role[k[0]], 1)}
+           for k, n in rows.items()]
+    return sorted(out, key=lambda r: -r["samples"])[:top]
