@@ -15,6 +15,12 @@ their ops (BlueStore's direct I/O, waited for on a condition variable).
 - each recorded wait has its waker's kernel stack;
 - --perfetto and --html: the timeline's sleeps carry their stacks and
   waker;
+- the window's summary (WHERE THREADS WAITED) puts the workers' reads
+  first;
+- --on-cpu: the workers' samples are their time on a CPU as the
+  scheduler events measure it (the window's THREAD ROLE figures) at the
+  sampling rate, within the count's own error, and unwound from the
+  thread's root through the shard queue's loop;
 - --slowest: every sleep of a slow read's worker inside its read from
   the disk that lasted the threshold (as the capture's scheduler events
   have it) is in the read's listing, where it slept and who woke it (a
@@ -28,6 +34,7 @@ from conftest import (OSDSTAGE, PYTHON, Bench, check_reports,
                       folded_stacks, in_order, prefill, wait_for_line)
 
 MIN_US = 100            # --stacks: a read from the lab's disk is longer
+HZ = 499                # --on-cpu: samples a second on each CPU
 WINDOW_S = 5
 RUNS = 2
 WORKER = "tp_osd_tp"
@@ -50,7 +57,7 @@ def stacked(request, prefilled, tmp_path_factory):
     try:
         p = subprocess.Popen([PYTHON, OSDSTAGE, "-p", str(lab["pid"]),
                               "-w", cap, "--stacks", str(MIN_US),
-                              str(WINDOW_S), "1"],
+                              "--on-cpu", str(HZ), str(WINDOW_S), "1"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
         wait_for_line(p.stderr, "Tracing", 60)
@@ -66,11 +73,17 @@ def stacked(request, prefilled, tmp_path_factory):
                        timeout=300)
     assert r.returncode == 0, r.stderr
     slow = check_reports(r.stdout)[0]["slowest"]
-    return folded_stacks(cap), slow, cap, pictures
+    r = subprocess.run([PYTHON, OSDSTAGE, "-r", cap, "--from", "0", "-j"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    window = check_reports(r.stdout)[0]
+    return {"folded": folded_stacks(cap), "slow": slow, "cap": cap,
+            "pictures": pictures, "window": window,
+            "on_cpu": folded_stacks(cap, "on-cpu")}
 
 
 def test_every_worker_stack_is_unwound_from_its_root(stacked):
-    folded = stacked[0]
+    folded = stacked["folded"]
     workers = [(s, w, us) for s, w, us in folded if s[0] == WORKER]
     assert len(workers) >= 5, folded
     for s, w, us in workers:
@@ -88,7 +101,7 @@ def test_every_worker_stack_is_unwound_from_its_root(stacked):
 
 
 def test_the_reads_wait_for_the_disk_inside_bluestore(stacked):
-    folded = stacked[0]
+    folded = stacked["folded"]
     workers = [(s, us) for s, _, us in folded if s[0] == WORKER]
     total = sum(us for _, us in workers)
     reads = [(s, w, us) for s, w, us in folded if s[0] == WORKER and
@@ -118,8 +131,7 @@ def _sleeps(cap, tid, a_us, b_us, enq_wall):
 
 def test_a_slow_reads_listing_has_its_workers_wait_for_the_disk(stacked):
     from cephlat.capture.reader import Capture
-    _, slow, path = stacked
-    cap = Capture(path)
+    slow, cap = stacked["slow"], Capture(stacked["cap"])
     reads = [r for r in slow if r.get("class") == "read" and any(
         st["stage"] == "bluestore_read" for st in r["stages"])]
     seen = 0
@@ -144,7 +156,7 @@ def test_a_slow_reads_listing_has_its_workers_wait_for_the_disk(stacked):
 def test_the_timelines_sleeps_carry_their_stacks(stacked):
     import json
     from cephlat.render import perfetto
-    perf, page = stacked[3]
+    perf, page = stacked["pictures"]
     with open(perf) as f:
         trace = json.load(f)
     assert perfetto.validate(trace) == []
@@ -162,3 +174,37 @@ def test_the_timelines_sleeps_carry_their_stacks(stacked):
         html = f.read()
     # on the page, as the sleeps' titles (short states are drawn merged)
     assert "IOContext::aio_wait" in html
+
+
+def test_the_summary_puts_the_workers_reads_first(stacked):
+    st = stacked["window"]["stacks"]
+    top = [w for w in st["waits"] if w["role"] == WORKER][0]
+    assert top["kind"] == "work" and top["where"][0] == \
+        "IOContext::aio_wait" and "BlueStore::read" in top["where"], st
+    assert top["woken_by"] == ["KernelDevice::_aio_thread"] and \
+        top["waker_is_osd"], top
+    assert st["oncpu_hz"] == HZ and st["on_cpu"], st
+
+
+def test_the_workers_samples_are_their_time_on_a_cpu(stacked):
+    rec = stacked["window"]
+    t = rec["threads"][WORKER]
+    # on a CPU: neither asleep nor waiting for one, of every worker's
+    # window (percentages to 0.1: each thread-window's 0.05 % of it)
+    oncpu_s = t["threads"] * rec["interval_s"] * (
+        100.0 - t["offcpu_pct"] - t["runq_pct"]) / 100.0
+    want = oncpu_s * HZ
+    got = sum(n for s, _, n in stacked["on_cpu"] if s[0] == WORKER)
+    slack = 3 * want ** 0.5 + 2 + \
+        t["threads"] * rec["interval_s"] * 0.0005 * HZ
+    assert abs(got - want) <= slack, (got, want, slack, t)
+
+
+def test_the_workers_samples_are_unwound_from_their_root(stacked):
+    mine = [(s, n) for s, _, n in stacked["on_cpu"] if s[0] == WORKER]
+    got = sum(n for _, n in mine)
+    whole = [(s, n) for s, n in mine
+             if not any(f.startswith("[unwind") for f in s)]
+    assert sum(n for _, n in whole) >= 0.9 * got, mine[:5]
+    for s, n in whole:
+        assert "ShardedThreadPool::shardedthreadpool_worker" in s, s
