@@ -18,7 +18,8 @@ from ..capture import reqops
 from ..capture.lookup import request_ops
 from ..ceph import messages
 from ..rbd.clientops import client_columns, client_op
-from .windows import bound, end_ns, host_pictures, window_record
+from ..stacks.waits import has_stacks
+from .windows import add_waits, bound, end_ns, host_pictures, window_record
 
 
 def op_story(args, opts, out, caps, err=None, traces=(), clocks=None):
@@ -45,6 +46,10 @@ def op_story(args, opts, out, caps, err=None, traces=(), clocks=None):
                             "them)" % args.read)
         raise UserError("no op %s in %s (see --slowest for request ids)" % (
             args.op_reqid, args.read))
+    for name, (c, ops) in found.items():
+        if has_stacks(c):       # where its workers slept (-w --stacks)
+            add_waits(c, zip(sorted(ops, key=lambda o: o.enq_ns),
+                             story.osds[name]))
     write_story(out, story, opts)
     if args.html or args.perfetto:     # a timeline centred on the request
         _story_pictures(args, err, caps, traces, found, story.t0_ns)

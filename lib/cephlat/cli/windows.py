@@ -123,7 +123,9 @@ def window_record(args, cap, run_info, err=None):
     if args.slowest:
         rec["slowest"] = slowest(cap, ops.by_rank(), args.slowest)
         if has_stacks(cap):
-            _slowest_waits(cap, ops.by_rank(), rec["slowest"], t0, t1)
+            tops = sorted(ops.by_rank(), key=lambda o: o.key_ns(),
+                          reverse=True)
+            add_waits(cap, zip(tops, rec["slowest"]), t1)
     if getattr(args, "by", None):
         iv.by = by_keys(args, cap, t0, t1)
         rec["by"] = iv.by.record
@@ -157,22 +159,26 @@ def _stack_summary(cap, t0, t1, role):
     return out
 
 
-def _slowest_waits(cap, ranked, rows, t0, t1):
-    """--slowest with stacks (-w --stacks): each op's waits on its worker
-    while it ran it, where it slept and who woke it."""
-    tops = sorted(ranked, key=lambda o: o.key_ns(), reverse=True)
+def add_waits(cap, pairs, t1=None):
+    """--slowest, --op of a capture with stacks (-w --stacks): each op's
+    waits on its worker while it ran it, where it slept and who woke it.
+    pairs: (OpRec, its op_row); t1: the last time to read (default: its
+    ops' last end)."""
+    pairs = [(o, row) for o, row in pairs
+             if o.deq and (o.done or o.repop)]
+    if not pairs:
+        return
+    ends = [(o.done or o.repop)["ts"] for o, _ in pairs]
     sr = StackReader(cap)
     try:
         # an op's span may begin before the window: its waits too
-        first = min([o.enq_ns for o in tops[:len(rows)]] + [t0])
-        waits = sr.waits(first, t1)
+        waits = sr.waits(min(o.deq["ts"] for o, _ in pairs),
+                         max(ends + ([t1] if t1 else [])))
     finally:
         sr.close()
-    for o, row in zip(tops, rows):
-        end = (o.done or o.repop or {}).get("ts")
-        if o.deq and end:
-            row["waits"] = op_waits(waits, o.deq["tid"], o.deq["ts"], end,
-                                    o.enq_ns, cap.comm)
+    for (o, row), end in zip(pairs, ends):
+        row["waits"] = op_waits(waits, o.deq["tid"], o.deq["ts"], end,
+                                o.enq_ns, cap.comm)
 
 
 def _by_columns(args, cap, t0, t1, path):
