@@ -208,3 +208,18 @@ def test_the_workers_samples_are_unwound_from_their_root(stacked):
     assert sum(n for _, n in whole) >= 0.9 * got, mine[:5]
     for s, n in whole:
         assert "ShardedThreadPool::shardedthreadpool_worker" in s, s
+
+
+def test_an_ops_story_has_the_same_waits_as_its_listing(stacked):
+    """--op REQID tells the op's story with the waits --slowest lists."""
+    row = next((r for r in stacked["slow"] if r.get("waits")), None)
+    assert row is not None, stacked["slow"]
+    p = subprocess.run([PYTHON, OSDSTAGE, "-r", stacked["cap"], "--op",
+                        row["reqid"], "-j"], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    story = check_reports(p.stdout)[0]
+    mine = [r for rows in story["osds"].values() for r in rows
+            if r["op"] == row["op"]]
+    assert len(mine) == 1 and mine[0]["waits"] == row["waits"], (
+        mine, row["waits"])
