@@ -162,6 +162,7 @@ __attribute__((noinline)) void lock_pg(Shard *s)
 __attribute__((noinline)) void unlock_pg(Shard *s)
 {
     s->pg.unlock();
+    asm volatile("" ::: "memory");  // a call, not a jump: on the stack
 }
 
 // io mode: the worker waits for its item's completion here, inside the
