@@ -28,6 +28,8 @@ KERNEL = "_[k]"
 WAKER = "--"
 
 
+# a thread in a breakpoint's trap: a uprobe's (the kernel's entry for it)
+TRAP = "asm_exc_int3"
 # the probes' own kernel frames on top of a stack taken at a tracepoint
 # (the tracepoint's run of the BPF program, the program): not the thread's
 TRACING = ("bpf_trace_run", "__bpf_trace_", "__traceiter_")
@@ -222,12 +224,15 @@ class StackReader:
                 s.close()
         self.files.close()
 
-    def _user(self, e, pre=""):
+    def _user(self, e, pre="", trap=False):
         """The user frames of event e's sleeper (pre "") or waker (pre
-        "waker_")."""
+        "waker_"); `trap`: it was in a breakpoint's trap (a uprobe's: its
+        ip is past the int3, the instruction there not run yet)."""
         ip, sp, bp = (int(e[pre + k]) for k in ("ip", "sp", "bp"))
         if not ip:
             return [], END
+        if trap:
+            ip -= 1
         n = int(e[pre + "urets"])
         returns = dict(zip(e[pre + "uret_slot"][:n].tolist(),
                            e[pre + "uret_addr"][:n].tolist()))
@@ -287,9 +292,10 @@ class StackReader:
                     s.ts, s.tid, s.role = int(e["_ts"]), int(e["tid"]), \
                         rname
                     s.in_op = bool(e["in_op"])
-                    s.user, s.stopped = self._user(e)
                     s.kernel = self._kernel(
                         e["kstack"][:int(e["kframes"])].tolist())
+                    s.user, s.stopped = self._user(e, trap=any(
+                        f.name == TRAP for f in s.kernel))
                     out.append(s)
         out.sort(key=lambda s: s.ts)
         _stitch(out)
