@@ -276,62 +276,53 @@ class StackReader:
     def samples(self, t0=None, t1=None, role=None):
         """The slot's samples on a CPU in [t0, t1] (of role name `role`
         only, if given) -> [Sample], in time order."""
-        labels = self._labels("cpu_sample")
-        if labels is None:
-            return []
-        roles = labels["role"] or []
         out = []
-        for ch in self.cap.chunks(("cpu_sample",), t0, t1):
-            for r in ch.recs.values():
-                for e in r:
-                    rname = roles[e["role"]] if e["role"] < len(roles) \
-                        else None
-                    if role is not None and rname != role:
-                        continue
-                    s = Sample()
-                    s.ts, s.tid, s.role = int(e["_ts"]), int(e["tid"]), \
-                        rname
-                    s.in_op = bool(e["in_op"])
-                    s.kernel = self._kernel(
-                        e["kstack"][:int(e["kframes"])].tolist())
-                    s.user, s.stopped = self._user(e, trap=any(
-                        f.name == TRAP for f in s.kernel))
-                    out.append(s)
+        for e, rname, _ in self._events("cpu_sample", t0, t1, role):
+            s = Sample()
+            s.ts, s.tid, s.role = int(e["_ts"]), int(e["tid"]), rname
+            s.in_op = bool(e["in_op"])
+            s.kernel = self._kernel(e["kstack"][:int(e["kframes"])].tolist())
+            s.user, s.stopped = self._user(e, trap=any(
+                f.name == TRAP for f in s.kernel))
+            out.append(s)
         out.sort(key=lambda s: s.ts)
         _stitch(out)
         return out
 
-    def waits(self, t0=None, t1=None, role=None):
-        """The slot's waits with stacks in [t0, t1] (of role name `role`
-        only, if given) -> [Wait], in time order."""
-        cap = self.cap
-        labels = self._labels("wait_stack")
+    def _events(self, name, t0, t1, role):
+        """The slot's events of class `name` in [t0, t1] (of role name
+        `role` only, if given) -> (record, its role's name, the class's
+        {field: labels})"""
+        labels = self._labels(name)
         if labels is None:
-            return []
-        roles, kinds = labels["role"] or [], labels["sleep"]
-        out = []
-        for ch in cap.chunks(("wait_stack",), t0, t1):
+            return
+        roles = labels["role"] or []
+        for ch in self.cap.chunks((name,), t0, t1):
             for r in ch.recs.values():
                 for e in r:
                     rname = roles[e["role"]] if e["role"] < len(roles) \
                         else None
-                    if role is not None and rname != role:
-                        continue
-                    w = Wait()
-                    w.ts, w.tid, w.role = int(e["_ts"]), int(e["tid"]), \
-                        rname
-                    w.kind = kinds[e["sleep"]] if kinds and \
-                        e["sleep"] < len(kinds) else str(int(e["sleep"]))
-                    w.off_ns = int(e["offcpu_ns"])
-                    w.user, w.stopped = self._user(e)
-                    w.kernel = self._kernel(
-                        e["kstack"][:int(e["kframes"])].tolist())
-                    w.waker_tid = int(e["waker_tid"])
-                    w.waker_user, _ = self._user(e, "waker_")
-                    w.waker_kernel = self._kernel(
-                        e["waker_kstack"][:int(e["waker_kframes"])]
-                        .tolist())
-                    out.append(w)
+                    if role is None or rname == role:
+                        yield e, rname, labels
+
+    def waits(self, t0=None, t1=None, role=None):
+        """The slot's waits with stacks in [t0, t1] (of role name `role`
+        only, if given) -> [Wait], in time order."""
+        out = []
+        for e, rname, labels in self._events("wait_stack", t0, t1, role):
+            kinds = labels["sleep"]
+            w = Wait()
+            w.ts, w.tid, w.role = int(e["_ts"]), int(e["tid"]), rname
+            w.kind = kinds[e["sleep"]] if kinds and \
+                e["sleep"] < len(kinds) else str(int(e["sleep"]))
+            w.off_ns = int(e["offcpu_ns"])
+            w.user, w.stopped = self._user(e)
+            w.kernel = self._kernel(e["kstack"][:int(e["kframes"])].tolist())
+            w.waker_tid = int(e["waker_tid"])
+            w.waker_user, _ = self._user(e, "waker_")
+            w.waker_kernel = self._kernel(
+                e["waker_kstack"][:int(e["waker_kframes"])].tolist())
+            out.append(w)
         out.sort(key=lambda w: w.ts)
         _stitch(out)
         return out
