@@ -101,8 +101,11 @@ def test_every_program_is_attached_by_someone(built):
                            "ec_sub_write", "ec_reply", "ec_committed",
                            "ec_read_start", "ec_read_reply", "ec_read_done"}
     kernel = set(loadtime.kernel_programs(built))
+    # --on-cpu's, on each CPU's sampling clock
+    sampling = set(loadtime.sampling_programs(built))
+    assert sampling == {"on_cpu_sample"}
     assert set(built.programs) == {"stage_entry", "stage_return"} | \
-        op_programs | kernel
+        op_programs | kernel | sampling
     assert {built.programs[p].split("/")[0] for p in kernel} == {
         "tp_btf", "tracepoint"}
 

@@ -28,6 +28,11 @@ def kernel_programs(abi):
     return abi.programs_in("tp_btf", "tracepoint")
 
 
+def sampling_programs(abi):
+    """The programs on perf events (--on-cpu's sampling clock)."""
+    return abi.programs_in("perf_event")
+
+
 def syscall_programs(abi):
     """The kernel programs on syscall tracepoints (syncfs's). While one is
     attached, every syscall of every task on the host takes the kernel's

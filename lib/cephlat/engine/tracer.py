@@ -24,7 +24,7 @@ from . import DEFAULT_MAX_OPS, DEFAULT_OP_TIMEOUT_S, bpf, bpfsys
 from . import calibrate as calibration
 from .loadtime import (apply_settings, attached_kernel_programs,
                        kernel_programs, lean_span, rodata_type,
-                       trace_ring_bytes, trace_settings)
+                       sampling_programs, trace_ring_bytes, trace_settings)
 from .mapread import MapReads
 from .optable import OpTable, ReqIndex, table_size
 from .stats import StatsReader, read_counters
@@ -172,7 +172,7 @@ class StageTracer(MapReads):
             if prog not in self.kernel_progs:
                 self.obj.set_autoload(prog, False)
         if not self.oncpu_hz:
-            for prog in self.abi.programs_in("perf_event"):
+            for prog in sampling_programs(self.abi):
                 self.obj.set_autoload(prog, False)
         if self.lean:
             # its one program and the calibration's: the verifier's time
