@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from conftest import need
 from cephlat.engine.elfsym import ElfSymbols
 from cephlat.stacks.unwind import (COPY, END, Stack, Unwinder, build_id,
                                    read_maps)
@@ -48,8 +49,7 @@ EXPECTED = ["clock_nanosleep", "nanosleep", "leaf", "sim::middle", "outer",
 
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory):
-    if shutil.which("g++") is None:
-        pytest.skip("g++ missing (run: make setup)")
+    need(shutil.which("g++") is not None, "g++ missing (run: make setup)")
     d = tmp_path_factory.mktemp("unwind")
     (d / "nest.cc").write_text(SOURCE)
     exe = str(d / "nest")
