@@ -237,10 +237,12 @@ def optracker_ops(historic):
     return out
 
 
-def _ours(cap, slot):
+def _ours(cap, slot, span=None):
+    """The capture's completed client ops {reqid: OpRec}: of the whole
+    capture, or of span(capture) -> (t0, t1)."""
     c = Capture(cap, slot)
-    return {o.req: o for o in c.ops(c.first_ns, c.last_ns)
-            if o.req and o.done}
+    t0, t1 = span(c) if span else (c.first_ns, c.last_ns)
+    return {o.req: o for o in c.ops(t0, t1) if o.req and o.done}
 
 
 def test_request_ids_and_times_agree_with_optracker(lab3, runs):
@@ -301,7 +303,9 @@ def test_ceph_slowest_ops_are_in_our_slowest(lab3, runs):
     checked = 0
     for slot, name in enumerate(names(lab3)):
         theirs = optracker_ops(r["by_duration"][slot])
-        ours = _ours(r["cap"], slot)
+        # the ops -r's window holds: those recorded with every probe
+        # attached (an op of the attach is not ranked)
+        ours = _ours(r["cap"], slot, lambda c: c.traced_span())
         # Ceph's ten slowest client ops that we saw complete, over the
         # span --slowest ranks by: from OSD::enqueue_op (OpTracker's
         # queued_for_pg) to its reply (commit_sent), not from its
@@ -317,10 +321,23 @@ def test_ceph_slowest_ops_are_in_our_slowest(lab3, runs):
         p = run_tool([OSDSTAGE, "-r", r["cap"], "--osd", name[4:],
                       "--slowest", "40", "-j"])
         assert p.returncode == 0, p.stderr
-        listed = {row.get("reqid") for row in
-                  json.loads(p.stdout)["slowest"]}
-        assert sum(q in listed for q in top) >= 0.8 * len(top), (
-            name, top, sorted(x for x in listed if x))
+        rows = json.loads(p.stdout)["slowest"]
+        listed = {row.get("reqid") for row in rows}
+        cut = min(row["total_us"] for row in rows
+                  if row.get("total_us") is not None)
+        # one of Ceph's left out of ours is one whose span, theirs, is
+        # within the two measures' difference of our list's last: the
+        # tolerance test_request_ids_and_times_agree_with_optracker holds
+        # 95 % of the ops to (a thread preempted between OpTracker's mark
+        # and our probe: the window's p99 wake-up delay), so one of ten
+        # may lie beyond it
+        rq_us = r["host"]["osds"][name]["kernel"]["wakeup_delay"]["p99_us"]
+        out = [(q, round(span(q) * 1e6, 1),
+                round(ours[q].done["op_total_ns"] / 1000, 1))
+               for q in top if q not in listed]
+        beyond = [x for x in out
+                  if x[1] - max(0.1 * x[1], 100, rq_us) > cut]
+        assert len(beyond) <= len(top) // 10, (name, cut, rq_us, out)
         checked += 1
     assert checked >= 1
 
