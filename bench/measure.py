@@ -44,6 +44,13 @@ MODES = {
     # the default mode with each report's ops broken down: every op
     # handed over at its end (a ring record) and decoded by the tracer
     "by": [PY, OSDSTAGE, "-p", "{pid}", "-j", "--by", "client"],
+    # the record mode with the stacks behind waits of 1 ms or more (a
+    # worker's sleep in an op or for a lock: kernel stack, registers and
+    # the top 8 KiB of its user stack), and with on-CPU samples at 99 Hz
+    "stacks": [PY, OSDSTAGE, "-p", "{pid}", "-j", "-w", "{capture}",
+               "--force", "--stacks", "1000"],
+    "oncpu": [PY, OSDSTAGE, "-p", "{pid}", "-j", "-w", "{capture}",
+              "--force", "--on-cpu", "99"],
     # osdstages.bt names no function: osdstage.py gives its arguments
     "bpftrace": ["bpftrace", "-p", "{pid}",
                  os.path.join(REPO, "probes", "osdstages.bt"), "{btargs}"],

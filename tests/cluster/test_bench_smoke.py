@@ -48,7 +48,7 @@ def test_bench_smoke(lab, tmp_path):
     assert r["machine"]["cores"] == os.cpu_count()
     assert r["machine"]["ceph"].startswith("16.2.")
     modes = ("default", "userspace", "lean", "record", "bounded",
-             "bpftrace", "by")
+             "bpftrace", "by", "stacks", "oncpu")
     for mode in modes:
         s = r["modes"][mode]["randread"]
         # one pair of 3-s windows: whatever else runs on the machine in
@@ -104,6 +104,10 @@ def test_bench_smoke(lab, tmp_path):
     # its uprobes; the default mode's kernel programs ran
     assert r["modes"]["userspace"]["randread"]["hits_per_op"].get(
         "hit_sched", 0) == 0
+    # --on-cpu's sampling program ran in its window (a clock per CPU)
+    oc = r["bpf_stats"]["oncpu"]["programs"]
+    assert oc.get("on_cpu_sample", {}).get("runs", 0) > 0, sorted(oc)
+    assert "on_cpu_sample" not in r["bpf_stats"]["stacks"]["programs"]
     rec = r["modes"]["record"]["randread"]
     assert rec["events_per_s"] > 1000 and rec["lost"] == 0, rec
     assert 0 < rec["recorder_cpu_pct"] < 100
