@@ -603,6 +603,9 @@ struct op_trace {
 				 * unstamped) */
 	__u64 sub_ns;		/* a write's sub-ops sent (0: none seen) */
 	__u64 local_ns;		/* the primary's own commit (0: not seen) */
+	__u64 bytes_in;		/* a primary's: the bytes it wrote and read
+				 * (struct ev_op_done's); 0 on a replica */
+	__u64 bytes_out;
 	__u64 pg_pool;		/* its PG (pool 0, seed 0: unknown) */
 	__u32 pg_seed;
 	__u32 replies;		/* replicas' replies seen */
@@ -737,6 +740,10 @@ struct ev_op_done {
 	__u64 msg_ns;		/* its message's header read -> enqueue (0:
 				 * unstamped): op_latency = this + op_total;
 				 * execute = op_total - queue_wait */
+	__u64 bytes_in;		/* the bytes it wrote and read, as Ceph
+				 * counts them (log_op_stats' inb and outb:
+				 * op_in_bytes, op_out_bytes) */
+	__u64 bytes_out;
 	__u32 last_peer;	/* the replica that replied last */
 	__u32 tid;
 	ev_op_class_t op_class;

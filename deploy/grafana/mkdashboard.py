@@ -396,6 +396,16 @@ def build():
                  % (F.QUEUE_WAIT_BY_KEY, OSD, RI), "{{key}}"),
                 ('sum(rate(%s{%s}[%s]))' % (F.OPS_BY_KEY_MISSED, OSD, RI),
                  "missed (ops/s)")), "s", fill=0), 8, 8)
+    L.add(timeseries(
+        "Bytes by key",
+        "Bytes per second the keys' ops wrote (in) and read (out), as "
+        "Ceph counts them (op_in_bytes, op_out_bytes): the ten busiest "
+        "each way",
+        targets(('topk(10, sum by (key) (rate(%s{%s}[%s])))'
+                 % (F.BYTES_IN_BY_KEY, OSD, RI), "in {{key}}"),
+                ('topk(10, sum by (key) (rate(%s{%s}[%s])))'
+                 % (F.BYTES_OUT_BY_KEY, OSD, RI), "out {{key}}")),
+        "Bps", fill=0), 24, 8)
 
     # --- the tool's cost ----------------------------------------------------
     L.row("Tool cost and losses")

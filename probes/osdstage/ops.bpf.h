@@ -238,7 +238,8 @@ static __always_inline int trace_admit(void)
  * it), and only when the sample needs it or the op is slow. */
 static __always_inline void trace_op(int slot, __u64 op, struct op_state *st,
 				     __u64 now, __u32 gen, __u32 role,
-				     __u32 cls, __u32 name_off)
+				     __u32 cls, __u32 name_off,
+				     __u64 bytes_in, __u64 bytes_out)
 {
 	struct reqid r = {};
 	struct op_trace *t;
@@ -289,6 +290,8 @@ static __always_inline void trace_op(int slot, __u64 op, struct op_state *st,
 	t->msg_ns = st->msg_ns;
 	t->sub_ns = st->sub_ns;
 	t->local_ns = st->local_ns;
+	t->bytes_in = bytes_in;
+	t->bytes_out = bytes_out;
 	t->pg_pool = st->pg_pool;
 	t->pg_seed = st->pg_seed;
 	t->replies = st->replies;
@@ -473,7 +476,7 @@ int op_done(struct pt_regs *ctx)
 {
 	struct ev_op_done *e;
 	struct op_state *st;
-	__u64 op, key, now;
+	__u64 op, key, now, inb, outb;
 	__u32 cls, gen;
 	int slot;
 
@@ -481,6 +484,9 @@ int op_done(struct pt_regs *ctx)
 	if (!st)
 		return 0;
 	now = bpf_ktime_get_ns();
+	/* log_op_stats(const OpRequest&, uint64_t inb, uint64_t outb) */
+	inb = PT_REGS_PARM3(ctx);
+	outb = PT_REGS_PARM4(ctx);
 	gen = cur_gen();
 	cls = op_class(op);
 	/* op_total and op_latency: per op class only (their totals are the
@@ -524,10 +530,13 @@ int op_done(struct pt_regs *ctx)
 				     st->local_ns - st->sub_ns : 0;
 		e->last_peer = st->last_peer;
 		e->msg_ns = st->msg_ns;
+		e->bytes_in = inb;
+		e->bytes_out = outb;
 		read_object(op, op_name_off, e->object);
 		EV_SEND(e);
 	}
-	trace_op(slot, op, st, now, gen, TR_PRIMARY, cls, op_name_off);
+	trace_op(slot, op, st, now, gen, TR_PRIMARY, cls, op_name_off, inb,
+		 outb);
 	op_forget(key);
 	return 0;
 }

@@ -197,7 +197,7 @@ static __always_inline void repop_ended(int slot, __u64 op, __u64 key,
 		read_object(op, name_off, e->object);
 		EV_SEND(e);
 	}
-	trace_op(slot, op, st, now, gen, TR_REPLICA, OPC_OTHER, name_off);
+	trace_op(slot, op, st, now, gen, TR_REPLICA, OPC_OTHER, name_off, 0, 0);
 	op_forget(key);
 }
 

@@ -22,8 +22,9 @@ def run_traced(lab, mode):
     bench = Bench(lab, mode, 25)
     try:
         time.sleep(3)
-        out, err, before, after = traced_window(lab, ["-j", "-S", "all", WINDOW,
-                                                     "1"])
+        out, err, before, after = traced_window(lab, ["-j", "-S", "all",
+                                                     "--by", "client",
+                                                     WINDOW, "1"])
     finally:
         bench.stop()
     rec = json.loads(out.strip().splitlines()[-1])
@@ -43,6 +44,27 @@ def test_every_stage_reported(runs, mode):
     assert set(rec["stages"]) == set(probetable.STAGES)
     for k in ("start_map_full", "op_map_full", "bad_arg", "no_start"):
         assert rec["lost"][k] == 0, rec["lost"]
+
+
+@pytest.mark.parametrize("mode", ["read", "write"])
+def test_the_ops_bytes_are_cephs(runs, mode):
+    """--by's bytes (each op's, the arguments Ceph's log_op_stats counts
+    them from) add up to what Ceph counted its client ops writing and
+    reading (op_in_bytes, op_out_bytes) over the report: within 3 %, and
+    a few ops' 4 KiB at the report's edges."""
+    rec, before, after = runs[mode]
+    by = rec["by"]
+    assert by["missed"] == 0, by
+    rows = by["rows"] + ([by["other"]] if by["other"] else [])
+    for ours, counter in (("bytes_in", "op_in_bytes"),
+                          ("bytes_out", "op_out_bytes")):
+        got = sum(r[ours] for r in rows)
+        want = in_report(after["osd"][counter] - before["osd"][counter],
+                         before, after, rec)
+        assert abs(got - want) <= 0.03 * want + 16 * 4096, (ours, got, want)
+        # the run's own direction: thousands of 4 KiB ops
+        if ours == ("bytes_out" if mode == "read" else "bytes_in"):
+            assert want >= 1000 * 4096, (ours, want)
 
 
 def test_one_osd_writes_commit_locally_and_have_no_replicas(runs):

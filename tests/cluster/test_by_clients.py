@@ -4,7 +4,8 @@ to one, under a capture of the lab's OSD (-w). The capture records the
 cluster's names (its pool and images by name), and -r --by image |
 client | pool counts each image's and client's ops as fio did (within
 1 %: an image's data ops are fio's writes; a client's are those and its
-image's header ops at open and close), their ratio is the rates', and
+image's header ops at open and close), each image's bytes are its writes'
+(and the window's, Ceph's op_in_bytes), their ratio is the rates', and
 the heavy one dominates the table when it holds half of the queue wait
 too (it holds its share, read op by op); the live run's own breakdown
 (--by image beside -w) counts the same. Twice, on fresh images each time."""
@@ -18,8 +19,10 @@ import pytest
 from conftest import OSDSTAGE, PYTHON, run_tool, wait_for_line
 
 from cephlat.capture.reader import Capture
+from cephlat.ceph.adminsock import find_osd_socket, perf_dump
 
 RATES = (200, 50)           # writes a second: the heavy one, the light
+BS = 4096                   # each write's bytes
 SECS = 20
 WITHIN = 0.01
 # a client's ops besides its writes: opening and closing its image
@@ -30,9 +33,9 @@ ROUNDS = 2
 
 def _job(image, rate, seed):
     return ("[global]\nioengine=rbd\nclientname=admin\npool=rbd\n"
-            "rbdname=%s\ndirect=1\n[w]\nrw=randwrite\nbs=4k\nsize=64m\n"
+            "rbdname=%s\ndirect=1\n[w]\nrw=randwrite\nbs=%d\nsize=64m\n"
             "rate_iops=%d\nruntime=%d\ntime_based=1\niodepth=4\n"
-            "randseed=%d\n" % (image, rate, SECS, seed))
+            "randseed=%d\n" % (image, BS, rate, SECS, seed))
 
 
 def _rbd(lab, *args):
@@ -54,6 +57,9 @@ def two_clients(lab, tmp_path_factory, request):
                                     "json"))["block_name_prefix"]
                [len("rbd_data."):] for img in images}
         cap = str(d / "cap.ctf")
+        # Ceph's own count of the bytes its client ops wrote and read
+        asok = find_osd_socket(lab["pid"], "0")
+        before = perf_dump(asok)["osd"]
         # the capture, and the live breakdown of the same run (one report,
         # at the end)
         tracer = subprocess.Popen([PYTHON, OSDSTAGE, "-p", str(lab["pid"]),
@@ -80,12 +86,15 @@ def two_clients(lab, tmp_path_factory, request):
             tracer.send_signal(2)
             out, err = tracer.communicate(timeout=60)
         assert tracer.returncode == 0, err
+        after = perf_dump(asok)["osd"]
         assert "no pool or image names" not in err, err
         writes = {img: json.load(open(d / ("%s.json" % img)))["jobs"][0][
             "write"]["total_ios"] for img in images}
         live = [json.loads(line) for line in out.splitlines()]
         got = {"cap": cap, "images": images, "ids": ids, "writes": writes,
-               "live": live}
+               "live": live, "ceph_bytes": tuple(
+                   after[k] - before[k] for k in ("op_in_bytes",
+                                                  "op_out_bytes"))}
         got["shares"] = _shares(got)
         yield got
     finally:
@@ -136,6 +145,19 @@ def _images_are_their_writes(by, two_clients):
         want = two_clients["writes"][img]
         assert abs(rows[img]["ops"] - want) <= WITHIN * want, (img, rows,
                                                               want)
+    # the bytes: each of fio's writes wrote its 4 KiB and read none; the
+    # window's ops wrote what Ceph counted while they ran (within 1 %:
+    # ops of the run's edges, such as the manager's while the tracer
+    # attached) and read no more than it counted (the images' headers,
+    # the manager's reads: a few KiB)
+    for img in (heavy, light):
+        assert (rows[img]["bytes_in"], rows[img]["bytes_out"]) == (
+            rows[img]["ops"] * BS, 0), rows[img]
+    ours = [sum(r[k] for r in by["rows"] + [by["other"] or {k: 0}])
+            for k in ("bytes_in", "bytes_out")]
+    want = two_clients["ceph_bytes"]
+    assert abs(ours[0] - want[0]) <= WITHIN * want[0], (ours, want)
+    assert ours[1] <= want[1], (ours, want)
     ops_pct, qw_pct = two_clients["shares"]
     # 4 to 1: the heavy one holds most of the ops
     assert ops_pct >= 50 and abs(rows[heavy]["ops_pct"] - ops_pct) <= 0.1 \

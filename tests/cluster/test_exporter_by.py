@@ -4,13 +4,15 @@ TOP keys per OSD) while CLIENTS `rados put`s run one after another, each
 a librados client of its own (their objects' PGs spread them over the
 OSDs, not evenly). Each OSD's series stay bounded (TOP keys and other),
 the rest summed as other; what the keys add up to is the client ops Ceph
-counted as their primary (within 1 %), none missed. Twice."""
+counted as their primary (within 1 %), none missed, and the bytes they
+wrote (its op_in_bytes). Twice."""
 import os
 import subprocess
 import time
 
 import pytest
 
+from conftest import perf_counters
 from test_exporter import Exporter, ceph_ops, metrics
 
 from cephlat.exporter import families as F
@@ -20,6 +22,11 @@ TOP = 5
 REFRESH_S = 1.0
 POOL = "rbd"              # the lab's replicated pool
 ROUNDS = 2
+
+
+def _in_bytes(asok):
+    """The bytes Ceph counted its client ops writing in this OSD."""
+    return perf_counters(asok)["osd"]["op_in_bytes"]
 
 
 def _put(lab, name, path):
@@ -53,6 +60,7 @@ def counted(lab3, tmp_path_factory, request):
         time.sleep(2 * REFRESH_S)
         m0 = metrics(ex.port)
         c0 = dict(zip(osds, map(ceph_ops, lab3["asoks"])))
+        b0 = dict(zip(osds, map(_in_bytes, lab3["asoks"])))
         for i in range(CLIENTS):
             _put(lab3, "byc-%d-%d" % (request.param, i), str(data))
         # the last ops summed: the ring is read every turn, the page
@@ -60,7 +68,9 @@ def counted(lab3, tmp_path_factory, request):
         time.sleep(3 * REFRESH_S)
         m1 = metrics(ex.port)
         c1 = dict(zip(osds, map(ceph_ops, lab3["asoks"])))
+        b1 = dict(zip(osds, map(_in_bytes, lab3["asoks"])))
         yield {"m0": m0, "m1": m1, "ceph": {o: c1[o] - c0[o] for o in osds},
+               "ceph_bytes": {o: b1[o] - b0[o] for o in osds},
                "stderr": ex.stderr()}
     finally:
         ex.kill()
@@ -75,7 +85,8 @@ def test_the_series_stay_bounded_and_the_rest_is_other(counted):
     ops = _by(counted["m1"], F.OPS_BY_KEY)
     assert set(ops) == set(counted["ceph"]), (ops, counted["stderr"])
     for osd, keys in ops.items():
-        for fam in (F.OPS_BY_KEY, F.OP_SECONDS_BY_KEY, F.QUEUE_WAIT_BY_KEY):
+        for fam in (F.OPS_BY_KEY, F.OP_SECONDS_BY_KEY, F.QUEUE_WAIT_BY_KEY,
+                    F.BYTES_IN_BY_KEY, F.BYTES_OUT_BY_KEY):
             assert len(_by(counted["m1"], fam)[osd]) <= TOP + 1, (fam, osd)
         clients = [k for k in keys if k.startswith("client.")]
         assert len(clients) <= TOP, keys
@@ -96,6 +107,13 @@ def test_the_keys_add_up_to_cephs_count(counted):
     for osd, want in counted["ceph"].items():
         got = sum(after[osd].values()) - sum(before.get(osd, {}).values())
         assert abs(got - want) <= 0.01 * want + 2, (osd, got, want)
+    # and the bytes they wrote (each put its 4 KiB), as Ceph counted them
+    before = _by(counted["m0"], F.BYTES_IN_BY_KEY)
+    after = _by(counted["m1"], F.BYTES_IN_BY_KEY)
+    for osd, want in counted["ceph_bytes"].items():
+        got = sum(after[osd].values()) - sum(before.get(osd, {}).values())
+        assert abs(got - want) <= 0.01 * want + 2 * 4096, (osd, got, want)
+    assert sum(counted["ceph_bytes"].values()) >= CLIENTS * 4096
     missed = {dict(k[1])["ceph_daemon"]: v for k, v in counted["m1"].items()
               if k[0] == F.OPS_BY_KEY_MISSED}
     assert set(missed) == set(counted["ceph"]) and \

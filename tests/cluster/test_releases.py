@@ -26,7 +26,8 @@ from conftest import (OSDSTAGE, PYTHON, Bench, assert_ctf_readers_accept,
 RBDRECORD = os.path.join(os.path.dirname(OSDSTAGE), "rbdrecord.py")
 # the Pacific lab's accuracy tests, run here on this module's `runs`
 from test_accuracy import (run_traced, test_op_total_bounded_by_ceph,  # noqa: F401
-                           test_queue_wait_bounded_by_ceph)
+                           test_queue_wait_bounded_by_ceph,
+                           test_the_ops_bytes_are_cephs)
 from test_bpftrace import hist_total, kernel_scripts
 from test_offsets import _check as offsets_match
 

@@ -62,9 +62,15 @@ def test_the_ops_are_the_windows_op_total_ops(op_class):
     assert set(cols["pg"].tolist()) == {None}
     assert set(cols["pool"].tolist()) == {-1}
     assert "object" not in cols
+    # nor the bytes: not known, never 0
+    assert set(cols["bytes_in"].tolist()) == {-1} == \
+        set(cols["bytes_out"].tolist())
     bd = breakdown.build("client", [_key(a) for a in cols["op"]],
                          cols["total_ns"], cols["qwait_ns"],
-                         cols["dequeued"], top=3)
+                         cols["dequeued"], top=3, bytes_in=cols["bytes_in"],
+                         bytes_out=cols["bytes_out"])
+    assert {(r["bytes_in"], r["bytes_out"]) for r in bd.rows} == {
+        (None, None)}
     assert bd.ops == want
     assert sum(r["ops"] for r in bd.rows) + bd.other["ops"] == want
     # every op's op_total is the histogram's: the same p50 and p99
@@ -151,6 +157,24 @@ def _ops(spec):
         total += [100000] * n
         qw += [w] * n
     return keys, total, qw, [True] * len(keys)
+
+
+def test_each_keys_bytes_are_its_ops():
+    keys = ["a"] * 3 + ["b"] * 2 + ["c"]
+    bd = breakdown.build("client", keys, [1000] * 6, [10] * 6, [True] * 6,
+                         top=2, bytes_in=[4096] * 3 + [0] * 2 + [512],
+                         bytes_out=[0] * 3 + [8192] * 2 + [1])
+    got = {r["key"]: (r["bytes_in"], r["bytes_out"]) for r in bd.rows}
+    assert got == {"a": (3 * 4096, 0), "b": (0, 2 * 8192)}
+    assert (bd.other["bytes_in"], bd.other["bytes_out"]) == (512, 1)
+    # an op whose bytes are not known: its key's are not either
+    bd = breakdown.build("client", keys, [1000] * 6, [10] * 6, [True] * 6,
+                         bytes_in=[4096] * 5 + [-1], bytes_out=[0] * 6)
+    got = {r["key"]: (r["bytes_in"], r["bytes_out"]) for r in bd.rows}
+    assert got == {"a": (3 * 4096, 0), "b": (2 * 4096, 0), "c": (None, 0)}
+    # none given: none known
+    bd = breakdown.build("client", keys, [1000] * 6, [10] * 6, [True] * 6)
+    assert {r["bytes_in"] for r in bd.rows} == {None}
 
 
 def test_one_key_dominates_with_half_of_both():
@@ -282,7 +306,9 @@ def test_the_text_fits_80_columns():
         ["rbd_data.%s" % ("f" * 40)] * 10
     # up to 13 s, and past 1000 s
     total = [10 ** 9 * (1 + i % 13) for i in range(400)] + [2 * 10 ** 12] * 10
-    bd = breakdown.build("client", keys, total, total, [True] * 410, top=10)
+    # and hundreds of TiB written
+    bd = breakdown.build("client", keys, total, total, [True] * 410, top=10,
+                         bytes_in=[2 ** 40] * 410, bytes_out=[0] * 410)
     for ms in (False, True):
         out = io.StringIO()
         print_breakdown(out, TextOptions(milliseconds=ms), bd, "osd.12")
@@ -306,6 +332,9 @@ def test_the_record_is_the_schemas():
     assert report_errors(rec) == []
     assert set(rec["by"]) >= {"key", "rows", "other", "dominant"}
     rec["by"]["rows"][0]["bytes"] = 1
+    assert report_errors(rec)
+    del rec["by"]["rows"][0]["bytes"]
+    rec["by"]["rows"][0]["bytes_in"] = -1
     assert report_errors(rec)
 
 

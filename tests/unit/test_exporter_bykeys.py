@@ -31,7 +31,7 @@ def _rec(num, enq=0, deq=1000, done=5000, target=0, role=0):
     return {"target": target, "role": role, "req_type": 8, "req_num": num,
             "req_inc": 0, "req_tid": 1, "pg_pool": 3, "pg_seed": 1,
             "object": "", "enq_ns": enq, "deq_ns": deq, "done_ns": done,
-            "dequeued": 1}
+            "dequeued": 1, "bytes_in": 4096, "bytes_out": 0}
 
 
 def test_keys_beyond_the_cap_are_other_and_idle_ones_give_way():
@@ -64,6 +64,10 @@ def test_hundreds_of_clients_keep_the_series_bounded():
     assert abs(sum(secs.values()) - 350 * 5e-6) < 1e-12
     qw = _series(ex, F.QUEUE_WAIT_BY_KEY)
     assert abs(qw[("osd.0", "client.4000")] - 51 * 1e-6) < 1e-12
+    # the bytes each op wrote (and read: none), under the same labels
+    assert _series(ex, F.BYTES_IN_BY_KEY) == {k: v * 4096 for k, v in
+                                              ops.items()}
+    assert set(_series(ex, F.BYTES_OUT_BY_KEY).values()) == {0}
     # a replica op and an op of an OSD not traced count nowhere
     tracer.take_traces = lambda: [_rec(9, role=1), _rec(9, target=3)]
     by.take(tracer, runs, ex, 1.0)
@@ -80,4 +84,5 @@ def test_hundreds_of_clients_keep_the_series_bounded():
 def test_key_sums_name_the_unknown():
     recs = [_rec(1), dict(_rec(2), req_type=0)]
     got = key_sums(breakdown.TracedOps("client"), recs)
-    assert got == {"client.1": (1, 5000, 1000), "unknown": (1, 5000, 1000)}
+    assert got == {"client.1": (1, 5000, 1000, 4096, 0),
+                   "unknown": (1, 5000, 1000, 4096, 0)}

@@ -53,13 +53,14 @@ VOCAB = SimpleNamespace(
 PRIMARY = dict(op=0x7f00, req_num=4100, req_tid=77, req_inc=0, src=0,
                enq_ns=10 * MS, deq_ns=10 * MS + 50000, done_ns=18 * MS,
                msg_ns=100000, sub_ns=10 * MS + 300000, local_ns=13 * MS,
-               pg_pool=1, pg_seed=8, replies=2, rep_peer=[0, 1, 0, 0],
+               bytes_in=4096, bytes_out=0, pg_pool=1, pg_seed=8, replies=2, rep_peer=[0, 1, 0, 0],
                rep_us=[4000, 7600, 0, 0], last_peer=1, sent_us=0,
                target=0, role=0, why=0, op_class=1, queue_class=0,
                req_type=8, dequeued=1, pad2=0, object="rbd_data.1.02")
 REPLICA = dict(PRIMARY, op=0x7e00, src=2, enq_ns=5 * MS,
                deq_ns=5 * MS + 20000, done_ns=7 * MS, msg_ns=30000,
-               sub_ns=0, local_ns=0, replies=0, rep_peer=[0] * 4,
+               sub_ns=0, local_ns=0, bytes_in=0, replies=0,
+               rep_peer=[0] * 4,
                rep_us=[0] * 4, last_peer=0, target=1, role=1,
                op_class=2, queue_class=3)
 REQ = "client.4100.0:77"

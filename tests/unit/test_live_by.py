@@ -10,11 +10,12 @@ from cephlat.model.schema import schema
 
 
 def _rec(target, num, obj, enq, deq, done, role=0, req_type=8, pool=3,
-         seed=0x1a, dequeued=1):
+         seed=0x1a, dequeued=1, bytes_in=4096, bytes_out=0):
     return {"target": target, "role": role, "req_type": req_type,
             "req_num": num, "req_inc": 0, "req_tid": 1, "pg_pool": pool,
             "pg_seed": seed, "object": obj, "enq_ns": enq, "deq_ns": deq,
-            "done_ns": done, "dequeued": dequeued}
+            "done_ns": done, "dequeued": dequeued, "bytes_in": bytes_in,
+            "bytes_out": bytes_out}
 
 
 class _Tracer:
@@ -59,6 +60,9 @@ def test_each_report_has_its_own_ops_by_key():
     assert bd.ops == 9
     assert [(r["key"], r["ops"]) for r in bd.rows] == [("vm-17", 8),
                                                        ("def456", 1)]
+    # each op's bytes, from its record
+    assert [(r["bytes_in"], r["bytes_out"]) for r in bd.rows] == [
+        (8 * 4096, 0), (4096, 0)]
     assert bd.dominant["key"] == "vm-17"
     # queue waits from the dequeue: 8 x 1000 + 100
     assert bd.queue_wait_ns == 8100

@@ -18,6 +18,9 @@ from .ops import _ENTITY
 from .stream import texts
 
 NAMES = ("op_enqueue", "op_done")
+# the bytes an op wrote and read (-1: the capture's completions do not
+# carry them)
+BYTES = ("bytes_in", "bytes_out")
 # what an op's enqueue gives it, with its default when the capture's
 # enqueue does not carry it (format 0)
 _ENQ = (("req_type", np.int64, 0), ("req_num", np.int64, 0),
@@ -117,14 +120,17 @@ class _Done:
         for f, t, dflt in _ENQ:
             part[f] = np.where(enq_row >= 0, en[f][np.maximum(enq_row, 0)]
                                if en else dflt, dflt).astype(t)
+        for f in BYTES:
+            part[f] = r[f].astype(np.int64) if f in r.dtype.names else \
+                np.full(len(r), -1, np.int64)
         if "object" in r.dtype.names:
             part["object"] = r["object"]
         self.parts.append(part)
 
     def result(self, has_object):
-        keys = ("ts", "op", "total_ns", "qwait_ns", "dequeued", "has_enq") + \
-            tuple(f for f, _, _ in _ENQ) + (("object",) if has_object
-                                             else ())
+        keys = ("ts", "op", "total_ns", "qwait_ns", "dequeued",
+                "has_enq") + BYTES + tuple(f for f, _, _ in _ENQ) + (
+                    ("object",) if has_object else ())
         if not self.parts:
             return {k: np.zeros(0, np.dtype("S1") if k == "object" else
                                 bool if k in ("dequeued", "has_enq") else
@@ -161,7 +167,8 @@ def read(cap, t0, t1, op_class=None):
     """The client ops completed in [t0, t1] (with op class `op_class`
     only, if given) -> columns in completion order: ts, op (its
     address), total_ns, qwait_ns (valid where dequeued), dequeued,
-    client (its request id's entity: client.4123; None: unknown), pool
+    bytes_in and bytes_out (-1: not in the capture), client (its request
+    id's entity: client.4123; None: unknown), pool
     (-1: unknown), pg (3.1a, an erasure-coded shard's PG without its
     shard; None), object (the object's name; only when the capture's
     completions carry it: None where it was not read)."""
@@ -176,7 +183,7 @@ def read(cap, t0, t1, op_class=None):
     known = r["has_enq"] & ((r["req_type"] != 0) | (r["pg_shard"] >= 0))
     rt = np.where(known & (r["req_type"] != 0), r["req_type"], 0)
     out = {k: r[k] for k in ("ts", "op", "total_ns", "qwait_ns",
-                             "dequeued")}
+                             "dequeued") + BYTES}
     out["client"] = _labels(
         np.stack([rt, r["req_num"]], axis=1),
         lambda v: None if not v[0] else "%s.%d" % (

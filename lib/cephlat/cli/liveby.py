@@ -34,7 +34,8 @@ class LiveBy:
         cols = breakdown.trace_columns(evs)
         return breakdown.build(self.kind, self.traced.keys(cols),
                                cols["total_ns"], cols["qwait_ns"],
-                               cols["dequeued"], self.top)
+                               cols["dequeued"], self.top,
+                               cols["bytes_in"], cols["bytes_out"])
 
     def add(self, tracer, ivs, curs, prevs):
         """Each OSD's report (ivs: an Interval each) gets its breakdown:

@@ -201,10 +201,12 @@ def _by_columns(args, cap, t0, t1, path):
 def _by_build(args, parts):
     """The Breakdown of the columns of one or more windows."""
     cols = {k: np.concatenate([p[k] for p in parts])
-            for k in ("key", "total_ns", "qwait_ns", "dequeued")}
+            for k in ("key", "total_ns", "qwait_ns", "dequeued",
+                      "bytes_in", "bytes_out")}
     return breakdown.build(args.by, cols["key"], cols["total_ns"],
                            cols["qwait_ns"], cols["dequeued"],
-                           args.top or breakdown.DEFAULT_TOP)
+                           args.top or breakdown.DEFAULT_TOP,
+                           cols["bytes_in"], cols["bytes_out"])
 
 
 def by_keys(args, cap, t0, t1):

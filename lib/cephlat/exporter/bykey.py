@@ -6,7 +6,8 @@ traces ring, struct op_trace of probes/osdstage.h), as for a live
 `osdstage --by` (cli/liveby.py); every turn of the loop they are read,
 keyed (model/breakdown.py: keys_of, with the cluster's pool and image
 names where this host can read them) and summed into the OSD's
-counters: ops, op_total seconds, queue-wait seconds. A key gets its own
+counters: ops, op_total seconds, queue-wait seconds, bytes written and
+read. A key gets its own
 series while the OSD has fewer than `top` of them; later keys are summed
 under "other", until a key has had no op for IDLE_S: its series go (a
 client that came and went) and the next new key takes its place. So an
@@ -23,16 +24,16 @@ OTHER = "other"
 
 
 def key_sums(traced, evs):
-    """{key: (ops, op_total ns, queue-wait ns)} of decoded op_trace
-    records `evs`, keyed by `traced` (breakdown.TracedOps; a key not
-    known: "unknown")."""
+    """{key: (ops, op_total ns, queue-wait ns, bytes in, bytes out)} of
+    decoded op_trace records `evs`, keyed by `traced`
+    (breakdown.TracedOps; a key not known: "unknown")."""
     cols = breakdown.trace_columns(evs)
     out = {}
-    for k, t, q in zip(traced.keys(cols).tolist(),
-                       cols["total_ns"].tolist(), cols["qwait_ns"].tolist()):
+    for k, *v in zip(traced.keys(cols).tolist(), [1] * len(evs),
+                     *(cols[c].tolist() for c in (
+                         "total_ns", "qwait_ns", "bytes_in", "bytes_out"))):
         k = breakdown.UNKNOWN if k is None else k
-        n, ts, qs = out.get(k, (0, 0, 0))
-        out[k] = (n + 1, ts + t, qs + q)
+        out[k] = tuple(a + b for a, b in zip(out.get(k, (0,) * 5), v))
     return out
 
 

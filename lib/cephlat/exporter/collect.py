@@ -55,7 +55,8 @@ TRACE_COUNTERS = (
     (F.OTLP_OPS_DROPPED, "ring", "trace_ring_full"),
 )
 # --by's summed families, each labelled (by, key)
-BY_SUMS = (F.OPS_BY_KEY, F.OP_SECONDS_BY_KEY, F.QUEUE_WAIT_BY_KEY)
+BY_SUMS = (F.OPS_BY_KEY, F.OP_SECONDS_BY_KEY, F.QUEUE_WAIT_BY_KEY,
+           F.BYTES_IN_BY_KEY, F.BYTES_OUT_BY_KEY)
 # why spans were not sent (send/otlp.py Sender.REASONS)
 SPAN_DROPS = ("queue_full", "collector")
 # the exposition formats: the classic text one (the default) and
@@ -301,20 +302,24 @@ class Exported:
 
     def add_by(self, name, kind, sums, top, now):
         """--by: OSD `name`'s ops by key since the last call ({key: (ops,
-        op_total ns, queue-wait ns)}; bykey.key_sums): each key's series,
+        op_total ns, queue-wait ns, bytes in, bytes out)};
+        bykey.key_sums): each key's series,
         the busiest first, while fewer than `top` keys have one, the rest
         under "other" (bykey.keep_or_other: an idle key's series go)."""
         with self.lock:
             st = self.osd(name)
-            for key, (n, total, qwait) in sorted(
+            for key, got in sorted(
                     sums.items(), key=lambda kv: (-kv[1][0], kv[0])):
                 label, gone = keep_or_other(st.by_seen, key, top, now)
                 for g in gone:
                     for fam in BY_SUMS:
                         st.counters.pop((fam, (kind, g)), None)
+                n, total, qwait, b_in, b_out = got
                 st.count(F.OPS_BY_KEY, (kind, label), n)
                 st.count(F.OP_SECONDS_BY_KEY, (kind, label), total / 1e9)
                 st.count(F.QUEUE_WAIT_BY_KEY, (kind, label), qwait / 1e9)
+                st.count(F.BYTES_IN_BY_KEY, (kind, label), b_in)
+                st.count(F.BYTES_OUT_BY_KEY, (kind, label), b_out)
 
     def set_spans(self, sent, dropped):
         """The OTLP sender's counts since the start ({daemon: spans

@@ -74,6 +74,8 @@ TARGETS = "osdstage_targets"
 OPS_BY_KEY = "osdstage_by_key_ops_total"
 OP_SECONDS_BY_KEY = "osdstage_by_key_op_seconds_total"
 QUEUE_WAIT_BY_KEY = "osdstage_by_key_queue_wait_seconds_total"
+BYTES_IN_BY_KEY = "osdstage_by_key_in_bytes_total"
+BYTES_OUT_BY_KEY = "osdstage_by_key_out_bytes_total"
 OPS_BY_KEY_MISSED = "osdstage_by_key_missed_ops_total"
 # ops sent as OTLP traces (--otlp)
 OTLP_OPS_CHOSEN = "osdstage_otlp_ops_chosen_total"
@@ -131,7 +133,7 @@ OTLP_ONLY = (OTLP_OPS_CHOSEN, OTLP_OPS_DROPPED, OTLP_SPANS_SENT,
              OTLP_SPANS_DROPPED)
 # the families with series only when the ops are broken down (--by)
 BY_ONLY = (OPS_BY_KEY, OP_SECONDS_BY_KEY, QUEUE_WAIT_BY_KEY,
-           OPS_BY_KEY_MISSED)
+           BYTES_IN_BY_KEY, BYTES_OUT_BY_KEY, OPS_BY_KEY_MISSED)
 # the histograms whose buckets carry OpenMetrics exemplars with --otlp:
 # ops sent as traces (exporter/exemplars.py: why these and no others)
 EXEMPLARS = (STAGE_LATENCY, REPLICA_WAIT, SCHED_CLASS_QUEUE_WAIT)
@@ -294,6 +296,10 @@ FAMILIES = (
            OPS_BY_KEY + ", the mean"),
     Family(QUEUE_WAIT_BY_KEY, "counter", D + ("by", "key"),
            "Their queue wait (enqueue to dequeue), summed"),
+    Family(BYTES_IN_BY_KEY, "counter", D + ("by", "key"),
+           "The bytes they wrote, as Ceph counts them (op_in_bytes)"),
+    Family(BYTES_OUT_BY_KEY, "counter", D + ("by", "key"),
+           "The bytes they read, as Ceph counts them (op_out_bytes)"),
     Family(OPS_BY_KEY_MISSED, "counter", D,
            "Client ops completed while the full tier was attached that no "
            "key counts: the ring handing them over was full"),

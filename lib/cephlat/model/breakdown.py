@@ -52,7 +52,7 @@ def trace_columns(evs):
     """The columns keys_of and build read, of decoded op_trace records
     (a live run's and the exporter's ops, as capture/doneops.py reads a
     capture's): client, pool (-1: unknown), pg, object, total_ns,
-    qwait_ns (valid where dequeued), dequeued."""
+    qwait_ns (valid where dequeued), dequeued, bytes_in, bytes_out."""
     pg_known = [bool(e["pg_pool"] or e["pg_seed"]) for e in evs]
     enq = np.array([e["enq_ns"] for e in evs], np.int64)
     deq = np.array([bool(e["dequeued"]) for e in evs], bool)
@@ -68,7 +68,9 @@ def trace_columns(evs):
         "total_ns": np.array([e["done_ns"] for e in evs], np.int64) - enq,
         "qwait_ns": np.where(deq, np.array([e["deq_ns"] for e in evs],
                                            np.int64) - enq, 0),
-        "dequeued": deq}
+        "dequeued": deq,
+        "bytes_in": np.array([e["bytes_in"] for e in evs], np.int64),
+        "bytes_out": np.array([e["bytes_out"] for e in evs], np.int64)}
 
 
 class TracedOps:
@@ -178,8 +180,10 @@ class Breakdown:
     """key: client, pool, pg or image; rows: the top keys' figures;
     other: the rest's, summed (None: no rest); dominant: the key holding
     at least half of both the ops and the queue wait, or None; ops,
-    queue_wait_ns: the window's totals; top: K. No bytes: a capture
-    holds no op's length."""
+    queue_wait_ns: the window's totals; top: K. A row's bytes_in and
+    bytes_out are the bytes its ops wrote and read as Ceph counts them
+    (op_in_bytes, op_out_bytes), None where they are not known (a
+    capture older than the figures)."""
     key: str
     rows: list
     other: dict
@@ -197,7 +201,7 @@ class Breakdown:
                 "dominant": self.dominant}
 
 
-def _row(key, total, qw, n_all, qw_all, keys=None):
+def _row(key, total, qw, n_all, qw_all, nbytes, keys=None):
     qsum = int(qw.sum())
     r = {"key": key, "ops": int(len(total)),
          "ops_pct": _pct(len(total), n_all),
@@ -205,19 +209,25 @@ def _row(key, total, qw, n_all, qw_all, keys=None):
     r["op_total_p50_us"], r["op_total_p99_us"] = _pcts(total)
     r["queue_wait_p50_us"], r["queue_wait_p99_us"] = _pcts(qw)
     r["queue_wait_pct"] = _pct(qsum, qw_all)
+    for name, b in zip(("bytes_in", "bytes_out"), nbytes):
+        r[name] = int(b.sum()) if len(b) and (b >= 0).all() else None
     if keys is not None:
         r["keys"] = keys
     return r
 
 
-def build(kind, keys, total_ns, qwait_ns, dequeued, top=DEFAULT_TOP):
+def build(kind, keys, total_ns, qwait_ns, dequeued, top=DEFAULT_TOP,
+          bytes_in=None, bytes_out=None):
     """The breakdown of ops with `keys` (None: not known, counted
     under "unknown"), their op_total and queue wait (ns; the queue wait
-    valid where `dequeued`) -> Breakdown."""
+    valid where `dequeued`) and the bytes they wrote and read (-1 or
+    None: not known) -> Breakdown."""
     keys = np.array([UNKNOWN if k is None else k for k in keys], object)
     total = np.asarray(total_ns, np.int64)
     deq = np.asarray(dequeued, bool)
     qw = np.where(deq, np.asarray(qwait_ns, np.int64), 0)
+    nb = [np.full(len(keys), -1, np.int64) if b is None else
+          np.asarray(b, np.int64) for b in (bytes_in, bytes_out)]
     n, qw_all = len(keys), int(qw.sum())
     if not n:
         return Breakdown(kind, [], None, None, 0, 0, top)
@@ -231,12 +241,13 @@ def build(kind, keys, total_ns, qwait_ns, dequeued, top=DEFAULT_TOP):
     rows = []
     for i in order[:top]:
         m = inv == i
-        rows.append(_row(str(u[i]), total[m], qw[m & deq], n, qw_all))
+        rows.append(_row(str(u[i]), total[m], qw[m & deq], n, qw_all,
+                         [b[m] for b in nb]))
     other = None
     if len(order) > top:
         m = np.isin(inv, order[top:])
         other = _row("other", total[m], qw[m & deq], n, qw_all,
-                     keys=len(order) - top)
+                     [b[m] for b in nb], keys=len(order) - top)
     dominant = None
     for i in order:
         if u[i] != UNKNOWN and qw_all and \

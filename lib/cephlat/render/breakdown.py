@@ -6,7 +6,7 @@ whether one key dominates, the top-K table and its "other" row. With
 # what the heading and the verdict-like line call a key
 _NAMES = {"client": ("CLIENT", "client"), "pool": ("POOL", "pool"),
           "pg": ("PG", "PG"), "image": ("IMAGE", "image")}
-KEY_WIDTH = 20
+KEY_WIDTH = 18
 
 
 def _cut(key):
@@ -14,9 +14,23 @@ def _cut(key):
 
 
 def _num(v):
-    """A time in 9 columns: to 0.1 below a million, else whole."""
-    t = "%9.1f" % v if v < 1e6 else "%9.0f" % v
-    return t if len(t) <= 9 else "%9.2e" % v
+    """A time in 8 columns: to 0.1 below 100,000, else whole."""
+    t = "%8.1f" % v if v < 1e5 else "%8.0f" % v
+    return t if len(t) <= 8 else "%8.1e" % v
+
+
+def _size(v):
+    """Bytes in 6 columns, in units of 1024 (K, M, G, T); "-": not
+    known."""
+    if v is None:
+        return "%6s" % "-"
+    for unit in ("", "K", "M", "G", "T"):
+        if v < 1024 or unit == "T":
+            break
+        v /= 1024.0
+    if not unit:
+        return "%6d" % v
+    return "%6s" % (("%.1f%s" if v < 100 else "%.0f%s") % (v, unit))
 
 
 def _pct(v):
@@ -53,21 +67,22 @@ def print_breakdown(out, opts, bd, whose=None, missed=0):
     if not bd.ops:
         out.flush()
         return
-    out.write("%-*s %7s %5s %9s %9s %9s %9s %5s\n" % (
-        KEY_WIDTH, head, "OPS", "%OPS", "OP_P50", "OP_P99", "QWAIT_P50",
-        "QWAIT_P99", "%QW"))
+    out.write("%-*s %7s %4s %8s %8s %8s %4s %6s %6s\n" % (
+        KEY_WIDTH, head, "OPS", "%OPS", "OP_P50", "OP_P99", "QW_P99",
+        "%QW", "IN", "OUT"))
     rows = list(bd.rows)
     if bd.other:
         rows.append(dict(bd.other, key="other (%d)" % bd.other["keys"]))
     for r in rows:
-        out.write("%-*s %7d %5s %s %s %s %s %5s\n" % (
+        out.write("%-*s %7d %4s %s %s %s %4s %s %s\n" % (
             KEY_WIDTH, _cut(r["key"]), r["ops"], _pct(r["ops_pct"]),
             *(_num(r[k] / div) for k in ("op_total_p50_us",
                                          "op_total_p99_us",
-                                         "queue_wait_p50_us",
                                          "queue_wait_p99_us")),
-            _pct(r["queue_wait_pct"])))
-    out.write("(op_total and queue_wait in %s; the top %d by total op "
-              "time%s)\n" % (unit, bd.top,
-                             ", the rest as other" if bd.other else ""))
+            _pct(r["queue_wait_pct"]), _size(r.get("bytes_in")),
+            _size(r.get("bytes_out"))))
+    out.write("(op_total and queue_wait (QW) in %s; IN and OUT: the bytes "
+              "the ops wrote\nand read, in units of 1024; the top %d by "
+              "total op time%s)\n" % (
+                  unit, bd.top, ", the rest as other" if bd.other else ""))
     out.flush()
