@@ -21,7 +21,7 @@ from . import header, otlp
 from .lineup import clock_check, clock_offsets
 from .merged import end_to_end, op_story
 from .windows import (add_sleep_stacks, bound, by_captures, check_window,
-                      host_pictures, window_record,
+                      host_pictures, traced, window_record,
                       write_pictures)
 
 
@@ -265,7 +265,8 @@ def _replay(args, opts, out, cap, run_info):
 def _folded(args, out, err, caps):
     """--folded: the window's waits with stacks, each stack's time summed,
     or (--folded on-cpu) its samples on a CPU, counted (with several
-    OSDs, each line starts with its name)."""
+    OSDs, each line starts with its name); the window is within the
+    capture's traced span, as a report's."""
     from ..stacks.waits import (StackReader, folded, folded_samples,
                                 has_stacks)
     cpu = args.folded == "on-cpu"
@@ -277,6 +278,9 @@ def _folded(args, out, err, caps):
         t0 = bound(cap, args.t_from, cap.first_ns)
         t1 = bound(cap, args.t_to, cap.last_ns)
         check_window(args, cap, t0, t1)
+        # the window every view reads: what was recorded with every probe
+        # attached (the report's stack summary is of the same span)
+        t0, t1 = traced(args, cap, t0, t1, err)
         sr = StackReader(cap)
         try:
             lines = folded_samples(sr.samples(t0, t1, args.thread_role)) \

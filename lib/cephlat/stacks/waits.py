@@ -28,8 +28,17 @@ KERNEL = "_[k]"
 WAKER = "--"
 
 
-# a thread in a breakpoint's trap: a uprobe's (the kernel's entry for it)
+# a thread in a breakpoint's trap: a uprobe's (the kernel's entry for it);
+# its ip is past the int3 until the uprobe's handling on the way back to
+# user space (handle_swbp, in uprobe_notify_resume) has found the uprobe
+# and set it back to the breakpoint's address: from the probes' programs
+# (handler_chain) on, or the return probes' trampoline's handling; where
+# the kernel's frames do not tell (uprobe_notify_resume alone), the ip that
+# unwinds to the thread's root
 TRAP = "asm_exc_int3"
+TRAP_IP_RESET = ("handler_chain", "pre_ssout", "arch_uprobe_skip_sstep",
+                 "arch_uprobe_optimize", "handle_trampoline",
+                 "uprobe_handle_trampoline")
 # the probes' own kernel frames on top of a stack taken at a tracepoint
 # (the tracepoint's run of the BPF program, the program): not the thread's
 TRACING = ("bpf_trace_run", "__bpf_trace_", "__traceiter_")
@@ -224,10 +233,24 @@ class StackReader:
                 s.close()
         self.files.close()
 
+    def _user_over(self, e, kernel, pre=""):
+        """_user's frames of a thread whose kernel frames are `kernel`:
+        in a uprobe's trap, from the probed instruction."""
+        names = {f.name for f in kernel}
+        if TRAP not in names:
+            return self._user(e, pre)
+        trap = not names.intersection(TRAP_IP_RESET)
+        got = self._user(e, pre, trap)
+        if got[1] != END:
+            other = self._user(e, pre, not trap)
+            if other[1] == END:
+                return other
+        return got
+
     def _user(self, e, pre="", trap=False):
         """The user frames of event e's sleeper (pre "") or waker (pre
-        "waker_"); `trap`: it was in a breakpoint's trap (a uprobe's: its
-        ip is past the int3, the instruction there not run yet)."""
+        "waker_"); `trap`: it was in a breakpoint's trap with its ip past
+        the int3 (a uprobe's, the instruction there not run yet)."""
         ip, sp, bp = (int(e[pre + k]) for k in ("ip", "sp", "bp"))
         if not ip:
             return [], END
@@ -282,8 +305,7 @@ class StackReader:
             s.ts, s.tid, s.role = int(e["_ts"]), int(e["tid"]), rname
             s.in_op = bool(e["in_op"])
             s.kernel = self._kernel(e["kstack"][:int(e["kframes"])].tolist())
-            s.user, s.stopped = self._user(e, trap=any(
-                f.name == TRAP for f in s.kernel))
+            s.user, s.stopped = self._user_over(e, s.kernel)
             out.append(s)
         out.sort(key=lambda s: s.ts)
         _stitch(out)
@@ -316,12 +338,12 @@ class StackReader:
             w.kind = kinds[e["sleep"]] if kinds and \
                 e["sleep"] < len(kinds) else str(int(e["sleep"]))
             w.off_ns = int(e["offcpu_ns"])
-            w.user, w.stopped = self._user(e)
             w.kernel = self._kernel(e["kstack"][:int(e["kframes"])].tolist())
+            w.user, w.stopped = self._user_over(e, w.kernel)
             w.waker_tid = int(e["waker_tid"])
-            w.waker_user, _ = self._user(e, "waker_")
             w.waker_kernel = self._kernel(
                 e["waker_kstack"][:int(e["waker_kframes"])].tolist())
+            w.waker_user, _ = self._user_over(e, w.waker_kernel, "waker_")
             out.append(w)
         out.sort(key=lambda w: w.ts)
         _stitch(out)
