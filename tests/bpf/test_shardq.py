@@ -45,11 +45,17 @@ def trap_us(rec):
 
 @pytest.mark.parametrize("mode", list(CASES))
 def test_queue_wait_matches_the_program(results, mode):
+    """The program's own queue wait, from its clock inside enqueue() to
+    its clock before the call to dequeue(), and from before the call to
+    enqueue() to inside dequeue() (the probes fire between each pair: a
+    thread preempted there, on a CPU shared with busy threads, moves the
+    probes' stamps by milliseconds and not the first pair's)."""
     truth, rec = results[mode]
     qw = rec["stages"]["queue_wait"]
-    want = truth["queue_wait_mean_us"]
+    lo, hi = truth["queue_wait_mean_us"], truth["queue_wait_hi_mean_us"]
     assert qw["count"] == truth["items"]
-    assert abs(qw["mean_us"] - want) <= 0.10 * want + trap_us(rec), (
+    slack = 0.10 * lo + trap_us(rec)
+    assert lo - slack <= qw["mean_us"] <= hi + slack, (
         qw, truth, rec["call_bias_us"])
 
 
@@ -63,9 +69,11 @@ def test_wake_delay_matches_the_program(results, mode):
     assert truth["asleep_items"] == truth["items"]
     lo = a["signal"]["mean_us"] + a["runq"]["mean_us"]
     hi = lo + a["pickup"]["mean_us"]
-    want = truth["wake_mean_us"]
+    # from the program's clock inside enqueue(), or before its call (the
+    # probe fires between: test_queue_wait_matches_the_program)
+    want, want_hi = truth["wake_mean_us"], truth["wake_hi_mean_us"]
     slack = 0.10 * want + trap_us(rec)
-    assert lo - slack <= want <= hi + slack, (
+    assert lo - slack <= want_hi and want <= hi + slack, (
         a, truth, rec["call_bias_us"], rec["lost"])
 
 
@@ -211,7 +219,12 @@ def test_sleeps_inside_work_are_told_apart(results, mode, part, other, key):
     if part == "lock":
         assert a["busy"]["mean_us"] <= truth["worked_mean_us"] + slack, (
             a, truth)
-    assert rec["wakers"]["timeouts_with_work"] == 0, rec["wakers"]
+    # an idle wait may expire as work comes (the program counts those:
+    # test_notified_waits_are_not_timeouts' bounds); the items' own waits,
+    # which expire by design, are not among them
+    got = rec["wakers"]["timeouts_with_work"]
+    want = truth["timeouts_with_work"]
+    assert want <= got <= want + truth["late_with_work"], (got, truth)
     for mode in ("normal", "contend"):
         truth, rec = results[mode]
         assert truth[key] == 0

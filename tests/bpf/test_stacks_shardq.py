@@ -15,14 +15,20 @@ waits and their code are known exactly:
 - normal, sampled on the CPUs (--on-cpu): the workers' samples are
   their own time on a CPU (the program's schedstat) at the sampling
   rate, within the count's own error, each unwound from the thread's
-  root through worker() (its busy loop is worker's, clock_gettime in the
-  vDSO under it).
+  root through worker() (its busy loop is sim::work's, clock_gettime in
+  the vDSO under it), and sim::work is what they ran most, its share of
+  their samples the program's own (its CPU clock in sim::work);
+- the window's report names the workers' top place and function (the
+  PG's lock, sim::work), and so does its verdict when its cause is
+  theirs.
 
 Each case twice; the unwinds are complete (they reach the thread's
 first frame) and the asleep time is the program's own."""
 import pytest
 
-from conftest import folded_stacks, in_order
+from cephlat.model.verdict import CPU_CAUSES
+from conftest import OSDSTAGE, check_reports, folded_stacks, in_order, \
+    run_tool
 from shardq import CASES, run_case, shardq_exe  # noqa: F401 (fixture)
 
 MIN_US = 100            # --stacks: waits this long (the io and lock
@@ -40,10 +46,19 @@ def stacked(request, shardq_exe, tmp_path_factory):  # noqa: F811
                                    str(d / (mode + ".ctf")),
                                    ["--stacks", str(MIN_US)])
         got[mode] = (truth, rep, folded_stacks(cap))
+        got[mode + "-window"] = _window(cap)
     truth, rep, cap = run_case(shardq_exe, "normal",
                                str(d / "normal.ctf"), ["--on-cpu", str(HZ)])
     got["on-cpu"] = (truth, rep, folded_stacks(cap, "on-cpu"))
+    got["on-cpu-window"] = _window(cap)
     return got
+
+
+def _window(cap):
+    """`osdstage -r CAP --from 0 -j`: the capture's window report."""
+    p = run_tool([OSDSTAGE, "-r", cap, "--from", "0", "-j"], timeout=300)
+    assert p.returncode == 0, p.stderr
+    return check_reports(p.stdout)[0]
 
 
 
@@ -99,6 +114,21 @@ def test_a_lock_wait_names_the_mutex_and_the_unlock_that_woke_it(stacked):
         truth["pg_lock_wait_total_us"], (total_us, truth)
 
 
+def test_the_workers_lock_waits_are_named_where_they_waited(stacked):
+    """The report's top place of the workers' lock waits is the PG's lock
+    (most of their time waiting for a lock with stacks: the shard's own
+    lock is waited for briefly), woken by the other worker's unlock; a
+    verdict whose cause is the lock says so."""
+    rec = stacked["lock-window"]
+    top = rec["stacks"]["workers"]["lock"]
+    assert top["where"][0] == "sim::lock_pg" and top["share"] >= 0.5, top
+    assert top["woken_by"] == ["sim::unlock_pg"] and top["waker_is_osd"], \
+        top
+    if rec["cause"] == "lock":
+        assert "waiting for a lock (waits recorded with stacks) was most " \
+            "in sim::lock_pg" in rec["verdict"], rec["verdict"]
+
+
 def test_the_workers_samples_are_their_cpu_time(stacked):
     truth, rep, lines = stacked["on-cpu"]
     mine = [(s, n) for s, _, n in lines if s[0] == "worker"]
@@ -114,3 +144,20 @@ def test_the_workers_samples_are_their_cpu_time(stacked):
         if not any(f.startswith("[unwind") for f in s):
             assert s[1] in ("clone3", "clone") or s[1].startswith("libc"), s
     assert sum(n for s, n in mine if "worker" in s[1:]) >= 0.9 * got, mine
+
+
+def test_the_workers_top_function_is_their_work(stacked):
+    """The items' work (sim::work: WORK_US on a CPU) is what the workers
+    ran most: its share of their samples within 10 points of the
+    program's own accounting (its time on a CPU in sim::work of the
+    workers' whole time on a CPU), and a verdict whose cause is their
+    time on a CPU names it."""
+    truth, _, _ = stacked["on-cpu"]
+    rec = stacked["on-cpu-window"]
+    top = rec["stacks"]["workers"]["on_cpu"]
+    want = truth["work_cpu_us"] / truth["workers_cpu_us"]
+    assert top["function"] == "sim::work", top
+    assert abs(top["share"] - want) <= 0.10, (top, truth)
+    if rec["cause"] in CPU_CAUSES:
+        assert "the workers' samples on a CPU were most in sim::work" in \
+            rec["verdict"], rec["verdict"]

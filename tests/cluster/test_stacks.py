@@ -18,6 +18,9 @@ their ops (BlueStore's direct I/O, waited for on a condition variable).
   disk);
 - the window's summary (WHERE THREADS WAITED) puts the workers' reads
   first;
+- the workers' top place asleep inside ops is that read, their top
+  function on a CPU a named one, and the verdict names the one of its
+  cause;
 - --on-cpu: the workers' samples are their time on a CPU as the
   scheduler events measure it (the window's THREAD ROLE figures) at the
   sampling rate, never more, and fewer by at most a measured share not
@@ -33,6 +36,7 @@ import subprocess
 import pytest
 
 from cephlat.capture.reader import Capture
+from cephlat.model.verdict import CPU_CAUSES
 from cephlat.stacks.waits import StackReader
 
 from conftest import (OSDSTAGE, PYTHON, Bench, check_reports,
@@ -210,6 +214,26 @@ def test_the_summary_puts_the_workers_reads_first(stacked):
     assert top["woken_by"] == ["KernelDevice::_aio_thread"] and \
         top["waker_is_osd"], top
     assert st["oncpu_hz"] == HZ and st["on_cpu"], st
+
+
+def test_the_workers_top_wait_and_function_are_named(stacked):
+    """The window's workers: their longest place asleep inside ops is the
+    read from the disk (most of that time), what they ran most a named
+    function (a symbol, not an address); the verdict names the one its
+    cause is about."""
+    rec = stacked["window"]
+    top = rec["stacks"]["workers"]
+    blocked, cpu = top["blocked"], top["on_cpu"]
+    assert blocked["where"][0] == "IOContext::aio_wait" and \
+        blocked["share"] >= 0.5, blocked
+    assert cpu and "+0x" not in cpu["function"] and \
+        not cpu["function"].startswith(("0x", "?")), cpu
+    if rec["cause"] in ("blocked", "busy_or_blocked"):
+        assert "asleep inside ops (waits recorded with stacks) was most " \
+            "in IOContext::aio_wait" in rec["verdict"], rec["verdict"]
+    elif rec["cause"] in CPU_CAUSES:
+        assert "samples on a CPU were " in rec["verdict"] and \
+            cpu["function"] in rec["verdict"], rec["verdict"]
 
 
 def test_the_workers_samples_are_their_time_on_a_cpu(stacked):

@@ -508,3 +508,47 @@ def test_an_erasure_coded_reads_events_replay_to_shard_read():
         assert list(report.peers(hists, "replica_wait")) == [1]
     assert list(one) == list(arrays)        # the same keys, same order
     assert PeerKey.last("shard_read", 2) in one
+
+
+def _row(where, share, waker=("Other::unlock",), osd=True):
+    return {"role": "worker", "kind": "lock", "where": list(where),
+            "woken_by": list(waker), "waker_is_osd": osd, "us": 900.0,
+            "waits": 3, "share": share}
+
+
+@pytest.mark.parametrize("cause, top, words", [
+    ("lock", {"lock": _row(["PG::lock", "OSD::dequeue_op"], 0.8)},
+     "waiting for a lock (waits recorded with stacks) was most in "
+     "PG::lock < OSD::dequeue_op (80 %); woken by Other::unlock."),
+    ("blocked", {"blocked": _row(["IOContext::aio_wait"], 0.3,
+                                 ("irq",), False)},
+     "asleep inside ops (waits recorded with stacks) was spread out, the "
+     "most in IOContext::aio_wait (30 %); woken by irq (outside the OSD)."),
+    ("busy", {"on_cpu": {"function": "crc32c", "samples": 90,
+                         "share": 0.6, "kernel_share": 0.0}},
+     "the workers' samples on a CPU were most in crc32c (60 %)."),
+    ("runq", {"on_cpu": {"function": "memcpy", "samples": 20,
+                         "share": 0.2, "kernel_share": 0.25}},
+     "were spread out, the most in memcpy (20 %); 25 % of those in the "
+     "kernel."),
+])
+def test_the_verdict_names_where_the_workers_time_went(cause, top, words):
+    full = dict.fromkeys(("lock", "blocked", "on_cpu"))
+    full.update(top)
+    assert words in verdict.stack_line(cause, full)
+
+
+@pytest.mark.parametrize("cause, top", [
+    # a cause of its own (the scheduler, storage, a replica): no line
+    ("held", {"on_cpu": {"function": "f", "samples": 9, "share": 0.9,
+                         "kernel_share": 0.0}}),
+    ("replica", {"lock": _row(["PG::lock"], 0.9)}),
+    # the cause's kind of time not recorded: no line from another kind
+    ("lock", {"on_cpu": {"function": "f", "samples": 9, "share": 0.9,
+                         "kernel_share": 0.0}}),
+    ("busy", {"lock": _row(["PG::lock"], 0.9)}),
+])
+def test_no_stack_line_for_another_cause(cause, top):
+    full = dict.fromkeys(("lock", "blocked", "on_cpu"))
+    full.update(top)
+    assert verdict.stack_line(cause, full) is None

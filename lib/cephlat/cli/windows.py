@@ -14,10 +14,12 @@ from ..model.interval import build_interval
 from ..model import breakdown
 from ..model.slowest import slowest
 from ..model.timeline import host_timeline
+from ..model.verdict import stack_line
 from ..capture.ops import OpSummary
 from ..capture import doneops
 from ..stacks.waits import (StackReader, cpu_summary, has_stacks,
-                            op_waits, sleep_notes, wait_summary)
+                            op_waits, sleep_notes, top_cpu, top_wait,
+                            wait_summary)
 
 
 
@@ -129,9 +131,13 @@ def window_record(args, cap, run_info, err=None):
     if getattr(args, "by", None):
         iv.by = by_keys(args, cap, t0, t1)
         rec["by"] = iv.by.record
-    stacks = _stack_summary(cap, t0, t1, args.thread_role)
+    stacks = _stack_summary(cap, t0, t1, args.thread_role,
+                            rec.get("worker_role"))
     if stacks:
         rec["stacks"] = stacks
+        line = stack_line(rec.get("cause"), stacks["workers"])
+        if line and rec.get("verdict") is not None:
+            rec["verdict"] += "\n" + line
     tl_args = None
     if args.html or args.perfetto:
         a, b = timeline_window(args, cap, ops, t0, t1)
@@ -139,23 +145,31 @@ def window_record(args, cap, run_info, err=None):
     return iv, tl_args
 
 
-def _stack_summary(cap, t0, t1, role):
+def _stack_summary(cap, t0, t1, role, worker):
     """A capture with stacks (-w --stacks, --on-cpu): where the window's
-    threads waited and what they ran, summed ({"waits", "on_cpu",
-    "oncpu_hz"}), or None."""
+    threads waited and what they ran, summed, and the top of each for
+    the workers (role name `worker`): {"waits", "on_cpu", "oncpu_hz",
+    "workers"}, or None."""
     waits, cpu = has_stacks(cap), has_stacks(cap, "cpu_sample")
     if not (waits or cpu):
         return None
     sr = StackReader(cap)
+    top = dict.fromkeys(("lock", "blocked", "on_cpu"))
     try:
         out = {}
         if waits:
-            out["waits"] = wait_summary(sr.waits(t0, t1, role))
+            ws = sr.waits(t0, t1, role)
+            out["waits"] = wait_summary(ws)
+            top["lock"] = top_wait(ws, worker, ("lock",))
+            top["blocked"] = top_wait(ws, worker, ("work",))
         if cpu:
-            out["on_cpu"] = cpu_summary(sr.samples(t0, t1, role))
+            ss = sr.samples(t0, t1, role)
+            out["on_cpu"] = cpu_summary(ss)
             out["oncpu_hz"] = int(cap.env.get("oncpu_hz") or 0) or None
+            top["on_cpu"] = top_cpu(ss, worker)
     finally:
         sr.close()
+    out["workers"] = top
     return out
 
 

@@ -4,7 +4,8 @@ traced together. From model/interval.py's figures; render/ prints it."""
 
 from . import sched as scheduler
 from .behind import share_words, who_words
-from .queue_words import ms as _ms, pct as _pct, queue_lines
+from .queue_words import ms as _ms, pct as _pct, queue_lines, \
+    share as _share
 
 
 # The throttle is named the cause when its connections' blocked time per
@@ -349,6 +350,51 @@ def verdict(stages, kstages, attr, wakers, threads, worker_role, peers=None,
     cause = _kernel_lines(kstages, lines, cause)
     return Verdict(cause, "\n".join(lines),
                    named if cause == "replica" else None)
+
+
+# A capture with stacks: the verdict names where the workers' time went
+# for its cause, a place (or function) "most" when it held at least this
+# share of that time, else the top one as the largest of many
+DOMINANT_SHARE = 0.5
+
+# the causes whose time the workers spent on a CPU (with earlier ops, or
+# waiting for one to run them): what they ran tells where it went
+CPU_CAUSES = ("busy", "busy_or_blocked", "uneven", "runq")
+
+
+def _where(share, place):
+    """Where the time went: "most in X (N %)" when X held DOMINANT_SHARE
+    of it, else the largest of many places."""
+    if share >= DOMINANT_SHARE:
+        return "most in %s (%s)" % (place, _share(share))
+    return "spread out, the most in %s (%s)" % (place, _share(share))
+
+
+def stack_line(cause, top):
+    """A capture with stacks (-w --stacks, --on-cpu) and the verdict's
+    cause: where the workers' time of that cause went. top: the window's
+    stacks' "workers" ({"lock", "blocked": a wait row with its share,
+    "on_cpu": the top function}, cli/windows.py). -> a line, or None."""
+    kind = {"lock": "lock", "blocked": "blocked",
+            "busy_or_blocked": "blocked"}.get(cause)
+    row = top.get(kind) if kind else None
+    if row:
+        waker = " < ".join(row["woken_by"]) or "?"
+        if not row["waker_is_osd"]:
+            waker += " (outside the OSD)"
+        return "the workers' time %s (waits recorded with stacks) was " \
+            "%s; woken by %s." % (
+                "waiting for a lock" if kind == "lock"
+                else "asleep inside ops",
+                _where(row["share"], " < ".join(row["where"]) or "?"),
+                waker)
+    cpu = top.get("on_cpu") if cause in CPU_CAUSES else None
+    if cpu:
+        return "the workers' samples on a CPU were %s%s." % (
+            _where(cpu["share"], cpu["function"]),
+            "; %s of those in the kernel" % _share(cpu["kernel_share"])
+            if cpu["kernel_share"] else "")
+    return None
 
 
 def host_verdicts(recs):

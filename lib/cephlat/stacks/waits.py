@@ -516,3 +516,41 @@ def cpu_summary(samples, top=TOP):
             "role_pct": round(100.0 * n / per_role[k[0]], 1)}
            for k, n in rows.items()]
     return sorted(out, key=lambda r: -r["samples"])[:top]
+
+
+def top_wait(waits, role, kinds):
+    """Where the threads of `role` slept longest in their waits of
+    `kinds` (a wait_summary row: where they slept, who woke them) with
+    "share", its part of all those waits' time asleep -> dict or None
+    (no such wait)."""
+    ws = [w for w in waits if w.role == role and w.kind in kinds]
+    total = sum(w.off_ns for w in ws)
+    if not total:
+        return None
+    row = wait_summary(ws, top=1)[0]
+    row["share"] = round(1000.0 * row["us"] / total, 3)
+    return row
+
+
+def top_cpu(samples, role):
+    """What the threads of `role` ran most: their samples on a CPU summed
+    by the innermost frame outside the system's libraries (where the
+    time went in the code an operator can act on: the system's libraries
+    and the kernel under it count for it; a sample with no user frame,
+    by its kernel frame) -> {"function", "samples", "share" (of the
+    role's samples), "kernel_share" (of its own, found in the kernel)}
+    or None (no sample)."""
+    rows = {}
+    mine = [s for s in samples if s.role == role]
+    for s in mine:
+        own = where(s.user, 1)
+        fn = own[0] if own else s.kernel[0].label() + KERNEL \
+            if s.kernel else "?"
+        n, k = rows.get(fn, (0, 0))
+        rows[fn] = (n + 1, k + bool(s.kernel))
+    if not rows:
+        return None
+    fn, (n, k) = max(rows.items(), key=lambda kv: kv[1][0])
+    return {"function": fn, "samples": n,
+            "share": round(n / len(mine), 3),
+            "kernel_share": round(k / n, 3)}

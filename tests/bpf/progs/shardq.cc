@@ -46,10 +46,13 @@
 // first, so a tracer can attach. At the end it prints its own
 // measurements as one JSON line:
 //   queue_wait_mean_us  enqueue -> dequeue, all items
+//   queue_wait_hi_mean_us  the same from before the call to enqueue() to
+//                       inside dequeue(): a tracer's probes fall between
 //   asleep_items        items enqueued while every worker of the shard was
 //                       waiting on the condition variable
 //   wake_mean_us        for those: enqueue -> the first worker resumed
 //                       from its wait (signal delay + run-queue delay)
+//   wake_hi_mean_us     the same from before the call to enqueue()
 //   timeouts_with_work  timed waits that expired after which the worker
 //                       took an item (counted once per expired wait)
 //   held_mean_us        the dequeuing worker's hold waits between an
@@ -75,6 +78,8 @@
 //   workers_cpu_us      the workers' time on CPU from the "go" to the
 //                       last item's end (the kernel's schedstat)
 //   workers_runq_us     and their time runnable, waiting for a CPU
+//   work_cpu_us         the workers' time on CPU in sim::work (the items'
+//                       WORK_US spins; their threads' CPU clock)
 //   span_us             the time from the "go" to the last item's end
 //   hold_waits          hold mode: how many hold waits the workers made
 //   hold_waits_total_us   and their time, from before the wait to after
@@ -115,6 +120,9 @@ static inline unsigned long now_ns()
 struct Item {
     unsigned long t_enq = 0, t_resume = 0, t_deq = 0, t_due = 0, held = 0,
         held_till = 0, locked = 0, worked = 0, io = 0;
+    // the other side of each probe: before the call to enqueue(), first
+    // thing inside dequeue() (its first time)
+    unsigned long t_call = 0, t_in_deq = 0;
     unsigned long io_from = 0, io_to = 0;   // io mode: its own wait
     bool asleep_at_enq = false;
     bool requeued = false;    // requeue mode: taken once already
@@ -132,7 +140,11 @@ struct Shard {
 
 // The item's timestamps are taken as close as possible to where a tracer's
 // probes take theirs: t_enq first thing inside enqueue() (a uprobe fires
-// just before it), t_deq just before the call to dequeue().
+// just before it), t_deq just before the call to dequeue(); and on the
+// probes' other side, t_call before the call to enqueue(), t_in_deq first
+// thing inside dequeue(): a thread preempted between its probe and its
+// clock (a CPU shared with busy threads: ms) moves the tracer's stamp, not
+// the program's, and the pair brackets it.
 static unsigned long hold_ns = 0;   // hold mode: an item is due this late
 static unsigned long io_ns = 0;     // io mode: a completion comes this late
 
@@ -174,6 +186,8 @@ __attribute__((noinline)) void unlock_pg(Shard *s)
 __attribute__((noinline)) void dequeue(Item *it)
 {
     asm volatile("" :: "r"(it) : "memory");
+    if (!it->t_in_deq)
+        it->t_in_deq = now_ns();
     if (!io_ns || (requeue_mode && !it->requeued))
         return;
     static thread_local std::mutex m;
@@ -232,12 +246,27 @@ static void pin_cpu0()
 
 static unsigned work_us = 0;
 
-static void spin_us(unsigned us)
+namespace sim {
+// an item's work: WORK_US on a CPU, in a function of its own (so that the
+// workers' samples on a CPU name it), its time on a CPU counted
+static std::atomic<long> work_cpu_ns{0};
+
+static unsigned long thread_cpu_ns()
 {
-    unsigned long end = sim::now_ns() + us * 1000UL;
-    while (sim::now_ns() < end)
-        asm volatile("" ::: "memory");
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1000000000UL + t.tv_nsec;
 }
+
+__attribute__((noinline)) void work(unsigned us)
+{
+    unsigned long c = thread_cpu_ns();
+    unsigned long end = now_ns() + us * 1000UL;
+    while (now_ns() < end)
+        asm volatile("" ::: "memory");
+    work_cpu_ns += thread_cpu_ns() - c;
+}
+}  // namespace sim
 
 static bool hold_mode = false;
 static bool lock_mode = false;
@@ -364,7 +393,7 @@ static void worker(sim::Shard *s, int shard, unsigned timeout_ms, bool pin)
             continue;
         }
         unsigned long w0 = sim::now_ns();
-        spin_us(work_us);
+        sim::work(work_us);
         works.emplace_back(w0, sim::now_ns());
         if (lock_mode)
             sim::unlock_pg(s);
@@ -433,6 +462,7 @@ int main(int argc, char **argv)
         sim::Shard *s = &shards[(i / burst) % nshards];
         long n = std::min(burst, nitems - i);
         for (long j = 0; j < n; j++) {
+            items[i + j].t_call = sim::now_ns();
             sim::enqueue(s, &items[i + j]);
             if (mode == "delay")
                 std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
@@ -460,10 +490,11 @@ int main(int argc, char **argv)
         t.join();
 
     double qw = 0, wake = 0, held = 0, held_till = 0, not_due = 0,
-        locked = 0, worked = 0, io = 0, io_total = 0;
+        locked = 0, worked = 0, io = 0, io_total = 0, qw_hi = 0, wake_hi = 0;
     long asleep = 0;
     for (auto &it : items) {
         qw += it.t_deq - it.t_enq;
+        qw_hi += it.t_in_deq - it.t_call;
         held += it.held;
         held_till += it.held_till;
         locked += it.locked;
@@ -475,10 +506,13 @@ int main(int argc, char **argv)
         if (it.asleep_at_enq && it.t_resume) {
             asleep++;
             wake += it.t_resume - it.t_enq;
+            wake_hi += it.t_resume - it.t_call;
         }
     }
     std::printf("{\"items\": %ld, \"queue_wait_mean_us\": %.3f, "
+                "\"queue_wait_hi_mean_us\": %.3f, "
                 "\"asleep_items\": %ld, \"wake_mean_us\": %.3f, "
+                "\"wake_hi_mean_us\": %.3f, "
                 "\"timeouts_with_work\": %ld, \"late_with_work\": %ld, "
                 "\"held_mean_us\": %.3f, \"held_till_mean_us\": %.3f, \"not_due_mean_us\": %.3f, "
                 "\"locked_mean_us\": %.3f, \"worked_mean_us\": %.3f, "
@@ -486,9 +520,11 @@ int main(int argc, char **argv)
                 "\"pg_lock_wait_total_us\": %.3f, "
                 "\"hold_waits\": %ld, \"hold_waits_total_us\": %.3f, "
                 "\"workers_cpu_us\": %.3f, \"workers_runq_us\": %.3f, "
+                "\"work_cpu_us\": %.3f, "
                 "\"span_us\": %.3f}\n",
-                nitems, qw / nitems / 1000.0, asleep,
+                nitems, qw / nitems / 1000.0, qw_hi / nitems / 1000.0, asleep,
                 asleep ? wake / asleep / 1000.0 : 0.0,
+                asleep ? wake_hi / asleep / 1000.0 : 0.0,
                 (long)timeouts_with_work, (long)late_with_work,
                 held / nitems / 1000.0, held_till / nitems / 1000.0,
                 not_due / nitems / 1000.0, locked / nitems / 1000.0,
@@ -498,6 +534,7 @@ int main(int argc, char **argv)
                 hold_waits_ns / 1000.0,
                 (sched1.first - sched0.first) / 1000.0,
                 (sched1.second - sched0.second) / 1000.0,
+                sim::work_cpu_ns / 1000.0,
                 (t_end - t_go) / 1000.0);
     return 0;
 }

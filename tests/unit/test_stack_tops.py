@@ -1,0 +1,59 @@
+"""The workers' top place and function in a capture's stacks (the
+verdict's line about them): a wait's place is its innermost frames
+outside the system's libraries, a sample's function its innermost frame
+outside them (the libraries and the kernel under it count for it); the
+shares are of the role's waits of those kinds, or of its samples."""
+from cephlat.stacks.waits import Frame, Sample, Wait, top_cpu, top_wait
+
+LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+OSD = "/usr/bin/ceph-osd"
+
+
+def _f(name, path=OSD):
+    return Frame(0x1000, path, name)
+
+
+def _sample(role, user, kernel=()):
+    s = Sample()
+    s.ts, s.tid, s.role, s.in_op = 0, 1, role, True
+    s.user, s.kernel, s.stopped = list(user), list(kernel), "end"
+    return s
+
+
+def _wait(role, kind, off_ns, user):
+    w = Wait()
+    w.ts, w.tid, w.role, w.kind, w.off_ns = 0, 1, role, kind, off_ns
+    w.user, w.kernel, w.stopped = list(user), [], "end"
+    w.waker_tid, w.waker_user = 2, [_f("Other::unlock")]
+    w.waker_kernel = []
+    return w
+
+
+def test_a_sample_counts_for_its_first_frame_outside_the_libraries():
+    crc = [_f("memcpy", LIBC), _f("crc32c"), _f("OSD::dequeue_op")]
+    ss = [_sample("worker", crc), _sample("worker", crc[1:]),
+          _sample("worker", crc, [_f("copy_user", None)]),
+          _sample("worker", [_f("PG::lock")]),
+          _sample("msgr", [_f("Messenger::read")])]
+    top = top_cpu(ss, "worker")
+    assert top == {"function": "crc32c", "samples": 3, "share": 0.75,
+                   "kernel_share": 0.333}
+    assert top_cpu(ss, "kv") is None
+
+
+def test_a_sample_in_the_kernel_alone_is_named_by_its_kernel_frame():
+    ss = [_sample("worker", [], [_f("schedule", None)])] * 2
+    assert top_cpu(ss, "worker")["function"] == "schedule_[k]"
+
+
+def test_the_top_wait_is_the_longest_place_of_its_kinds():
+    lock = [_f("__lll_lock_wait", LIBC), _f("PG::lock"), _f("OSD::op")]
+    ws = [_wait("worker", "lock", 3000, lock),
+          _wait("worker", "lock", 1000, [_f("Shard::lock")]),
+          # other kinds and roles do not count
+          _wait("worker", "idle", 90000, [_f("Shard::wait")]),
+          _wait("msgr", "lock", 90000, lock)]
+    top = top_wait(ws, "worker", ("lock",))
+    assert top["where"] == ["PG::lock", "OSD::op"], top
+    assert top["share"] == 0.75 and top["waits"] == 1, top
+    assert top_wait(ws, "worker", ("work",)) is None
