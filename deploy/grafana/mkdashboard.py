@@ -405,7 +405,19 @@ def build():
                  % (F.BYTES_IN_BY_KEY, OSD, RI), "in {{key}}"),
                 ('topk(10, sum by (key) (rate(%s{%s}[%s])))'
                  % (F.BYTES_OUT_BY_KEY, OSD, RI), "out {{key}}")),
-        "Bps", fill=0), 24, 8)
+        "Bps", fill=0), 16, 8)
+    L.add({"type": "table", "title": "Clients' names",
+           "description": F.CLIENT_INFO + " (--by client): the name each "
+                          "client with a series authenticated as (its "
+                          "cephx user), as the cluster's monitors list "
+                          "their sessions",
+           "targets": [target('max by (key, name) (%s{%s})'
+                              % (F.CLIENT_INFO, OSD), "",
+                              format="table", instant=True, range=False)],
+           "transformations": [{"id": "organize", "options": {
+               "excludeByName": {"Time": True, "Value": True}}}],
+           "fieldConfig": {"defaults": {}, "overrides": []},
+           "options": {"showHeader": True}}, 8, 8)
 
     # --- the tool's cost ----------------------------------------------------
     L.row("Tool cost and losses")

@@ -8,9 +8,12 @@ image's header ops at open and close), each image's bytes are its writes'
 (and the window's, Ceph's op_in_bytes), their ratio is the rates', and
 the heavy one dominates the table when it holds half of the queue wait
 too (it holds its share, read op by op); the live run's own breakdown
-(--by image beside -w) counts the same. Twice, on fresh images each time."""
+(--by image beside -w) counts the same. Each client is named by the name it
+authenticated as (admin, byc-light). Twice, on fresh images each
+time."""
 import json
 import os
+import re
 import subprocess
 import time
 
@@ -31,11 +34,16 @@ CLIENT_EXTRA = 40
 ROUNDS = 2
 
 
-def _job(image, rate, seed):
-    return ("[global]\nioengine=rbd\nclientname=admin\npool=rbd\n"
+# the name each client authenticates as (the lab's auth is none: the
+# name it gives), the heavy one's and the light one's
+NAMES = ("admin", "byc-light")
+
+
+def _job(image, rate, seed, name):
+    return ("[global]\nioengine=rbd\nclientname=%s\npool=rbd\n"
             "rbdname=%s\ndirect=1\n[w]\nrw=randwrite\nbs=%d\nsize=64m\n"
             "rate_iops=%d\nruntime=%d\ntime_based=1\niodepth=4\n"
-            "randseed=%d\n" % (image, BS, rate, SECS, seed))
+            "randseed=%d\n" % (name, image, BS, rate, SECS, seed))
 
 
 def _rbd(lab, *args):
@@ -71,7 +79,7 @@ def two_clients(lab, tmp_path_factory, request):
             fios = []
             for i, (img, rate) in enumerate(zip(images, RATES)):
                 job = d / ("%s.fio" % img)
-                job.write_text(_job(img, rate, 11 + i))
+                job.write_text(_job(img, rate, 11 + i, NAMES[i]))
                 fios.append(subprocess.Popen(
                     ["fio", "--output-format=json",
                      "--output=%s" % (d / ("%s.json" % img)), str(job)],
@@ -87,7 +95,7 @@ def two_clients(lab, tmp_path_factory, request):
             out, err = tracer.communicate(timeout=60)
         assert tracer.returncode == 0, err
         after = perf_dump(asok)["osd"]
-        assert "no pool or image names" not in err, err
+        assert "no pool, image or client names" not in err, err
         writes = {img: json.load(open(d / ("%s.json" % img)))["jobs"][0][
             "write"]["total_ios"] for img in images}
         live = [json.loads(line) for line in out.splitlines()]
@@ -188,6 +196,11 @@ def test_each_clients_ops_are_its_images(two_clients):
     rows = sorted([r for r in by["rows"] if r["key"].startswith("client.")],
                   key=lambda r: -r["ops"])
     assert len(rows) >= 2, by
+    # each named by the name it authenticated as (the monitors' sessions,
+    # read while it was connected)
+    for r, name in zip(rows, NAMES):
+        assert re.fullmatch(r"client\.\d+ \(client\.%s\)" % name,
+                            r["key"]), (r["key"], name)
     for r, img in zip(rows, two_clients["images"]):
         want = two_clients["writes"][img]
         assert want <= r["ops"] <= want * (1 + WITHIN) + CLIENT_EXTRA, \

@@ -5,7 +5,9 @@ a librados client of its own (their objects' PGs spread them over the
 OSDs, not evenly). Each OSD's series stay bounded (TOP keys and other),
 the rest summed as other; what the keys add up to is the client ops Ceph
 counted as their primary (within 1 %), none missed, and the bytes they
-wrote (its op_in_bytes). Twice."""
+wrote (its op_in_bytes). A client that stays connected (a write bench,
+named byc-bench) across a read of the monitors' sessions has its name
+as an info series beside its key. Twice."""
 import os
 import subprocess
 import time
@@ -22,6 +24,10 @@ TOP = 5
 REFRESH_S = 1.0
 POOL = "rbd"              # the lab's replicated pool
 ROUNDS = 2
+# a longer client: a write bench of its own name, past the exporter's
+# reads of the monitors' sessions (every 10 s)
+BENCH_ID = "byc-bench"
+BENCH_S = 12
 
 
 def _in_bytes(asok):
@@ -61,8 +67,18 @@ def counted(lab3, tmp_path_factory, request):
         m0 = metrics(ex.port)
         c0 = dict(zip(osds, map(ceph_ops, lab3["asoks"])))
         b0 = dict(zip(osds, map(_in_bytes, lab3["asoks"])))
+        # one client that stays connected past a read of the monitors'
+        # sessions, under a name of its own (the lab's auth is none)
+        bench = subprocess.Popen(
+            ["rados", "--id", BENCH_ID, "-p", POOL, "bench",
+             str(BENCH_S), "write", "-b", "4096", "-t", "1", "--run-name",
+             "byc-bench-%d" % request.param], stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, CEPH_CONF=lab3["CEPH_CONF"]))
         for i in range(CLIENTS):
             _put(lab3, "byc-%d-%d" % (request.param, i), str(data))
+        _, err = bench.communicate(timeout=BENCH_S + 60)
+        assert bench.returncode == 0, err
         # the last ops summed: the ring is read every turn, the page
         # made every refresh
         time.sleep(3 * REFRESH_S)
@@ -118,3 +134,21 @@ def test_the_keys_add_up_to_cephs_count(counted):
               if k[0] == F.OPS_BY_KEY_MISSED}
     assert set(missed) == set(counted["ceph"]) and \
         not any(missed.values()), missed
+
+
+def test_a_client_that_stayed_is_named(counted):
+    """The bench's client, connected across a read of the monitors'
+    sessions: an info series with the name it gave for its key on the
+    OSDs where it has a series; every info is of a client with one."""
+    infos = {}
+    for (name, labels), v in counted["m1"].items():
+        if name == F.CLIENT_INFO:
+            d = dict(labels)
+            assert v == 1, (labels, v)
+            infos.setdefault(d["ceph_daemon"], {})[d["key"]] = d["name"]
+    ops = _by(counted["m1"], F.OPS_BY_KEY)
+    for osd, named in infos.items():
+        assert set(named) <= set(ops.get(osd, {})), (osd, named, ops)
+    bench = {osd: k for osd, named in infos.items()
+             for k, n in named.items() if n == "client." + BENCH_ID}
+    assert bench, (infos, counted["stderr"])

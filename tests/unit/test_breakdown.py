@@ -322,6 +322,35 @@ def test_the_text_fits_80_columns():
             [l for l in lines if len(l) > 80]
 
 
+def test_clients_are_named_under_the_table():
+    """A client key with its cephx name (or the tool's own look-up): the
+    table's key is the entity, the names under the table, in 80
+    columns."""
+    names = {"clients": {"client.%d" % i: "client.vm-%d-with-a-long-name"
+                         % i for i in range(10)},
+             "selves": ["client.99"]}
+    cols = {"client": np.array(["client.%d" % (i % 10) for i in range(50)]
+                               + ["client.99"] * 3, object)}
+    keys = breakdown.keys_of("client", cols, names)
+    assert keys[0] == "client.0 (client.vm-0-with-a-long-name)", keys[0]
+    bd = breakdown.build("client", keys.tolist(), [1000] * 53, [10] * 53,
+                         [True] * 53, top=20)
+    out = io.StringIO()
+    print_breakdown(out, TextOptions(), bd)
+    text = out.getvalue()
+    lines = text.splitlines()
+    assert all(len(l) <= 80 for l in lines), lines
+    table = lines[3:lines.index(next(l for l in lines
+                                     if l.startswith("(op_total")))]
+    rows = [l.split()[0] for l in table]
+    assert sorted(rows) == sorted(["client.%d" % i for i in range(10)] +
+                                  ["client.99"]), lines
+    legend = " ".join(text.split("(clients as the cluster knows them: ")[1]
+                      .split())
+    assert "client.3 client.vm-3-with-a-long-name," in legend, legend
+    assert "client.99 osdstage's name look-up" in legend, legend
+
+
 def test_the_record_is_the_schemas():
     cap, t0, t1, rec = _window(LAB)
     cols = doneops.read(cap, t0, t1)

@@ -86,3 +86,51 @@ def test_key_sums_name_the_unknown():
     got = key_sums(breakdown.TracedOps("client"), recs)
     assert got == {"client.1": (1, 5000, 1000, 4096, 0),
                    "unknown": (1, 5000, 1000, 4096, 0)}
+
+
+class _Names:
+    """A names look-up that hands its lines over once."""
+
+    def __init__(self, *lines):
+        self.lines = list(lines)
+
+    def take(self, reader="capture"):
+        got, self.lines = self.lines, []
+        return got
+
+
+def _infos(ex):
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(ex)
+    text = generate_latest(reg).decode()
+    return {(s.labels["ceph_daemon"], s.labels["key"], s.labels["name"])
+            for f in text_string_to_metric_families(text)
+            if f.name == F.CLIENT_INFO for s in f.samples}
+
+
+def test_a_clients_series_keeps_its_key_and_its_name_is_an_info():
+    """A client named after its first ops keeps the series it had (the
+    key is its entity), its name an info series of its own; a client in
+    other has none, and the info goes with the client's series."""
+    ex = Exported(1.0, by="client")
+    ex.attached("osd.0", ("1", "16.2.15", "pacific", "16.2", "true", ""))
+    by = ByKeys("client", top=2)
+    runs = [types.SimpleNamespace(name="osd.0")]
+    tracer = types.SimpleNamespace(take_traces=lambda: [_rec(4000)] * 3 +
+                                   [_rec(4001)] * 2 + [_rec(4002)])
+    by.lookup = _Names()
+    by.take(tracer, runs, ex, 0.0)
+    assert _infos(ex) == set()
+    by.lookup = _Names({"clients": {"client.4000": "client.admin",
+                                    "client.4002": "client.vm2"}})
+    tracer.take_traces = lambda: [_rec(4000)]
+    by.take(tracer, runs, ex, 1.0)
+    assert _series(ex, F.OPS_BY_KEY) == {("osd.0", "client.4000"): 4,
+                                         ("osd.0", "client.4001"): 2,
+                                         ("osd.0", "other"): 1}
+    # client.4002 counts in other: no info of its own
+    assert _infos(ex) == {("osd.0", "client.4000", "client.admin")}
+    # both idle: client.4002 takes a place, with its name
+    tracer.take_traces = lambda: [_rec(4002)]
+    by.take(tracer, runs, ex, 2.0 + IDLE_S)
+    assert _infos(ex) == {("osd.0", "client.4002", "client.vm2")}

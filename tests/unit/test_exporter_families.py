@@ -128,7 +128,7 @@ def test_names_follow_the_conventions():
         if f.name.endswith("_info"):
             assert f.type == "gauge" and "(1)" in f.help, f.name
     assert {f.name for f in FAMILIES if f.name.endswith("_info")} == {
-        F.OSD_INFO, F.STAGE_TIER_INFO}
+        F.OSD_INFO, F.STAGE_TIER_INFO, F.CLIENT_INFO}
     # the kernel's sleeps, futex waits and run-queue time are not latency
     for name in F.KERNEL_STAGES.values():
         assert "latency" not in name, name

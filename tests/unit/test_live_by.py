@@ -32,7 +32,7 @@ class _Lookup:
 
     def take(self, reader="capture"):
         got, self.got = self.got, None
-        return got
+        return [got] if got is not None else []
 
 
 def _iv():

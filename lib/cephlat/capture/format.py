@@ -294,8 +294,8 @@ class CaptureWriter:
                     m.offset, ids[m.path] or "", m.path, target=slot)
 
     def names(self, names):
-        """The cluster's names (ceph/clusternames.py's lookup()), each
-        time they are read."""
+        """The cluster's names (a line of ceph/clusternames.py's
+        look-up), each time they are read."""
         self._w("names", time.monotonic_ns(), self.tracer.gen,
                 json.dumps(names, sort_keys=True))
         self.named = True

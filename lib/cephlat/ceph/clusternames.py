@@ -1,33 +1,42 @@
 """The names the cluster gives what an OSD's ops carry only as ids: pools
-(id -> name) and RBD images (the id in their data objects' names,
-rbd_data.<id>.<n> -> the image's name), read from the cluster the traced
-OSD belongs to when this host can read it: the OSD's own ceph.conf (its
--c / --conf, else /etc/ceph/<cluster>.conf, as the OSD sees its root),
-the client identity the conf gives (client.admin by default) and
-python3-rados / python3-rbd (which ceph-common brings), every call with
-a timeout. A capture records them (capture/format.py, the "names"
-event) so that `-r --by pool|image` names what it can wherever it is
-read; where the cluster cannot be read, ids stay ids.
+(id -> name), RBD images (the id in their data objects' names,
+rbd_data.<id>.<n> -> the image's name) and clients (an op's client.4123
+-> the cephx name it authenticated as, client.admin: what the monitors'
+sessions hold), read from the cluster the traced OSD belongs to when this
+host can read it: the OSD's own ceph.conf (its -c / --conf, else
+/etc/ceph/<cluster>.conf, as the OSD sees its root), the client identity
+the conf gives (client.admin by default) and python3-rados / python3-rbd
+(which ceph-common brings), every call with a timeout. A capture records
+them (capture/format.py, the "names" event) so that `-r --by
+pool|image|client` names what it can wherever it is read; where the
+cluster cannot be read, ids stay ids.
 
 NamesLookup runs the look-up in a process of its own (librados, its
 threads and its timeouts never in the tracer's process: it is killed,
-not waited for, when the tracer ends), from a thread, once and then
-every REFRESH_S (images come and go). The tracer waits for the first at most
-FIRST_S before it attaches (first()), so that the look-up's own reads
-(each RBD pool's directory: a client op or two on the OSDs) are not in a
-short capture; those of a later one are, and a breakdown by client says
-whose they are (its "self")."""
+not waited for, when the tracer ends), read from a thread. The process
+connects once and writes a line of JSON each time it learns something:
+the pools and images first and every REFRESH_S (images come and go), the
+clients' names every CLIENTS_S (clients come and go faster: a short
+librados client is named if it was connected at one of those reads),
+only those new since its last line. The tracer waits for the first line
+at most FIRST_S before it attaches (first()), so that the look-up's own
+reads (each RBD pool's directory: a client op or two on the OSDs) are not
+in a short capture; those of a later one are, and a breakdown by client
+says whose they are (its "self"). The monitors' sessions are the
+monitors' own (one command to each monitor), no OSD op."""
 import json
 import os
 import subprocess
 import sys
 import threading
+import time
 
 from ..errors import UserError
 from .target import read_cmdline
 
 TIMEOUT_S = 5.0         # connect and every call
-REFRESH_S = 300.0       # the names again, this often
+REFRESH_S = 300.0       # the pools and images again, this often
+CLIENTS_S = 10.0        # the clients' names again, this often
 FIRST_S = 2.0           # the tracer waits this long for the first
 
 
@@ -58,15 +67,11 @@ def osd_conf(pid):
     return None
 
 
-def lookup(conf):
-    """{"fsid", "pools": {id: name}, "images": {image id: name}, "self":
-    the look-up's own client entity (client.4123: its reads of the RBD
-    directories are client ops too)} of the cluster of ceph.conf `conf`
-    (ids as strings: JSON keys). UserError saying why when it cannot be
-    read."""
+def _connect(conf):
+    """A connected rados.Rados of ceph.conf `conf`; UserError saying why
+    not."""
     try:
         import rados
-        import rbd
     except ImportError:
         raise UserError("python3-rados and python3-rbd are not installed "
                         "(ceph-common brings them)")
@@ -79,68 +84,159 @@ def lookup(conf):
     except (rados.Error, OSError) as e:
         raise UserError("%s: %s" % (conf, e))
     try:
+        cluster.connect(timeout=int(TIMEOUT_S))
+    except rados.Error as e:
+        cluster.shutdown()
+        raise UserError("cannot connect with %s: %s" % (conf, e))
+    return cluster
+
+
+def _pools_and_images(cluster):
+    """{"fsid", "pools": {id: name}, "images": {image id: name}, "self":
+    the look-up's own client entity (client.4123: its reads of the RBD
+    directories are client ops too)} (ids as strings: JSON keys)."""
+    import rados
+    try:
+        import rbd
+    except ImportError:
+        raise UserError("python3-rbd is not installed (ceph-common brings "
+                        "it)")
+    out = {"fsid": cluster.get_fsid(), "pools": {}, "images": {},
+           "self": "client.%d" % cluster.get_instance_id()}
+    for name in cluster.list_pools():
         try:
-            cluster.connect(timeout=int(TIMEOUT_S))
-        except rados.Error as e:
-            raise UserError("cannot connect with %s: %s" % (conf, e))
-        out = {"fsid": cluster.get_fsid(), "pools": {}, "images": {},
-               "self": "client.%d" % cluster.get_instance_id()}
-        for name in cluster.list_pools():
-            try:
-                pid = cluster.pool_lookup(name)
-            except rados.Error:
-                continue
-            out["pools"][str(pid)] = name
-            try:
-                with cluster.open_ioctx(name) as io:
-                    for img in rbd.RBD().list2(io):
-                        out["images"][img["id"]] = img["name"]
-            except (rados.Error, rbd.Error):
-                continue        # not an RBD pool, or not ours to read
-        return out
+            pid = cluster.pool_lookup(name)
+        except rados.Error:
+            continue
+        out["pools"][str(pid)] = name
+        try:
+            with cluster.open_ioctx(name) as io:
+                for img in rbd.RBD().list2(io):
+                    out["images"][img["id"]] = img["name"]
+        except (rados.Error, rbd.Error):
+            continue        # not an RBD pool, or not ours to read
+    return out
+
+
+def _mon_json(cluster, cmd, target=None):
+    """A monitor command's JSON answer (target: one monitor's name, as
+    `ceph tell mon.NAME` asks it), or None when it failed."""
+    import rados
+    cmd = json.dumps(dict(cmd, format="json"))
+    kw = {"timeout": int(TIMEOUT_S)}
+    if target is not None:
+        kw["target"] = target
+    try:
+        ret, out, _ = cluster.mon_command(cmd, b"", **kw)
+        return json.loads(out) if ret == 0 and out else None
+    except (rados.Error, ValueError):
+        return None
+
+
+def _clients(cluster):
+    """{client entity ("client.4123"): the cephx name it authenticated
+    as ("client.admin")} of the clients the monitors have sessions with:
+    each monitor's own `sessions` (a client keeps one, with the monitor
+    it authenticated with)."""
+    mons = (_mon_json(cluster, {"prefix": "mon dump"}) or {}).get("mons")
+    out = {}
+    for m in mons or ():
+        for ses in _mon_json(cluster, {"prefix": "sessions"},
+                             m["name"]) or ():
+            # a client's entity is client.<its global id> (the session's
+            # own name is often client.?, from before the id was given)
+            gid, cephx = ses.get("global_id"), ses.get("entity_name") or ""
+            if gid and cephx.startswith("client."):
+                out["client.%d" % gid] = cephx
+    return out
+
+
+def watch(conf, write, refresh_s=REFRESH_S, clients_s=CLIENTS_S,
+          alive=lambda: True):
+    """Connect once and write(dict) what the cluster names: the pools
+    and images (_pools_and_images') with the clients (_clients') at once
+    and every `refresh_s`, the clients new since the last line
+    ({"clients": ...}) every `clients_s` in between, while alive()."""
+    import rados
+    cluster = _connect(conf)
+    try:
+        seen, names_at = {}, None
+        while alive():
+            now = time.monotonic()
+            clients = _clients(cluster)
+            new = {k: v for k, v in clients.items() if seen.get(k) != v}
+            seen.update(clients)
+            if names_at is None or now - names_at >= refresh_s:
+                names_at = now
+                got = _pools_and_images(cluster)
+                got["clients"] = new
+                write(got)
+            elif new:
+                write({"clients": new})
+            time.sleep(clients_s)
+    except rados.Error as e:
+        raise UserError("reading the cluster with %s: %s" % (conf, e))
     finally:
         cluster.shutdown()
 
 
-def lookup_in_child(conf, started=None):
-    """lookup(conf) in a process of its own (`python3 -m` this module) ->
-    its result; UserError saying why there is none. started: called with
-    the child's Popen (so that its owner can kill it)."""
+def lookup_in_child(conf, started=None, refresh_s=REFRESH_S,
+                    clients_s=CLIENTS_S):
+    """watch(conf) in a process of its own (`python3 -m` this module) ->
+    yields each line's dict as it comes; UserError saying why it ended
+    (or never began: no first line in 3 x TIMEOUT_S). started: called
+    with the child's Popen (so that its owner can kill it)."""
     pkg = os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=pkg + (
         os.pathsep + os.environ["PYTHONPATH"]
         if os.environ.get("PYTHONPATH") else ""))
-    p = subprocess.Popen([sys.executable, "-m", __name__, conf],
+    p = subprocess.Popen([sys.executable, "-m", __name__, conf,
+                          "%g" % refresh_s, "%g" % clients_s],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, env=env)
     if started is not None:
         started(p)
-    try:
-        out, err = p.communicate(timeout=3 * TIMEOUT_S)
-    except subprocess.TimeoutExpired:
+    expired = []
+
+    def expire():
+        expired.append(True)
         p.kill()
+    first = threading.Timer(3 * TIMEOUT_S, expire)
+    first.daemon = True
+    first.start()
+    try:
+        for line in p.stdout:
+            first.cancel()
+            yield json.loads(line)
+    finally:
+        first.cancel()
+        if p.poll() is None:
+            p.kill()
         p.wait()
+        err = p.stderr.read()
+        p.stdout.close()
+        p.stderr.close()
+    if expired:
         raise UserError("the cluster did not answer in %g s" %
                         (3 * TIMEOUT_S))
-    if p.returncode != 0:
-        lines = (err or "").strip().splitlines()
-        raise UserError(lines[-1] if lines else "exit status %d"
-                        % p.returncode)
-    return json.loads(out)
+    lines = (err or "").strip().splitlines()
+    raise UserError(lines[-1] if lines else "the look-up ended (exit "
+                    "status %d)" % p.returncode)
 
 
 class NamesLookup:
     """The names of OSD `pid`'s cluster, looked up in a thread: take()
-    gives each new result once to each reader (None until there is one:
-    a capture's writer and a live breakdown each read them); `why` says
-    why there is none."""
+    gives each reader (a capture's writer, a live breakdown) the lines
+    the look-up wrote since its last take, each once (its first take: the
+    last full line and those since); `why` says why there are none."""
 
-    def __init__(self, pid, refresh_s=REFRESH_S):
-        self.pid, self.refresh_s = pid, refresh_s
+    def __init__(self, pid, refresh_s=REFRESH_S, clients_s=CLIENTS_S):
+        self.pid, self.refresh_s, self.clients_s = pid, refresh_s, clients_s
         self.why = None
-        self._got, self._lock = None, threading.Lock()
-        self._n, self._seen = 0, {}     # results so far, each reader's
+        self._lock = threading.Lock()
+        self._since_full = []           # the last full line and those since
+        self._pending = {}              # each reader's lines not taken
         self._stop = threading.Event()
         self._tried = threading.Event()
         self._child = None
@@ -154,27 +250,37 @@ class NamesLookup:
                 if conf is None:
                     raise UserError("no ceph.conf of pid %d found"
                                     % self.pid)
-                got = lookup_in_child(conf, self._started)
-                with self._lock:
-                    self._got, self.why = got, None
-                    self._n += 1
+                for got in lookup_in_child(conf, self._started,
+                                           self.refresh_s, self.clients_s):
+                    self._add(got)
             except (UserError, ValueError) as e:
                 if not self._stop.is_set():
                     self.why = str(e)
             self._tried.set()
             self._stop.wait(self.refresh_s)
 
+    def _add(self, got):
+        with self._lock:
+            if "pools" in got:
+                self._since_full = []
+            self._since_full.append(got)
+            for lines in self._pending.values():
+                lines.append(got)
+            self.why = None
+        self._tried.set()
+
     def first(self, secs=FIRST_S):
-        """Wait for the first try (at most `secs`)."""
+        """Wait for the first line or failure (at most `secs`)."""
         self._tried.wait(secs)
 
     def take(self, reader="capture"):
-        """The latest result if `reader` has not had it yet, else None."""
+        """The lines `reader` has not had yet -> [dict], oldest first."""
         with self._lock:
-            if self._seen.get(reader, 0) == self._n:
-                return None
-            self._seen[reader] = self._n
-            return self._got
+            if reader not in self._pending:
+                self._pending[reader] = []
+                return list(self._since_full)
+            got, self._pending[reader] = self._pending[reader], []
+            return got
 
     def _started(self, child):
         self._child = child
@@ -190,16 +296,26 @@ class NamesLookup:
 
 
 def main(argv):
-    """`python3 -m cephlat.ceph.clusternames CONF`: lookup(CONF) as JSON
-    on stdout, or why not as one line on stderr (exit status 1)."""
+    """`python3 -m cephlat.ceph.clusternames CONF [REFRESH_S
+    CLIENTS_S]`: watch(CONF) as a line of JSON on stdout each time it
+    learns something, until its parent is gone; or why it cannot as one
+    line on stderr (exit status 1)."""
+    refresh_s = float(argv[1]) if len(argv) > 1 else REFRESH_S
+    clients_s = float(argv[2]) if len(argv) > 2 else CLIENTS_S
+    parent = os.getppid()
+
+    def write(got):
+        print(json.dumps(got, sort_keys=True), flush=True)
     try:
-        print(json.dumps(lookup(argv[0]), sort_keys=True))
+        watch(argv[0], write, refresh_s, clients_s,
+              lambda: os.getppid() == parent)
     except UserError as e:
         sys.stderr.write("%s\n" % e)
         return 1
+    except BrokenPipeError:
+        return 0
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
-

@@ -123,11 +123,11 @@ def run(args, out, err):
     created = args.write and capture.prepare(args.write, args.force)
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT,
                                                     signal.SIGTERM)}
-    # the cluster's pool and image names, for -r --by and a live --by
-    # pool|image: the first look-up before the probes are attached (its
-    # reads are not in the capture)
+    # the cluster's pool, image and client names, for -r --by and a live
+    # --by pool|image|client: the first look-up before the probes are
+    # attached (its reads are not in the capture)
     names = clusternames.NamesLookup(targets[0].pid) if args.write or \
-        args.by in ("pool", "image") else None
+        args.by in ("pool", "image", "client") else None
     by = liveby.LiveBy(args.by, args.top, len(targets), names) \
         if args.by else None
     try:
@@ -199,8 +199,7 @@ def _mappings(writer, pid, slot):
 
 def _write_names(writer):
     """The cluster's names into the capture, each time they were read."""
-    got = writer.lookup.take() if writer.lookup is not None else None
-    if got is not None:
+    for got in writer.lookup.take() if writer.lookup is not None else ():
         writer.names(got)
 
 
@@ -210,9 +209,9 @@ def _close_capture(writer, tracer, path, err):
         writer.lookup.stop()
     if not writer.named and writer.lookup is not None and \
             writer.lookup.why:
-        err.write("%s: capture %s: no pool or image names (%s): -r --by "
-                  "pool|image shows their ids\n" % (TOOL, path,
-                                                    writer.lookup.why))
+        err.write("%s: capture %s: no pool, image or client names (%s): "
+                  "-r --by pool|image|client shows their ids\n" % (
+                      TOOL, path, writer.lookup.why))
     lost = tracer.snapshot_counters().get("events_lost", 0)
     st = writer.close("end", lost)
     err.write("%s: capture %s: %d events, %.1f MB%s\n" % (

@@ -5,7 +5,8 @@ The full tier's programs hand every client op over at its end (the
 traces ring, struct op_trace of probes/osdstage.h), as for a live
 `osdstage --by` (cli/liveby.py); every turn of the loop they are read,
 keyed (model/breakdown.py: keys_of, with the cluster's pool and image
-names where this host can read them) and summed into the OSD's
+names where this host can read them; a client by its entity, the name it
+authenticated as in an info series beside) and summed into the OSD's
 counters: ops, op_total seconds, queue-wait seconds, bytes written and
 read. A key gets its own
 series while the OSD has fewer than `top` of them; later keys are summed
@@ -42,7 +43,10 @@ class ByKeys:
 
     def __init__(self, kind, top=DEFAULT_BY_TOP, lookup=None):
         self.kind, self.top = kind, top
-        self.traced = breakdown.TracedOps(kind, lookup)
+        # a client's series keep its entity alone (a cephx name that came
+        # later would start another series of the same client): its name
+        # is an info series of its own
+        self.traced = breakdown.TracedOps(kind, lookup, cephx=False)
 
     @property
     def lookup(self):
@@ -57,9 +61,12 @@ class ByKeys:
         `exported` (collect.py's Exported) per OSD (runs: the tracer's
         RunInfos, one per slot, their names the OSDs')."""
         per = self.traced.take(tracer.take_traces(), len(runs))
+        names = self.traced.names.get("clients") \
+            if self.kind == "client" else None
         for slot, evs in sorted(per.items()):
             exported.add_by(runs[slot].name, self.kind,
-                            key_sums(self.traced, evs), self.top, now)
+                            key_sums(self.traced, evs), self.top, now,
+                            names)
 
     def stop(self):
         self.traced.stop()

@@ -153,6 +153,7 @@ class OsdState:
         self.counters = {}    # (family, label values) -> float
         self.gauges = {}      # (family, label values) -> float, replaced
         self.by_seen = {}     # --by: key with a series -> its last op
+        self.by_names = {}    # --by client: key with a series -> its name
         self.info = None      # label values of F.OSD_INFO (traced now)
         self.sources = {}     # stage -> the tier feeding it (traced now)
         self.cost = {}        # tier -> its overhead ratio (traced now)
@@ -300,12 +301,14 @@ class Exported:
                         keep(st.exemplars, key, ns, Exemplar(
                             {"trace_id": tid}, ns / 1e9, round(at, 6)))
 
-    def add_by(self, name, kind, sums, top, now):
+    def add_by(self, name, kind, sums, top, now, names=None):
         """--by: OSD `name`'s ops by key since the last call ({key: (ops,
         op_total ns, queue-wait ns, bytes in, bytes out)};
         bykey.key_sums): each key's series,
         the busiest first, while fewer than `top` keys have one, the rest
-        under "other" (bykey.keep_or_other: an idle key's series go)."""
+        under "other" (bykey.keep_or_other: an idle key's series go);
+        names: {client key: the name it authenticated as} (--by client),
+        the info of those with a series."""
         with self.lock:
             st = self.osd(name)
             for key, got in sorted(
@@ -314,12 +317,17 @@ class Exported:
                 for g in gone:
                     for fam in BY_SUMS:
                         st.counters.pop((fam, (kind, g)), None)
+                    st.by_names.pop(g, None)
                 n, total, qwait, b_in, b_out = got
                 st.count(F.OPS_BY_KEY, (kind, label), n)
                 st.count(F.OP_SECONDS_BY_KEY, (kind, label), total / 1e9)
                 st.count(F.QUEUE_WAIT_BY_KEY, (kind, label), qwait / 1e9)
                 st.count(F.BYTES_IN_BY_KEY, (kind, label), b_in)
                 st.count(F.BYTES_OUT_BY_KEY, (kind, label), b_out)
+            # a name that came after a client's first ops names it now
+            for key in st.by_seen if names else ():
+                if names.get(key):
+                    st.by_names[key] = names[key]
 
     def set_spans(self, sent, dropped):
         """The OTLP sender's counts since the start ({daemon: spans
@@ -467,6 +475,8 @@ class Exported:
                     out[fam].add_metric((name,) + labels, v)
                 if st.info is not None:
                     out[F.OSD_INFO].add_metric((name,) + st.info, 1)
+                for key, who in sorted(st.by_names.items()):
+                    out[F.CLIENT_INFO].add_metric((name, key, who), 1)
                 for stage, tier in sorted(st.sources.items()):
                     out[F.STAGE_TIER_INFO].add_metric(
                         (name, stage, tier), 1)

@@ -77,6 +77,7 @@ QUEUE_WAIT_BY_KEY = "osdstage_by_key_queue_wait_seconds_total"
 BYTES_IN_BY_KEY = "osdstage_by_key_in_bytes_total"
 BYTES_OUT_BY_KEY = "osdstage_by_key_out_bytes_total"
 OPS_BY_KEY_MISSED = "osdstage_by_key_missed_ops_total"
+CLIENT_INFO = "osdstage_by_key_client_info"
 # ops sent as OTLP traces (--otlp)
 OTLP_OPS_CHOSEN = "osdstage_otlp_ops_chosen_total"
 OTLP_OPS_DROPPED = "osdstage_otlp_ops_dropped_total"
@@ -133,7 +134,8 @@ OTLP_ONLY = (OTLP_OPS_CHOSEN, OTLP_OPS_DROPPED, OTLP_SPANS_SENT,
              OTLP_SPANS_DROPPED)
 # the families with series only when the ops are broken down (--by)
 BY_ONLY = (OPS_BY_KEY, OP_SECONDS_BY_KEY, QUEUE_WAIT_BY_KEY,
-           BYTES_IN_BY_KEY, BYTES_OUT_BY_KEY, OPS_BY_KEY_MISSED)
+           BYTES_IN_BY_KEY, BYTES_OUT_BY_KEY, OPS_BY_KEY_MISSED,
+           CLIENT_INFO)
 # the histograms whose buckets carry OpenMetrics exemplars with --otlp:
 # ops sent as traces (exporter/exemplars.py: why these and no others)
 EXEMPLARS = (STAGE_LATENCY, REPLICA_WAIT, SCHED_CLASS_QUEUE_WAIT)
@@ -303,6 +305,10 @@ FAMILIES = (
     Family(OPS_BY_KEY_MISSED, "counter", D,
            "Client ops completed while the full tier was attached that no "
            "key counts: the ring handing them over was full"),
+    Family(CLIENT_INFO, "gauge", D + ("key", "name"),
+           "With --by client, one per client with a series (1): the name "
+           "it authenticated as (its cephx user, client.admin), as the "
+           "cluster's monitors list their sessions; join it on key"),
     # --- ops sent as OTLP traces (--otlp) ---------------------------------
     Family(OTLP_OPS_CHOSEN, "counter", D + ("why",),
            "Ops the full tier's programs chose at their end to send as "

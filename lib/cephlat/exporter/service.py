@@ -205,7 +205,7 @@ class Exporter:
         self.tiers, self.pids = tiers, tuple(pids)
         self.names = [run.name for run in tiers[0].runs]
         if self.by is not None and self.by.lookup is None and \
-                self.config.by in ("pool", "image"):
+                self.config.by in ("pool", "image", "client"):
             self.by.lookup = NamesLookup(self.pids[0])
         # each stage from the first tier that gives it: the lean one's
         # count every op; the scheduler classes' figures (held time) are

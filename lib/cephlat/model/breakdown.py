@@ -29,16 +29,20 @@ DOMINANT = 0.5
 
 
 def merge_names(names, got):
-    """Fold one look-up of the cluster's names (ceph/clusternames.py's
-    lookup()) into `names`, what keys_of reads: "pools", "images",
-    "fsid" and "selves" (every look-up's own client). The latest of each
-    name: a pool or image renamed since keeps its last name, one gone
-    keeps the one it had. -> names"""
-    for k in ("pools", "images"):
+    """Fold one line of the look-up of the cluster's names
+    (ceph/clusternames.py's: pools, images and clients, all of them or
+    the clients new since the last line) into `names`, what keys_of
+    reads: "pools", "images", "clients", "fsid" and "selves" (every
+    look-up's own client). The latest of each name: a pool or image
+    renamed since keeps its last name, one gone keeps the one it had.
+    -> names"""
+    for k in ("pools", "images", "clients"):
         names.setdefault(k, {}).update(got.get(k, {}))
-    names["fsid"] = got.get("fsid")
-    if got.get("self"):
-        names.setdefault("selves", []).append(got["self"])
+    if got.get("fsid"):
+        names["fsid"] = got["fsid"]
+    selves = names.setdefault("selves", [])
+    if got.get("self") and got["self"] not in selves:
+        selves.append(got["self"])
     return names
 
 
@@ -80,8 +84,8 @@ class TracedOps:
     them: what a live --by (cli/liveby.py) and the exporter's --by
     (exporter/bykey.py) both read."""
 
-    def __init__(self, kind, lookup=None):
-        self.kind, self.lookup = kind, lookup
+    def __init__(self, kind, lookup=None, cephx=True):
+        self.kind, self.lookup, self.cephx = kind, lookup, cephx
         self.names = {}
 
     def take(self, records, slots):
@@ -89,8 +93,7 @@ class TracedOps:
         completed as their primary on target slots below `slots`, the
         names found since merged first -> {slot: [record]}"""
         if self.lookup is not None:
-            got = self.lookup.take("by")
-            if got is not None:
+            for got in self.lookup.take("by"):
                 merge_names(self.names, got)
         per = {}
         for e in records:
@@ -100,7 +103,7 @@ class TracedOps:
 
     def keys(self, cols):
         """keys_of the columns (trace_columns') by this kind."""
-        return keys_of(self.kind, cols, self.names)
+        return keys_of(self.kind, cols, self.names, self.cephx)
 
     def stop(self):
         if self.lookup is not None:
@@ -127,20 +130,27 @@ def image_name(image, images):
         or image
 
 
-def keys_of(kind, cols, names=None):
+def keys_of(kind, cols, names=None, cephx=True):
     """The key of each op of columns `cols` (capture/doneops.py: read)
     for breakdown `kind` -> object array (None: not known); names: the
     cluster's names the capture recorded (capture/reader.py's
-    cluster_names): pools and images by name where it has them. KeyError
+    cluster_names): pools and images by name where it has them, clients
+    with their cephx name (unless not `cephx`: keys that never change
+    while the names come in, the exporter's labels). KeyError
     when the columns lack what the kind needs (image: object names)."""
     names = names or {}
     if kind == "client":
-        # the capturing tool's own look-ups of the names, said as such
+        # the capturing tool's own look-ups of the names, said as such;
+        # the others with the cephx name they authenticated as
         selves = set(names.get("selves", ()))
-        if not selves:
+        cephx = names.get("clients", {}) if cephx else {}
+        if not (selves or cephx):
             return cols["client"]
-        return np.array([c + SELF if c in selves else c
-                         for c in cols["client"]], object)
+        return _each_once(np.array([c or "" for c in cols["client"]],
+                                   object),
+                          lambda c: None if not c else c + SELF
+                          if c in selves else "%s (%s)" % (c, cephx[c])
+                          if c in cephx else c)
     if kind == "pg":
         return cols["pg"]
     if kind == "pool":

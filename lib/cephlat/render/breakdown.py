@@ -2,6 +2,7 @@
 model/breakdown.py's Breakdown) as text: a heading, the line saying
 whether one key dominates, the top-K table and its "other" row. With
 -j it is the window object's "by" (its record)."""
+import textwrap
 
 # what the heading and the verdict-like line call a key
 _NAMES = {"client": ("CLIENT", "client"), "pool": ("POOL", "pool"),
@@ -11,6 +12,16 @@ KEY_WIDTH = 18
 
 def _cut(key):
     return key if len(key) <= KEY_WIDTH else key[:KEY_WIDTH - 1] + "~"
+
+
+def _client(key):
+    """A client key's entity and the words after it in brackets (its
+    cephx name, or that it is the tool's own look-up) -> (entity, words
+    or None)."""
+    entity, sep, rest = key.partition(" (")
+    if sep and rest.endswith(")"):
+        return entity, rest[:-1]
+    return key, None
 
 
 def _num(v):
@@ -71,6 +82,13 @@ def print_breakdown(out, opts, bd, whose=None, missed=0):
         KEY_WIDTH, head, "OPS", "%OPS", "OP_P50", "OP_P99", "QW_P99",
         "%QW", "IN", "OUT"))
     rows = list(bd.rows)
+    whose = []              # a client's cephx name, under the table
+    if bd.key == "client":
+        for i, r in enumerate(rows):
+            entity, words = _client(r["key"])
+            if words:
+                whose.append("%s %s" % (entity, words))
+                rows[i] = dict(r, key=entity)
     if bd.other:
         rows.append(dict(bd.other, key="other (%d)" % bd.other["keys"]))
     for r in rows:
@@ -85,4 +103,8 @@ def print_breakdown(out, opts, bd, whose=None, missed=0):
               "the ops wrote\nand read, in units of 1024; the top %d by "
               "total op time%s)\n" % (
                   unit, bd.top, ", the rest as other" if bd.other else ""))
+    if whose:
+        out.write(textwrap.fill("(clients as the cluster knows them: %s)"
+                                % ", ".join(whose), 80,
+                                break_long_words=False) + "\n")
     out.flush()
