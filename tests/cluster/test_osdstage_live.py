@@ -182,3 +182,26 @@ def test_closed_pipe_exits_quietly(lab):
                        shell=True, capture_output=True, text=True, timeout=60,
                        executable="/bin/bash")
     assert p.returncode == 0, p.stderr
+
+
+def test_osd_all_leaves_out_what_it_cannot_trace(prefilled, tmp_path,
+                                                 spawn):
+    """--osd all beside another program named ceph-osd (a shell run
+    through a link of that name): the lab's OSD is traced, the other is
+    left out with one line saying why."""
+    link = tmp_path / "ceph-osd"
+    link.symlink_to("/bin/sh")
+    fake = spawn([str(link), "-c", "sleep 60; :", "x", "-i", "91"])
+    time.sleep(0.5)
+    p = subprocess.run([PYTHON, OSDSTAGE, "--osd", "all", "-j", "-S",
+                        "do_op", "0.5", "1"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    recs = check_reports(p.stdout)
+    pids = {r["pid"] for rec in recs
+            for r in ([rec] if rec.get("pid") else
+                      rec.get("osds", {}).values())}
+    assert prefilled["pid"] in pids and fake.pid not in pids, recs
+    left = [l for l in p.stderr.splitlines() if "leaving" in l]
+    assert len(left) == 1 and "leaving osd.91 (pid %d) out: " % fake.pid \
+        in left[0], p.stderr

@@ -96,3 +96,33 @@ def test_a_process_that_execs_another_program_is_no_longer_the_osd(link):
         p.kill()
         p.wait(timeout=30)
     assert not still_an_osd(t)
+
+
+def test_osd_all_leaves_out_what_it_cannot_trace_or_fails_in_one_line(
+        link, monkeypatch):
+    """--osd all over processes named ceph-osd that cannot be traced
+    (shells, no Ceph symbols): with none left the run's error is the
+    first one's, one line, nothing said before it."""
+    import io
+    from cephlat.engine import session
+    from cephlat.errors import UserError
+    exe = link("/bin/sh")
+    procs = [subprocess.Popen([exe, "-c", "sleep 60; :", "x", "-i", i])
+             for i in ("7", "8")]
+    try:
+        for p in procs:
+            for _ in range(100):
+                if _comm(p.pid) == "ceph-osd":
+                    break
+                time.sleep(0.01)
+        monkeypatch.setattr(session, "find_ceph_osds", lambda netns=None: [
+            (p.pid, i) for p, i in zip(procs, ("7", "8"))])
+        err = io.StringIO()
+        with pytest.raises(UserError) as e:
+            session.plan_targets(session.Want(osd="all"), err)
+        assert err.getvalue() == "", err.getvalue()
+        assert "\n" not in str(e.value) and str(e.value), e.value
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(timeout=30)

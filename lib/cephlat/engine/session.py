@@ -221,7 +221,7 @@ def plan_targets(want, err):
     # OSDs of one binary (a host's, a container image's) resolve once: the
     # ELF's symbol tables take ~0.1 s to read, paid at every (re)start of
     # the exporter's tiers
-    resolved, gone = {}, []
+    resolved, gone, skipped = {}, [], []
     for target in targets:
         key = _binary_key(target.exe_path)
         if key is not None and key in resolved:
@@ -230,11 +230,18 @@ def plan_targets(want, err):
             continue
         try:
             choice, plan = _resolve(target, want, wanted, spec_choice)
-        except UserError:
+        except UserError as e:
             if want.pid is None and not still_an_osd(target):
                 # found by name, gone or another program since (a helper
                 # an OSD forked, now exec'd; a one-shot run that ended)
                 gone.append(target)
+                continue
+            if want.osd == "all":
+                # every OSD of the host: those that can be traced are,
+                # one that cannot (another program named ceph-osd, a
+                # build without symbols) is said and left out
+                gone.append(target)
+                skipped.append((target, e))
                 continue
             raise
         if first is None and choice.notice:
@@ -253,7 +260,11 @@ def plan_targets(want, err):
     if gone:
         targets = [t for t in targets if t not in gone]
         if not targets:
-            raise UserError("no running ceph-osd on this host")
+            raise skipped[0][1] if skipped else \
+                UserError("no running ceph-osd on this host")
+    for t, e in skipped:
+        err.write("%s: leaving %s (pid %d) out: %s\n" % (
+            TOOL, target_name(t), t.pid, e))
     plan = plans[0]
     if plan.unavailable and (want.strict or not plan.stages):
         stage, why = next(iter(plan.unavailable.items()))
