@@ -154,9 +154,10 @@ def _clients(cluster):
 def watch(conf, write, refresh_s=REFRESH_S, clients_s=CLIENTS_S,
           alive=lambda: True):
     """Connect once and write(dict) what the cluster names: the pools
-    and images (_pools_and_images') with the clients (_clients') at once
-    and every `refresh_s`, the clients new since the last line
-    ({"clients": ...}) every `clients_s` in between, while alive()."""
+    and images (_pools_and_images') with every client seen so far
+    (_clients') at once and every `refresh_s`, the clients new since the
+    last line ({"clients": ...}) every `clients_s` in between, while
+    alive()."""
     import rados
     cluster = _connect(conf)
     try:
@@ -168,8 +169,10 @@ def watch(conf, write, refresh_s=REFRESH_S, clients_s=CLIENTS_S,
             seen.update(clients)
             if names_at is None or now - names_at >= refresh_s:
                 names_at = now
+                # a full line holds every client seen: a reader's first
+                # take starts from it
                 got = _pools_and_images(cluster)
-                got["clients"] = new
+                got["clients"] = dict(seen)
                 write(got)
             elif new:
                 write({"clients": new})
