@@ -6,10 +6,9 @@ bound sets aside for them, and the full tier had no budget left to
 escalate with) learns each OSD's op latency
 baseline; then the client class is limited to half the OSD's capacity
 (test_mclock.py's settings: a queue wait of about 100 ms) and the lean
-tier's p99 jumps. Twice in a row, the OSD's quiet time apart: the
-exporter says why
-within a few refreshes, counts it, and its full tier is attached right
-after; under the steady load before, it does not fire (once at most).
+tier's p99 jumps. Twice in a row, the OSD's quiet time apart (30 s here,
+--escalate-quiet): the exporter says why within a few refreshes, counts
+it, and its full tier is attached right after; under the steady load before, it does not fire (once at most).
 A blip that fired just before the limit (a busy machine's) holds a
 slowdown's line back until that blip's escalation is over (the tail
 watch's rule: one escalation at a time): the time allowed then runs from
@@ -25,12 +24,16 @@ from test_mclock import SETTINGS, _config
 
 from cephlat.engine.duty import ESCALATE_S
 from cephlat.exporter import families as F
-from cephlat.exporter.tailwatch import QUIET_S
+from cephlat.exporter.tailwatch import WARMUP
 
 REFRESH_S = 1.0
 BOUND_PCT = 5
-WARM_S = 60.0           # baselines trusted, the escalation reserve banked
+# baselines trusted (WARMUP refreshes), the first full-rate window's cost
+# measured (the escalation reserve is that cost's), and calm seconds
+# enough for a false escalation to show
+WARM_S = 40.0
 ROUNDS = 2
+QUIET_S = 30.0          # --escalate-quiet: an OSD that fired is quiet so long
 # from the limit in force (the command that sets it returned) to the
 # line: the queue fills at once, the refresh that holds the slowed ops
 # ends within a refresh, and one more for a refresh that runs late on a
@@ -81,8 +84,10 @@ def _unlimit(lab):
 def escalated(lab_reef):
     lab = lab_reef
     prefill(lab, 3)
+    assert WARM_S > 4 * WARMUP * REFRESH_S
     ex = Exporter("escalation", ["--refresh", str(REFRESH_S),
-                                 "--max-overhead", str(BOUND_PCT)])
+                                 "--max-overhead", str(BOUND_PCT),
+                                 "--escalate-quiet", str(QUIET_S)])
     seen = _Seen(ex)
     bench = None
     try:
@@ -101,7 +106,7 @@ def escalated(lab_reef):
         seen.sleep(WARM_S)
         calm = _lines(ex)
         rounds = []
-        for _ in range(ROUNDS):
+        for r in range(ROUNDS):
             m0 = metrics(ex.port)
             n0 = seen.poll()
             for k, v in SETTINGS.items():
@@ -133,7 +138,8 @@ def escalated(lab_reef):
                             for o in ("attached", "already", "spent")}})
             # the next round fires after the OSD's quiet time, on a
             # baseline back to the calm one
-            seen.sleep(QUIET_S + 5 - LOOK_S)
+            if r + 1 < ROUNDS:
+                seen.sleep(QUIET_S + 5 - LOOK_S)
         yield {"calm": calm, "rounds": rounds, "stderr": ex.stderr()}
     finally:
         if bench is not None:
