@@ -8,8 +8,8 @@ baseline; then the client class is limited to half the OSD's capacity
 (test_mclock.py's settings: a queue wait of about 100 ms) and the lean
 tier's p99 jumps. Twice in a row, the OSD's quiet time apart (30 s here,
 --escalate-quiet): the exporter says why within a few refreshes, counts
-it, and its full tier is attached right after; under the steady load before, it does not fire (once at most).
-A blip that fired just before the limit (a busy machine's) holds a
+it, and its full tier is attached right after; under the steady load
+before, it does not fire (once at most). A blip that fired just before the limit (a busy machine's) holds a
 slowdown's line back until that blip's escalation is over (the tail
 watch's rule: one escalation at a time): the time allowed then runs from
 its end."""
