@@ -15,14 +15,16 @@ wake-up is called missed or late, and nothing is called a scheduler
 hold where nothing holds ops (WPQ never does; mClock does not when no
 class is limited). The workers' sleeps inside other work are told
 apart: eight workers wait for each other's locks (their stacks, the
-waits recorded with -w --stacks, name the shard's op processing where
-the shard's and the PG's locks are taken), one worker has no one to
-wait for; one worker whose reads all go to the disk
+waits recorded with -w --stacks, name the shard's op processing, where
+the shard's own locks are taken; under writes of one object, 16 in
+flight, the PG's lock), one worker has no one to wait for; one worker whose reads all go to the disk
 (`bluestore_default_buffered_read = false`: one run more, mClock, on Reef
 only: nothing in it is the release's but BlueStore's read, the same
 code on both) sleeps in their I/O, on no lock. The lab is started again
 with its own settings at the end, whatever failed."""
 import json
+import os
+import subprocess
 
 import pytest
 
@@ -40,6 +42,29 @@ CONFIGS = [(queue, workers) for queue in ("wpq", "mclock_scheduler")
 # the reads from the disk: no data kept in BlueStore's cache
 UNBUFFERED = ("mclock_scheduler", 1, "unbuffered")
 EXTRA_OPTS = {UNBUFFERED: " bluestore_default_buffered_read=false"}
+# one more window of the eight mClock workers: 4 KiB writes of one object
+# (fio's rados engine), all in one PG
+HOT = ("mclock_scheduler", 8)
+HOT_JOB = ("[hot]\nioengine=rados\nclientname=admin\npool=rbd\n"
+           "filename=osdstage-hot\nrw=randwrite\nbs=4k\nsize=4m\n"
+           "iodepth=16\ntime_based=1\nruntime=60\n")
+
+
+class _HotWrites:
+    """fio writing one object in the background."""
+
+    def __init__(self, lab, d):
+        job = d / "hot.fio"
+        job.write_text(HOT_JOB)
+        self.proc = subprocess.Popen(
+            ["fio", str(job)], stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True,
+            env=dict(os.environ, CEPH_CONF=lab["CEPH_CONF"]))
+
+    def stop(self):
+        self.proc.terminate()
+        out, _ = self.proc.communicate(timeout=30)
+        return out
 
 
 def _restart(lab, opts):
@@ -54,11 +79,18 @@ def _restart(lab, opts):
     lab["asok"] = find_osd_socket(lab["pid"], "0") or env["OSD_ASOK"]
 
 
+def _stacks_of(cap):
+    p = run_tool([OSDSTAGE, "-r", cap, "--from", "0", "-j"], timeout=300)
+    assert p.returncode == 0, p.stderr
+    return check_reports(p.stdout)[0]
+
+
 @pytest.fixture(scope="module")
 def runs(container_lab, tmp_path_factory):
     """{(queue, workers): report} of one traced window per config; the
     eight workers' captured with the stacks of their waits
-    ((queue, 8, "stacks"): the capture's window report)"""
+    ((queue, 8, "stacks"): the capture's window report; under mClock
+    also a window of writes of one object, HOT + ("hot",))"""
     lab = container_lab
     prefill(lab, 3)
     d = tmp_path_factory.mktemp("schedulers")
@@ -79,10 +111,17 @@ def runs(container_lab, tmp_path_factory):
                 bench.stop()
             out[key] = json.loads(o.strip().splitlines()[-1])
             if cap:
-                p = run_tool([OSDSTAGE, "-r", cap, "--from", "0", "-j"],
-                             timeout=300)
-                assert p.returncode == 0, p.stderr
-                out[key + ("stacks",)] = check_reports(p.stdout)[0]
+                out[key + ("stacks",)] = _stacks_of(cap)
+            if key == HOT:
+                cap = str(d / "hot.ctf")
+                fio = _HotWrites(lab, d)
+                try:
+                    traced_window(lab, ["-j", WINDOW_S, "1", "-w", cap,
+                                        "--stacks", str(STACKS_US)])
+                finally:
+                    said = fio.stop()
+                assert "error" not in said.lower(), said
+                out[key + ("hot",)] = _stacks_of(cap)
     finally:
         _restart(lab, "")
     return out
@@ -221,16 +260,38 @@ def test_sleeps_inside_ops_are_lock_waits_or_io(runs, queue):
 
 @pytest.mark.parametrize("queue", ["wpq", "mclock_scheduler"])
 def test_the_lock_waits_stacks_name_the_shards_processing(runs, queue):
-    """Eight workers of one shard: the place where they waited longest
-    for a lock (their waits recorded with stacks) is the shard's op
-    processing, OSD::ShardedOpWQ::_process, where a worker takes the
-    shard queue's lock and the op's PG's (both inline there in these
-    builds: the mutex's wait is called from _process itself), under the
-    sharded pool's worker loop (56-62 % of their lock waits' time in
-    four runs), woken by another thread of the OSD releasing it."""
+    """Eight workers of one shard under reads of many objects: the place
+    where they waited longest for a lock (their waits recorded with
+    stacks) is the shard's op processing, OSD::ShardedOpWQ::_process,
+    where a worker takes the shard's own locks (inline there: the
+    mutex's wait is called from _process itself; a PG's lock is taken
+    in PG::lock, a function of its own), under the sharded pool's worker
+    loop (56-62 % of their lock waits' time in four runs), named so, and
+    woken by another thread of the OSD releasing it."""
     top = runs[(queue, 8, "stacks")]["stacks"]["workers"]["lock"]
     assert top is not None, runs[(queue, 8, "stacks")]["stacks"]
     assert top["where"][:2] == [
         "OSD::ShardedOpWQ::_process",
         "ShardedThreadPool::shardedthreadpool_worker"], top
+    assert top["lock"] == "the shard's own locks", top
     assert top["waker_is_osd"], top
+
+
+def test_writers_of_one_object_wait_for_its_pgs_lock(runs):
+    """The eight mClock workers under 16 writes in flight to one object:
+    every op is the one PG's, so a worker that dequeued one waits while
+    another holds that PG's lock: the place where they waited longest
+    for a lock is PG::lock, called from the shard's op processing, named
+    the PG's lock, and a thread of the OSD woke them releasing it; where
+    the window's verdict is lock waits, its line about the stacks names
+    the PG's lock."""
+    rec = runs[HOT + ("hot",)]
+    top = rec["stacks"]["workers"]["lock"]
+    assert top is not None, rec["stacks"]
+    assert top["where"][:2] == ["PG::lock", "OSD::ShardedOpWQ::_process"], \
+        top
+    assert top["lock"] == "the PG's lock", top
+    assert top["waker_is_osd"] and top["woken_by"] == ["PG::unlock"], top
+    if rec["cause"] == "lock":
+        assert "the PG's lock; woken by PG::unlock" in rec["verdict"], \
+            rec["verdict"]

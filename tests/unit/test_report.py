@@ -510,16 +510,20 @@ def test_an_erasure_coded_reads_events_replay_to_shard_read():
     assert PeerKey.last("shard_read", 2) in one
 
 
-def _row(where, share, waker=("Other::unlock",), osd=True):
+def _row(where, share, waker=("Other::unlock",), osd=True, lock=None):
     return {"role": "worker", "kind": "lock", "where": list(where),
-            "woken_by": list(waker), "waker_is_osd": osd, "us": 900.0,
+            "lock": lock, "woken_by": list(waker), "waker_is_osd": osd, "us": 900.0,
             "waits": 3, "share": share}
 
 
 @pytest.mark.parametrize("cause, top, words", [
-    ("lock", {"lock": _row(["PG::lock", "OSD::dequeue_op"], 0.8)},
+    ("lock", {"lock": _row(["PG::lock", "OSD::dequeue_op"], 0.8,
+                           lock="the PG's lock")},
      "waiting for a lock (waits recorded with stacks) was most in "
-     "PG::lock < OSD::dequeue_op (80 %); woken by Other::unlock."),
+     "PG::lock < OSD::dequeue_op (80 %), the PG's lock; woken by "
+     "Other::unlock."),
+    ("lock", {"lock": _row(["Shard::take"], 0.8)},
+     "was most in Shard::take (80 %); woken by Other::unlock."),
     ("blocked", {"blocked": _row(["IOContext::aio_wait"], 0.3,
                                  ("irq",), False)},
      "asleep inside ops (waits recorded with stacks) was spread out, the "

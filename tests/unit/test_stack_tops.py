@@ -3,7 +3,8 @@ verdict's line about them): a wait's place is its innermost frames
 outside the system's libraries, a sample's function its innermost frame
 outside them (the libraries and the kernel under it count for it); the
 shares are of the role's waits of those kinds, or of its samples."""
-from cephlat.stacks.waits import Frame, Sample, Wait, top_cpu, top_wait
+from cephlat.stacks.waits import (Frame, Sample, Wait, top_cpu, top_wait,
+                                  wait_summary)
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 OSD = "/usr/bin/ceph-osd"
@@ -56,4 +57,26 @@ def test_the_top_wait_is_the_longest_place_of_its_kinds():
     top = top_wait(ws, "worker", ("lock",))
     assert top["where"] == ["PG::lock", "OSD::op"], top
     assert top["share"] == 0.75 and top["waits"] == 1, top
+    assert top["lock"] == "the PG's lock", top
     assert top_wait(ws, "worker", ("work",)) is None
+
+
+def test_a_lock_wait_names_the_osds_lock_by_where_it_slept():
+    """PG::lock on the stack: the PG's; the shard's worker loop itself
+    (its mutexes taken inline): the shard's own; anywhere else, or a
+    wait of another kind in those places: no name."""
+    loop = _f("OSD::ShardedOpWQ::_process")
+    cond = _f("pthread_cond_wait", LIBC)
+    ws = [_wait("worker", "lock", 4000, [_f("__lll_lock_wait", LIBC),
+                                         _f("PG::lock"), loop]),
+          _wait("worker", "lock", 3000, [_f("__lll_lock_wait", LIBC),
+                                         loop]),
+          _wait("worker", "lock", 2000, [_f("BlueStore::queue")]),
+          _wait("worker", "idle", 1000, [cond, loop])]
+    got = {(r["kind"],) + tuple(r["where"]): r["lock"]
+           for r in wait_summary(ws)}
+    assert got == {
+        ("lock", "PG::lock", "OSD::ShardedOpWQ::_process"): "the PG's lock",
+        ("lock", "OSD::ShardedOpWQ::_process"): "the shard's own locks",
+        ("lock", "BlueStore::queue"): None,
+        ("idle", "OSD::ShardedOpWQ::_process"): None}, got

@@ -383,11 +383,11 @@ def stack_line(cause, top):
         if not row["waker_is_osd"]:
             waker += " (outside the OSD)"
         return "the workers' time %s (waits recorded with stacks) was " \
-            "%s; woken by %s." % (
+            "%s%s; woken by %s." % (
                 "waiting for a lock" if kind == "lock"
                 else "asleep inside ops",
                 _where(row["share"], " < ".join(row["where"]) or "?"),
-                waker)
+                ", " + row["lock"] if row.get("lock") else "", waker)
     cpu = top.get("on_cpu") if cause in CPU_CAUSES else None
     if cpu:
         return "the workers' samples on a CPU were %s%s." % (

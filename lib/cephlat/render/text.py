@@ -208,12 +208,13 @@ def print_stacks(out, opts, st):
         if not st["waits"]:
             out.write("no wait of the threshold in the window\n")
         for w in st["waits"]:
-            _op_line(out, "%s %s: %.1f %s asleep in %d wait%s, in %s; "
+            _op_line(out, "%s %s: %.1f %s asleep in %d wait%s, in %s%s; "
                      "woken by %s%s" % (
                          w["role"] or "?", w["kind"] or "?",
                          w["us"] / div, unit, w["waits"],
                          "" if w["waits"] == 1 else "s",
                          " < ".join(w["where"]) or "?",
+                         " (%s)" % w["lock"] if w.get("lock") else "",
                          " < ".join(w["woken_by"]) or "?",
                          "" if w["waker_is_osd"] else
                          " (outside the OSD)"))

@@ -464,6 +464,16 @@ SYSTEM = ("libc.so", "libstdc++", "libpthread", "libgcc_s", "ld-linux",
 # frames a summary row names (the innermost first), rows it keeps
 WHERE_FRAMES = 3
 TOP = 5
+# the OSD's locks by the innermost frame outside the system's libraries
+# of a lock wait: PG::lock is a function of its own in Ceph's builds (a
+# wait for a PG's lock has it on its stack); the shard's worker loop
+# takes the shard's own mutexes inline (its queue's lock, the lock of its
+# wait for work, its queue of completions'), so a lock wait there, with
+# no PG::lock above it, is one of those
+LOCKS = {
+    "PG::lock": "the PG's lock",
+    "OSD::ShardedOpWQ::_process": "the shard's own locks",
+}
 
 
 def _system(f):
@@ -478,10 +488,16 @@ def where(frames, n=WHERE_FRAMES):
     return [f.label() for f in (own or frames)[:n]]
 
 
+def lock_name(kind, where_):
+    """A lock wait's lock, named from where it slept (LOCKS) -> str, or
+    None (another kind of wait, or a place not known)."""
+    return LOCKS.get(where_[0]) if kind == "lock" and where_ else None
+
+
 def wait_summary(waits, top=TOP):
     """A window's waits with stacks summed by role, kind, where they
     slept (where()) and who woke them: the `top` by time asleep, as
-    JSON-able dicts."""
+    JSON-able dicts (a lock wait's with its lock's name where known)."""
     rows = {}
     for w in waits:
         waker = (w.waker_user and where(w.waker_user, 1)) or \
@@ -492,6 +508,7 @@ def wait_summary(waits, top=TOP):
         us, n = rows.get(key, (0.0, 0))
         rows[key] = (us + w.off_ns / 1000.0, n + 1)
     out = [{"role": k[0], "kind": k[1], "where": list(k[2]),
+            "lock": lock_name(k[1], k[2]),
             "woken_by": list(k[4]), "waker_is_osd": k[3],
             "us": round(us, 1), "waits": n}
            for k, (us, n) in rows.items()]
