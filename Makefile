@@ -25,8 +25,8 @@
 #   make bench      what tracing costs (BENCHMARKS.md; every part, ~2 h); BENCH=osds:
 #                   only one OSD traced vs three on the 3-OSD lab (~6 min), BENCH=main: the
 #                   tracing modes on the 1-OSD lab (~31 min), BENCH=reader: the reader
-#                   on a >= 10 M-event capture of the controlled program and the recorder
-#                   alone (~6 min, no lab needed), BENCH=floor: what one uprobe hit costs
+#                   on a >= 10 M-event capture of the controlled program and on its waits'
+#                   stacks, and the recorder alone (~6 min, no lab needed), BENCH=floor: what one uprobe hit costs
 #                   here by the instruction probed (~1 min, no lab needed), BENCH=client:
 #                   what rbdrecord costs the client (~4 min), BENCH=merged: the merged
 #                   reader on a BENCH_MERGED_MIN-minute 3-host capture set, each read
@@ -179,7 +179,7 @@ BENCH_PAIRS ?= 4
 BENCH_SECS ?= 8
 # BENCH=main: the tracing modes on the 1-OSD lab; BENCH=osds: one OSD traced
 # vs three (switches the lab to OSDS=3); BENCH=reader: the reader on a large
-# capture and the recorder alone; BENCH=exporter: the exporter's soak,
+# capture and on stacks, and the recorder alone; BENCH=exporter: the exporter's soak,
 # BENCH_SOAK_MIN minutes on the 3-OSD lab; BENCH=floor: one uprobe hit's
 # floor; BENCH=client: what rbdrecord costs the client it records;
 # BENCH=merged: the merged reader's speed on a BENCH_MERGED_MIN-minute

@@ -2,7 +2,8 @@
 measured on the controlled program without a Ceph lab (the reader part,
 `make bench BENCH=reader`): a capture of >= 10 million events of tests/bpf/progs/shardq.cc recorded
 by osdstage -w, read back with -j, --slowest 5 -j and --html, each read
-timed in a child process of its own (reader_bench), and the recorder
+timed in a child process of its own (reader_bench), a capture of its
+waits' stacks read back (stacks_bench), and the recorder
 alone at set rates, driven by tests/bpf/ringgen.py (recorder_rates);
 reader_part merges them into the release's results file. It
 uses measure.py's paths to the tool and its capture summary line; the
@@ -46,6 +47,19 @@ READS = [
     ("slowest", ["--slowest", "5", "-j"]),
     ("html", ["--html", "{html}"]),
 ]
+# The stacks of waits read back: the program's lock case (a burst of two
+# items every 500 us, the second waiting ~300 us for its PG's lock held by
+# the first), recorded with --stacks STACKS_MIN_US: ~2,000 waits with
+# stacks a second, each unwound when the capture is read
+SHARDQ_STACKS_ARGS = ["2", "2", "{items}", "lock", "500", "0", "50", "2",
+                      "300"]
+STACKS_MIN_US = 100
+STACKS_ITEMS = 40000
+STACKS_SMOKE_ITEMS = 400
+STACK_READS = [
+    ("folded", ["--folded", "waits"]),
+    ("window", ["--from", "0", "-j"]),
+]
 RINGGEN_RATES = (500000, 1000000, 2000000)
 RINGGEN_SECS = 3.0
 READER_KEYS = ("reader", "recorder_rates")
@@ -64,17 +78,19 @@ TIMED = (
     "                  'err': p.stderr.decode(errors='replace')[-800:]}))\n")
 
 
-def record_shardq(exe, cap, items, d):
-    """Record the controlled program (SHARDQ_READER_ARGS, `items` items)
-    under osdstage -w CAP --ring-mb 256 until it exits. -> dict"""
-    args = [a.replace("{items}", str(items)) for a in SHARDQ_READER_ARGS]
+def record_shardq(exe, cap, items, d, prog_args=SHARDQ_READER_ARGS,
+                  extra=()):
+    """Record the controlled program (`prog_args`, `items` items) under
+    osdstage -w CAP --ring-mb 256 EXTRA until it exits. -> dict"""
+    args = [a.replace("{items}", str(items)) for a in prog_args]
     prog = subprocess.Popen([exe] + args, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
     errpath = os.path.join(d, "record.err")
     with open(errpath, "w") as errf:
         tool = subprocess.Popen([PY, OSDSTAGE, "-p", str(prog.pid),
                                  "--probes", SHARDQ_SPEC, "-w", cap,
-                                 "--ring-mb", "256", "1"],
+                                 "--ring-mb", "256"] + list(extra) +
+                                ["1"],
                                 stdout=subprocess.DEVNULL, stderr=errf)
     try:
         deadline = time.monotonic() + 60
@@ -179,6 +195,48 @@ def reader_bench(smoke=False):
     return rec
 
 
+def _count_events(cap, name):
+    """How many events of class `name` capture `cap` holds."""
+    from cephlat.capture.reader import Capture  # (labkit: lib on the path)
+    return sum(len(r) for ch in Capture(cap).chunks([name])
+               for r in ch.recs.values())
+
+
+def stacks_bench(smoke=False):
+    """The controlled program's lock case recorded with --stacks
+    (SHARDQ_STACKS_ARGS), read back with --folded waits and a window's
+    report (which sums the waits' stacks): wall time, waits unwound a
+    second, peak RSS; the median of READ_RUNS. The capture is deleted."""
+    d = tempfile.mkdtemp(prefix="bench-stacks-", dir="/var/tmp")
+    try:
+        exe = os.path.join(d, "shardq")
+        sh(["g++", "-O2", "-g", "-pthread", "-o", exe, SHARDQ], check=True)
+        cap = os.path.join(d, "stacks.ctf")
+        rec = record_shardq(exe, cap, STACKS_SMOKE_ITEMS if smoke else
+                            STACKS_ITEMS, d, SHARDQ_STACKS_ARGS,
+                            ["--stacks", str(STACKS_MIN_US)])
+        rec["stacks_min_us"] = STACKS_MIN_US
+        rec["waits"] = n = _count_events(cap, "wait_stack")
+        rec["reads"] = {}
+        runs = {key: [] for key, _ in STACK_READS}
+        for _ in range(1 if smoke else READ_RUNS):
+            for key, extra in STACK_READS:
+                runs[key].append(time_read(cap, extra))
+        for key, _ in STACK_READS:
+            rs = sorted(runs[key], key=lambda x: x["secs"])
+            r = dict(rs[len(rs) // 2])
+            r["runs_s"] = [x["secs"] for x in runs[key]]
+            r["peak_rss_mb"] = max(x["peak_rss_mb"] for x in rs)
+            r["waits_per_s"] = round(n / r["secs"]) if r["secs"] else None
+            rec["reads"][key] = r
+            print("bench: stacks %-26s %6.1f s, %7d waits/s, %5.0f MB RSS"
+                  % (r["args"], r["secs"], r["waits_per_s"] or 0,
+                     r["peak_rss_mb"]), file=sys.stderr)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return rec
+
+
 def recorder_rates(rates=RINGGEN_RATES, secs=RINGGEN_SECS):
     """The recorder alone (tests/bpf/ringgen.py: a BPF
     program fills the ring at a set rate, lib/native/recorder.c drains it
@@ -212,6 +270,7 @@ def reader_part(a, traced=True):
     rel = os.environ.get("CEPH") or "pacific"
     out = a.out or os.path.join(RESULTS, rel + ".json")
     reader = reader_bench(a.smoke)
+    reader["stacks"] = stacks_bench(a.smoke)
     reader.update({"date": time.strftime("%Y-%m-%d"),
                    "commit": git_commit(),
                    "machine": {"cpu_model": cpu_model(),

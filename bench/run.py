@@ -53,7 +53,9 @@
 # recording it (osdstage -w --ring-mb 256),
 # read back with -r -j, -r --slowest 5 -j and -r --html, each in a child of
 # its own, READ_RUNS times taking turns (events/s over the median wall time,
-# the child's peak RSS), then deleted;
+# the child's peak RSS), then deleted; a capture of its lock case made with
+# --stacks, read back with -r --folded waits and -r --from 0 -j the same
+# way (waits with stacks unwound a second);
 # the recorder alone at set rates (tests/bpf/ringgen.py: written events/s,
 # lost, the recorder thread's CPU); alone (--part reader) also the traced
 # program's event rate (the main part has it). Merged into

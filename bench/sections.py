@@ -305,6 +305,32 @@ def _osds_notes(res):
     return lines
 
 
+def _render_stacks(st):
+    """The reader part's stacks figures: a capture of waits with their
+    stacks read back."""
+    lines = ["", "Stacks read back: `%s` recorded with `-w CAP --stacks %d` "
+             "(each second item of a burst waits ~300 us for its PG's "
+             "lock): **%s waits with stacks** (%s events, %s lost, %s MB). "
+             "Each wait's user stack is unwound from the copy of its top "
+             "when the capture is read, symbolized from the binaries' own "
+             "symbols; the window's report sums them by place (its "
+             "WHERE THREADS WAITED and the workers' top lock place). Same "
+             "timing as above; waits/s = the capture's waits over the "
+             "median wall time." % (
+                 st["program"], st["stacks_min_us"], _n(st["waits"]),
+                 _n(st["events"]), _n(st["lost"]),
+                 _n(st.get("capture_mb"), "{:,.1f}")), "",
+             "| command | wall | waits/s | peak RSS | CPU |",
+             "|---|---|---|---|---|"]
+    for r in st["reads"].values():
+        runs = r.get("runs_s") or [r["secs"]]
+        lines.append("| `osdstage.py %s` | %.1f s (%.1f-%.1f) | %s | %.0f MB "
+                     "| %.1f s |" % (r["args"], r["secs"], min(runs),
+                                     max(runs), _n(r["waits_per_s"]),
+                                     r["peak_rss_mb"], r["cpu_s"]))
+    return lines
+
+
 def render_reader(res):
     """The reader part's figures in full (one release's results)."""
     rd = res.get("reader")
@@ -357,6 +383,9 @@ def render_reader(res):
                           _n(rd["lab_peak_events_per_s"]),
                           rd["ten_min_events"] / 1e6,
                           _n(h["events_per_s"]))]
+    st = (rd or {}).get("stacks")
+    if st:
+        lines += _render_stacks(st)
     rr = res.get("recorder_rates")
     if rr:
         lines += ["", "The recorder alone: tests/bpf/ringgen.py's BPF "

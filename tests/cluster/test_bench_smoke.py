@@ -225,8 +225,9 @@ def test_bench_osds_smoke(lab3, tmp_path):
 def test_bench_reader_smoke(bpf_ready, tmp_path):
     """The reader part (`make bench BENCH=reader`) at a tiny size: a capture
     of the controlled program read back with -j, --slowest and --html (each
-    timed with its own peak RSS), the recorder alone at 500k events/s, the
-    traced program's event rate; merged into an existing results file
+    timed with its own peak RSS), a capture of its lock waits' stacks read
+    back with --folded and a window's report, the recorder alone at 500k
+    events/s, the traced program's event rate; merged into an existing results file
     without touching its other keys; no lab needed."""
     p, r = _smoke("reader", tmp_path, seed={"modes": "kept", "recorder": {
         "lab_peak_cpu_pct": 5.0, "lab_peak_events_per_s": 120000}},
@@ -240,6 +241,15 @@ def test_bench_reader_smoke(bpf_ready, tmp_path):
         assert s["secs"] > 0 and s["events_per_s"] > 1000, (key, s)
         assert 10 < s["peak_rss_mb"] < 2000, (key, s)
     assert rd["ten_min_html_s"] > 0
+    # the stacks of the program's lock waits read back
+    st = rd["stacks"]
+    assert st["waits"] > 50 and st["lost"] == 0, st
+    for key in ("folded", "window"):
+        s = st["reads"][key]
+        assert s["secs"] > 0 and s["waits_per_s"] > 0, (key, s)
+        assert 10 < s["peak_rss_mb"] < 2000, (key, s)
+    assert "Stacks read back:" in p.stdout
+    assert "| `osdstage.py -r CAP --folded waits` |" in p.stdout
     row = r["recorder_rates"]["rows"][0]
     assert row["set_rate"] == 500000 and row["lost"] == 0, row
     assert row["events"] == row["made"] > 100000, row
