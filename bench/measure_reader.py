@@ -143,6 +143,18 @@ def time_read(cap, extra, html=None):
             "cpu_s": round(r["cpu_s"], 2)}
 
 
+def _median_read(runs, n, rate_key):
+    """One read's timed runs -> the median run's figures (by wall time)
+    with every run's wall time, the highest peak RSS of all, and
+    `rate_key`: n over the median wall time."""
+    rs = sorted(runs, key=lambda x: x["secs"])
+    r = dict(rs[len(rs) // 2])
+    r["runs_s"] = [x["secs"] for x in runs]
+    r["peak_rss_mb"] = max(x["peak_rss_mb"] for x in rs)
+    r[rate_key] = round(n / r["secs"]) if r["secs"] else None
+    return r
+
+
 def reader_bench(smoke=False):
     """A capture of >= 10 M events of the controlled
     program, read back with -j, --slowest 5 -j and --html, each in a child
@@ -176,13 +188,8 @@ def reader_bench(smoke=False):
                     os.unlink(html)
                 runs[key].append(r)
         for key, _ in READS:
-            # the median run's figures; the peak RSS, the highest of all
-            rs = sorted(runs[key], key=lambda x: x["secs"])
-            r = dict(rs[len(rs) // 2])
-            r["runs_s"] = [x["secs"] for x in runs[key]]
-            r["peak_rss_mb"] = max(x["peak_rss_mb"] for x in rs)
-            r["events_per_s"] = round(n / r["secs"]) if r["secs"] else None
-            rec["reads"][key] = r
+            rec["reads"][key] = r = _median_read(runs[key], n,
+                                                 "events_per_s")
             print("bench: reader %-26s %6.1f s, %9d events/s, %5.0f MB RSS"
                   % (r["args"], r["secs"], r["events_per_s"] or 0,
                      r["peak_rss_mb"]), file=sys.stderr)
@@ -223,12 +230,7 @@ def stacks_bench(smoke=False):
             for key, extra in STACK_READS:
                 runs[key].append(time_read(cap, extra))
         for key, _ in STACK_READS:
-            rs = sorted(runs[key], key=lambda x: x["secs"])
-            r = dict(rs[len(rs) // 2])
-            r["runs_s"] = [x["secs"] for x in runs[key]]
-            r["peak_rss_mb"] = max(x["peak_rss_mb"] for x in rs)
-            r["waits_per_s"] = round(n / r["secs"]) if r["secs"] else None
-            rec["reads"][key] = r
+            rec["reads"][key] = r = _median_read(runs[key], n, "waits_per_s")
             print("bench: stacks %-26s %6.1f s, %7d waits/s, %5.0f MB RSS"
                   % (r["args"], r["secs"], r["waits_per_s"] or 0,
                      r["peak_rss_mb"]), file=sys.stderr)

@@ -313,6 +313,9 @@ def test_writers_of_one_object_wait_for_its_pgs_lock(runs):
           w["where"][:2] == PG_LOCK]
     assert pg and pg[0]["lock"] == LOCKS[0], waits
     assert pg[0]["waker_is_osd"], pg
+    # and the workers' lock waits by lock hold it
+    locks = rec["stacks"]["workers"]["locks"]
+    assert locks[LOCKS[0]] > 0 and sum(locks.values()) <= 1.001, locks
     if rec["cause"] == "lock":
         assert ", %s; woken by " % top["lock"] in rec["verdict"], \
             rec["verdict"]

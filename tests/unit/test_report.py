@@ -537,9 +537,25 @@ def _row(where, share, waker=("Other::unlock",), osd=True, lock=None):
      "kernel."),
 ])
 def test_the_verdict_names_where_the_workers_time_went(cause, top, words):
-    full = dict.fromkeys(("lock", "blocked", "on_cpu"))
+    full = dict.fromkeys(("lock", "locks", "blocked", "on_cpu"))
     full.update(top)
     assert words in verdict.stack_line(cause, full)
+
+
+@pytest.mark.parametrize("locks, words", [
+    # two named locks worth naming: both, the largest first
+    ({"the PG's lock": 0.5, "the shard's own locks": 0.45},
+     "woken by Other::unlock. By lock: the PG's lock 50 %, the shard's "
+     "own locks 45 %."),
+    # one, or a second below LOCK_SHARE: the top place's name says it
+    ({"the PG's lock": 0.9}, "woken by Other::unlock."),
+    ({"the PG's lock": 0.9, "the shard's own locks": 0.05},
+     "woken by Other::unlock."),
+])
+def test_the_verdict_names_each_lock_that_held_the_workers(locks, words):
+    full = {"lock": _row(["PG::lock"], 0.5, lock="the PG's lock"),
+            "locks": locks, "blocked": None, "on_cpu": None}
+    assert verdict.stack_line("lock", full).endswith(words)
 
 
 @pytest.mark.parametrize("cause, top", [
@@ -553,6 +569,6 @@ def test_the_verdict_names_where_the_workers_time_went(cause, top, words):
     ("busy", {"lock": _row(["PG::lock"], 0.9)}),
 ])
 def test_no_stack_line_for_another_cause(cause, top):
-    full = dict.fromkeys(("lock", "blocked", "on_cpu"))
+    full = dict.fromkeys(("lock", "locks", "blocked", "on_cpu"))
     full.update(top)
     assert verdict.stack_line(cause, full) is None

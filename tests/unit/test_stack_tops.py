@@ -3,8 +3,8 @@ verdict's line about them): a wait's place is its innermost frames
 outside the system's libraries, a sample's function its innermost frame
 outside them (the libraries and the kernel under it count for it); the
 shares are of the role's waits of those kinds, or of its samples."""
-from cephlat.stacks.waits import (Frame, Sample, Wait, top_cpu, top_wait,
-                                  wait_summary)
+from cephlat.stacks.waits import (Frame, Sample, Wait, lock_shares,
+                                  top_cpu, top_wait, wait_summary)
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 OSD = "/usr/bin/ceph-osd"
@@ -80,3 +80,21 @@ def test_a_lock_wait_names_the_osds_lock_by_where_it_slept():
         ("lock", "OSD::ShardedOpWQ::_process"): "the shard's own locks",
         ("lock", "BlueStore::queue"): None,
         ("idle", "OSD::ShardedOpWQ::_process"): None}, got
+
+
+def test_the_lock_waits_time_by_the_lock_named():
+    """Each named lock's share of the role's lock waits' time (the
+    unnamed count in the whole, not as a lock of their own); none for a
+    role without lock waits."""
+    loop = _f("OSD::ShardedOpWQ::_process")
+    lll = _f("__lll_lock_wait", LIBC)
+    ws = [_wait("worker", "lock", 5000, [lll, _f("PG::lock"), loop]),
+          _wait("worker", "lock", 3000, [lll, loop]),
+          _wait("worker", "lock", 1000, [lll, loop]),
+          _wait("worker", "lock", 1000, [_f("BlueStore::queue")]),
+          _wait("worker", "idle", 90000, [lll, loop]),
+          _wait("msgr", "lock", 90000, [lll, _f("PG::lock")])]
+    got = lock_shares(ws, "worker")
+    assert got == {"the PG's lock": 0.5, "the shard's own locks": 0.4}, got
+    assert list(got) == ["the PG's lock", "the shard's own locks"]
+    assert lock_shares(ws, "kv") is None

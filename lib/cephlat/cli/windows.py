@@ -18,8 +18,8 @@ from ..model.verdict import stack_line
 from ..capture.ops import OpSummary
 from ..capture import doneops
 from ..stacks.waits import (StackReader, cpu_summary, has_stacks,
-                            op_waits, sleep_notes, top_cpu, top_wait,
-                            wait_summary)
+                            lock_shares, op_waits, sleep_notes, top_cpu,
+                            top_wait, wait_summary)
 
 
 
@@ -154,13 +154,14 @@ def _stack_summary(cap, t0, t1, role, worker):
     if not (waits or cpu):
         return None
     sr = StackReader(cap)
-    top = dict.fromkeys(("lock", "blocked", "on_cpu"))
+    top = dict.fromkeys(("lock", "locks", "blocked", "on_cpu"))
     try:
         out = {}
         if waits:
             ws = sr.waits(t0, t1, role)
             out["waits"] = wait_summary(ws)
             top["lock"] = top_wait(ws, worker, ("lock",))
+            top["locks"] = lock_shares(ws, worker)
             top["blocked"] = top_wait(ws, worker, ("work",))
         if cpu:
             ss = sr.samples(t0, t1, role)

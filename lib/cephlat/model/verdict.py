@@ -8,6 +8,10 @@ from .queue_words import ms as _ms, pct as _pct, queue_lines, \
     share as _share
 
 
+# a named lock's share of the workers' lock waits that the verdict's
+# line names beside the top place's
+LOCK_SHARE = 0.1
+
 # The throttle is named the cause when its connections' blocked time per
 # op is at least this share of op_total's mean. Less than all of it: that
 # time is only what the connections' retries show, and the messages
@@ -370,11 +374,24 @@ def _where(share, place):
     return "spread out, the most in %s (%s)" % (place, _share(share))
 
 
+def _locks(shares):
+    """The lock waits' shares by lock named -> a sentence naming each
+    (" By lock: the PG's lock 50 %, the shard's own locks 45 %.") when
+    more than one held LOCK_SHARE or more, else ""."""
+    named = [(k, v) for k, v in (shares or {}).items()
+             if v >= LOCK_SHARE]
+    if len(named) < 2:
+        return ""
+    return " By lock: %s." % ", ".join("%s %s" % (k, _share(v))
+                                        for k, v in named)
+
+
 def stack_line(cause, top):
     """A capture with stacks (-w --stacks, --on-cpu) and the verdict's
     cause: where the workers' time of that cause went. top: the window's
     stacks' "workers" ({"lock", "blocked": a wait row with its share,
-    "on_cpu": the top function}, cli/windows.py). -> a line, or None."""
+    "locks": the lock waits' shares by lock named, "on_cpu": the top
+    function}, cli/windows.py). -> a line, or None."""
     kind = {"lock": "lock", "blocked": "blocked",
             "busy_or_blocked": "blocked"}.get(cause)
     row = top.get(kind) if kind else None
@@ -383,11 +400,12 @@ def stack_line(cause, top):
         if not row["waker_is_osd"]:
             waker += " (outside the OSD)"
         return "the workers' time %s (waits recorded with stacks) was " \
-            "%s%s; woken by %s." % (
+            "%s%s; woken by %s.%s" % (
                 "waiting for a lock" if kind == "lock"
                 else "asleep inside ops",
                 _where(row["share"], " < ".join(row["where"]) or "?"),
-                ", " + row["lock"] if row.get("lock") else "", waker)
+                ", " + row["lock"] if row.get("lock") else "", waker,
+                _locks(top.get("locks")) if kind == "lock" else "")
     cpu = top.get("on_cpu") if cause in CPU_CAUSES else None
     if cpu:
         return "the workers' samples on a CPU were %s%s." % (

@@ -549,6 +549,23 @@ def top_wait(waits, role, kinds):
     return row
 
 
+def lock_shares(waits, role):
+    """The threads of `role`'s lock waits' time asleep by the lock named
+    (LOCKS; the unnamed left out) -> {name: share of all their lock
+    waits' time}, the largest first, or None (no lock wait)."""
+    ws = [w for w in waits if w.role == role and w.kind == "lock"]
+    total = sum(w.off_ns for w in ws)
+    if not total:
+        return None
+    by = {}
+    for w in ws:
+        name = lock_name("lock", where(w.user, 1))
+        if name:
+            by[name] = by.get(name, 0) + w.off_ns
+    return {k: round(v / total, 3)
+            for k, v in sorted(by.items(), key=lambda kv: -kv[1])}
+
+
 def top_cpu(samples, role):
     """What the threads of `role` ran most: their samples on a CPU summed
     by the innermost frame outside the system's libraries (where the
