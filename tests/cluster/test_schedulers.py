@@ -28,6 +28,7 @@ import subprocess
 
 import pytest
 
+from cephlat.stacks.waits import LOCKS as NAMES
 from conftest import (OSDSTAGE, Bench, check_reports, container_lab_env,
                       prefill, run_tool)
 from test_osdstage_live import traced_window
@@ -263,8 +264,9 @@ def test_sleeps_inside_ops_are_lock_waits_or_io(runs, queue):
                                                 rec["verdict"])
 
 
-LOCKS = ("the PG's lock", "the shard's own locks")
 PG_LOCK = ["PG::lock", "OSD::ShardedOpWQ::_process"]
+# the tool's names of the two (stacks/waits.py): the PG's, the shard's own
+LOCKS = tuple(NAMES[f] for f in PG_LOCK)
 
 
 def _assert_osd_lock(top):
