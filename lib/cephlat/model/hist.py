@@ -7,6 +7,7 @@ Power-of-two microsecond boundaries are slot boundaries, so the log2 usecs
 histogram is an exact sum of slots.
 """
 import math
+from itertools import compress
 
 # Mirrors probes/osdstage.h (tests/unit/test_hist.py checks it).
 HIST_FRAC_BITS = 4
@@ -45,6 +46,7 @@ def slot_bounds_us(slot):
 # per slot: its bounds in us, and the power-of-two usecs bucket holding it
 # (exact: a slot's low bound is a multiple of its bucket's), computed once
 _BOUNDS_US = [slot_bounds_us(i) for i in range(HIST_SLOTS)]
+_SLOT_INDEX = range(HIST_SLOTS)
 _LOG2_US = [0 if lo < 2 else int(lo).bit_length() - 1
             for lo, _ in _BOUNDS_US]
 
@@ -84,9 +86,16 @@ class Hist:
         self.count += other.count
         self.sum_ns += other.sum_ns
         self.max_ns = max(self.max_ns, other.max_ns)
-        for i, c in enumerate(other.slots):
-            if c:
-                self.slots[i] += c
+        # a window merges one histogram per op, most of them of one value:
+        # its slot is its sum's; else the non-empty slots are found in C
+        mine, theirs = self.slots, other.slots
+        if other.count == 1:
+            i = slot_of_ns(other.sum_ns)
+            if theirs[i] == 1:
+                mine[i] += 1
+                return
+        for i in compress(_SLOT_INDEX, theirs):
+            mine[i] += theirs[i]
 
     def mean_us(self):
         return self.sum_ns / self.count / 1000.0 if self.count else 0.0

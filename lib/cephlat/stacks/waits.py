@@ -225,6 +225,11 @@ class StackReader:
         self.unwinder = Unwinder(maps)
         stext = cap.env.get("kernel_stext") or ""
         self.ksyms = KernelSymbols(int(stext, 16) if stext else 0)
+        # a worker sleeps and is woken in a few places, over and over:
+        # each kernel stack and each user frame's name is looked up once
+        # (their Frames are shared, never changed)
+        self._kstacks = {}
+        self._names = {}
 
     def close(self):
         self.unwinder.close()
@@ -269,8 +274,12 @@ class StackReader:
                 if gone not in self.files.missing:
                     self.files.missing.append(gone)
             path = m.path if m is not None else None
-            name = self.files.name(self._orig(path), vaddr) if path else None
-            out.append(Frame(pc, self._orig(path), name, vaddr, cfa))
+            named = self._names.get((path, vaddr))
+            if named is None:
+                orig = self._orig(path)
+                named = self._names[(path, vaddr)] = (
+                    orig, self.files.name(orig, vaddr) if path else None)
+            out.append(Frame(pc, named[0], named[1], vaddr, cfa))
         return out, why
 
     def _orig(self, local):
@@ -284,10 +293,14 @@ class StackReader:
 
     def _kernel(self, addrs):
         """Kernel frames, innermost first, the probes' own left out."""
-        frames = [Frame(a, None, self.ksyms.name(a)) for a in addrs]
-        cut = max((i for i, f in enumerate(frames)
-                   if f.name and f.name.startswith(TRACING)), default=-1)
-        return frames[cut + 1:]
+        key = tuple(addrs)
+        got = self._kstacks.get(key)
+        if got is None:
+            frames = [Frame(a, None, self.ksyms.name(a)) for a in addrs]
+            cut = max((i for i, f in enumerate(frames)
+                       if f.name and f.name.startswith(TRACING)), default=-1)
+            got = self._kstacks[key] = frames[cut + 1:]
+        return list(got)
 
     def _labels(self, name):
         """{field: labels} of event class `name` (None: not in the
