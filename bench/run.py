@@ -211,7 +211,7 @@ def _parser():
     ap.add_argument("--pairs", type=int, default=4)
     ap.add_argument("--secs", type=int, default=8)
     ap.add_argument("--smoke", action="store_true",
-                    help="one pair of 3 s windows, read only, one "
+                    help="one pair of 2 s windows, read only, one "
                     "untraced window the base of every mode and the BPF "
                     "statistics taken in the traced windows: for the test "
                     "suite (it checks the machinery, not the figures)")
@@ -287,7 +287,7 @@ def main(argv=None):
     if os.geteuid() != 0:
         sys.exit("bench: must run as root")
     if a.smoke:
-        a.pairs, a.secs = 1, 3
+        a.pairs, a.secs = 1, 2
         a.osds_pairs, a.osds_secs = 1, 2
         a.toggle_pairs, a.toggle_secs = 2, 1.0
     text = ""

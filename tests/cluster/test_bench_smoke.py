@@ -1,4 +1,4 @@
-"""A short smoke of `make bench`: its main part (one pair of 3 s windows,
+"""A short smoke of `make bench`: its main part (one pair of 2 s windows,
 reads only, one untraced window the base of every mode: IOPS, the added
 OSD, host and tracer CPU per op, uprobe hits per op, BPF statistics per
 mode from its traced window; Ceph's OpTracker off against on) on the
@@ -51,7 +51,7 @@ def test_bench_smoke(lab, tmp_path):
              "bpftrace", "by", "stacks", "oncpu")
     for mode in modes:
         s = r["modes"][mode]["randread"]
-        # one pair of 3-s windows: whatever else runs on the machine in
+        # one pair of 2-s windows: whatever else runs on the machine in
         # one of them moves the ratio (other work at full priority once
         # left an untraced window 2.5x slower than its traced one); a
         # tenth or ten times is a window measured wrong, not load
@@ -74,7 +74,7 @@ def test_bench_smoke(lab, tmp_path):
         # the kernel's BPF statistics on (the bpftrace reference too)
         st = r["bpf_stats"][mode]
         if mode == "bounded":
-            # a 3-s window may fall wholly in a detached part of a cycle
+            # a 2-s window may fall wholly in a detached part of a cycle
             assert 0 <= st["uprobe_runs_per_op"] < 30, (mode, st)
         else:
             assert 0 < st["uprobe_runs_per_op"] < 30, (mode, st)

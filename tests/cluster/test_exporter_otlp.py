@@ -484,7 +484,7 @@ def test_a_stopped_collector_costs_drops_not_the_exporter(exporters):
     assert p.returncode == 0, p.stderr
     try:
         fio = threading.Thread(target=_writes, args=(
-            lab, d, "w2", _timed_job(40, 12), False), daemon=True)
+            lab, d, "w2", _timed_job(28, 12), False), daemon=True)
         fio.start()
         time.sleep(10)                  # the queues' first drops
         rss0 = [e.rss_kb() for e in ex]
@@ -495,7 +495,7 @@ def test_a_stopped_collector_costs_drops_not_the_exporter(exporters):
                 e.metrics()             # served, promptly
             assert time.time() - t0 < 5.0
             rss.append([e.rss_kb() for e in ex])
-            time.sleep(5)
+            time.sleep(3)
         fio.join()
         time.sleep(3 * REFRESH_S)
         for i, e in enumerate(ex):
