@@ -870,6 +870,8 @@ def trace_hosts(lab_hosts, d, job, conf=None, env_of=None):
                                  env=dict(os.environ,
                                           **(env_of or {}).get(i, {})))
             tracers.append(t)
+        # started together (each attaches to its own host's OSD)
+        for t in tracers:
             wait_for_line(t.stderr, "Tracing", 60)
         (d / "job.fio").write_text(job)
         trace = str(d / "client")

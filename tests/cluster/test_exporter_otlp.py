@@ -212,6 +212,7 @@ def test_live_osdstage_sends_the_same_traces(lab_hosts, jaeger,  # noqa: F811
                  "--otlp-rate", "0", "-j"], stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE, text=True)
             tracers.append(t)
+        for t in tracers:
             wait_for_line(t.stderr, "Tracing", 60)
         want = _writes(lab_hosts, d, "w-live", fio_rbd_job(
             400, 4, 15, rw="randwrite"), otlp=True)
