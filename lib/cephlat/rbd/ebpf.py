@@ -14,7 +14,7 @@ import struct
 from . import cacheconf, events, records
 from .. import abi as abimod, clocks
 from ..ceph import librbd_cache, objecter
-from ..engine import bpf, native
+from ..engine import bpf, bpfsys, native
 from ..engine.elfsym import ElfSymbols
 from ..errors import UserError
 
@@ -196,7 +196,15 @@ class EbpfRecorder:
         self._last_ts = 0
 
     def start(self):
+        # one uprobe_multi link per program and library when the kernel
+        # has them (>= 6.6): taking them off at the end waits for the
+        # kernel once for all, not once per function (~3.5 s for the 41
+        # functions of a Reef client)
+        if bpfsys.uprobe_multi_supported():
+            self.obj.use_uprobe_multi(self.abi.programs_in("uprobe",
+                                                           "uretprobe"))
         self.obj.load()
+        sites = collections.OrderedDict()   # (prog, path) -> [(at, 0, what)]
         for lib, path in self.libs.items():
             with ElfSymbols(path) as elf:
                 for plib, sym, progs in PROBES:
@@ -206,20 +214,18 @@ class EbpfRecorder:
                     # on a CET build (Reef, Tentacle) after endbr64
                     at = elf.mark_cet(found[0]).probe_offset
                     for p in progs:
-                        self.obj.attach_uprobe(
-                            p, path, at, pid=self.pid,
-                            retprobe=self.abi.section(p) == "uretprobe",
-                            what=sym)
+                        sites.setdefault((p, path), []).append((at, 0, sym))
         if self.objecter.offsets:
             for role, path, at, what in self.objecter.sites:
                 for p in OBJECTER_PROGRAMS[role]:
-                    self.obj.attach_uprobe(
-                        p, path, at, pid=self.pid,
-                        retprobe=self.abi.section(p) == "uretprobe",
-                        what=what)
+                    sites.setdefault((p, path), []).append((at, 0, what))
         for role, path, at, what in self.cache.sites:
-            self.obj.attach_uprobe(CACHE_PROGRAMS[role], path, at,
-                                   pid=self.pid, retprobe=False, what=what)
+            sites.setdefault((CACHE_PROGRAMS[role], path), []).append(
+                (at, 0, what))
+        for (p, path), probes in sites.items():
+            self.obj.attach_uprobes(
+                p, path, probes, pid=self.pid,
+                retprobe=self.abi.section(p) == "uretprobe")
         self.lib = lib = native.load(self.bpf_dir)
         self.h = lib.raw_open(self.obj.map("events").fd)
         if not self.h:
