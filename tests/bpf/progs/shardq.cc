@@ -183,6 +183,21 @@ __attribute__((noinline)) void unlock_pg(Shard *s)
 // requeue mode: the same, on the item's second time here only (the first
 // time it is put back at the queue's front, as Ceph requeues an op that
 // must wait for its PG: dequeued again, never enqueued again).
+// Each worker's own (no one signals it). Made when the worker starts
+// (io_wait_ready): its first use registers its destructor under the C
+// library's loader lock, which workers starting together wait for -- a
+// lock wait that would be dequeue's otherwise.
+struct IoWait {
+    std::mutex m;
+    std::condition_variable cv;
+};
+static thread_local IoWait io_wait;
+
+void io_wait_ready()
+{
+    asm volatile("" :: "r"(&io_wait) : "memory");
+}
+
 __attribute__((noinline)) void dequeue(Item *it)
 {
     asm volatile("" :: "r"(it) : "memory");
@@ -190,8 +205,8 @@ __attribute__((noinline)) void dequeue(Item *it)
         it->t_in_deq = now_ns();
     if (!io_ns || (requeue_mode && !it->requeued))
         return;
-    static thread_local std::mutex m;
-    static thread_local std::condition_variable cv;
+    std::mutex &m = io_wait.m;
+    std::condition_variable &cv = io_wait.cv;
     std::unique_lock<std::mutex> l(m);
     it->io_from = now_ns();
     struct timespec dl;
@@ -305,6 +320,7 @@ static void worker(sim::Shard *s, int shard, unsigned timeout_ms, bool pin)
     pthread_setname_np(pthread_self(), name);
     if (pin)
         pin_cpu0();
+    sim::io_wait_ready();
     {
         std::lock_guard<std::mutex> g(tids_m);
         worker_tids.push_back((pid_t)syscall(SYS_gettid));
