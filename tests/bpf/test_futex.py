@@ -25,7 +25,9 @@ def futexer(tmp_path_factory):
     return exe
 
 
-def test_futex_waits_from_the_scheduler(bpf_ready, futexer, tmp_path):
+# a wait the tracer drops now and then is a failure: three runs in a row
+@pytest.mark.parametrize("run", range(3))
+def test_futex_waits_from_the_scheduler(bpf_ready, futexer, tmp_path, run):
     cap = str(tmp_path / "futex.ctf")
     prog = subprocess.Popen([futexer, str(N)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
@@ -46,7 +48,9 @@ def test_futex_waits_from_the_scheduler(bpf_ready, futexer, tmp_path):
     # sleeping may find its deadline passed and never sleep (its time was
     # run-queue time, not a futex wait): only those may be missing
     pre, pre_cv = truth["preempted"], truth["preempted_cv"]
-    assert 2 * N - pre <= len(timed) <= 2 * N, (pre, ev)
+    assert 2 * N - pre <= len(timed) <= 2 * N, (
+        truth, sum(1 for f in timed if f["is_cv"]),
+        sorted(f["duration_ns"] for f in timed))
     assert all(f["duration_ns"] >= 1.5e6 for f in timed)
     cv = [f for f in timed if f["is_cv"]]
     assert N - pre_cv <= len(cv) <= N, (pre_cv, cv)
