@@ -234,6 +234,10 @@ enum counter_id {
 	CNT_TRACE_SLOW,		/* or (not sampled) at least the threshold long; */
 	CNT_TRACE_OVER_RATE,	/* of those, dropped over the rate cap, */
 	CNT_TRACE_RING_FULL,	/* or because the traces ring had no room */
+	CNT_WAKE_UNSEEN,	/* a target thread left a CPU it was not seen
+				 * to get: no program ran for its switch-in
+				 * (nor, if asleep, its wake-up); their times
+				 * rebuilt (sched.bpf.h unseen_switch_in) */
 	CNT_HIT_ENTRY,		/* uprobe hits (stage entries, op events) */
 	CNT_HIT_RETURN,		/* uretprobe hits */
 	CNT_HIT_SCHED,		/* scheduler tracepoint runs that found a
@@ -241,7 +245,7 @@ enum counter_id {
 				 * target filter) */
 	CNT_HIT_SYSCALL,	/* syncfs tracepoint runs of the target (futex
 				 * waits come from the scheduler programs) */
-	CNT__MAX = 29,
+	CNT__MAX = 30,
 	/* markers: the counters from CNT__UPROBE_HITS count uprobe hits,
 	 * those from CNT__TP_HITS on tracepoint runs (the cost model's two
 	 * prices: engine/duty.py, the exporter, the bench) */
@@ -439,6 +443,7 @@ struct thread_state {
 	__u64 futex_deadline;	/* that wait's timeout, CLOCK_MONOTONIC ns
 				 * (0: none or unknown) */
 	__u64 cv_uaddr;		/* last condition-variable futex (& ~7): shard */
+	__u64 futex_uaddr;	/* the futex word of its wait (& ~7) */
 	__u64 syncfs_start;
 	__u32 waker_tid;	/* who woke it last (0 = not a target thread) */
 	__u32 cv_timedout;	/* last condition-variable wait timed out */
@@ -463,6 +468,9 @@ struct thread_state {
 	__u64 he_runq;		/*   then: an op queued before it splits from */
 	__u64 he_sleep;		/*   there on */
 	__u64 he_lock;
+	__u64 exec_seen;	/* its CPU time (se.sum_exec_runtime) and */
+	__u64 delay_seen;	/* run-queue wait (sched_info.run_delay) when
+				 * last seen leaving a CPU (0: not yet) */
 	struct tring ring[TRING];
 };
 

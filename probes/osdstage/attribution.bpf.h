@@ -373,10 +373,11 @@ static __always_inline void attribute(struct op_state *st, __u64 now,
 	}
 	if (t->state == TS_SLEEP) {
 		/* running here, yet asleep as far as the scheduler programs
-		 * saw: neither its wake-up nor its switch-in was seen (Linux
-		 * 6.18 now and then runs neither program, nor a perf-event
-		 * one, for a thread whose timed futex wait expired: ~1 in
-		 * 2,000 such waits here). Taken as woken and running now. */
+		 * saw: no program ran for its wake-up nor its switch-in (see
+		 * sched.bpf.h unseen_switch_in). Taken as woken and running
+		 * now: a running thread's CPU time is not brought up to date
+		 * before its next tick or switch, so it tells nothing here */
+		count_in(slot, CNT_WAKE_UNSEEN, gen);
 		wake_up(t, bpf_get_current_task_btf(), slot, now, gen, NULL);
 		transition(t, TS_RUN, SK_WORK, now);
 		t->oncpu_after_wake = now;

@@ -100,9 +100,13 @@ static __always_inline void futex_sleep(struct thread_state *t,
 	t->prev_cv = cmd == FUTEX_WAIT_BITSET;
 	/* the timeout: absolute, CLOCK_MONOTONIC unless FUTEX_CLOCK_REALTIME
 	 * (always CLOCK_REALTIME for FUTEX_LOCK_PI: a realtime deadline
-	 * stays unknown, 0); or relative (FUTEX_WAIT), from the call, a
-	 * little before now: less FUTEX_REL_SLACK_NS, so that the deadline
-	 * is not later than the kernel's */
+	 * stays unknown, 0); or relative (FUTEX_WAIT), from the call, whose
+	 * time is not known: the kernel counts it from the call's entry,
+	 * after the thread last got the CPU (`since`, it is running) and
+	 * before now, and an entry-to-sleep of 100 us happens. The earliest
+	 * (less FUTEX_REL_SLACK_NS) is taken: a wait woken after it timed
+	 * out unless a thread of the process woke its futex word
+	 * (futex_woken) */
 	if (tmo && (cmd == FUTEX_WAIT || !(op & FUTEX_CLOCK_REALTIME)) &&
 	    cmd != FUTEX_LOCK_PI &&
 	    !bpf_probe_read_user(&ts, sizeof(ts), (void *)tmo) &&
@@ -110,10 +114,12 @@ static __always_inline void futex_sleep(struct thread_state *t,
 		__u64 d = ts.sec * 1000000000ULL + ts.nsec;
 
 		if (cmd == FUTEX_WAIT)
-			d = now + (d > FUTEX_REL_SLACK_NS ?
-				   d - FUTEX_REL_SLACK_NS : 0);
+			d = (t->since && t->since <= now ? t->since : now) +
+			    (d > FUTEX_REL_SLACK_NS ?
+			     d - FUTEX_REL_SLACK_NS : 0);
 		t->futex_deadline = d;
 	}
+	t->futex_uaddr = uaddr & ~7ULL;
 	if (cmd == FUTEX_WAIT_BITSET)
 		/* glibc condition variables wait with FUTEX_WAIT_BITSET on one of
 		 * two adjacent words: the 8-byte-aligned address names the cv */
@@ -124,7 +130,8 @@ static __always_inline void futex_sleep(struct thread_state *t,
 
 /* Is `waker`, the task waking a thread of its own process, inside a
  * futex(2) call that wakes the waiters of the condition variable whose
- * words are at `cv` (futex_sleep's cv_uaddr)? A notify is. A timer's
+ * words are at `cv` (futex_sleep's cv_uaddr, or the futex word of a
+ * plain wait)? A notify is. A timer's
  * wake-up comes from an interrupt, of whichever task it interrupted: that
  * one is in such a call only if it was itself notifying this cv. */
 static __always_inline int futex_notifies(struct task_struct *waker, __u64 cv)
@@ -145,8 +152,8 @@ static __always_inline int futex_notifies(struct task_struct *waker, __u64 cv)
 
 /* Target thread t, asleep in a futex wait, is woken at `now` by `waker`
  * (a thread of its process, or NULL): the wait's end. Timed out: woken at
- * or after its deadline, and not by a notify of its condition variable:
- * the kernel fires the timer up to the thread's timer slack (50 us) late,
+ * or after its deadline, and not by a notify of its condition variable
+ * (of its futex word, a plain wait's): the kernel fires the timer up to the thread's timer slack (50 us) late,
  * and a notify in between wakes the thread with success. Left counted as
  * a timeout: a notify that reaches the wait after its timer woke the
  * thread but before the thread ran (the kernel then reports success too;
@@ -167,7 +174,8 @@ static __always_inline void futex_woken(struct thread_state *t, __u32 tid,
 	int worker_idle_cv = is_cv && t->cv_uaddr && kind == SK_IDLE &&
 			     t->role == worker_role;
 	int notified = (late || worker_idle_cv) && waker &&
-		       futex_notifies(waker, t->cv_uaddr);
+		       futex_notifies(waker, is_cv ? t->cv_uaddr :
+						     t->futex_uaddr);
 	int timedout = late && !notified;
 
 	t->futex_start = 0;
@@ -569,6 +577,61 @@ _Static_assert((__builtin_offsetof(struct ev_cpu_sample, ip) & 7) == 0 &&
 	       __builtin_offsetof(struct stack_copy, ustack),
 	       "ev_cpu_sample's stack is not a struct stack_copy");
 
+/* ------------------------------------------------------------------------
+ * Switch-ins and wake-ups no program saw. The kernel does not always run
+ * the tracepoint programs for them: on the lab hosts, none runs for a
+ * wake-up that comes while a thread of the host's own management agent
+ * holds the CPU, nor for that thread's switch-out (ftrace's sched_switch
+ * misses those switches too). A target thread that got the CPU that way
+ * is next seen leaving it, asleep or runnable as far as these programs
+ * know. Its times come from the scheduler's own accounting of the task:
+ * it got the CPU as long ago as the CPU time it used since it was last
+ * seen leaving one (se.sum_exec_runtime: one stretch on a CPU, as every
+ * switch-out is seen), and was woken as long before that as it waited on
+ * a run queue meanwhile (sched_info.run_delay; a kernel without
+ * CONFIG_SCHED_INFO: woken when it got the CPU). Called on `p`'s
+ * switch-out at `now`, t->state not TS_RUN. */
+static __always_inline void unseen_switch_in(struct thread_state *t,
+					     struct task_struct *p, int slot,
+					     __u64 now, __u32 gen)
+{
+	__u64 ran, waited = 0, in, woke;
+	struct ev_switch_in *ei;
+	__u32 woken = 0;
+
+	count_in(slot, CNT_WAKE_UNSEEN, gen);
+	if (!t->exec_seen)	/* not seen leaving a CPU yet: no base */
+		return;
+	ran = p->se.sum_exec_runtime - t->exec_seen;
+	if (bpf_core_field_exists(p->sched_info))
+		waited = BPF_CORE_READ(p, sched_info.run_delay) -
+			 t->delay_seen;
+	in = now > ran ? now - ran : 0;
+	if (in < t->since)
+		in = t->since;
+	woke = in > waited ? in - waited : 0;
+	if (woke < t->since)
+		woke = t->since;
+	if (t->state == TS_SLEEP)
+		wake_up(t, p, slot, woke, gen, NULL);
+	if (t->state == TS_RUNQ && t->wake_ts && t->wake_ts >= t->since &&
+	    in >= t->wake_ts) {
+		record(slot, ST_WAKEUP_DELAY__ROLE +
+		       (t->role & (MAX_ROLES - 1)), in - t->wake_ts, gen);
+		t->oncpu_after_wake = in;
+		woken = 1;
+	}
+	ei = EV_NEW(ev_switch_in, EV_SWITCH_IN, in, gen, slot);
+	if (ei) {
+		ei->wakeup_ns = woken ? in - t->wake_ts : 0;
+		ei->tid = p->pid;
+		ei->role = t->role;
+		ei->woken = woken;
+		EV_SEND(ei);
+	}
+	transition(t, TS_RUN, SK_WORK, in);
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)
@@ -595,6 +658,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 		gen = cur_gen();
 		t = thread_of(prev, now, slot);
 		if (t) {
+			if (t->state != TS_RUN)
+				unseen_switch_in(t, prev, slot, now, gen);
 			state = (prev_state & TASK_DEAD_STATE) ? TS_DEAD :
 				prev_state ? TS_SLEEP : TS_RUNQ;
 			if (state == TS_SLEEP)
@@ -613,6 +678,10 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 			    (t->sleep != SK_IDLE ||
 			     (t->futex_start && (t->cv_uaddr & 1))))
 				stack_at_sleep(ctx, prev, now, slot);
+			t->exec_seen = prev->se.sum_exec_runtime;
+			if (bpf_core_field_exists(prev->sched_info))
+				t->delay_seen = BPF_CORE_READ(prev,
+						sched_info.run_delay);
 			eo = EV_NEW(ev_switch_out, EV_SWITCH_OUT, now, gen,
 				    slot);
 			if (eo) {
@@ -640,14 +709,13 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 			behind_wait(ring, slot, t->role, t->since, now, gen);
 		if (t->state == TS_SLEEP && !task_state(next)) {
 			/* switched in runnable after it went to sleep: woken
-			 * without a sched_waking. 6.18 does that now and then
-			 * to a thread whose timed futex wait expired (~1 in
-			 * 2,000 such waits here; a perf-event tracepoint
-			 * misses it too). Its wake-up is taken as now, by no
-			 * one known; no run-queue delay is recorded for it.
+			 * without a sched_waking (no program ran for it: see
+			 * unseen_switch_in). Its wake-up is taken as now, by
+			 * no one known; no run-queue delay is recorded for it.
 			 * (A thread preempted while it was going to sleep
 			 * comes back still in its sleeping state: no wake-up
 			 * yet.) */
+			count_in(slot, CNT_WAKE_UNSEEN, gen);
 			wake_up(t, next, slot, now, gen, NULL);
 			t->oncpu_after_wake = now;
 		} else if (t->state == TS_RUNQ && t->wake_ts &&

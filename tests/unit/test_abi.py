@@ -77,14 +77,16 @@ def test_counters_follow_the_header(built):
     assert {"events_lost", "op_map_full", "op_unknown"} <= \
         set(v.counters) - v.result_counters
     # the hits by price as the header's markers split them: every hit
-    # counter has one, and the rest of the results are the wake-ups and
-    # the ops chosen to be sent as traces (and those of them dropped:
-    # deliberately, not figures lost)
+    # counter has one, and the rest of the results are the wake-ups, those
+    # no program ran for (rebuilt, not lost), and the ops chosen to be
+    # sent as traces (and those of them dropped: deliberately, not
+    # figures lost)
     assert v.uprobe_hits == ("hit_entry", "hit_return")
     assert v.tp_hits == ("hit_sched", "hit_syscall")
     assert set(v.hits) | {"wake_" + w for w in v.wakers} | {
         "timeouts_with_work", "trace_sample", "trace_slow",
-        "trace_over_rate", "trace_ring_full"} == v.result_counters
+        "trace_over_rate", "trace_ring_full", "wake_unseen"} == \
+        v.result_counters
     assert v.wakers == ("enqueuer", "other", "timeout")
 
 

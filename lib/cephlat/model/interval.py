@@ -198,6 +198,11 @@ def _kernel_part(iv, cur, prev):
                             for r, rh in per_role[name].items()}
         kernel[name] = s
     kernel["block_rq"]["by_device"] = _devices(cur, prev)
+    # wake-ups and switch-ins no program ran for (probes/osdstage/
+    # sched.bpf.h unseen_switch_in): counted, never hidden (a capture
+    # made before they were counted cannot say)
+    if "wake_unseen" in vocab.counters:
+        kernel["wakeup_delay"]["unseen"] = counters.get("wake_unseen", 0)
     threads = report.thread_rows(iv.roles, roles)
     rec["kernel"] = kernel
     rec["threads"] = threads
