@@ -604,8 +604,7 @@ static __always_inline void unseen_switch_in(struct thread_state *t,
 		return;
 	ran = p->se.sum_exec_runtime - t->exec_seen;
 	if (bpf_core_field_exists(p->sched_info))
-		waited = BPF_CORE_READ(p, sched_info.run_delay) -
-			 t->delay_seen;
+		waited = p->sched_info.run_delay - t->delay_seen;
 	in = now > ran ? now - ran : 0;
 	if (in < t->since)
 		in = t->since;
@@ -680,8 +679,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 				stack_at_sleep(ctx, prev, now, slot);
 			t->exec_seen = prev->se.sum_exec_runtime;
 			if (bpf_core_field_exists(prev->sched_info))
-				t->delay_seen = BPF_CORE_READ(prev,
-						sched_info.run_delay);
+				t->delay_seen = prev->sched_info.run_delay;
 			eo = EV_NEW(ev_switch_out, EV_SWITCH_OUT, now, gen,
 				    slot);
 			if (eo) {
