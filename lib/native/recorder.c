@@ -423,15 +423,23 @@ void rec_close(struct rec *r)
 
 /* ------------------------------------------------------------------------
  * Raw mode: the records themselves, for a consumer that decodes them
- * (lib/cephlat/rbd/records.py). Each record is appended to one growing
- * buffer as u32 length + bytes, padded to 8; the caller takes the buffer
- * after each consume and resets it.
+ * (lib/cephlat/rbd/records.py, lib/cephlat/engine/traces.py). Each record
+ * is appended to one growing buffer as u32 length + bytes, padded to 8;
+ * the caller takes the buffer after each consume and resets it. With
+ * raw_start, a thread of its own drains the ring every interval_us into
+ * that buffer, so that a consumer slower to come back than the ring is to
+ * fill (Python under load) loses nothing; it then takes the buffer with
+ * raw_take.
  */
 struct raw {
 	struct ring_buffer *rb;
 	unsigned char *buf;
 	size_t len, cap;
 	int err;
+	pthread_mutex_t lock;	/* with the thread: the ring and buffer */
+	pthread_t thread;
+	int running, stop;
+	unsigned interval_us;
 };
 
 static int raw_event(void *ctx, void *data, size_t size)
@@ -475,7 +483,79 @@ struct raw *raw_open(int map_fd)
 		errno = e;
 		return NULL;
 	}
+	pthread_mutex_init(&q->lock, NULL);
 	return q;
+}
+
+static void *raw_thread(void *arg)
+{
+	struct raw *q = arg;
+	struct timespec ts = {q->interval_us / 1000000,
+			      (q->interval_us % 1000000) * 1000L};
+
+	while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&q->lock);
+		if (!q->err)
+			ring_buffer__consume(q->rb);
+		pthread_mutex_unlock(&q->lock);
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+/* Drain the ring from a thread of this library ("osdstage-raw") every
+ * interval_us until raw_close; take what it gathered with raw_take. 0 or
+ * -errno. */
+int raw_start(struct raw *q, unsigned interval_us)
+{
+	sigset_t all, old;
+	int e;
+
+	if (q->running)
+		return 0;
+	q->interval_us = interval_us ? interval_us : 1;
+	q->stop = 0;
+	/* signals stay with the caller's threads (Python's handlers) */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	e = pthread_create(&q->thread, NULL, raw_thread, q);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (e)
+		return -e;
+	pthread_setname_np(q->thread, "osdstage-raw");
+	q->running = 1;
+	return 0;
+}
+
+/* Drain the ring, then hand over everything gathered: *out points to a
+ * buffer of the returned length (records as above) that the caller frees
+ * with raw_free; 0 bytes: *out is NULL. -errno when a buffer could not
+ * grow (sticky). */
+long raw_take(struct raw *q, unsigned char **out)
+{
+	long n;
+
+	pthread_mutex_lock(&q->lock);
+	if (!q->err)
+		ring_buffer__consume(q->rb);
+	if (q->err) {
+		n = -q->err;
+		*out = NULL;
+	} else {
+		n = (long)q->len;
+		*out = n ? q->buf : NULL;
+		if (n) {
+			q->buf = NULL;
+			q->len = q->cap = 0;
+		}
+	}
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
+void raw_free(unsigned char *buf)
+{
+	free(buf);
 }
 
 /* Consume what the ring holds; -> bytes buffered (raw_data), or -errno. */
@@ -499,6 +579,12 @@ void raw_close(struct raw *q)
 {
 	if (!q)
 		return;
+	if (q->running) {
+		__atomic_store_n(&q->stop, 1, __ATOMIC_RELEASE);
+		pthread_join(q->thread, NULL);
+		q->running = 0;
+	}
+	pthread_mutex_destroy(&q->lock);
 	ring_buffer__free(q->rb);
 	free(q->buf);
 	free(q);

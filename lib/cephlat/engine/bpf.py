@@ -37,9 +37,6 @@ _LOG_KEEP = 50
 
 _PRINT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
                              ctypes.c_void_p)
-# ring_buffer_sample_fn: (ctx, data, size) -> 0 to go on
-_RING_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                            ctypes.c_size_t)
 
 
 class _UprobeOpts(ctypes.Structure):
@@ -110,9 +107,6 @@ def _load():
         "bpf_map_update_batch": (i, [i, vp, vp, ctypes.POINTER(u32), vp]),
         "libbpf_num_possible_cpus": (i, []),
         "bpf_enable_stats": (i, [ctypes.c_int]),
-        "ring_buffer__new": (vp, [i, _RING_FN, vp, vp]),
-        "ring_buffer__consume": (i, [vp]),
-        "ring_buffer__free": (None, [vp]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(L, name)
@@ -164,45 +158,6 @@ def enable_run_stats():
     CAP_SYS_ADMIN)."""
     fd = _load().bpf_enable_stats(BPF_STATS_RUN_TIME)
     return fd if fd >= 0 else None
-
-
-class RingReader:
-    """A BPF ring buffer map read from Python (libbpf's ring_buffer, no
-    epoll: take() consumes what is there and returns at once). For a ring
-    of few records (the traces ring: tens a second); the captures' ring
-    is drained by lib/native/recorder.c."""
-
-    def __init__(self, ring_map):
-        L = _load()
-        self._got = []
-
-        def on_record(ctx, data, size):
-            self._got.append(ctypes.string_at(data, size))
-            return 0
-
-        self._fn = _RING_FN(on_record)      # kept alive with the ring
-        ctypes.set_errno(0)
-        self._ptr = L.ring_buffer__new(ring_map.fd, self._fn, None, None)
-        err = _ptr_error(self._ptr)
-        if err:
-            self._ptr = None
-            raise UserError("cannot read ring buffer %s: %s %s" % (
-                ring_map.name, os.strerror(err), last_log(1)))
-
-    def take(self):
-        """The records the ring holds now, oldest first ([bytes])."""
-        if not self._ptr:
-            return []
-        if _load().ring_buffer__consume(self._ptr) < 0:
-            e = ctypes.get_errno()
-            raise OSError(e, "ring_buffer__consume: %s" % os.strerror(e))
-        got, self._got = self._got, []
-        return got
-
-    def close(self):
-        if self._ptr:
-            _load().ring_buffer__free(self._ptr)
-            self._ptr = None
 
 
 # entries a batch read of a hash map asks for at a time (Map.items)

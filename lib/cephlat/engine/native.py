@@ -1,7 +1,9 @@
 """build/libcephlat_rec.so (lib/native/recorder.c): the C side of
-recording, loaded through ctypes with every function's signature."""
+recording, loaded through ctypes with every function's signature, and
+RawRing, a ring buffer its thread drains."""
 import ctypes
 import os
+import struct
 
 from ..errors import UserError
 
@@ -29,7 +31,66 @@ def load(bpf_dir):
             ("raw_consume", ctypes.c_long, [vp]),
             ("raw_data", vp, [vp]),
             ("raw_reset", None, [vp]),
+            ("raw_start", ctypes.c_int, [vp, ctypes.c_uint]),
+            ("raw_take", ctypes.c_long, [vp, ctypes.POINTER(vp)]),
+            ("raw_free", None, [vp]),
             ("raw_close", None, [vp])):
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args
     return lib
+
+
+_SIZE = struct.Struct("<I")
+
+
+def split_records(data):
+    """The records of a raw-mode buffer (u32 length, 4 bytes of padding,
+    the record, padded to 8), oldest first ([bytes])."""
+    out, pos, n = [], 0, len(data)
+    view = memoryview(data)
+    while pos + 8 <= n:
+        (size,) = _SIZE.unpack_from(data, pos)
+        out.append(bytes(view[pos + 8:pos + 8 + size]))
+        pos += 8 + (size + 7) // 8 * 8
+    return out
+
+
+class RawRing:
+    """BPF ring buffer map `ring_map` drained every `interval_us` by a
+    thread of the library (raw mode): what the programs submit is taken
+    off the ring at once, however late take() comes."""
+
+    def __init__(self, bpf_dir, ring_map, interval_us):
+        self.lib = load(bpf_dir)
+        ctypes.set_errno(0)
+        self.h = self.lib.raw_open(ring_map.fd)
+        if not self.h:
+            raise UserError("cannot read ring buffer %s: %s" % (
+                ring_map.name, os.strerror(ctypes.get_errno() or 5)))
+        rc = self.lib.raw_start(self.h, interval_us)
+        if rc < 0:
+            self.close()
+            raise UserError("cannot start draining ring buffer %s: %s" % (
+                ring_map.name, os.strerror(-rc)))
+
+    def take(self):
+        """The records gathered since the last take, oldest first."""
+        if not self.h:
+            return []
+        ptr = ctypes.c_void_p()
+        n = self.lib.raw_take(self.h, ctypes.byref(ptr))
+        if n < 0:
+            raise OSError(-n, "draining a ring buffer: %s" %
+                          os.strerror(-n))
+        if not n:
+            return []
+        try:
+            data = ctypes.string_at(ptr, n)
+        finally:
+            self.lib.raw_free(ptr)
+        return split_records(data)
+
+    def close(self):
+        if self.h:
+            self.lib.raw_close(self.h)
+            self.h = None

@@ -210,7 +210,8 @@ class StageTracer(MapReads):
         self.behind = self.obj.map("behind")
         if self.traces:
             from .traces import TraceRing
-            self.trace_ring = TraceRing(self.obj.map("traces"), self.abi)
+            self.trace_ring = TraceRing(self.obj.map("traces"), self.abi,
+                                        self.bpf_dir)
         self._halves = {}       # map name -> {half: its state at closing}
         self.attach()
 

@@ -5,7 +5,12 @@ The front ends that send traces turn them into spans (livetraces.py)."""
 import re
 import struct
 
-from .bpf import RingReader
+from .native import RawRing
+
+# how often the library's thread takes the chosen ops off the ring: the
+# ring holds about a second of them at the fastest OSDs here, and Python
+# may come back later than that under load
+DRAIN_US = 20000
 
 _ARRAY = re.compile(r"^__(u|s)(8|16|32|64)\[(\d+)\]$")
 _FMT = {("u", "8"): "B", ("u", "16"): "H", ("u", "32"): "I",
@@ -45,10 +50,10 @@ class TraceRing:
     """The traces ring of a loaded tracer: take() -> the chosen ops since
     the last take, decoded."""
 
-    def __init__(self, ring_map, abi):
+    def __init__(self, ring_map, abi, bpf_dir):
         self.size = abi.struct("op_trace").size
         self.decode = decoder(abi)
-        self.ring = RingReader(ring_map)
+        self.ring = RawRing(bpf_dir, ring_map, DRAIN_US)
 
     def take(self):
         return [self.decode(raw) for raw in self.ring.take()
