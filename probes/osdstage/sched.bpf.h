@@ -577,6 +577,35 @@ _Static_assert((__builtin_offsetof(struct ev_cpu_sample, ip) & 7) == 0 &&
 	       __builtin_offsetof(struct stack_copy, ustack),
 	       "ev_cpu_sample's stack is not a struct stack_copy");
 
+/* Target thread t (`tid`) got a CPU at `at`: the run-queue delay of its
+ * wake-up if this is its first time on a CPU since (and `delay_known`),
+ * its switch-in event, its state. */
+static __always_inline void switched_in(struct thread_state *t, __u32 tid,
+					int slot, __u64 at, __u32 gen,
+					int delay_known)
+{
+	struct ev_switch_in *ei;
+	__u32 woken = 0;
+
+	if (delay_known && t->state == TS_RUNQ && t->wake_ts &&
+	    t->wake_ts >= t->since && at >= t->wake_ts) {
+		record(slot, ST_WAKEUP_DELAY__ROLE +
+		       (t->role & (MAX_ROLES - 1)), at - t->wake_ts, gen);
+		woken = 1;
+	}
+	if (woken || !delay_known)
+		t->oncpu_after_wake = at;
+	ei = EV_NEW(ev_switch_in, EV_SWITCH_IN, at, gen, slot);
+	if (ei) {
+		ei->wakeup_ns = woken ? at - t->wake_ts : 0;
+		ei->tid = tid;
+		ei->role = t->role;
+		ei->woken = woken;
+		EV_SEND(ei);
+	}
+	transition(t, TS_RUN, SK_WORK, at);
+}
+
 /* ------------------------------------------------------------------------
  * Switch-ins and wake-ups no program saw. The kernel does not always run
  * the tracepoint programs for them: on the lab hosts, none runs for a
@@ -596,8 +625,6 @@ static __always_inline void unseen_switch_in(struct thread_state *t,
 					     __u64 now, __u32 gen)
 {
 	__u64 ran, waited = 0, in, woke;
-	struct ev_switch_in *ei;
-	__u32 woken = 0;
 
 	count_in(slot, CNT_WAKE_UNSEEN, gen);
 	if (!t->exec_seen)	/* not seen leaving a CPU yet: no base */
@@ -613,22 +640,7 @@ static __always_inline void unseen_switch_in(struct thread_state *t,
 		woke = t->since;
 	if (t->state == TS_SLEEP)
 		wake_up(t, p, slot, woke, gen, NULL);
-	if (t->state == TS_RUNQ && t->wake_ts && t->wake_ts >= t->since &&
-	    in >= t->wake_ts) {
-		record(slot, ST_WAKEUP_DELAY__ROLE +
-		       (t->role & (MAX_ROLES - 1)), in - t->wake_ts, gen);
-		t->oncpu_after_wake = in;
-		woken = 1;
-	}
-	ei = EV_NEW(ev_switch_in, EV_SWITCH_IN, in, gen, slot);
-	if (ei) {
-		ei->wakeup_ns = woken ? in - t->wake_ts : 0;
-		ei->tid = p->pid;
-		ei->role = t->role;
-		ei->woken = woken;
-		EV_SEND(ei);
-	}
-	transition(t, TS_RUN, SK_WORK, in);
+	switched_in(t, p->pid, slot, in, gen, 1);
 }
 
 SEC("tp_btf/sched_switch")
@@ -639,8 +651,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 	struct cpu_ring *ring = NULL;
 	struct thread_state *t;
 	struct ev_switch_out *eo;
-	struct ev_switch_in *ei;
-	__u32 gen = 0, state, woken = 0, counted = 0;
+	__u32 gen = 0, state, counted = 0;
 	int slot;
 
 	/* (a run on every switch of the host: only when asked) */
@@ -715,24 +726,10 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 			 * yet.) */
 			count_in(slot, CNT_WAKE_UNSEEN, gen);
 			wake_up(t, next, slot, now, gen, NULL);
-			t->oncpu_after_wake = now;
-		} else if (t->state == TS_RUNQ && t->wake_ts &&
-			   t->wake_ts >= t->since) {
-			/* first time on CPU since its wake-up */
-			record(slot, ST_WAKEUP_DELAY__ROLE +
-			       (t->role & (MAX_ROLES - 1)), now - t->wake_ts, gen);
-			t->oncpu_after_wake = now;
-			woken = 1;
+			switched_in(t, next->pid, slot, now, gen, 0);
+		} else {
+			switched_in(t, next->pid, slot, now, gen, 1);
 		}
-		ei = EV_NEW(ev_switch_in, EV_SWITCH_IN, now, gen, slot);
-		if (ei) {
-			ei->wakeup_ns = woken ? now - t->wake_ts : 0;
-			ei->tid = next->pid;
-			ei->role = t->role;
-			ei->woken = woken;
-			EV_SEND(ei);
-		}
-		transition(t, TS_RUN, SK_WORK, now);
 	}
 	return 0;
 }
