@@ -312,25 +312,38 @@ static void *drain_thread(void *arg)
 	return NULL;
 }
 
+/* Start a drain thread named `name` running fn(arg), every signal blocked
+ * in it: signals stay with the caller's threads (Python's handlers). 0 or
+ * -errno. */
+static int start_thread(pthread_t *thread, void *(*fn)(void *), void *arg,
+			const char *name)
+{
+	sigset_t all, old;
+	int e;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	e = pthread_create(thread, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (e)
+		return -e;
+	pthread_setname_np(*thread, name);
+	return 0;
+}
+
 /* Drain the ring from a thread of this library ("osdstage-rec") every
  * interval_us microseconds until rec_close. 0 or -errno. */
 int rec_start(struct rec *r, unsigned interval_us)
 {
-	sigset_t all, old;
 	int e;
 
 	if (r->running)
 		return 0;
 	r->interval_us = interval_us ? interval_us : 1;
 	r->stop = 0;
-	/* signals stay with the caller's threads (Python's handlers) */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	e = pthread_create(&r->thread, NULL, drain_thread, r);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	e = start_thread(&r->thread, drain_thread, r, "osdstage-rec");
 	if (e)
-		return -e;
-	pthread_setname_np(r->thread, "osdstage-rec");
+		return e;
 	r->running = 1;
 	return 0;
 }
@@ -508,21 +521,15 @@ static void *raw_thread(void *arg)
  * -errno. */
 int raw_start(struct raw *q, unsigned interval_us)
 {
-	sigset_t all, old;
 	int e;
 
 	if (q->running)
 		return 0;
 	q->interval_us = interval_us ? interval_us : 1;
 	q->stop = 0;
-	/* signals stay with the caller's threads (Python's handlers) */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	e = pthread_create(&q->thread, NULL, raw_thread, q);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	e = start_thread(&q->thread, raw_thread, q, "osdstage-raw");
 	if (e)
-		return -e;
-	pthread_setname_np(q->thread, "osdstage-raw");
+		return e;
 	q->running = 1;
 	return 0;
 }
