@@ -153,11 +153,12 @@ static __always_inline int futex_notifies(struct task_struct *waker, __u64 cv)
 /* Target thread t, asleep in a futex wait, is woken at `now` by `waker`
  * (a thread of its process, or NULL): the wait's end. Timed out: woken at
  * or after its deadline, and not by a notify of its condition variable
- * (of its futex word, a plain wait's): the kernel fires the timer up to the thread's timer slack (50 us) late,
- * and a notify in between wakes the thread with success. Left counted as
- * a timeout: a notify that reaches the wait after its timer woke the
- * thread but before the thread ran (the kernel then reports success too;
- * it is seen nowhere here). `kind`: the sleep's (enum sleep_kind). */
+ * (of its futex word, a plain wait's): the kernel fires the timer up to
+ * the thread's timer slack (50 us) late, and a notify in between wakes
+ * the thread with success. Left counted as a timeout: a notify that
+ * reaches the wait after its timer woke the thread but before the thread
+ * ran (the kernel then reports success too; it is seen nowhere here).
+ * `kind`: the sleep's (enum sleep_kind). */
 static __always_inline void futex_woken(struct thread_state *t, __u32 tid,
 					__u64 now, __u32 gen,
 					struct task_struct *waker, __u32 kind)
@@ -173,9 +174,9 @@ static __always_inline void futex_woken(struct thread_state *t, __u32 tid,
 	 * registers */
 	int worker_idle_cv = is_cv && t->cv_uaddr && kind == SK_IDLE &&
 			     t->role == worker_role;
+	/* (a cv wait's futex_uaddr is its cv_uaddr) */
 	int notified = (late || worker_idle_cv) && waker &&
-		       futex_notifies(waker, is_cv ? t->cv_uaddr :
-						     t->futex_uaddr);
+		       futex_notifies(waker, t->futex_uaddr);
 	int timedout = late && !notified;
 
 	t->futex_start = 0;

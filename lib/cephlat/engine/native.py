@@ -2,6 +2,7 @@
 recording, loaded through ctypes with every function's signature, and
 RawRing, a ring buffer its thread drains."""
 import ctypes
+import errno
 import os
 import struct
 
@@ -66,7 +67,7 @@ class RawRing:
         self.h = self.lib.raw_open(ring_map.fd)
         if not self.h:
             raise UserError("cannot read ring buffer %s: %s" % (
-                ring_map.name, os.strerror(ctypes.get_errno() or 5)))
+                ring_map.name, os.strerror(ctypes.get_errno() or errno.EIO)))
         rc = self.lib.raw_start(self.h, interval_us)
         if rc < 0:
             self.close()

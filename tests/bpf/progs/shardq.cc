@@ -177,16 +177,11 @@ __attribute__((noinline)) void unlock_pg(Shard *s)
     asm volatile("" ::: "memory");  // a call, not a jump: on the stack
 }
 
-// io mode: the worker waits for its item's completion here, inside the
-// dequeue function (a tracer sees it as work on the op), on a condition
-// variable no lock stands for; the completion is the wait's deadline.
-// requeue mode: the same, on the item's second time here only (the first
-// time it is put back at the queue's front, as Ceph requeues an op that
-// must wait for its PG: dequeued again, never enqueued again).
-// Each worker's own (no one signals it). Made when the worker starts
-// (io_wait_ready): its first use registers its destructor under the C
-// library's loader lock, which workers starting together wait for -- a
-// lock wait that would be dequeue's otherwise.
+// The condition variable dequeue waits on in io mode: each worker's own
+// (no one signals it). Made when the worker starts (io_wait_ready): its
+// first use registers its destructor under the C library's loader lock,
+// which workers starting together wait for -- a lock wait that would be
+// dequeue's otherwise.
 struct IoWait {
     std::mutex m;
     std::condition_variable cv;
@@ -198,6 +193,12 @@ void io_wait_ready()
     asm volatile("" :: "r"(&io_wait) : "memory");
 }
 
+// io mode: the worker waits for its item's completion here, inside the
+// dequeue function (a tracer sees it as work on the op), on a condition
+// variable no lock stands for; the completion is the wait's deadline.
+// requeue mode: the same, on the item's second time here only (the first
+// time it is put back at the queue's front, as Ceph requeues an op that
+// must wait for its PG: dequeued again, never enqueued again).
 __attribute__((noinline)) void dequeue(Item *it)
 {
     asm volatile("" :: "r"(it) : "memory");
