@@ -912,7 +912,11 @@ struct ev_wait_stack {
 	__u32 waker_tid;	/* 0: not a thread of the target */
 	ev_role_t role;
 	ev_sleep_kind_t sleep;	/* as ev_waking's */
-	__u8 pad;		/* the halves 8-byte aligned in the ring */
+	__u8 unseen;		/* 1: no program ran for its wake-up (rebuilt
+				 * at its next switch-out: sched.bpf.h
+				 * unseen_switch_in): no waker known, the
+				 * waker's half empty. (Also keeps the halves
+				 * 8-byte aligned in the ring.) */
 	/* the sleeper: struct stack_copy */
 	ev_addr_t ip;
 	ev_addr_t sp;

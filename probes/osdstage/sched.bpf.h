@@ -498,10 +498,12 @@ struct wait_note {
 	__u32 gen;
 	__u32 kind;
 	__u32 role;
+	__u32 unseen;		/* no program ran for the wake-up: no waker */
 };
 
 /* The wait `n` lasted stack_min_ns: its stacks sent, with the waker's
- * (current: `waker`, a task of the target, or NULL). */
+ * (current: `waker`, a task of the target, or NULL), or none when no
+ * program saw the wake-up (n->unseen: current is not its waker). */
 static __noinline void stack_out(void *ctx, struct wait_note *n,
 				 struct task_struct *waker)
 {
@@ -523,11 +525,17 @@ static __noinline void stack_out(void *ctx, struct wait_note *n,
 	e->waker_tid = n->waker_tid;
 	e->role = n->role;
 	e->sleep = n->kind;
+	e->unseen = !!n->unseen;
 	/* each half is a struct stack_copy, 8-byte aligned (the record is) */
 	bpf_probe_read_kernel((void *)&e->ip, sizeof(struct stack_copy),
 			      &w->s);
-	take_stack(ctx, waker, (struct stack_copy *)(void *)&e->waker_ip,
-		   !!waker);
+	if (n->unseen) {
+		e->waker_ip = e->waker_sp = e->waker_bp = 0;
+		e->waker_kframes = e->waker_ubytes = e->waker_urets = 0;
+	} else {
+		take_stack(ctx, waker,
+			   (struct stack_copy *)(void *)&e->waker_ip, !!waker);
+	}
 	w->since = 0;
 	EV_SEND(e);
 }
@@ -619,9 +627,35 @@ static __always_inline void switched_in(struct thread_state *t, __u32 tid,
  * seen leaving one (se.sum_exec_runtime: one stretch on a CPU, as every
  * switch-out is seen), and was woken as long before that as it waited on
  * a run queue meanwhile (sched_info.run_delay; a kernel without
- * CONFIG_SCHED_INFO: woken when it got the CPU). Called on `p`'s
- * switch-out at `now`, t->state not TS_RUN. */
-static __always_inline void unseen_switch_in(struct thread_state *t,
+ * CONFIG_SCHED_INFO: woken when it got the CPU). */
+
+/* Sleeping target thread t (`p`) woken at `woke` with no program run for
+ * it: its wake-up made as a seen one's, by no one known, and the wait's
+ * stacks sent if it was worth them (with no waker's half). */
+static __always_inline void unseen_wake_up(void *ctx,
+					   struct thread_state *t,
+					   struct task_struct *p, int slot,
+					   __u64 woke, __u32 gen)
+{
+	__u64 since = t->since;
+	__u32 kind = wake_up(t, p, slot, woke, gen, NULL);
+
+	/* a wait worth its stacks sends them, with no waker known */
+	if (stack_min_ns && woke > since && woke - since >= stack_min_ns) {
+		struct wait_note n = {
+			.since = since, .now = woke, .tid = p->pid,
+			.slot = slot, .gen = gen, .kind = kind,
+			.role = t->role, .unseen = 1,
+		};
+
+		stack_out(ctx, &n, NULL);
+	}
+}
+
+/* `p`'s switch-out at `now` with t->state not TS_RUN: its switch-in (and
+ * wake-up) rebuilt. */
+static __always_inline void unseen_switch_in(void *ctx,
+					     struct thread_state *t,
 					     struct task_struct *p, int slot,
 					     __u64 now, __u32 gen)
 {
@@ -640,7 +674,7 @@ static __always_inline void unseen_switch_in(struct thread_state *t,
 	if (woke < t->since)
 		woke = t->since;
 	if (t->state == TS_SLEEP)
-		wake_up(t, p, slot, woke, gen, NULL);
+		unseen_wake_up(ctx, t, p, slot, woke, gen);
 	switched_in(t, p->pid, slot, in, gen, 1);
 }
 
@@ -670,7 +704,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 		t = thread_of(prev, now, slot);
 		if (t) {
 			if (t->state != TS_RUN)
-				unseen_switch_in(t, prev, slot, now, gen);
+				unseen_switch_in(ctx, t, prev, slot, now, gen);
 			state = (prev_state & TASK_DEAD_STATE) ? TS_DEAD :
 				prev_state ? TS_SLEEP : TS_RUNQ;
 			if (state == TS_SLEEP)
@@ -726,7 +760,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 			 * comes back still in its sleeping state: no wake-up
 			 * yet.) */
 			count_in(slot, CNT_WAKE_UNSEEN, gen);
-			wake_up(t, next, slot, now, gen, NULL);
+			unseen_wake_up(ctx, t, next, slot, now, gen);
 			switched_in(t, next->pid, slot, now, gen, 0);
 		} else {
 			switched_in(t, next->pid, slot, now, gen, 1);

@@ -27,6 +27,7 @@ first frame) and the asleep time is the program's own."""
 import pytest
 
 from cephlat.model.verdict import CPU_CAUSES
+from cephlat.stacks.waits import UNSEEN_FRAME
 from conftest import OSDSTAGE, check_reports, folded_stacks, in_order, \
     run_tool
 from shardq import CASES, run_case, shardq_exe  # noqa: F401 (fixture)
@@ -75,8 +76,8 @@ def test_each_completion_wait_is_unwound_from_the_threads_root(stacked):
         assert s[1] in ("clone3", "clone") or s[1].startswith("libc"), s
         assert any(f.startswith("futex_wait") and f.endswith("_[k]")
                    for f in s), s
-        # woken by its timer
-        assert any("hrtimer" in f for f in w), w
+        # woken by its timer (unless no probe saw its wake-up)
+        assert w == [UNSEEN_FRAME] or any("hrtimer" in f for f in w), w
     # one line per distinct stack: the waits summed; each item waited
     # once inside sim::dequeue, asleep WORK_US at least (its deadline; the
     # timer's slack after it), within the program's own time of those
@@ -103,6 +104,9 @@ def test_a_lock_wait_names_the_mutex_and_the_unlock_that_woke_it(stacked):
         assert not any(f.startswith("[unwind") for f in s), s
         assert any("mutex_lock" in f or "lll_lock" in f for f in s), s
         # its kernel wake-up by the unlock, under the other's worker()
+        # (unless no probe saw its wake-up)
+        if w == [UNSEEN_FRAME]:
+            continue
         assert any(f.startswith("futex_wake") for f in w), w
         assert in_order(list(reversed(w)), ["worker", "sim::unlock_pg"]), w
     # the second item of each burst waited for the first's lock, WORK_US

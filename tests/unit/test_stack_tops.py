@@ -98,3 +98,41 @@ def test_the_lock_waits_time_by_the_lock_named():
     assert got == {"the PG's lock": 0.5, "the shard's own locks": 0.4}, got
     assert list(got) == ["the PG's lock", "the shard's own locks"]
     assert lock_shares(ws, "kv") is None
+
+
+def test_a_wait_whose_wake_up_no_probe_saw_names_no_waker():
+    """A wait rebuilt at its thread's next switch-out (the kernel ran no
+    probe for its wake-up) is listed with its own stack and an unseen
+    waker: never "outside the OSD", never another wait's waker."""
+    import io
+    from types import SimpleNamespace
+    from cephlat.model.report import UNSEEN_WAKER
+    from cephlat.model.verdict import stack_line
+    from cephlat.render import text
+    from cephlat.stacks.waits import op_waits, sleep_notes
+    aio = [_f("IOContext::aio_wait"), _f("BlueStore::read")]
+    seen, unseen = _wait("worker", "work", 3000, aio), \
+        _wait("worker", "work", 1000, aio)
+    seen.ts, unseen.ts, unseen.unseen = 5000, 9000, True
+    unseen.waker_tid, unseen.waker_user = 0, []
+    rows = wait_summary([seen, unseen])
+    assert [(r["us"], r["waker_is_osd"], r["woken_by"]) for r in rows] == \
+        [(3.0, True, ["Other::unlock"]), (1.0, None, [])], rows
+    got = op_waits([seen, unseen], 1, 0, 10 ** 6, 0, lambda tid: "bstore")
+    assert [(w["waker"], w.get("unseen")) for w in got] == \
+        [("bstore", None), (None, True)], got
+    notes = sleep_notes([unseen], {1}, lambda tid: "bstore")
+    assert notes[0]["waker"] == UNSEEN_WAKER, notes
+    out = io.StringIO()
+    text._waits(out, {"waits": got})
+    words = " ".join(out.getvalue().split())
+    assert words.count(UNSEEN_WAKER) == 1, words
+    assert "outside the OSD" not in words, words
+    out = io.StringIO()
+    text.print_stacks(out, SimpleNamespace(milliseconds=False),
+                      {"waits": rows[1:]})
+    words = " ".join(out.getvalue().split())
+    assert UNSEEN_WAKER in words and "outside the OSD" not in words, words
+    row = dict(rows[1], share=1.0)
+    line = stack_line("blocked", {"blocked": row})
+    assert UNSEEN_WAKER in line and "outside the OSD" not in line, line

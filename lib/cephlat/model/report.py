@@ -81,6 +81,9 @@ def kernel_stages(hists, roles, vocab):
 
 # who woke a worker that slept with its op queued (vocab.wakers), as
 # reports name them: in a count of many wake-ups, and of one op's
+# who woke a wait whose wake-up no probe saw (the kernel ran no tracing
+# program for it: its time is rebuilt from the scheduler's own accounting)
+UNSEEN_WAKER = "an unseen waker (no probe ran for its wake-up)"
 WAKER_WORDS = {"enqueuer": ("the enqueuer", "the enqueuer"),
                "other": ("another thread", "another thread"),
                "timeout": ("their timed wait",

@@ -3,6 +3,7 @@ numbers behind it), and a line about a slow replica when several OSDs are
 traced together. From model/interval.py's figures; render/ prints it."""
 
 from . import sched as scheduler
+from .report import UNSEEN_WAKER
 from .behind import share_words, who_words
 from .queue_words import ms as _ms, pct as _pct, queue_lines, \
     share as _share
@@ -396,8 +397,9 @@ def stack_line(cause, top):
             "busy_or_blocked": "blocked"}.get(cause)
     row = top.get(kind) if kind else None
     if row:
-        waker = " < ".join(row["woken_by"]) or "?"
-        if not row["waker_is_osd"]:
+        waker = " < ".join(row["woken_by"]) or (
+            UNSEEN_WAKER if row["waker_is_osd"] is None else "?")
+        if row["waker_is_osd"] is False:
             waker += " (outside the OSD)"
         return "the workers' time %s (waits recorded with stacks) was " \
             "%s%s; woken by %s.%s" % (

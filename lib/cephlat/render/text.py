@@ -189,8 +189,9 @@ def _waits(out, r):
     """Where its worker slept while it ran it (-w --stacks): innermost
     frame first, and who woke it."""
     for w in r.get("waits", ()):
-        who = "%s (%d)" % (w["waker"], w["waker_tid"]) if w["waker_tid"] \
-            else "outside the OSD"
+        who = report.UNSEEN_WAKER if w.get("unseen") else "%s (%d)" % (
+            w["waker"], w["waker_tid"]) if w["waker_tid"] else \
+            "outside the OSD"
         _op_line(out, "   +%s asleep %s us (%s) in %s%s; woken by %s%s" % (
             w["at_us"], w["us"], w["kind"], " < ".join(w["frames"]) or "?",
             " (unwind: %s)" % w["unwind"] if w.get("unwind") else "", who,
@@ -215,9 +216,10 @@ def print_stacks(out, opts, st):
                          "" if w["waits"] == 1 else "s",
                          " < ".join(w["where"]) or "?",
                          " (%s)" % w["lock"] if w.get("lock") else "",
-                         " < ".join(w["woken_by"]) or "?",
-                         "" if w["waker_is_osd"] else
-                         " (outside the OSD)"))
+                         " < ".join(w["woken_by"]) or
+                         (report.UNSEEN_WAKER if w["waker_is_osd"] is None else "?"),
+                         " (outside the OSD)" if w["waker_is_osd"] is False
+                         else ""))
     if st.get("on_cpu") is not None:
         out.write("\nWHAT THREADS RAN (sampled on their CPUs%s)\n" % (
             ", %d a second" % st["oncpu_hz"] if st.get("oncpu_hz") else ""))

@@ -19,6 +19,7 @@ import platform
 import tempfile
 
 from ..engine.elfsym import ElfSymbols
+from ..model.report import UNSEEN_WAKER
 from .unwind import (COPY, END, VDSO, Mapping, Stack, Unwinder, build_id,
                      vdso_image)
 
@@ -26,6 +27,8 @@ from .unwind import (COPY, END, VDSO, Mapping, Stack, Unwinder, build_id,
 KERNEL = "_[k]"
 # between the sleeper's stack and the waker's, as offwaketime prints it
 WAKER = "--"
+# the waker's stack of a wait whose wake-up no probe saw
+UNSEEN_FRAME = "[waker unseen]"
 
 
 # a thread in a breakpoint's trap: a uprobe's (the kernel's entry for it);
@@ -67,21 +70,28 @@ class Wait:
     """One wait: ts (its wake-up, capture ns), tid, role (its name),
     kind (the sleep's: lock, work, ...), off_ns, the sleeper's user and
     kernel frames (innermost first), why its user unwind stopped, the
-    waker's tid (0: not the target's) and frames."""
+    waker's tid (0: not the target's) and frames, and whether its wake-up
+    was unseen (no waker known)."""
     __slots__ = ("ts", "tid", "role", "kind", "off_ns", "user", "kernel",
-                 "stopped", "waker_tid", "waker_user", "waker_kernel")
+                 "stopped", "waker_tid", "waker_user", "waker_kernel",
+                 "unseen")
+
+    def __init__(self):
+        self.unseen = False
 
     def folded(self, waker=True):
         """Its folded stack: role, the sleeper's user frames from the
         thread's root down, its kernel frames, and (`waker`) the waker's
         from where it woke the sleeper up to its root (offwaketime's
-        order)."""
+        order; UNSEEN_FRAME for a wake-up no probe saw)."""
         parts = [self.role or "?"]
         if self.stopped != END and self.user:
             parts.append("[unwind: %s]" % self.stopped)
         parts += [f.label() for f in reversed(self.user)]
         parts += [f.label() + KERNEL for f in reversed(self.kernel)]
-        if waker and (self.waker_kernel or self.waker_user):
+        if waker and self.unseen:
+            parts += [WAKER, UNSEEN_FRAME]
+        elif waker and (self.waker_kernel or self.waker_user):
             parts.append(WAKER)
             parts += [f.label() + KERNEL for f in self.waker_kernel]
             parts += [f.label() for f in self.waker_user]
@@ -354,6 +364,8 @@ class StackReader:
             w.kernel = self._kernel(e["kstack"][:int(e["kframes"])].tolist())
             w.user, w.stopped = self._user_over(e, w.kernel)
             w.waker_tid = int(e["waker_tid"])
+            # (captures from before it have no such field)
+            w.unseen = "unseen" in e.dtype.names and bool(e["unseen"])
             w.waker_kernel = self._kernel(
                 e["waker_kstack"][:int(e["waker_kframes"])].tolist())
             w.waker_user, _ = self._user_over(e, w.waker_kernel, "waker_")
@@ -423,6 +435,8 @@ def op_waits(waits, tid, start, end, enq_ns, comm):
             d["unwind"] = w.stopped
         d["waker_tid"] = w.waker_tid or None
         d["waker"] = comm(w.waker_tid) if w.waker_tid else None
+        if w.unseen:
+            d["unseen"] = True
         d["waker_frames"] = _labels(w.waker_user, WAKER_FRAMES) or \
             [f.label() + KERNEL for f in w.waker_kernel[:WAKER_FRAMES]]
         out.append(d)
@@ -442,8 +456,9 @@ def sleep_notes(waits, tids, comm, frames=16):
             [f.label() + KERNEL for f in w.kernel[:frames]]
         waker = _labels(w.waker_user, WAKER_FRAMES) or \
             [f.label() + KERNEL for f in w.waker_kernel[:WAKER_FRAMES]]
-        who = "%s (%d)" % (comm(w.waker_tid), w.waker_tid) \
-            if w.waker_tid else "outside the OSD"
+        who = UNSEEN_WAKER if w.unseen else "%s (%d)" % (
+            comm(w.waker_tid), w.waker_tid) if w.waker_tid else \
+            "outside the OSD"
         out.append({"tid": w.tid, "start": w.ts - w.off_ns, "end": w.ts,
                     "kind": w.kind, "stack": " < ".join(stack),
                     "waker": who + (": " + " < ".join(waker)
@@ -510,14 +525,15 @@ def lock_name(kind, where_):
 def wait_summary(waits, top=TOP):
     """A window's waits with stacks summed by role, kind, where they
     slept (where()) and who woke them: the `top` by time asleep, as
-    JSON-able dicts (a lock wait's with its lock's name where known)."""
+    JSON-able dicts (a lock wait's with its lock's name where known;
+    waker_is_osd None: waits whose wake-up no probe saw)."""
     rows = {}
     for w in waits:
         waker = (w.waker_user and where(w.waker_user, 1)) or \
             [f.label() + KERNEL for f in w.waker_kernel[:1]]
         key = (w.role, w.kind, tuple(where(w.user)) or tuple(
             f.label() + KERNEL for f in w.kernel[:WHERE_FRAMES]),
-            w.waker_tid != 0, tuple(waker))
+            None if w.unseen else w.waker_tid != 0, tuple(waker))
         us, n = rows.get(key, (0.0, 0))
         rows[key] = (us + w.off_ns / 1000.0, n + 1)
     out = [{"role": k[0], "kind": k[1], "where": list(k[2]),
