@@ -430,6 +430,11 @@ struct thread_state {
 	__u32 role;
 	__u32 state;		/* enum tstate_kind */
 	__u64 since;		/* when `state` began */
+	__u64 early_wake;	/* woken while on a CPU going to sleep, before
+				 * its switch-out's program ran: when (0:
+				 * none; sched.bpf.h woken_early), */
+	__u32 early_waker;	/* by whom (0: not a thread of the target) */
+	__u32 _pad_early;
 	__u64 cum_sleep;	/* ns asleep (off CPU, not runnable) */
 	__u64 cum_runq;		/* ns runnable but not running */
 	__u64 cum_isleep;	/* ns asleep while idle (not inside an op),

@@ -204,7 +204,7 @@ static __always_inline void futex_woken(struct thread_state *t, __u32 tid,
 		 * taken for it */
 		if (kind == SK_IDLE || kind == SK_HELD) {
 			t->idle_cv = t->cv_uaddr;
-			t->idle_waker = waker ? waker->pid : 0;
+			t->idle_waker = t->waker_tid;
 		}
 		/* notified in its idle wait: that cv is its queue's (an
 		 * enqueuer's notify), whoever's op it was; a saturated worker
@@ -228,14 +228,17 @@ static __always_inline __u32 task_state(struct task_struct *p)
 	return BPF_CORE_READ((struct task_struct___pre514 *)p, state);
 }
 
-/* Is task `w` (of a target) a shard worker? */
-static __always_inline int waker_is_worker(struct task_struct *w)
+/* Is thread `tid` (of a target; 0: none) a shard worker? */
+static __always_inline int is_worker(__u32 tid)
 {
-	__u32 tid = w->pid;
-	struct thread_state *o = bpf_map_lookup_elem(&threads, &tid);
+	struct thread_state *o;
 
+	if (!tid)
+		return 0;
+	o = bpf_map_lookup_elem(&threads, &tid);
 	return o && o->role == worker_role;
 }
+
 
 /* Target thread t, asleep, was waiting for a lock held by other work, not
  * idle: its sleep and the state change that began it say so (no op can
@@ -257,14 +260,17 @@ static __always_inline void sleep_was_lock(struct thread_state *t)
 		t->ring[(t->ring_head - 1) & (TRING - 1)].sleep = SK_LOCK;
 }
 
-/* Target thread t (task p), asleep, is woken at `now` by `waker`, a
- * thread of its process (NULL: another process's, an interrupt of one,
- * or unknown). -> the kind of the sleep it ends */
-static __always_inline __u32 wake_up(struct thread_state *t,
-				    struct task_struct *p, int slot, __u64 now,
-				    __u32 gen, struct task_struct *waker)
+/* Target thread t (task p), asleep, is woken at `now` by thread
+ * `waker_tid` of its process (0: another process's, an interrupt of one,
+ * or unknown), the current task `waker` if that is known here (else
+ * NULL); `by_worker`: the waker is a shard worker (-1: ask `waker`).
+ * -> the kind of the sleep it ends */
+static __always_inline __u32 wake_up_as(struct thread_state *t,
+					struct task_struct *p, int slot,
+					__u64 now, __u32 gen,
+					struct task_struct *waker,
+					__u32 waker_tid, int by_worker)
 {
-	__u32 waker_tid = waker ? waker->pid : 0;
 	struct ev_waking *e;
 	__u64 off = now > t->since ? now - t->since : 0;
 	__u32 kind;
@@ -274,7 +280,8 @@ static __always_inline __u32 wake_up(struct thread_state *t,
 	 * and waits for its PG's lock) released by another shard worker:
 	 * behind that worker's op, not idle: a lock wait */
 	if (t->state == TS_SLEEP && t->sleep == SK_IDLE && t->futex_start &&
-	    (t->cv_uaddr & 1) && waker && waker_is_worker(waker))
+	    (t->cv_uaddr & 1) && (by_worker > 0 || (by_worker < 0 && waker &&
+						    is_worker(waker->pid))))
 		sleep_was_lock(t);
 	kind = t->sleep;
 	if (off)
@@ -296,6 +303,16 @@ static __always_inline __u32 wake_up(struct thread_state *t,
 		EV_SEND(e);
 	}
 	return kind;
+}
+
+/* wake_up_as() by `waker`, the current task (a thread of p's process),
+ * or NULL (another process's, an interrupt of one, or unknown) */
+static __always_inline __u32 wake_up(struct thread_state *t,
+				    struct task_struct *p, int slot, __u64 now,
+				    __u32 gen, struct task_struct *waker)
+{
+	return wake_up_as(t, p, slot, now, gen, waker, waker ? waker->pid : 0,
+			  -1);
 }
 
 /* What the sleep thread t (of target `slot`) goes into is, right after
@@ -629,18 +646,29 @@ static __always_inline void switched_in(struct thread_state *t, __u32 tid,
  * a run queue meanwhile (sched_info.run_delay; a kernel without
  * CONFIG_SCHED_INFO: woken when it got the CPU). */
 
-/* Sleeping target thread t (`p`) woken at `woke` with no program run for
- * it: its wake-up made as a seen one's, by no one known, and the wait's
- * stacks sent if it was worth them (with no waker's half). */
-static __always_inline void unseen_wake_up(void *ctx,
-					   struct thread_state *t,
-					   struct task_struct *p, int slot,
-					   __u64 woke, __u32 gen)
+/* Sleeping target thread t (`p`) found woken with no waking program run
+ * for it while it slept, at `woke` (where it was next seen, or rebuilt).
+ * A wake-up noted as it left its CPU (early_wake, kept through its
+ * switch-out: see woken_early) is its wake-up, at the switch-out, by that
+ * waker -> 1. Else it is made as a seen one's, by no one known (counted
+ * as unseen if `count`), and the wait's stacks are sent if it was worth
+ * them, with no waker's half -> 0. */
+static __always_inline int woken_unseen(void *ctx, struct thread_state *t,
+					struct task_struct *p, int slot,
+					__u64 woke, __u32 gen, int count)
 {
 	__u64 since = t->since;
-	__u32 kind = wake_up(t, p, slot, woke, gen, NULL);
+	__u32 kind, w;
 
-	/* a wait worth its stacks sends them, with no waker known */
+	if (t->early_wake) {
+		w = t->early_waker;
+		t->early_wake = 0;
+		wake_up_as(t, p, slot, since, gen, NULL, w, is_worker(w));
+		return 1;
+	}
+	if (count)
+		count_in(slot, CNT_WAKE_UNSEEN, gen);
+	kind = wake_up(t, p, slot, woke, gen, NULL);
 	if (stack_min_ns && woke > since && woke - since >= stack_min_ns) {
 		struct wait_note n = {
 			.since = since, .now = woke, .tid = p->pid,
@@ -650,6 +678,7 @@ static __always_inline void unseen_wake_up(void *ctx,
 
 		stack_out(ctx, &n, NULL);
 	}
+	return 0;
 }
 
 /* `p`'s switch-out at `now` with t->state not TS_RUN: its switch-in (and
@@ -674,8 +703,38 @@ static __always_inline void unseen_switch_in(void *ctx,
 	if (woke < t->since)
 		woke = t->since;
 	if (t->state == TS_SLEEP)
-		unseen_wake_up(ctx, t, p, slot, woke, gen);
+		woken_unseen(ctx, t, p, slot, woke, gen, 0);
 	switched_in(t, p->pid, slot, in, gen, 1);
+}
+
+/* ------------------------------------------------------------------------
+ * A wake-up that races the sleep's switch-out. The kernel fires
+ * sched_waking as soon as the sleeper's state says it sleeps (it has
+ * not left its CPU yet, or is leaving it); sched_switch fires later, with
+ * the sleeping state the scheduler read before. A waking program that
+ * finds the thread still on a CPU (TS_RUN) notes the wake-up
+ * (early_wake). The switch-out that follows is of a thread woken already
+ * if its state is no longer a sleeping one (TASK_WAKING, or running
+ * again): its sleep is taken as ending where it begins, by that waker,
+ * and it waits for a CPU from there. If its state still says it sleeps, the wake-up may complete
+ * once the switch is done (a thread the scheduler left on its run queue,
+ * a delayed dequeue) or may have been of a thread that never left its
+ * CPU and is now going to sleep again: the note is kept, the next waking
+ * program run for the thread forgets it, and a thread switched in with
+ * none run for it takes the note as its wake-up (woken_unseen). A
+ * switch-out into a run queue forgets it. */
+#define TASK_WAKING_STATE 0x200
+
+static __always_inline int woken_early(struct task_struct *prev)
+{
+	__u32 s;
+
+	/* (read directly: a tp_btf program's task pointer is trusted) */
+	if (bpf_core_field_exists(prev->__state))
+		s = prev->__state;
+	else
+		s = ((struct task_struct___pre514 *)(void *)prev)->state;
+	return s == 0 || s == TASK_WAKING_STATE;
 }
 
 SEC("tp_btf/sched_switch")
@@ -686,7 +745,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 	struct cpu_ring *ring = NULL;
 	struct thread_state *t;
 	struct ev_switch_out *eo;
-	__u32 gen = 0, state, counted = 0;
+	__u32 gen = 0, state, counted = 0, early, early_waker = 0;
 	int slot;
 
 	/* (a run on every switch of the host: only when asked) */
@@ -707,6 +766,15 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 				unseen_switch_in(ctx, t, prev, slot, now, gen);
 			state = (prev_state & TASK_DEAD_STATE) ? TS_DEAD :
 				prev_state ? TS_SLEEP : TS_RUNQ;
+			/* (woken as it left with no waking program run:
+			 * found at its switch-in) */
+			early = 0;
+			if (t->early_wake) {
+				early = state == TS_SLEEP && woken_early(prev);
+				early_waker = t->early_waker;
+				if (state != TS_SLEEP || early)
+					t->early_wake = 0;
+			}
 			if (state == TS_SLEEP)
 				futex_sleep(t, prev, now);
 			else
@@ -719,7 +787,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 				t->died = now;
 			/* a wait worth stacks: a lock, or inside an op (an
 			 * idle wait may turn out a lock's: a mutex's) */
-			if (stack_min_ns && state == TS_SLEEP &&
+			if (stack_min_ns && state == TS_SLEEP && !early &&
 			    (t->sleep != SK_IDLE ||
 			     (t->futex_start && (t->cv_uaddr & 1))))
 				stack_at_sleep(ctx, prev, now, slot);
@@ -735,6 +803,12 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 				eo->sleep = t->sleep;
 				EV_SEND(eo);
 			}
+			/* woken already: its sleep ends as it begins, and it
+			 * waits for a CPU from now */
+			if (early)
+				wake_up_as(t, prev, slot, now, gen, NULL,
+					   early_waker,
+					   is_worker(early_waker));
 		}
 	}
 	slot = target_of(next->tgid);
@@ -752,16 +826,16 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 		if (t->state == TS_RUNQ && ring && t->since && t->since < now)
 			behind_wait(ring, slot, t->role, t->since, now, gen);
 		if (t->state == TS_SLEEP && !task_state(next)) {
-			/* switched in runnable after it went to sleep: woken
-			 * without a sched_waking (no program ran for it: see
-			 * unseen_switch_in). Its wake-up is taken as now, by
-			 * no one known; no run-queue delay is recorded for it.
-			 * (A thread preempted while it was going to sleep
-			 * comes back still in its sleeping state: no wake-up
-			 * yet.) */
-			count_in(slot, CNT_WAKE_UNSEEN, gen);
-			unseen_wake_up(ctx, t, next, slot, now, gen);
-			switched_in(t, next->pid, slot, now, gen, 0);
+			/* switched in runnable after it went to sleep, with
+			 * no waking program run for it since: woken as it
+			 * left its CPU (a note kept: see woken_early), else
+			 * by no one known, taken as now, with no run-queue
+			 * delay recorded (see unseen_switch_in). (A thread
+			 * preempted while it was going to sleep comes back
+			 * still in its sleeping state: no wake-up yet.) */
+			switched_in(t, next->pid, slot, now, gen,
+				    woken_unseen(ctx, t, next, slot, now, gen,
+						 1));
 		} else {
 			switched_in(t, next->pid, slot, now, gen, 1);
 		}
@@ -785,9 +859,20 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	now = bpf_ktime_get_ns();
 	gen = cur_gen();
 	t = thread_of(p, now, slot);
-	if (!t || t->state != TS_SLEEP)
+	if (!t)
 		return 0;
 	cur = bpf_get_current_task_btf();
+	if (t->state != TS_SLEEP) {
+		/* on a CPU: going to sleep, maybe, its switch-out's program
+		 * not run yet (see woken_early) */
+		if (t->state == TS_RUN) {
+			t->early_wake = now;
+			t->early_waker = cur->tgid == p->tgid ? cur->pid : 0;
+		}
+		return 0;
+	}
+	if (t->early_wake)	/* (a note kept through its switch-out) */
+		t->early_wake = 0;
 	since = t->since;
 	/* a waker of the same process: it may be the op's enqueuer */
 	kind = wake_up(t, p, slot, now, gen, cur->tgid == p->tgid ? cur : NULL);
