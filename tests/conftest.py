@@ -970,6 +970,14 @@ def in_order(frames, names):
     return i == len(names)
 
 
+def c_program(src, out_dir):
+    """C program `src` (a test's controlled program, threads and all)
+    built into directory `out_dir` -> its path"""
+    exe = os.path.join(str(out_dir), os.path.basename(src)[:-2])
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", exe, src], check=True)
+    return exe
+
+
 def trace_until_exit(prog, tool_args, banner="Tracing"):
     """osdstage `tool_args` against `prog` (a controlled program waiting for
     "go" on stdin, printing its own measurements as one JSON line); ends

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import trace_until_exit
+from conftest import c_program, trace_until_exit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ETIMEDOUT = 110
@@ -19,10 +19,8 @@ N = 20
 
 @pytest.fixture(scope="module")
 def futexer(tmp_path_factory):
-    exe = str(tmp_path_factory.mktemp("futexer") / "futexer")
-    subprocess.run(["gcc", "-O2", "-pthread", "-o", exe,
-                    os.path.join(HERE, "progs", "futexer.c")], check=True)
-    return exe
+    return c_program(os.path.join(HERE, "progs", "futexer.c"),
+                     tmp_path_factory.mktemp("futexer"))
 
 
 # a wait the tracer drops now and then is a failure: three runs in a row

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from conftest import trace_until_exit
+from conftest import c_program, trace_until_exit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SLEEPS = 2000
@@ -27,10 +27,8 @@ UNSEEN = 0.01
 
 @pytest.fixture(scope="module")
 def pingpong(tmp_path_factory):
-    exe = str(tmp_path_factory.mktemp("pingpong") / "pingpong")
-    subprocess.run(["gcc", "-O2", "-pthread", "-o", exe,
-                    os.path.join(HERE, "progs", "pingpong.c")], check=True)
-    return exe
+    return c_program(os.path.join(HERE, "progs", "pingpong.c"),
+                     tmp_path_factory.mktemp("pingpong"))
 
 
 @pytest.mark.parametrize("run", range(3))

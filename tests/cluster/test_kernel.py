@@ -9,7 +9,7 @@ import pytest
 
 from cephlat.ceph import probetable
 
-from conftest import Bench, prefill
+from conftest import Bench, c_program, prefill
 from test_osdstage_live import traced_window
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -126,9 +126,7 @@ def test_cpu_hog_shows_as_run_queue_delay(lab, tmp_path):
     CPU at a higher priority (SCHED_FIFO): a woken worker waits for the
     burst to end. (A plain busy loop at normal priority barely delays
     wake-ups on this kernel: EEVDF favours threads that slept.)"""
-    exe = str(tmp_path / "cpuhog")
-    subprocess.run(["gcc", "-O2", "-pthread", "-o", exe,
-                    os.path.join(HERE, "progs", "cpuhog.c")], check=True)
+    exe = c_program(os.path.join(HERE, "progs", "cpuhog.c"), tmp_path)
     base = traced(lab, "rand", 2)
     hog = subprocess.Popen([exe, "30", "2", "2", "fifo"])
     try:
