@@ -978,6 +978,18 @@ def c_program(src, out_dir):
     return exe
 
 
+def capture_program(exe, arg, probes, cap):
+    """Controlled program `exe` `arg` (waiting for a line on stdin, then
+    printing its measurements as one JSON line), captured to `cap` with
+    no stage but its kernel ones, its threads' roles from `probes` (a
+    --probes file) -> trace_until_exit()'s (truth, stdout, stderr, exit
+    status)"""
+    prog = subprocess.Popen([exe, str(arg)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    return trace_until_exit(prog, ["--probes", probes, "-j", "-w", cap],
+                            banner="Tracing 0 stages + kernel")
+
+
 def trace_until_exit(prog, tool_args, banner="Tracing"):
     """osdstage `tool_args` against `prog` (a controlled program waiting for
     "go" on stdin, printing its own measurements as one JSON line); ends

@@ -6,11 +6,10 @@ FUTEX_WAIT_BITSET deadline) is recorded with ret -ETIMEDOUT, a woken one with
 0; FUTEX_WAIT_BITSET waits are condition-variable waits on their word."""
 import json
 import os
-import subprocess
 
 import pytest
 
-from conftest import c_program, trace_until_exit
+from conftest import c_program, capture_program
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ETIMEDOUT = 110
@@ -27,11 +26,8 @@ def futexer(tmp_path_factory):
 @pytest.mark.parametrize("run", range(3))
 def test_futex_waits_from_the_scheduler(bpf_ready, futexer, tmp_path, run):
     cap = str(tmp_path / "futex.ctf")
-    prog = subprocess.Popen([futexer, str(N)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    truth, out, err, status = trace_until_exit(
-        prog, ["--probes", os.path.join(HERE, "progs", "futexer.json"),
-               "-j", "-w", cap], banner="Tracing 0 stages + kernel")
+    truth, out, err, status = capture_program(
+        futexer, N, os.path.join(HERE, "progs", "futexer.json"), cap)
     assert status == 0, err
     assert truth["eagain"] == N and truth["timedout"] == 2 * N and \
         truth["woken"] == N and truth["other"] == 0, truth

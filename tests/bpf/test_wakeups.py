@@ -9,11 +9,10 @@ switch-out); a wake-up no program saw is counted as unseen, never
 hidden, and those are few. Three runs in a row."""
 import json
 import os
-import subprocess
 
 import pytest
 
-from conftest import c_program, trace_until_exit
+from conftest import c_program, capture_program
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SLEEPS = 2000
@@ -34,11 +33,8 @@ def pingpong(tmp_path_factory):
 @pytest.mark.parametrize("run", range(3))
 def test_every_wake_up_names_its_waker(bpf_ready, pingpong, tmp_path, run):
     cap = str(tmp_path / "pingpong.ctf")
-    prog = subprocess.Popen([pingpong, str(SLEEPS)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    truth, out, err, status = trace_until_exit(
-        prog, ["--probes", os.path.join(HERE, "progs", "pingpong.json"),
-               "-j", "-w", cap], banner="Tracing 0 stages + kernel")
+    truth, out, err, status = capture_program(
+        pingpong, SLEEPS, os.path.join(HERE, "progs", "pingpong.json"), cap)
     assert status == 0, err
     ping, pong, sleeps = truth["ping"], truth["pong"], truth["sleeps"]
     assert sleeps == SLEEPS, truth
