@@ -33,7 +33,8 @@ import pytest
 from cephlat.engine import duty
 from cephlat.exporter import budget, osds, service
 from cephlat.exporter.osds import daemonized
-from cephlat.exporter.budget import lean_share_note, own_share_note
+from cephlat.exporter.budget import lean_share_note, own_share_note, \
+    whole_share_note
 from cephlat.exporter.config import ExporterConfig
 from cephlat.exporter.service import Exporter
 
@@ -167,6 +168,21 @@ def test_own_share_note():
     assert own_share_note(0.5 * long_s * n, long_s, 0, 1) is None
     early = budget.OWN_AFTER_S / 2
     assert own_share_note(0.5 * early * n, early, 1.0, 1) is None
+
+
+def test_whole_share_note():
+    """The probes' estimate and the exporter's own CPU since the start
+    over the bound together: said with both figures and their sum; at or
+    under it, with no bound or too early: nothing."""
+    long_s = budget.OWN_AFTER_S * 2
+    said = whole_share_note(0.58, 0.50, long_s, 1.0)
+    assert said and "an estimated 0.58 %" in said and "(0.50 %)" in said, \
+        said
+    assert "took 1.08 %" in said and "over the 1 % bound" in said, said
+    assert whole_share_note(0.5, 0.5, long_s, 1.0) is None
+    assert whole_share_note(0.6, 0.3, long_s, 1.0) is None
+    assert whole_share_note(5.0, 0.5, long_s, 0) is None
+    assert whole_share_note(5.0, 0.5, budget.OWN_AFTER_S / 2, 1.0) is None
 
 
 def test_lean_share_note():

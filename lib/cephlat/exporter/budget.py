@@ -34,6 +34,22 @@ def own_share_note(own_cpu_s, elapsed_s, bound_pct, refresh_s):
     return None
 
 
+def whole_share_note(probes_pct, own_pct, elapsed_s, bound_pct):
+    """One line when the probes' estimated cost and the exporter's own
+    CPU, both since the start (the figures of its overhead and self-CPU
+    metrics), together pass the bound, whatever the cause (such as its
+    own share growing with the load after the duty cycle had spent what
+    the bound sets aside for the probes). None otherwise."""
+    if not bound_pct or elapsed_s < OWN_AFTER_S or \
+            probes_pct + own_pct <= bound_pct:
+        return None
+    return ("the probes (an estimated %.2f %%) and the exporter itself "
+            "(%.2f %%) took %.2f %% of the host's CPU since the start, over "
+            "the %g %% bound: the duty cycle keeps the full tier to its "
+            "least share from here; a longer --refresh costs less" % (
+                probes_pct, own_pct, probes_pct + own_pct, bound_pct))
+
+
 def lean_share_note(lean_pct, own_pct, elapsed_s, bound_pct):
     """One line when the lean tier, always attached, with the exporter's
     own CPU takes more of the bound than the duty cycle sets aside for

@@ -37,7 +37,7 @@ import io
 import signal
 import time
 
-from .budget import lean_share_note, own_share_note
+from .budget import lean_share_note, own_share_note, whole_share_note
 from .bykey import ByKeys
 from .collect import SCHED_CLASSES
 from .exemplars import exemplars_of
@@ -118,6 +118,7 @@ class Exporter:
         self.own_s = 0.0        # own CPU and seconds since the first start
         self.own_since = None
         self.said_own = self.said_lean = self.said_no_lean = False
+        self.said_whole = False
         self.version = None     # the traced OSDs' Ceph version
         # --otlp: the full tier's chosen ops to the collector
         # (livetraces.py; the ops it sent become exemplars: exemplars.py)
@@ -273,6 +274,7 @@ class Exporter:
         full = self.full
         flying = None
         curs_by = {}
+        probes_pct = 0.0       # the OSDs' estimates (overhead metrics)
         for tier in self.tiers:
             tr = tier.tracer
             curs = curs_by[tier.name] = tr.snapshots()
@@ -289,6 +291,7 @@ class Exporter:
                                                    self.t_last)
                 if run.name in self.gone:
                     continue
+                probes_pct += over["estimated_pct"]
                 iv = build_interval(run, cur, prev, now, now - self.t_last,
                                     fly[slot])
                 self.exported.add_interval(
@@ -319,6 +322,7 @@ class Exporter:
             # spent whatever the full tier does: off its budget
             self.cycle.other_pct = own_pct + lean_pct
         self._judge_lean(lean_pct, own_pct, now)
+        self._judge_whole(probes_pct, own_pct, now)
         fill = {}
         if full is not None:
             fill["ops"] = round(sum(flying) /
@@ -392,6 +396,17 @@ class Exporter:
         if note:
             self.say(note)
             self.said_lean = True
+
+    def _judge_whole(self, probes_pct, own_pct, now):
+        """Say once when the probes and the exporter passed the bound
+        (unless a note said already why it may not hold)."""
+        if self.said_whole or self.said_own or self.said_lean:
+            return
+        note = whole_share_note(probes_pct, own_pct, now - self.own_since,
+                                self.config.max_overhead)
+        if note:
+            self.say(note)
+            self.said_whole = True
 
     # --- the loop --------------------------------------------------------
     def run(self, stopping):
