@@ -716,13 +716,14 @@ static __always_inline void unseen_switch_in(void *ctx,
  * (early_wake). The switch-out that follows is of a thread woken already
  * if its state is no longer a sleeping one (TASK_WAKING, or running
  * again): its sleep is taken as ending where it begins, by that waker,
- * and it waits for a CPU from there. If its state still says it sleeps, the wake-up may complete
- * once the switch is done (a thread the scheduler left on its run queue,
- * a delayed dequeue) or may have been of a thread that never left its
- * CPU and is now going to sleep again: the note is kept, the next waking
- * program run for the thread forgets it, and a thread switched in with
- * none run for it takes the note as its wake-up (woken_unseen). A
- * switch-out into a run queue forgets it. */
+ * and it waits for a CPU from there. If its state still says it sleeps,
+ * the wake-up may complete once the switch is done (a thread the
+ * scheduler left on its run queue, a delayed dequeue) or may have been
+ * of a thread that never left its CPU and is now going to sleep again:
+ * the note is kept, the next waking program run for the thread forgets
+ * it, and a thread switched in with none run for it takes the note as
+ * its wake-up (woken_unseen). A switch-out into a run queue forgets it.
+ * (With no note, a wake-up no program saw is found at the switch-in.) */
 #define TASK_WAKING_STATE 0x200
 
 static __always_inline int woken_early(struct task_struct *prev)
@@ -766,8 +767,6 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev,
 				unseen_switch_in(ctx, t, prev, slot, now, gen);
 			state = (prev_state & TASK_DEAD_STATE) ? TS_DEAD :
 				prev_state ? TS_SLEEP : TS_RUNQ;
-			/* (woken as it left with no waking program run:
-			 * found at its switch-in) */
 			early = 0;
 			if (t->early_wake) {
 				early = state == TS_SLEEP && woken_early(prev);

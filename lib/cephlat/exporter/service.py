@@ -379,34 +379,33 @@ class Exporter:
         self.own_s += own
         if self.said_own:
             return
-        note = own_share_note(self.own_s, now - self.own_since,
-                              self.config.max_overhead,
-                              self.config.refresh)
-        if note:
-            self.say(note)
-            self.said_own = True
+        self.said_own = self._said(own_share_note(
+            self.own_s, now - self.own_since, self.config.max_overhead,
+            self.config.refresh))
 
     def _judge_lean(self, lean_pct, own_pct, now):
         """Say once when the lean tier leaves the full tier no room."""
         if self.said_lean or self.said_own or self.full is None or \
                 self.lean is None:
             return
-        note = lean_share_note(lean_pct, own_pct, now - self.own_since,
-                               self.config.max_overhead)
-        if note:
-            self.say(note)
-            self.said_lean = True
+        self.said_lean = self._said(lean_share_note(
+            lean_pct, own_pct, now - self.own_since,
+            self.config.max_overhead))
 
     def _judge_whole(self, probes_pct, own_pct, now):
         """Say once when the probes and the exporter passed the bound
         (unless a note said already why it may not hold)."""
         if self.said_whole or self.said_own or self.said_lean:
             return
-        note = whole_share_note(probes_pct, own_pct, now - self.own_since,
-                                self.config.max_overhead)
+        self.said_whole = self._said(whole_share_note(
+            probes_pct, own_pct, now - self.own_since,
+            self.config.max_overhead))
+
+    def _said(self, note):
+        """Say `note` (None: nothing to say) -> whether it was said."""
         if note:
             self.say(note)
-            self.said_whole = True
+        return bool(note)
 
     # --- the loop --------------------------------------------------------
     def run(self, stopping):
