@@ -299,6 +299,50 @@ def test_replica_table_names_no_one_when_none_is_slow():
     assert v["replica"] is None and "no replica held" in v["words"]
 
 
+def _queued_rows(slow, n=300):
+    """Writes to two of osd.0 .. osd.2 each, under load: both replicas of
+    a write queue for the same 10 to 40 ms (the waves of a flood, shared
+    by every OSD), each adds up to 10 ms of its own; `slow`'s link adds
+    3 ms to its way back."""
+    import random
+    rnd = random.Random(5)
+    rows = []
+    for i in range(n):
+        pair = [("osd.0", "osd.1"), ("osd.1", "osd.2"),
+                ("osd.0", "osd.2")][i % 3]
+        queue = rnd.uniform(10000.0, 40000.0)
+        got = []
+        for name in pair:
+            back = 1000.0 + 3000.0 * (name == slow)
+            own = queue + rnd.uniform(0.0, 10000.0)
+            got.append({"req": "client.1.0:%d" % i, "replica": name,
+                        "out_us": 1000.0, "replica_us": own,
+                        "back_us": back, "wait_us": 1000.0 + own + back})
+        last = max(got, key=lambda r: r["wait_us"])
+        for r in got:
+            r["last"] = r is last
+        rows += got
+    return rows
+
+
+def test_a_slow_link_is_named_when_queues_outgrow_it():
+    """A 3-ms slower link under queues of tens of ms: its replica is the
+    last of most (not all) of its writes and takes well under 1.2 times
+    the others' whole time, but its way there and back is theirs plus the
+    link's delay: the link is named. The same queues without the slow
+    link name no one."""
+    t = e2e.replica_table(_queued_rows("osd.1"))
+    v = t["verdict"]
+    assert e2e.SLOW_LINK_LAST_PCT <= t["replicas"]["osd.1"]["last_pct"] < 90, t
+    whole = (v["way_p50_us"] + v["replica_p50_us"]) / (
+        v["others_way_p50_us"] + v["others_replica_p50_us"])
+    assert whole < e2e.SLOW_RATIO, v
+    assert v["replica"] == "osd.1" and v["cause"] == "network", v
+    v = e2e.replica_table(_queued_rows(None))["verdict"]
+    assert v["replica"] is None and "nor its way there and back" in \
+        v["words"], v
+
+
 def test_replica_table_blames_the_replica_when_its_own_work_is_slow():
     rows = _rows(None)
     for r in rows:

@@ -344,12 +344,14 @@ def replica_segments(story):
 # times the others' time (way there and back, plus its own work) at p50
 SLOW_LAST_PCT = 75.0
 SLOW_RATIO = 1.2
-# ... or when its way there and back alone takes that much more than
-# theirs (a fifth of their whole time) and it is the last of at least this
+# ... or when its way there and back alone takes this many times theirs
+# (and more than its own work adds) and it is the last of at least this
 # share: a slow link adds the same delay to every write, while the
 # replicas' own times (their queues, under load) vary from write to write
 # by more than that, so its replica is the last less often than one whose
-# own queue is slow
+# own queue is slow; and under load those queues can grow past any fixed
+# share of the whole time, so the link is judged against the way it adds
+# to, not against the whole
 SLOW_LINK_LAST_PCT = 200.0 / 3
 
 
@@ -500,9 +502,8 @@ def _held_up(s, sway, sown, way, own):
     slow = sway + sown >= SLOW_RATIO * (way + own)
     if s["last_pct"] >= SLOW_LAST_PCT and slow:
         return True
-    link = sway - way >= (SLOW_RATIO - 1) * (way + own) and \
-        sway - way >= sown - own
-    return s["last_pct"] >= SLOW_LINK_LAST_PCT and slow and link
+    link = sway >= SLOW_RATIO * way and sway - way >= sown - own
+    return s["last_pct"] >= SLOW_LINK_LAST_PCT and link
 
 
 def _verdict(out, slow, s, sway, sown, way, own):
@@ -512,9 +513,10 @@ def _verdict(out, slow, s, sway, sown, way, own):
             "replica": None, "cause": None,
             "words": "no replica held the writes up: the last one is "
                      "spread over them (%s), none took %.1f times the "
-                     "others' time." % (", ".join(
+                     "others' time, nor its way there and back alone %.1f "
+                     "times theirs." % (", ".join(
                          "%s %.0f %%" % (k, d["last_pct"]) for k, d in
-                         out["replicas"].items()), SLOW_RATIO)}
+                         out["replicas"].items()), SLOW_RATIO, SLOW_RATIO)}
         return out
     where = "network" if extra_way >= extra_own else "replica"
     out["verdict"] = {
