@@ -7,9 +7,15 @@ import time
 from ..model import costs, report
 
 
+NBSP = "\u00a0"
+
+
 def wrap(out, text, indent="  "):
+    """`text` filled to 78 columns; a no-break space (NBSP) keeps a
+    figure with its unit ("4 KiB") on one line and prints as a space."""
     out.write(textwrap.fill(text, 78, subsequent_indent=indent,
-                            break_on_hyphens=False) + "\n")
+                            break_on_hyphens=False).replace(NBSP, " ") +
+              "\n")
 
 
 def _clock(ts, secs):
