@@ -291,16 +291,24 @@ def host_pictures(args, err, caps, ivs, span=None, focus=None,
                                 for c, iv in zip(caps, ivs)], tl, None)
 
 
+# a sleep begun in a timeline's window keeps its stacks when it ends
+# after it (its stacks are recorded at its wake-up) up to this much later,
+# or a window's length later, the longer
+LATE_WAKE_NS = 1000000000
+
+
 def add_sleep_stacks(tl, cap):
     """A one-OSD timeline `tl` of a capture with stacks (-w --stacks):
     its lanes' sleeps with their stacks (tl["stacks"]), for --perfetto
-    and --html."""
+    and --html: those woken in its window, and those begun in it and woken
+    after it (drawn clipped at its end)."""
     if not has_stacks(cap):
         return tl
     a, b = tl["window"]
     sr = StackReader(cap)
     try:
-        waits = sr.waits(a, b)
+        waits = [w for w in sr.waits(a, b + max(b - a, LATE_WAKE_NS))
+                 if w.ts <= b or w.ts - w.off_ns < b]
     finally:
         sr.close()
     tl["stacks"] = sleep_notes(waits, {ln["tid"] for ln in tl["lanes"]},
