@@ -571,6 +571,8 @@ struct ctl {
 	__u32 call_bias_min_ns;
 	__s64 real_off_ns;	/* CLOCK_REALTIME - CLOCK_MONOTONIC (Ceph's
 				 * stamps are wall clock), at the last write */
+	__s64 tai_off_ns;	/* CLOCK_TAI - CLOCK_REALTIME (whole seconds:
+				 * it moves only at a leap second) */
 	__u32 gen;
 	__u32 mclock;		/* bit per target slot: its OSD schedules ops
 				 * with mClock (a timed wait on its queue is a

@@ -252,6 +252,22 @@ static __always_inline void record(__u32 target, __u32 stage, __u64 delta,
 		hist_add(s, delta);
 }
 
+/* The wall clock now, in ns (Ceph's stamps are CLOCK_REALTIME): the
+ * kernel's TAI clock where BPF has it (Linux 6.1) less TAI's offset from
+ * the wall clock, so that a step of the wall clock (a time daemon's, a
+ * virtual machine's after a pause) shows at once; else the monotonic
+ * clock plus the offset user space measured at its last write of ctl
+ * (each report), which a step leaves wrong until the next: stamps after
+ * "now" would drop the ops of that while. */
+static __always_inline __u64 wall_now(void)
+{
+	if (bpf_core_enum_value_exists(enum bpf_func_id,
+				       BPF_FUNC_ktime_get_tai_ns))
+		return bpf_ktime_get_tai_ns() -
+		       *(volatile __s64 *)&ctl.tai_off_ns;
+	return bpf_ktime_get_ns() + *(volatile __s64 *)&ctl.real_off_ns;
+}
+
 /* Reserve a capture event of `size` bytes with its header filled; NULL
  * when not recording or the ring is full (counted). */
 static __always_inline void *ev_reserve(__u64 size, __u32 id, __u64 ts,

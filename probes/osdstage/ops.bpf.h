@@ -103,11 +103,11 @@ static __always_inline __u64 utime_ns(struct utime t)
 	return (__u64)t.sec * 1000000000ull + t.nsec;
 }
 
-/* The messenger stages of an op enqueued at `now` (monotonic), from its
- * message `msg`'s wall-clock stamps: one read, no probe hit. 0: not traced
- * or stamps missing / out of order (counted). */
-static __always_inline int msg_stages(__u64 msg, int slot, __u64 now,
-				      __u32 gen, __u64 out[3])
+/* The messenger stages of an op enqueued now, from its message `msg`'s
+ * wall-clock stamps: one read, no probe hit. 0: not traced or stamps
+ * missing / out of order (counted). */
+static __always_inline int msg_stages(__u64 msg, int slot, __u32 gen,
+				      __u64 out[3])
 {
 	struct msg_stamps m;
 	__u64 recv, thr, all, enq;
@@ -120,7 +120,7 @@ static __always_inline int msg_stages(__u64 msg, int slot, __u64 now,
 	recv = utime_ns(m.recv);
 	thr = utime_ns(m.throttle);
 	all = utime_ns(m.recv_complete);
-	enq = now + *(volatile __s64 *)&ctl.real_off_ns;
+	enq = wall_now();
 	if (!m.recv.sec || thr < recv || all < thr || enq < all)
 		goto bad;
 	out[0] = thr - recv;
@@ -358,7 +358,7 @@ int op_enqueue(struct pt_regs *ctx)
 	s->st = n;
 	s->key = key;
 	gen = cur_gen();
-	stamped = msg_stages(msg, slot, now, gen, msgs);
+	stamped = msg_stages(msg, slot, gen, msgs);
 	if (stamped)
 		s->st.msg_ns = msgs[0] + msgs[1] + msgs[2];
 	e = EV_NEW(ev_op_enqueue, EV_OP_ENQUEUE, now, gen, slot);
@@ -628,7 +628,7 @@ int op_lean(struct pt_regs *ctx)
 
 	if (slot < 0)
 		return 0;
-	now = bpf_ktime_get_ns() + *(volatile __s64 *)&ctl.real_off_ns;
+	now = wall_now();
 	if (!msg_off || !msg_stamps_off || !deq_time_off)
 		goto bad;
 	if (lean_span) {

@@ -42,17 +42,18 @@ def test_bss_holds_only_ctl():
     need(os.path.exists(OBJ), "BPF objects not built (run: make)")
     # StageTracer writes struct ctl {u64 call_bias_ns; u32 call_cold_ns,
     # call_cold_x16, call_cold_max_ns, call_warm_ns, call_warm_x16,
-    # call_bias_min_ns; s64 real_off_ns; u32 gen;
+    # call_bias_min_ns; s64 real_off_ns, tai_off_ns; u32 gen;
     # u32 mclock; u32 behind; u32 targets[MAX_TARGETS]} as the whole .bss
     # value (8-byte aligned)
     a = abi.load("osdstage", BUILD)
     ctl = a.struct("ctl")
     assert _section_symbols(OBJ, ".bss") == {"ctl": (0, ctl.size)}
-    assert ctl.size == (52 + 4 * a.const("MAX_TARGETS") + 7) // 8 * 8
-    assert ctl.offset("targets") == 52
+    assert ctl.size == (60 + 4 * a.const("MAX_TARGETS") + 7) // 8 * 8
+    assert ctl.offset("targets") == 60
     assert ctl.unpack(ctl.pack(call_bias_ns=7, call_cold_x16=56,
-                               real_off_ns=-5, gen=3)) == {
+                               real_off_ns=-5, tai_off_ns=37, gen=3)) == {
         "call_bias_ns": 7, "call_cold_ns": 0, "call_cold_x16": 56,
         "call_cold_max_ns": 0, "call_warm_ns": 0, "call_warm_x16": 0,
-        "call_bias_min_ns": 0, "real_off_ns": -5, "gen": 3, "mclock": 0,
+        "call_bias_min_ns": 0, "real_off_ns": -5, "tai_off_ns": 37,
+        "gen": 3, "mclock": 0,
         "behind": 0}

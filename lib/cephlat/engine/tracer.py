@@ -46,6 +46,14 @@ def real_offset_ns():
     return wall_minus_mono()[1]
 
 
+def tai_offset_ns():
+    """CLOCK_TAI - CLOCK_REALTIME: whole seconds (the kernel's TAI offset,
+    0 until a time daemon sets it), which the programs take off the TAI
+    clock to read the wall clock (helpers.bpf.h wall_now)."""
+    d = time.clock_gettime_ns(time.CLOCK_TAI) - time.time_ns()
+    return round(d / 1e9) * 1000000000
+
+
 # Ceph's threads (docs/ceph.md); role 1 are the shard workers.
 
 
@@ -226,7 +234,7 @@ class StageTracer(MapReads):
         ctl = self.abi.struct("ctl")
         raw = bytearray(ctl.pack(
             gen=self.gen,
-            real_off_ns=real_offset_ns(),
+            real_off_ns=real_offset_ns(), tai_off_ns=tai_offset_ns(),
             mclock=sum(1 << i for i, m in enumerate(self.mclock) if m),
             behind=int(self.split_behind),
             **self.calib))
