@@ -39,6 +39,7 @@ import subprocess
 import pytest
 
 from cephlat.capture.reader import Capture
+from cephlat.cli.merged import mono_at
 from cephlat.model.verdict import CPU_CAUSES
 from cephlat.stacks.waits import UNSEEN_FRAME, StackReader
 
@@ -148,29 +149,14 @@ def test_the_reads_wait_for_the_disk_inside_bluestore(stacked):
                               if w != [UNSEEN_FRAME]), reads
 
 
-def _mono_ns(cap, wall_s):
-    """The capture's timestamp whose wall-clock time (cap.wall(): the
-    offset interpolated between the capture's clock samples, as the
-    reports' wall times are) is `wall_s`. (Not one offset for the whole
-    capture: a time daemon may step the wall clock during it; seen: 2.2 s
-    in a 3-s capture.)"""
-    lo, hi = cap.first_ns - 10 ** 10, cap.last_ns + 10 ** 10
-    want = int(wall_s * 1e9)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if mid + cap.wall_offset_ns(mid) < want:
-            lo = mid
-        else:
-            hi = mid
-    return hi
-
-
 def _sleeps(cap, tid, a_us, b_us, enq_wall):
     """The sleeps inside an op (the scheduler's waking events: kind work)
     of thread `tid` of at least MIN_US within [a_us, b_us] of the op's
     enqueue (wall-clock `enq_wall`) -> [(from its enqueue us, us, the
     waker's tid)]"""
-    t = _mono_ns(cap, enq_wall)
+    # (the reports' wall times: the offset interpolated between the
+    # capture's clock samples, which a step of the wall clock moves)
+    t = mono_at(cap, int(enq_wall * 1e9))
     out = []
     for _, ts, d in cap.iter_events(["waking"], t + int(a_us * 1000),
                                     t + int(b_us * 1000)):

@@ -104,15 +104,28 @@ def _client_ops(traces, base):
     return {"name": name, "pid": pid, "ops": ops}
 
 
+# how far from the capture's first offset mono_at looks (ns): a step of
+# the wall clock during a capture moves it by that step, seconds
+MONO_AT_REACH_NS = 10 ** 12
+
+
 def mono_at(cap, wall_ns):
     """`cap`'s monotonic ns at wall-clock ns `wall_ns`, with its clock's
-    offset taken there (interpolated between its samples): each step
-    takes the offset where the last one landed (a clock drifts by ppm:
-    three steps leave well under a ns)."""
-    mono = wall_ns - cap.wall_offset_ns(cap.first_ns)
-    for _ in range(3):
-        mono = wall_ns - cap.wall_offset_ns(mono)
-    return mono
+    offset taken there (interpolated between its samples), found by
+    halving: a wall time rises with the monotonic one, the offset moving
+    by a drift of ppm or by a step of the wall clock (a time daemon's, a
+    virtual machine's after a pause; seen: 2.2 s within a 3-s capture),
+    which the samples spread over the capture, too steep for taking the
+    offset where the last guess landed."""
+    guess = wall_ns - cap.wall_offset_ns(cap.first_ns)
+    lo, hi = guess - MONO_AT_REACH_NS, guess + MONO_AT_REACH_NS
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if mid + cap.wall_offset_ns(mid) < wall_ns:
+            lo = mid
+        else:
+            hi = mid
+    return hi
 
 
 def _deltas(caps, at):
