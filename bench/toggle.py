@@ -185,7 +185,7 @@ def stats_window(tracer, pid, asok, secs):
     prog = r1["prog_ns"] - r0["prog_ns"]
     return {"hits": runs / ops, "prog_us": prog / ops / 1000.0,
             "estimate_us": meter.cost_ns(hits) / ops / 1000.0,
-            "estimate_runs_us": (prog + runs * meter.trap_ns) / ops /
+            "estimate_runs_us": (prog + runs * meter.uprobe_ns) / ops /
             1000.0}
 
 

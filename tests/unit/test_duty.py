@@ -184,41 +184,6 @@ def test_without_run_statistics_the_fixed_costs_stay():
     assert tr.detaches == 1
 
 
-def test_a_hit_costs_the_calibrated_price():
-    """With the calibration's price of a hit (calibrate.hit_price: trap
-    and program, on a hot CPU) the fixed estimate charges a hit that, the
-    measured one each uprobe run its trap alone (its program's time is
-    measured); the calibrated pair stays in the reports as
-    uprobe_cost_ns. Without the programs' part (the statistics refused
-    during calibration) a run's trap is the whole hit."""
-    tr = SimTracer()
-    tr.hit_price = {"hit_ns": 600, "prog_ns": 200, "trap_ns": 400}
-    tr.load = 1000
-    cycle = _cycle(50.0, tr)
-
-    class Snap:
-        def __init__(self, hits):
-            self.counters = {"hit_entry": hits}
-
-    first = Snap(0)
-    ov = duty.Overhead(tr, 50.0, first, cycle, tr.t, host_part=False)
-    ov.meter.switches = lambda: 0
-    t0 = tr.t
-    tr.run(cycle, 10.0)
-    # (the same hits both ways, at the cycle's last look)
-    assert cycle.cost.fixed_ns > 0
-    assert cycle.cost.scale == pytest.approx((tr.prog_ns + 400) / 600,
-                                             rel=1e-3)
-    rec = ov.record(Snap(tr.hits), first, tr.t, t0)
-    assert (rec["uprobe_cost_ns"], rec["hit_cost_ns"],
-            rec["trap_cost_ns"]) == (TRAP_NS, 600, 400)
-    tr.hit_price = {"hit_ns": 600, "prog_ns": None, "trap_ns": 600}
-    assert duty.CostMeter(tr).trap_ns == 600
-    tr.hit_price = None
-    m = duty.CostMeter(tr)
-    assert m.uprobe_ns == m.trap_ns == m.pair_ns == TRAP_NS
-
-
 def test_load_arriving_in_a_window_is_met_within_a_look():
     """A window the bank planned for a light load ends within a look of
     the load growing, not when planned."""

@@ -27,11 +27,9 @@ the hot calls to the cold ones.
 """
 import ctypes
 import os
-import statistics
 import time
 
 from ..model.hist import UNITS_PER_US, slot_bounds_us, slot_of_ns
-from . import bpf, bpfsys
 from .stats import hist_delta
 
 # the cold correction's slope at most (x16): 16 us of pair per us of entry
@@ -47,10 +45,6 @@ WARM_RISE_MIN_NS = 1000 // UNITS_PER_US
 # calibration's; at 1x of 10-ms calibration calls the sleeper's 20-ms calls
 # kept 1.3-3 us of their 5-6.5 us of cold cost
 COLD_REACH = 2
-# what a hit costs (hit_price): this many calls back to back of the probed
-# function and of the plain one, this many times in turns (~20 ms)
-HIT_CALLS = 2000
-HIT_ROUNDS = 5
 # struct ctl's fields this sets; all zero: nothing is taken out
 NONE = {"call_bias_ns": 0, "call_warm_ns": 0, "call_warm_x16": 0,
         "call_bias_min_ns": 0, "call_cold_ns": 0, "call_cold_x16": 0,
@@ -60,8 +54,7 @@ NONE = {"call_bias_ns": 0, "call_warm_ns": 0, "call_warm_x16": 0,
 def calibrate(tracer, calls=100, gap_s=0.0005, cold_calls=16,
               cold_gap_s=0.02, hot_calls=100):
     """Time the trivial function through `tracer` (loaded, its programs
-    not yet attached to the target) -> (struct ctl's call_* fields, what
-    a hit costs: hit_price's, or None):
+    not yet attached to the target) -> struct ctl's call_* fields:
 
     `hot_calls` made back to back (the thread never sleeps, its CPU never
     idles), `calls` spaced by `gap_s` (warm) and `cold_calls` spaced by
@@ -79,15 +72,14 @@ def calibrate(tracer, calls=100, gap_s=0.0005, cold_calls=16,
     warm one (call_warm_x16), never less than the hot pair
     (call_bias_min_ns). The probes stay attached (detaching costs ~0.2 s);
     they fire only in this process. NONE when the library is missing or
-    too few warm calls were seen. Between the hot calls and the warm ones
-    (both warm it up) the price of a hit is taken (hit_price).
+    too few warm calls were seen.
 
     The function is of the target's flavour: built with CET (starting
     with endbr64, probed right after it) when the target's functions
     are, else without."""
     fn = _attach(tracer)
     if fn is None:
-        return dict(NONE), None
+        return dict(NONE)
     sid, eid = tracer.vocab.calib_id, tracer.vocab.calib_entry_id
 
     def timed(n, gap):
@@ -101,65 +93,11 @@ def calibrate(tracer, calls=100, gap_s=0.0005, cold_calls=16,
         return pair, entry, min(pair.count, entry.count) >= n // 2
 
     hot = timed(hot_calls, 0)
-    price = hit_price(tracer, fn)
     warm = timed(calls, gap_s)
     if not warm[2]:
-        return dict(NONE), price
+        return dict(NONE)
     cold = timed(cold_calls, cold_gap_s)   # after the warm ones: colder
-    return fields(warm, cold, hot), price
-
-
-def hit_price(tracer, fn, calls=HIT_CALLS, rounds=HIT_ROUNDS):
-    """What one probe hit costs the thread it fires in, in CPU ns, on a
-    hot CPU: the probed function `fn` called `calls` times back to back
-    against the plain one as often, in turns, `rounds` times (a drift
-    cancels), the difference over the two hits of a call (entry and
-    return). Hot, because that is where the cost adds up: an OSD under
-    load runs its probed functions back to back; a colder hit costs more
-    (calibrate's warm and cold pairs) but comes seldom. -> {"hit_ns": trap
-    and program, "prog_ns": the programs' part (the kernel's run
-    statistics, held on meanwhile: None where it refuses them),
-    "trap_ns": the rest}, or None when the calls could not tell (the
-    probed ones no dearer than the plain ones)."""
-    plain = getattr(ctypes.CDLL(fn.lib_path), "cephlat_calib_plain", None)
-    if plain is None:
-        return None
-    plain.restype, plain.argtypes = ctypes.c_long, [ctypes.c_long]
-    progs = [fd for name, fd in tracer.obj.programs()
-             if name in ("stage_entry", "stage_return")]
-    stats = bpf.enable_run_stats()
-
-    def ran():
-        """(runs, ns) of the calibration's programs so far"""
-        got = [bpfsys.prog_fdinfo("self", fd) for fd in progs]
-        return (sum(g["run_cnt"] for g in got if g),
-                sum(g["run_time_ns"] for g in got if g))
-
-    def cpu_ns(f):
-        t0 = time.thread_time_ns()
-        for i in range(calls):
-            f(i)
-        return time.thread_time_ns() - t0
-
-    added, runs, prog = [], 0, 0
-    try:
-        for _ in range(rounds):
-            bare = cpu_ns(plain)
-            r0 = ran()
-            probed = cpu_ns(fn)
-            r1 = ran()
-            added.append((probed - bare) / calls)
-            runs, prog = runs + r1[0] - r0[0], prog + r1[1] - r0[1]
-    finally:
-        if stats is not None:
-            os.close(stats)
-    hit = statistics.median(added) / 2
-    if hit <= 0:
-        return None
-    prog_ns = prog / runs if stats is not None and runs else None
-    return {"hit_ns": round(hit),
-            "prog_ns": None if prog_ns is None else round(prog_ns),
-            "trap_ns": round(max(0.0, hit - (prog_ns or 0.0)))}
+    return fields(warm, cold, hot)
 
 
 def fields(warm, cold, hot):
@@ -221,7 +159,6 @@ def _attach(tracer):
         sym = elf.mark_cet(elf.find("cephlat_calib_target")[0])
     fn = ctypes.CDLL(lib_path).cephlat_calib_target
     fn.restype, fn.argtypes = ctypes.c_long, [ctypes.c_long]
-    fn.lib_path = lib_path
     sid = tracer.vocab.calib_id
     for ret in (False, True):
         tracer.obj.attach_uprobes("stage_return" if ret else "stage_entry",

@@ -5,13 +5,9 @@ The cost is measured (RunCost): the kernel's BPF run statistics are held
 on while attached (Tracer.measure_runs), so the time of every run of our
 programs is known (scheduler and block programs in any task, uprobe
 programs in the target's threads), and each uprobe run is also charged its
-trap (calibrate.hit_price: what a hit costs a thread on a hot CPU, less
-its program's part). The fixed costs per hit below (a uprobe hit at the
-price hit_price measured, trap and program) are the fallback where the
-kernel refuses the statistics, and the reports' per-OSD split (scaled to
-the measure). Without a price (no calibration library) a hit costs the
-calibrated uprobe + uretprobe pair, at least MIN_UPROBE_COST_NS: a pair
-is two hits, and this charges each the whole pair, erring high.
+trap (the calibrated uprobe + uretprobe pair, at least MIN_UPROBE_COST_NS).
+The fixed costs per hit below are the fallback where the kernel refuses
+the statistics, and the reports' per-OSD split (scaled to the measure).
 Measured on the 3-OSD lab: the scheduler programs take ~250 ns a run,
 where TP_COST_NS and TP_FILTER_NS assume 150 and 40, and the block
 programs (not in the fixed costs) ~250 ns.
@@ -84,15 +80,7 @@ class CostMeter:
 
     def __init__(self, tracer):
         self.tracer = tracer
-        # the calibrated pair on a warm CPU (the reports' uprobe_cost_ns:
-        # what a pair of hits puts into a timed call)
-        self.pair_ns = max(tracer.call_bias_ns, MIN_UPROBE_COST_NS)
-        price = getattr(tracer, "hit_price", None)
-        # a uprobe hit, trap and program; its trap alone (RunCost: the
-        # program's time is measured)
-        self.uprobe_ns = price["hit_ns"] if price else self.pair_ns
-        self.trap_ns = price["trap_ns"] if price and \
-            price["prog_ns"] is not None else self.uprobe_ns
+        self.uprobe_ns = max(tracer.call_bias_ns, MIN_UPROBE_COST_NS)
         # the hit counters at each price, as the header marks them
         self.uprobe_hits = tracer.vocab.uprobe_hits
         self.tp_hits = tracer.vocab.tp_hits
@@ -155,7 +143,7 @@ class RunCost:
             return
         self.ns = float(runs["prog_ns"] - self.runs0["prog_ns"] +
                         (runs["uprobe_runs"] - self.runs0["uprobe_runs"]) *
-                        self.meter.trap_ns)
+                        self.meter.uprobe_ns)
         if self.fixed_ns > 0:
             self.scale, self.measured = self.ns / self.fixed_ns, True
 
@@ -381,8 +369,6 @@ class Overhead:
             "estimated_pct": round(full * min(1.0, total_att / elapsed) +
                                    cycles_pct, 3),
             "cycles_pct": round(cycles_pct, 3),
-            "uprobe_cost_ns": self.meter.pair_ns,
-            "hit_cost_ns": self.meter.uprobe_ns,
-            "trap_cost_ns": self.meter.trap_ns,
+            "uprobe_cost_ns": self.meter.uprobe_ns,
             "hits": hits,
         }

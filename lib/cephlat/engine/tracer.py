@@ -107,7 +107,6 @@ class StageTracer(MapReads):
         self.cet = self.plan.cet   # calibrate on a function of this flavour
         self.calibrate_always = False
         self.calib = dict(calibration.NONE)   # struct ctl's call_* fields
-        self.hit_price = None       # what a hit costs (calibrate.hit_price)
         # the kernel's BPF run statistics, held on while attached when the
         # cost is measured (measure_runs(): duty cycles, the exporter)
         self.run_stats, self._stats_fd = False, None
@@ -210,7 +209,7 @@ class StageTracer(MapReads):
         self.reader = StatsReader(self.obj.map("stats"), self.vocab,
                                   self.abi)
         if self.want_calibration and (self.plan.calls or self.calibrate_always):
-            self.calib, self.hit_price = calibration.calibrate(self)
+            self.calib = calibration.calibrate(self)
             self._write_ctl()
         self.counters = self.obj.map("counters")
         self.ops = OpTable(self.obj.map("ops"), self.abi)
