@@ -11,13 +11,13 @@ together when a new run changes them."""
 
 # where and when the figures below were measured (Pacific's toggle part)
 MEASURED_ON = "2-core VM, kernel 6.18, Ceph 16.2.15"
-MEASURED_AT = "2026-12-05"
+MEASURED_AT = "2026-12-06"
 
 # mode -> (added OSD CPU per 4 KiB read in us: mean, standard error)
 PER_OP_US = {
-    "default": (7.96, 0.83),      # user-space and kernel stages
-    "userspace": (3.07, 0.93),    # --no-kernel
-    "lean": (1.45, 0.71),          # --lean
+    "default": (10.93, 0.95),      # user-space and kernel stages
+    "userspace": (7.24, 0.93),    # --no-kernel
+    "lean": (0.45, 1.03),          # --lean
 }
 
 # the modes as a report's header names them (a program traced from a
